@@ -1,0 +1,29 @@
+//! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, and
+//! (as the API server issues land) the resource catalogue, selectors, field errors, `Status`
+//! and conversion between versions. No I/O.
+//!
+//! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
+//! manifest; this crate re-exports it so that every other crate sees the same level.
+
+pub use k8s_openapi;
+
+/// The Kubernetes minor version whose API Capstan serves (`k8s-openapi` feature `v1_33`).
+pub const KUBERNETES_MINOR: u32 = k8s_openapi::k8s_if_ge_1_33! { 33 };
+
+/// The Kubernetes version Capstan reports as its API level, e.g. in `/version`.
+pub fn kubernetes_version() -> String {
+    format!("v1.{KUBERNETES_MINOR}.0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_is_pinned_to_kubernetes_1_33() {
+        assert_eq!(KUBERNETES_MINOR, 33);
+        assert_eq!(kubernetes_version(), "v1.33.0");
+        // The pinned level must also expose the types 1.33 clients use.
+        let _ = k8s_openapi::api::core::v1::Pod::default();
+    }
+}

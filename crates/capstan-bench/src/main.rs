@@ -1,0 +1,2 @@
+//! Benchmark drivers for Capstan (being written).
+fn main() {}

@@ -1,0 +1,657 @@
+//! The embedded backend: one SQLite file (bundled SQLite, WAL mode, `synchronous=FULL`).
+//!
+//! Layout:
+//! - `kv` holds the live keys only (clustered by key), so a list at the current revision is a
+//!   range scan of live data, never a scan of history;
+//! - `log` holds one row per revision (the row id *is* the revision) with the new value and the
+//!   value it replaced;
+//! - `meta` holds the current and the compacted revision.
+//!
+//! The state at an older revision `R` is the live state with the changes after `R` undone: for
+//! every key changed after `R`, the `prev_*` columns of its first change after `R` say what it
+//! was at `R`. Reads at `R` therefore touch only live rows and the log rows after `R`; they are
+//! valid for every `R` at or after the compacted revision, because compaction only removes log
+//! rows before it.
+//!
+//! Writes go through one writer thread (see [`writer`]) that group-commits whatever is queued;
+//! reads run on a small pool of read-only connections, each in its own read transaction so that
+//! the revision reported and the rows returned come from one snapshot. Watchers are fed by the
+//! writer right after each commit; a watch from an older revision first replays the log.
+//!
+//! The file is locked for the lifetime of the store: a second process opening the same file gets
+//! an error instead of corrupting the revision sequence.
+
+mod writer;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::{mpsc, oneshot};
+
+use self::writer::{WriteOp, WriteOutcome, WriteRequest, Writer};
+use crate::watch::{self, Hub, Replay};
+use crate::{
+    Backend, DeleteResponse, EventKind, GetResponse, KeyValue, ListOptions, ListResponse, Result,
+    Revision, Store, StoreError, WatchEvent, WatchStream, prefix_end,
+};
+
+/// Settings of the SQLite backend.
+#[derive(Clone, Debug)]
+pub struct SqliteConfig {
+    /// The database file; created with its parent directories if missing.
+    pub path: PathBuf,
+    /// Batches a watcher may have waiting before it is cut off as too slow.
+    pub watch_buffer: usize,
+    /// The most writes committed in one transaction.
+    pub max_batch: usize,
+    /// Read connections kept open for reuse.
+    pub read_connections: usize,
+}
+
+impl SqliteConfig {
+    /// Defaults for a database at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        SqliteConfig {
+            path: path.into(),
+            watch_buffer: 1024,
+            max_batch: 1024,
+            read_connections: 4,
+        }
+    }
+}
+
+/// The SQLite backend; see the module documentation.
+#[derive(Debug)]
+pub struct SqliteBackend {
+    writes: mpsc::Sender<WriteRequest>,
+    hub: Arc<Hub>,
+    committed: Arc<AtomicI64>,
+    readers: Arc<ReadPool>,
+    _lock: File,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    revision INTEGER NOT NULL,
+    compacted INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO meta (id, revision, compacted) VALUES (1, 0, 0);
+CREATE TABLE IF NOT EXISTS kv (
+    key BLOB PRIMARY KEY,
+    value BLOB NOT NULL,
+    create_rev INTEGER NOT NULL,
+    mod_rev INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log (
+    rev INTEGER PRIMARY KEY,
+    key BLOB NOT NULL,
+    value BLOB,
+    create_rev INTEGER NOT NULL,
+    prev_value BLOB,
+    prev_create_rev INTEGER,
+    prev_mod_rev INTEGER
+);
+";
+
+fn sqlite_error(context: &str, path: &Path, error: rusqlite::Error) -> StoreError {
+    StoreError::unavailable(format!("{context} {}", path.display()), error)
+}
+
+impl SqliteBackend {
+    /// Opens (creating if needed) the database and starts its writer thread. Blocking.
+    pub fn open(config: SqliteConfig) -> Result<Self> {
+        let path = config.path.clone();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::unavailable(format!("cannot create {}", dir.display()), e)
+            })?;
+        }
+        let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+        let lock = File::create(&lock_path).map_err(|e| {
+            StoreError::unavailable(format!("cannot create {}", lock_path.display()), e)
+        })?;
+        lock.try_lock().map_err(|e| {
+            StoreError::unavailable(
+                format!(
+                    "datastore {} is in use by another process (lock {})",
+                    path.display(),
+                    lock_path.display()
+                ),
+                e,
+            )
+        })?;
+
+        let conn = Connection::open(&path).map_err(|e| sqlite_error("cannot open", &path, e))?;
+        conn.execute_batch(
+            "PRAGMA page_size = 8192;
+             PRAGMA auto_vacuum = INCREMENTAL;
+             PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             PRAGMA busy_timeout = 10000;
+             PRAGMA journal_size_limit = 67108864;
+             PRAGMA cache_size = -65536;",
+        )
+        .and_then(|()| conn.execute_batch(SCHEMA))
+        .map_err(|e| sqlite_error("cannot initialise", &path, e))?;
+        let (meta_revision, compacted): (Revision, Revision) = conn
+            .query_row("SELECT revision, compacted FROM meta WHERE id = 1", [], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .map_err(|e| sqlite_error("cannot read", &path, e))?;
+        let logged: Option<Revision> = conn
+            .query_row("SELECT MAX(rev) FROM log", [], |row| row.get(0))
+            .map_err(|e| sqlite_error("cannot read", &path, e))?;
+        let revision = meta_revision.max(logged.unwrap_or(0));
+        let purged_below = writer::oldest_logged(&conn, compacted)
+            .map_err(|e| sqlite_error("cannot read", &path, e))?;
+
+        let hub = Arc::new(Hub::new(revision, config.watch_buffer));
+        let committed = Arc::new(AtomicI64::new(revision));
+        let (writes, requests) = mpsc::channel(config.max_batch.max(1) * 4);
+        let writer = Writer {
+            conn,
+            requests,
+            hub: hub.clone(),
+            committed: committed.clone(),
+            revision,
+            compacted,
+            purged_below: purged_below.min(compacted),
+            vacuum_pending: false,
+            max_batch: config.max_batch.max(1),
+        };
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| StoreError::unavailable("cannot start the sqlite writer thread", e))?;
+        tracing::info!(path = %path.display(), revision, compacted, "opened sqlite datastore");
+        Ok(SqliteBackend {
+            writes,
+            hub,
+            committed,
+            readers: Arc::new(ReadPool {
+                path,
+                idle: Mutex::new(Vec::new()),
+                keep: config.read_connections,
+            }),
+            _lock: lock,
+        })
+    }
+
+    async fn write(&self, op: WriteOp) -> Result<WriteOutcome> {
+        let (reply, answer) = oneshot::channel();
+        self.writes
+            .send(WriteRequest { op, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+impl Store {
+    /// Opens a SQLite store.
+    pub async fn sqlite(config: SqliteConfig) -> Result<Store> {
+        let backend = tokio::task::spawn_blocking(move || SqliteBackend::open(config))
+            .await
+            .map_err(|e| StoreError::unavailable("sqlite open task failed", e))??;
+        Ok(Store::new(backend))
+    }
+}
+
+pub(super) fn key_bytes(key: &str) -> &[u8] {
+    key.as_bytes()
+}
+
+fn key_string(bytes: Vec<u8>) -> rusqlite::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Blob, Box::new(e))
+    })
+}
+
+/// Reads a `(key, value, create_rev, mod_rev)` row.
+pub(super) fn read_kv(row: &rusqlite::Row<'_>) -> rusqlite::Result<KeyValue> {
+    Ok(KeyValue {
+        key: key_string(row.get(0)?)?,
+        value: Bytes::from(row.get::<_, Vec<u8>>(1)?),
+        create_revision: row.get(2)?,
+        mod_revision: row.get(3)?,
+    })
+}
+
+/// Reads `(value, create_rev, mod_rev)` columns starting at `at` that may all be NULL.
+fn read_optional_kv(
+    key: &str,
+    row: &rusqlite::Row<'_>,
+    at: usize,
+) -> rusqlite::Result<Option<KeyValue>> {
+    let value: Option<Vec<u8>> = row.get(at)?;
+    Ok(match value {
+        None => None,
+        Some(value) => Some(KeyValue {
+            key: key.to_owned(),
+            value: Bytes::from(value),
+            create_revision: row.get(at + 1)?,
+            mod_revision: row.get(at + 2)?,
+        }),
+    })
+}
+
+/// Read-only connections, reused across reads. Each read runs on a blocking thread.
+#[derive(Debug)]
+struct ReadPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    keep: usize,
+}
+
+/// A read transaction's view of the store.
+struct Snapshot<'a> {
+    conn: &'a Connection,
+    revision: Revision,
+    compacted: Revision,
+}
+
+impl Snapshot<'_> {
+    /// Checks that the state at `revision` can be read from this snapshot.
+    fn check_readable(&self, revision: Revision) -> Result<()> {
+        if revision > self.revision {
+            Err(StoreError::FutureRevision {
+                requested: revision,
+                current: self.revision,
+            })
+        } else if revision < self.compacted {
+            Err(StoreError::Compacted {
+                requested: revision,
+                compacted: Some(self.compacted),
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl ReadPool {
+    fn connect(&self) -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.execute_batch(
+            "PRAGMA busy_timeout = 10000; PRAGMA cache_size = -16384; PRAGMA mmap_size = 268435456;",
+        )?;
+        Ok(conn)
+    }
+
+    /// Runs `read` in a read transaction on a pooled connection, on a blocking thread.
+    async fn read<T, F>(self: &Arc<Self>, read: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Snapshot<'_>) -> Result<T> + Send + 'static,
+    {
+        let pool = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let conn = match idle {
+                Some(conn) => conn,
+                None => pool
+                    .connect()
+                    .map_err(|e| sqlite_error("cannot open", &pool.path, e))?,
+            };
+            let result = (|| {
+                let tx = conn
+                    .unchecked_transaction()
+                    .map_err(|e| sqlite_error("cannot read", &pool.path, e))?;
+                let (revision, compacted) = tx
+                    .query_row("SELECT revision, compacted FROM meta WHERE id = 1", [], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .map_err(|e| sqlite_error("cannot read", &pool.path, e))?;
+                let snapshot = Snapshot {
+                    conn: &tx,
+                    revision,
+                    compacted,
+                };
+                let value = read(&snapshot);
+                drop(tx);
+                value
+            })();
+            let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < pool.keep {
+                idle.push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(|e| StoreError::unavailable("sqlite read task failed", e))?
+    }
+}
+
+fn read_error(error: rusqlite::Error) -> StoreError {
+    StoreError::unavailable("sqlite read failed", error)
+}
+
+/// The key range `[start, end)` of a prefix, where a missing end means "to the end".
+fn range(prefix: &str, start: Option<&str>) -> (Vec<u8>, Option<Vec<u8>>) {
+    let start = start.unwrap_or(prefix).as_bytes().to_vec();
+    (start, prefix_end(prefix.as_bytes()))
+}
+
+/// For every key in range changed after `revision`, its state at `revision` (`None`: absent).
+fn changes_after(
+    snapshot: &Snapshot<'_>,
+    revision: Revision,
+    start: &[u8],
+    end: Option<&[u8]>,
+) -> Result<BTreeMap<String, Option<KeyValue>>> {
+    let mut changed = BTreeMap::new();
+    let mut stmt = snapshot
+        .conn
+        .prepare_cached(
+            "SELECT key, prev_value, prev_create_rev, prev_mod_rev FROM log
+             WHERE rev > ?1 AND key >= ?2 AND (?3 IS NULL OR key < ?3) ORDER BY rev",
+        )
+        .map_err(read_error)?;
+    let mut rows = stmt.query(params![revision, start, end]).map_err(read_error)?;
+    while let Some(row) = rows.next().map_err(read_error)? {
+        let key = key_string(row.get(0).map_err(read_error)?).map_err(read_error)?;
+        if !changed.contains_key(&key) {
+            let at_revision = read_optional_kv(&key, row, 1).map_err(read_error)?;
+            changed.insert(key, at_revision);
+        }
+    }
+    Ok(changed)
+}
+
+fn list_snapshot(snapshot: &Snapshot<'_>, options: &ListOptions) -> Result<ListResponse> {
+    let revision = options.revision.unwrap_or(snapshot.revision);
+    snapshot.check_readable(revision)?;
+    let (start, end) = range(&options.prefix, options.start.as_deref());
+    let limit = options.limit.filter(|l| *l > 0);
+    // Undo the changes made after the revision asked for (none at the current revision).
+    let changed = if revision < snapshot.revision {
+        changes_after(snapshot, revision, &start, end.as_deref())?
+    } else {
+        BTreeMap::new()
+    };
+    let mut stmt = snapshot
+        .conn
+        .prepare_cached(
+            "SELECT key, value, create_rev, mod_rev FROM kv
+             WHERE key >= ?1 AND (?2 IS NULL OR key < ?2) ORDER BY key",
+        )
+        .map_err(read_error)?;
+    let mut rows = stmt.query(params![start, end]).map_err(read_error)?;
+    let wanted = limit.map_or(usize::MAX, |l| l + 1);
+    let mut kvs = Vec::with_capacity(limit.unwrap_or(0).min(4096) + 1);
+    let mut earlier = changed
+        .iter()
+        .filter_map(|(_, kv)| kv.as_ref())
+        .peekable();
+    while kvs.len() < wanted {
+        let Some(row) = rows.next().map_err(read_error)? else {
+            break;
+        };
+        let live = read_kv(row).map_err(read_error)?;
+        while kvs.len() < wanted && earlier.peek().is_some_and(|kv| kv.key < live.key) {
+            kvs.extend(earlier.next().cloned());
+        }
+        if kvs.len() < wanted && !changed.contains_key(&live.key) {
+            kvs.push(live);
+        }
+    }
+    while kvs.len() < wanted {
+        match earlier.next() {
+            Some(kv) => kvs.push(kv.clone()),
+            None => break,
+        }
+    }
+    let more = kvs.len() > limit.unwrap_or(usize::MAX);
+    kvs.truncate(limit.unwrap_or(usize::MAX));
+    Ok(ListResponse {
+        kvs,
+        revision,
+        more,
+    })
+}
+
+fn get_snapshot(snapshot: &Snapshot<'_>, key: &str, revision: Option<Revision>) -> Result<GetResponse> {
+    let revision = revision.unwrap_or(snapshot.revision);
+    snapshot.check_readable(revision)?;
+    if revision < snapshot.revision {
+        let earlier = snapshot
+            .conn
+            .prepare_cached(
+                "SELECT prev_value, prev_create_rev, prev_mod_rev FROM log
+                 WHERE rev > ?1 AND key = ?2 ORDER BY rev LIMIT 1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(params![revision, key_bytes(key)], |row| {
+                    read_optional_kv(key, row, 0)
+                })
+                .optional()
+            })
+            .map_err(read_error)?;
+        if let Some(kv) = earlier {
+            return Ok(GetResponse { kv, revision });
+        }
+    }
+    let kv = snapshot
+        .conn
+        .prepare_cached("SELECT key, value, create_rev, mod_rev FROM kv WHERE key = ?1")
+        .and_then(|mut stmt| stmt.query_row(params![key_bytes(key)], read_kv).optional())
+        .map_err(read_error)?;
+    Ok(GetResponse { kv, revision })
+}
+
+/// Replays the log of a SQLite store up to the revision where live delivery took over.
+struct LogReplay {
+    readers: Arc<ReadPool>,
+    prefix: String,
+    until: Revision,
+}
+
+const REPLAY_CHUNK: i64 = 1024;
+
+#[async_trait::async_trait]
+impl Replay for LogReplay {
+    async fn next_chunk(&mut self, after: Revision) -> Result<Vec<WatchEvent>> {
+        if after >= self.until {
+            return Ok(Vec::new());
+        }
+        let (prefix, until) = (self.prefix.clone(), self.until);
+        self.readers
+            .read(move |snapshot| {
+                if after < snapshot.compacted {
+                    return Err(StoreError::Compacted {
+                        requested: after,
+                        compacted: Some(snapshot.compacted),
+                    });
+                }
+                let (start, end) = range(&prefix, None);
+                let mut stmt = snapshot
+                    .conn
+                    .prepare_cached(
+                        "SELECT rev, key, value, create_rev, prev_value, prev_create_rev, prev_mod_rev
+                         FROM log WHERE rev > ?1 AND rev <= ?2 AND key >= ?3 AND (?4 IS NULL OR key < ?4)
+                         ORDER BY rev LIMIT ?5",
+                    )
+                    .map_err(read_error)?;
+                let mut rows = stmt
+                    .query(params![after, until, start, end, REPLAY_CHUNK])
+                    .map_err(read_error)?;
+                let mut events = Vec::new();
+                while let Some(row) = rows.next().map_err(read_error)? {
+                    events.push(log_event(row).map_err(read_error)?);
+                }
+                Ok(events)
+            })
+            .await
+    }
+}
+
+/// A watch event from a `(rev, key, value, create_rev, prev_value, prev_create_rev,
+/// prev_mod_rev)` log row.
+fn log_event(row: &rusqlite::Row<'_>) -> rusqlite::Result<WatchEvent> {
+    let revision: Revision = row.get(0)?;
+    let key = key_string(row.get(1)?)?;
+    let value: Option<Vec<u8>> = row.get(2)?;
+    let prev = read_optional_kv(&key, row, 4)?;
+    let (kind, kv) = match value {
+        Some(value) => (
+            EventKind::Put,
+            KeyValue {
+                key,
+                value: Bytes::from(value),
+                create_revision: row.get(3)?,
+                mod_revision: revision,
+            },
+        ),
+        None => (
+            EventKind::Delete,
+            KeyValue {
+                key,
+                value: Bytes::new(),
+                create_revision: 0,
+                mod_revision: revision,
+            },
+        ),
+    };
+    Ok(WatchEvent { kind, kv, prev })
+}
+
+fn unexpected(outcome: WriteOutcome) -> StoreError {
+    StoreError::Unavailable {
+        message: format!("sqlite writer answered with an unexpected outcome: {outcome:?}"),
+        source: None,
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn get(&self, key: &str, revision: Option<Revision>) -> Result<GetResponse> {
+        let key = key.to_owned();
+        self.readers
+            .read(move |snapshot| get_snapshot(snapshot, &key, revision))
+            .await
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<ListResponse> {
+        let options = options.clone();
+        self.readers
+            .read(move |snapshot| list_snapshot(snapshot, &options))
+            .await
+    }
+
+    async fn count(&self, prefix: &str) -> Result<u64> {
+        let (start, end) = range(prefix, None);
+        self.readers
+            .read(move |snapshot| {
+                snapshot
+                    .conn
+                    .prepare_cached(
+                        "SELECT COUNT(*) FROM kv WHERE key >= ?1 AND (?2 IS NULL OR key < ?2)",
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.query_row(params![start, end], |row| row.get::<_, i64>(0))
+                    })
+                    .map(|n| n.max(0) as u64)
+                    .map_err(read_error)
+            })
+            .await
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+        match self
+            .write(WriteOp::Create {
+                key: key.to_owned(),
+                value,
+            })
+            .await?
+        {
+            WriteOutcome::Put(kv) => Ok(kv),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<KeyValue> {
+        match self
+            .write(WriteOp::Update {
+                key: key.to_owned(),
+                value,
+                expected,
+            })
+            .await?
+        {
+            WriteOutcome::Put(kv) => Ok(kv),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<DeleteResponse> {
+        match self
+            .write(WriteOp::Delete {
+                key: key.to_owned(),
+                expected,
+            })
+            .await?
+        {
+            WriteOutcome::Deleted(response) => Ok(response),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
+        // Register first: from here on every committed batch reaches this watcher, so the
+        // replay below only needs to cover the history up to `published`.
+        let (published, subscription) = self.hub.subscribe(prefix);
+        let (current, compacted) = self
+            .readers
+            .read(|snapshot| Ok((snapshot.revision, snapshot.compacted)))
+            .await?;
+        if after > current {
+            return Err(StoreError::FutureRevision {
+                requested: after,
+                current,
+            });
+        }
+        if after < compacted {
+            return Err(StoreError::Compacted {
+                requested: after,
+                compacted: Some(compacted),
+            });
+        }
+        let replay: Option<Box<dyn Replay>> = (after < published).then(|| {
+            Box::new(LogReplay {
+                readers: self.readers.clone(),
+                prefix: prefix.to_owned(),
+                until: published,
+            }) as Box<dyn Replay>
+        });
+        Ok(watch::stream(prefix.to_owned(), after, replay, subscription))
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        match self.write(WriteOp::Compact { revision }).await? {
+            WriteOutcome::Compacted => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        Ok(self.committed.load(Ordering::Acquire))
+    }
+}
