@@ -32,7 +32,9 @@ impl Compactor {
                 if let Some(target) = previous.filter(|r| *r > 0) {
                     match store.compact(target).await {
                         Ok(()) => tracing::debug!(revision = target, "compacted"),
-                        Err(error) => tracing::warn!(%error, revision = target, "compaction failed"),
+                        Err(error) => {
+                            tracing::warn!(%error, revision = target, "compaction failed")
+                        }
                     }
                 }
                 previous = Some(current);

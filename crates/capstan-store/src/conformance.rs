@@ -29,9 +29,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            watch_buffer: 4096,
-        }
+        Options { watch_buffer: 4096 }
     }
 }
 
@@ -149,7 +147,9 @@ fn revisions(events: &[WatchEvent]) -> Vec<Revision> {
 }
 
 fn keys_and_values(kvs: &[KeyValue]) -> Vec<(String, String)> {
-    kvs.iter().map(|kv| (kv.key.clone(), text(&kv.value))).collect()
+    kvs.iter()
+        .map(|kv| (kv.key.clone(), text(&kv.value)))
+        .collect()
 }
 
 fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -324,9 +324,18 @@ where
         Err(StoreError::InvalidArgument(_)) => {}
         other => panic!("{what}: expected InvalidArgument, got {other:?}"),
     };
-    invalid(s.create("", "v").await.map(drop), "create with an empty key");
-    invalid(s.update("", "v", None).await.map(drop), "update with an empty key");
-    invalid(s.delete("", None).await.map(drop), "delete with an empty key");
+    invalid(
+        s.create("", "v").await.map(drop),
+        "create with an empty key",
+    );
+    invalid(
+        s.update("", "v", None).await.map(drop),
+        "update with an empty key",
+    );
+    invalid(
+        s.delete("", None).await.map(drop),
+        "delete with an empty key",
+    );
     invalid(s.get("", None).await.map(drop), "get with an empty key");
     invalid(
         s.create(&"k".repeat(crate::MAX_KEY_BYTES + 1), "v")
@@ -408,7 +417,10 @@ where
         .await
         .unwrap();
     assert_eq!(exact.kvs.len(), 3);
-    assert!(!exact.more, "a limit equal to the count leaves nothing more");
+    assert!(
+        !exact.more,
+        "a limit equal to the count leaves nothing more"
+    );
 }
 
 pub async fn read_at_an_older_revision<F, Fut>(new_store: F)
@@ -542,7 +554,10 @@ where
     }
     writer.await.unwrap();
     assert_eq!(pages, 4);
-    assert_eq!(seen, expected, "the pages form the snapshot of the first page");
+    assert_eq!(
+        seen, expected,
+        "the pages form the snapshot of the first page"
+    );
 
     let now = s.list(&ListOptions::prefix("/pg/")).await.unwrap();
     assert_eq!(now.kvs.len(), 25 - 2 + 3);
@@ -606,12 +621,18 @@ where
         "previous values survive compaction of the revisions they were written at"
     );
 
-    s.compact(revs[2]).await.expect("compacting to an older revision is a no-op");
-    s.compact(compact_at).await.expect("compacting again is a no-op");
+    s.compact(revs[2])
+        .await
+        .expect("compacting to an older revision is a no-op");
+    s.compact(compact_at)
+        .await
+        .expect("compacting again is a no-op");
     let current = s.current_revision().await.unwrap();
     match s.compact(current + 5).await {
         Err(StoreError::FutureRevision { .. }) => {}
-        other => panic!("compaction beyond the current revision: expected FutureRevision, got {other:?}"),
+        other => {
+            panic!("compaction beyond the current revision: expected FutureRevision, got {other:?}")
+        }
     }
 }
 
@@ -666,7 +687,12 @@ where
     let listed = s.list(&ListOptions::prefix("/cc/")).await.unwrap();
     assert_eq!(
         keys_and_values(&listed.kvs),
-        pairs(&[("/cc/0", "15"), ("/cc/1", "16"), ("/cc/2", "17"), ("/cc/3", "18")])
+        pairs(&[
+            ("/cc/0", "15"),
+            ("/cc/1", "16"),
+            ("/cc/2", "17"),
+            ("/cc/3", "18")
+        ])
     );
     let at = s
         .list(&ListOptions {
@@ -830,7 +856,10 @@ where
     let events = take(&mut watch, total).await;
     let values: Vec<String> = events.iter().map(|e| text(&e.kv.value)).collect();
     let expected: Vec<String> = (1..=total).map(|n| n.to_string()).collect();
-    assert_eq!(values, expected, "history shows every increment once, in order");
+    assert_eq!(
+        values, expected,
+        "history shows every increment once, in order"
+    );
 }
 
 pub async fn watchers_see_identical_gap_free_sequences<F, Fut>(new_store: F)
@@ -859,7 +888,10 @@ where
                     match s.delete(&key, None).await {
                         Ok(deleted) => deleted.revision,
                         Err(StoreError::NotFound { .. }) => {
-                            s.create(&key, format!("{w}-{i}")).await.unwrap().mod_revision
+                            s.create(&key, format!("{w}-{i}"))
+                                .await
+                                .unwrap()
+                                .mod_revision
                         }
                         Err(other) => panic!("{other}"),
                     }
@@ -929,10 +961,7 @@ where
         (start + 1..=start + 30).collect::<Vec<_>>()
     );
     let values: Vec<String> = seen.iter().map(|e| text(&e.kv.value)).collect();
-    assert_eq!(
-        values,
-        (0..30).map(|i| i.to_string()).collect::<Vec<_>>()
-    );
+    assert_eq!(values, (0..30).map(|i| i.to_string()).collect::<Vec<_>>());
 }
 
 pub async fn slow_watcher_is_cut_off_without_blocking_others<F, Fut>(new_store: F)
@@ -994,7 +1023,10 @@ impl Store {
         match self.update(key, value.to_owned(), None).await {
             Ok(kv) => kv.mod_revision,
             Err(StoreError::NotFound { .. }) => {
-                self.create(key, value.to_owned()).await.unwrap().mod_revision
+                self.create(key, value.to_owned())
+                    .await
+                    .unwrap()
+                    .mod_revision
             }
             Err(other) => panic!("update of {key}: {other}"),
         }

@@ -27,11 +27,13 @@ use futures::stream::BoxStream;
 mod compactor;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod endpoint;
 pub mod etcd;
 pub mod sqlite;
 mod watch;
 
 pub use compactor::Compactor;
+pub use endpoint::Endpoint;
 
 /// A point in the store's history. Revisions start at 1 and grow by one per write; 0 means
 /// "nothing written yet".

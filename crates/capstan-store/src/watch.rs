@@ -69,6 +69,11 @@ impl Feed {
     pub(crate) fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
+
+    /// Completes when the watcher has gone away.
+    pub(crate) async fn closed(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// History to deliver before live events.
@@ -130,7 +135,9 @@ pub(crate) fn stream(
                     s.pending.extend(
                         batch
                             .iter()
-                            .filter(|e| e.revision() > last && e.kv.key.starts_with(prefix.as_str()))
+                            .filter(|e| {
+                                e.revision() > last && e.kv.key.starts_with(prefix.as_str())
+                            })
                             .cloned(),
                     );
                 }
@@ -275,7 +282,10 @@ mod tests {
             }
         };
         assert_eq!(seen, vec![1, 2]);
-        assert!(matches!(error, StoreError::WatchLagged { last_revision: 2 }), "{error:?}");
+        assert!(
+            matches!(error, StoreError::WatchLagged { last_revision: 2 }),
+            "{error:?}"
+        );
         assert!(events.next().await.is_none());
     }
 }

@@ -1,5 +1,7 @@
 //! The shared storage conformance suite against the SQLite backend, one fresh database per test.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use capstan_store::conformance::{Options, TestStore};
 use capstan_store::sqlite::SqliteConfig;
 

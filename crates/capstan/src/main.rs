@@ -1,1 +1,200 @@
-fn main() {}
+//! `capstan`: Kubernetes in one binary.
+//!
+//! This crate only composes components: it parses flags, installs the tracing subscriber and
+//! starts what a subcommand asks for. `capstan server` runs the control plane of a cluster on
+//! this machine; `capstan agent` joins a machine to a cluster as a node.
+//!
+//! Today the server brings up the datastore (embedded SQLite, or etcd for several servers) and
+//! its compaction schedule; the API server, scheduler, controllers and node agent are added to it
+//! by the issues that build them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use capstan_store::Endpoint;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "capstan", version, about = "Kubernetes in one binary")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the control plane of a cluster on this machine.
+    Server(ServerArgs),
+    /// Join this machine to a cluster as a node.
+    Agent(AgentArgs),
+    /// Print the Kubernetes API level this binary serves.
+    Version,
+}
+
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// Directory that holds the server's state (database, certificates, kubeconfig).
+    #[arg(long, env = "CAPSTAN_DATA_DIR", default_value_os_t = default_data_dir())]
+    data_dir: PathBuf,
+    /// Datastore: empty for SQLite under the data dir, `sqlite://PATH`, or
+    /// `http://HOST:2379[,http://HOST:2379...]` for etcd.
+    #[arg(long, env = "CAPSTAN_DATASTORE_ENDPOINT", default_value = "")]
+    datastore_endpoint: String,
+    /// How often history older than the previous interval is discarded from the datastore
+    /// (Go duration syntax, as kube-apiserver's flag of the same name).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    etcd_compaction_interval: Duration,
+}
+
+#[derive(Debug, Args)]
+struct AgentArgs {
+    /// The server to join, e.g. https://10.0.0.1:6443.
+    #[arg(long)]
+    server: Option<String>,
+    /// The join token printed by the server.
+    #[arg(long)]
+    token: Option<String>,
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("/var/lib/capstan/server")
+}
+
+/// Parses the Go duration forms the flag accepts: a sequence of number-unit pairs with units
+/// `h`, `m`, `s`, `ms`, e.g. `5m`, `1h30m`, `250ms`; `0` disables.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| format!("duration {text:?} is missing a unit"))?;
+        let number: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "h" => Duration::from_secs(3600),
+            "m" => Duration::from_secs(60),
+            "s" => Duration::from_secs(1),
+            "ms" => Duration::from_millis(1),
+            other => return Err(format!("unknown unit {other:?} in duration {text:?}")),
+        };
+        total +=
+            unit * u32::try_from(number).map_err(|_| format!("duration {text:?} is too long"))?;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Version => {
+            println!(
+                "capstan {} (Kubernetes {})",
+                env!("CARGO_PKG_VERSION"),
+                capstan_api::kubernetes_version()
+            );
+            Ok(())
+        }
+        Command::Server(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?
+            .block_on(server(args)),
+        Command::Agent(_) => bail!(
+            "the node agent is not part of this build yet: `capstan agent` arrives with the node \
+             agent (containerd) work; run `capstan server` for the control plane"
+        ),
+    }
+}
+
+async fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let endpoint = Endpoint::parse(&args.datastore_endpoint, &args.data_dir)
+        .context("invalid --datastore-endpoint")?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    let store = endpoint
+        .open()
+        .await
+        .with_context(|| format!("cannot open the datastore at {endpoint}"))?;
+    let revision = store.current_revision().await?;
+    let _compactor = (!args.etcd_compaction_interval.is_zero())
+        .then(|| store.spawn_compactor(args.etcd_compaction_interval));
+    tracing::info!(
+        datastore = %endpoint,
+        revision,
+        compaction_interval = ?args.etcd_compaction_interval,
+        "datastore ready (the API server is not part of this build yet)"
+    );
+    shutdown_signal().await?;
+    tracing::info!("shutting down");
+    Ok(())
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result.context("cannot listen for Ctrl-C")?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_go_writes_them() {
+        let check = |text: &str, expected: Option<Duration>| {
+            assert_eq!(parse_duration(text).ok(), expected, "{text:?}");
+        };
+        check("5m", Some(Duration::from_secs(300)));
+        check("1h30m", Some(Duration::from_secs(5400)));
+        check("250ms", Some(Duration::from_millis(250)));
+        check("0", Some(Duration::ZERO));
+        check("", None);
+        check("5", None);
+        check("5d", None);
+    }
+
+    #[test]
+    fn the_command_line_parses() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "capstan",
+            "server",
+            "--data-dir",
+            "/tmp/x",
+            "--datastore-endpoint",
+            "http://127.0.0.1:2379",
+        ])
+        .ok();
+        assert!(matches!(
+            cli,
+            Some(Cli { command: Command::Server(ServerArgs { ref datastore_endpoint, .. }) })
+                if datastore_endpoint == "http://127.0.0.1:2379"
+        ));
+    }
+}

@@ -18,8 +18,8 @@
 //! the revision reported and the rows returned come from one snapshot. Watchers are fed by the
 //! writer right after each commit; a watch from an older revision first replays the log.
 //!
-//! The file is locked for the lifetime of the store: a second process opening the same file gets
-//! an error instead of corrupting the revision sequence.
+//! The file is locked until the writer thread has finished its last commit: a second process
+//! opening the same file gets an error instead of corrupting the revision sequence.
 
 mod writer;
 
@@ -72,7 +72,6 @@ pub struct SqliteBackend {
     hub: Arc<Hub>,
     committed: Arc<AtomicI64>,
     readers: Arc<ReadPool>,
-    _lock: File,
 }
 
 const SCHEMA: &str = "
@@ -140,9 +139,11 @@ impl SqliteBackend {
         .and_then(|()| conn.execute_batch(SCHEMA))
         .map_err(|e| sqlite_error("cannot initialise", &path, e))?;
         let (meta_revision, compacted): (Revision, Revision) = conn
-            .query_row("SELECT revision, compacted FROM meta WHERE id = 1", [], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })
+            .query_row(
+                "SELECT revision, compacted FROM meta WHERE id = 1",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
             .map_err(|e| sqlite_error("cannot read", &path, e))?;
         let logged: Option<Revision> = conn
             .query_row("SELECT MAX(rev) FROM log", [], |row| row.get(0))
@@ -164,6 +165,7 @@ impl SqliteBackend {
             purged_below: purged_below.min(compacted),
             vacuum_pending: false,
             max_batch: config.max_batch.max(1),
+            _lock: lock,
         };
         std::thread::Builder::new()
             .name("sqlite-writer".into())
@@ -179,7 +181,6 @@ impl SqliteBackend {
                 idle: Mutex::new(Vec::new()),
                 keep: config.read_connections,
             }),
-            _lock: lock,
         })
     }
 
@@ -307,9 +308,11 @@ impl ReadPool {
                     .unchecked_transaction()
                     .map_err(|e| sqlite_error("cannot read", &pool.path, e))?;
                 let (revision, compacted) = tx
-                    .query_row("SELECT revision, compacted FROM meta WHERE id = 1", [], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })
+                    .query_row(
+                        "SELECT revision, compacted FROM meta WHERE id = 1",
+                        [],
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )
                     .map_err(|e| sqlite_error("cannot read", &pool.path, e))?;
                 let snapshot = Snapshot {
                     conn: &tx,
@@ -356,12 +359,14 @@ fn changes_after(
              WHERE rev > ?1 AND key >= ?2 AND (?3 IS NULL OR key < ?3) ORDER BY rev",
         )
         .map_err(read_error)?;
-    let mut rows = stmt.query(params![revision, start, end]).map_err(read_error)?;
+    let mut rows = stmt
+        .query(params![revision, start, end])
+        .map_err(read_error)?;
     while let Some(row) = rows.next().map_err(read_error)? {
         let key = key_string(row.get(0).map_err(read_error)?).map_err(read_error)?;
-        if !changed.contains_key(&key) {
-            let at_revision = read_optional_kv(&key, row, 1).map_err(read_error)?;
-            changed.insert(key, at_revision);
+        if let std::collections::btree_map::Entry::Vacant(entry) = changed.entry(key) {
+            let at_revision = read_optional_kv(entry.key(), row, 1).map_err(read_error)?;
+            entry.insert(at_revision);
         }
     }
     Ok(changed)
@@ -388,10 +393,7 @@ fn list_snapshot(snapshot: &Snapshot<'_>, options: &ListOptions) -> Result<ListR
     let mut rows = stmt.query(params![start, end]).map_err(read_error)?;
     let wanted = limit.map_or(usize::MAX, |l| l + 1);
     let mut kvs = Vec::with_capacity(limit.unwrap_or(0).min(4096) + 1);
-    let mut earlier = changed
-        .iter()
-        .filter_map(|(_, kv)| kv.as_ref())
-        .peekable();
+    let mut earlier = changed.values().filter_map(Option::as_ref).peekable();
     while kvs.len() < wanted {
         let Some(row) = rows.next().map_err(read_error)? else {
             break;
@@ -419,7 +421,11 @@ fn list_snapshot(snapshot: &Snapshot<'_>, options: &ListOptions) -> Result<ListR
     })
 }
 
-fn get_snapshot(snapshot: &Snapshot<'_>, key: &str, revision: Option<Revision>) -> Result<GetResponse> {
+fn get_snapshot(
+    snapshot: &Snapshot<'_>,
+    key: &str,
+    revision: Option<Revision>,
+) -> Result<GetResponse> {
     let revision = revision.unwrap_or(snapshot.revision);
     snapshot.check_readable(revision)?;
     if revision < snapshot.revision {
@@ -641,7 +647,12 @@ impl Backend for SqliteBackend {
                 until: published,
             }) as Box<dyn Replay>
         });
-        Ok(watch::stream(prefix.to_owned(), after, replay, subscription))
+        Ok(watch::stream(
+            prefix.to_owned(),
+            after,
+            replay,
+            subscription,
+        ))
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {

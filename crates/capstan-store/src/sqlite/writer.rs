@@ -74,6 +74,8 @@ pub(super) struct Writer {
     pub(super) purged_below: Revision,
     pub(super) vacuum_pending: bool,
     pub(super) max_batch: usize,
+    /// The exclusive lock on the database, released when the writer stops.
+    pub(super) _lock: std::fs::File,
 }
 
 impl Writer {
@@ -254,7 +256,14 @@ fn apply(
             let revision = state.revision + 1;
             tx.prepare_cached("UPDATE kv SET value = ?2, mod_rev = ?3 WHERE key = ?1")?
                 .execute(params![key_bytes(key), value.as_ref(), revision])?;
-            append_log(tx, revision, key, Some(value), prev.create_revision, Some(&prev))?;
+            append_log(
+                tx,
+                revision,
+                key,
+                Some(value),
+                prev.create_revision,
+                Some(&prev),
+            )?;
             state.revision = revision;
             let kv = KeyValue {
                 key: key.clone(),
@@ -356,6 +365,7 @@ fn append_log(
 
 /// The lowest revision that still has a log row, or `fallback` when the log is empty.
 pub(super) fn oldest_logged(conn: &Connection, fallback: Revision) -> rusqlite::Result<Revision> {
-    let oldest: Option<Revision> = conn.query_row("SELECT MIN(rev) FROM log", [], |row| row.get(0))?;
+    let oldest: Option<Revision> =
+        conn.query_row("SELECT MIN(rev) FROM log", [], |row| row.get(0))?;
     Ok(oldest.unwrap_or(fallback))
 }
