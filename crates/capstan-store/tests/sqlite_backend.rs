@@ -1,0 +1,156 @@
+//! Behaviour specific to the SQLite backend: exclusive ownership of the file, persistence across
+//! restarts, and compaction that really bounds the file.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use capstan_store::sqlite::SqliteConfig;
+use capstan_store::{ListOptions, Store, StoreError};
+
+async fn open(path: &Path) -> Store {
+    Store::sqlite(SqliteConfig::new(path)).await.expect("open")
+}
+
+/// Reopens once the previous store's writer thread has released the file.
+async fn reopen(path: &Path) -> Store {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Store::sqlite(SqliteConfig::new(path)).await {
+            Ok(store) => return store,
+            Err(error) if Instant::now() < deadline => {
+                let _ = error;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("reopen: {error}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_owner_of_the_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let store = open(&path).await;
+    match Store::sqlite(SqliteConfig::new(&path)).await {
+        Err(StoreError::Unavailable { message, .. }) => {
+            assert!(message.contains("in use by another process"), "{message}");
+        }
+        other => panic!("second open: expected Unavailable, got {other:?}"),
+    }
+    store.create("/still/works", "yes").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_history_and_compaction_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("state.db");
+    let store = open(&path).await;
+    for i in 0..10 {
+        store
+            .update_or_create_for_test("/r/a", &i.to_string())
+            .await;
+    }
+    store.create("/r/b", "b").await.unwrap();
+    let before = store.current_revision().await.unwrap();
+    store.compact(5).await.unwrap();
+    drop(store);
+
+    let store = reopen(&path).await;
+    assert_eq!(store.current_revision().await.unwrap(), before);
+    let listed = store.list(&ListOptions::prefix("/r/")).await.unwrap();
+    assert_eq!(listed.kvs.len(), 2);
+    let at_six = store.get("/r/a", Some(6)).await.unwrap().kv.unwrap();
+    assert_eq!(&at_six.value[..], b"5");
+    assert!(matches!(
+        store.get("/r/a", Some(4)).await,
+        Err(StoreError::Compacted { .. })
+    ));
+    assert!(matches!(
+        store.watch("/r/", 3).await.map(drop),
+        Err(StoreError::Compacted { .. })
+    ));
+    let next = store.create("/r/c", "c").await.unwrap();
+    assert_eq!(
+        next.mod_revision,
+        before + 1,
+        "revisions continue after a restart"
+    );
+}
+
+fn file_sizes(path: &Path) -> (u64, u64) {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let wal = Path::new(&format!("{}-wal", path.display())).to_path_buf();
+    (size(path), size(&wal))
+}
+
+fn log_rows(path: &Path) -> i64 {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    conn.query_row("SELECT COUNT(*) FROM log", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_purges_history_and_shrinks_the_file() {
+    const KEYS: usize = 50;
+    const UPDATES: usize = 12_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let store = open(&path).await;
+    let value = "x".repeat(1024);
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (store, value) = (store.clone(), value.clone());
+        writers.push(tokio::spawn(async move {
+            for i in (w..UPDATES).step_by(8) {
+                store
+                    .update_or_create_for_test(
+                        &format!("/churn/{}", i % KEYS),
+                        &format!("{i}{value}"),
+                    )
+                    .await;
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let grown = file_sizes(&path).0;
+    assert!(
+        log_rows(&path) as usize >= UPDATES,
+        "history is kept until compaction"
+    );
+
+    let current = store.current_revision().await.unwrap();
+    store.compact(current).await.unwrap();
+    // The purge runs in the writer's idle time; one more write wakes the writer up.
+    store.create("/after", "compaction").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while log_rows(&path) > 2 {
+        assert!(Instant::now() < deadline, "history was not purged");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Free pages go back to the file system once they are checkpointed into the main file.
+    let live = (KEYS * 1100) as u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (db, _) = file_sizes(&path);
+        if db < grown / 4 && db < 40 * live {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "file did not shrink: {db} bytes now, {grown} before compaction, {live} live"
+        );
+        // Writes trigger checkpoints of the write-ahead log into the main file.
+        store
+            .update_or_create_for_test("/tick", &format!("{db}"))
+            .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = store.list(&ListOptions::prefix("/churn/")).await.unwrap();
+    assert_eq!(listed.kvs.len(), KEYS);
+}
