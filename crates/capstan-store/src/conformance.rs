@@ -56,6 +56,22 @@ impl TestStore {
     }
 }
 
+/// Makes a fresh, empty store for one case: any `Fn(Options) -> impl Future<Output = TestStore>`.
+pub trait Factory {
+    /// A new store configured by `options`.
+    fn make(&self, options: Options) -> impl Future<Output = TestStore>;
+}
+
+impl<F, Fut> Factory for F
+where
+    F: Fn(Options) -> Fut,
+    Fut: Future<Output = TestStore>,
+{
+    fn make(&self, options: Options) -> impl Future<Output = TestStore> {
+        self(options)
+    }
+}
+
 /// Expands to one `#[tokio::test]` per conformance case, each calling `$factory(options)` for a
 /// fresh store.
 #[macro_export]
@@ -172,12 +188,8 @@ async fn assert_watch_compacted(store: &Store, prefix: &str, after: Revision) {
     }
 }
 
-pub async fn create_and_get<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn create_and_get(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let before = s.current_revision().await.unwrap();
 
@@ -205,12 +217,8 @@ where
     assert_eq!(s.get("/c/missing", None).await.unwrap().kv, None);
 }
 
-pub async fn update_with_and_without_precondition<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn update_with_and_without_precondition(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let created = s.create("/u/a", "1").await.unwrap();
 
@@ -251,12 +259,8 @@ where
     assert_eq!(s.get("/u/missing", None).await.unwrap().kv, None);
 }
 
-pub async fn update_to_the_same_value_writes_nothing<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn update_to_the_same_value_writes_nothing(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let created = s.create("/n/a", "same").await.unwrap();
     let mut watch = s.watch("/n/", created.mod_revision).await.unwrap();
@@ -279,12 +283,8 @@ where
     );
 }
 
-pub async fn delete_with_and_without_precondition<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn delete_with_and_without_precondition(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let a = s.create("/d/a", "1").await.unwrap();
     let a2 = s.update("/d/a", "2", None).await.unwrap();
@@ -313,12 +313,8 @@ where
     assert_eq!(recreated.create_revision, recreated.mod_revision);
 }
 
-pub async fn bad_input_is_a_typed_error<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn bad_input_is_a_typed_error(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let invalid = |result: Result<(), StoreError>, what: &str| match result {
         Err(StoreError::InvalidArgument(_)) => {}
@@ -374,12 +370,8 @@ where
     assert_eq!(got, kv, "the value at the limit is stored whole");
 }
 
-pub async fn list_honours_prefix_boundaries<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn list_honours_prefix_boundaries(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     for key in ["/p/b", "/q", "/p/a", "/pa", "/p/b/c", "/p"] {
         s.create(key, key).await.unwrap();
@@ -423,12 +415,8 @@ where
     );
 }
 
-pub async fn read_at_an_older_revision<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn read_at_an_older_revision(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     s.create("/o/a", "a1").await.unwrap();
     s.create("/o/b", "b1").await.unwrap();
@@ -495,12 +483,8 @@ where
     );
 }
 
-pub async fn paging_reads_one_snapshot_across_concurrent_writes<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn paging_reads_one_snapshot_across_concurrent_writes(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let mut expected = Vec::new();
     for i in 0..25 {
@@ -570,12 +554,8 @@ async fn writer_done(writer: &tokio::task::JoinHandle<()>) {
     }
 }
 
-pub async fn compacted_revisions_are_refused<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn compacted_revisions_are_refused(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let mut revs = Vec::new();
     for i in 0..10 {
@@ -636,12 +616,8 @@ where
     }
 }
 
-pub async fn future_revisions_are_refused<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn future_revisions_are_refused(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     s.create("/f/a", "1").await.unwrap();
     let future = s.current_revision().await.unwrap() + 10;
@@ -669,12 +645,8 @@ where
     }
 }
 
-pub async fn compaction_keeps_the_current_state<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn compaction_keeps_the_current_state(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     for i in 0..20 {
         s.update_or_create_for_test(&format!("/cc/{}", i % 5), &format!("{i}"))
@@ -713,12 +685,8 @@ where
     assert_eq!(next.mod_revision, current + 1);
 }
 
-pub async fn every_write_takes_the_next_revision<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn every_write_takes_the_next_revision(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let start = s.current_revision().await.unwrap();
     let a = s.create("/r/a", "1").await.unwrap().mod_revision;
@@ -734,12 +702,8 @@ where
     );
 }
 
-pub async fn watch_replays_history_in_order_with_previous_values<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn watch_replays_history_in_order_with_previous_values(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let start = s.current_revision().await.unwrap();
     let a1 = s.create("/w/a", "a1").await.unwrap();
@@ -789,12 +753,8 @@ where
     assert_eq!(revisions(&events), vec![next.revision]);
 }
 
-pub async fn watch_sees_only_its_prefix<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn watch_sees_only_its_prefix(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let start = s.current_revision().await.unwrap();
     let mut watch = s.watch("/x/", start).await.unwrap();
@@ -808,14 +768,10 @@ where
     assert_eq!(keys, ["/x/1", "/x/2"]);
 }
 
-pub async fn concurrent_compare_and_swap_loses_no_update<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
+pub async fn concurrent_compare_and_swap_loses_no_update(new_store: impl Factory) {
     const TASKS: usize = 8;
     const INCREMENTS: usize = 25;
-    let t = new_store(Options::default()).await;
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let created = s.create("/cas/counter", "0").await.unwrap();
     let mut tasks = Vec::new();
@@ -862,15 +818,11 @@ where
     );
 }
 
-pub async fn watchers_see_identical_gap_free_sequences<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
+pub async fn watchers_see_identical_gap_free_sequences(new_store: impl Factory) {
     const WATCHERS: usize = 12;
     const WRITERS: usize = 4;
     const OPS: usize = 60;
-    let t = new_store(Options::default()).await;
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let start = s.current_revision().await.unwrap();
     let mut streams = Vec::new();
@@ -927,12 +879,8 @@ where
     }
 }
 
-pub async fn resumed_watch_continues_without_gap_or_duplicate<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
-    let t = new_store(Options::default()).await;
+pub async fn resumed_watch_continues_without_gap_or_duplicate(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
     let s = &t.store;
     let start = s.current_revision().await.unwrap();
     for i in 0..20 {
@@ -964,13 +912,9 @@ where
     assert_eq!(values, (0..30).map(|i| i.to_string()).collect::<Vec<_>>());
 }
 
-pub async fn slow_watcher_is_cut_off_without_blocking_others<F, Fut>(new_store: F)
-where
-    F: Fn(Options) -> Fut,
-    Fut: Future<Output = TestStore>,
-{
+pub async fn slow_watcher_is_cut_off_without_blocking_others(new_store: impl Factory) {
     const WRITES: usize = 300;
-    let t = new_store(Options { watch_buffer: 8 }).await;
+    let t = new_store.make(Options { watch_buffer: 8 }).await;
     let s = &t.store;
     let start = s.current_revision().await.unwrap();
     let mut stalled = s.watch("/slow/", start).await.unwrap();

@@ -192,6 +192,14 @@ impl SqliteBackend {
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
+
+    /// A create or update, whose outcome is the key as written.
+    async fn put(&self, op: WriteOp) -> Result<KeyValue> {
+        match self.write(op).await? {
+            WriteOutcome::Put(kv) => Ok(kv),
+            other => Err(unexpected(other)),
+        }
+    }
 }
 
 impl Store {
@@ -576,16 +584,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
-        match self
-            .write(WriteOp::Create {
-                key: key.to_owned(),
-                value,
-            })
-            .await?
-        {
-            WriteOutcome::Put(kv) => Ok(kv),
-            other => Err(unexpected(other)),
-        }
+        self.put(WriteOp::Create {
+            key: key.to_owned(),
+            value,
+        })
+        .await
     }
 
     async fn update(
@@ -594,17 +597,12 @@ impl Backend for SqliteBackend {
         value: Bytes,
         expected: Option<Revision>,
     ) -> Result<KeyValue> {
-        match self
-            .write(WriteOp::Update {
-                key: key.to_owned(),
-                value,
-                expected,
-            })
-            .await?
-        {
-            WriteOutcome::Put(kv) => Ok(kv),
-            other => Err(unexpected(other)),
-        }
+        self.put(WriteOp::Update {
+            key: key.to_owned(),
+            value,
+            expected,
+        })
+        .await
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<DeleteResponse> {
