@@ -137,13 +137,14 @@ async fn compaction_purges_history_and_shrinks_the_file() {
     let live = (KEYS * 1100) as u64;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (db, _) = file_sizes(&path);
-        if db < grown / 4 && db < 40 * live {
+        let (db, wal) = file_sizes(&path);
+        // The write-ahead log is truncated as the vacuum goes, not left at its peak.
+        if db < grown / 4 && db < 40 * live && wal < 16 << 20 {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "file did not shrink: {db} bytes now, {grown} before compaction, {live} live"
+            "file did not shrink: {db} bytes (+{wal} in the WAL) now, {grown} before compaction, {live} live"
         );
         // Writes trigger checkpoints of the write-ahead log into the main file.
         store

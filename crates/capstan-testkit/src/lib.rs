@@ -78,13 +78,27 @@ impl EtcdServer {
     /// Starts etcd on free loopback ports with a fresh data directory and waits until it serves
     /// clients. Requests up to 2 MiB are accepted, so values of the store's 1.5 MiB limit fit.
     pub fn start() -> io::Result<EtcdServer> {
+        Self::start_with(temp_data_dir()?)
+    }
+
+    /// Like [`EtcdServer::start`], with the data directory created under `parent` (so that a
+    /// benchmark can put etcd on the same file system as what it is compared with).
+    pub fn start_in(parent: &Path) -> io::Result<EtcdServer> {
+        Self::start_with(
+            tempfile::Builder::new()
+                .prefix("capstan-etcd-")
+                .tempdir_in(parent)?,
+        )
+    }
+
+    fn start_with(data_dir: tempfile::TempDir) -> io::Result<EtcdServer> {
         let mut server = EtcdServer {
             child: None,
             log: Arc::new(Mutex::new(VecDeque::new())),
             drain: None,
             client_port: free_port(),
             peer_port: free_port(),
-            data_dir: temp_data_dir()?,
+            data_dir,
         };
         let mut attempts = 1;
         loop {
@@ -103,6 +117,11 @@ impl EtcdServer {
                 }
             }
         }
+    }
+
+    /// The process id of the running etcd, if it is running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
     }
 
     /// The client URL, `http://127.0.0.1:PORT`.

@@ -24,7 +24,7 @@ use crate::{DeleteResponse, EventKind, KeyValue, Result, Revision, StoreError, W
 /// Log rows deleted per purge transaction.
 const PURGE_CHUNK: i64 = 4096;
 /// Free pages returned to the file system per vacuum step.
-const VACUUM_CHUNK: i64 = 2048;
+const VACUUM_CHUNK: i64 = 1024;
 
 /// A write the writer thread performs.
 #[derive(Debug)]
@@ -190,14 +190,15 @@ impl Writer {
     fn vacuum_step(&mut self) -> rusqlite::Result<()> {
         self.conn
             .execute_batch(&format!("PRAGMA incremental_vacuum({VACUUM_CHUNK})"))?;
+        // Moving pages goes through the write-ahead log; without an explicit truncating
+        // checkpoint the log would keep growing for as long as the vacuum runs.
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         let free: i64 = self
             .conn
             .query_row("PRAGMA freelist_count", [], |row| row.get(0))?;
         if free == 0 {
             self.vacuum_pending = false;
-            // Keep the write-ahead log small too once history is gone.
-            self.conn
-                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
         }
         Ok(())
     }
