@@ -4,10 +4,12 @@
 //! starts what a subcommand asks for. `capstan server` runs the control plane of a cluster on
 //! this machine; `capstan agent` joins a machine to a cluster as a node.
 //!
-//! Today the server brings up the datastore (embedded SQLite, or etcd for several servers) and
-//! its compaction schedule; the API server, scheduler, controllers and node agent are added to it
-//! by the issues that build them.
+//! Today the server brings up the datastore (embedded SQLite, or etcd for several servers), its
+//! compaction schedule and the API server's HTTPS front (certificates, kubeconfig, health,
+//! version); the API itself, scheduler, controllers and node agent are added by the issues that
+//! build them.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -45,6 +47,22 @@ struct ServerArgs {
     /// (Go duration syntax, as kube-apiserver's flag of the same name).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    /// The address the API server listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: IpAddr,
+    /// The API server's HTTPS port.
+    #[arg(long, default_value_t = 6443)]
+    https_listen_port: u16,
+    /// Additional host names or IP addresses for the serving certificate (repeatable, or
+    /// comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    tls_san: Vec<String>,
+    /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
+    #[arg(long)]
+    write_kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's file mode, in octal.
+    #[arg(long, default_value = "0600", value_parser = parse_mode)]
+    write_kubeconfig_mode: u32,
 }
 
 #[derive(Debug, Args)]
@@ -55,6 +73,13 @@ struct AgentArgs {
     /// The join token printed by the server.
     #[arg(long)]
     token: Option<String>,
+}
+
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("invalid file mode {text:?}: expected octal such as 0600"))
 }
 
 fn default_data_dir() -> PathBuf {
@@ -143,8 +168,22 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         datastore = %endpoint,
         revision,
         compaction_interval = ?args.etcd_compaction_interval,
-        "datastore ready (the API server is not part of this build yet)"
+        "datastore ready"
     );
+    let config = capstan_apiserver::Config {
+        kubeconfig_path: args
+            .write_kubeconfig
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("kubeconfig.yaml")),
+        kubeconfig_mode: args.write_kubeconfig_mode,
+        data_dir: args.data_dir,
+        bind_address: args.bind_address,
+        port: args.https_listen_port,
+        tls_sans: args.tls_san,
+    };
+    let _apiserver = capstan_apiserver::start(config, store)
+        .await
+        .context("cannot start the API server")?;
     shutdown_signal().await?;
     tracing::info!("shutting down");
     Ok(())
@@ -176,6 +215,14 @@ mod tests {
         check("", None);
         check("5", None);
         check("5d", None);
+    }
+
+    #[test]
+    fn file_modes_are_octal() {
+        assert_eq!(parse_mode("0600").ok(), Some(0o600));
+        assert_eq!(parse_mode("644").ok(), Some(0o644));
+        assert!(parse_mode("0999").is_err());
+        assert!(parse_mode("1777").is_err());
     }
 
     #[test]

@@ -1,0 +1,81 @@
+//! The Capstan API server.
+//!
+//! Today it serves HTTPS with certificates it generates on first start ([`pki`]), authenticates
+//! clients by x509 client certificate (user = CN, groups = O, as upstream), writes an admin
+//! kubeconfig, and answers `/healthz`, `/livez`, `/readyz` (with `?verbose`) and `/version`.
+//! Every other path is refused in upstream's `Status` shape (401 for anonymous users, 403 for
+//! users outside `system:masters`, 404 otherwise) until the generic registry serves the API.
+//!
+//! This is the only crate that touches `capstan-store`.
+
+mod health;
+mod kubeconfig;
+pub mod pki;
+mod serve;
+mod status;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use capstan_store::Store;
+
+pub use serve::{RunningServer, User};
+
+/// How to run the API server.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The server's state directory; certificates go to `<data_dir>/tls`.
+    pub data_dir: PathBuf,
+    /// The address to listen on.
+    pub bind_address: IpAddr,
+    /// The HTTPS port (0 picks a free one).
+    pub port: u16,
+    /// Extra names and addresses for the serving certificate.
+    pub tls_sans: Vec<String>,
+    /// Where to write the admin kubeconfig.
+    pub kubeconfig_path: PathBuf,
+    /// The file mode of the kubeconfig.
+    pub kubeconfig_mode: u32,
+}
+
+/// Why the API server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Certificates could not be read or created.
+    #[error("certificates: {0}")]
+    Pki(#[from] pki::PkiError),
+    /// The TLS configuration was rejected.
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Starts the API server; it runs until the returned handle is dropped or shut down.
+pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartError> {
+    let hostname = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned());
+    let names = pki::serving_names(hostname.as_deref(), &config.tls_sans);
+    let pki = pki::load_or_create(&config.data_dir.join("tls"), &names)?;
+    let server = serve::listen(&config, &pki, store).await?;
+    let host = if config.bind_address.is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else {
+        match config.bind_address {
+            IpAddr::V6(ip) => format!("[{ip}]"),
+            IpAddr::V4(ip) => ip.to_string(),
+        }
+    };
+    let url = format!("https://{host}:{}", server.local_addr().port());
+    kubeconfig::write_admin(&config.kubeconfig_path, config.kubeconfig_mode, &url, &pki)?;
+    tracing::info!(%url, kubeconfig = %config.kubeconfig_path.display(), "API server listening");
+    Ok(server)
+}

@@ -1,0 +1,299 @@
+//! The server's certificates, under `<data-dir>/tls`.
+//!
+//! First start generates a cluster CA, a serving certificate and an admin client certificate
+//! (`CN=system:admin`, `O=system:masters`, upstream's group with every permission). Later starts
+//! reuse the CA and the admin certificate, so existing kubeconfigs keep working, and issue a new
+//! serving certificate for the current names (`--tls-san` may have changed). Keys are written
+//! with mode 0600.
+
+use std::fs;
+use std::io::Write;
+use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+/// Errors reading or creating certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A certificate or key could not be generated or parsed.
+    #[error("{what}: {source}")]
+    Certificate {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: rcgen::Error,
+    },
+}
+
+/// A certificate and its private key, PEM-encoded.
+#[derive(Clone)]
+pub struct CertAndKey {
+    /// The certificate.
+    pub cert_pem: String,
+    /// The private key.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for CertAndKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertAndKey").finish_non_exhaustive()
+    }
+}
+
+/// Everything the server needs to serve TLS and authenticate clients.
+#[derive(Clone, Debug)]
+pub struct Pki {
+    /// The cluster CA's certificate (clients trust it; it signs client certificates).
+    pub ca_cert_pem: String,
+    /// The serving certificate.
+    pub serving: CertAndKey,
+    /// The admin client certificate.
+    pub admin: CertAndKey,
+}
+
+const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+fn cert_error(what: &str) -> impl FnOnce(rcgen::Error) -> PkiError + '_ {
+    move |source| PkiError::Certificate {
+        what: what.to_owned(),
+        source,
+    }
+}
+
+fn read(path: &Path) -> Result<Option<String>, PkiError> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(PkiError::Io {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Writes `contents` to `path` atomically with the given mode.
+pub(crate) fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
+    let io = |source| PkiError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let _ = fs::remove_file(&tmp);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io)?;
+    file.write_all(contents.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    fs::rename(&tmp, path).map_err(io)
+}
+
+fn validity(params: &mut CertificateParams, lifetime: Duration) {
+    let now = time::OffsetDateTime::now_utc();
+    // A little slack for clocks that are behind.
+    params.not_before = now - Duration::from_secs(3600);
+    params.not_after = now + lifetime;
+}
+
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    if let Some(organization) = organization {
+        dn.push(DnType::OrganizationName, organization);
+    }
+    dn.push(DnType::CommonName, common_name);
+    dn
+}
+
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = name("capstan-ca", None);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    validity(&mut params, CA_VALIDITY);
+    params
+}
+
+/// The names the serving certificate is valid for: the usual local names, the in-cluster names
+/// of the `kubernetes` service, and every extra name (`--tls-san`).
+pub fn serving_names(hostname: Option<&str>, extra: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = [
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    names.extend(hostname.map(str::to_owned));
+    names.extend(extra.iter().cloned());
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| !n.is_empty() && seen.insert(n.clone()));
+    names
+}
+
+fn san(name: &str) -> Result<SanType, PkiError> {
+    match name.parse::<IpAddr>() {
+        Ok(ip) => Ok(SanType::IpAddress(ip)),
+        Err(_) => Ok(SanType::DnsName(
+            name.to_owned()
+                .try_into()
+                .map_err(cert_error("invalid DNS name in --tls-san"))?,
+        )),
+    }
+}
+
+fn issue(
+    issuer: &Issuer<'_, KeyPair>,
+    dn: DistinguishedName,
+    names: &[String],
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<CertAndKey, PkiError> {
+    let key = KeyPair::generate().map_err(cert_error("generating a key"))?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = dn;
+    params.subject_alt_names = names.iter().map(|n| san(n)).collect::<Result<_, _>>()?;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![usage];
+    params.use_authority_key_identifier_extension = true;
+    validity(&mut params, LEAF_VALIDITY);
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(cert_error("signing a certificate"))?;
+    Ok(CertAndKey {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// Loads the certificates under `dir`, creating what is missing, and issues a serving
+/// certificate for `names`.
+pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
+    let path = |file: &str| dir.join(file);
+    let (ca_cert_pem, ca_key) = match (read(&path("ca.crt"))?, read(&path("ca.key"))?) {
+        (Some(cert), Some(key)) => (
+            cert,
+            KeyPair::from_pem(&key).map_err(cert_error("reading ca.key"))?,
+        ),
+        _ => {
+            let key = KeyPair::generate().map_err(cert_error("generating the CA key"))?;
+            let cert = ca_params()
+                .self_signed(&key)
+                .map_err(cert_error("self-signing the CA"))?;
+            write_file(&path("ca.key"), &key.serialize_pem(), 0o600)?;
+            write_file(&path("ca.crt"), &cert.pem(), 0o644)?;
+            // A new CA invalidates every certificate signed by an old one.
+            for stale in ["admin.crt", "admin.key"] {
+                let _ = fs::remove_file(path(stale));
+            }
+            (cert.pem(), key)
+        }
+    };
+    let issuer =
+        Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))?;
+
+    let serving = issue(
+        &issuer,
+        name("capstan-apiserver", None),
+        names,
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )?;
+    write_file(&path("serving.key"), &serving.key_pem, 0o600)?;
+    write_file(&path("serving.crt"), &serving.cert_pem, 0o644)?;
+
+    let admin = match (read(&path("admin.crt"))?, read(&path("admin.key"))?) {
+        (Some(cert_pem), Some(key_pem)) => CertAndKey { cert_pem, key_pem },
+        _ => {
+            let admin = issue(
+                &issuer,
+                name("system:admin", Some("system:masters")),
+                &[],
+                ExtendedKeyUsagePurpose::ClientAuth,
+            )?;
+            write_file(&path("admin.key"), &admin.key_pem, 0o600)?;
+            write_file(&path("admin.crt"), &admin.cert_pem, 0o644)?;
+            admin
+        }
+    };
+    Ok(Pki {
+        ca_cert_pem,
+        serving,
+        admin,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_names_cover_local_and_cluster_names_without_duplicates() {
+        let names = serving_names(Some("node1"), &["10.0.0.5".into(), "localhost".into()]);
+        for expected in [
+            "localhost",
+            "127.0.0.1",
+            "kubernetes.default.svc",
+            "node1",
+            "10.0.0.5",
+        ] {
+            assert!(
+                names.iter().any(|n| n == expected),
+                "{expected} in {names:?}"
+            );
+        }
+        assert_eq!(names.iter().filter(|n| *n == "localhost").count(), 1);
+    }
+
+    #[test]
+    fn restarts_keep_the_ca_and_the_admin_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create(dir.path(), &serving_names(None, &[])).unwrap();
+        let second =
+            load_or_create(dir.path(), &serving_names(None, &["extra.example".into()])).unwrap();
+        assert_eq!(first.ca_cert_pem, second.ca_cert_pem);
+        assert_eq!(first.admin.cert_pem, second.admin.cert_pem);
+        assert_ne!(first.serving.cert_pem, second.serving.cert_pem);
+        let mode = |f: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            fs::metadata(dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("ca.key"), 0o600);
+        assert_eq!(mode("admin.key"), 0o600);
+    }
+}

@@ -1,0 +1,184 @@
+//! End to end: the real `capstan server` binary, driven with stock kubectl (an old and a new
+//! version) and plain HTTPS as an anonymous client.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    port: u16,
+    data_dir: PathBuf,
+}
+
+impl Server {
+    fn start(data_dir: &Path, port: u16) -> Server {
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args([
+                "server",
+                "--bind-address",
+                "127.0.0.1",
+                "--https-listen-port",
+            ])
+            .arg(port.to_string())
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start capstan server");
+        let server = Server {
+            child,
+            port,
+            data_dir: data_dir.to_owned(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = server.kubeconfig().exists()
+                && curl(&server.url("/readyz")).is_some_and(|body| body == "ok");
+            if ready {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "server did not become ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.data_dir.join("kubeconfig.yaml")
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let status = self.child.wait().expect("wait for the server");
+        assert!(status.success(), "SIGTERM is a clean shutdown: {status}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An anonymous HTTPS GET (not verifying the server); the body, if the request got an answer.
+fn curl(url: &str) -> Option<String> {
+    let output = Command::new("curl")
+        .args(["-sk", "--max-time", "5", url])
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The folder holding `kubectl` and its versioned siblings (`kubectl.1.27` ...).
+fn kubectl_dir() -> PathBuf {
+    let path = std::env::var_os("PATH").expect("PATH");
+    let kubectl = std::env::split_paths(&path)
+        .map(|dir| dir.join("kubectl"))
+        .find(|candidate| candidate.exists())
+        .expect("kubectl on PATH");
+    std::fs::canonicalize(kubectl)
+        .expect("resolve kubectl")
+        .parent()
+        .expect("kubectl's folder")
+        .to_owned()
+}
+
+fn kubectl(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
+    let binary = kubectl_dir().join(format!("kubectl.{version}"));
+    Command::new(&binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port()
+}
+
+#[test]
+fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = Server::start(dir.path(), port);
+
+    for version in ["1.27", "1.33"] {
+        let output = kubectl(version, &server.kubeconfig(), &["version", "-o", "json"]);
+        assert!(
+            output.status.success(),
+            "kubectl {version} version: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(
+            json["serverVersion"]["gitVersion"], "v1.33.0",
+            "kubectl {version}"
+        );
+        assert_eq!(json["serverVersion"]["minor"], "33");
+
+        let output = kubectl(
+            version,
+            &server.kubeconfig(),
+            &["get", "--raw", "/readyz?verbose"],
+        );
+        let body = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "readyz: {body}");
+        assert!(
+            body.contains("[+]etcd ok") && body.contains("readyz check passed"),
+            "{body}"
+        );
+    }
+
+    // Anonymous clients reach health and version, and get upstream's 401 elsewhere.
+    assert_eq!(curl(&server.url("/healthz")).as_deref(), Some("ok"));
+    assert_eq!(curl(&server.url("/livez")).as_deref(), Some("ok"));
+    let version: serde_json::Value =
+        serde_json::from_str(&curl(&server.url("/version")).unwrap()).unwrap();
+    assert_eq!(version["gitVersion"], "v1.33.0");
+    let status: serde_json::Value =
+        serde_json::from_str(&curl(&server.url("/api/v1/pods")).unwrap()).unwrap();
+    assert_eq!(
+        status,
+        serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Unauthorized", "reason": "Unauthorized", "code": 401
+        })
+    );
+
+    // The kubeconfig is private, and a restart keeps the CA and the admin credentials.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(server.kubeconfig())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let saved = dir.path().join("saved-kubeconfig.yaml");
+    std::fs::copy(server.kubeconfig(), &saved).unwrap();
+    server.stop();
+    let server = Server::start(dir.path(), port);
+    let output = kubectl("1.33", &saved, &["version", "-o", "json"]);
+    assert!(
+        output.status.success(),
+        "the old kubeconfig still works: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    server.stop();
+}
