@@ -1,13 +1,15 @@
 //! The Capstan API server.
 //!
 //! Today it serves HTTPS with certificates it generates on first start ([`pki`]), authenticates
-//! clients by x509 client certificate (user = CN, groups = O, as upstream), writes an admin
+//! clients by x509 client certificate (user = CN, groups = O, as upstream) or by a static bearer
+//! token (`--token-auth-file`), writes an admin
 //! kubeconfig, and answers `/healthz`, `/livez`, `/readyz` (with `?verbose`) and `/version`.
 //! Every other path is refused in upstream's `Status` shape (401 for anonymous users, 403 for
 //! users outside `system:masters`, 404 otherwise) until the generic registry serves the API.
 //!
 //! This is the only crate that touches `capstan-store`.
 
+mod auth;
 mod health;
 mod kubeconfig;
 pub mod pki;
@@ -19,7 +21,8 @@ use std::path::PathBuf;
 
 use capstan_store::Store;
 
-pub use serve::{RunningServer, User};
+pub use auth::{TokenFile, TokenFileError, User};
+pub use serve::RunningServer;
 
 /// How to run the API server.
 #[derive(Clone, Debug)]
@@ -36,6 +39,8 @@ pub struct Config {
     pub kubeconfig_path: PathBuf,
     /// The file mode of the kubeconfig.
     pub kubeconfig_mode: u32,
+    /// Static bearer tokens (`--token-auth-file`).
+    pub token_auth_file: Option<PathBuf>,
 }
 
 /// Why the API server could not start.
@@ -44,6 +49,9 @@ pub enum StartError {
     /// Certificates could not be read or created.
     #[error("certificates: {0}")]
     Pki(#[from] pki::PkiError),
+    /// The token file could not be used.
+    #[error(transparent)]
+    TokenFile(#[from] TokenFileError),
     /// The TLS configuration was rejected.
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
@@ -65,7 +73,11 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         .map(|h| h.trim().to_owned());
     let names = pki::serving_names(hostname.as_deref(), &config.tls_sans);
     let pki = pki::load_or_create(&config.data_dir.join("tls"), &names)?;
-    let server = serve::listen(&config, &pki, store).await?;
+    let tokens = match &config.token_auth_file {
+        Some(path) => TokenFile::load(path)?,
+        None => TokenFile::default(),
+    };
+    let server = serve::listen(&config, &pki, tokens, store).await?;
     let host = if config.bind_address.is_unspecified() {
         "127.0.0.1".to_owned()
     } else {

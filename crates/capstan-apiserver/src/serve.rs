@@ -21,48 +21,10 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use crate::auth::{Authenticated, TokenFile, User, authenticate};
 use crate::pki::Pki;
 use crate::status::ApiError;
 use crate::{Config, StartError, health};
-
-/// Who made a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct User {
-    /// The user name (`system:anonymous` without credentials).
-    pub name: String,
-    /// The user's groups.
-    pub groups: Vec<String>,
-}
-
-impl User {
-    fn anonymous() -> Self {
-        User {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-        }
-    }
-
-    fn is_anonymous(&self) -> bool {
-        self.name == "system:anonymous"
-    }
-
-    /// The identity a verified client certificate carries: user = CN, groups = O.
-    fn from_certificate(der: &[u8]) -> Option<Self> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        let name = subject
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())?
-            .to_owned();
-        let mut groups: Vec<String> = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(str::to_owned))
-            .collect();
-        groups.push("system:authenticated".into());
-        Some(User { name, groups })
-    }
-}
 
 /// A running API server.
 #[derive(Debug)]
@@ -136,8 +98,10 @@ async fn unserved(Extension(user): Extension<User>, method: Method, uri: Uri) ->
 pub(crate) async fn listen(
     config: &Config,
     pki: &Pki,
+    tokens: TokenFile,
     store: Store,
 ) -> Result<RunningServer, StartError> {
+    let tokens = Arc::new(tokens);
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
     let addr = SocketAddr::new(config.bind_address, config.port);
     let listener = TcpListener::bind(addr)
@@ -157,7 +121,7 @@ pub(crate) async fn listen(
                     continue;
                 }
             };
-            let (acceptor, app) = (acceptor.clone(), app.clone());
+            let (acceptor, app, tokens) = (acceptor.clone(), app.clone(), tokens.clone());
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
                     Ok(tls) => tls,
@@ -166,18 +130,33 @@ pub(crate) async fn listen(
                         return;
                     }
                 };
-                let user = tls
+                let certificate_user = tls
                     .get_ref()
                     .1
                     .peer_certificates()
                     .and_then(|chain| chain.first())
-                    .and_then(|cert| User::from_certificate(cert))
-                    .unwrap_or_else(User::anonymous);
+                    .and_then(|cert| User::from_certificate(cert));
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
                         let mut request = request.map(Body::new);
-                        request.extensions_mut().insert(user.clone());
-                        app.clone().oneshot(request)
+                        let authorization = request
+                            .headers()
+                            .get(axum::http::header::AUTHORIZATION)
+                            .and_then(|v| v.to_str().ok());
+                        let outcome =
+                            authenticate(certificate_user.as_ref(), authorization, &tokens);
+                        let app = app.clone();
+                        async move {
+                            match outcome {
+                                Authenticated::User(user) => {
+                                    request.extensions_mut().insert(user);
+                                    app.oneshot(request).await
+                                }
+                                Authenticated::Rejected => {
+                                    Ok(ApiError::unauthorized().into_response())
+                                }
+                            }
+                        }
                     });
                 if let Err(error) = auto::Builder::new(TokioExecutor::new())
                     .serve_connection_with_upgrades(TokioIo::new(tls), service)

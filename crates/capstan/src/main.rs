@@ -60,6 +60,9 @@ struct ServerArgs {
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
+    /// Static bearer tokens, in kube-apiserver's CSV format `token,user,uid,"group1,group2"`.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
     /// The kubeconfig's file mode, in octal.
     #[arg(long, default_value = "0600", value_parser = parse_mode)]
     write_kubeconfig_mode: u32,
@@ -180,6 +183,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         bind_address: args.bind_address,
         port: args.https_listen_port,
         tls_sans: args.tls_san,
+        token_auth_file: args.token_auth_file,
     };
     let _apiserver = capstan_apiserver::start(config, store)
         .await

@@ -15,6 +15,10 @@ struct Server {
 
 impl Server {
     fn start(data_dir: &Path, port: u16) -> Server {
+        Self::start_with(data_dir, port, &[])
+    }
+
+    fn start_with(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
             .args([
                 "server",
@@ -25,6 +29,7 @@ impl Server {
             .arg(port.to_string())
             .arg("--data-dir")
             .arg(data_dir)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -72,8 +77,14 @@ impl Drop for Server {
 
 /// An anonymous HTTPS GET (not verifying the server); the body, if the request got an answer.
 fn curl(url: &str) -> Option<String> {
+    curl_with(url, &[])
+}
+
+fn curl_with(url: &str, extra: &[&str]) -> Option<String> {
     let output = Command::new("curl")
-        .args(["-sk", "--max-time", "5", url])
+        .args(["-sk", "--max-time", "5"])
+        .args(extra)
+        .arg(url)
         .output()
         .ok()?;
     output
@@ -178,6 +189,55 @@ fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
     assert!(
         output.status.success(),
         "the old kubeconfig still works: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    server.stop();
+}
+
+#[test]
+fn static_tokens_authenticate_users_with_their_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,alice,1,\"system:masters\"\nplain-token,bob,2,\"devs\"\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        port,
+        &["--token-auth-file", tokens.to_str().unwrap()],
+    );
+    let reason = |token: &str, path: &str| -> serde_json::Value {
+        let header = format!("Authorization: Bearer {token}");
+        let body = curl_with(&server.url(path), &["-H", &header]).unwrap();
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["reason"].clone()
+    };
+    assert_eq!(reason("admin-token", "/api/v1/pods"), "NotFound");
+    assert_eq!(reason("plain-token", "/api/v1/pods"), "Forbidden");
+    assert_eq!(reason("wrong-token", "/api/v1/pods"), "Unauthorized");
+    assert_eq!(
+        reason("wrong-token", "/healthz"),
+        "Unauthorized",
+        "bad credentials fail everywhere"
+    );
+
+    let output = Command::new(kubectl_dir().join("kubectl.1.33"))
+        .args([
+            "--server",
+            &server.url(""),
+            "--insecure-skip-tls-verify",
+            "--token",
+            "admin-token",
+        ])
+        .args(["version", "-o", "json"])
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
         String::from_utf8_lossy(&output.stderr)
     );
     server.stop();
