@@ -60,6 +60,10 @@ struct ServerArgs {
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
+    /// Run no node agent in this process (k3s's flag). No agent is built yet, so none runs
+    /// either way; the flag is accepted so that k3s command lines work unchanged.
+    #[arg(long)]
+    disable_agent: bool,
     /// Static bearer tokens, in kube-apiserver's CSV format `token,user,uid,"group1,group2"`.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
@@ -165,6 +169,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot open the datastore at {endpoint}"))?;
     let revision = store.current_revision().await?;
+    if !args.disable_agent {
+        tracing::info!("no node agent in this build: running the control plane only");
+    }
     let _compactor = (!args.etcd_compaction_interval.is_zero())
         .then(|| store.spawn_compactor(args.etcd_compaction_interval));
     tracing::info!(
