@@ -909,6 +909,26 @@ impl WorkerOut {
     }
 
     /// Records a failed operation; true when the writer should give up (a run of failures).
+    /// One compare-and-swap update, timed; moves `revision` on. False when the worker should
+    /// stop (too many errors in a row).
+    async fn timed_update(
+        &mut self,
+        target: &mut Target,
+        key: &str,
+        revision: &mut i64,
+        value: Vec<u8>,
+    ) -> bool {
+        let began = Instant::now();
+        match target.update(key, value, *revision).await {
+            Ok(new_revision) => {
+                self.success(began.elapsed());
+                *revision = new_revision;
+                true
+            }
+            Err(error) => !self.failure(error),
+        }
+    }
+
     fn failure(&mut self, error: anyhow::Error) -> bool {
         self.errors += 1;
         self.consecutive_errors += 1;
@@ -1074,17 +1094,8 @@ async fn write_round(target: &Target, s: &Settings, concurrency: usize) -> Resul
                 next = (next + 1) % len;
                 let value = make_value(value_size, seq);
                 seq += 1;
-                let began = Instant::now();
-                match target.update(key, value, *revision).await {
-                    Ok(new_revision) => {
-                        out.success(began.elapsed());
-                        *revision = new_revision;
-                    }
-                    Err(error) => {
-                        if out.failure(error) {
-                            break;
-                        }
-                    }
+                if !out.timed_update(&mut target, key, revision, value).await {
+                    break;
                 }
             }
             anyhow::Ok(out)
@@ -1444,17 +1455,8 @@ async fn scenario_db_size(instance: &mut Instance, s: &Settings, name: &str) -> 
                 let (key, revision) = &mut owned[next];
                 next = (next + 1) % len;
                 let value = make_value(value_size, (1u64 << 40) + n);
-                let began = Instant::now();
-                match target.update(key, value, *revision).await {
-                    Ok(new_revision) => {
-                        out.success(began.elapsed());
-                        *revision = new_revision;
-                    }
-                    Err(error) => {
-                        if out.failure(error) {
-                            break;
-                        }
-                    }
+                if !out.timed_update(&mut target, key, revision, value).await {
+                    break;
                 }
             }
             anyhow::Ok(out)
