@@ -7,6 +7,10 @@
 
 pub use k8s_openapi;
 
+mod request;
+
+pub use request::RequestInfo;
+
 /// The Kubernetes minor version whose API Capstan serves (`k8s-openapi` feature `v1_33`).
 pub const KUBERNETES_MINOR: u32 = k8s_openapi::k8s_if_ge_1_33! { 33 };
 

@@ -3,15 +3,18 @@
 //! Today it serves HTTPS with certificates it generates on first start ([`pki`]), authenticates
 //! clients by x509 client certificate (user = CN, groups = O, as upstream) or by a static bearer
 //! token (`--token-auth-file`), writes an admin
-//! kubeconfig, and answers `/healthz`, `/livez`, `/readyz` (with `?verbose`) and `/version`.
-//! Every other path is refused in upstream's `Status` shape (401 for anonymous users, 403 for
-//! users outside `system:masters`, 404 otherwise) until the generic registry serves the API.
+//! kubeconfig, and answers `/healthz`, `/livez`, `/readyz` (with `?verbose`), `/version` and
+//! `/metrics`. Requests go through one chain (authentication, request info, authorization,
+//! handler, metrics). Every other path is refused in upstream's `Status` shape (401 for
+//! anonymous users, 403 for users outside `system:masters`, 404 otherwise) until the generic
+//! registry serves the API.
 //!
 //! This is the only crate that touches `capstan-store`.
 
 mod auth;
 mod health;
 mod kubeconfig;
+mod metrics;
 pub mod pki;
 mod serve;
 mod status;

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::Extension;
-use axum::http::{Method, Request, Uri};
+use axum::http::{Request, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use capstan_store::Store;
@@ -21,7 +20,12 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use std::time::Instant;
+
+use capstan_api::RequestInfo;
+
 use crate::auth::{Authenticated, TokenFile, User, authenticate};
+use crate::metrics::Metrics;
 use crate::pki::Pki;
 use crate::status::ApiError;
 use crate::{Config, StartError, health};
@@ -73,26 +77,89 @@ fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, rustls::Error> {
     Ok(config)
 }
 
-fn router(store: Store) -> Router {
+fn router(store: Store, metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::readyz))
         .route("/version", get(health::version))
-        .fallback(unserved)
+        .route("/metrics", get(move || async move { metrics.render() }))
+        .fallback(|| async { ApiError::not_found() })
         .with_state(store)
 }
 
-/// Everything the API does not serve yet: refused as upstream refuses it.
-async fn unserved(Extension(user): Extension<User>, method: Method, uri: Uri) -> Response {
+/// Paths every client may read, authenticated or not (upstream's `system:public-info-viewer`).
+const PUBLIC_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
+
+/// Until RBAC: the public paths for everyone, everything for `system:masters`, nothing else.
+fn authorize(user: &User, info: &RequestInfo) -> Result<(), ApiError> {
+    let public = !info.is_resource_request
+        && info.verb == "get"
+        && PUBLIC_PATHS.iter().any(|p| {
+            info.path == *p
+                || info
+                    .path
+                    .strip_prefix(p)
+                    .is_some_and(|r| r.starts_with('/'))
+        });
+    if public {
+        return Ok(());
+    }
     if user.is_anonymous() {
-        return ApiError::unauthorized().into_response();
+        return Err(ApiError::unauthorized());
     }
-    if !user.groups.iter().any(|g| g == "system:masters") {
-        let verb = method.as_str().to_ascii_lowercase();
-        return ApiError::forbidden(&user.name, &verb, uri.path()).into_response();
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return Ok(());
     }
-    ApiError::not_found().into_response()
+    Err(ApiError::forbidden(info, &user.name))
+}
+
+/// The chain every request goes through, as upstream's handler chain: authentication, request
+/// info, authorization, then the handler; metrics record the outcome of all of it.
+async fn handle(
+    mut request: Request<Body>,
+    certificate_user: Option<&User>,
+    tokens: &TokenFile,
+    app: Router,
+    metrics: &Metrics,
+) -> Response {
+    let started = Instant::now();
+    let method = request.method().as_str().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let info = RequestInfo::new(&method, request.uri().path(), &query);
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let dry_run = query.split('&').any(|kv| kv.starts_with("dryRun="));
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let response = match authenticate(certificate_user, authorization, tokens) {
+        Authenticated::Rejected => ApiError::unauthorized().into_response(),
+        Authenticated::User(user) => match authorize(&user, &info) {
+            Err(error) => error.into_response(),
+            Ok(()) => {
+                request.extensions_mut().insert(user);
+                request.extensions_mut().insert(info.clone());
+                match app.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(infallible) => match infallible {},
+                }
+            }
+        },
+    };
+    metrics.observe(
+        &info,
+        &method,
+        content_type.as_deref(),
+        dry_run,
+        response.status(),
+        started.elapsed(),
+    );
+    response
 }
 
 pub(crate) async fn listen(
@@ -110,7 +177,8 @@ pub(crate) async fn listen(
     let local_addr = listener
         .local_addr()
         .map_err(|source| StartError::Listen { addr, source })?;
-    let app = router(store);
+    let metrics = Metrics::new();
+    let app = router(store, metrics.clone());
     let accept_loop = tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {
@@ -121,7 +189,12 @@ pub(crate) async fn listen(
                     continue;
                 }
             };
-            let (acceptor, app, tokens) = (acceptor.clone(), app.clone(), tokens.clone());
+            let (acceptor, app, tokens, metrics) = (
+                acceptor.clone(),
+                app.clone(),
+                tokens.clone(),
+                metrics.clone(),
+            );
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
                     Ok(tls) => tls,
@@ -138,24 +211,18 @@ pub(crate) async fn listen(
                     .and_then(|cert| User::from_certificate(cert));
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let mut request = request.map(Body::new);
-                        let authorization = request
-                            .headers()
-                            .get(axum::http::header::AUTHORIZATION)
-                            .and_then(|v| v.to_str().ok());
-                        let outcome =
-                            authenticate(certificate_user.as_ref(), authorization, &tokens);
-                        let app = app.clone();
+                        let (app, tokens, metrics) = (app.clone(), tokens.clone(), metrics.clone());
+                        let certificate_user = certificate_user.clone();
                         async move {
-                            match outcome {
-                                Authenticated::User(user) => {
-                                    request.extensions_mut().insert(user);
-                                    app.oneshot(request).await
-                                }
-                                Authenticated::Rejected => {
-                                    Ok(ApiError::unauthorized().into_response())
-                                }
-                            }
+                            let response = handle(
+                                request.map(Body::new),
+                                certificate_user.as_ref(),
+                                &tokens,
+                                app,
+                                &metrics,
+                            )
+                            .await;
+                            Ok::<_, std::convert::Infallible>(response)
                         }
                     });
                 if let Err(error) = auto::Builder::new(TokioExecutor::new())
@@ -178,16 +245,17 @@ mod tests {
     use super::*;
     use axum::http::StatusCode;
 
-    async fn call(user: User, path: &str) -> (StatusCode, serde_json::Value) {
+    async fn call(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
             dir.path().join("state.db"),
         ))
         .await
         .unwrap();
-        let mut request = Request::get(path).body(Body::empty()).unwrap();
-        request.extensions_mut().insert(user);
-        let response = router(store).oneshot(request).await.unwrap();
+        let metrics = Metrics::new();
+        let request = Request::get(path).body(Body::empty()).unwrap();
+        let app = router(store, metrics.clone());
+        let response = handle(request, user.as_ref(), &TokenFile::default(), app, &metrics).await;
         let code = response.status();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20)
             .await
@@ -201,14 +269,26 @@ mod tests {
             name: "jane".into(),
             groups: vec!["developers".into(), "system:authenticated".into()],
         };
-        let (code, body) = call(user, "/api/v1/namespaces").await;
+        let (code, body) = call(Some(user.clone()), "/api/v1/namespaces/default/pods/web").await;
         assert_eq!(code, StatusCode::FORBIDDEN);
         assert_eq!(body["reason"], "Forbidden");
         assert_eq!(body["code"], 403);
         assert_eq!(
             body["message"],
-            "forbidden: User \"jane\" cannot get path \"/api/v1/namespaces\""
+            "pods \"web\" is forbidden: User \"jane\" cannot get resource \"pods\" in API \
+             group \"\" in the namespace \"default\""
         );
+        assert_eq!(
+            body["details"],
+            serde_json::json!({"name": "web", "kind": "pods"})
+        );
+        let (code, body) = call(Some(user), "/metrics").await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        assert_eq!(
+            body["message"],
+            "forbidden: User \"jane\" cannot get path \"/metrics\""
+        );
+        assert_eq!(body["details"], serde_json::json!({}));
     }
 
     #[tokio::test]
@@ -217,9 +297,21 @@ mod tests {
             name: "system:admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
         };
-        let (code, body) = call(admin, "/apis").await;
+        let (code, body) = call(Some(admin), "/apis").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
         assert_eq!(body["reason"], "NotFound");
+    }
+
+    #[tokio::test]
+    async fn anonymous_users_see_only_the_public_paths() {
+        assert_eq!(call(None, "/healthz").await.0, StatusCode::OK);
+        assert_eq!(call(None, "/version").await.0, StatusCode::OK);
+        let (code, body) = call(None, "/metrics").await;
+        assert_eq!(
+            (code, body["reason"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("Unauthorized"))
+        );
+        assert_eq!(call(None, "/healthzz").await.0, StatusCode::UNAUTHORIZED);
     }
 
     #[test]

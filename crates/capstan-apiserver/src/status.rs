@@ -2,7 +2,8 @@
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
+use capstan_api::RequestInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status, StatusDetails};
 
 use capstan_api::k8s_openapi;
 
@@ -12,6 +13,7 @@ pub(crate) struct ApiError {
     code: StatusCode,
     reason: &'static str,
     message: String,
+    details: Option<Box<StatusDetails>>,
 }
 
 impl ApiError {
@@ -21,15 +23,29 @@ impl ApiError {
             code: StatusCode::UNAUTHORIZED,
             reason: "Unauthorized",
             message: "Unauthorized".into(),
+            details: None,
         }
     }
 
-    /// 403: the user may not do this.
-    pub(crate) fn forbidden(user: &str, verb: &str, path: &str) -> Self {
+    /// 403: `user` may not make this request; message and details as upstream's authorization
+    /// filter writes them.
+    pub(crate) fn forbidden(info: &RequestInfo, user: &str) -> Self {
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let details = if info.is_resource_request {
+            StatusDetails {
+                group: non_empty(&info.api_group),
+                kind: non_empty(&info.resource),
+                name: non_empty(&info.name),
+                ..StatusDetails::default()
+            }
+        } else {
+            StatusDetails::default()
+        };
         ApiError {
             code: StatusCode::FORBIDDEN,
             reason: "Forbidden",
-            message: format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\""),
+            message: info.forbidden_message(user),
+            details: Some(Box::new(details)),
         }
     }
 
@@ -39,6 +55,7 @@ impl ApiError {
             code: StatusCode::NOT_FOUND,
             reason: "NotFound",
             message: "the server could not find the requested resource".into(),
+            details: None,
         }
     }
 
@@ -49,7 +66,7 @@ impl ApiError {
             metadata: ListMeta::default(),
             reason: Some(self.reason.to_owned()),
             status: Some("Failure".into()),
-            details: None,
+            details: self.details.as_deref().cloned(),
         }
     }
 }

@@ -158,9 +158,22 @@ fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
         );
     }
 
+    // Admins read the request metrics, under upstream's names.
+    let output = kubectl("1.33", &server.kubeconfig(), &["get", "--raw", "/metrics"]);
+    let metrics = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "metrics: {metrics}");
+    assert!(
+        metrics.contains("apiserver_request_total{verb=\"GET\"")
+            && metrics.contains("apiserver_request_duration_seconds_bucket"),
+        "{metrics}"
+    );
+
     // Anonymous clients reach health and version, and get upstream's 401 elsewhere.
     assert_eq!(curl(&server.url("/healthz")).as_deref(), Some("ok"));
     assert_eq!(curl(&server.url("/livez")).as_deref(), Some("ok"));
+    let anonymous_metrics: serde_json::Value =
+        serde_json::from_str(&curl(&server.url("/metrics")).unwrap()).unwrap();
+    assert_eq!(anonymous_metrics["code"], 401);
     let version: serde_json::Value =
         serde_json::from_str(&curl(&server.url("/version")).unwrap()).unwrap();
     assert_eq!(version["gitVersion"], "v1.33.0");
