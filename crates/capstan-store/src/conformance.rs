@@ -96,6 +96,7 @@ macro_rules! conformance_tests {
             watchers_see_identical_gap_free_sequences,
             resumed_watch_continues_without_gap_or_duplicate,
             slow_watcher_is_cut_off_without_blocking_others,
+            keys_with_a_ttl_expire_with_a_delete_event,
         );
     };
     (@cases $factory:path: $($case:ident),* $(,)?) => {
@@ -976,6 +977,61 @@ pub async fn slow_watcher_is_cut_off_without_blocking_others(new_store: impl Fac
     let rest = take(&mut resumed, WRITES - received.len()).await;
     received.extend(revisions(&rest));
     assert_eq!(received, all, "resuming after the cut-off leaves no gap");
+}
+
+pub async fn keys_with_a_ttl_expire_with_a_delete_event(new_store: impl Factory) {
+    let t = new_store.make(Options::default()).await;
+    let s = &t.store;
+    match s.create_with_ttl("/ttl/zero", "x", Duration::ZERO).await {
+        Err(StoreError::InvalidArgument(_)) => {}
+        other => panic!("zero TTL: expected InvalidArgument, got {other:?}"),
+    }
+    let start = s.current_revision().await.unwrap();
+    let mut watch = s.watch("/ttl/", start).await.unwrap();
+    let second = Duration::from_secs(1);
+    let short = s
+        .create_with_ttl("/ttl/short", "gone soon", second)
+        .await
+        .unwrap();
+    s.create("/ttl/forever", "stays").await.unwrap();
+    let renewed = s
+        .create_with_ttl("/ttl/renewed", "a", second)
+        .await
+        .unwrap();
+    s.update_with_ttl(
+        "/ttl/renewed",
+        "b",
+        Some(renewed.mod_revision),
+        Duration::from_secs(600),
+    )
+    .await
+    .unwrap();
+    s.create_with_ttl("/ttl/cleared", "a", second)
+        .await
+        .unwrap();
+    let last_write = s.update("/ttl/cleared", "b", None).await.unwrap();
+    let writes = take(&mut watch, 6).await;
+    assert_eq!(
+        writes.last().map(WatchEvent::revision),
+        Some(last_write.mod_revision)
+    );
+
+    // Expiry is a delete like any other: a new revision, an event with the previous value.
+    let expired = take(&mut watch, 1).await;
+    assert_eq!(expired[0].kind, EventKind::Delete);
+    assert_eq!(expired[0].kv.key, "/ttl/short");
+    assert_eq!(expired[0].prev.as_ref(), Some(&short));
+    assert!(expired[0].revision() > last_write.mod_revision);
+    assert_eq!(s.get("/ttl/short", None).await.unwrap().kv, None);
+
+    // Keys renewed with a longer TTL, updated without one, or written without one stay.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for key in ["/ttl/forever", "/ttl/renewed", "/ttl/cleared"] {
+        assert!(
+            s.get(key, None).await.unwrap().kv.is_some(),
+            "{key} must not have expired"
+        );
+    }
 }
 
 impl Store {

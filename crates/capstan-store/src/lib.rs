@@ -272,12 +272,19 @@ pub trait Backend: Send + Sync + 'static {
     async fn list(&self, options: &ListOptions) -> Result<ListResponse>;
     /// The number of live keys under `prefix`.
     async fn count(&self, prefix: &str) -> Result<u64>;
-    /// Creates `key`; fails with [`StoreError::AlreadyExists`] if it exists.
-    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue>;
-    /// Replaces the value of an existing key, if its mod revision is `expected` (when given).
-    /// Writing the value the key already has changes nothing and returns the key as it is.
-    async fn update(&self, key: &str, value: Bytes, expected: Option<Revision>)
-    -> Result<KeyValue>;
+    /// Creates `key`; fails with [`StoreError::AlreadyExists`] if it exists. With a `ttl`, the
+    /// key is deleted (a delete event, a new revision) once the TTL has passed.
+    async fn create(&self, key: &str, value: Bytes, ttl: Option<Duration>) -> Result<KeyValue>;
+    /// Replaces the value of an existing key, if its mod revision is `expected` (when given),
+    /// and sets its TTL (`None`: the key no longer expires). Writing the value the key already
+    /// has changes nothing, its expiry included, and returns the key as it is.
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+        ttl: Option<Duration>,
+    ) -> Result<KeyValue>;
     /// Deletes an existing key, if its mod revision is `expected` (when given).
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<DeleteResponse>;
     /// Every change under `prefix` with a revision greater than `after`, then live changes.
@@ -325,6 +332,13 @@ fn check_value(value: &Bytes) -> Result<()> {
             size: value.len(),
             limit: MAX_VALUE_BYTES,
         });
+    }
+    Ok(())
+}
+
+fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl.is_zero() {
+        return Err(StoreError::InvalidArgument("a TTL must be positive".into()));
     }
     Ok(())
 }
@@ -385,12 +399,29 @@ impl Store {
         let value = value.into();
         check_key(key)?;
         check_value(&value)?;
-        self.backend.create(key, value).await
+        self.backend.create(key, value, None).await
+    }
+
+    /// Creates `key` with `value`, to be deleted automatically once `ttl` has passed (upstream
+    /// stores Events this way). Expiry is a delete like any other: it takes a revision and
+    /// watchers see it. Expiry is checked about once a second.
+    pub async fn create_with_ttl(
+        &self,
+        key: &str,
+        value: impl Into<Bytes>,
+        ttl: Duration,
+    ) -> Result<KeyValue> {
+        let value = value.into();
+        check_key(key)?;
+        check_value(&value)?;
+        check_ttl(ttl)?;
+        self.backend.create(key, value, Some(ttl)).await
     }
 
     /// Replaces the value of an existing key; with `expected`, only if the key's mod revision is
     /// still that ([`StoreError::Conflict`] otherwise, carrying the current state). A value equal
-    /// to the current one changes nothing: no new revision, the key is returned as it is.
+    /// to the current one changes nothing: no new revision, the key is returned as it is. A key
+    /// that had a TTL no longer expires after an update (use [`Store::update_with_ttl`]).
     pub async fn update(
         &self,
         key: &str,
@@ -401,7 +432,23 @@ impl Store {
         check_key(key)?;
         check_value(&value)?;
         check_revision(expected)?;
-        self.backend.update(key, value, expected).await
+        self.backend.update(key, value, expected, None).await
+    }
+
+    /// Like [`Store::update`], and the key expires once `ttl` has passed from this write.
+    pub async fn update_with_ttl(
+        &self,
+        key: &str,
+        value: impl Into<Bytes>,
+        expected: Option<Revision>,
+        ttl: Duration,
+    ) -> Result<KeyValue> {
+        let value = value.into();
+        check_key(key)?;
+        check_value(&value)?;
+        check_revision(expected)?;
+        check_ttl(ttl)?;
+        self.backend.update(key, value, expected, Some(ttl)).await
     }
 
     /// Deletes an existing key; with `expected`, only if its mod revision is still that.

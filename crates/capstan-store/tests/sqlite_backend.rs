@@ -155,3 +155,65 @@ async fn compaction_purges_history_and_shrinks_the_file() {
     let listed = store.list(&ListOptions::prefix("/churn/")).await.unwrap();
     assert_eq!(listed.kvs.len(), KEYS);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let store = open(&path).await;
+    store
+        .create_with_ttl("/events/e1", "x", Duration::from_secs(1))
+        .await
+        .unwrap();
+    drop(store);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let store = reopen(&path).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.get("/events/e1", None).await.unwrap().kv.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the key outlived its TTL across a restart"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn databases_without_expiry_are_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        // The first schema, before keys could expire.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER NOT NULL,
+                                compacted INTEGER NOT NULL);
+             INSERT INTO meta VALUES (1, 1, 0);
+             CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL,
+                              mod_rev INTEGER NOT NULL) WITHOUT ROWID;
+             INSERT INTO kv VALUES (CAST('/old' AS BLOB), CAST('kept' AS BLOB), 1, 1);
+             CREATE TABLE log (rev INTEGER PRIMARY KEY, key BLOB NOT NULL, value BLOB,
+                               create_rev INTEGER NOT NULL, prev_value BLOB,
+                               prev_create_rev INTEGER, prev_mod_rev INTEGER);
+             INSERT INTO log VALUES (1, CAST('/old' AS BLOB), CAST('kept' AS BLOB), 1, NULL, NULL, NULL);",
+        )
+        .unwrap();
+    }
+    let store = open(&path).await;
+    let old = store.get("/old", None).await.unwrap().kv.unwrap();
+    assert_eq!(&old.value[..], b"kept");
+    let short = store
+        .create_with_ttl("/new", "v", Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(short.mod_revision, 2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.get("/new", None).await.unwrap().kv.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "TTL did not work after migration"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(store.get("/old", None).await.unwrap().kv.is_some());
+}

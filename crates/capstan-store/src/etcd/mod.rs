@@ -25,8 +25,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use etcd_client::{
     Client, CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType,
-    GetOptions, KvClient, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchClient,
-    WatchOptions,
+    GetOptions, KvClient, LeaseClient, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
+    WatchClient, WatchOptions,
 };
 use futures::StreamExt;
 
@@ -87,6 +87,7 @@ impl Default for EtcdConfig {
 pub struct EtcdBackend {
     kv: KvClient,
     watch: WatchClient,
+    lease: LeaseClient,
     prefix: Arc<str>,
     watch_buffer: usize,
     endpoints: Vec<String>,
@@ -133,6 +134,7 @@ impl EtcdBackend {
             watch: client
                 .watch_client()
                 .max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES),
+            lease: client.lease_client(),
             prefix: config.prefix.into(),
             watch_buffer: config.watch_buffer,
             endpoints: config.endpoints,
@@ -140,6 +142,23 @@ impl EtcdBackend {
         // The client connects lazily; fail now rather than at the first request.
         backend.current_revision().await?;
         Ok(backend)
+    }
+
+    /// Put options for a write: with a `ttl`, a fresh lease of that many seconds (rounded up),
+    /// so that etcd deletes the key when the lease expires.
+    async fn put_options(&self, ttl: Option<Duration>) -> Result<PutOptions> {
+        let Some(ttl) = ttl else {
+            return Ok(PutOptions::new());
+        };
+        let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+        let seconds = i64::try_from(seconds).unwrap_or(i64::MAX).max(1);
+        let lease = self
+            .lease
+            .clone()
+            .grant(seconds, None)
+            .await
+            .map_err(|error| unavailable("grant a lease", error))?;
+        Ok(PutOptions::new().with_lease(lease.id()))
     }
 
     /// The etcd key of a store key.
@@ -235,6 +254,7 @@ impl EtcdBackend {
         key: &str,
         value: Bytes,
         expected: Option<Revision>,
+        ttl: Option<Duration>,
     ) -> Result<KeyValue> {
         let etcd_key = self.etcd_key(key);
         let mut current = self.get(key, None).await?.kv;
@@ -254,7 +274,11 @@ impl EtcdBackend {
                     CompareOp::Equal,
                     kv.mod_revision,
                 )])
-                .and_then([TxnOp::put(etcd_key.clone(), value.to_vec(), None)])
+                .and_then([TxnOp::put(
+                    etcd_key.clone(),
+                    value.to_vec(),
+                    Some(self.put_options(ttl).await?),
+                )])
                 .or_else([TxnOp::get(etcd_key.clone(), None)]);
             let response = self.write_txn(txn, value.len()).await?;
             if response.succeeded() {
@@ -338,15 +362,16 @@ impl Backend for EtcdBackend {
         Ok(u64::try_from(response.count()).unwrap_or(0))
     }
 
-    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+    async fn create(&self, key: &str, value: Bytes, ttl: Option<Duration>) -> Result<KeyValue> {
         let etcd_key = self.etcd_key(key);
+        let options = self.put_options(ttl).await?;
         let txn = Txn::new()
             .when([Compare::create_revision(
                 etcd_key.clone(),
                 CompareOp::Equal,
                 0,
             )])
-            .and_then([TxnOp::put(etcd_key, value.to_vec(), None)]);
+            .and_then([TxnOp::put(etcd_key, value.to_vec(), Some(options))]);
         let response = self.write_txn(txn, value.len()).await?;
         if !response.succeeded() {
             return Err(StoreError::AlreadyExists { key: key.into() });
@@ -365,13 +390,15 @@ impl Backend for EtcdBackend {
         key: &str,
         value: Bytes,
         expected: Option<Revision>,
+        ttl: Option<Duration>,
     ) -> Result<KeyValue> {
         let etcd_key = self.etcd_key(key);
         if 2 * value.len() + 4 * etcd_key.len() + TXN_OVERHEAD_BYTES
             > ETCD_DEFAULT_MAX_REQUEST_BYTES
         {
-            return self.update_in_two_steps(key, value, expected).await;
+            return self.update_in_two_steps(key, value, expected, ttl).await;
         }
+        let options = self.put_options(ttl).await?;
         let unchanged_or_put = Txn::new()
             .when([Compare::value(
                 etcd_key.clone(),
@@ -382,7 +409,7 @@ impl Backend for EtcdBackend {
             .or_else([TxnOp::put(
                 etcd_key.clone(),
                 value.to_vec(),
-                Some(PutOptions::new().with_prev_key()),
+                Some(options.with_prev_key()),
             )]);
         let txn = Txn::new()
             .when([guard(&etcd_key, expected)])

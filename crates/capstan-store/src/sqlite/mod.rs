@@ -7,6 +7,9 @@
 //!   value it replaced;
 //! - `meta` holds the current and the compacted revision.
 //!
+//! Keys written with a TTL carry an expiry time in `kv`; a ticker thread asks the writer twice a
+//! second to delete the keys whose time has come, through the same path as any delete.
+//!
 //! The state at an older revision `R` is the live state with the changes after `R` undone: for
 //! every key changed after `R`, the `prev_*` columns of its first change after `R` say what it
 //! was at `R`. Reads at `R` therefore touch only live rows and the log rows after `R`; they are
@@ -28,6 +31,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -85,7 +89,8 @@ CREATE TABLE IF NOT EXISTS kv (
     key BLOB PRIMARY KEY,
     value BLOB NOT NULL,
     create_rev INTEGER NOT NULL,
-    mod_rev INTEGER NOT NULL
+    mod_rev INTEGER NOT NULL,
+    expires_at INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log (
     rev INTEGER PRIMARY KEY,
@@ -97,6 +102,67 @@ CREATE TABLE IF NOT EXISTS log (
     prev_mod_rev INTEGER
 );
 ";
+
+/// Brings a database written by an earlier version up to the current schema.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_expiry: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('kv') WHERE name = 'expires_at'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_expiry {
+        conn.execute_batch("ALTER TABLE kv ADD COLUMN expires_at INTEGER")?;
+    }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS kv_expiry ON kv (expires_at) WHERE expires_at IS NOT NULL",
+    )
+}
+
+/// How often expired keys are looked for.
+const EXPIRY_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Milliseconds since the Unix epoch.
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn expiry(ttl: Option<Duration>) -> Option<i64> {
+    ttl.map(|ttl| now_millis().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)))
+}
+
+/// Asks the writer to delete expired keys every [`EXPIRY_INTERVAL`] until the store is gone.
+fn spawn_expiry_ticker(writes: mpsc::WeakSender<WriteRequest>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("sqlite-expiry".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EXPIRY_INTERVAL);
+                let Some(writes) = writes.upgrade() else {
+                    return;
+                };
+                let (reply, answer) = oneshot::channel();
+                let request = WriteRequest {
+                    op: WriteOp::Expire { now: now_millis() },
+                    reply,
+                };
+                if writes.blocking_send(request).is_err() {
+                    return;
+                }
+                drop(writes);
+                match answer.blocking_recv() {
+                    Ok(Ok(WriteOutcome::Expired(n))) if n > 0 => {
+                        tracing::debug!(keys = n, "expired keys deleted");
+                    }
+                    Ok(Err(error)) => tracing::warn!(%error, "deleting expired keys failed"),
+                    _ => {}
+                }
+            }
+        })
+        .map(drop)
+}
 
 fn sqlite_error(context: &str, path: &Path, error: rusqlite::Error) -> StoreError {
     StoreError::unavailable(format!("{context} {}", path.display()), error)
@@ -137,6 +203,7 @@ impl SqliteBackend {
              PRAGMA cache_size = -65536;",
         )
         .and_then(|()| conn.execute_batch(SCHEMA))
+        .and_then(|()| migrate(&conn))
         .map_err(|e| sqlite_error("cannot initialise", &path, e))?;
         let (meta_revision, compacted): (Revision, Revision) = conn
             .query_row(
@@ -171,6 +238,8 @@ impl SqliteBackend {
             .name("sqlite-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| StoreError::unavailable("cannot start the sqlite writer thread", e))?;
+        spawn_expiry_ticker(writes.downgrade())
+            .map_err(|e| StoreError::unavailable("cannot start the sqlite expiry thread", e))?;
         tracing::info!(path = %path.display(), revision, compacted, "opened sqlite datastore");
         Ok(SqliteBackend {
             writes,
@@ -583,10 +652,11 @@ impl Backend for SqliteBackend {
             .await
     }
 
-    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+    async fn create(&self, key: &str, value: Bytes, ttl: Option<Duration>) -> Result<KeyValue> {
         self.put(WriteOp::Create {
             key: key.to_owned(),
             value,
+            expires_at: expiry(ttl),
         })
         .await
     }
@@ -596,11 +666,13 @@ impl Backend for SqliteBackend {
         key: &str,
         value: Bytes,
         expected: Option<Revision>,
+        ttl: Option<Duration>,
     ) -> Result<KeyValue> {
         self.put(WriteOp::Update {
             key: key.to_owned(),
             value,
             expected,
+            expires_at: expiry(ttl),
         })
         .await
     }

@@ -32,11 +32,18 @@ pub(super) enum WriteOp {
     Create {
         key: String,
         value: Bytes,
+        /// When the key expires, in milliseconds since the Unix epoch.
+        expires_at: Option<i64>,
     },
     Update {
         key: String,
         value: Bytes,
         expected: Option<Revision>,
+        expires_at: Option<i64>,
+    },
+    /// Deletes every key whose expiry is at or before `now` (milliseconds since the epoch).
+    Expire {
+        now: i64,
     },
     Delete {
         key: String,
@@ -53,6 +60,7 @@ pub(super) enum WriteOutcome {
     Put(KeyValue),
     Deleted(DeleteResponse),
     Compacted,
+    Expired(usize),
 }
 
 /// A write and where to send its result.
@@ -218,15 +226,25 @@ fn apply(
     events: &mut Vec<WatchEvent>,
 ) -> rusqlite::Result<Result<WriteOutcome>> {
     match op {
-        WriteOp::Create { key, value } => {
+        WriteOp::Create {
+            key,
+            value,
+            expires_at,
+        } => {
             if current(tx, key)?.is_some() {
                 return Ok(Err(StoreError::AlreadyExists { key: key.clone() }));
             }
             let revision = state.revision + 1;
             tx.prepare_cached(
-                "INSERT INTO kv (key, value, create_rev, mod_rev) VALUES (?1, ?2, ?3, ?3)",
+                "INSERT INTO kv (key, value, create_rev, mod_rev, expires_at)
+                 VALUES (?1, ?2, ?3, ?3, ?4)",
             )?
-            .execute(params![key_bytes(key), value.as_ref(), revision])?;
+            .execute(params![
+                key_bytes(key),
+                value.as_ref(),
+                revision,
+                expires_at
+            ])?;
             append_log(tx, revision, key, Some(value), revision, None)?;
             state.revision = revision;
             let kv = KeyValue {
@@ -246,6 +264,7 @@ fn apply(
             key,
             value,
             expected,
+            expires_at,
         } => {
             let prev = match checked_current(tx, key, *expected)? {
                 Ok(prev) => prev,
@@ -255,8 +274,15 @@ fn apply(
                 return Ok(Ok(WriteOutcome::Put(prev)));
             }
             let revision = state.revision + 1;
-            tx.prepare_cached("UPDATE kv SET value = ?2, mod_rev = ?3 WHERE key = ?1")?
-                .execute(params![key_bytes(key), value.as_ref(), revision])?;
+            tx.prepare_cached(
+                "UPDATE kv SET value = ?2, mod_rev = ?3, expires_at = ?4 WHERE key = ?1",
+            )?
+            .execute(params![
+                key_bytes(key),
+                value.as_ref(),
+                revision,
+                expires_at
+            ])?;
             append_log(
                 tx,
                 revision,
@@ -284,22 +310,22 @@ fn apply(
                 Ok(prev) => prev,
                 Err(error) => return Ok(Err(error)),
             };
-            let revision = state.revision + 1;
-            tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
-                .execute(params![key_bytes(key)])?;
-            append_log(tx, revision, key, None, 0, Some(&prev))?;
-            state.revision = revision;
-            events.push(WatchEvent {
-                kind: EventKind::Delete,
-                kv: KeyValue {
-                    key: key.clone(),
-                    value: Bytes::new(),
-                    create_revision: 0,
-                    mod_revision: revision,
-                },
-                prev: Some(prev.clone()),
-            });
-            Ok(Ok(WriteOutcome::Deleted(DeleteResponse { prev, revision })))
+            let deleted = delete(tx, state, prev, events)?;
+            Ok(Ok(WriteOutcome::Deleted(deleted)))
+        }
+        WriteOp::Expire { now } => {
+            let expired: Vec<KeyValue> = tx
+                .prepare_cached(
+                    "SELECT key, value, create_rev, mod_rev FROM kv
+                     WHERE expires_at <= ?1 ORDER BY expires_at LIMIT 1024",
+                )?
+                .query_map(params![now], read_kv)?
+                .collect::<rusqlite::Result<_>>()?;
+            let count = expired.len();
+            for prev in expired {
+                delete(tx, state, prev, events)?;
+            }
+            Ok(Ok(WriteOutcome::Expired(count)))
         }
         WriteOp::Compact { revision } => {
             if *revision > state.revision {
@@ -312,6 +338,31 @@ fn apply(
             Ok(Ok(WriteOutcome::Compacted))
         }
     }
+}
+
+/// Deletes a key known to exist in state `prev`.
+fn delete(
+    tx: &Transaction<'_>,
+    state: &mut BatchState,
+    prev: KeyValue,
+    events: &mut Vec<WatchEvent>,
+) -> rusqlite::Result<DeleteResponse> {
+    let revision = state.revision + 1;
+    tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
+        .execute(params![key_bytes(&prev.key)])?;
+    append_log(tx, revision, &prev.key, None, 0, Some(&prev))?;
+    state.revision = revision;
+    events.push(WatchEvent {
+        kind: EventKind::Delete,
+        kv: KeyValue {
+            key: prev.key.clone(),
+            value: Bytes::new(),
+            create_revision: 0,
+            mod_revision: revision,
+        },
+        prev: Some(prev.clone()),
+    });
+    Ok(DeleteResponse { prev, revision })
 }
 
 fn current(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<KeyValue>> {
