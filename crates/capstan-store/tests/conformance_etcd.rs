@@ -1,4 +1,7 @@
 //! The shared storage conformance suite against a real etcd started for each test.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use capstan_store::conformance::{Options, TestStore};
 async fn etcd_store(options: Options) -> TestStore {
     let server = capstan_testkit::EtcdServer::start().expect("start etcd");
