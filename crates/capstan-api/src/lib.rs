@@ -1,6 +1,7 @@
-//! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, and
-//! (as the API server issues land) the resource catalogue, selectors, field errors, `Status`
-//! and conversion between versions. No I/O.
+//! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, how a
+//! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), and (as
+//! the API server issues land) the resource catalogue, selectors, field errors and conversion
+//! between versions. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
@@ -8,8 +9,10 @@
 pub use k8s_openapi;
 
 mod request;
+mod status;
 
 pub use request::RequestInfo;
+pub use status::{GroupResource, StatusError};
 
 /// The Kubernetes minor version whose API Capstan serves (`k8s-openapi` feature `v1_33`).
 pub const KUBERNETES_MINOR: u32 = k8s_openapi::k8s_if_ge_1_33! { 33 };

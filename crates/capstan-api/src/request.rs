@@ -5,6 +5,8 @@
 //!
 //! Authorization, admission, metrics and routing all work from this one description.
 
+use crate::status::{GroupResource, StatusError, quoted};
+
 /// A request's description.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestInfo {
@@ -183,24 +185,17 @@ impl RequestInfo {
         }
     }
 
-    /// The message upstream's authorization filter gives when `user` may not do this.
-    pub fn forbidden_message(&self, user: &str) -> String {
+    /// The error upstream's authorization filter returns when `user` may not do this.
+    pub fn forbidden(&self, user: &str) -> StatusError {
+        let user = quoted(user);
         if !self.is_resource_request {
-            return format!(
-                "forbidden: User \"{user}\" cannot {} path \"{}\"",
-                self.verb, self.path
+            let reason = format!(
+                "User {user} cannot {} path {}",
+                self.verb,
+                quoted(&self.path)
             );
+            return StatusError::forbidden(GroupResource::default(), "", &reason);
         }
-        let group_resource = if self.api_group.is_empty() {
-            self.resource.clone()
-        } else {
-            format!("{}.{}", self.resource, self.api_group)
-        };
-        let subject = if self.name.is_empty() {
-            format!("{group_resource} is forbidden")
-        } else {
-            format!("{group_resource} \"{}\" is forbidden", self.name)
-        };
         let resource = if self.subresource.is_empty() {
             self.resource.clone()
         } else {
@@ -209,11 +204,18 @@ impl RequestInfo {
         let place = if self.namespace.is_empty() {
             "at the cluster scope".to_owned()
         } else {
-            format!("in the namespace \"{}\"", self.namespace)
+            format!("in the namespace {}", quoted(&self.namespace))
         };
-        format!(
-            "{subject}: User \"{user}\" cannot {} resource \"{resource}\" in API group \"{}\" {place}",
-            self.verb, self.api_group
+        let reason = format!(
+            "User {user} cannot {} resource {} in API group {} {place}",
+            self.verb,
+            quoted(&resource),
+            quoted(&self.api_group)
+        );
+        StatusError::forbidden(
+            GroupResource::new(&self.api_group, &self.resource),
+            &self.name,
+            &reason,
         )
     }
 }
@@ -410,8 +412,13 @@ mod tests {
 
     #[test]
     fn forbidden_messages_match_upstream() {
-        let message =
-            |method: &str, path: &str| RequestInfo::new(method, path, "").forbidden_message("jane");
+        let message = |method: &str, path: &str| {
+            RequestInfo::new(method, path, "")
+                .forbidden("jane")
+                .status
+                .message
+                .unwrap_or_default()
+        };
         assert_eq!(
             message("GET", "/api/v1/namespaces/default/pods"),
             "pods is forbidden: User \"jane\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""

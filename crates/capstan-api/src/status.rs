@@ -1,0 +1,348 @@
+//! API errors as `metav1.Status` objects, with upstream's codes, reasons, details and messages
+//! (clients match on the reason and code, people and scripts on the message). Every error the
+//! API returns is built here.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ListMeta, Status, StatusCause, StatusDetails,
+};
+
+/// A resource qualified by its API group, as upstream's `GroupResource` prints it: `pods`,
+/// `deployments.apps`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupResource<'a> {
+    /// The API group; empty for the core group.
+    pub group: &'a str,
+    /// The resource (plural name).
+    pub resource: &'a str,
+}
+
+impl<'a> GroupResource<'a> {
+    /// A resource of `group`.
+    pub fn new(group: &'a str, resource: &'a str) -> Self {
+        GroupResource { group, resource }
+    }
+
+    /// Whether both parts are empty (a non-resource request).
+    pub fn is_empty(&self) -> bool {
+        self.group.is_empty() && self.resource.is_empty()
+    }
+}
+
+impl std::fmt::Display for GroupResource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// An API error: the HTTP code is `status.code`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusError {
+    /// The `Status` object sent to the client.
+    pub status: Status,
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// `Go`'s `%q` for the strings that appear in messages (names are DNS-like, so escaping the
+/// quote and the backslash is all that is needed in practice).
+pub(crate) fn quoted(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+impl StatusError {
+    fn new(code: u16, reason: &str, message: String, details: Option<StatusDetails>) -> Self {
+        StatusError {
+            status: Status {
+                code: Some(i32::from(code)),
+                details,
+                message: Some(message),
+                metadata: ListMeta::default(),
+                reason: Some(reason.to_owned()),
+                status: Some("Failure".to_owned()),
+            },
+        }
+    }
+
+    fn about(resource: GroupResource<'_>, name: &str) -> StatusDetails {
+        StatusDetails {
+            group: non_empty(resource.group),
+            kind: non_empty(resource.resource),
+            name: non_empty(name),
+            ..StatusDetails::default()
+        }
+    }
+
+    fn retry_after(seconds: i32) -> StatusDetails {
+        StatusDetails {
+            retry_after_seconds: (seconds > 0).then_some(seconds),
+            ..StatusDetails::default()
+        }
+    }
+
+    /// The HTTP status code.
+    pub fn code(&self) -> u16 {
+        self.status
+            .code
+            .and_then(|c| u16::try_from(c).ok())
+            .unwrap_or(500)
+    }
+
+    /// The `Status` as JSON, with `kind` and `apiVersion` as the API writes it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut body = serde_json::to_value(&self.status).unwrap_or_default();
+        if let Some(object) = body.as_object_mut() {
+            object.insert("kind".into(), "Status".into());
+            object.insert("apiVersion".into(), "v1".into());
+        }
+        body
+    }
+
+    /// 404: the named object does not exist.
+    pub fn not_found(resource: GroupResource<'_>, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{resource} {} not found", quoted(name)),
+            Some(Self::about(resource, name)),
+        )
+    }
+
+    /// 404: nothing is served at the path.
+    pub fn path_not_found() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+            None,
+        )
+    }
+
+    /// 409: the object to create exists already.
+    pub fn already_exists(resource: GroupResource<'_>, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} {} already exists", quoted(name)),
+            Some(Self::about(resource, name)),
+        )
+    }
+
+    /// 409: the write lost a race (`reason` says how, e.g. upstream's "the object has been
+    /// modified; please apply your changes to the latest version and try again").
+    pub fn conflict(resource: GroupResource<'_>, name: &str, reason: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {resource} {}: {reason}",
+                quoted(name)
+            ),
+            Some(Self::about(resource, name)),
+        )
+    }
+
+    /// The message of a conflict caused by a stale `resourceVersion`.
+    pub const OBJECT_MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
+
+    /// 401: no valid credentials.
+    pub fn unauthorized(message: &str) -> Self {
+        let message = if message.is_empty() {
+            "not authorized"
+        } else {
+            message
+        };
+        Self::new(401, "Unauthorized", message.to_owned(), None)
+    }
+
+    /// 403: the user may not do this; `reason` is the authorizer's explanation.
+    pub fn forbidden(resource: GroupResource<'_>, name: &str, reason: &str) -> Self {
+        let message = if resource.is_empty() {
+            format!("forbidden: {reason}")
+        } else if name.is_empty() {
+            format!("{resource} is forbidden: {reason}")
+        } else {
+            format!("{resource} {} is forbidden: {reason}", quoted(name))
+        };
+        Self::new(403, "Forbidden", message, Some(Self::about(resource, name)))
+    }
+
+    /// 400: the request cannot be understood.
+    pub fn bad_request(message: &str) -> Self {
+        Self::new(400, "BadRequest", message.to_owned(), None)
+    }
+
+    /// 405: the resource does not support the action.
+    pub fn method_not_supported(resource: GroupResource<'_>, action: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "{action} is not supported on resources of kind {}",
+                quoted(&resource.to_string())
+            ),
+            Some(Self::about(resource, "")),
+        )
+    }
+
+    /// 410 `Expired`: the resource version asked for is older than the retained history.
+    pub fn resource_expired(message: &str) -> Self {
+        Self::new(410, "Expired", message.to_owned(), None)
+    }
+
+    /// 410 for a list or watch from a compacted `resourceVersion`, as upstream words it.
+    pub fn too_old_resource_version(requested: i64, oldest: i64) -> Self {
+        Self::resource_expired(&format!("too old resource version: {requested} ({oldest})"))
+    }
+
+    /// 504 `Timeout`: the request took too long; it may still complete.
+    pub fn timeout(message: &str, retry_after_seconds: i32) -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: {message}"),
+            Some(Self::retry_after(retry_after_seconds)),
+        )
+    }
+
+    /// 504 for a `resourceVersion` newer than the server has seen, as upstream reports it.
+    pub fn too_large_resource_version(
+        requested: i64,
+        current: i64,
+        retry_after_seconds: i32,
+    ) -> Self {
+        let mut error = Self::timeout(
+            &format!("Too large resource version: {requested}, current: {current}"),
+            retry_after_seconds,
+        );
+        if let Some(details) = error.status.details.as_mut() {
+            details.causes = Some(vec![StatusCause {
+                reason: Some("ResourceVersionTooLarge".into()),
+                message: Some("Too large resource version".into()),
+                field: None,
+            }]);
+        }
+        error
+    }
+
+    /// 429: try again later.
+    pub fn too_many_requests(message: &str, retry_after_seconds: i32) -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            format!("Too many requests: {message}"),
+            Some(Self::retry_after(retry_after_seconds)),
+        )
+    }
+
+    /// 413: the request body is too large.
+    pub fn request_entity_too_large(message: &str) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {message}"),
+            None,
+        )
+    }
+
+    /// 503: a dependency (the datastore) is unavailable.
+    pub fn service_unavailable(message: &str) -> Self {
+        Self::new(503, "ServiceUnavailable", message.to_owned(), None)
+    }
+
+    /// 500: something failed inside the server.
+    pub fn internal(message: &str) -> Self {
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+            Some(StatusDetails {
+                causes: Some(vec![StatusCause {
+                    message: Some(message.to_owned()),
+                    ..StatusCause::default()
+                }]),
+                ..StatusDetails::default()
+            }),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(error: StatusError, expected: serde_json::Value) {
+        let mut expected = expected;
+        let object = expected.as_object_mut().unwrap();
+        object.insert("kind".into(), "Status".into());
+        object.insert("apiVersion".into(), "v1".into());
+        object.insert("metadata".into(), json!({}));
+        object.insert("status".into(), "Failure".into());
+        assert_eq!(error.to_json(), expected);
+    }
+
+    #[test]
+    fn errors_read_as_upstream_writes_them() {
+        let pods = GroupResource::new("", "pods");
+        let deployments = GroupResource::new("apps", "deployments");
+        check(
+            StatusError::not_found(pods, "web"),
+            json!({"code": 404, "reason": "NotFound", "message": "pods \"web\" not found",
+                   "details": {"name": "web", "kind": "pods"}}),
+        );
+        check(
+            StatusError::already_exists(deployments, "web"),
+            json!({"code": 409, "reason": "AlreadyExists",
+                   "message": "deployments.apps \"web\" already exists",
+                   "details": {"name": "web", "group": "apps", "kind": "deployments"}}),
+        );
+        check(
+            StatusError::conflict(pods, "web", StatusError::OBJECT_MODIFIED),
+            json!({"code": 409, "reason": "Conflict",
+                   "message": "Operation cannot be fulfilled on pods \"web\": the object has been modified; please apply your changes to the latest version and try again",
+                   "details": {"name": "web", "kind": "pods"}}),
+        );
+        check(
+            StatusError::too_old_resource_version(5, 10),
+            json!({"code": 410, "reason": "Expired", "message": "too old resource version: 5 (10)"}),
+        );
+        check(
+            StatusError::too_large_resource_version(50, 20, 1),
+            json!({"code": 504, "reason": "Timeout",
+                   "message": "Timeout: Too large resource version: 50, current: 20",
+                   "details": {"retryAfterSeconds": 1, "causes": [
+                       {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}}),
+        );
+        check(
+            StatusError::unauthorized("Unauthorized"),
+            json!({"code": 401, "reason": "Unauthorized", "message": "Unauthorized"}),
+        );
+        check(
+            StatusError::forbidden(
+                GroupResource::default(),
+                "",
+                "User \"x\" cannot get path \"/m\"",
+            ),
+            json!({"code": 403, "reason": "Forbidden",
+                   "message": "forbidden: User \"x\" cannot get path \"/m\"", "details": {}}),
+        );
+        check(
+            StatusError::method_not_supported(pods, "deletecollection"),
+            json!({"code": 405, "reason": "MethodNotAllowed",
+                   "message": "deletecollection is not supported on resources of kind \"pods\"",
+                   "details": {"kind": "pods"}}),
+        );
+        check(
+            StatusError::internal("boom"),
+            json!({"code": 500, "reason": "InternalError", "message": "Internal error occurred: boom",
+                   "details": {"causes": [{"message": "boom"}]}}),
+        );
+        assert_eq!(StatusError::not_found(pods, "x").code(), 404);
+    }
+}
