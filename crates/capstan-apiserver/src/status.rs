@@ -7,22 +7,22 @@ use capstan_api::{RequestInfo, StatusError};
 
 /// A failed request, as the API answers it.
 #[derive(Debug)]
-pub(crate) struct ApiError(pub(crate) StatusError);
+pub(crate) struct ApiError(Box<StatusError>);
 
 impl ApiError {
     /// 401: the request carried no valid credentials.
     pub(crate) fn unauthorized() -> Self {
-        ApiError(StatusError::unauthorized("Unauthorized"))
+        ApiError(Box::new(StatusError::unauthorized("Unauthorized")))
     }
 
     /// 403: `user` may not make this request.
     pub(crate) fn forbidden(info: &RequestInfo, user: &str) -> Self {
-        ApiError(info.forbidden(user))
+        ApiError(Box::new(info.forbidden(user)))
     }
 
     /// 404: nothing is served here.
     pub(crate) fn not_found() -> Self {
-        ApiError(StatusError::path_not_found())
+        ApiError(Box::new(StatusError::path_not_found()))
     }
 }
 
