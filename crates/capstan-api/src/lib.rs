@@ -1,13 +1,14 @@
 //! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, how a
-//! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), and (as
-//! the API server issues land) the resource catalogue, selectors, field errors and conversion
-//! between versions. No I/O.
+//! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
+//! validation errors ([`field`]), and (as the API server issues land) the resource catalogue,
+//! selectors and conversion between versions. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
 
 pub use k8s_openapi;
 
+pub mod field;
 mod request;
 mod status;
 

@@ -5,7 +5,8 @@
 //!
 //! Authorization, admission, metrics and routing all work from this one description.
 
-use crate::status::{GroupResource, StatusError, quoted};
+use crate::field::go_quote as quoted;
+use crate::status::{GroupResource, StatusError};
 
 /// A request's description.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,6 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ListMeta, Status, StatusCause, StatusDetails,
 };
 
+use crate::field::{FieldError, aggregate, go_quote as quoted};
+
 /// A resource qualified by its API group, as upstream's `GroupResource` prints it: `pods`,
 /// `deployments.apps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,12 +49,6 @@ pub struct StatusError {
 
 fn non_empty(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
-}
-
-/// `Go`'s `%q` for the strings that appear in messages (names are DNS-like, so escaping the
-/// quote and the backslash is all that is needed in practice).
-pub(crate) fn quoted(text: &str) -> String {
-    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 impl StatusError {
@@ -170,6 +166,41 @@ impl StatusError {
             format!("{resource} {} is forbidden: {reason}", quoted(name))
         };
         Self::new(403, "Forbidden", message, Some(Self::about(resource, name)))
+    }
+
+    /// 422 `Invalid`: the object of kind `kind` (in `group`) named `name` failed validation;
+    /// one cause per field error, and upstream's aggregated message.
+    pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
+        let group_kind = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let message = if errors.is_empty() {
+            format!("{group_kind} {} is invalid", quoted(name))
+        } else {
+            format!(
+                "{group_kind} {} is invalid: {}",
+                quoted(name),
+                aggregate(errors)
+            )
+        };
+        let causes = errors
+            .iter()
+            .map(|error| StatusCause {
+                reason: Some(error.error_type.reason().to_owned()),
+                message: Some(error.body()),
+                field: Some(error.field.clone()),
+            })
+            .collect();
+        let details = StatusDetails {
+            group: non_empty(group),
+            kind: non_empty(kind),
+            name: non_empty(name),
+            causes: Some(causes),
+            ..StatusDetails::default()
+        };
+        Self::new(422, "Invalid", message, Some(details))
     }
 
     /// 400: the request cannot be understood.
@@ -344,5 +375,28 @@ mod tests {
                    "details": {"causes": [{"message": "boom"}]}}),
         );
         assert_eq!(StatusError::not_found(pods, "x").code(), 404);
+
+        use crate::field::{FieldError, Path};
+        let containers = Path::new("spec").child("containers");
+        check(
+            StatusError::invalid(
+                "apps",
+                "Deployment",
+                "web",
+                &[
+                    FieldError::required(&containers.index(0).child("image"), ""),
+                    FieldError::invalid(
+                        &Path::new("spec").child("replicas"),
+                        -1i64,
+                        "must be greater than or equal to 0",
+                    ),
+                ],
+            ),
+            json!({"code": 422, "reason": "Invalid",
+                   "message": "Deployment.apps \"web\" is invalid: [spec.containers[0].image: Required value, spec.replicas: Invalid value: -1: must be greater than or equal to 0]",
+                   "details": {"name": "web", "group": "apps", "kind": "Deployment", "causes": [
+                       {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].image"},
+                       {"reason": "FieldValueInvalid", "message": "Invalid value: -1: must be greater than or equal to 0", "field": "spec.replicas"}]}}),
+        );
     }
 }
