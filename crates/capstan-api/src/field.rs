@@ -398,7 +398,7 @@ mod tests {
         let a = FieldError::required(&Path::new("a"), "");
         let b = FieldError::required(&Path::new("b"), "");
         assert_eq!(aggregate(&[]), "");
-        assert_eq!(aggregate(&[a.clone()]), "a: Required value");
+        assert_eq!(aggregate(std::slice::from_ref(&a)), "a: Required value");
         assert_eq!(aggregate(&[a.clone(), a.clone()]), "a: Required value");
         assert_eq!(aggregate(&[a, b]), "[a: Required value, b: Required value]");
     }
