@@ -10,6 +10,7 @@ pub use k8s_openapi;
 
 pub mod field;
 mod request;
+pub mod selector;
 mod status;
 
 pub use request::RequestInfo;
