@@ -316,3 +316,294 @@ impl FromStr for FieldSelector {
         FieldSelector::parse(selector)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `input`; `Ok` is the canonical form, `Err` the message the API server sends.
+    fn check(input: &str, expected: Result<&str, &str>) {
+        let got = FieldSelector::parse(input)
+            .map(|s| s.to_string())
+            .map_err(|e| e.status_message());
+        let expected = expected.map(str::to_owned).map_err(str::to_owned);
+        assert_eq!(got, expected, "parsing {input:?}");
+    }
+
+    fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn parses_to_the_canonical_form() {
+        let ok = |input: &str, expected: &str| check(input, Ok(expected));
+        ok("", "");
+        ok("x=a,y=b,z=c", "x=a,y=b,z=c");
+        ok("x!=a,y=b", "x!=a,y=b");
+        ok("z=1,a!=2", "a!=2,z=1");
+        ok("x==a", "x=a");
+        ok("x=a||y\\=b", "x=a||y\\=b");
+        ok("x=a\\=\\=b", "x=a\\=\\=b");
+        ok("a=b,", "a=b");
+        ok(",a=b", "a=b");
+        ok("a=b,,c=d", "a=b,c=d");
+        ok(",", "");
+        ok("a=", "a=");
+        ok("=b", "=b");
+        ok("a==b", "a=b");
+        ok("a=!b", "a=!b");
+        ok("a!b=c", "a!b=c");
+        ok("a = b", "a = b");
+        ok("a=b\\,c", "a=b\\,c");
+        ok("a\\,b=c", "a\\,b=c");
+        ok("a=\\\\", "a=\\\\");
+        // Terms are sorted by their text as written: `k2` sorts before `k=`.
+        ok("k=\\,,k2=v2", "k2=v2,k=\\,");
+        ok("k=\\\\,k2=v2", "k2=v2,k=\\\\");
+        ok("함=수,목=록", "목=록,함=수");
+        // A term with neither field nor value selects nothing and is dropped.
+        ok("=", "");
+        ok("==", "");
+        ok("!=", "");
+        ok("=,a=b", "a=b");
+    }
+
+    #[test]
+    fn rejects_what_upstream_rejects_with_its_messages() {
+        let err = |input: &str, expected: &str| check(input, Err(expected));
+        err("x", "invalid selector: 'x'; can't understand 'x'");
+        err("a=b,c", "invalid selector: 'a=b,c'; can't understand 'c'");
+        // The first bad term in sorted order is reported.
+        err("b,a", "invalid selector: 'b,a'; can't understand 'a'");
+        err(
+            "x in (a)",
+            "invalid selector: 'x in (a)'; can't understand 'x in (a)'",
+        );
+        err(
+            "x in (a,b,c)",
+            "invalid selector: 'x in (a,b,c)'; can't understand 'b'",
+        );
+        err(
+            "a=b=c",
+            "invalid field selector: unescaped character in value: 61",
+        );
+        err(
+            "x==a==b",
+            "invalid field selector: unescaped character in value: 61",
+        );
+        err(
+            "x=a||y=b",
+            "invalid field selector: unescaped character in value: 61",
+        );
+        err(
+            "k=\\a",
+            "invalid field selector: invalid escape sequence: \\a",
+        );
+        err(
+            "k=\\",
+            "invalid field selector: invalid escape sequence: \\",
+        );
+        err(
+            "k=v\\\\\\",
+            "invalid field selector: invalid escape sequence: \\",
+        );
+        err(
+            "k=\\é",
+            "invalid field selector: invalid escape sequence: \\é",
+        );
+    }
+
+    #[test]
+    fn escapes_and_unescapes_values() {
+        for (raw, escaped) in [
+            ("", ""),
+            ("a", "a"),
+            ("=", "\\="),
+            (",", "\\,"),
+            ("\\", "\\\\"),
+            ("\\=\\,\\", "\\\\\\=\\\\\\,\\\\"),
+            ("함", "함"),
+        ] {
+            assert_eq!(escape_field_value(raw), escaped);
+            assert_eq!(unescape_field_value(escaped), Ok(raw.to_owned()));
+        }
+        for (bad, error) in [
+            ("\\", SelectorError::InvalidEscape("\\".into())),
+            ("\\\\\\", SelectorError::InvalidEscape("\\".into())),
+            ("\\a", SelectorError::InvalidEscape("\\a".into())),
+            ("a,b", SelectorError::UnescapedCharacter(',')),
+            ("a=b", SelectorError::UnescapedCharacter('=')),
+        ] {
+            assert_eq!(unescape_field_value(bad), Err(error));
+        }
+        assert_eq!(
+            SelectorError::UnescapedCharacter(',').to_string(),
+            "invalid field selector: unescaped character in value: 44"
+        );
+    }
+
+    #[test]
+    fn exposes_requirements() {
+        let parsed = FieldSelector::parse("spec.nodeName!=n1,metadata.name==web\\,1");
+        let requirements = parsed.map(|s| s.requirements().to_vec());
+        assert_eq!(
+            requirements,
+            Ok(vec![
+                FieldRequirement {
+                    field: "metadata.name".into(),
+                    operator: FieldOperator::Equals,
+                    value: "web,1".into(),
+                },
+                FieldRequirement {
+                    field: "spec.nodeName".into(),
+                    operator: FieldOperator::NotEquals,
+                    value: "n1".into(),
+                },
+            ])
+        );
+        assert_eq!(FieldOperator::Equals.as_str(), "=");
+        assert_eq!(FieldOperator::NotEquals.as_str(), "!=");
+    }
+
+    #[test]
+    fn matches_as_upstream() {
+        let check = |selector: &str, pairs: &[(&str, &str)], expected: bool| {
+            let parsed = FieldSelector::parse(selector);
+            let got = parsed.map(|s| s.matches(&fields(pairs)));
+            assert_eq!(got, Ok(expected), "{selector:?} on {pairs:?}");
+        };
+        check("", &[("x", "y")], true);
+        check("x=y", &[("x", "y")], true);
+        check("x=y,z=w", &[("x", "y"), ("z", "w")], true);
+        check("x!=y,z!=w", &[("x", "z"), ("z", "a")], true);
+        check("notin=in", &[("notin", "in")], true);
+        check("x=y", &[("x", "z")], false);
+        check("x=y,z=w", &[("x", "w"), ("z", "w")], false);
+        check("x!=y,z!=w", &[("x", "z"), ("z", "w")], false);
+        // A missing field reads as the empty string.
+        check("x=", &[], true);
+        check("x!=", &[], false);
+        check("x!=y", &[], true);
+        check("x=y", &[], false);
+        let set = [("foo", "bar"), ("baz", "blah"), ("complex", "=value\\,\\")];
+        check("foo=bar,baz=blah", &set, true);
+        check("foo=bar,baz=blah,complex=\\=value\\\\\\,\\\\", &set, true);
+        check("foo=blah", &set, false);
+        check("foo=bar,foobar=bar,baz=blah", &set, false);
+
+        let selector = FieldSelector::parse("spec.unschedulable=false,metadata.name=n1");
+        let lookup = |field: &str| match field {
+            "spec.unschedulable" => Some(false.to_string()),
+            "metadata.name" => Some("n1".to_owned()),
+            _ => None,
+        };
+        assert_eq!(selector.map(|s| s.matches_with(lookup)), Ok(true));
+
+        let one = FieldSelector::one_term_equal("metadata.name", "a=b");
+        assert_eq!(one.to_string(), "metadata.name=a\\=b");
+        assert!(one.matches(&fields(&[("metadata.name", "a=b")])));
+        assert!(!one.matches(&fields(&[("metadata.name", "a")])));
+        assert!(!one.is_empty());
+        assert!(FieldSelector::everything().is_empty());
+        assert!(FieldSelector::everything().matches(&fields(&[("a", "b")])));
+    }
+
+    #[test]
+    fn exact_matches() {
+        let check = |selector: &str, field: &str, expected: Option<&str>| {
+            let parsed = FieldSelector::parse(selector);
+            let got = parsed.as_ref().map(|s| s.requires_exact_match(field));
+            assert_eq!(got, Ok(expected), "{selector:?} for {field:?}");
+        };
+        check("metadata.name=a", "metadata.name", Some("a"));
+        check("metadata.name==a\\,b", "metadata.name", Some("a,b"));
+        check("metadata.name!=a", "metadata.name", None);
+        check(
+            "metadata.name!=a,metadata.name=b",
+            "metadata.name",
+            Some("b"),
+        );
+        check("spec.nodeName=n", "metadata.name", None);
+        check("", "metadata.name", None);
+    }
+
+    #[test]
+    fn checks_fields_as_the_api_server_does() {
+        const POD_FIELDS: &[&str] = &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "status.phase",
+        ];
+        let supported = |selector: &str, expected: Result<(), &str>| {
+            let got = FieldSelector::parse(selector)
+                .and_then(|s| s.check_supported_fields(POD_FIELDS))
+                .map_err(|e| e.to_string());
+            assert_eq!(got, expected.map_err(str::to_owned), "{selector:?}");
+        };
+        supported("", Ok(()));
+        supported("metadata.name=a,status.phase!=Running", Ok(()));
+        supported("foo=bar", Err("field label not supported: foo"));
+        supported(
+            "status.phase=x,b=1,a=2",
+            Err("field label not supported: a"),
+        );
+
+        let default = |selector: &str, expected: Result<(), &str>| {
+            let got = FieldSelector::parse(selector)
+                .and_then(|s| s.check_default_fields())
+                .map_err(|e| e.to_string());
+            assert_eq!(got, expected.map_err(str::to_owned), "{selector:?}");
+        };
+        default("metadata.name=a,metadata.namespace=b", Ok(()));
+        default(
+            "foo.bar=baz",
+            Err(
+                "\"foo.bar\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+            ),
+        );
+
+        let error =
+            FieldSelector::parse("foo=bar").and_then(|s| s.check_supported_fields(POD_FIELDS));
+        let status = error.map_err(|e| e.to_status().to_json());
+        assert_eq!(
+            status,
+            Err(serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "code": 400, "reason": "BadRequest", "message": "field label not supported: foo",
+            }))
+        );
+    }
+
+    #[test]
+    fn transforms_terms() {
+        // The pod conversion upstream registers: `spec.host` is the old name of `spec.nodeName`.
+        let pods = |field: &str, value: &str| match field {
+            "metadata.name" | "spec.nodeName" => Ok((field.to_owned(), value.to_owned())),
+            "spec.host" => Ok(("spec.nodeName".to_owned(), value.to_owned())),
+            _ => Err(SelectorError::FieldLabelNotSupported(field.to_owned())),
+        };
+        let check = |selector: &str, expected: Result<&str, &str>| {
+            let got = FieldSelector::parse(selector)
+                .and_then(|s| s.transform(pods))
+                .map(|s| s.to_string())
+                .map_err(|e| e.to_string());
+            let expected = expected.map(str::to_owned).map_err(str::to_owned);
+            assert_eq!(got, expected, "{selector:?}");
+        };
+        check(
+            "spec.host=n1,metadata.name=x",
+            Ok("metadata.name=x,spec.nodeName=n1"),
+        );
+        check("spec.host!=n1", Ok("spec.nodeName!=n1"));
+        check("spec.host=n1,zz=1", Err("field label not supported: zz"));
+
+        let cleared = FieldSelector::parse("a=1,b!=2").and_then(|s| {
+            s.transform(|_, _| Ok::<_, SelectorError>((String::new(), String::new())))
+        });
+        assert_eq!(cleared.map(|s| s.is_empty()), Ok(true));
+    }
+}

@@ -344,7 +344,7 @@ impl LabelSelector {
 
     /// This selector with one more requirement (kept sorted by key). Adding to
     /// [`LabelSelector::nothing`] leaves it matching nothing.
-    pub fn add(mut self, requirement: LabelRequirement) -> Self {
+    pub fn with_requirement(mut self, requirement: LabelRequirement) -> Self {
         if !self.matches_nothing {
             self.requirements.push(requirement);
             self.requirements.sort_by(|a, b| a.key.cmp(&b.key));
@@ -384,10 +384,9 @@ impl LabelSelector {
     pub fn requires_exact_match(&self, key: &str) -> Option<&str> {
         let requirement = self.requirements.iter().find(|r| r.key == key)?;
         match (requirement.operator, requirement.values.as_slice()) {
-            (
-                LabelOperator::Equals | LabelOperator::DoubleEquals | LabelOperator::In,
-                [value],
-            ) => Some(value),
+            (LabelOperator::Equals | LabelOperator::DoubleEquals | LabelOperator::In, [value]) => {
+                Some(value)
+            }
             _ => None,
         }
     }
@@ -499,10 +498,7 @@ impl Lexer<'_> {
             }
         }
         let literal = String::from_utf8_lossy(&buffer).into_owned();
-        (
-            literal_token(&buffer).unwrap_or(Token::Identifier),
-            literal,
-        )
+        (literal_token(&buffer).unwrap_or(Token::Identifier), literal)
     }
 
     /// The longest operator or punctuation starting here.
@@ -763,9 +759,7 @@ impl Parser {
                         Token::Comma => continue,
                         Token::ClosedPar => return Ok(values),
                         _ => {
-                            return Err(syntax(format!(
-                                "found '{literal}', expected: ',' or ')'"
-                            )));
+                            return Err(syntax(format!("found '{literal}', expected: ',' or ')'")));
                         }
                     }
                 }
@@ -883,7 +877,10 @@ mod tests {
         );
         ok("b,!a,c=1", "!a,b,c=1");
         ok("a=1,a!=2", "a=1,a!=2");
-        ok(&format!("x={}", "v".repeat(63)), &format!("x={}", "v".repeat(63)));
+        ok(
+            &format!("x={}", "v".repeat(63)),
+            &format!("x={}", "v".repeat(63)),
+        );
         ok(&"k".repeat(63), &"k".repeat(63));
         // Upstream's lexer reads a NUL byte as the end of the input; where it ends a token it
         // is consumed, and lexing resumes after it.
@@ -895,8 +892,11 @@ mod tests {
     fn rejects_what_upstream_rejects_with_its_messages() {
         let err = |input: &str, expected: &str| check(input, Err(expected));
         let unable = |detail: &str| format!("unable to parse requirement: {detail}");
-        let no_operator =
-            |found: &str| unable(&format!("found '{found}', expected: in, notin, =, ==, !=, gt, lt"));
+        let no_operator = |found: &str| {
+            unable(&format!(
+                "found '{found}', expected: in, notin, =, ==, !=, gt, lt"
+            ))
+        };
         err("a b", &no_operator("b"));
         err("a b=c", &no_operator("b"));
         err("x nott in (y)", &no_operator("nott"));
@@ -912,10 +912,22 @@ mod tests {
         err("a=b,", "found '', expected: identifier after ','");
         err("a in (xyz),", "found '', expected: identifier after ','");
         err("x,,y", "found ',', expected: identifier after ','");
-        err(",x,y", "found ',', expected: !, identifier, or 'end of string'");
-        err(",", "found ',', expected: !, identifier, or 'end of string'");
-        err("(", "found '(', expected: !, identifier, or 'end of string'");
-        err("!=x", "found '!=', expected: !, identifier, or 'end of string'");
+        err(
+            ",x,y",
+            "found ',', expected: !, identifier, or 'end of string'",
+        );
+        err(
+            ",",
+            "found ',', expected: !, identifier, or 'end of string'",
+        );
+        err(
+            "(",
+            "found '(', expected: !, identifier, or 'end of string'",
+        );
+        err(
+            "!=x",
+            "found '!=', expected: !, identifier, or 'end of string'",
+        );
         err("!", &unable("found '', expected: identifier"));
         err("!!x", &unable("found '!', expected: identifier"));
         err("x=(a)", &unable("found '(', expected: identifier"));
@@ -930,12 +942,24 @@ mod tests {
             "x in (=)",
             &unable("found '=', expected: ',', ')' or identifier"),
         );
-        err("a in (xyz abc)", &unable("found 'abc', expected: ',' or ')'"));
+        err(
+            "a in (xyz abc)",
+            &unable("found 'abc', expected: ',' or ')'"),
+        );
         err("x in (a=)", &unable("found '=', expected: ',' or ')'"));
-        err("x in (,=)", &unable("found '=', expected: ',', or identifier"));
+        err(
+            "x in (,=)",
+            &unable("found '=', expected: ',', or identifier"),
+        );
         // In 1.33 a doubled comma swallows the next token, so `(,,)` and `(a,,)` fail.
-        err("x in (,,)", &unable("found ')', expected: ',', or identifier"));
-        err("x in (a,,)", &unable("found ')', expected: ',', or identifier"));
+        err(
+            "x in (,,)",
+            &unable("found ')', expected: ',', or identifier"),
+        );
+        err(
+            "x in (a,,)",
+            &unable("found ')', expected: ',', or identifier"),
+        );
         err("a\0b", &no_operator("b"));
     }
 
@@ -945,15 +969,21 @@ mod tests {
         let unable = |detail: &str| format!("unable to parse requirement: {detail}");
         err(
             "A=@",
-            &unable(&format!("values[0][A]: Invalid value: \"@\": {VALUE_PATTERN}")),
+            &unable(&format!(
+                "values[0][A]: Invalid value: \"@\": {VALUE_PATTERN}"
+            )),
         );
         err(
             "x=a||y=b",
-            &unable(&format!("values[0][x]: Invalid value: \"a||y\": {VALUE_PATTERN}")),
+            &unable(&format!(
+                "values[0][x]: Invalid value: \"a||y\": {VALUE_PATTERN}"
+            )),
         );
         err(
             "x in (a,b_)",
-            &unable(&format!("values[1][x]: Invalid value: \"b_\": {VALUE_PATTERN}")),
+            &unable(&format!(
+                "values[1][x]: Invalid value: \"b_\": {VALUE_PATTERN}"
+            )),
         );
         err(
             &format!("x={}", "v".repeat(64)),
@@ -969,15 +999,21 @@ mod tests {
         );
         err(
             "app:monolith",
-            &unable(&format!("<nil>: Invalid value: \"app:monolith\": {NAME_PATTERN}")),
+            &unable(&format!(
+                "<nil>: Invalid value: \"app:monolith\": {NAME_PATTERN}"
+            )),
         );
         err(
             "a/b/c ?=? def",
-            &unable("<nil>: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"),
+            &unable(
+                "<nil>: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            ),
         );
         err(
             "app.kubernetes_io/name=x",
-            &unable("<nil>: Invalid value: \"app.kubernetes_io/name\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
+            &unable(
+                "<nil>: Invalid value: \"app.kubernetes_io/name\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ),
         );
         err(
             &"k".repeat(64),
@@ -999,10 +1035,15 @@ mod tests {
         err("x<a", &not_integer("a"));
         err("x>", &not_integer(""));
         err("x>1.5", &not_integer("1.5"));
-        err("x>99999999999999999999", &not_integer("99999999999999999999"));
+        err(
+            "x>99999999999999999999",
+            &not_integer("99999999999999999999"),
+        );
         err(
             "x>-1",
-            &unable(&format!("values[0][x]: Invalid value: \"-1\": {VALUE_PATTERN}")),
+            &unable(&format!(
+                "values[0][x]: Invalid value: \"-1\": {VALUE_PATTERN}"
+            )),
         );
         err(
             "x>a_",
@@ -1014,13 +1055,14 @@ mod tests {
 
     #[test]
     fn requirements_are_validated_on_construction() {
-        let check = |key: &str, operator: LabelOperator, values: &[&str], expected: Result<&str, &str>| {
-            let values = values.iter().map(|v| (*v).to_owned()).collect();
-            let got = LabelRequirement::new(key, operator, values)
-                .map(|r| r.to_string())
-                .map_err(|e| e.to_string());
-            assert_eq!(got, expected.map(str::to_owned).map_err(str::to_owned));
-        };
+        let check =
+            |key: &str, operator: LabelOperator, values: &[&str], expected: Result<&str, &str>| {
+                let values = values.iter().map(|v| (*v).to_owned()).collect();
+                let got = LabelRequirement::new(key, operator, values)
+                    .map(|r| r.to_string())
+                    .map_err(|e| e.to_string());
+                assert_eq!(got, expected.map(str::to_owned).map_err(str::to_owned));
+            };
         use LabelOperator::*;
         check("x", In, &["b", "a"], Ok("x in (a,b)"));
         check("x", NotIn, &["a"], Ok("x notin (a)"));
@@ -1029,37 +1071,54 @@ mod tests {
         check("x", NotEquals, &["a"], Ok("x!=a"));
         check("x", Exists, &[], Ok("x"));
         check("x", DoesNotExist, &[], Ok("!x"));
-        check("x", GreaterThan, &["-1"], Err("values[0][x]: Invalid value: \"-1\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"));
+        check(
+            "x",
+            GreaterThan,
+            &["-1"],
+            Err(
+                "values[0][x]: Invalid value: \"-1\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            ),
+        );
         check("x", LessThan, &["6"], Ok("x<6"));
         check(
             "x",
             In,
             &[],
-            Err("values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty"),
+            Err(
+                "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty",
+            ),
         );
         check(
             "x",
             Equals,
             &["bar", "foo"],
-            Err("values: Invalid value: []string{\"bar\", \"foo\"}: exact-match compatibility requires one single value"),
+            Err(
+                "values: Invalid value: []string{\"bar\", \"foo\"}: exact-match compatibility requires one single value",
+            ),
         );
         check(
             "x",
             Exists,
             &["foo"],
-            Err("values: Invalid value: []string{\"foo\"}: values set must be empty for exists and does not exist"),
+            Err(
+                "values: Invalid value: []string{\"foo\"}: values set must be empty for exists and does not exist",
+            ),
         );
         check(
             "x",
             GreaterThan,
             &[],
-            Err("values: Invalid value: []string{}: for 'Gt', 'Lt' operators, exactly one value is required"),
+            Err(
+                "values: Invalid value: []string{}: for 'Gt', 'Lt' operators, exactly one value is required",
+            ),
         );
         check(
             "x",
             LessThan,
             &["1", "2"],
-            Err("values: Invalid value: []string{\"1\", \"2\"}: for 'Gt', 'Lt' operators, exactly one value is required"),
+            Err(
+                "values: Invalid value: []string{\"1\", \"2\"}: for 'Gt', 'Lt' operators, exactly one value is required",
+            ),
         );
         let long_key = "a".repeat(254);
         check(
@@ -1074,7 +1133,9 @@ mod tests {
             "x",
             Equals,
             &["a b"],
-            Err(&format!("values[0][x]: Invalid value: \"a b\": {VALUE_PATTERN}")),
+            Err(&format!(
+                "values[0][x]: Invalid value: \"a b\": {VALUE_PATTERN}"
+            )),
         );
         check(
             "_",
@@ -1174,11 +1235,17 @@ mod tests {
         let (Ok(a), Ok(b)) = (a, b) else {
             panic!("valid requirements were rejected");
         };
-        let selector = LabelSelector::everything().add(b.clone()).add(a.clone());
+        let selector = LabelSelector::everything()
+            .with_requirement(b.clone())
+            .with_requirement(a.clone());
         assert_eq!(selector.to_string(), "a,b=1");
         assert_eq!(selector.requirements(), &[a.clone(), b.clone()]);
         assert!(selector.matches(&labels(&[("a", ""), ("b", "1")])));
-        assert!(LabelSelector::nothing().add(a).matches_nothing());
+        assert!(
+            LabelSelector::nothing()
+                .with_requirement(a)
+                .matches_nothing()
+        );
 
         let parsed: Result<LabelSelector, _> = "a=1,b in (2),c in (3,4),d!=5,e==6,f".parse();
         let Ok(parsed) = parsed else {
@@ -1258,15 +1325,21 @@ mod tests {
         );
         check(
             Some(api_selector(&[], &[("a", "In", None)])),
-            Err("values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty"),
+            Err(
+                "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty",
+            ),
         );
         check(
             Some(api_selector(&[], &[("a", "NotIn", Some(&[]))])),
-            Err("values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty"),
+            Err(
+                "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty",
+            ),
         );
         check(
             Some(api_selector(&[], &[("a", "Exists", Some(&["x", "y"]))])),
-            Err("values: Invalid value: []string{\"x\", \"y\"}: values set must be empty for exists and does not exist"),
+            Err(
+                "values: Invalid value: []string{\"x\", \"y\"}: values set must be empty for exists and does not exist",
+            ),
         );
         check(
             Some(api_selector(&[("a b", "c")], &[])),
@@ -1274,7 +1347,9 @@ mod tests {
         );
         check(
             Some(api_selector(&[("a", "@")], &[])),
-            Err(&format!("values[0][a]: Invalid value: \"@\": {VALUE_PATTERN}")),
+            Err(&format!(
+                "values[0][a]: Invalid value: \"@\": {VALUE_PATTERN}"
+            )),
         );
         check(
             Some(api_selector(&[], &[("_", "In", None)])),
@@ -1291,9 +1366,7 @@ mod tests {
 
         let selector = api_selector(&[("app", "web")], &[("tier", "In", Some(&["a", "b"]))]);
         let converted = LabelSelector::from_api(Some(&selector));
-        let on = |pairs: &[(&str, &str)]| {
-            converted.as_ref().map(|s| s.matches(&labels(pairs)))
-        };
+        let on = |pairs: &[(&str, &str)]| converted.as_ref().map(|s| s.matches(&labels(pairs)));
         assert_eq!(on(&[("app", "web"), ("tier", "b")]), Ok(true));
         assert_eq!(on(&[("app", "web"), ("tier", "c")]), Ok(false));
         assert_eq!(on(&[("app", "web")]), Ok(false));

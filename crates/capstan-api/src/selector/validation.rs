@@ -190,18 +190,12 @@ mod tests {
             ],
         );
         check("/a", &["prefix part must be non-empty".to_owned()]);
-        check(
-            "a/",
-            &[name("must be non-empty"), name(NAME_PATTERN)],
-        );
+        check("a/", &[name("must be non-empty"), name(NAME_PATTERN)]);
         check(
             "Example.com/a",
             &[format!("prefix part {SUBDOMAIN_PATTERN}")],
         );
-        check(
-            "a..b/a",
-            &[format!("prefix part {SUBDOMAIN_PATTERN}")],
-        );
+        check("a..b/a", &[format!("prefix part {SUBDOMAIN_PATTERN}")]);
         check(
             &format!("{}/a", "p".repeat(254)),
             &["prefix part must be no more than 253 characters".to_owned()],
