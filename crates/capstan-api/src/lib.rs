@@ -8,6 +8,7 @@
 
 pub use k8s_openapi;
 
+pub mod catalog;
 pub mod field;
 mod request;
 pub mod selector;

@@ -203,6 +203,12 @@ impl StatusError {
         Self::new(422, "Invalid", message, Some(details))
     }
 
+    /// 422 without field causes: the request is well formed but cannot be applied (a JSON
+    /// patch whose operation fails, for one), as upstream's generic server response.
+    pub fn unprocessable(message: &str) -> Self {
+        Self::new(422, "Invalid", message.to_owned(), Some(StatusDetails::default()))
+    }
+
     /// 400: the request cannot be understood.
     pub fn bad_request(message: &str) -> Self {
         Self::new(400, "BadRequest", message.to_owned(), None)
@@ -268,6 +274,29 @@ impl StatusError {
             "TooManyRequests",
             format!("Too many requests: {message}"),
             Some(Self::retry_after(retry_after_seconds)),
+        )
+    }
+
+    /// 406: none of the media types the client accepts can be served.
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: {}", accepted.join(", ")),
+            None,
+        )
+    }
+
+    /// 415: the request body is in a format the endpoint does not take.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+            None,
         )
     }
 

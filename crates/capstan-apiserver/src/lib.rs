@@ -11,13 +11,20 @@
 //!
 //! This is the only crate that touches `capstan-store`.
 
+mod api;
 mod auth;
+mod discovery;
 mod health;
 mod kubeconfig;
 mod metrics;
+mod patch;
 pub mod pki;
+mod registry;
+mod resources;
+mod selectors;
 mod serve;
 mod status;
+mod strategic;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -58,6 +65,9 @@ pub enum StartError {
     /// The TLS configuration was rejected.
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    /// The default objects (system namespaces) could not be written.
+    #[error("creating the default objects: {0}")]
+    Defaults(String),
     /// The listening socket could not be opened.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -80,7 +90,11 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         Some(path) => TokenFile::load(path)?,
         None => TokenFile::default(),
     };
-    let server = serve::listen(&config, &pki, tokens, store).await?;
+    let api = std::sync::Arc::new(api::Api::new(&store));
+    api::ensure_defaults(&api)
+        .await
+        .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    let server = serve::listen(&config, &pki, tokens, store, api).await?;
     let host = if config.bind_address.is_unspecified() {
         "127.0.0.1".to_owned()
     } else {

@@ -24,11 +24,12 @@ use std::time::Instant;
 
 use capstan_api::RequestInfo;
 
+use crate::api::Api;
 use crate::auth::{Authenticated, TokenFile, User, authenticate};
 use crate::metrics::Metrics;
 use crate::pki::Pki;
 use crate::status::ApiError;
-use crate::{Config, StartError, health};
+use crate::{Config, StartError, discovery, health};
 
 /// A running API server.
 #[derive(Debug)]
@@ -77,15 +78,45 @@ fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, rustls::Error> {
     Ok(config)
 }
 
-fn router(store: Store, metrics: Arc<Metrics>) -> Router {
+fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: String) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::readyz))
         .route("/version", get(health::version))
         .route("/metrics", get(move || async move { metrics.render() }))
-        .fallback(|| async { ApiError::not_found() })
+        .fallback(move |request: Request<Body>| {
+            let (api, server_address) = (api.clone(), server_address.clone());
+            async move { serve_api(&api, &server_address, request).await }
+        })
         .with_state(store)
+}
+
+/// Discovery documents and resource requests.
+async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> Response {
+    let Some(info) = request.extensions().get::<RequestInfo>().cloned() else {
+        return ApiError::not_found().into_response();
+    };
+    if info.is_resource_request {
+        return api.serve(&info, request).await;
+    }
+    if request.method() != axum::http::Method::GET {
+        return ApiError::not_found().into_response();
+    }
+    let path = request.uri().path().trim_end_matches('/');
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let document = match parts.as_slice() {
+        ["api"] => Some(discovery::api_versions(server_address)),
+        ["api", version] => discovery::api_resource_list("", version),
+        ["apis"] => Some(discovery::api_group_list()),
+        ["apis", group] => discovery::api_group(group),
+        ["apis", group, version] => discovery::api_resource_list(group, version),
+        _ => None,
+    };
+    match document {
+        Some(document) => axum::Json(document).into_response(),
+        None => ApiError::not_found().into_response(),
+    }
 }
 
 /// Paths every client may read, authenticated or not (upstream's `system:public-info-viewer`).
@@ -167,6 +198,7 @@ pub(crate) async fn listen(
     pki: &Pki,
     tokens: TokenFile,
     store: Store,
+    api: Arc<Api>,
 ) -> Result<RunningServer, StartError> {
     let tokens = Arc::new(tokens);
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
@@ -178,7 +210,7 @@ pub(crate) async fn listen(
         .local_addr()
         .map_err(|source| StartError::Listen { addr, source })?;
     let metrics = Metrics::new();
-    let app = router(store, metrics.clone());
+    let app = router(store, metrics.clone(), api, local_addr.to_string());
     let accept_loop = tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {
@@ -254,7 +286,8 @@ mod tests {
         .unwrap();
         let metrics = Metrics::new();
         let request = Request::get(path).body(Body::empty()).unwrap();
-        let app = router(store, metrics.clone());
+        let api = Arc::new(Api::new(&store));
+        let app = router(store, metrics.clone(), api, "127.0.0.1:6443".into());
         let response = handle(request, user.as_ref(), &TokenFile::default(), app, &metrics).await;
         let code = response.status();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20)
@@ -297,7 +330,7 @@ mod tests {
             name: "system:admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
         };
-        let (code, body) = call(Some(admin), "/apis").await;
+        let (code, body) = call(Some(admin), "/apis/nope.example.com/v1").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
         assert_eq!(body["reason"], "NotFound");
     }

@@ -24,6 +24,17 @@ impl ApiError {
     pub(crate) fn not_found() -> Self {
         ApiError(Box::new(StatusError::path_not_found()))
     }
+
+    /// The `Status` this error answers with.
+    pub(crate) fn status(&self) -> &StatusError {
+        &self.0
+    }
+}
+
+impl From<StatusError> for ApiError {
+    fn from(error: StatusError) -> Self {
+        ApiError(Box::new(error))
+    }
 }
 
 impl IntoResponse for ApiError {

@@ -1,0 +1,538 @@
+//! The REST surface of the API: resource requests routed by their [`RequestInfo`] to the
+//! generic registry of the resource, query parameters read as upstream reads them, request
+//! bodies decoded (JSON or YAML, with size and depth limits), patches applied, and responses
+//! written (objects, lists, watch streams, `Status`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use capstan_api::catalog::{self, Resource};
+use capstan_api::{GroupResource, RequestInfo, StatusError};
+use capstan_store::Store;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::registry::object::meta_str;
+use crate::registry::{
+    DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WatchOptions, WriteOptions, Written,
+};
+use crate::selectors::Selectors;
+use crate::status::ApiError;
+
+/// The largest request body accepted, as upstream (3 MiB).
+pub(crate) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Every resource's registry.
+pub(crate) struct Api {
+    registries: HashMap<(&'static str, &'static str, &'static str), Arc<Registry>>,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api").field("resources", &self.registries.len()).finish()
+    }
+}
+
+/// The query parameters of a request, first value of each.
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(query: &str) -> Self {
+        let mut map = HashMap::new();
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            map.entry(k.into_owned()).or_insert_with(|| v.into_owned());
+        }
+        Query(map)
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.get(key).is_some_and(|v| matches!(v, "true" | "1" | "True" | "TRUE"))
+    }
+
+    fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(key).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                StatusError::bad_request(&format!("invalid value {text:?} for query parameter {key}")).into()
+            }),
+        }
+    }
+
+    fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(StatusError::invalid(
+                "meta.k8s.io",
+                "CreateOptions",
+                "",
+                &[capstan_api::field::FieldError::not_supported(
+                    &capstan_api::field::Path::new("dryRun"),
+                    other,
+                    &["All"],
+                )],
+            )
+            .into()),
+        }
+    }
+
+    fn field_validation(&self) -> Result<FieldValidation, ApiError> {
+        match self.get("fieldValidation") {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(StatusError::bad_request(&format!(
+                "fieldValidation parameter unsupported: {other}. Supported values: Ignore, Warn, Strict"
+            ))
+            .into()),
+        }
+    }
+
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            dry_run: self.dry_run()?,
+            field_validation: self.field_validation()?,
+        })
+    }
+
+    fn selectors(&self) -> Result<Selectors, ApiError> {
+        Selectors::parse(self.get("labelSelector"), self.get("fieldSelector")).map_err(ApiError::from)
+    }
+}
+
+/// What the client accepts in a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Output {
+    Json,
+    Yaml,
+}
+
+fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(Output::Json);
+    };
+    for media in accept.split(',') {
+        let mut params = media.split(';').map(str::trim);
+        let mime = params.next().unwrap_or_default();
+        let table = params.any(|p| p == "as=Table");
+        if table {
+            // Tables come with the printers; until then the plain form below serves.
+            continue;
+        }
+        match mime {
+            "application/json" | "*/*" | "application/*" | "" => return Ok(Output::Json),
+            "application/yaml" => return Ok(Output::Yaml),
+            _ => {}
+        }
+    }
+    Err(StatusError::not_acceptable(&["application/json", "application/yaml"]).into())
+}
+
+fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String]) -> Response {
+    let (content_type, body) = match output {
+        Output::Json => ("application/json", serde_json::to_vec(value).unwrap_or_default()),
+        Output::Yaml => (
+            "application/yaml",
+            serde_saphyr::to_string(value).map(String::into_bytes).unwrap_or_default(),
+        ),
+    };
+    let mut response = (code, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    for warning in warnings {
+        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// Reads a request body, refusing bodies over the limit and malformed documents.
+async fn read_body(body: Body, content_type: Option<&str>) -> Result<Value, ApiError> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}")))
+    })?;
+    parse_document(&bytes, content_type)
+}
+
+fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+    let mime = content_type.unwrap_or("application/json").split(';').next().unwrap_or_default().trim();
+    match mime {
+        "application/json" | "" => serde_json::from_slice(bytes).map_err(|e| {
+            StatusError::bad_request(&format!("couldn't get version/kind; json parse error: {e}")).into()
+        }),
+        "application/yaml" => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| ApiError::from(StatusError::bad_request("the YAML body is not UTF-8")))?;
+            serde_saphyr::from_str::<Value>(text).map_err(|e| {
+                StatusError::bad_request(&format!("error converting YAML to JSON: {e}")).into()
+            })
+        }
+        // Protobuf (which kubectl and client-go try first) and anything else: 415, on which
+        // clients fall back to JSON.
+        _ => Err(StatusError::unsupported_media_type(&["application/json", "application/yaml"]).into()),
+    }
+}
+
+/// An object as a list item: upstream's typed lists do not repeat kind and apiVersion.
+fn as_item(mut object: Value) -> Value {
+    if let Some(map) = object.as_object_mut() {
+        map.remove("kind");
+        map.remove("apiVersion");
+    }
+    object
+}
+
+impl Api {
+    pub(crate) fn new(store: &Store) -> Self {
+        let registries = catalog::RESOURCES
+            .iter()
+            .map(|r| {
+                let registry = Registry::new(r, crate::resources::strategy_for(r), store.clone());
+                ((r.group, r.version, r.plural), Arc::new(registry))
+            })
+            .collect();
+        Api { registries }
+    }
+
+    fn registry(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Registry>> {
+        let resource = catalog::lookup(group, version, resource)?;
+        self.registries.get(&(resource.group, resource.version, resource.plural))
+    }
+
+    /// The registry of namespaces.
+    pub(crate) fn namespaces(&self) -> Option<&Arc<Registry>> {
+        self.registry("", "v1", "namespaces")
+    }
+
+    /// Serves a resource request.
+    pub(crate) async fn serve(&self, info: &RequestInfo, request: Request<Body>) -> Response {
+        match self.serve_inner(info, request).await {
+            Ok(response) => response,
+            Err(error) => error.into_response(),
+        }
+    }
+
+    async fn serve_inner(&self, info: &RequestInfo, request: Request<Body>) -> Result<Response, ApiError> {
+        let Some(registry) = self.registry(&info.api_group, &info.api_version, &info.resource).cloned() else {
+            return Err(ApiError::not_found());
+        };
+        let resource = registry.resource;
+        // A namespace-scoped path for a cluster-scoped resource (or the reverse) serves nothing.
+        let namespace = if resource.namespaced {
+            (!info.namespace.is_empty()).then_some(info.namespace.as_str())
+        } else if resource.plural == "namespaces" || info.namespace.is_empty() {
+            None
+        } else {
+            return Err(ApiError::not_found());
+        };
+        if resource.namespaced && namespace.is_none() && !info.name.is_empty() {
+            return Err(ApiError::not_found());
+        }
+        let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());
+        if let Some(sub) = subresource {
+            if resource.subresource(sub).is_none() || info.parts.len() > 3 {
+                return Err(ApiError::not_found());
+            }
+        }
+        let query = Query::parse(request.uri().query().unwrap_or_default());
+        let output = negotiate(request.headers())?;
+        let content_type = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let name = info.name.as_str();
+        let verb = info.verb.as_str();
+        if !resource.supports(verb) && subresource.is_none() {
+            return Err(StatusError::method_not_supported(
+                GroupResource::new(resource.group, resource.plural),
+                verb,
+            )
+            .into());
+        }
+        match (verb, subresource) {
+            ("get", None | Some("status")) => {
+                let object = registry.get(namespace, name).await?;
+                Ok(respond(StatusCode::OK, &object, output, &[]))
+            }
+            ("list", None) => self.list(&registry, namespace, &query, output).await,
+            ("watch", None) => self.watch(&registry, namespace, &query).await,
+            ("create", None) => {
+                if request.method() != Method::POST {
+                    return Err(ApiError::not_found());
+                }
+                let options = query.write_options()?;
+                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                if let Some(ns) = namespace {
+                    self.admit_namespace(ns, resource, meta_str(&body, "name")).await?;
+                }
+                let written = registry.create(namespace, body, &options).await?;
+                Ok(respond(StatusCode::CREATED, &written.object, output, &written.warnings))
+            }
+            ("update", None | Some("status")) => {
+                let options = query.write_options()?;
+                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
+                    // Only a create-on-update needs the namespace to accept content.
+                    if registry.get(namespace, name).await.is_err() {
+                        self.admit_namespace(ns, resource, name).await?;
+                    }
+                }
+                let written = registry.update(namespace, name, body, subresource, &options).await?;
+                Ok(written_response(written, output))
+            }
+            ("patch", None | Some("status")) => {
+                let options = query.write_options()?;
+                let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await.map_err(|_| {
+                    ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}")))
+                })?;
+                let written = crate::patch::patch(
+                    &registry,
+                    namespace,
+                    name,
+                    subresource,
+                    content_type.as_deref(),
+                    &bytes,
+                    &options,
+                )
+                .await?;
+                Ok(written_response(written, output))
+            }
+            ("delete", None) => {
+                let options = delete_options(&query, request.into_body(), content_type.as_deref()).await?;
+                let deleted = registry.delete(namespace, name, &options).await?;
+                Ok(match deleted {
+                    Deleted::Pending(object) => respond(StatusCode::OK, &object, output, &[]),
+                    Deleted::Gone(object) if registry.strategy().returns_deleted_object() => {
+                        respond(StatusCode::OK, &object, output, &[])
+                    }
+                    Deleted::Gone(object) => respond(StatusCode::OK, &success_status(resource, &object), output, &[]),
+                })
+            }
+            ("deletecollection", None) => {
+                let options = delete_options(&query, request.into_body(), content_type.as_deref()).await?;
+                let list = registry
+                    .list(
+                        namespace,
+                        &ListOptions {
+                            selectors: query.selectors()?,
+                            ..ListOptions::default()
+                        },
+                    )
+                    .await?;
+                let mut items = Vec::new();
+                for object in list.items {
+                    let ns = (!meta_str(&object, "namespace").is_empty()).then(|| meta_str(&object, "namespace"));
+                    match registry.delete(ns, meta_str(&object, "name"), &options).await {
+                        Ok(Deleted::Gone(object) | Deleted::Pending(object)) => items.push(as_item(object)),
+                        Err(error) if error.status().code() == 404 => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+                let body = json!({
+                    "kind": resource.list_kind(),
+                    "apiVersion": resource.api_version(),
+                    "metadata": {"resourceVersion": list.resource_version.to_string()},
+                    "items": items,
+                });
+                Ok(respond(StatusCode::OK, &body, output, &[]))
+            }
+            _ => Err(StatusError::method_not_supported(
+                GroupResource::new(resource.group, resource.plural),
+                verb,
+            )
+            .into()),
+        }
+    }
+
+    /// Upstream's NamespaceLifecycle admission: no new content in a missing or terminating
+    /// namespace.
+    async fn admit_namespace(&self, namespace: &str, resource: &Resource, name: &str) -> Result<(), ApiError> {
+        let Some(namespaces) = self.namespaces() else {
+            return Ok(());
+        };
+        match namespaces.get(None, namespace).await {
+            Ok(ns) if crate::registry::object::is_terminating(&ns) => Err(StatusError::forbidden(
+                GroupResource::new(resource.group, resource.plural),
+                name,
+                &format!("unable to create new content in namespace {namespace} because it is being terminated"),
+            )
+            .into()),
+            Ok(_) => Ok(()),
+            Err(error) if error.status().code() == 404 => {
+                Err(StatusError::not_found(GroupResource::new("", "namespaces"), namespace).into())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn list(
+        &self,
+        registry: &Registry,
+        namespace: Option<&str>,
+        query: &Query,
+        output: Output,
+    ) -> Result<Response, ApiError> {
+        let limit = query.int("limit")?.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+        let options = ListOptions {
+            selectors: query.selectors()?,
+            limit,
+            continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+            resource_version: query.get("resourceVersion").map(str::to_owned),
+            resource_version_match: query.get("resourceVersionMatch").map(str::to_owned),
+        };
+        let list = registry.list(namespace, &options).await?;
+        let resource = registry.resource;
+        let mut metadata = json!({"resourceVersion": list.resource_version.to_string()});
+        if let Some(token) = &list.continue_token {
+            metadata["continue"] = token.clone().into();
+        }
+        if let Some(remaining) = list.remaining_item_count {
+            metadata["remainingItemCount"] = remaining.into();
+        }
+        let body = json!({
+            "kind": resource.list_kind(),
+            "apiVersion": resource.api_version(),
+            "metadata": metadata,
+            "items": list.items.into_iter().map(as_item).collect::<Vec<_>>(),
+        });
+        Ok(respond(StatusCode::OK, &body, output, &[]))
+    }
+
+    async fn watch(&self, registry: &Registry, namespace: Option<&str>, query: &Query) -> Result<Response, ApiError> {
+        let timeout = match query.int("timeoutSeconds")? {
+            Some(seconds) if seconds > 0 => Duration::from_secs(seconds.unsigned_abs()),
+            // Upstream spreads watch lifetimes between the minimum request timeout and twice it.
+            _ => Duration::from_secs(1800 + rand::random_range(0..1800)),
+        };
+        let send_initial_events = match query.get("sendInitialEvents") {
+            None | Some("") => None,
+            Some(v) => Some(matches!(v, "true" | "1")),
+        };
+        let options = WatchOptions {
+            selectors: query.selectors()?,
+            resource_version: query.get("resourceVersion").map(str::to_owned),
+            resource_version_match: query.get("resourceVersionMatch").map(str::to_owned),
+            allow_bookmarks: query.flag("allowWatchBookmarks"),
+            send_initial_events,
+            timeout,
+        };
+        let events = registry.watch(namespace, options).await?;
+        let body = events.map(|event| {
+            let mut line = serde_json::to_vec(&json!({"type": event.kind, "object": event.object})).unwrap_or_default();
+            line.push(b'\n');
+            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(line))
+        });
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CACHE_CONTROL, "no-cache, private")
+            .body(Body::from_stream(body))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+    }
+}
+
+fn written_response(written: Written, output: Output) -> Response {
+    let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
+    respond(code, &written.object, output, &written.warnings)
+}
+
+/// The `Status` upstream answers a completed delete with, for kinds that do not return the
+/// object.
+fn success_status(resource: &Resource, object: &Value) -> Value {
+    let mut details = json!({
+        "name": meta_str(object, "name"),
+        "kind": resource.plural,
+        "uid": meta_str(object, "uid"),
+    });
+    if !resource.group.is_empty() {
+        details["group"] = resource.group.into();
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+/// Reads `DeleteOptions` from the body (if any) and the query, the query winning as upstream.
+async fn delete_options(query: &Query, body: Body, content_type: Option<&str>) -> Result<DeleteOptions, ApiError> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}"))))?;
+    let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        parse_document(&bytes, content_type)?
+    };
+    let dry_run = query.dry_run()?
+        || body["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
+    let mut options = DeleteOptions {
+        dry_run,
+        grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
+        precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_owned),
+        precondition_resource_version: body["preconditions"]["resourceVersion"].as_str().map(str::to_owned),
+        propagation_policy: body["propagationPolicy"].as_str().map(str::to_owned),
+        orphan_dependents: body["orphanDependents"].as_bool(),
+    };
+    if let Some(grace) = query.int("gracePeriodSeconds")? {
+        options.grace_period_seconds = Some(grace);
+    }
+    if let Some(policy) = query.get("propagationPolicy").filter(|p| !p.is_empty()) {
+        options.propagation_policy = Some(policy.to_owned());
+    }
+    if let Some(orphan) = query.get("orphanDependents") {
+        options.orphan_dependents = Some(matches!(orphan, "true" | "1"));
+    }
+    let mut errors = Vec::new();
+    if let Some(policy) = &options.propagation_policy {
+        if !matches!(policy.as_str(), "Orphan" | "Background" | "Foreground") {
+            errors.push(capstan_api::field::FieldError::not_supported(
+                &capstan_api::field::Path::new("propagationPolicy"),
+                policy.as_str(),
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+        if options.orphan_dependents.is_some() {
+            errors.push(capstan_api::field::FieldError::invalid(
+                &capstan_api::field::Path::new("propagationPolicy"),
+                policy.as_str(),
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+    }
+    if options.grace_period_seconds.is_some_and(|g| g < 0) {
+        // Upstream treats a negative grace period as immediate deletion.
+        options.grace_period_seconds = Some(0);
+    }
+    if !errors.is_empty() {
+        return Err(StatusError::invalid("meta.k8s.io", "DeleteOptions", "", &errors).into());
+    }
+    Ok(options)
+}
+
+/// Default objects every cluster has at start: the system namespaces.
+pub(crate) async fn ensure_defaults(api: &Api) -> Result<(), ApiError> {
+    let Some(namespaces) = api.namespaces() else {
+        return Ok(());
+    };
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match namespaces.create(None, object, &WriteOptions::default()).await {
+            Ok(_) => {}
+            Err(error) if error.status().code() == 409 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! PATCH: JSON merge patch (RFC 7396), JSON patch (RFC 6902) and strategic merge patch, applied
+//! to the current object inside the registry's compare-and-swap loop, so a patch that loses a
+//! race is re-applied to the newer object unless it pinned a `resourceVersion`.
+
+use capstan_api::StatusError;
+use serde_json::Value;
+
+use crate::registry::object::meta_str;
+use crate::registry::{Registry, WriteOptions, Written, parse_resource_version};
+use crate::status::ApiError;
+
+/// The patch formats a PATCH request may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PatchType {
+    Json,
+    Merge,
+    Strategic,
+}
+
+const ACCEPTED: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+];
+
+fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
+    let mime = content_type.unwrap_or_default().split(';').next().unwrap_or_default().trim();
+    match mime {
+        "application/json-patch+json" => Ok(PatchType::Json),
+        "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+        _ => Err(StatusError::unsupported_media_type(ACCEPTED).into()),
+    }
+}
+
+/// Applies a patch document to `original`.
+fn apply(kind: PatchType, original: &Value, patch: &Value, registry: &Registry) -> Result<Value, ApiError> {
+    match kind {
+        PatchType::Merge => {
+            let mut doc = original.clone();
+            json_patch::merge(&mut doc, patch);
+            Ok(doc)
+        }
+        PatchType::Json => {
+            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                .map_err(|e| ApiError::from(StatusError::bad_request(&e.to_string())))?;
+            let mut doc = original.clone();
+            json_patch::patch(&mut doc, &ops)
+                .map_err(|e| ApiError::from(StatusError::unprocessable(&e.to_string())))?;
+            Ok(doc)
+        }
+        PatchType::Strategic => crate::strategic::apply(registry.resource, original, patch),
+    }
+}
+
+/// Patches the object `name`.
+pub(crate) async fn patch(
+    registry: &Registry,
+    namespace: Option<&str>,
+    name: &str,
+    subresource: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+    options: &WriteOptions,
+) -> Result<Written, ApiError> {
+    let kind = patch_type(content_type)?;
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::from(StatusError::bad_request(&format!("error decoding patch: {e}"))))?;
+    match kind {
+        PatchType::Json if !patch.is_array() => {
+            return Err(StatusError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch").into());
+        }
+        PatchType::Merge | PatchType::Strategic if !patch.is_object() => {
+            return Err(StatusError::bad_request("the patch must be a JSON object").into());
+        }
+        _ => {}
+    }
+    // A patch that sets metadata.resourceVersion makes the write conditional on it.
+    let pinned = patch
+        .get("metadata")
+        .and_then(|m| m.get("resourceVersion"))
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            parse_resource_version(v)
+                .map_err(|()| ApiError::from(StatusError::bad_request(&format!("invalid resourceVersion {v:?}"))))
+        })
+        .transpose()?;
+    let key = registry.resource.storage_key(namespace, name);
+    let mut warnings = Vec::new();
+    let mut written = registry
+        .guaranteed_update(&key, name, pinned, subresource.is_none(), options, |old| {
+            let Some(old) = old else {
+                return Err(StatusError::not_found(
+                    capstan_api::GroupResource::new(registry.resource.group, registry.resource.plural),
+                    name,
+                )
+                .into());
+            };
+            let patched = apply(kind, old, &patch, registry)?;
+            if meta_str(&patched, "name") != name {
+                return Err(StatusError::bad_request(&format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    meta_str(&patched, "name")
+                ))
+                .into());
+            }
+            warnings.clear();
+            registry.decode_patched(patched, options.field_validation, &mut warnings)
+        })
+        .await?;
+    written.warnings = warnings;
+    Ok(written)
+}

@@ -1,0 +1,282 @@
+//! Lists: selectors, pages (`limit` and `continue`), and the `resourceVersion` /
+//! `resourceVersionMatch` semantics upstream defines for reads.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use capstan_api::StatusError;
+use capstan_api::field::{FieldError, Path};
+use capstan_store::{Revision, StoreError};
+use serde_json::Value;
+
+use super::{Registry, parse_resource_version};
+use crate::registry::object::{labels, meta_str};
+use crate::selectors::Selectors;
+use crate::status::ApiError;
+
+/// The query of a list.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ListOptions {
+    /// Label and field selectors.
+    pub selectors: Selectors,
+    /// The page size; `None` for everything.
+    pub limit: Option<usize>,
+    /// The token of the previous page.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: `NotOlderThan` or `Exact`.
+    pub resource_version_match: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug)]
+pub(crate) struct ListResult {
+    /// The objects, in key order.
+    pub items: Vec<Value>,
+    /// The revision the list was read at.
+    pub resource_version: Revision,
+    /// The token of the next page, if there may be more.
+    pub continue_token: Option<String>,
+    /// How many objects remain after this page, when known.
+    pub remaining_item_count: Option<i64>,
+}
+
+/// Where a read is served from, decided from `resourceVersion` and `resourceVersionMatch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadAt {
+    /// The latest state (a consistent read, or "any" for `resourceVersion=0`).
+    Latest,
+    /// The latest state, which must not be older than this revision.
+    NotOlderThan(Revision),
+    /// Exactly this revision.
+    Exact(Revision),
+}
+
+fn list_options_invalid(field: &str, value: &str, detail: &str) -> ApiError {
+    let error = if value.is_empty() {
+        FieldError::forbidden(&Path::new(field), detail)
+    } else {
+        FieldError::invalid(&Path::new(field), value, detail)
+    };
+    StatusError::invalid("meta.k8s.io", "ListOptions", "", &[error]).into()
+}
+
+/// Reads `resourceVersion` and `resourceVersionMatch` as upstream validates them.
+pub(crate) fn read_at(resource_version: Option<&str>, version_match: Option<&str>) -> Result<ReadAt, ApiError> {
+    let rv = resource_version.filter(|v| !v.is_empty());
+    let version_match = version_match.filter(|v| !v.is_empty());
+    let parsed = match rv {
+        None => None,
+        Some(text) => Some(parse_resource_version(text).map_err(|()| {
+            ApiError::from(StatusError::bad_request(&format!(
+                "invalid resource version: {text}"
+            )))
+        })?),
+    };
+    match (parsed, version_match) {
+        (None, None) | (Some(0), None) => Ok(ReadAt::Latest),
+        (Some(n), None) => Ok(ReadAt::NotOlderThan(n)),
+        (None, Some(_)) => Err(list_options_invalid(
+            "resourceVersionMatch",
+            "",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )),
+        (Some(n), Some("NotOlderThan")) => Ok(if n == 0 { ReadAt::Latest } else { ReadAt::NotOlderThan(n) }),
+        (Some(0), Some("Exact")) => Err(list_options_invalid(
+            "resourceVersionMatch",
+            "",
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        )),
+        (Some(n), Some("Exact")) => Ok(ReadAt::Exact(n)),
+        (Some(_), Some(other)) => Err(StatusError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &[FieldError::not_supported(
+                &Path::new("resourceVersionMatch"),
+                other,
+                &["Exact", "NotOlderThan", ""],
+            )],
+        )
+        .into()),
+    }
+}
+
+/// The body of a continue token: the revision of the first page and the key to start from,
+/// relative to the listed prefix (upstream's format, so tokens look the same).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Token {
+    v: String,
+    rv: Revision,
+    start: String,
+}
+
+const TOKEN_VERSION: &str = "meta.k8s.io/v1";
+
+fn encode_token(rv: Revision, start_relative: &str) -> String {
+    let token = Token {
+        v: TOKEN_VERSION.into(),
+        rv,
+        start: start_relative.to_owned(),
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
+}
+
+fn decode_token(token: &str) -> Result<(Revision, String), String> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|e| format!("continue key is not valid: {e}"))?;
+    let token: Token = serde_json::from_slice(&bytes).map_err(|e| format!("continue key is not valid: {e}"))?;
+    if token.v != TOKEN_VERSION {
+        return Err(format!("continue key is not valid: server does not recognize this encoded key version {:?}", token.v));
+    }
+    if token.rv < 1 || token.start.is_empty() {
+        return Err("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into());
+    }
+    if token.start.starts_with('/') || token.start.split('/').any(|p| p == "..") {
+        return Err("continue key is not valid: the start key may not escape the listed prefix".into());
+    }
+    Ok((token.rv, token.start))
+}
+
+/// Upstream's message for a continue token whose revision has been compacted.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// The most keys read from the store per round while filling a filtered page.
+const MAX_PAGE_READ: usize = 10_000;
+
+impl Registry {
+    /// Whether an object passes the selectors.
+    pub(crate) fn matches(&self, selectors: &Selectors, object: &Value) -> bool {
+        if selectors.is_empty() {
+            return true;
+        }
+        selectors.matches(&labels(object), |field| match field {
+            "metadata.name" => Some(meta_str(object, "name").to_owned()),
+            "metadata.namespace" => Some(meta_str(object, "namespace").to_owned()),
+            other => self
+                .strategy()
+                .selectable_fields(object)
+                .into_iter()
+                .find(|(name, _)| *name == other)
+                .map(|(_, value)| value),
+        })
+    }
+
+    /// Checks that the field selector uses only fields this resource supports.
+    pub(crate) fn check_selectors(&self, selectors: &Selectors) -> Result<(), ApiError> {
+        selectors
+            .check_fields(self.strategy().selectable_field_names())
+            .map_err(ApiError::from)
+    }
+
+    /// Lists objects in `namespace` (all namespaces for `None`).
+    pub(crate) async fn list(&self, namespace: Option<&str>, options: &ListOptions) -> Result<ListResult, ApiError> {
+        self.check_selectors(&options.selectors)?;
+        let prefix = self.resource.storage_namespace_prefix(namespace);
+        let (mut revision, mut start) = match &options.continue_token {
+            Some(token) if !token.is_empty() => {
+                if options.resource_version.as_deref().is_some_and(|v| !v.is_empty() && v != "0") {
+                    return Err(StatusError::bad_request("specifying resource version is not allowed when using continue").into());
+                }
+                let (rv, start) = decode_token(token).map_err(|m| ApiError::from(StatusError::bad_request(&m)))?;
+                (Some(rv), Some(format!("{prefix}{start}")))
+            }
+            _ => {
+                let at = read_at(options.resource_version.as_deref(), options.resource_version_match.as_deref())?;
+                let revision = match at {
+                    ReadAt::Latest => None,
+                    ReadAt::Exact(n) => Some(n),
+                    ReadAt::NotOlderThan(n) => {
+                        let current = self.store().current_revision().await.map_err(|e| self.store_error("", e))?;
+                        if n > current {
+                            return Err(StatusError::too_large_resource_version(n, current, 1).into());
+                        }
+                        None
+                    }
+                };
+                (revision, None)
+            }
+        };
+        let limit = options.limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut continue_from: Option<String> = None;
+        loop {
+            let want = limit.map_or(MAX_PAGE_READ, |l| (l - items.len()).clamp(1, MAX_PAGE_READ));
+            let read = if options.selectors.is_empty() { want } else { (want * 2).min(MAX_PAGE_READ) };
+            let page = self
+                .store()
+                .list(&capstan_store::ListOptions {
+                    prefix: prefix.clone(),
+                    start: start.clone(),
+                    revision,
+                    limit: Some(read),
+                })
+                .await
+                .map_err(|e| match (e, &options.continue_token) {
+                    (StoreError::Compacted { .. }, Some(_)) => StatusError::resource_expired(CONTINUE_EXPIRED).into(),
+                    (e, _) => self.store_error("", e),
+                })?;
+            revision = Some(page.revision);
+            let mut stopped_at = None;
+            for (i, kv) in page.kvs.iter().enumerate() {
+                let object = self.decode_stored(kv)?;
+                if self.matches(&options.selectors, &object) {
+                    items.push(object);
+                    if limit.is_some_and(|l| items.len() >= l) {
+                        stopped_at = Some(i);
+                        break;
+                    }
+                }
+            }
+            match stopped_at {
+                Some(i) => {
+                    let last = &page.kvs[i].key;
+                    if i + 1 < page.kvs.len() || page.more {
+                        continue_from = Some(format!("{last}\0"));
+                    }
+                    break;
+                }
+                None if page.more => start = page.continue_key(),
+                None => break,
+            }
+        }
+        let revision = revision.unwrap_or_default();
+        let continue_token = continue_from.map(|key| encode_token(revision, key.strip_prefix(&prefix).unwrap_or(&key)));
+        Ok(ListResult {
+            items,
+            resource_version: revision,
+            continue_token,
+            remaining_item_count: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_reject_tampering() {
+        let token = encode_token(42, "default/web\0");
+        assert_eq!(decode_token(&token).unwrap(), (42, "default/web\0".to_owned()));
+        assert!(decode_token("!!").is_err());
+        let escape = URL_SAFE_NO_PAD.encode(br#"{"v":"meta.k8s.io/v1","rv":3,"start":"../secrets/x"}"#);
+        assert!(decode_token(&escape).unwrap_err().contains("escape"));
+        let version = URL_SAFE_NO_PAD.encode(br#"{"v":"x","rv":3,"start":"a"}"#);
+        assert!(decode_token(&version).is_err());
+    }
+
+    #[test]
+    fn resource_version_semantics() {
+        assert_eq!(read_at(None, None).unwrap(), ReadAt::Latest);
+        assert_eq!(read_at(Some("0"), None).unwrap(), ReadAt::Latest);
+        assert_eq!(read_at(Some("7"), None).unwrap(), ReadAt::NotOlderThan(7));
+        assert_eq!(read_at(Some("7"), Some("Exact")).unwrap(), ReadAt::Exact(7));
+        assert_eq!(read_at(Some("7"), Some("NotOlderThan")).unwrap(), ReadAt::NotOlderThan(7));
+        assert!(read_at(None, Some("Exact")).is_err());
+        assert!(read_at(Some("0"), Some("Exact")).is_err());
+        assert!(read_at(Some("x"), None).is_err());
+        assert!(read_at(Some("1"), Some("Sometimes")).is_err());
+    }
+}

@@ -1,0 +1,769 @@
+//! The generic registry: every verb (create, get, list, watch, update, patch, delete,
+//! deletecollection) for every resource, over JSON objects, written once. A resource brings only
+//! its catalogue entry and a [`Strategy`].
+//!
+//! The rules the registry owns, as upstream's generic store does: objects are stored without
+//! `resourceVersion` and read back with their mod revision as `resourceVersion`; creates fill in
+//! uid, creation time and generated names; updates are compare-and-swap on the revision the
+//! client read (409 when stale), a write that changes nothing takes no revision, and PUT of a
+//! missing object creates it where the strategy allows; deletes honour preconditions, grace
+//! periods and finalizers; every store error becomes an upstream `Status`.
+
+mod list;
+pub(crate) mod object;
+pub(crate) mod strategy;
+mod watch;
+
+use std::sync::Arc;
+
+use capstan_api::catalog::Resource;
+use capstan_api::field::{FieldError, Path};
+use capstan_api::{GroupResource, StatusError};
+use capstan_store::{KeyValue, Revision, Store, StoreError};
+use serde_json::Value;
+
+pub(crate) use list::ListOptions;
+pub(crate) use strategy::Strategy;
+pub(crate) use watch::WatchOptions;
+
+use crate::status::ApiError;
+use object::{finalizers, is_terminating, meta_str, set_meta};
+
+/// How to treat fields the kind does not know (`fieldValidation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them and warn (the default).
+    #[default]
+    Warn,
+    /// Reject the request.
+    Strict,
+}
+
+/// Options common to writes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteOptions {
+    /// `dryRun=All`: run everything but the store write.
+    pub dry_run: bool,
+    /// What to do with unknown fields.
+    pub field_validation: FieldValidation,
+}
+
+/// Options of a delete.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeleteOptions {
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// The grace period asked for.
+    pub grace_period_seconds: Option<i64>,
+    /// `preconditions.uid`.
+    pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub precondition_resource_version: Option<String>,
+    /// `propagationPolicy`: Orphan, Background or Foreground.
+    pub propagation_policy: Option<String>,
+    /// The deprecated `orphanDependents`.
+    pub orphan_dependents: Option<bool>,
+}
+
+/// The result of a write: the object as stored, whether it was created, and warnings.
+#[derive(Debug)]
+pub(crate) struct Written {
+    /// The object with its new `resourceVersion`.
+    pub object: Value,
+    /// Whether the write created the object.
+    pub created: bool,
+    /// `Warning` headers to send (unknown fields under `fieldValidation=Warn`).
+    pub warnings: Vec<String>,
+}
+
+/// The result of a delete.
+#[derive(Debug)]
+pub(crate) enum Deleted {
+    /// The object is gone; this is its last state.
+    Gone(Value),
+    /// Deletion has begun (a grace period or finalizers); this is the object now.
+    Pending(Value),
+}
+
+/// The generic store of one resource.
+pub(crate) struct Registry {
+    /// The catalogue entry.
+    pub resource: &'static Resource,
+    strategy: Arc<dyn Strategy>,
+    store: Store,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("resource", &self.resource.plural)
+            .finish()
+    }
+}
+
+/// How many times a write retries after losing a race it did not ask to lose (no
+/// `resourceVersion` precondition).
+const MAX_RETRIES: usize = 16;
+
+impl Registry {
+    pub(crate) fn new(resource: &'static Resource, strategy: Arc<dyn Strategy>, store: Store) -> Self {
+        Registry {
+            resource,
+            strategy,
+            store,
+        }
+    }
+
+    pub(crate) fn strategy(&self) -> &dyn Strategy {
+        self.strategy.as_ref()
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn group_resource(&self) -> GroupResource<'static> {
+        GroupResource::new(self.resource.group, self.resource.plural)
+    }
+
+    fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        self.resource.storage_key(namespace, name)
+    }
+
+    /// Decodes a stored value and stamps its `resourceVersion`.
+    pub(crate) fn decode_stored(&self, kv: &KeyValue) -> Result<Value, ApiError> {
+        let mut object: Value = serde_json::from_slice(&kv.value).map_err(|e| {
+            ApiError::from(StatusError::internal(&format!(
+                "stored object {} cannot be decoded: {e}",
+                kv.key
+            )))
+        })?;
+        set_meta(&mut object, "resourceVersion", Some(kv.mod_revision.to_string().into()));
+        Ok(object)
+    }
+
+    fn encode(object: &Value) -> Result<Vec<u8>, ApiError> {
+        let mut object = object.clone();
+        set_meta(&mut object, "resourceVersion", None);
+        serde_json::to_vec(&object)
+            .map_err(|e| StatusError::internal(&format!("encoding object: {e}")).into())
+    }
+
+    /// Maps a store error about the object `name` to the API's error.
+    pub(crate) fn store_error(&self, name: &str, error: StoreError) -> ApiError {
+        store_error(self.group_resource(), name, error)
+    }
+
+    fn invalid(&self, name: &str, errors: &[FieldError]) -> ApiError {
+        StatusError::invalid(self.resource.group, self.resource.kind, name, errors).into()
+    }
+
+    /// Checks the kind and version of a body and fills them in when missing.
+    fn check_type(&self, object: &mut Value) -> Result<(), ApiError> {
+        let Some(map) = object.as_object_mut() else {
+            return Err(StatusError::bad_request("the body of the request must be a JSON object").into());
+        };
+        let expected_version = self.resource.api_version();
+        match map.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert("apiVersion".into(), expected_version.clone().into());
+            }
+            Some(v) if v == expected_version => {}
+            Some(v) => {
+                return Err(StatusError::bad_request(&format!(
+                    "the API version in the data ({v}) does not match the expected API version ({expected_version})"
+                ))
+                .into());
+            }
+        }
+        match map.get("kind").and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert("kind".into(), self.resource.kind.into());
+            }
+            Some(k) if k == self.resource.kind => {}
+            Some(k) => {
+                return Err(StatusError::bad_request(&format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    self.resource.kind
+                ))
+                .into());
+            }
+        }
+        if !map.get("metadata").is_none_or(|m| m.is_object() || m.is_null()) {
+            return Err(StatusError::bad_request("metadata must be an object").into());
+        }
+        Ok(())
+    }
+
+    /// Checks and fills in the namespace of a body against the request's.
+    fn check_namespace(&self, object: &mut Value, namespace: Option<&str>) -> Result<(), ApiError> {
+        let in_body = meta_str(object, "namespace").to_owned();
+        if self.resource.namespaced {
+            let ns = namespace.unwrap_or_default();
+            if in_body.is_empty() {
+                set_meta(object, "namespace", Some(ns.into()));
+            } else if in_body != ns {
+                return Err(StatusError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+                .into());
+            }
+        } else if !in_body.is_empty() {
+            set_meta(object, "namespace", None);
+        }
+        Ok(())
+    }
+
+    /// Decodes a body into the kind's canonical form; unknown fields per `fieldValidation`.
+    fn decode_body(
+        &self,
+        object: Value,
+        validation: FieldValidation,
+        warnings: &mut Vec<String>,
+    ) -> Result<Value, ApiError> {
+        let name = meta_str(&object, "name").to_owned();
+        let (decoded, unknown) = self.strategy.decode(object).map_err(|e| match e {
+            strategy::DecodeError::Missing { path } => {
+                self.invalid(&name, &[FieldError::required(&Path::new(&path), "")])
+            }
+            strategy::DecodeError::Invalid(message) => ApiError::from(StatusError::bad_request(&format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {message}",
+                kind = self.resource.kind,
+                version = self.resource.version,
+            ))),
+        })?;
+        if !unknown.is_empty() {
+            match validation {
+                FieldValidation::Ignore => {}
+                FieldValidation::Warn => {
+                    warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
+                }
+                FieldValidation::Strict => {
+                    let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+                    return Err(StatusError::bad_request(&format!(
+                        "strict decoding error: {}",
+                        list.join(", ")
+                    ))
+                    .into());
+                }
+            }
+        }
+        Ok(decoded)
+    }
+
+    /// Decodes the result of a patch, as a body would be.
+    pub(crate) fn decode_patched(
+        &self,
+        mut object: Value,
+        validation: FieldValidation,
+        warnings: &mut Vec<String>,
+    ) -> Result<Value, ApiError> {
+        self.check_type(&mut object)?;
+        self.decode_body(object, validation, warnings)
+    }
+
+    /// Reads one object.
+    pub(crate) async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let key = self.key(namespace, name);
+        let response = self
+            .store
+            .get(&key, None)
+            .await
+            .map_err(|e| self.store_error(name, e))?;
+        match response.kv {
+            Some(kv) => self.decode_stored(&kv),
+            None => Err(StatusError::not_found(self.group_resource(), name).into()),
+        }
+    }
+
+    async fn get_kv(&self, key: &str, name: &str) -> Result<Option<KeyValue>, ApiError> {
+        Ok(self
+            .store
+            .get(key, None)
+            .await
+            .map_err(|e| self.store_error(name, e))?
+            .kv)
+    }
+
+    /// Creates an object from a request body.
+    pub(crate) async fn create(
+        &self,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.check_type(&mut object)?;
+        self.check_namespace(&mut object, namespace)?;
+        if !meta_str(&object, "resourceVersion").is_empty() {
+            return Err(StatusError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            )
+            .into());
+        }
+        let mut warnings = Vec::new();
+        let mut object = self.decode_body(object, options.field_validation, &mut warnings)?;
+        if meta_str(&object, "name").is_empty() {
+            let prefix = meta_str(&object, "generateName").to_owned();
+            if !prefix.is_empty() {
+                set_meta(&mut object, "name", Some(object::generate_name(&prefix).into()));
+            }
+        }
+        self.prepare_new(&mut object);
+        let name = meta_str(&object, "name").to_owned();
+        let errors = self.validate_new(&object);
+        if !errors.is_empty() {
+            return Err(self.invalid(&name, &errors));
+        }
+        let key = self.key(namespace, &name);
+        if options.dry_run {
+            if self.get_kv(&key, &name).await?.is_some() {
+                return Err(StatusError::already_exists(self.group_resource(), &name).into());
+            }
+            return Ok(Written {
+                object,
+                created: true,
+                warnings,
+            });
+        }
+        let kv = self
+            .store
+            .create(&key, Self::encode(&object)?)
+            .await
+            .map_err(|e| self.store_error(&name, e))?;
+        set_meta(&mut object, "resourceVersion", Some(kv.mod_revision.to_string().into()));
+        Ok(Written {
+            object,
+            created: true,
+            warnings,
+        })
+    }
+
+    /// Fills in the system fields of a new object.
+    fn prepare_new(&self, object: &mut Value) {
+        self.strategy.prepare_for_create(object);
+        set_meta(object, "uid", Some(object::new_uid().into()));
+        set_meta(object, "creationTimestamp", Some(object::now_rfc3339().into()));
+        set_meta(object, "deletionTimestamp", None);
+        set_meta(object, "deletionGracePeriodSeconds", None);
+        set_meta(object, "resourceVersion", None);
+        if !self.strategy.tracks_generation() {
+            set_meta(object, "generation", None);
+        }
+    }
+
+    fn validate_new(&self, object: &Value) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let name = meta_str(object, "name");
+        if name.is_empty() {
+            errors.push(FieldError::required(
+                &Path::new("metadata").child("name"),
+                "name or generateName is required",
+            ));
+        }
+        errors.extend(self.strategy.validate(object));
+        errors
+    }
+
+    /// Replaces an object (PUT), or creates it where the strategy allows. `subresource` is
+    /// `status` for writes through `/status`.
+    pub(crate) async fn update(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        mut body: Value,
+        subresource: Option<&str>,
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.check_type(&mut body)?;
+        self.check_namespace(&mut body, namespace)?;
+        let body_name = meta_str(&body, "name");
+        if body_name.is_empty() {
+            set_meta(&mut body, "name", Some(name.into()));
+        } else if body_name != name {
+            return Err(StatusError::bad_request(&format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            ))
+            .into());
+        }
+        let mut warnings = Vec::new();
+        let body = self.decode_body(body, options.field_validation, &mut warnings)?;
+        let precondition = meta_str(&body, "resourceVersion").to_owned();
+        let expected: Option<Revision> = if precondition.is_empty() {
+            None
+        } else {
+            Some(parse_resource_version(&precondition).map_err(|_| {
+                self.invalid(
+                    name,
+                    &[FieldError::invalid(
+                        &Path::new("metadata").child("resourceVersion"),
+                        precondition.as_str(),
+                        "must be a decimal resource version",
+                    )],
+                )
+            })?)
+        };
+        let key = self.key(namespace, name);
+        let mut written = self
+            .guaranteed_update(&key, name, expected, subresource.is_none(), options, |_| {
+                Ok(body.clone())
+            })
+            .await?;
+        written.warnings = warnings;
+        Ok(written)
+    }
+
+    /// The compare-and-swap loop every update shares: read the current object, compute the new
+    /// one with `modify`, apply the strategy, write if anything changed, retry a lost race unless
+    /// the client named the revision it expected.
+    pub(crate) async fn guaranteed_update<F>(
+        &self,
+        key: &str,
+        name: &str,
+        expected: Option<Revision>,
+        main_endpoint: bool,
+        options: &WriteOptions,
+        mut modify: F,
+    ) -> Result<Written, ApiError>
+    where
+        F: FnMut(Option<&Value>) -> Result<Value, ApiError>,
+    {
+        let mut current = self.get_kv(key, name).await?;
+        for _ in 0..MAX_RETRIES {
+            let Some(kv) = current.take() else {
+                return self.create_on_update(key, name, expected, main_endpoint, options, &mut modify).await;
+            };
+            let old = self.decode_stored(&kv)?;
+            if let Some(expected) = expected {
+                if expected != kv.mod_revision {
+                    return Err(StatusError::conflict(
+                        self.group_resource(),
+                        name,
+                        StatusError::OBJECT_MODIFIED,
+                    )
+                    .into());
+                }
+            }
+            let mut new = modify(Some(&old))?;
+            self.check_type(&mut new)?;
+            self.prepare_update(&mut new, &old, main_endpoint);
+            let errors = self.validate_update(&new, &old);
+            if !errors.is_empty() {
+                return Err(self.invalid(name, &errors));
+            }
+            if strip_version(&new) == strip_version(&old) {
+                return Ok(Written {
+                    object: old,
+                    created: false,
+                    warnings: Vec::new(),
+                });
+            }
+            if is_terminating(&new) && finalizers(&new).is_empty() {
+                // The last finalizer is gone: the object goes, as upstream does on update.
+                if options.dry_run {
+                    return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                }
+                match self.store.delete(key, Some(kv.mod_revision)).await {
+                    Ok(deleted) => {
+                        set_meta(&mut new, "resourceVersion", Some(deleted.revision.to_string().into()));
+                        return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                    }
+                    Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
+                        current = Some(*now);
+                        continue;
+                    }
+                    Err(StoreError::NotFound { .. }) if expected.is_none() => continue,
+                    Err(e) => return Err(self.store_error(name, e)),
+                }
+            }
+            if options.dry_run {
+                set_meta(&mut new, "resourceVersion", Some(kv.mod_revision.to_string().into()));
+                return Ok(Written { object: new, created: false, warnings: Vec::new() });
+            }
+            match self
+                .store
+                .update(key, Self::encode(&new)?, Some(kv.mod_revision))
+                .await
+            {
+                Ok(stored) => {
+                    set_meta(&mut new, "resourceVersion", Some(stored.mod_revision.to_string().into()));
+                    return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                }
+                Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
+                    current = Some(*now);
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(StatusError::conflict(
+                        self.group_resource(),
+                        name,
+                        StatusError::OBJECT_MODIFIED,
+                    )
+                    .into());
+                }
+                Err(StoreError::NotFound { .. }) if expected.is_none() => {}
+                Err(e) => return Err(self.store_error(name, e)),
+            }
+        }
+        Err(StatusError::conflict(self.group_resource(), name, StatusError::OBJECT_MODIFIED).into())
+    }
+
+    async fn create_on_update<F>(
+        &self,
+        key: &str,
+        name: &str,
+        expected: Option<Revision>,
+        main_endpoint: bool,
+        options: &WriteOptions,
+        modify: &mut F,
+    ) -> Result<Written, ApiError>
+    where
+        F: FnMut(Option<&Value>) -> Result<Value, ApiError>,
+    {
+        if !main_endpoint || !self.strategy.allow_create_on_update() || expected.is_some() {
+            return Err(StatusError::not_found(self.group_resource(), name).into());
+        }
+        let mut object = modify(None)?;
+        self.prepare_new(&mut object);
+        let errors = self.validate_new(&object);
+        if !errors.is_empty() {
+            return Err(self.invalid(name, &errors));
+        }
+        if options.dry_run {
+            return Ok(Written { object, created: true, warnings: Vec::new() });
+        }
+        let kv = self
+            .store
+            .create(key, Self::encode(&object)?)
+            .await
+            .map_err(|e| self.store_error(name, e))?;
+        set_meta(&mut object, "resourceVersion", Some(kv.mod_revision.to_string().into()));
+        Ok(Written { object, created: true, warnings: Vec::new() })
+    }
+
+    /// Carries what a client may not change from `old` into `new`.
+    fn prepare_update(&self, new: &mut Value, old: &Value, main_endpoint: bool) {
+        for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            set_meta(new, field, old["metadata"].get(field).cloned());
+        }
+        set_meta(new, "resourceVersion", old["metadata"].get("resourceVersion").cloned());
+        if self.strategy.status_policy() == strategy::StatusPolicy::Subresource {
+            if main_endpoint {
+                match old.get("status") {
+                    Some(status) => new["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = new.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            } else {
+                // Through /status only the status (and metadata) changes.
+                let status = new.get("status").cloned();
+                let metadata = new.get("metadata").cloned();
+                *new = old.clone();
+                if let Some(map) = new.as_object_mut() {
+                    match status {
+                        Some(status) => map.insert("status".into(), status),
+                        None => map.remove("status"),
+                    };
+                    if let Some(metadata) = metadata {
+                        map.insert("metadata".into(), metadata);
+                    }
+                }
+            }
+        }
+        if self.strategy.tracks_generation() && object::desired_state_changed(new, old) {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            set_meta(new, "generation", Some(generation.into()));
+        }
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let meta = Path::new("metadata");
+        if meta_str(new, "namespace") != meta_str(old, "namespace") {
+            errors.push(FieldError::invalid(
+                &meta.child("namespace"),
+                meta_str(new, "namespace"),
+                "field is immutable",
+            ));
+        }
+        if is_terminating(old) {
+            let old_finalizers = finalizers(old);
+            if finalizers(new).iter().any(|f| !old_finalizers.contains(f)) {
+                errors.push(FieldError::forbidden(
+                    &meta.child("finalizers"),
+                    "no new finalizers can be added if the object is being deleted",
+                ));
+            }
+        }
+        errors.extend(self.strategy.validate_update(new, old));
+        errors
+    }
+
+    /// Deletes an object, or begins its graceful or finalized deletion.
+    pub(crate) async fn delete(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        let key = self.key(namespace, name);
+        for _ in 0..MAX_RETRIES {
+            let Some(kv) = self.get_kv(&key, name).await? else {
+                return Err(StatusError::not_found(self.group_resource(), name).into());
+            };
+            let mut object = self.decode_stored(&kv)?;
+            self.check_preconditions(&object, name, options)?;
+            if let Some(pending) = self.begin_deletion(&object, options) {
+                let changed = strip_version(&pending) != strip_version(&object);
+                if !changed || options.dry_run {
+                    return Ok(Deleted::Pending(if changed { pending } else { object }));
+                }
+                match self.store.update(&key, Self::encode(&pending)?, Some(kv.mod_revision)).await {
+                    Ok(stored) => {
+                        let mut pending = pending;
+                        set_meta(&mut pending, "resourceVersion", Some(stored.mod_revision.to_string().into()));
+                        return Ok(Deleted::Pending(pending));
+                    }
+                    Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => continue,
+                    Err(e) => return Err(self.store_error(name, e)),
+                }
+            }
+            if options.dry_run {
+                return Ok(Deleted::Gone(object));
+            }
+            match self.store.delete(&key, Some(kv.mod_revision)).await {
+                Ok(deleted) => {
+                    set_meta(&mut object, "resourceVersion", Some(deleted.revision.to_string().into()));
+                    return Ok(Deleted::Gone(object));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound { .. }) => {
+                    return Err(StatusError::not_found(self.group_resource(), name).into());
+                }
+                Err(e) => return Err(self.store_error(name, e)),
+            }
+        }
+        Err(StatusError::conflict(self.group_resource(), name, StatusError::OBJECT_MODIFIED).into())
+    }
+
+    fn check_preconditions(&self, object: &Value, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        if let Some(uid) = &options.precondition_uid {
+            let actual = meta_str(object, "uid");
+            if uid != actual {
+                return Err(StatusError::conflict(
+                    self.group_resource(),
+                    name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                )
+                .into());
+            }
+        }
+        if let Some(rv) = &options.precondition_resource_version {
+            let actual = meta_str(object, "resourceVersion");
+            if rv != actual {
+                return Err(StatusError::conflict(
+                    self.group_resource(),
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The object with its deletion begun, when it cannot go at once: finalizers (including the
+    /// ones a propagation policy adds) or a grace period keep it. `None`: delete it now.
+    fn begin_deletion(&self, object: &Value, options: &DeleteOptions) -> Option<Value> {
+        let mut finals = finalizers(object);
+        let policy = match (options.propagation_policy.as_deref(), options.orphan_dependents) {
+            (Some(policy), _) => Some(policy),
+            (None, Some(true)) => Some("Orphan"),
+            (None, Some(false)) => Some("Background"),
+            (None, None) => None,
+        };
+        // The garbage collector's finalizers, as upstream records the propagation policy.
+        let (add, remove): (&[&str], &[&str]) = match policy {
+            Some("Orphan") => (&["orphan"], &["foregroundDeletion"]),
+            Some("Foreground") => (&["foregroundDeletion"], &["orphan"]),
+            Some("Background") => (&[], &["orphan", "foregroundDeletion"]),
+            _ => (&[], &[]),
+        };
+        finals.retain(|f| !remove.contains(&f.as_str()));
+        for f in add {
+            if !finals.iter().any(|x| x == f) {
+                finals.push((*f).to_owned());
+            }
+        }
+        let mut pending = object.clone();
+        let grace = options
+            .grace_period_seconds
+            .or_else(|| self.strategy.default_grace_period(object));
+        let graceful = grace.is_some_and(|g| g > 0) && self.strategy.default_grace_period(object).is_some();
+        if finals.is_empty() && !graceful {
+            return None;
+        }
+        if finals != finalizers(object) {
+            set_meta(&mut pending, "finalizers", Some(finals.into()));
+        }
+        if !is_terminating(object) {
+            let seconds = if graceful { grace.unwrap_or(0) } else { 0 };
+            let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds);
+            set_meta(&mut pending, "deletionTimestamp", Some(object::timestamp(at).into()));
+            set_meta(&mut pending, "deletionGracePeriodSeconds", Some(seconds.into()));
+            if self.strategy.tracks_generation() {
+                let generation = object["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                set_meta(&mut pending, "generation", Some(generation.into()));
+            }
+        } else if graceful {
+            // A shorter grace period than the one running shortens it, as upstream.
+            let current = object["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
+            if let Some(g) = grace.filter(|g| *g < current) {
+                let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(g);
+                set_meta(&mut pending, "deletionTimestamp", Some(object::timestamp(at).into()));
+                set_meta(&mut pending, "deletionGracePeriodSeconds", Some(g.into()));
+            }
+        }
+        Some(pending)
+    }
+}
+
+/// The object without its `resourceVersion`, for comparing contents.
+fn strip_version(object: &Value) -> Value {
+    let mut object = object.clone();
+    set_meta(&mut object, "resourceVersion", None);
+    object
+}
+
+/// Parses a `resourceVersion` query or field: a non-negative decimal.
+pub(crate) fn parse_resource_version(text: &str) -> Result<Revision, ()> {
+    text.parse::<Revision>().ok().filter(|r| *r >= 0).ok_or(())
+}
+
+/// Maps a store error to the API's error for `resource` and object `name`.
+pub(crate) fn store_error(resource: GroupResource<'_>, name: &str, error: StoreError) -> ApiError {
+    let status = match error {
+        StoreError::NotFound { .. } => StatusError::not_found(resource, name),
+        StoreError::AlreadyExists { .. } => StatusError::already_exists(resource, name),
+        StoreError::Conflict { .. } => StatusError::conflict(resource, name, StatusError::OBJECT_MODIFIED),
+        StoreError::Compacted { requested, compacted } => {
+            StatusError::too_old_resource_version(requested, compacted.unwrap_or(requested))
+        }
+        StoreError::FutureRevision { requested, current } => {
+            StatusError::too_large_resource_version(requested, current, 1)
+        }
+        StoreError::ValueTooLarge { limit, .. } => StatusError::request_entity_too_large(&format!(
+            "the stored object may not be larger than {limit} bytes"
+        )),
+        StoreError::Unavailable { message, .. } => StatusError::service_unavailable(&message),
+        StoreError::Closed => StatusError::service_unavailable("the datastore is shutting down"),
+        StoreError::InvalidArgument(message) => StatusError::bad_request(&message),
+        StoreError::WatchLagged { .. } => StatusError::internal(&error.to_string()),
+    };
+    status.into()
+}

@@ -1,0 +1,305 @@
+//! What each resource tells the generic registry: how to decode and default an object, what to
+//! reset on create and update, how to validate, which fields selectors may use, and how deletion
+//! behaves. Everything else (storage, concurrency, metadata, errors) is the registry's.
+//!
+//! Most strategies are a [`Typed`] strategy: the object is decoded once into its `k8s-openapi`
+//! type (which drops fields the type does not know, as upstream's decoder prunes them, and lets
+//! the registry report those fields under `fieldValidation`), defaulted and validated as that
+//! type, and encoded back to JSON.
+
+use std::marker::PhantomData;
+
+use capstan_api::field::FieldError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// How the main endpoint and the `status` subresource share an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusPolicy {
+    /// The kind has no status, or its status is written with the object (ConfigMap, Event).
+    None,
+    /// Writes to the object keep the stored status; writes to `/status` keep everything else.
+    Subresource,
+}
+
+/// Why a body could not be decoded into its kind.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// A field the type requires is absent (upstream reports this in validation, as 422).
+    Missing {
+        /// The path of the missing field, e.g. `spec.template.spec.containers[0].name`.
+        path: String,
+    },
+    /// A field has the wrong type or shape (upstream answers 400).
+    Invalid(String),
+}
+
+impl DecodeError {
+    fn from_serde(error: serde_path_to_error::Error<serde_json::Error>) -> Self {
+        let parent = error.path().to_string();
+        let message = error.inner().to_string();
+        if let Some(field) = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            let path = if parent == "." || parent.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{parent}.{field}")
+            };
+            return DecodeError::Missing { path };
+        }
+        if parent == "." || parent.is_empty() {
+            DecodeError::Invalid(message)
+        } else {
+            DecodeError::Invalid(format!("{parent}: {message}"))
+        }
+    }
+}
+
+/// A resource's strategy.
+pub trait Strategy: Send + Sync + 'static {
+    /// Decodes a request body into the canonical JSON of this kind: applies defaults and drops
+    /// fields the kind does not have, returning their paths (`spec.foo`) for field validation.
+    fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError>;
+
+    /// Resets what clients may not set on create (status, generation).
+    fn prepare_for_create(&self, object: &mut Value) {
+        if self.status_policy() == StatusPolicy::Subresource {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        if self.tracks_generation() {
+            object["metadata"]["generation"] = 1.into();
+        }
+        let _ = object;
+    }
+
+    /// Validates a new object; all errors at once.
+    fn validate(&self, object: &Value) -> Vec<FieldError>;
+
+    /// Validates an update of `old` into `new`; all errors at once.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError>;
+
+    /// Whether the kind has a separately written status.
+    fn status_policy(&self) -> StatusPolicy;
+
+    /// Whether `metadata.generation` counts changes to the desired state.
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
+    /// Whether a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Fields beyond `metadata.name` and `metadata.namespace` that field selectors may use,
+    /// with their values for `object`.
+    fn selectable_fields(&self, _object: &Value) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// The names of the selectable fields (for errors on unsupported ones).
+    fn selectable_field_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The grace period a delete without one uses, for kinds deleted gracefully (pods).
+    fn default_grace_period(&self, _object: &Value) -> Option<i64> {
+        None
+    }
+
+    /// Whether a delete answers with the deleted object rather than a success `Status`
+    /// (upstream's `ReturnDeletedObject`).
+    fn returns_deleted_object(&self) -> bool {
+        false
+    }
+}
+
+/// Hooks a typed strategy runs on the `k8s-openapi` type of its kind.
+pub struct Hooks<K> {
+    /// Fills in defaults, as upstream's defaulting functions.
+    pub default: fn(&mut K),
+    /// Validates a new object.
+    pub validate: fn(&K) -> Vec<FieldError>,
+    /// Validates an update.
+    pub validate_update: fn(&K, &K) -> Vec<FieldError>,
+    /// The status policy.
+    pub status: StatusPolicy,
+    /// Whether generation is tracked.
+    pub generation: bool,
+    /// Whether PUT creates.
+    pub create_on_update: bool,
+    /// Selectable field names.
+    pub field_names: &'static [&'static str],
+    /// Selectable field values.
+    pub fields: fn(&K) -> Vec<(&'static str, String)>,
+    /// The default grace period for a delete.
+    pub grace_period: fn(&K) -> Option<i64>,
+    /// Whether a delete answers with the object.
+    pub return_deleted: bool,
+}
+
+impl<K> Hooks<K> {
+    /// Hooks that default and validate nothing kind-specific.
+    pub const fn plain() -> Self {
+        Hooks {
+            default: |_| {},
+            validate: |_| Vec::new(),
+            validate_update: |_, _| Vec::new(),
+            status: StatusPolicy::None,
+            generation: false,
+            create_on_update: false,
+            field_names: &[],
+            fields: |_| Vec::new(),
+            grace_period: |_| None,
+            return_deleted: false,
+        }
+    }
+}
+
+/// A strategy over the `k8s-openapi` type `K`.
+pub struct Typed<K> {
+    hooks: Hooks<K>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Typed<K> {
+    /// A strategy running `hooks`.
+    pub fn new(hooks: Hooks<K>) -> Self {
+        Typed {
+            hooks,
+            kind: PhantomData,
+        }
+    }
+}
+
+fn typed<K: DeserializeOwned>(object: &Value) -> Option<K> {
+    K::deserialize(object).ok()
+}
+
+impl<K> Strategy for Typed<K>
+where
+    K: Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError> {
+        let mut typed: K = serde_path_to_error::deserialize(&object).map_err(DecodeError::from_serde)?;
+        (self.hooks.default)(&mut typed);
+        let encoded = serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
+        let mut unknown = Vec::new();
+        unknown_fields(&object, &encoded, &mut String::new(), &mut unknown);
+        Ok((encoded, unknown))
+    }
+
+    fn validate(&self, object: &Value) -> Vec<FieldError> {
+        typed::<K>(object).map_or_else(Vec::new, |k| (self.hooks.validate)(&k))
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        match (typed::<K>(new), typed::<K>(old)) {
+            (Some(new), Some(old)) => (self.hooks.validate_update)(&new, &old),
+            _ => Vec::new(),
+        }
+    }
+
+    fn status_policy(&self) -> StatusPolicy {
+        self.hooks.status
+    }
+
+    fn tracks_generation(&self) -> bool {
+        self.hooks.generation
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        self.hooks.create_on_update
+    }
+
+    fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
+        typed::<K>(object).map_or_else(Vec::new, |k| (self.hooks.fields)(&k))
+    }
+
+    fn selectable_field_names(&self) -> &'static [&'static str] {
+        self.hooks.field_names
+    }
+
+    fn default_grace_period(&self, object: &Value) -> Option<i64> {
+        typed::<K>(object).and_then(|k| (self.hooks.grace_period)(&k))
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        self.hooks.return_deleted
+    }
+}
+
+/// Collects the paths of fields present (and not null) in `input` but absent from `decoded`:
+/// the fields the kind does not know.
+fn unknown_fields(input: &Value, decoded: &Value, path: &mut String, out: &mut Vec<String>) {
+    match (input, decoded) {
+        (Value::Object(input), Value::Object(decoded)) => {
+            for (key, value) in input {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match decoded.get(key) {
+                    Some(inner) => unknown_fields(value, inner, path, out),
+                    None if !value.is_null() && !is_free_form(path) => out.push(path.clone()),
+                    None => {}
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(input), Value::Array(decoded)) => {
+            for (i, (value, inner)) in input.iter().zip(decoded).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                unknown_fields(value, inner, path, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Maps whose keys are data, where an absent key after decoding means an empty value was
+/// dropped, not an unknown field.
+fn is_free_form(path: &str) -> bool {
+    path.starts_with("metadata.creationTimestamp")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    #[test]
+    fn type_errors_are_named_by_path() {
+        let strategy = Typed::<k8s_openapi::api::core::v1::Pod>::new(Hooks::plain());
+        let error = strategy
+            .decode(json!({"metadata": {"name": "a"}, "spec": {"containers": "x"}}))
+            .unwrap_err();
+        assert!(matches!(error, DecodeError::Invalid(m) if m.starts_with("spec.containers: invalid type")));
+    }
+
+    #[test]
+    fn decoding_reports_fields_the_kind_does_not_have() {
+        let strategy = Typed::<ConfigMap>::new(Hooks::plain());
+        let (decoded, unknown) = strategy
+            .decode(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "labelz": {"x": "y"}, "labels": {"x": "y"}},
+                "data": {"k": "v"},
+                "spec": {"nope": 1},
+                "immutable": null
+            }))
+            .unwrap();
+        assert_eq!(unknown, ["metadata.labelz", "spec"]);
+        assert_eq!(decoded["data"]["k"], "v");
+        assert!(decoded.get("spec").is_none());
+    }
+}

@@ -1,0 +1,201 @@
+//! The strategy of every built-in resource: a few lines each, naming the `k8s-openapi` type,
+//! the status policy, whether generation is tracked, the selectable fields and the defaulting
+//! and validation functions from `capstan-api`.
+
+use std::sync::Arc;
+
+use capstan_api::catalog::Resource;
+use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, scheduling};
+
+use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
+use crate::registry::Strategy;
+
+fn plain<K>() -> Hooks<K> {
+    Hooks::plain()
+}
+
+/// Hooks of a kind whose status is written through `/status` and whose generation counts spec
+/// changes (the workload kinds).
+fn workload<K>() -> Hooks<K> {
+    Hooks {
+        status: StatusPolicy::Subresource,
+        generation: true,
+        ..Hooks::plain()
+    }
+}
+
+/// Hooks of a kind with a status subresource but no generation.
+fn with_status<K>() -> Hooks<K> {
+    Hooks {
+        status: StatusPolicy::Subresource,
+        ..Hooks::plain()
+    }
+}
+
+fn strategy<K>(hooks: Hooks<K>) -> Arc<dyn Strategy>
+where
+    K: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    Arc::new(Typed::new(hooks))
+}
+
+fn opt_str(value: Option<&String>) -> String {
+    value.cloned().unwrap_or_default()
+}
+
+fn pod_grace_period(pod: &core::v1::Pod) -> Option<i64> {
+    let spec = pod.spec.as_ref()?;
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    // An unscheduled pod, or one that has finished, has nothing to stop: it goes at once.
+    if spec.node_name.as_deref().unwrap_or_default().is_empty() || matches!(phase, Some("Succeeded" | "Failed")) {
+        return Some(0);
+    }
+    Some(spec.termination_grace_period_seconds.unwrap_or(30))
+}
+
+fn pod_fields(pod: &core::v1::Pod) -> Vec<(&'static str, String)> {
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    vec![
+        ("spec.nodeName", opt_str(spec.and_then(|s| s.node_name.as_ref()))),
+        ("spec.restartPolicy", opt_str(spec.and_then(|s| s.restart_policy.as_ref()))),
+        ("spec.schedulerName", opt_str(spec.and_then(|s| s.scheduler_name.as_ref()))),
+        ("spec.serviceAccountName", opt_str(spec.and_then(|s| s.service_account_name.as_ref()))),
+        ("spec.hostNetwork", spec.and_then(|s| s.host_network).unwrap_or(false).to_string()),
+        ("status.phase", opt_str(status.and_then(|s| s.phase.as_ref()))),
+        ("status.podIP", opt_str(status.and_then(|s| s.pod_ip.as_ref()))),
+        ("status.nominatedNodeName", opt_str(status.and_then(|s| s.nominated_node_name.as_ref()))),
+    ]
+}
+
+fn event_fields(event: &core::v1::Event) -> Vec<(&'static str, String)> {
+    let o = &event.involved_object;
+    vec![
+        ("involvedObject.kind", opt_str(o.kind.as_ref())),
+        ("involvedObject.namespace", opt_str(o.namespace.as_ref())),
+        ("involvedObject.name", opt_str(o.name.as_ref())),
+        ("involvedObject.uid", opt_str(o.uid.as_ref())),
+        ("involvedObject.apiVersion", opt_str(o.api_version.as_ref())),
+        ("involvedObject.resourceVersion", opt_str(o.resource_version.as_ref())),
+        ("involvedObject.fieldPath", opt_str(o.field_path.as_ref())),
+        ("reason", opt_str(event.reason.as_ref())),
+        ("reportingComponent", opt_str(event.reporting_component.as_ref())),
+        ("source", opt_str(event.source.as_ref().and_then(|s| s.component.as_ref()))),
+        ("type", opt_str(event.type_.as_ref())),
+    ]
+}
+
+/// The strategy of a catalogue resource.
+pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
+    match (resource.group, resource.kind) {
+        ("", "ConfigMap") => strategy::<core::v1::ConfigMap>(plain()),
+        ("", "Endpoints") => strategy::<core::v1::Endpoints>(plain()),
+        ("", "Event") => strategy::<core::v1::Event>(Hooks {
+            field_names: &[
+                "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+            ],
+            fields: event_fields,
+            ..plain()
+        }),
+        ("", "LimitRange") => strategy::<core::v1::LimitRange>(plain()),
+        ("", "Namespace") => strategy::<core::v1::Namespace>(Hooks {
+            field_names: &["status.phase"],
+            fields: |ns| vec![("status.phase", opt_str(ns.status.as_ref().and_then(|s| s.phase.as_ref())))],
+            return_deleted: true,
+            ..with_status()
+        }),
+        ("", "Node") => strategy::<core::v1::Node>(Hooks {
+            field_names: &["spec.unschedulable"],
+            fields: |n| vec![("spec.unschedulable", n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false).to_string())],
+            ..with_status()
+        }),
+        ("", "PersistentVolumeClaim") => strategy::<core::v1::PersistentVolumeClaim>(with_status()),
+        ("", "PersistentVolume") => strategy::<core::v1::PersistentVolume>(with_status()),
+        ("", "Pod") => strategy::<core::v1::Pod>(Hooks {
+            field_names: &[
+                "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+            ],
+            fields: pod_fields,
+            grace_period: pod_grace_period,
+            return_deleted: true,
+            ..with_status()
+        }),
+        ("", "PodTemplate") => strategy::<core::v1::PodTemplate>(plain()),
+        ("", "ReplicationController") => strategy::<core::v1::ReplicationController>(Hooks {
+            field_names: &["status.replicas"],
+            fields: |rc| vec![("status.replicas", rc.status.as_ref().map_or(0, |s| s.replicas).to_string())],
+            ..workload()
+        }),
+        ("", "ResourceQuota") => strategy::<core::v1::ResourceQuota>(with_status()),
+        ("", "Secret") => strategy::<core::v1::Secret>(Hooks {
+            field_names: &["type"],
+            fields: |s| vec![("type", opt_str(s.type_.as_ref()))],
+            ..plain()
+        }),
+        ("", "ServiceAccount") => strategy::<core::v1::ServiceAccount>(Hooks { return_deleted: true, ..plain() }),
+        ("", "Service") => strategy::<core::v1::Service>(Hooks {
+            field_names: &["spec.clusterIP", "spec.type"],
+            fields: |s| {
+                let spec = s.spec.as_ref();
+                vec![
+                    ("spec.clusterIP", opt_str(spec.and_then(|s| s.cluster_ip.as_ref()))),
+                    ("spec.type", opt_str(spec.and_then(|s| s.type_.as_ref()))),
+                ]
+            },
+            return_deleted: true,
+            ..with_status()
+        }),
+        ("apps", "ControllerRevision") => strategy::<apps::v1::ControllerRevision>(plain()),
+        ("apps", "DaemonSet") => strategy::<apps::v1::DaemonSet>(workload()),
+        ("apps", "Deployment") => strategy::<apps::v1::Deployment>(workload()),
+        ("apps", "ReplicaSet") => strategy::<apps::v1::ReplicaSet>(Hooks {
+            field_names: &["status.replicas"],
+            fields: |rs| vec![("status.replicas", rs.status.as_ref().map_or(0, |s| s.replicas).to_string())],
+            ..workload()
+        }),
+        ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(workload()),
+        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(plain()),
+        ("batch", "CronJob") => strategy::<batch::v1::CronJob>(workload()),
+        ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
+            field_names: &["status.successful"],
+            fields: |j| vec![("status.successful", j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0).to_string())],
+            ..workload()
+        }),
+        ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(workload()),
+        ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(plain()),
+        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(Hooks {
+            create_on_update: false,
+            ..plain()
+        }),
+        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(plain()),
+        _ => strategy::<serde_json::Value>(plain()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalogue_resource_has_a_typed_strategy() {
+        for resource in capstan_api::catalog::RESOURCES {
+            let strategy = strategy_for(resource);
+            let object = serde_json::json!({
+                "apiVersion": resource.api_version(), "kind": resource.kind,
+                "metadata": {"name": "x"}, "notAField": 1
+            });
+            match strategy.decode(object) {
+                Ok((decoded, unknown)) => {
+                    assert_eq!(decoded["kind"], resource.kind);
+                    assert_eq!(unknown, ["notAField"], "{} must be decoded by its type", resource.kind);
+                }
+                // Kinds with required fields (Event.involvedObject, ...) name what is missing.
+                Err(crate::registry::strategy::DecodeError::Missing { path }) => assert!(!path.is_empty()),
+                Err(other) => panic!("{}: {other:?}", resource.kind),
+            }
+        }
+    }
+}
