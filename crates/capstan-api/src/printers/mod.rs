@@ -1,0 +1,396 @@
+//! Server-side Table printing: what kube-apiserver returns for
+//! `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`, which `kubectl get` (plain, `-o wide`
+//! and `-w`) prints as is.
+//!
+//! Each built-in resource with an upstream printer has its column definitions ([`columns`]) and
+//! row cells ([`row`], [`cells`]) computed from the object's `v1` JSON exactly as upstream's
+//! `pkg/printers/internalversion` does. The server always prints wide, so rows carry every
+//! column, including those of priority 1 that kubectl shows only with `-o wide`. Resources without
+//! a printer get upstream's default convertor: `Name` and `Created At` ([`DEFAULT_COLUMNS`],
+//! [`default_cells`]).
+//!
+//! [`list_table`] and [`object_table`] assemble the whole `meta.k8s.io/v1` `Table`, with each row's
+//! `object` chosen by `includeObject` ([`IncludeObject`]) and headers left out for the watch
+//! events after the first ([`TableOptions::no_headers`]).
+//!
+//! Where the printed value depends on a field the `v1` defaults fill in (a service's type, a
+//! deployment's replicas, a job's completions...), an absent field is printed as its default, as
+//! upstream would see it after decoding the stored object.
+
+mod apps;
+mod batch;
+mod core;
+mod descriptions;
+mod format;
+mod other;
+mod quantity;
+#[cfg(test)]
+mod tests;
+
+use jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use crate::StatusError;
+use crate::field::{FieldError, Path};
+
+pub use format::human_duration;
+
+/// A column of a Table (`meta.k8s.io/v1` `TableColumnDefinition`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// Human-readable name, e.g. `Ready`; kubectl prints it in upper case.
+    pub name: &'static str,
+    /// OpenAPI type of the cells: `string`, `integer`, `boolean`, `date`...
+    pub type_: &'static str,
+    /// OpenAPI format; `name` marks the column holding the object's name.
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0 for columns kubectl always shows, 1 for those it shows only with `-o wide`.
+    pub priority: i32,
+}
+
+impl Column {
+    /// The column's JSON form: `{"name","type","format","description","priority"}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.type_,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
+/// A condition on a row (`meta.k8s.io/v1` `TableRowCondition`); upstream marks pods that have
+/// finished as `Completed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowCondition {
+    /// Always `Completed` today.
+    pub type_: &'static str,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// Machine-readable reason, e.g. `Succeeded`.
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: &'static str,
+}
+
+impl RowCondition {
+    /// The condition's JSON form.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": self.type_,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+        })
+    }
+}
+
+/// One row of a Table, without its `object`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// One cell per column, in column order: strings, integers or booleans.
+    pub cells: Vec<Value>,
+    /// The row's conditions, usually none.
+    pub conditions: Vec<RowCondition>,
+}
+
+impl Row {
+    fn of(cells: Vec<Value>) -> Self {
+        Row {
+            cells,
+            conditions: Vec::new(),
+        }
+    }
+}
+
+/// The `Name` column most printers start with.
+const NAME: Column = Column {
+    name: "Name",
+    type_: "string",
+    format: "name",
+    description: descriptions::META_NAME,
+    priority: 0,
+};
+
+/// The `Age` column.
+const AGE: Column = Column {
+    name: "Age",
+    type_: "string",
+    format: "",
+    description: descriptions::META_CREATED,
+    priority: 0,
+};
+
+/// The columns of upstream's default convertor, used for resources without a printer.
+pub const DEFAULT_COLUMNS: &[Column] = &[
+    NAME,
+    Column {
+        name: "Created At",
+        type_: "date",
+        format: "",
+        description: descriptions::META_CREATED,
+        priority: 0,
+    },
+];
+
+type PrintFn = fn(&Value, Timestamp) -> Row;
+
+/// The printer for a resource: its columns and how to fill a row.
+fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> {
+    let found: (&'static [Column], PrintFn) = match (group, resource) {
+        ("", "pods") => (core::POD_COLUMNS, core::pod),
+        ("", "podtemplates") => (core::POD_TEMPLATE_COLUMNS, core::pod_template),
+        ("", "replicationcontrollers") => (
+            core::REPLICATION_CONTROLLER_COLUMNS,
+            core::replication_controller,
+        ),
+        ("", "services") => (core::SERVICE_COLUMNS, core::service),
+        ("", "endpoints") => (core::ENDPOINTS_COLUMNS, core::endpoints),
+        ("", "nodes") => (core::NODE_COLUMNS, core::node),
+        ("", "events") => (core::EVENT_COLUMNS, core::event),
+        ("events.k8s.io", "events") => (core::EVENT_COLUMNS, core::events_v1_event),
+        ("", "namespaces") => (core::NAMESPACE_COLUMNS, core::namespace),
+        ("", "secrets") => (core::SECRET_COLUMNS, core::secret),
+        ("", "serviceaccounts") => (core::SERVICE_ACCOUNT_COLUMNS, core::service_account),
+        ("", "configmaps") => (core::CONFIG_MAP_COLUMNS, core::config_map),
+        ("", "resourcequotas") => (core::RESOURCE_QUOTA_COLUMNS, core::resource_quota),
+        ("", "persistentvolumes") => (core::PERSISTENT_VOLUME_COLUMNS, core::persistent_volume),
+        ("", "persistentvolumeclaims") => (
+            core::PERSISTENT_VOLUME_CLAIM_COLUMNS,
+            core::persistent_volume_claim,
+        ),
+        ("apps", "deployments") => (apps::DEPLOYMENT_COLUMNS, apps::deployment),
+        ("apps", "replicasets") => (apps::REPLICA_SET_COLUMNS, apps::replica_set),
+        ("apps", "statefulsets") => (apps::STATEFUL_SET_COLUMNS, apps::stateful_set),
+        ("apps", "daemonsets") => (apps::DAEMON_SET_COLUMNS, apps::daemon_set),
+        ("apps", "controllerrevisions") => {
+            (apps::CONTROLLER_REVISION_COLUMNS, apps::controller_revision)
+        }
+        ("batch", "jobs") => (batch::JOB_COLUMNS, batch::job),
+        ("batch", "cronjobs") => (batch::CRON_JOB_COLUMNS, batch::cron_job),
+        ("coordination.k8s.io", "leases") => (other::LEASE_COLUMNS, other::lease),
+        ("discovery.k8s.io", "endpointslices") => {
+            (other::ENDPOINT_SLICE_COLUMNS, other::endpoint_slice)
+        }
+        ("policy", "poddisruptionbudgets") => (
+            other::POD_DISRUPTION_BUDGET_COLUMNS,
+            other::pod_disruption_budget,
+        ),
+        ("scheduling.k8s.io", "priorityclasses") => {
+            (other::PRIORITY_CLASS_COLUMNS, other::priority_class)
+        }
+        _ => return None,
+    };
+    Some(found)
+}
+
+/// The columns of a resource's dedicated printer (group `""` is core), or `None` when upstream
+/// has none for it and uses the default convertor ([`DEFAULT_COLUMNS`]).
+pub fn columns(group: &str, resource: &str) -> Option<&'static [Column]> {
+    printer(group, resource).map(|(columns, _)| columns)
+}
+
+/// The columns a Table of this resource has: its printer's, or [`DEFAULT_COLUMNS`].
+pub fn table_columns(group: &str, resource: &str) -> &'static [Column] {
+    columns(group, resource).unwrap_or(DEFAULT_COLUMNS)
+}
+
+/// One row of a resource's dedicated printer for `object` (its JSON as stored, `v1`), ages
+/// measured at `now`; `None` when the resource has no printer.
+pub fn row(group: &str, resource: &str, object: &Value, now: Timestamp) -> Option<Row> {
+    printer(group, resource).map(|(_, print)| print(object, now))
+}
+
+/// The cells of one row, in the order of [`table_columns`]: the printer's cells, or the default
+/// convertor's when the resource has no printer.
+pub fn cells(group: &str, resource: &str, object: &Value, now: Timestamp) -> Vec<Value> {
+    match row(group, resource, object, now) {
+        Some(row) => row.cells,
+        None => default_cells(object),
+    }
+}
+
+/// The default convertor's cells: the name and the creation time in RFC 3339, UTC, to the second
+/// (`0001-01-01T00:00:00Z` when unset, as Go prints its zero time).
+pub fn default_cells(object: &Value) -> Vec<Value> {
+    let created = format::time(object, &["metadata", "creationTimestamp"]).map_or_else(
+        || "0001-01-01T00:00:00Z".to_owned(),
+        |ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    );
+    vec![format::name(object), Value::from(created)]
+}
+
+/// What each row's `object` holds (the `includeObject` query parameter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `null`.
+    None,
+    /// A `meta.k8s.io/v1` `PartialObjectMetadata` with the object's metadata; the default.
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Reads the `includeObject` query parameter; absent or empty means [`IncludeObject::Metadata`].
+    /// Any other value than `None`, `Metadata` or `Object` is a 400, worded as upstream's.
+    pub fn from_query(value: Option<&str>) -> Result<Self, Box<StatusError>> {
+        match value.unwrap_or("") {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "None" => Ok(IncludeObject::None),
+            "Object" => Ok(IncludeObject::Object),
+            other => {
+                let error = FieldError::invalid(
+                    &Path::new("includeObject"),
+                    other,
+                    "must be 'Metadata', 'Object', 'None', or empty",
+                );
+                Err(Box::new(StatusError::bad_request(&format!(
+                    "Unable to convert to Table as requested: {error}"
+                ))))
+            }
+        }
+    }
+}
+
+/// How to build a Table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableOptions {
+    /// What each row's `object` holds.
+    pub include_object: IncludeObject,
+    /// Leave out the column definitions (`"columnDefinitions": null`), as upstream does for
+    /// every watch event after the first.
+    pub no_headers: bool,
+}
+
+/// The list metadata a Table of a list carries over from the list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListMeta {
+    /// The list's `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// The `continue` token of a paged list.
+    pub continue_token: Option<String>,
+    /// How many items are left after this page, when known.
+    pub remaining_item_count: Option<i64>,
+}
+
+/// `object` reduced to a `meta.k8s.io/v1` `PartialObjectMetadata`: its kind and API version
+/// replaced, its whole `metadata` kept.
+pub fn partial_object_metadata(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+fn row_json(row: Row, object: &Value, include: IncludeObject) -> Value {
+    let mut map = Map::new();
+    map.insert("cells".into(), Value::Array(row.cells));
+    if !row.conditions.is_empty() {
+        let conditions = row.conditions.iter().map(RowCondition::to_json).collect();
+        map.insert("conditions".into(), Value::Array(conditions));
+    }
+    let embedded = match include {
+        IncludeObject::None => Value::Null,
+        IncludeObject::Metadata => partial_object_metadata(object),
+        IncludeObject::Object => object.clone(),
+    };
+    map.insert("object".into(), embedded);
+    Value::Object(map)
+}
+
+fn table_json(
+    group: &str,
+    resource: &str,
+    objects: &[&Value],
+    metadata: Map<String, Value>,
+    options: &TableOptions,
+    now: Timestamp,
+) -> Value {
+    let has_printer = printer(group, resource).is_some();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| {
+            let row =
+                row(group, resource, object, now).unwrap_or_else(|| Row::of(default_cells(object)));
+            row_json(row, object, options.include_object)
+        })
+        .collect();
+    // Upstream's default convertor leaves `rows` nil for an empty list; printers return `[]`.
+    let rows = if rows.is_empty() && !has_printer {
+        Value::Null
+    } else {
+        Value::Array(rows)
+    };
+    let column_definitions = if options.no_headers {
+        Value::Null
+    } else {
+        Value::Array(
+            table_columns(group, resource)
+                .iter()
+                .map(Column::to_json)
+                .collect(),
+        )
+    };
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": column_definitions,
+        "rows": rows,
+    })
+}
+
+/// The Table of a list of `items` (each as stored, `v1`), carrying the list's metadata.
+pub fn list_table(
+    group: &str,
+    resource: &str,
+    items: &[Value],
+    list_meta: &ListMeta,
+    options: &TableOptions,
+    now: Timestamp,
+) -> Value {
+    let mut metadata = Map::new();
+    if let Some(rv) = list_meta
+        .resource_version
+        .as_deref()
+        .filter(|rv| !rv.is_empty())
+    {
+        metadata.insert("resourceVersion".into(), Value::from(rv));
+    }
+    if let Some(token) = list_meta
+        .continue_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+    {
+        metadata.insert("continue".into(), Value::from(token));
+    }
+    if let Some(count) = list_meta.remaining_item_count {
+        metadata.insert("remainingItemCount".into(), Value::from(count));
+    }
+    let objects: Vec<&Value> = items.iter().collect();
+    table_json(group, resource, &objects, metadata, options, now)
+}
+
+/// The one-row Table of a single object, for a GET or a watch event; its `metadata` carries the
+/// object's `resourceVersion`.
+pub fn object_table(
+    group: &str,
+    resource: &str,
+    object: &Value,
+    options: &TableOptions,
+    now: Timestamp,
+) -> Value {
+    let mut metadata = Map::new();
+    let rv = format::text(object, &["metadata", "resourceVersion"]);
+    if !rv.is_empty() {
+        metadata.insert("resourceVersion".into(), Value::from(rv));
+    }
+    table_json(group, resource, &[object], metadata, options, now)
+}

@@ -1,0 +1,124 @@
+//! Printers for the smaller groups: `coordination.k8s.io/v1` leases, `discovery.k8s.io/v1`
+//! endpoint slices, `policy/v1` pod disruption budgets and `scheduling.k8s.io/v1` priority
+//! classes.
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+use super::descriptions::*;
+use super::format::{
+    age, at, flag, int, int_or_string, list, list_with_more, name, opt_text, text,
+};
+use super::{AGE, Column, NAME, Row};
+
+const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
+    Column {
+        name,
+        type_,
+        format: "",
+        description,
+        priority: 0,
+    }
+}
+
+pub(super) const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "string", LEASE_HOLDER), AGE];
+
+pub(super) fn lease(object: &Value, now: Timestamp) -> Row {
+    Row::of(vec![
+        name(object),
+        Value::from(text(object, &["spec", "holderIdentity"])),
+        age(object, now),
+    ])
+}
+
+pub(super) const ENDPOINT_SLICE_COLUMNS: &[Column] = &[
+    NAME,
+    col("AddressType", "string", EPS_ADDRESS_TYPE),
+    col("Ports", "string", EPS_PORTS),
+    col("Endpoints", "string", EPS_ENDPOINTS),
+    AGE,
+];
+
+pub(super) fn endpoint_slice(object: &Value, now: Timestamp) -> Row {
+    let ports: Vec<String> = list(object, &["ports"])
+        .iter()
+        .map(|port| {
+            match (
+                at(port, &["port"]).and_then(Value::as_i64),
+                opt_text(port, &["name"]),
+            ) {
+                (Some(number), _) => number.to_string(),
+                (None, Some(port_name)) => port_name.to_owned(),
+                (None, None) => "*".to_owned(),
+            }
+        })
+        .collect();
+    let addresses: Vec<String> = list(object, &["endpoints"])
+        .iter()
+        .flat_map(|endpoint| list(endpoint, &["addresses"]))
+        .map(|address| address.as_str().unwrap_or("").to_owned())
+        .collect();
+    Row::of(vec![
+        name(object),
+        Value::from(text(object, &["addressType"])),
+        Value::from(list_with_more(&ports, 3)),
+        Value::from(list_with_more(&addresses, 3)),
+        age(object, now),
+    ])
+}
+
+pub(super) const POD_DISRUPTION_BUDGET_COLUMNS: &[Column] = &[
+    NAME,
+    col(
+        "Min Available",
+        "string",
+        "The minimum number of pods that must be available.",
+    ),
+    col(
+        "Max Unavailable",
+        "string",
+        "The maximum number of pods that may be unavailable.",
+    ),
+    col(
+        "Allowed Disruptions",
+        "integer",
+        "Calculated number of pods that may be disrupted at this time.",
+    ),
+    AGE,
+];
+
+fn int_or_string_or_na(object: &Value, path: &[&str]) -> String {
+    match at(object, path) {
+        Some(value) if !value.is_null() => int_or_string(value),
+        _ => "N/A".to_owned(),
+    }
+}
+
+pub(super) fn pod_disruption_budget(object: &Value, now: Timestamp) -> Row {
+    Row::of(vec![
+        name(object),
+        Value::from(int_or_string_or_na(object, &["spec", "minAvailable"])),
+        Value::from(int_or_string_or_na(object, &["spec", "maxUnavailable"])),
+        Value::from(int(object, &["status", "disruptionsAllowed"])),
+        age(object, now),
+    ])
+}
+
+pub(super) const PRIORITY_CLASS_COLUMNS: &[Column] = &[
+    NAME,
+    col("Value", "integer", PC_VALUE),
+    col("Global-Default", "boolean", PC_GLOBAL_DEFAULT),
+    AGE,
+    col("PreemptionPolicy", "string", PC_PREEMPTION),
+];
+
+pub(super) fn priority_class(object: &Value, now: Timestamp) -> Row {
+    Row::of(vec![
+        name(object),
+        Value::from(int(object, &["value"])),
+        Value::from(flag(object, &["globalDefault"])),
+        age(object, now),
+        // The v1 defaults set `PreemptLowerPriority`.
+        Value::from(opt_text(object, &["preemptionPolicy"]).unwrap_or("PreemptLowerPriority")),
+    ])
+}
