@@ -11,7 +11,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use capstan_api::catalog::{self, Resource};
+use capstan_api::printers::{self, IncludeObject, TableOptions};
 use capstan_api::{GroupResource, RequestInfo, StatusError};
+use k8s_openapi::jiff::Timestamp;
 use capstan_store::Store;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -108,13 +110,24 @@ impl Query {
     }
 }
 
+/// The current time for printing ages.
+fn now() -> Timestamp {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp::new(i64::try_from(since.as_secs()).unwrap_or(i64::MAX), 0).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
 /// What the client accepts in a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Output {
     Json,
     Yaml,
+    /// A `meta.k8s.io` Table (JSON), rows printed for the resource.
+    Table,
 }
 
+/// Reads the `Accept` header: the first media type served wins, as upstream negotiates.
 fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(Output::Json);
@@ -122,9 +135,16 @@ fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
     for media in accept.split(',') {
         let mut params = media.split(';').map(str::trim);
         let mime = params.next().unwrap_or_default();
-        let table = params.any(|p| p == "as=Table");
-        if table {
-            // Tables come with the printers; until then the plain form below serves.
+        let params: Vec<&str> = params.collect();
+        let has = |p: &str| params.contains(&p);
+        if has("as=Table") {
+            if mime == "application/json" && has("g=meta.k8s.io") && (has("v=v1") || has("v=v1beta1")) {
+                return Ok(Output::Table);
+            }
+            continue;
+        }
+        if params.iter().any(|p| p.starts_with("as=")) {
+            // Other conversions (PartialObjectMetadata, discovery kinds) are not served here.
             continue;
         }
         match mime {
@@ -136,9 +156,32 @@ fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
     Err(StatusError::not_acceptable(&["application/json", "application/yaml"]).into())
 }
 
+fn table_options(query: &Query) -> Result<TableOptions, ApiError> {
+    Ok(TableOptions {
+        include_object: IncludeObject::from_query(query.get("includeObject")).map_err(|e| ApiError::from(*e))?,
+        no_headers: false,
+    })
+}
+
+/// One object as the client asked for it: itself, or a Table of one row.
+fn respond_object(
+    code: StatusCode,
+    resource: &Resource,
+    object: &Value,
+    output: Output,
+    query: &Query,
+    warnings: &[String],
+) -> Result<Response, ApiError> {
+    if output == Output::Table && object["kind"] != "Status" {
+        let table = printers::object_table(resource.group, resource.plural, object, &table_options(query)?, now());
+        return Ok(respond(code, &table, Output::Json, warnings));
+    }
+    Ok(respond(code, object, output, warnings))
+}
+
 fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String]) -> Response {
     let (content_type, body) = match output {
-        Output::Json => ("application/json", serde_json::to_vec(value).unwrap_or_default()),
+        Output::Json | Output::Table => ("application/json", serde_json::to_vec(value).unwrap_or_default()),
         Output::Yaml => (
             "application/yaml",
             serde_saphyr::to_string(value).map(String::into_bytes).unwrap_or_default(),
@@ -261,10 +304,10 @@ impl Api {
         match (verb, subresource) {
             ("get", None | Some("status")) => {
                 let object = registry.get(namespace, name).await?;
-                Ok(respond(StatusCode::OK, &object, output, &[]))
+                respond_object(StatusCode::OK, resource, &object, output, &query, &[])
             }
             ("list", None) => self.list(&registry, namespace, &query, output).await,
-            ("watch", None) => self.watch(&registry, namespace, &query).await,
+            ("watch", None) => self.watch(&registry, namespace, &query, output).await,
             ("create", None) => {
                 if request.method() != Method::POST {
                     return Err(ApiError::not_found());
@@ -275,7 +318,7 @@ impl Api {
                     self.admit_namespace(ns, resource, meta_str(&body, "name")).await?;
                 }
                 let written = registry.create(namespace, body, &options).await?;
-                Ok(respond(StatusCode::CREATED, &written.object, output, &written.warnings))
+                respond_object(StatusCode::CREATED, resource, &written.object, output, &query, &written.warnings)
             }
             ("update", None | Some("status")) => {
                 let options = query.write_options()?;
@@ -287,7 +330,7 @@ impl Api {
                     }
                 }
                 let written = registry.update(namespace, name, body, subresource, &options).await?;
-                Ok(written_response(written, output))
+                written_response(resource, written, output, &query)
             }
             ("patch", None | Some("status")) => {
                 let options = query.write_options()?;
@@ -304,18 +347,17 @@ impl Api {
                     &options,
                 )
                 .await?;
-                Ok(written_response(written, output))
+                written_response(resource, written, output, &query)
             }
             ("delete", None) => {
                 let options = delete_options(&query, request.into_body(), content_type.as_deref()).await?;
                 let deleted = registry.delete(namespace, name, &options).await?;
-                Ok(match deleted {
-                    Deleted::Pending(object) => respond(StatusCode::OK, &object, output, &[]),
-                    Deleted::Gone(object) if registry.strategy().returns_deleted_object() => {
-                        respond(StatusCode::OK, &object, output, &[])
-                    }
-                    Deleted::Gone(object) => respond(StatusCode::OK, &success_status(resource, &object), output, &[]),
-                })
+                let object = match deleted {
+                    Deleted::Pending(object) => object,
+                    Deleted::Gone(object) if registry.strategy().returns_deleted_object() => object,
+                    Deleted::Gone(object) => success_status(resource, &object),
+                };
+                respond_object(StatusCode::OK, resource, &object, output, &query, &[])
             }
             ("deletecollection", None) => {
                 let options = delete_options(&query, request.into_body(), content_type.as_deref()).await?;
@@ -391,6 +433,22 @@ impl Api {
         };
         let list = registry.list(namespace, &options).await?;
         let resource = registry.resource;
+        if output == Output::Table {
+            let meta = printers::ListMeta {
+                resource_version: Some(list.resource_version.to_string()),
+                continue_token: list.continue_token.clone(),
+                remaining_item_count: list.remaining_item_count,
+            };
+            let table = printers::list_table(
+                resource.group,
+                resource.plural,
+                &list.items,
+                &meta,
+                &table_options(query)?,
+                now(),
+            );
+            return Ok(respond(StatusCode::OK, &table, Output::Json, &[]));
+        }
         let mut metadata = json!({"resourceVersion": list.resource_version.to_string()});
         if let Some(token) = &list.continue_token {
             metadata["continue"] = token.clone().into();
@@ -407,7 +465,18 @@ impl Api {
         Ok(respond(StatusCode::OK, &body, output, &[]))
     }
 
-    async fn watch(&self, registry: &Registry, namespace: Option<&str>, query: &Query) -> Result<Response, ApiError> {
+    async fn watch(
+        &self,
+        registry: &Registry,
+        namespace: Option<&str>,
+        query: &Query,
+        output: Output,
+    ) -> Result<Response, ApiError> {
+        let mut table = match output {
+            Output::Table => Some(table_options(query)?),
+            _ => None,
+        };
+        let resource = registry.resource;
         let timeout = match query.int("timeoutSeconds")? {
             Some(seconds) if seconds > 0 => Duration::from_secs(seconds.unsigned_abs()),
             // Upstream spreads watch lifetimes between the minimum request timeout and twice it.
@@ -426,8 +495,31 @@ impl Api {
             timeout,
         };
         let events = registry.watch(namespace, options).await?;
-        let body = events.map(|event| {
-            let mut line = serde_json::to_vec(&json!({"type": event.kind, "object": event.object})).unwrap_or_default();
+        let body = events.map(move |event| {
+            let object = match table.as_mut() {
+                Some(options) if event.kind != "ERROR" => {
+                    let converted = if event.kind == "BOOKMARK" {
+                        printers::list_table(
+                            resource.group,
+                            resource.plural,
+                            &[],
+                            &printers::ListMeta {
+                                resource_version: Some(meta_str(&event.object, "resourceVersion").to_owned()),
+                                ..printers::ListMeta::default()
+                            },
+                            options,
+                            now(),
+                        )
+                    } else {
+                        printers::object_table(resource.group, resource.plural, &event.object, options, now())
+                    };
+                    // Column definitions come once, with the first event.
+                    options.no_headers = true;
+                    converted
+                }
+                _ => event.object,
+            };
+            let mut line = serde_json::to_vec(&json!({"type": event.kind, "object": object})).unwrap_or_default();
             line.push(b'\n');
             Ok::<_, std::convert::Infallible>(bytes::Bytes::from(line))
         });
@@ -440,9 +532,9 @@ impl Api {
     }
 }
 
-fn written_response(written: Written, output: Output) -> Response {
+fn written_response(resource: &Resource, written: Written, output: Output, query: &Query) -> Result<Response, ApiError> {
     let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
-    respond(code, &written.object, output, &written.warnings)
+    respond_object(code, resource, &written.object, output, query, &written.warnings)
 }
 
 /// The `Status` upstream answers a completed delete with, for kinds that do not return the

@@ -3,127 +3,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-struct Server {
-    child: Child,
-    port: u16,
-    data_dir: PathBuf,
-}
+use std::process::Command;
 
-impl Server {
-    fn start(data_dir: &Path, port: u16) -> Server {
-        Self::start_with(data_dir, port, &[])
-    }
-
-    fn start_with(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
-        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args([
-                "server",
-                "--bind-address",
-                "127.0.0.1",
-                "--https-listen-port",
-            ])
-            .arg(port.to_string())
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start capstan server");
-        let server = Server {
-            child,
-            port,
-            data_dir: data_dir.to_owned(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = server.kubeconfig().exists()
-                && curl(&server.url("/readyz")).is_some_and(|body| body == "ok");
-            if ready {
-                return server;
-            }
-            assert!(Instant::now() < deadline, "server did not become ready");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.data_dir.join("kubeconfig.yaml")
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let status = self.child.wait().expect("wait for the server");
-        assert!(status.success(), "SIGTERM is a clean shutdown: {status}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An anonymous HTTPS GET (not verifying the server); the body, if the request got an answer.
-fn curl(url: &str) -> Option<String> {
-    curl_with(url, &[])
-}
-
-fn curl_with(url: &str, extra: &[&str]) -> Option<String> {
-    let output = Command::new("curl")
-        .args(["-sk", "--max-time", "5"])
-        .args(extra)
-        .arg(url)
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// The folder holding `kubectl` and its versioned siblings (`kubectl.1.27` ...).
-fn kubectl_dir() -> PathBuf {
-    let path = std::env::var_os("PATH").expect("PATH");
-    let kubectl = std::env::split_paths(&path)
-        .map(|dir| dir.join("kubectl"))
-        .find(|candidate| candidate.exists())
-        .expect("kubectl on PATH");
-    std::fs::canonicalize(kubectl)
-        .expect("resolve kubectl")
-        .parent()
-        .expect("kubectl's folder")
-        .to_owned()
-}
-
-fn kubectl(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
-    let binary = kubectl_dir().join(format!("kubectl.{version}"));
-    Command::new(&binary)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("address")
-        .port()
-}
+use common::*;
 
 #[test]
 fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
@@ -179,6 +63,8 @@ fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
     assert_eq!(version["gitVersion"], "v1.33.0");
     let status: serde_json::Value =
         serde_json::from_str(&curl(&server.url("/api/v1/pods")).unwrap()).unwrap();
+    let admin_pods = kubectl_ok("1.33", &server.kubeconfig(), &["get", "--raw", "/api/v1/pods"]);
+    assert!(admin_pods.contains("\"kind\":\"PodList\""), "{admin_pods}");
     assert_eq!(
         status,
         serde_json::json!({
@@ -227,7 +113,7 @@ fn static_tokens_authenticate_users_with_their_groups() {
         let body = curl_with(&server.url(path), &["-H", &header]).unwrap();
         serde_json::from_str::<serde_json::Value>(&body).unwrap()["reason"].clone()
     };
-    assert_eq!(reason("admin-token", "/api/v1/pods"), "NotFound");
+    assert_eq!(reason("admin-token", "/api/v1/nothing"), "NotFound");
     assert_eq!(reason("plain-token", "/api/v1/pods"), "Forbidden");
     assert_eq!(reason("wrong-token", "/api/v1/pods"), "Unauthorized");
     assert_eq!(

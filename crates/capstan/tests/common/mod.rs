@@ -1,0 +1,203 @@
+//! Shared harness of the end-to-end tests: the real `capstan server` binary on a temporary data
+//! directory and a free loopback port (on SQLite, or on a real etcd started for the test), and
+//! stock kubectl of several versions.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub use capstan_testkit::{EtcdServer, free_port};
+
+pub struct Server {
+    child: Child,
+    port: u16,
+    data_dir: PathBuf,
+}
+
+impl Server {
+    pub fn start(data_dir: &Path, port: u16) -> Server {
+        Self::start_with(data_dir, port, &[])
+    }
+
+    pub fn start_with(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args([
+                "server",
+                "--bind-address",
+                "127.0.0.1",
+                "--https-listen-port",
+            ])
+            .arg(port.to_string())
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start capstan server");
+        let server = Server {
+            child,
+            port,
+            data_dir: data_dir.to_owned(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = server.kubeconfig().exists()
+                && curl(&server.url("/readyz")).is_some_and(|body| body == "ok");
+            if ready {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "server did not become ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir.join("kubeconfig.yaml")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let status = self.child.wait().expect("wait for the server");
+        assert!(status.success(), "SIGTERM is a clean shutdown: {status}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An anonymous HTTPS GET (not verifying the server); the body, if the request got an answer.
+pub fn curl(url: &str) -> Option<String> {
+    curl_with(url, &[])
+}
+
+pub fn curl_with(url: &str, extra: &[&str]) -> Option<String> {
+    let output = Command::new("curl")
+        .args(["-sk", "--max-time", "5"])
+        .args(extra)
+        .arg(url)
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The folder holding `kubectl` and its versioned siblings (`kubectl.1.27` ...).
+pub fn kubectl_dir() -> PathBuf {
+    let path = std::env::var_os("PATH").expect("PATH");
+    let kubectl = std::env::split_paths(&path)
+        .map(|dir| dir.join("kubectl"))
+        .find(|candidate| candidate.exists())
+        .expect("kubectl on PATH");
+    std::fs::canonicalize(kubectl)
+        .expect("resolve kubectl")
+        .parent()
+        .expect("kubectl's folder")
+        .to_owned()
+}
+
+pub fn kubectl(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
+    let binary = kubectl_dir().join(format!("kubectl.{version}"));
+    Command::new(&binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()))
+}
+
+
+
+/// The kubectl versions every end-to-end scenario runs with: the oldest and newest supported and
+/// the machine's default.
+pub const KUBECTL_VERSIONS: [&str; 3] = ["1.27", "1.33", "default"];
+
+/// Runs kubectl `version` ("default" for the machine's `kubectl`), asserting success; stdout.
+pub fn kubectl_ok(version: &str, kubeconfig: &Path, args: &[&str]) -> String {
+    let output = kubectl_any(version, kubeconfig, args);
+    assert!(
+        output.status.success(),
+        "kubectl {version} {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Runs kubectl `version` and returns what it did, success or not.
+pub fn kubectl_any(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
+    let binary = if version == "default" {
+        kubectl_dir().join("kubectl")
+    } else {
+        kubectl_dir().join(format!("kubectl.{version}"))
+    };
+    Command::new(&binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()))
+}
+
+/// Runs kubectl with `stdin` as its input.
+pub fn kubectl_stdin(version: &str, kubeconfig: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let binary = if version == "default" {
+        kubectl_dir().join("kubectl")
+    } else {
+        kubectl_dir().join(format!("kubectl.{version}"))
+    };
+    let mut child = Command::new(&binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()));
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Where a test server keeps its data.
+pub enum Datastore {
+    /// The embedded SQLite store.
+    Sqlite,
+    /// A real etcd, started for the test.
+    Etcd(EtcdServer),
+}
+
+impl Datastore {
+    /// `sqlite` or `etcd`: the datastores every end-to-end scenario runs on.
+    pub fn start(kind: &str) -> Datastore {
+        match kind {
+            "sqlite" => Datastore::Sqlite,
+            "etcd" => Datastore::Etcd(EtcdServer::start().expect("start etcd")),
+            other => panic!("unknown datastore {other}"),
+        }
+    }
+
+    /// The server flags that select this datastore.
+    pub fn flags(&self) -> Vec<String> {
+        match self {
+            Datastore::Sqlite => Vec::new(),
+            Datastore::Etcd(etcd) => vec!["--datastore-endpoint".into(), etcd.endpoint()],
+        }
+    }
+}

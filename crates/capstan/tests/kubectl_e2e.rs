@@ -1,0 +1,230 @@
+//! End to end: everyday kubectl workflows against the real `capstan server`, with kubectl 1.27,
+//! 1.33 and the machine's default, on SQLite and on a real etcd.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  labels: {app: shop, tier: web}
+data:
+  color: blue
+  size: large
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: extra
+  labels: {app: shop, tier: db}
+data:
+  color: red
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: shop
+  labels: {app: shop}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: shop}
+  template:
+    metadata:
+      labels: {app: shop}
+    spec:
+      containers:
+      - name: web
+        image: registry.local/shop:1.0
+        ports:
+        - containerPort: 8080
+"#;
+
+/// Client-side validation flag for create/replace: the OpenAPI documents kubectl validates
+/// against are not served yet.
+const VALIDATE: &str = "--validate=false";
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// One kubectl version's pass through the everyday commands, in its own namespace.
+fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
+    let ns = format!("e2e-{}", version.replace('.', "-"));
+    let k = |args: &[&str]| {
+        let mut full = vec!["-n", ns.as_str()];
+        full.extend_from_slice(args);
+        kubectl_ok(version, kubeconfig, &full)
+    };
+    let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
+    let out = kubectl_stdin(version, kubeconfig, &["create", VALIDATE, "-f", "-"], &namespace);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // create -f of a multi-document file.
+    let manifests = write(dir, &format!("{ns}.yaml"), MANIFESTS);
+    let created = k(&["create", VALIDATE, "-f", &manifests]);
+    assert_eq!(
+        created.lines().collect::<Vec<_>>(),
+        ["configmap/settings created", "configmap/extra created", "deployment.apps/shop created"],
+        "kubectl {version}"
+    );
+    let again = kubectl_any(version, kubeconfig, &["-n", &ns, "create", VALIDATE, "-f", &manifests]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("configmaps \"settings\" already exists"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // get, in every output format.
+    let table = k(&["get", "configmaps"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "DATA", "AGE"], "kubectl {version}: {table}");
+    assert!(table.lines().any(|l| l.starts_with("settings ") && l.split_whitespace().nth(1) == Some("2")), "{table}");
+    let wide = k(&["get", "deployments", "-o", "wide"]);
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
+        "{wide}"
+    );
+    assert!(wide.contains("registry.local/shop:1.0") && wide.contains("app=shop"), "{wide}");
+    let json: serde_json::Value = serde_json::from_str(&k(&["get", "cm", "settings", "-o", "json"])).unwrap();
+    assert_eq!(json["data"]["color"], "blue");
+    assert_eq!(json["metadata"]["namespace"], ns.as_str());
+    assert!(json["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+    let yaml = k(&["get", "cm", "settings", "-o", "yaml"]);
+    assert!(yaml.contains("kind: ConfigMap") && yaml.contains("color: blue"), "{yaml}");
+    assert_eq!(k(&["get", "cm", "settings", "-o", "jsonpath={.data.size}"]), "large");
+    let columns = k(&["get", "cm", "-l", "app=shop", "-o", "custom-columns=NAME:.metadata.name,COLOR:.data.color"]);
+    assert_eq!(
+        columns.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).collect::<Vec<_>>(),
+        [vec!["NAME", "COLOR"], vec!["extra", "red"], vec!["settings", "blue"]]
+    );
+    assert_eq!(k(&["get", "cm", "-l", "tier in (db)", "-o", "name"]).trim(), "configmap/extra");
+    assert_eq!(k(&["get", "cm", "--field-selector", "metadata.name=settings", "-o", "name"]).trim(), "configmap/settings");
+    let all = k(&["get", "all"]);
+    assert!(all.contains("deployment.apps/shop"), "{all}");
+
+    // label, annotate, patch (merge and JSON), replace.
+    k(&["label", "cm", "settings", "release=stable"]);
+    k(&["annotate", "cm", "settings", "owner=team-a"]);
+    k(&["patch", "cm", "settings", "--type", "merge", "-p", r#"{"data":{"size":"small"}}"#]);
+    k(&["patch", "cm", "settings", "--type", "json", "-p", r#"[{"op":"add","path":"/data/shape","value":"round"}]"#]);
+    let json: serde_json::Value = serde_json::from_str(&k(&["get", "cm", "settings", "-o", "json"])).unwrap();
+    assert_eq!(json["metadata"]["labels"]["release"], "stable");
+    assert_eq!(json["metadata"]["annotations"]["owner"], "team-a");
+    assert_eq!(json["data"], serde_json::json!({"color": "blue", "size": "small", "shape": "round"}));
+    let mut replaced = json.clone();
+    replaced["data"] = serde_json::json!({"color": "green"});
+    let file = write(dir, &format!("{ns}-replace.json"), &replaced.to_string());
+    k(&["replace", VALIDATE, "-f", &file]);
+    assert_eq!(k(&["get", "cm", "settings", "-o", "jsonpath={.data}"]), r#"{"color":"green"}"#);
+    // A replace with the resourceVersion read before the last write is a conflict.
+    let stale = kubectl_any(version, kubeconfig, &["-n", &ns, "replace", VALIDATE, "-f", &file]);
+    assert!(!stale.status.success());
+    assert!(
+        String::from_utf8_lossy(&stale.stderr).contains("the object has been modified"),
+        "{}",
+        String::from_utf8_lossy(&stale.stderr)
+    );
+
+    // get -w sees a change as it happens; wait --for=delete returns once the object is gone.
+    let mut watch = Command::new(kubectl_binary(version))
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", &ns, "get", "cm", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    k(&["label", "cm", "extra", "watched=yes"]);
+    let waiter = Command::new(kubectl_binary(version))
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", &ns, "wait", "--for=delete", "cm/extra", "--timeout=20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    k(&["delete", "cm", "-l", "tier=db"]);
+    let waited = waiter.wait_with_output().unwrap();
+    assert!(waited.status.success(), "wait --for=delete: {}", String::from_utf8_lossy(&waited.stderr));
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = watch.kill();
+    let watched = String::from_utf8_lossy(&watch.wait_with_output().unwrap().stdout).into_owned();
+    let events: Vec<Vec<&str>> = watched.lines().map(|l| l.split_whitespace().take(2).collect()).collect();
+    assert!(events.contains(&vec!["ADDED", "extra"]), "kubectl {version} get -w: {watched}");
+    assert!(events.contains(&vec!["MODIFIED", "extra"]), "kubectl {version} get -w: {watched}");
+    assert!(events.contains(&vec!["DELETED", "extra"]), "kubectl {version} get -w: {watched}");
+
+    // Delete by file and by label.
+    k(&["delete", "deployment", "shop"]);
+    k(&["delete", "cm", "-l", "app=shop"]);
+    assert_eq!(k(&["get", "cm", "-o", "name"]).trim(), "");
+}
+
+fn kubectl_binary(version: &str) -> std::path::PathBuf {
+    if version == "default" {
+        kubectl_dir().join("kubectl")
+    } else {
+        kubectl_dir().join(format!("kubectl.{version}"))
+    }
+}
+
+/// Discovery-driven commands print as against upstream.
+fn discovery_commands(version: &str, kubeconfig: &Path) {
+    let resources = kubectl_ok(version, kubeconfig, &["api-resources"]);
+    let rows: Vec<Vec<&str>> = resources.lines().map(|l| l.split_whitespace().collect()).collect();
+    for expected in [
+        vec!["pods", "po", "v1", "true", "Pod"],
+        vec!["deployments", "deploy", "apps/v1", "true", "Deployment"],
+        vec!["namespaces", "ns", "v1", "false", "Namespace"],
+        vec!["cronjobs", "cj", "batch/v1", "true", "CronJob"],
+        vec!["leases", "coordination.k8s.io/v1", "true", "Lease"],
+    ] {
+        assert!(rows.contains(&expected), "kubectl {version} api-resources lacks {expected:?}:\n{resources}");
+    }
+    let versions = kubectl_ok(version, kubeconfig, &["api-versions"]);
+    for expected in ["v1", "apps/v1", "batch/v1", "policy/v1", "discovery.k8s.io/v1"] {
+        assert!(versions.lines().any(|l| l == expected), "{versions}");
+    }
+    let info = kubectl_ok(version, kubeconfig, &["cluster-info"]);
+    assert!(info.contains("Kubernetes control plane") && info.contains("https://127.0.0.1:"), "{info}");
+    let namespaces = kubectl_ok(version, kubeconfig, &["get", "namespaces", "-o", "name"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(namespaces.contains(&format!("namespace/{ns}")), "{namespaces}");
+    }
+}
+
+fn run_on(datastore: &str) {
+    let store = Datastore::start(datastore);
+    let dir = tempfile::tempdir().unwrap();
+    let flags = store.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start_with(&dir.path().join("data"), free_port(), &flags);
+    for version in KUBECTL_VERSIONS {
+        discovery_commands(version, &server.kubeconfig());
+        everyday_commands(version, &server.kubeconfig(), dir.path());
+    }
+    server.stop();
+}
+
+#[test]
+fn kubectl_workflows_on_sqlite() {
+    run_on("sqlite");
+}
+
+#[test]
+fn kubectl_workflows_on_etcd() {
+    run_on("etcd");
+}
