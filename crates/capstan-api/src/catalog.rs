@@ -52,6 +52,14 @@ const SCALE: Subresource = Subresource {
     verbs: GET_PATCH_UPDATE,
 };
 
+/// The `finalize` subresource of namespaces.
+const FINALIZE: Subresource = Subresource {
+    name: "finalize",
+    group_version: None,
+    kind: "Namespace",
+    verbs: &["update"],
+};
+
 /// A resource type served by the API server.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Resource {
@@ -159,7 +167,7 @@ pub static RESOURCES: &[Resource] = &[
         short: ["limits"], categories: [], verbs: ALL_VERBS, sub: [], storage: "limitranges"),
     resource!("", "v1", "Namespace", "namespaces", "namespace", namespaced: false,
         short: ["ns"], categories: [], verbs: NO_COLLECTION_DELETE,
-        sub: [status("Namespace")], storage: "namespaces"),
+        sub: [status("Namespace"), FINALIZE], storage: "namespaces"),
     resource!("", "v1", "Node", "nodes", "node", namespaced: false,
         short: ["no"], categories: [], verbs: ALL_VERBS,
         sub: [status("Node")], storage: "minions"),

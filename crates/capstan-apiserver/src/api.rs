@@ -320,7 +320,7 @@ impl Api {
                 let written = registry.create(namespace, body, &options).await?;
                 respond_object(StatusCode::CREATED, resource, &written.object, output, &query, &written.warnings)
             }
-            ("update", None | Some("status")) => {
+            ("update", None | Some("status" | "finalize")) => {
                 let options = query.write_options()?;
                 let body = read_body(request.into_body(), content_type.as_deref()).await?;
                 if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
@@ -628,3 +628,7 @@ pub(crate) async fn ensure_defaults(api: &Api) -> Result<(), ApiError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod tests;

@@ -89,7 +89,7 @@ pub(crate) async fn patch(
     let key = registry.resource.storage_key(namespace, name);
     let mut warnings = Vec::new();
     let mut written = registry
-        .guaranteed_update(&key, name, pinned, subresource.is_none(), options, |old| {
+        .guaranteed_update(&key, name, pinned, subresource, options, |old| {
             let Some(old) = old else {
                 return Err(StatusError::not_found(
                     capstan_api::GroupResource::new(registry.resource.group, registry.resource.plural),

@@ -14,6 +14,15 @@ fn plain<K>() -> Hooks<K> {
     Hooks::plain()
 }
 
+/// Hooks of a kind a PUT may create (upstream's `AllowCreateOnUpdate`: endpoints, events,
+/// limit ranges, leases, endpoint slices, services).
+fn creatable_by_put<K>() -> Hooks<K> {
+    Hooks {
+        create_on_update: true,
+        ..Hooks::plain()
+    }
+}
+
 /// Hooks of a kind whose status is written through `/status` and whose generation counts spec
 /// changes (the workload kinds).
 fn workload<K>() -> Hooks<K> {
@@ -89,7 +98,7 @@ fn event_fields(event: &core::v1::Event) -> Vec<(&'static str, String)> {
 pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
     match (resource.group, resource.kind) {
         ("", "ConfigMap") => strategy::<core::v1::ConfigMap>(plain()),
-        ("", "Endpoints") => strategy::<core::v1::Endpoints>(plain()),
+        ("", "Endpoints") => strategy::<core::v1::Endpoints>(creatable_by_put()),
         ("", "Event") => strategy::<core::v1::Event>(Hooks {
             field_names: &[
                 "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
@@ -97,13 +106,29 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
                 "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
             ],
             fields: event_fields,
-            ..plain()
+            ..creatable_by_put()
         }),
-        ("", "LimitRange") => strategy::<core::v1::LimitRange>(plain()),
+        ("", "LimitRange") => strategy::<core::v1::LimitRange>(creatable_by_put()),
         ("", "Namespace") => strategy::<core::v1::Namespace>(Hooks {
             field_names: &["status.phase"],
             fields: |ns| vec![("status.phase", opt_str(ns.status.as_ref().and_then(|s| s.phase.as_ref())))],
             return_deleted: true,
+            deletion_held: |ns| ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| !f.is_empty()),
+            mark_terminating: |ns| ns.status.get_or_insert_with(Default::default).phase = Some("Terminating".into()),
+            // Upstream: every namespace starts Active with the `kubernetes` finalizer, and
+            // `spec.finalizers` changes only through `/finalize`.
+            prepare_create: |ns| {
+                ns.spec.get_or_insert_with(Default::default).finalizers = Some(vec!["kubernetes".into()]);
+                ns.status.get_or_insert_with(Default::default).phase = Some("Active".into());
+            },
+            prepare_update: |ns, old, subresource| {
+                if subresource != Some("finalize") {
+                    ns.spec = old.spec.clone();
+                } else {
+                    let finalizers = ns.spec.as_ref().and_then(|s| s.finalizers.clone());
+                    *ns = core::v1::Namespace { spec: Some(core::v1::NamespaceSpec { finalizers }), ..old.clone() };
+                }
+            },
             ..with_status()
         }),
         ("", "Node") => strategy::<core::v1::Node>(Hooks {
@@ -146,6 +171,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
                 ]
             },
             return_deleted: true,
+            create_on_update: true,
             ..with_status()
         }),
         ("apps", "ControllerRevision") => strategy::<apps::v1::ControllerRevision>(plain()),
@@ -157,7 +183,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
             ..workload()
         }),
         ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(workload()),
-        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(plain()),
+        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(creatable_by_put()),
         ("batch", "CronJob") => strategy::<batch::v1::CronJob>(workload()),
         ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
             field_names: &["status.successful"],
@@ -166,11 +192,8 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
         }),
         ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(workload()),
         ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(plain()),
-        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(Hooks {
-            create_on_update: false,
-            ..plain()
-        }),
-        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(plain()),
+        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(creatable_by_put()),
+        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(creatable_by_put()),
         _ => strategy::<serde_json::Value>(plain()),
     }
 }

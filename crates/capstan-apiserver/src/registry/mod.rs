@@ -406,7 +406,7 @@ impl Registry {
         };
         let key = self.key(namespace, name);
         let mut written = self
-            .guaranteed_update(&key, name, expected, subresource.is_none(), options, |_| {
+            .guaranteed_update(&key, name, expected, subresource, options, |_| {
                 Ok(body.clone())
             })
             .await?;
@@ -422,7 +422,7 @@ impl Registry {
         key: &str,
         name: &str,
         expected: Option<Revision>,
-        main_endpoint: bool,
+        subresource: Option<&str>,
         options: &WriteOptions,
         mut modify: F,
     ) -> Result<Written, ApiError>
@@ -432,7 +432,7 @@ impl Registry {
         let mut current = self.get_kv(key, name).await?;
         for _ in 0..MAX_RETRIES {
             let Some(kv) = current.take() else {
-                return self.create_on_update(key, name, expected, main_endpoint, options, &mut modify).await;
+                return self.create_on_update(key, name, expected, subresource.is_none(), options, &mut modify).await;
             };
             let old = self.decode_stored(&kv)?;
             if let Some(expected) = expected {
@@ -447,7 +447,7 @@ impl Registry {
             }
             let mut new = modify(Some(&old))?;
             self.check_type(&mut new)?;
-            self.prepare_update(&mut new, &old, main_endpoint);
+            self.prepare_update(&mut new, &old, subresource);
             let errors = self.validate_update(&new, &old);
             if !errors.is_empty() {
                 return Err(self.invalid(name, &errors));
@@ -459,7 +459,7 @@ impl Registry {
                     warnings: Vec::new(),
                 });
             }
-            if is_terminating(&new) && finalizers(&new).is_empty() {
+            if is_terminating(&new) && finalizers(&new).is_empty() && !self.strategy.deletion_held(&new) {
                 // The last finalizer is gone: the object goes, as upstream does on update.
                 if options.dry_run {
                     return Ok(Written { object: new, created: false, warnings: Vec::new() });
@@ -542,7 +542,9 @@ impl Registry {
     }
 
     /// Carries what a client may not change from `old` into `new`.
-    fn prepare_update(&self, new: &mut Value, old: &Value, main_endpoint: bool) {
+    fn prepare_update(&self, new: &mut Value, old: &Value, subresource: Option<&str>) {
+        let main_endpoint = subresource.is_none();
+
         for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
             set_meta(new, field, old["metadata"].get(field).cloned());
         }
@@ -557,7 +559,7 @@ impl Registry {
                         }
                     }
                 }
-            } else {
+            } else if subresource == Some("status") {
                 // Through /status only the status (and metadata) changes.
                 let status = new.get("status").cloned();
                 let metadata = new.get("metadata").cloned();
@@ -573,6 +575,7 @@ impl Registry {
                 }
             }
         }
+        self.strategy.prepare_for_update(new, old, subresource);
         if self.strategy.tracks_generation() && object::desired_state_changed(new, old) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             set_meta(new, "generation", Some(generation.into()));
@@ -705,13 +708,14 @@ impl Registry {
             .grace_period_seconds
             .or_else(|| self.strategy.default_grace_period(object));
         let graceful = grace.is_some_and(|g| g > 0) && self.strategy.default_grace_period(object).is_some();
-        if finals.is_empty() && !graceful {
+        if finals.is_empty() && !graceful && !self.strategy.deletion_held(object) {
             return None;
         }
         if finals != finalizers(object) {
             set_meta(&mut pending, "finalizers", Some(finals.into()));
         }
         if !is_terminating(object) {
+            self.strategy.mark_terminating(&mut pending);
             let seconds = if graceful { grace.unwrap_or(0) } else { 0 };
             let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds);
             set_meta(&mut pending, "deletionTimestamp", Some(object::timestamp(at).into()));

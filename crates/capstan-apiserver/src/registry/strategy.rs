@@ -64,7 +64,8 @@ pub trait Strategy: Send + Sync + 'static {
     /// fields the kind does not have, returning their paths (`spec.foo`) for field validation.
     fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError>;
 
-    /// Resets what clients may not set on create (status, generation).
+    /// Resets what clients may not set on create (status, generation), and sets what the
+    /// kind sets on every new object.
     fn prepare_for_create(&self, object: &mut Value) {
         if self.status_policy() == StatusPolicy::Subresource {
             if let Some(map) = object.as_object_mut() {
@@ -74,8 +75,11 @@ pub trait Strategy: Send + Sync + 'static {
         if self.tracks_generation() {
             object["metadata"]["generation"] = 1.into();
         }
-        let _ = object;
     }
+
+    /// Kind-specific carry-over on update, after the registry has applied the status policy;
+    /// `subresource` is the subresource written through (`None` for the object itself).
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value, _subresource: Option<&str>) {}
 
     /// Validates a new object; all errors at once.
     fn validate(&self, object: &Value) -> Vec<FieldError>;
@@ -112,6 +116,15 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Whether something other than `metadata.finalizers` still holds a deleted object (a
+    /// namespace's `spec.finalizers`).
+    fn deletion_held(&self, _object: &Value) -> bool {
+        false
+    }
+
+    /// Marks an object whose deletion has begun (a namespace's `Terminating` phase).
+    fn mark_terminating(&self, _object: &mut Value) {}
+
     /// Whether a delete answers with the deleted object rather than a success `Status`
     /// (upstream's `ReturnDeletedObject`).
     fn returns_deleted_object(&self) -> bool {
@@ -141,6 +154,14 @@ pub struct Hooks<K> {
     pub grace_period: fn(&K) -> Option<i64>,
     /// Whether a delete answers with the object.
     pub return_deleted: bool,
+    /// Whether the kind's own finalizers still hold a deleted object.
+    pub deletion_held: fn(&K) -> bool,
+    /// What the kind sets on every new object (after status and generation are reset).
+    pub prepare_create: fn(&mut K),
+    /// Kind-specific carry-over on update: new, old, subresource.
+    pub prepare_update: fn(&mut K, &K, Option<&str>),
+    /// What deletion marks on the object.
+    pub mark_terminating: fn(&mut K),
 }
 
 impl<K> Hooks<K> {
@@ -157,6 +178,10 @@ impl<K> Hooks<K> {
             fields: |_| Vec::new(),
             grace_period: |_| None,
             return_deleted: false,
+            deletion_held: |_| false,
+            prepare_create: |_| {},
+            prepare_update: |_, _, _| {},
+            mark_terminating: |_| {},
         }
     }
 }
@@ -231,6 +256,43 @@ where
 
     fn returns_deleted_object(&self) -> bool {
         self.hooks.return_deleted
+    }
+
+    fn deletion_held(&self, object: &Value) -> bool {
+        typed::<K>(object).is_some_and(|k| (self.hooks.deletion_held)(&k))
+    }
+
+    fn prepare_for_create(&self, object: &mut Value) {
+        if self.hooks.status == StatusPolicy::Subresource {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        if self.hooks.generation {
+            object["metadata"]["generation"] = 1.into();
+        }
+        rewrite::<K>(object, |k| (self.hooks.prepare_create)(k));
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, subresource: Option<&str>) {
+        if let Some(old) = typed::<K>(old) {
+            rewrite::<K>(new, |k| (self.hooks.prepare_update)(k, &old, subresource));
+        }
+    }
+
+    fn mark_terminating(&self, object: &mut Value) {
+        rewrite::<K>(object, |k| (self.hooks.mark_terminating)(k));
+    }
+}
+
+/// Runs `change` on the typed form of `object` and writes the result back; an object that is
+/// not of the kind is left alone (the registry decoded it before, so this does not happen).
+fn rewrite<K: Serialize + DeserializeOwned>(object: &mut Value, change: impl FnOnce(&mut K)) {
+    if let Some(mut k) = typed::<K>(object) {
+        change(&mut k);
+        if let Ok(encoded) = serde_json::to_value(&k) {
+            *object = encoded;
+        }
     }
 }
 

@@ -97,7 +97,11 @@ impl Registry {
                     )
                     .into());
                 }
-                let at = read_at(options.resource_version.as_deref(), Some("NotOlderThan"))?;
+                let at = match options.resource_version.as_deref().filter(|v| !v.is_empty()) {
+                    // With sendInitialEvents, an unset resourceVersion is a consistent read.
+                    None => ReadAt::Latest,
+                    rv => read_at(rv, Some("NotOlderThan"))?,
+                };
                 match (options.send_initial_events, at) {
                     (Some(true), _) => Start::WithState { bookmark_after: true },
                     (_, ReadAt::NotOlderThan(n)) => Start::After(n),

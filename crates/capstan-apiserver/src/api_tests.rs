@@ -1,0 +1,456 @@
+//! The REST semantics of the generic registry, exercised in process through [`Api::serve`] on
+//! a temporary SQLite store: one request at a time, asserting on codes, bodies and stored state.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::body::Body;
+use axum::http::Request;
+use capstan_api::RequestInfo;
+use capstan_store::Store;
+use serde_json::{Value, json};
+
+use super::{Api, ensure_defaults};
+
+struct Harness {
+    api: Api,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn new() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(dir.path().join("state.db")))
+            .await
+            .unwrap();
+        let api = Api::new(&store);
+        ensure_defaults(&api).await.unwrap();
+        Harness { api, store, _dir: dir }
+    }
+
+    async fn call(&self, method: &str, uri: &str, content_type: &str, body: Option<Value>) -> (u16, Value) {
+        let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+        let info = RequestInfo::new(method, path, query);
+        let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", content_type)
+            .body(body)
+            .unwrap();
+        let response = self.api.serve(&info, request).await;
+        let code = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20).await.unwrap();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, uri: &str) -> (u16, Value) {
+        self.call("GET", uri, "application/json", None).await
+    }
+    async fn post(&self, uri: &str, body: Value) -> (u16, Value) {
+        self.call("POST", uri, "application/json", Some(body)).await
+    }
+    async fn put(&self, uri: &str, body: Value) -> (u16, Value) {
+        self.call("PUT", uri, "application/json", Some(body)).await
+    }
+    async fn delete(&self, uri: &str, body: Option<Value>) -> (u16, Value) {
+        self.call("DELETE", uri, "application/json", body).await
+    }
+    async fn patch(&self, uri: &str, kind: &str, body: Value) -> (u16, Value) {
+        self.call("PATCH", uri, kind, Some(body)).await
+    }
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+fn rv(object: &Value) -> i64 {
+    object["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn create_fills_system_fields_and_refuses_duplicates() {
+    let h = Harness::new().await;
+    let (code, created) = h.post(CMS, cm("a", json!({"k": "v"}))).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert!(created["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(created["metadata"].get("generation").is_none(), "configmaps have no generation");
+    let (code, body) = h.post(CMS, cm("a", json!({}))).await;
+    assert_eq!(code, 409);
+    assert_eq!(body["reason"], "AlreadyExists");
+    assert_eq!(body["message"], "configmaps \"a\" already exists");
+
+    let (code, generated) = h
+        .post(CMS, json!({"metadata": {"generateName": "web-"}, "data": {}}))
+        .await;
+    assert_eq!(code, 201);
+    let name = generated["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+
+    let (code, body) = h.post(CMS, json!({"metadata": {}, "data": {}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
+
+    let (code, body) = h.post(CMS, json!({"metadata": {"name": "x", "resourceVersion": "5"}})).await;
+    assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
+    let (code, body) = h.post(CMS, json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = h
+        .post(CMS, json!({"metadata": {"name": "x", "namespace": "other"}}))
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = h.post("/api/v1/namespaces/missing/configmaps", cm("x", json!({}))).await;
+    assert_eq!(code, 404);
+    assert_eq!(body["message"], "namespaces \"missing\" not found");
+}
+
+#[tokio::test]
+async fn updates_are_compare_and_swap_and_no_ops_keep_the_version() {
+    let h = Harness::new().await;
+    let (_, created) = h.post(CMS, cm("a", json!({"k": "1"}))).await;
+    let mut next = created.clone();
+    next["data"]["k"] = "2".into();
+    let (code, updated) = h.put(&format!("{CMS}/a"), next.clone()).await;
+    assert_eq!(code, 200);
+    assert!(rv(&updated) > rv(&created));
+    assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+
+    // The same body again, with the old version: a conflict.
+    let (code, body) = h.put(&format!("{CMS}/a"), next).await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+
+    // Writing what is stored changes nothing, not even the version.
+    let (code, same) = h.put(&format!("{CMS}/a"), updated.clone()).await;
+    assert_eq!(code, 200);
+    assert_eq!(rv(&same), rv(&updated));
+    assert_eq!(h.store.current_revision().await.unwrap(), rv(&updated));
+
+    // Without a resourceVersion the update is unconditional.
+    let (code, _) = h.put(&format!("{CMS}/a"), cm("a", json!({"k": "3"}))).await;
+    assert_eq!(code, 200);
+
+    // ConfigMaps are not created by PUT; services are (201, then 200).
+    let (code, _) = h.put(&format!("{CMS}/nope"), cm("nope", json!({}))).await;
+    assert_eq!(code, 404);
+    let svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
+    let (code, _) = h.put("/api/v1/namespaces/default/services/s", svc.clone()).await;
+    assert_eq!(code, 201);
+    let (code, _) = h.put("/api/v1/namespaces/default/services/s", svc).await;
+    assert_eq!(code, 200);
+
+    // The name in the body must be the name in the URL.
+    let (code, _) = h.put(&format!("{CMS}/a"), cm("b", json!({}))).await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn status_is_written_apart_and_generation_counts_spec_changes() {
+    let h = Harness::new().await;
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+        "status": {"replicas": 9}
+    });
+    let url = "/apis/apps/v1/namespaces/default/deployments";
+    let (code, created) = h.post(url, deploy).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert!(created.get("status").is_none(), "status is not set on create: {created}");
+
+    let mut with_status = created.clone();
+    with_status["status"] = json!({"replicas": 1, "observedGeneration": 1});
+    with_status["spec"]["replicas"] = 5.into();
+    let (code, after_status) = h.put(&format!("{url}/d/status"), with_status).await;
+    assert_eq!(code, 200, "{after_status}");
+    assert_eq!(after_status["status"]["replicas"], 1);
+    assert_eq!(after_status["spec"]["replicas"], 1, "the status endpoint keeps the spec");
+    assert_eq!(after_status["metadata"]["generation"], 1);
+
+    let mut scaled = after_status.clone();
+    scaled["spec"]["replicas"] = 3.into();
+    scaled["status"] = json!({});
+    let (code, after_spec) = h.put(&format!("{url}/d"), scaled).await;
+    assert_eq!(code, 200);
+    assert_eq!(after_spec["spec"]["replicas"], 3);
+    assert_eq!(after_spec["status"]["replicas"], 1, "the main endpoint keeps the status");
+    assert_eq!(after_spec["metadata"]["generation"], 2);
+
+    let (code, relabeled) = h
+        .patch(&format!("{url}/d"), "application/merge-patch+json", json!({"metadata": {"labels": {"x": "y"}}}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(relabeled["metadata"]["generation"], 2, "metadata changes keep the generation");
+}
+
+#[tokio::test]
+async fn patches_merge_and_json_and_fail_cleanly() {
+    let h = Harness::new().await;
+    h.post(CMS, cm("p", json!({"a": "1", "b": "2"}))).await;
+    let url = format!("{CMS}/p");
+    let (code, merged) = h
+        .patch(&url, "application/merge-patch+json", json!({"data": {"a": null, "c": "3"}}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(merged["data"], json!({"b": "2", "c": "3"}));
+    let (code, patched) = h
+        .patch(&url, "application/json-patch+json", json!([{"op": "replace", "path": "/data/b", "value": "x"}]))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["data"]["b"], "x");
+    let (code, body) = h
+        .patch(&url, "application/json-patch+json", json!([{"op": "test", "path": "/data/b", "value": "nope"}]))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    let (code, body) = h
+        .patch(&url, "application/merge-patch+json", json!({"metadata": {"resourceVersion": "1"}, "data": {}}))
+        .await;
+    assert_eq!(code, 409, "a patch pinning an old version conflicts: {body}");
+    let (code, _) = h.patch(&url, "text/plain", json!({})).await;
+    assert_eq!(code, 415);
+    let (code, _) = h.patch(&format!("{CMS}/missing"), "application/merge-patch+json", json!({})).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn deletes_honour_preconditions_finalizers_and_grace() {
+    let h = Harness::new().await;
+    let (_, created) = h.post(CMS, cm("d", json!({}))).await;
+    let (code, body) = h
+        .delete(&format!("{CMS}/d"), Some(json!({"preconditions": {"uid": "other"}})))
+        .await;
+    assert_eq!(code, 409, "{body}");
+    let (code, body) = h
+        .delete(&format!("{CMS}/d"), Some(json!({"preconditions": {"uid": created["metadata"]["uid"]}})))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(body["status"], "Success");
+    assert_eq!(body["details"]["name"], "d");
+    assert_eq!(h.get(&format!("{CMS}/d")).await.0, 404);
+
+    // Finalizers keep an object until the last one is removed.
+    let mut held = cm("f", json!({}));
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    h.post(CMS, held).await;
+    let (code, pending) = h.delete(&format!("{CMS}/f"), None).await;
+    assert_eq!(code, 200);
+    assert!(pending["metadata"]["deletionTimestamp"].is_string(), "{pending}");
+    assert_eq!(h.get(&format!("{CMS}/f")).await.0, 200);
+    let (code, body) = h
+        .patch(&format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": ["example.com/hold", "new"]}}))
+        .await;
+    assert_eq!(code, 422, "no new finalizers while deleting: {body}");
+    let (code, _) = h
+        .patch(&format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": null}}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(h.get(&format!("{CMS}/f")).await.0, 404);
+
+    // Foreground propagation is recorded as the garbage collector's finalizer.
+    h.post(CMS, cm("g", json!({}))).await;
+    let (code, pending) = h.delete(&format!("{CMS}/g?propagationPolicy=Foreground"), None).await;
+    assert_eq!(code, 200);
+    assert_eq!(pending["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    let (code, _) = h.delete(&format!("{CMS}/g?propagationPolicy=Sideways"), None).await;
+    assert_eq!(code, 422);
+
+    // A scheduled pod is deleted gracefully; an unscheduled one at once.
+    let pod = |name: &str, node: Option<&str>| {
+        let mut pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = node.into();
+        }
+        pod
+    };
+    let pods = "/api/v1/namespaces/default/pods";
+    h.post(pods, pod("scheduled", Some("n1"))).await;
+    h.post(pods, pod("pending", None)).await;
+    let (code, terminating) = h.delete(&format!("{pods}/scheduled"), None).await;
+    assert_eq!(code, 200);
+    assert_eq!(terminating["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert_eq!(h.get(&format!("{pods}/scheduled")).await.0, 200);
+    let (code, gone) = h.delete(&format!("{pods}/pending"), None).await;
+    assert_eq!(code, 200);
+    assert_eq!(gone["kind"], "Pod", "pods answer a delete with the object");
+    assert_eq!(h.get(&format!("{pods}/pending")).await.0, 404);
+    let (code, _) = h.delete(&format!("{pods}/scheduled?gracePeriodSeconds=0"), None).await;
+    assert_eq!(code, 200);
+    assert_eq!(h.get(&format!("{pods}/scheduled")).await.0, 404);
+}
+
+#[tokio::test]
+async fn dry_run_stores_nothing() {
+    let h = Harness::new().await;
+    let before = h.store.current_revision().await.unwrap();
+    let (code, body) = h.post(&format!("{CMS}?dryRun=All"), cm("dry", json!({}))).await;
+    assert_eq!(code, 201);
+    assert_eq!(body["metadata"]["name"], "dry");
+    assert_eq!(h.get(&format!("{CMS}/dry")).await.0, 404);
+    h.post(CMS, cm("wet", json!({"a": "1"}))).await;
+    let after_create = h.store.current_revision().await.unwrap();
+    assert!(after_create > before);
+    let (code, _) = h.put(&format!("{CMS}/wet?dryRun=All"), cm("wet", json!({"a": "2"}))).await;
+    assert_eq!(code, 200);
+    let (code, _) = h.delete(&format!("{CMS}/wet?dryRun=All"), None).await;
+    assert_eq!(code, 200);
+    assert_eq!(h.get(&format!("{CMS}/wet")).await.1["data"]["a"], "1");
+    assert_eq!(h.store.current_revision().await.unwrap(), after_create);
+    assert_eq!(h.post(&format!("{CMS}?dryRun=Some"), cm("x", json!({}))).await.0, 422);
+}
+
+#[tokio::test]
+async fn field_validation_strict_rejects_unknown_fields() {
+    let h = Harness::new().await;
+    let mut body = cm("u", json!({}));
+    body["spec"] = json!({"x": 1});
+    let (code, status) = h.post(&format!("{CMS}?fieldValidation=Strict"), body.clone()).await;
+    assert_eq!(code, 400);
+    assert_eq!(status["message"], "strict decoding error: unknown field \"spec\"");
+    let (code, created) = h.post(&format!("{CMS}?fieldValidation=Ignore"), body).await;
+    assert_eq!(code, 201);
+    assert!(created.get("spec").is_none());
+}
+
+#[tokio::test]
+async fn lists_page_with_continue_tokens_and_select() {
+    let h = Harness::new().await;
+    for i in 0..7 {
+        let mut object = cm(&format!("c{i}"), json!({}));
+        object["metadata"]["labels"] = json!({"parity": if i % 2 == 0 { "even" } else { "odd" }});
+        h.post(CMS, object).await;
+    }
+    let (code, page) = h.get(&format!("{CMS}?limit=3")).await;
+    assert_eq!(code, 200);
+    assert_eq!(page["kind"], "ConfigMapList");
+    assert_eq!(page["items"].as_array().unwrap().len(), 3);
+    assert!(page["items"][0].get("kind").is_none(), "list items carry no kind");
+    let mut names: Vec<String> = Vec::new();
+    let mut page = page;
+    loop {
+        names.extend(page["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_owned()));
+        let Some(token) = page["metadata"]["continue"].as_str() else { break };
+        let next = h.get(&format!("{CMS}?limit=3&continue={token}")).await;
+        assert_eq!(next.0, 200, "{}", next.1);
+        assert_eq!(next.1["metadata"]["resourceVersion"], page["metadata"]["resourceVersion"]);
+        page = next.1;
+    }
+    assert_eq!(names, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
+
+    let (_, odd) = h.get(&format!("{CMS}?labelSelector=parity%3Dodd&limit=2")).await;
+    let odd_names: Vec<&str> = odd["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(odd_names, ["c1", "c3"]);
+    assert!(odd["metadata"]["continue"].is_string());
+    let (code, body) = h.get(&format!("{CMS}?fieldSelector=data.x%3D1")).await;
+    assert_eq!(code, 400);
+    assert!(body["message"].as_str().unwrap().contains("data.x"), "{body}");
+    let (code, _) = h.get(&format!("{CMS}?continue=garbage")).await;
+    assert_eq!(code, 400);
+
+    // Reads at a revision: too new is 504, compacted is 410.
+    let current = h.store.current_revision().await.unwrap();
+    let (code, body) = h.get(&format!("{CMS}?resourceVersion={}", current + 100)).await;
+    assert_eq!(code, 504, "{body}");
+    let (code, body) = h.get(&format!("{CMS}?resourceVersion=2&resourceVersionMatch=Exact")).await;
+    assert_eq!(code, 200, "{body}");
+    h.store.compact(current).await.unwrap();
+    let (code, body) = h.get(&format!("{CMS}?resourceVersion=2&resourceVersionMatch=Exact")).await;
+    assert_eq!(code, 410, "{body}");
+    assert_eq!(body["reason"], "Expired");
+    let (code, _) = h.get(&format!("{CMS}?resourceVersionMatch=Exact")).await;
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
+async fn watches_stream_changes_and_report_compaction() {
+    use futures::StreamExt;
+    let h = Harness::new().await;
+    let (_, first) = h.post(CMS, cm("w1", json!({}))).await;
+    let info = RequestInfo::new("GET", CMS, "watch=1&labelSelector=app%3Dx");
+    let request = Request::get(format!("{CMS}?watch=1&labelSelector=app%3Dx&resourceVersion={}", rv(&first)))
+        .body(Body::empty())
+        .unwrap();
+    let response = h.api.serve(&info, request).await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body().into_data_stream();
+
+    let mut labeled = cm("w2", json!({}));
+    labeled["metadata"]["labels"] = json!({"app": "x"});
+    h.post(CMS, labeled).await;
+    h.patch(&format!("{CMS}/w2"), "application/merge-patch+json", json!({"data": {"k": "v"}})).await;
+    h.patch(&format!("{CMS}/w2"), "application/merge-patch+json", json!({"metadata": {"labels": {"app": "y"}}}))
+        .await;
+    let mut events = Vec::new();
+    let mut buffer = Vec::new();
+    while events.len() < 3 {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), body.next()).await.unwrap().unwrap().unwrap();
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let event: Value = serde_json::from_slice(&line).unwrap();
+            events.push((event["type"].as_str().unwrap().to_owned(), event["object"]["metadata"]["name"].as_str().unwrap().to_owned(), event["object"]["kind"].clone()));
+        }
+    }
+    let kinds: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"], "leaving the selector reads as a delete");
+    assert!(events.iter().all(|e| e.1 == "w2" && e.2 == "ConfigMap"));
+
+    // A watch from a compacted revision ends with a 410 ERROR event.
+    let current = h.store.current_revision().await.unwrap();
+    h.store.compact(current).await.unwrap();
+    let info = RequestInfo::new("GET", CMS, "watch=1");
+    let request = Request::get(format!("{CMS}?watch=1&resourceVersion=1")).body(Body::empty()).unwrap();
+    let response = h.api.serve(&info, request).await;
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let event: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(event["type"], "ERROR");
+    assert_eq!(event["object"]["code"], 410);
+}
+
+#[tokio::test]
+async fn initial_events_end_with_a_bookmark() {
+    let h = Harness::new().await;
+    h.post(CMS, cm("i1", json!({}))).await;
+    let query = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
+    let info = RequestInfo::new("GET", CMS, query);
+    let request = Request::get(format!("{CMS}?{query}")).body(Body::empty()).unwrap();
+    let response = h.api.serve(&info, request).await;
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let events: Vec<Value> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    assert_eq!(events[0]["type"], "ADDED", "{events:?}");
+    assert_eq!(events[1]["type"], "BOOKMARK");
+    assert_eq!(events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let (code, _) = h.get(&format!("{CMS}?watch=1&sendInitialEvents=true")).await;
+    assert_eq!(code, 422, "sendInitialEvents needs resourceVersionMatch=NotOlderThan");
+}
+
+#[tokio::test]
+async fn deletecollection_and_terminating_namespaces() {
+    let h = Harness::new().await;
+    for name in ["a", "b", "c"] {
+        let mut object = cm(name, json!({}));
+        object["metadata"]["labels"] = json!({"group": if name == "c" { "keep" } else { "drop" }});
+        h.post(CMS, object).await;
+    }
+    let (code, deleted) = h.delete(&format!("{CMS}?labelSelector=group%3Ddrop"), None).await;
+    assert_eq!(code, 200);
+    assert_eq!(deleted["items"].as_array().unwrap().len(), 2);
+    let (_, left) = h.get(CMS).await;
+    assert_eq!(left["items"].as_array().unwrap().len(), 1);
+
+    h.post("/api/v1/namespaces", json!({"metadata": {"name": "doomed"}})).await;
+    let (code, ns) = h.delete("/api/v1/namespaces/doomed", None).await;
+    assert_eq!(code, 200, "{ns}");
+    let (code, body) = h.post("/api/v1/namespaces/doomed/configmaps", cm("late", json!({}))).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("because it is being terminated"), "{body}");
+}
