@@ -286,6 +286,39 @@ impl StatusError {
         Self::new(503, "ServiceUnavailable", message.to_owned(), None)
     }
 
+    /// 415: the request body's content type is not one the resource accepts; `accepted` lists
+    /// the ones it does, in upstream's order.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+            None,
+        )
+    }
+
+    /// 422 as upstream's `NewGenericServerResponse` builds it: reason `Invalid`, a fixed message
+    /// and empty details, whatever went wrong.
+    pub fn unprocessable_entity() -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request".into(),
+            Some(StatusDetails::default()),
+        )
+    }
+
+    /// 500 for a failure that upstream returns as a plain Go error rather than an API status:
+    /// no reason and no details, the error's text as the message.
+    pub fn not_a_status(message: &str) -> Self {
+        let mut error = Self::new(500, "", message.to_owned(), None);
+        error.status.reason = None;
+        error
+    }
+
     /// 500: something failed inside the server.
     pub fn internal(message: &str) -> Self {
         Self::new(
