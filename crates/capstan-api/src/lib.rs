@@ -1,6 +1,7 @@
 //! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, how a
 //! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
-//! validation errors ([`field`]), and (as the API server issues land) the resource catalogue,
+//! validation errors ([`field`]), strategic merge patch with the built-in kinds' patch
+//! metadata ([`strategic`]), and (as the API server issues land) the resource catalogue,
 //! selectors and conversion between versions. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
@@ -11,6 +12,7 @@ pub use k8s_openapi;
 pub mod field;
 mod request;
 mod status;
+pub mod strategic;
 
 pub use request::RequestInfo;
 pub use status::{GroupResource, StatusError};
