@@ -12,7 +12,8 @@
 //! * directives steer the merge: `$patch: replace` (in an object, or as a list item) replaces
 //!   instead of merging, `$patch: delete` removes an object or a list item, `$retainKeys`
 //!   clears every field it does not name, `$setElementOrder/<list>` gives the order of a merged
-//!   list, `$deleteFromPrimitiveList/<list>` removes scalars from a merged list.
+//!   list, `$deleteFromPrimitiveList/<list>` removes scalars from a merged list. `$patch: merge`
+//!   is refused, in objects and in lists, as upstream refuses it.
 //!
 //! Which fields merge, and on which key, is patch metadata: [`metadata`] holds the table and
 //! [`for_kind`] finds the metadata of a kind ([`Catalogue`] builds it for other types). Custom
