@@ -1,8 +1,8 @@
 //! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, how a
 //! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
-//! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), and (as
-//! the API server issues land) the resource catalogue, selectors and conversion between versions.
-//! No I/O.
+//! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]),
+//! strategic merge patch with the built-in kinds' patch metadata ([`strategic`]), the resource
+//! catalogue ([`catalog`]) and selectors ([`selector`]). No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
@@ -15,6 +15,7 @@ pub mod printers;
 mod request;
 pub mod selector;
 mod status;
+pub mod strategic;
 
 pub use request::RequestInfo;
 pub use status::{GroupResource, StatusError};

@@ -203,10 +203,18 @@ impl StatusError {
         Self::new(422, "Invalid", message, Some(details))
     }
 
-    /// 422 without field causes: the request is well formed but cannot be applied (a JSON
-    /// patch whose operation fails, for one), as upstream's generic server response.
+    /// 422 for a request that is well formed but cannot be applied (a JSON patch whose operation
+    /// fails, for one): upstream's generic response, the failure as its one cause.
     pub fn unprocessable(message: &str) -> Self {
-        Self::new(422, "Invalid", message.to_owned(), Some(StatusDetails::default()))
+        let mut error = Self::unprocessable_entity();
+        if let Some(details) = error.status.details.as_mut() {
+            details.causes = Some(vec![StatusCause {
+                reason: Some("UnexpectedServerResponse".into()),
+                message: Some(message.to_owned()),
+                field: None,
+            }]);
+        }
+        error
     }
 
     /// 400: the request cannot be understood.
@@ -287,19 +295,6 @@ impl StatusError {
         )
     }
 
-    /// 415: the request body is in a format the endpoint does not take.
-    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
-        Self::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: {}",
-                accepted.join(", ")
-            ),
-            None,
-        )
-    }
-
     /// 413: the request body is too large.
     pub fn request_entity_too_large(message: &str) -> Self {
         Self::new(
@@ -313,6 +308,39 @@ impl StatusError {
     /// 503: a dependency (the datastore) is unavailable.
     pub fn service_unavailable(message: &str) -> Self {
         Self::new(503, "ServiceUnavailable", message.to_owned(), None)
+    }
+
+    /// 415: the request body's content type is not one the resource accepts; `accepted` lists
+    /// the ones it does, in upstream's order.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+            None,
+        )
+    }
+
+    /// 422 as upstream's `NewGenericServerResponse` builds it: reason `Invalid`, a fixed message
+    /// and empty details, whatever went wrong.
+    pub fn unprocessable_entity() -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request".into(),
+            Some(StatusDetails::default()),
+        )
+    }
+
+    /// 500 for a failure that upstream returns as a plain Go error rather than an API status:
+    /// no reason and no details, the error's text as the message.
+    pub fn not_a_status(message: &str) -> Self {
+        let mut error = Self::new(500, "", message.to_owned(), None);
+        error.status.reason = None;
+        error
     }
 
     /// 500: something failed inside the server.
