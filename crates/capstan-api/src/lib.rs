@@ -8,9 +8,12 @@
 
 pub use k8s_openapi;
 
+pub mod defaults;
 pub mod field;
+pub mod quantity;
 mod request;
 mod status;
+pub mod validation;
 
 pub use request::RequestInfo;
 pub use status::{GroupResource, StatusError};
