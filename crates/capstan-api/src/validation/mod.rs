@@ -8,3 +8,8 @@ pub mod names;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;
+pub mod node;
+pub mod pod;
+pub mod resources;
+pub mod storage;
+pub mod volumes;

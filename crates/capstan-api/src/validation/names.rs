@@ -145,6 +145,35 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
+/// A DNS-1123 subdomain whose labels may also contain `_` (and start with one), as relaxed DNS
+/// search paths allow.
+pub fn is_dns1123_subdomain_with_underscore(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
+    }
+    let label_ok = |label: &str| {
+        let body = label.strip_prefix('_').unwrap_or(label);
+        let b = body.as_bytes();
+        match (b.first(), b.last()) {
+            (Some(&f), Some(&l)) => {
+                is_lower_alnum(f)
+                    && is_lower_alnum(l)
+                    && b.iter().all(|&c| is_lower_alnum(c) || c == b'-' || c == b'_')
+            }
+            _ => false,
+        }
+    };
+    if value.is_empty() || !value.split('.').all(label_ok) {
+        errs.push(regex_error(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must start and end with an alphanumeric character",
+            "_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*",
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
 /// A DNS-1035 label, as service names use.
 pub fn is_dns1035_label(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
