@@ -13,3 +13,5 @@ pub mod pod;
 pub mod resources;
 pub mod storage;
 pub mod volumes;
+pub mod core;
+pub mod service;
