@@ -1596,3 +1596,119 @@ pub fn validate_pod_template_update(new: &PodTemplate, old: &PodTemplate) -> Vec
     ));
     errs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        let mut pod: Pod = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
+        crate::defaults::default_pod(&mut pod);
+        pod
+    }
+
+    fn check(errs: Vec<FieldError>, expected: &[&str]) {
+        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(got, expected);
+    }
+
+    fn base(containers: serde_json::Value) -> serde_json::Value {
+        json!({"metadata": {"name": "p", "namespace": "d", "resourceVersion": "1"}, "spec": {"containers": containers}})
+    }
+
+    #[test]
+    fn valid_pod() {
+        check(validate_pod(&pod(base(json!([{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "name": "http"}]}])))), &[]);
+    }
+
+    #[test]
+    fn containers() {
+        check(validate_pod(&pod(base(json!([])))), &["spec.containers: Required value"]);
+        let mut value = base(json!([
+            {"name": "c", "image": ""},
+            {"name": "c", "image": " i ", "ports": [{"containerPort": 70000, "protocol": "HTTP"}], "env": [{"name": "A=B"}]}
+        ]));
+        value["spec"]["initContainers"] = json!([{"name": "c", "image": "i", "livenessProbe": {"exec": {"command": ["x"]}}}]);
+        check(
+            validate_pod(&pod(value)),
+            &[
+                "spec.containers[0].image: Required value",
+                "spec.containers[1].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+                "spec.containers[1].ports[0].protocol: Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+                "spec.containers[1].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='",
+                "spec.containers[1].name: Duplicate value: \"c\"",
+                "spec.initContainers[0].name: Duplicate value: \"c\"",
+                "spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers without restartPolicy=Always",
+                "spec.containers[1].image: Invalid value: \" i \": must not have leading or trailing whitespace",
+            ],
+        );
+    }
+
+    #[test]
+    fn volumes_mounts_resources_policies() {
+        let mut value = base(json!([{
+            "name": "c", "image": "i",
+            "volumeMounts": [{"name": "missing", "mountPath": "/a"}, {"name": "data", "mountPath": "/a"}],
+            "resources": {"limits": {"memory": "1Gi"}, "requests": {"memory": "2Gi"}}
+        }]));
+        value["spec"]["volumes"] = json!([{"name": "data"}]);
+        value["spec"]["restartPolicy"] = json!("Sometimes");
+        value["spec"]["dnsPolicy"] = json!("Custom");
+        value["spec"]["nodeSelector"] = json!({"disk": "-ssd"});
+        check(
+            validate_pod(&pod(value)),
+            &[
+                "spec.containers[0].volumeMounts[0].name: Not found: \"missing\"",
+                "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/a\": must be unique",
+                "spec.containers[0].resources.requests: Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi",
+                "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+                "spec.dnsPolicy: Unsupported value: \"Custom\": supported values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\"",
+                "spec.nodeSelector: Invalid value: \"-ssd\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            ],
+        );
+    }
+
+    #[test]
+    fn templates_use_their_path_prefix() {
+        let template: PodTemplateSpec = serde_json::from_value(json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "Web", "image": "i"}]}
+        })).unwrap_or_else(|e| panic!("{e}"));
+        let mut template = template;
+        crate::defaults::default_pod_template_spec(&mut template);
+        let errs = validate_pod_template_spec(&template, &Path::new("spec").child("template"), &PodValidationOptions::default());
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "spec.template.spec.containers[0].name");
+    }
+
+    #[test]
+    fn updates() {
+        let old = pod(base(json!([{"name": "c", "image": "nginx:1"}])));
+        let mut new_image = old.clone();
+        if let Some(spec) = new_image.spec.as_mut() {
+            spec.containers[0].image = Some("nginx:2".into());
+            spec.active_deadline_seconds = Some(10);
+            spec.tolerations = Some(vec![Toleration { key: Some("k".into()), operator: Some("Exists".into()), ..Default::default() }]);
+        }
+        check(validate_pod_update(&new_image, &old), &[]);
+
+        let mut changed = old.clone();
+        if let Some(spec) = changed.spec.as_mut() {
+            spec.restart_policy = Some("Never".into());
+        }
+        let errs = validate_pod_update(&changed, &old);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "spec");
+        assert!(errs[0].detail.starts_with("pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n"));
+        assert!(errs[0].detail.contains("spec.restartPolicy"));
+
+        let mut more = old.clone();
+        if let Some(spec) = more.spec.as_mut() {
+            spec.containers.push(Container { name: "d".into(), image: Some("i".into()), ..Default::default() });
+        }
+        let errs = validate_pod_update(&pod(serde_json::to_value(&more).unwrap_or_default()), &old);
+        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(got, ["spec.containers: Forbidden: pod updates may not add or remove containers"]);
+    }
+}
