@@ -54,7 +54,11 @@ struct Decimal {
 
 impl Decimal {
     fn zero() -> Self {
-        Decimal { negative: false, digits: Vec::new(), exponent: 0 }
+        Decimal {
+            negative: false,
+            digits: Vec::new(),
+            exponent: 0,
+        }
     }
 
     fn from_parts(negative: bool, mut digits: Vec<u8>, mut exponent: i64) -> Self {
@@ -67,11 +71,20 @@ impl Decimal {
         if digits.is_empty() {
             return Decimal::zero();
         }
-        Decimal { negative, digits, exponent }
+        Decimal {
+            negative,
+            digits,
+            exponent,
+        }
     }
 
     fn from_i128(value: i128) -> Self {
-        let digits = value.unsigned_abs().to_string().bytes().map(|b| b - b'0').collect();
+        let digits = value
+            .unsigned_abs()
+            .to_string()
+            .bytes()
+            .map(|b| b - b'0')
+            .collect();
         Decimal::from_parts(value < 0, digits, 0)
     }
 
@@ -130,10 +143,16 @@ impl Decimal {
         }
         let keep = self.magnitude() - scale;
         if keep <= 0 {
-            *self = Decimal { negative: self.negative, digits: vec![1], exponent: scale };
+            *self = Decimal {
+                negative: self.negative,
+                digits: vec![1],
+                exponent: scale,
+            };
             return false;
         }
-        let keep = usize::try_from(keep).unwrap_or(usize::MAX).min(self.digits.len());
+        let keep = usize::try_from(keep)
+            .unwrap_or(usize::MAX)
+            .min(self.digits.len());
         let dropped_nonzero = self.digits[keep..].iter().any(|&d| d != 0);
         let mut kept = self.digits[..keep].to_vec();
         if dropped_nonzero {
@@ -248,7 +267,15 @@ impl PartialOrd for Decimal {
 
 impl Ord for Decimal {
     fn cmp(&self, other: &Self) -> Ordering {
-        let sign = |d: &Decimal| if d.is_zero() { 0 } else if d.negative { -1 } else { 1 };
+        let sign = |d: &Decimal| {
+            if d.is_zero() {
+                0
+            } else if d.negative {
+                -1
+            } else {
+                1
+            }
+        };
         match sign(self).cmp(&sign(other)) {
             Ordering::Equal if sign(self) < 0 => other.cmp_abs(self),
             Ordering::Equal => self.cmp_abs(other),
@@ -312,16 +339,32 @@ fn scan(s: &str) -> Result<Pieces<'_>, QuantityError> {
         pos += 1;
     }
     if pos >= end {
-        return Ok(Pieces { positive, value: s, num: "0", denom: "", suffix: "" });
+        return Ok(Pieces {
+            positive,
+            value: s,
+            num: "0",
+            denom: "",
+            suffix: "",
+        });
     }
     let num_start = pos;
     while pos < end && b[pos].is_ascii_digit() {
         pos += 1;
     }
     if pos >= end {
-        return Ok(Pieces { positive, value: s, num: &s[num_start..], denom: "", suffix: "" });
+        return Ok(Pieces {
+            positive,
+            value: s,
+            num: &s[num_start..],
+            denom: "",
+            suffix: "",
+        });
     }
-    let num = if pos == num_start { "0" } else { &s[num_start..pos] };
+    let num = if pos == num_start {
+        "0"
+    } else {
+        &s[num_start..pos]
+    };
     let mut denom = "";
     if b[pos] == b'.' {
         pos += 1;
@@ -331,7 +374,13 @@ fn scan(s: &str) -> Result<Pieces<'_>, QuantityError> {
         }
         denom = &s[denom_start..pos];
         if pos >= end {
-            return Ok(Pieces { positive, value: s, num, denom, suffix: "" });
+            return Ok(Pieces {
+                positive,
+                value: s,
+                num,
+                denom,
+                suffix: "",
+            });
         }
     }
     let value = &s[..pos];
@@ -348,7 +397,13 @@ fn scan(s: &str) -> Result<Pieces<'_>, QuantityError> {
     if pos < end {
         return Err(QuantityError::FormatWrong);
     }
-    Ok(Pieces { positive, value, num, denom, suffix: &s[suffix_start..] })
+    Ok(Pieces {
+        positive,
+        value,
+        num,
+        denom,
+        suffix: &s[suffix_start..],
+    })
 }
 
 /// (base, exponent, format) of a suffix.
@@ -403,7 +458,11 @@ impl Quantity {
             return Err(QuantityError::FormatWrong);
         }
         if s == "0" {
-            return Ok(Quantity { value: Decimal::zero(), format: Format::DecimalSI, cached: Some("0".into()) });
+            return Ok(Quantity {
+                value: Decimal::zero(),
+                format: Format::DecimalSI,
+                cached: Some("0".into()),
+            });
         }
         let p = scan(s)?;
         let (base, exponent, format) = interpret(p.suffix).ok_or(QuantityError::Suffix)?;
@@ -411,7 +470,9 @@ impl Quantity {
 
         // Upstream's fast path (an int64 with a scale) decides whether the input string is kept.
         let (mut scale, precision, mantissa): (i64, i64, i128) = match format {
-            Format::DecimalExponent | Format::DecimalSI => (exponent, MAX_INT64_FACTORS - digit_count, 1),
+            Format::DecimalExponent | Format::DecimalSI => {
+                (exponent, MAX_INT64_FACTORS - digit_count, 1)
+            }
             Format::BinarySI if p.denom.is_empty() => (
                 0,
                 15 - p.num.len() as i64 - ((exponent as f32) * 3.0 / 10.0) as i64 - 1,
@@ -435,9 +496,7 @@ impl Quantity {
                     let keep = match format {
                         Format::BinarySI => exponent % 10 == 0 && (int & 0x07) != 0,
                         _ => {
-                            scale % 3 == 0
-                                && !shifted.ends_with("000")
-                                && !shifted.starts_with('0')
+                            scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0')
                         }
                     };
                     return Ok(Quantity {
@@ -485,12 +544,20 @@ impl Quantity {
             }
         }
         amount.negative = !p.positive && !amount.is_zero();
-        Ok(Quantity { value: amount, format, cached: None })
+        Ok(Quantity {
+            value: amount,
+            format,
+            cached: None,
+        })
     }
 
     /// A quantity of `value` units in decimal format.
     pub fn from_i64(value: i64) -> Quantity {
-        Quantity { value: Decimal::from_i128(i128::from(value)), format: Format::DecimalSI, cached: None }
+        Quantity {
+            value: Decimal::from_i128(i128::from(value)),
+            format: Format::DecimalSI,
+            cached: None,
+        }
     }
 
     /// The format this quantity prints in.
@@ -553,7 +620,11 @@ impl Quantity {
 
     /// The sum of two quantities, printed in this one's format.
     pub fn add(&self, other: &Quantity) -> Quantity {
-        Quantity { value: self.value.add(&other.value), format: self.format, cached: None }
+        Quantity {
+            value: self.value.add(&other.value),
+            format: self.format,
+            cached: None,
+        }
     }
 
     /// The string upstream serialises for this quantity.
@@ -577,7 +648,7 @@ impl Quantity {
                 // An integer: divide by 1024 while it divides evenly.
                 let mut n = self.value.to_i128_round_up().unwrap_or(0).unsigned_abs();
                 let mut power = 0;
-                while n % 1024 == 0 && power < 6 && n != 0 {
+                while n.is_multiple_of(1024) && power < 6 && n != 0 {
                     n /= 1024;
                     power += 1;
                 }
@@ -593,7 +664,11 @@ impl Quantity {
                 }
                 let number = self.value.digits_string(zeros);
                 let suffix = if format == Format::DecimalExponent {
-                    if exponent == 0 { String::new() } else { format!("e{exponent}") }
+                    if exponent == 0 {
+                        String::new()
+                    } else {
+                        format!("e{exponent}")
+                    }
                 } else {
                     // Upstream prints no suffix for exponents outside n..E.
                     match exponent {

@@ -66,12 +66,19 @@ pub fn default_service(svc: &mut Service) {
     let service_type = spec.type_.clone().unwrap_or_default();
     let externally_accessible = service_type == "LoadBalancer"
         || service_type == "NodePort"
-        || (service_type == "ClusterIP" && spec.external_ips.as_ref().is_some_and(|ips| !ips.is_empty()));
+        || (service_type == "ClusterIP"
+            && spec
+                .external_ips
+                .as_ref()
+                .is_some_and(|ips| !ips.is_empty()));
     if externally_accessible {
         set_if_empty(&mut spec.external_traffic_policy, "Cluster");
     }
     if spec.internal_traffic_policy.is_none()
-        && matches!(service_type.as_str(), "NodePort" | "LoadBalancer" | "ClusterIP")
+        && matches!(
+            service_type.as_str(),
+            "NodePort" | "LoadBalancer" | "ClusterIP"
+        )
     {
         spec.internal_traffic_policy = Some("Cluster".to_owned());
     }
@@ -105,7 +112,10 @@ pub fn default_namespace(ns: &mut Namespace) {
     if spec.finalizers.as_ref().is_none_or(Vec::is_empty) {
         spec.finalizers = Some(vec!["kubernetes".to_owned()]);
     }
-    set_if_empty(&mut ns.status.get_or_insert_with(Default::default).phase, "Active");
+    set_if_empty(
+        &mut ns.status.get_or_insert_with(Default::default).phase,
+        "Active",
+    );
 }
 
 /// Secret defaults: type Opaque.
@@ -115,7 +125,12 @@ pub fn default_secret(secret: &mut Secret) {
 
 /// Endpoints defaults: port protocol TCP.
 pub fn default_endpoints(endpoints: &mut Endpoints) {
-    for port in endpoints.subsets.iter_mut().flatten().flat_map(|s| s.ports.iter_mut().flatten()) {
+    for port in endpoints
+        .subsets
+        .iter_mut()
+        .flatten()
+        .flat_map(|s| s.ports.iter_mut().flatten())
+    {
         set_if_empty(&mut port.protocol, "TCP");
     }
 }
@@ -153,17 +168,20 @@ pub fn default_pod_template(template: &mut PodTemplate) {
 /// PersistentVolume defaults: phase Pending, reclaim policy Retain, volume mode Filesystem,
 /// capacity rounded, and the legacy plugins' fields.
 pub fn default_persistent_volume(pv: &mut PersistentVolume) {
-    set_if_empty(&mut pv.status.get_or_insert_with(Default::default).phase, "Pending");
+    set_if_empty(
+        &mut pv.status.get_or_insert_with(Default::default).phase,
+        "Pending",
+    );
     let spec = pv.spec.get_or_insert_with(Default::default);
     set_if_empty(&mut spec.persistent_volume_reclaim_policy, "Retain");
     if spec.volume_mode.is_none() {
         spec.volume_mode = Some("Filesystem".to_owned());
     }
     default_resource_list(&mut spec.capacity);
-    if let Some(hp) = &mut spec.host_path {
-        if hp.type_.is_none() {
-            hp.type_ = Some(String::new());
-        }
+    if let Some(hp) = &mut spec.host_path
+        && hp.type_.is_none()
+    {
+        hp.type_ = Some(String::new());
     }
     if let Some(s) = &mut spec.rbd {
         set_if_empty(&mut s.pool, "rbd");
@@ -266,7 +284,10 @@ mod tests {
         if let Some(map) = got.as_object_mut() {
             map.remove("apiVersion");
             map.remove("kind");
-            if map.get("metadata").is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty())) {
+            if map
+                .get("metadata")
+                .is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty()))
+            {
                 map.remove("metadata");
             }
         }
@@ -327,11 +348,17 @@ mod tests {
         default_replication_controller(&mut rc);
         let spec = rc.spec.clone().unwrap_or_default();
         assert_eq!(spec.replicas, Some(1));
-        assert_eq!(spec.selector, Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])));
+        assert_eq!(
+            spec.selector,
+            Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]))
+        );
         assert_eq!(rc.metadata.labels, spec.selector);
         let pod_spec = spec.template.and_then(|t| t.spec).unwrap_or_default();
         assert_eq!(pod_spec.restart_policy.as_deref(), Some("Always"));
-        assert_eq!(pod_spec.enable_service_links, None, "pod-only defaults stay off templates");
+        assert_eq!(
+            pod_spec.enable_service_links, None,
+            "pod-only defaults stay off templates"
+        );
 
         check::<LimitRange>(
             json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}, "min": {"memory": "1000Mi"}}]}}),

@@ -70,7 +70,9 @@ fn image_tag(image: &str) -> Option<String> {
     };
     // Repository paths (after an optional registry host) are lower case.
     let path = match repo.split_once('/') {
-        Some((host, rest)) if host.contains('.') || host.contains(':') || host == "localhost" => rest,
+        Some((host, rest)) if host.contains('.') || host.contains(':') || host == "localhost" => {
+            rest
+        }
         _ => repo,
     };
     if path.is_empty() || path.chars().any(|c| c.is_ascii_uppercase()) {
@@ -119,7 +121,10 @@ fn default_container(c: &mut Container) {
         };
         c.image_pull_policy = Some(policy.to_owned());
     }
-    set_if_empty(&mut c.termination_message_path, TERMINATION_MESSAGE_PATH_DEFAULT);
+    set_if_empty(
+        &mut c.termination_message_path,
+        TERMINATION_MESSAGE_PATH_DEFAULT,
+    );
     set_if_empty(&mut c.termination_message_policy, "File");
     for port in c.ports.iter_mut().flatten() {
         set_if_empty(&mut port.protocol, "TCP");
@@ -257,7 +262,11 @@ pub fn default_volume(v: &mut Volume) {
         set_if_empty(&mut s.storage_mode, "ThinProvisioned");
         set_if_empty(&mut s.fs_type, "xfs");
     }
-    if let Some(template) = v.ephemeral.as_mut().and_then(|e| e.volume_claim_template.as_mut()) {
+    if let Some(template) = v
+        .ephemeral
+        .as_mut()
+        .and_then(|e| e.volume_claim_template.as_mut())
+    {
         set_if_none(&mut template.spec.volume_mode, "Filesystem".to_owned());
         if let Some(r) = &mut template.spec.resources {
             default_resource_list(&mut r.limits);
@@ -272,7 +281,10 @@ pub fn default_pod_spec(spec: &mut PodSpec) {
     set_if_empty(&mut spec.dns_policy, "ClusterFirst");
     set_if_empty(&mut spec.restart_policy, "Always");
     set_if_none(&mut spec.security_context, Default::default());
-    set_if_none(&mut spec.termination_grace_period_seconds, DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+    set_if_none(
+        &mut spec.termination_grace_period_seconds,
+        DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS,
+    );
     set_if_empty(&mut spec.scheduler_name, DEFAULT_SCHEDULER_NAME);
     for v in spec.volumes.iter_mut().flatten() {
         default_volume(v);
@@ -295,11 +307,17 @@ pub fn default_pod_template_spec(template: &mut PodTemplateSpec) {
 }
 
 fn requests_from_limits(c: &mut Container) {
-    let Some(resources) = &mut c.resources else { return };
-    let Some(limits) = &resources.limits else { return };
+    let Some(resources) = &mut c.resources else {
+        return;
+    };
+    let Some(limits) = &resources.limits else {
+        return;
+    };
     let requests = resources.requests.get_or_insert_with(BTreeMap::new);
     for (name, value) in limits {
-        requests.entry(name.clone()).or_insert_with(|| value.clone());
+        requests
+            .entry(name.clone())
+            .or_insert_with(|| value.clone());
     }
 }
 
@@ -308,12 +326,20 @@ fn requests_from_limits(c: &mut Container) {
 /// plugin sets when no class is named), then the pod-spec defaults.
 pub fn default_pod(pod: &mut Pod) {
     let spec = pod.spec.get_or_insert_with(Default::default);
-    for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
         requests_from_limits(c);
     }
     set_if_none(&mut spec.enable_service_links, true);
     if spec.host_network == Some(true) {
-        for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
             for port in c.ports.iter_mut().flatten() {
                 if port.host_port.unwrap_or(0) == 0 {
                     port.host_port = Some(port.container_port);
@@ -323,7 +349,10 @@ pub fn default_pod(pod: &mut Pod) {
     }
     if spec.priority_class_name.as_deref().unwrap_or("").is_empty() {
         set_if_none(&mut spec.priority, 0);
-        set_if_none(&mut spec.preemption_policy, "PreemptLowerPriority".to_owned());
+        set_if_none(
+            &mut spec.preemption_policy,
+            "PreemptLowerPriority".to_owned(),
+        );
     }
     default_pod_spec(spec);
 }
@@ -343,7 +372,10 @@ mod tests {
         if let Some(map) = got.as_object_mut() {
             map.remove("apiVersion");
             map.remove("kind");
-            if map.get("metadata").is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty())) {
+            if map
+                .get("metadata")
+                .is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty()))
+            {
                 map.remove("metadata");
             }
         }
@@ -377,21 +409,40 @@ mod tests {
                 containers: vec![Container {
                     name: "c".into(),
                     image: Some("registry.io:5000/app:1.2".into()),
-                    ports: Some(vec![ContainerPort { container_port: 80, ..Default::default() }]),
+                    ports: Some(vec![ContainerPort {
+                        container_port: 80,
+                        ..Default::default()
+                    }]),
                     resources: Some(ResourceRequirements {
-                        limits: Some(BTreeMap::from([("cpu".into(), ApiQuantity("1n".into())), ("memory".into(), ApiQuantity("1024Mi".into()))])),
-                        requests: Some(BTreeMap::from([("memory".into(), ApiQuantity("0.5Gi".into()))])),
+                        limits: Some(BTreeMap::from([
+                            ("cpu".into(), ApiQuantity("1n".into())),
+                            ("memory".into(), ApiQuantity("1024Mi".into())),
+                        ])),
+                        requests: Some(BTreeMap::from([(
+                            "memory".into(),
+                            ApiQuantity("0.5Gi".into()),
+                        )])),
                         claims: None,
                     }),
                     liveness_probe: Some(Probe {
-                        http_get: Some(HTTPGetAction { port: IntOrString::Int(8080), ..Default::default() }),
+                        http_get: Some(HTTPGetAction {
+                            port: IntOrString::Int(8080),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     }),
                     ..Default::default()
                 }],
                 volumes: Some(vec![
-                    Volume { name: "e".into(), ..Default::default() },
-                    Volume { name: "s".into(), secret: Some(SecretVolumeSource::default()), ..Default::default() },
+                    Volume {
+                        name: "e".into(),
+                        ..Default::default()
+                    },
+                    Volume {
+                        name: "s".into(),
+                        secret: Some(SecretVolumeSource::default()),
+                        ..Default::default()
+                    },
                 ]),
                 ..Default::default()
             }),
@@ -408,14 +459,35 @@ mod tests {
         let requests = resources.requests.unwrap_or_default();
         assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1m"));
         assert_eq!(requests.get("memory").map(|q| q.0.as_str()), Some("512Mi"));
-        assert_eq!(resources.limits.unwrap_or_default().get("memory").map(|q| q.0.as_str()), Some("1Gi"));
+        assert_eq!(
+            resources
+                .limits
+                .unwrap_or_default()
+                .get("memory")
+                .map(|q| q.0.as_str()),
+            Some("1Gi")
+        );
         let probe = c.liveness_probe.clone().unwrap_or_default();
-        assert_eq!((probe.timeout_seconds, probe.period_seconds, probe.success_threshold, probe.failure_threshold), (Some(1), Some(10), Some(1), Some(3)));
+        assert_eq!(
+            (
+                probe.timeout_seconds,
+                probe.period_seconds,
+                probe.success_threshold,
+                probe.failure_threshold
+            ),
+            (Some(1), Some(10), Some(1), Some(3))
+        );
         let http = probe.http_get.unwrap_or_default();
-        assert_eq!((http.path.as_deref(), http.scheme.as_deref()), (Some("/"), Some("HTTP")));
+        assert_eq!(
+            (http.path.as_deref(), http.scheme.as_deref()),
+            (Some("/"), Some("HTTP"))
+        );
         let volumes = spec.volumes.unwrap_or_default();
         assert!(volumes[0].empty_dir.is_some());
-        assert_eq!(volumes[1].secret.as_ref().and_then(|s| s.default_mode), Some(420));
+        assert_eq!(
+            volumes[1].secret.as_ref().and_then(|s| s.default_mode),
+            Some(420)
+        );
     }
 
     #[test]

@@ -22,7 +22,8 @@ use crate::validation::names::{
 use crate::validation::pod::{PORT_PROTOCOLS, PodValidationOptions, validate_pod_template_spec};
 use crate::validation::resources::{
     is_overcommit_allowed, parse_resource_list, validate_container_resource_name,
-    validate_resource_name, validate_resource_quantity_value, validate_resource_quota_resource_name,
+    validate_resource_name, validate_resource_quantity_value,
+    validate_resource_quota_resource_name,
 };
 
 /// The most bytes a ConfigMap's or Secret's data may hold (1 MiB).
@@ -60,13 +61,21 @@ pub fn validate_config_map(cm: &ConfigMap) -> Vec<FieldError> {
             errs.push(FieldError::invalid(&p, key.as_str(), &msg));
         }
         if binary.contains_key(key) {
-            errs.push(FieldError::invalid(&p, key.as_str(), "duplicate of key present in binaryData"));
+            errs.push(FieldError::invalid(
+                &p,
+                key.as_str(),
+                "duplicate of key present in binaryData",
+            ));
         }
         total += value.len();
     }
     for (key, value) in &binary {
         for msg in is_config_map_key(key) {
-            errs.push(FieldError::invalid(&Path::new("binaryData").key(key), key.as_str(), &msg));
+            errs.push(FieldError::invalid(
+                &Path::new("binaryData").key(key),
+                key.as_str(),
+                &msg,
+            ));
         }
         total += value.0.len();
     }
@@ -87,7 +96,9 @@ pub fn validate_config_map_update(new: &ConfigMap, old: &ConfigMap) -> Vec<Field
         if new.data.clone().unwrap_or_default() != old.data.clone().unwrap_or_default() {
             errs.push(FieldError::forbidden(&Path::new("data"), msg));
         }
-        if new.binary_data.clone().unwrap_or_default() != old.binary_data.clone().unwrap_or_default() {
+        if new.binary_data.clone().unwrap_or_default()
+            != old.binary_data.clone().unwrap_or_default()
+        {
             errs.push(FieldError::forbidden(&Path::new("binaryData"), msg));
         }
     }
@@ -105,7 +116,8 @@ fn json_error(bytes: &[u8]) -> Option<String> {
 /// A Secret: keys, total size, and the keys each well-known type requires. Fold `stringData`
 /// into `data` first, as upstream does before validation.
 pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(&secret.metadata, true, NameValidator::DnsSubdomain, &meta());
+    let mut errs =
+        validate_object_meta(&secret.metadata, true, NameValidator::DnsSubdomain, &meta());
     let data_path = Path::new("data");
     let data = secret.data.clone().unwrap_or_default();
     let mut total = 0usize;
@@ -129,35 +141,48 @@ pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
     match secret.type_.as_deref().unwrap_or("") {
         "kubernetes.io/service-account-token" => {
             let key = "kubernetes.io/service-account.name";
-            let name = secret.metadata.annotations.as_ref().and_then(|a| a.get(key));
+            let name = secret
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key));
             if name.is_none_or(String::is_empty) {
-                errs.push(FieldError::required(&meta().child("annotations").key(key), ""));
+                errs.push(FieldError::required(
+                    &meta().child("annotations").key(key),
+                    "",
+                ));
             }
         }
         "kubernetes.io/dockercfg" => {
-            if required(".dockercfg", &mut errs) {
-                if let Some(e) = data.get(".dockercfg").and_then(|v| json_error(&v.0)) {
-                    errs.push(FieldError::invalid(&data_path.key(".dockercfg"), "<secret contents redacted>", &e));
-                }
+            if required(".dockercfg", &mut errs)
+                && let Some(e) = data.get(".dockercfg").and_then(|v| json_error(&v.0))
+            {
+                errs.push(FieldError::invalid(
+                    &data_path.key(".dockercfg"),
+                    "<secret contents redacted>",
+                    &e,
+                ));
             }
         }
         "kubernetes.io/dockerconfigjson" => {
-            if required(".dockerconfigjson", &mut errs) {
-                if let Some(e) = data.get(".dockerconfigjson").and_then(|v| json_error(&v.0)) {
-                    errs.push(FieldError::invalid(&data_path.key(".dockerconfigjson"), "<secret contents redacted>", &e));
-                }
+            if required(".dockerconfigjson", &mut errs)
+                && let Some(e) = data.get(".dockerconfigjson").and_then(|v| json_error(&v.0))
+            {
+                errs.push(FieldError::invalid(
+                    &data_path.key(".dockerconfigjson"),
+                    "<secret contents redacted>",
+                    &e,
+                ));
             }
         }
-        "kubernetes.io/basic-auth" => {
-            if !data.contains_key("username") && !data.contains_key("password") {
-                errs.push(FieldError::required(&data_path.key("username"), ""));
-                errs.push(FieldError::required(&data_path.key("password"), ""));
-            }
+        "kubernetes.io/basic-auth"
+            if !data.contains_key("username") && !data.contains_key("password") =>
+        {
+            errs.push(FieldError::required(&data_path.key("username"), ""));
+            errs.push(FieldError::required(&data_path.key("password"), ""));
         }
-        "kubernetes.io/ssh-auth" => {
-            if data.get("ssh-privatekey").is_none_or(|v| v.0.is_empty()) {
-                errs.push(FieldError::required(&data_path.key("ssh-privatekey"), ""));
-            }
+        "kubernetes.io/ssh-auth" if data.get("ssh-privatekey").is_none_or(|v| v.0.is_empty()) => {
+            errs.push(FieldError::required(&data_path.key("ssh-privatekey"), ""));
         }
         "kubernetes.io/tls" => {
             required("tls.crt", &mut errs);
@@ -172,7 +197,11 @@ pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
 pub fn validate_secret_update(new: &Secret, old: &Secret) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
     if new.type_ != old.type_ {
-        errs.push(FieldError::invalid(&Path::new("type"), new.type_.clone().unwrap_or_default(), FIELD_IMMUTABLE));
+        errs.push(FieldError::invalid(
+            &Path::new("type"),
+            new.type_.clone().unwrap_or_default(),
+            FIELD_IMMUTABLE,
+        ));
     }
     if old.immutable == Some(true) {
         let msg = "field is immutable when `immutable` is set";
@@ -193,7 +222,10 @@ pub fn validate_service_account(sa: &ServiceAccount) -> Vec<FieldError> {
 }
 
 /// An update of a ServiceAccount.
-pub fn validate_service_account_update(new: &ServiceAccount, old: &ServiceAccount) -> Vec<FieldError> {
+pub fn validate_service_account_update(
+    new: &ServiceAccount,
+    old: &ServiceAccount,
+) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
     errs.extend(validate_service_account(new));
     errs
@@ -207,7 +239,10 @@ pub fn validate_endpoints(ep: &Endpoints) -> Vec<FieldError> {
         let addresses = subset.addresses.as_deref().unwrap_or(&[]);
         let not_ready = subset.not_ready_addresses.as_deref().unwrap_or(&[]);
         if addresses.is_empty() && not_ready.is_empty() {
-            errs.push(FieldError::required(&p, "must specify `addresses` or `notReadyAddresses`"));
+            errs.push(FieldError::required(
+                &p,
+                "must specify `addresses` or `notReadyAddresses`",
+            ));
         }
         for (list, field) in [(addresses, "addresses"), (not_ready, "notReadyAddresses")] {
             for (j, address) in list.iter().enumerate() {
@@ -218,10 +253,17 @@ pub fn validate_endpoints(ep: &Endpoints) -> Vec<FieldError> {
                 }
                 if let Some(node) = &address.node_name {
                     for msg in NameValidator::DnsSubdomain.validate(node, false) {
-                        errs.push(FieldError::invalid(&ap.child("nodeName"), node.as_str(), &msg));
+                        errs.push(FieldError::invalid(
+                            &ap.child("nodeName"),
+                            node.as_str(),
+                            &msg,
+                        ));
                     }
                 }
-                errs.extend(crate::validation::service::validate_non_special_ip(&address.ip, &ap.child("ip")));
+                errs.extend(crate::validation::service::validate_non_special_ip(
+                    &address.ip,
+                    &ap.child("ip"),
+                ));
             }
         }
         let ports = subset.ports.as_deref().unwrap_or(&[]);
@@ -239,7 +281,11 @@ pub fn validate_endpoints(ep: &Endpoints) -> Vec<FieldError> {
             match port.protocol.as_deref().unwrap_or("") {
                 "" => errs.push(FieldError::required(&pp.child("protocol"), "")),
                 proto if !PORT_PROTOCOLS.contains(&proto) => {
-                    errs.push(FieldError::not_supported(&pp.child("protocol"), proto, PORT_PROTOCOLS));
+                    errs.push(FieldError::not_supported(
+                        &pp.child("protocol"),
+                        proto,
+                        PORT_PROTOCOLS,
+                    ));
                 }
                 _ => {}
             }
@@ -262,12 +308,18 @@ fn validate_rc_spec(rc: &ReplicationController) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let path = Path::new("spec");
     let spec = rc.spec.clone().unwrap_or_default();
-    errs.extend(validate_nonnegative(i64::from(spec.min_ready_seconds.unwrap_or(0)), &path.child("minReadySeconds")));
+    errs.extend(validate_nonnegative(
+        i64::from(spec.min_ready_seconds.unwrap_or(0)),
+        &path.child("minReadySeconds"),
+    ));
     let selector = spec.selector.clone().unwrap_or_default();
     if selector.is_empty() {
         errs.push(FieldError::required(&path.child("selector"), ""));
     }
-    errs.extend(validate_nonnegative(i64::from(spec.replicas.unwrap_or(0)), &path.child("replicas")));
+    errs.extend(validate_nonnegative(
+        i64::from(spec.replicas.unwrap_or(0)),
+        &path.child("replicas"),
+    ));
     let tp = path.child("template");
     match &spec.template {
         None => errs.push(FieldError::required(&tp, "")),
@@ -284,11 +336,19 @@ fn validate_rc_spec(rc: &ReplicationController) -> Vec<FieldError> {
                     "`selector` does not match template `labels`",
                 ));
             }
-            errs.extend(validate_pod_template_spec(template, &tp, &PodValidationOptions::default()));
+            errs.extend(validate_pod_template_spec(
+                template,
+                &tp,
+                &PodValidationOptions::default(),
+            ));
             let pod_spec = template.spec.clone().unwrap_or_default();
             let restart = pod_spec.restart_policy.clone().unwrap_or_default();
             if restart != "Always" {
-                errs.push(FieldError::not_supported(&tp.child("spec").child("restartPolicy"), restart, &["Always"]));
+                errs.push(FieldError::not_supported(
+                    &tp.child("spec").child("restartPolicy"),
+                    restart,
+                    &["Always"],
+                ));
             }
             if pod_spec.active_deadline_seconds.is_some() {
                 errs.push(FieldError::forbidden(
@@ -310,7 +370,10 @@ pub fn validate_replication_controller(rc: &ReplicationController) -> Vec<FieldE
 }
 
 /// An update of a ReplicationController.
-pub fn validate_replication_controller_update(new: &ReplicationController, old: &ReplicationController) -> Vec<FieldError> {
+pub fn validate_replication_controller_update(
+    new: &ReplicationController,
+    old: &ReplicationController,
+) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
     errs.extend(validate_rc_spec(new));
     errs
@@ -329,7 +392,11 @@ pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
         if !type_errs.is_empty() {
             errs.extend(type_errs);
         } else if !t.contains('/') && !matches!(t, "Pod" | "Container" | "PersistentVolumeClaim") {
-            errs.push(FieldError::invalid(&p.child("type"), t, "must be a standard limit type or fully qualified"));
+            errs.push(FieldError::invalid(
+                &p.child("type"),
+                t,
+                "must be a standard limit type or fully qualified",
+            ));
         }
         if !types.insert(t) {
             errs.push(FieldError::duplicate(&p.child("type"), t));
@@ -351,13 +418,22 @@ pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
         }
         if t == "Pod" {
             if item.default.as_ref().is_some_and(|d| !d.is_empty()) {
-                errs.push(FieldError::forbidden(&p.child("default"), "may not be specified when `type` is 'Pod'"));
+                errs.push(FieldError::forbidden(
+                    &p.child("default"),
+                    "may not be specified when `type` is 'Pod'",
+                ));
             }
             if item.default_request.as_ref().is_some_and(|d| !d.is_empty()) {
-                errs.push(FieldError::forbidden(&p.child("defaultRequest"), "may not be specified when `type` is 'Pod'"));
+                errs.push(FieldError::forbidden(
+                    &p.child("defaultRequest"),
+                    "may not be specified when `type` is 'Pod'",
+                ));
             }
         } else {
-            for (field, list) in [("default", &item.default), ("defaultRequest", &item.default_request)] {
+            for (field, list) in [
+                ("default", &item.default),
+                ("defaultRequest", &item.default_request),
+            ] {
                 let parsed = parse_resource_list(list.as_ref(), &p.child(field), &mut errs);
                 for name in parsed.keys() {
                     errs.extend(name_check(name, &p.child(field).key(name)));
@@ -368,10 +444,17 @@ pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
         if t == "PersistentVolumeClaim" {
             let has = |field: &str| item_has(item, field);
             if !has("min") && !has("max") {
-                errs.push(FieldError::required(&p.child("limits"), "either minimum or maximum storage value is required, but neither was provided"));
+                errs.push(FieldError::required(
+                    &p.child("limits"),
+                    "either minimum or maximum storage value is required, but neither was provided",
+                ));
             }
         }
-        let ratios = parse_resource_list(item.max_limit_request_ratio.as_ref(), &p.child("maxLimitRequestRatio"), &mut errs);
+        let ratios = parse_resource_list(
+            item.max_limit_request_ratio.as_ref(),
+            &p.child("maxLimitRequestRatio"),
+            &mut errs,
+        );
         for name in ratios.keys() {
             errs.extend(name_check(name, &p.child("maxLimitRequestRatio").key(name)));
         }
@@ -380,41 +463,70 @@ pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
         let keys: BTreeSet<String> = lists.values().flat_map(|l| l.keys().cloned()).collect();
         let q = |v: &Quantity| BadValue::Other(v.canonical());
         for k in &keys {
-            let (min, max, default, request, ratio) =
-                (get("min", k), get("max", k), get("default", k), get("defaultRequest", k), get("maxLimitRequestRatio", k));
-            if let (Some(min), Some(max)) = (&min, &max) {
-                if min > max {
-                    errs.push(FieldError::invalid(&p.child("min").key(k), q(min), &format!("min value {min} is greater than max value {max}")));
-                }
+            let (min, max, default, request, ratio) = (
+                get("min", k),
+                get("max", k),
+                get("default", k),
+                get("defaultRequest", k),
+                get("maxLimitRequestRatio", k),
+            );
+            if let (Some(min), Some(max)) = (&min, &max)
+                && min > max
+            {
+                errs.push(FieldError::invalid(
+                    &p.child("min").key(k),
+                    q(min),
+                    &format!("min value {min} is greater than max value {max}"),
+                ));
             }
-            if let (Some(request), Some(min)) = (&request, &min) {
-                if min > request {
-                    errs.push(FieldError::invalid(&p.child("defaultRequest").key(k), q(request), &format!("min value {min} is greater than default request value {request}")));
-                }
+            if let (Some(request), Some(min)) = (&request, &min)
+                && min > request
+            {
+                errs.push(FieldError::invalid(
+                    &p.child("defaultRequest").key(k),
+                    q(request),
+                    &format!("min value {min} is greater than default request value {request}"),
+                ));
             }
-            if let (Some(request), Some(max)) = (&request, &max) {
-                if request > max {
-                    errs.push(FieldError::invalid(&p.child("defaultRequest").key(k), q(request), &format!("default request value {request} is greater than max value {max}")));
-                }
+            if let (Some(request), Some(max)) = (&request, &max)
+                && request > max
+            {
+                errs.push(FieldError::invalid(
+                    &p.child("defaultRequest").key(k),
+                    q(request),
+                    &format!("default request value {request} is greater than max value {max}"),
+                ));
             }
-            if let (Some(request), Some(default)) = (&request, &default) {
-                if request > default {
-                    errs.push(FieldError::invalid(&p.child("defaultRequest").key(k), q(request), &format!("default request value {request} is greater than default limit value {default}")));
-                }
+            if let (Some(request), Some(default)) = (&request, &default)
+                && request > default
+            {
+                errs.push(FieldError::invalid(&p.child("defaultRequest").key(k), q(request), &format!("default request value {request} is greater than default limit value {default}")));
             }
-            if let (Some(default), Some(min)) = (&default, &min) {
-                if min > default {
-                    errs.push(FieldError::invalid(&p.child("default").key(k), q(min), &format!("min value {min} is greater than default value {default}")));
-                }
+            if let (Some(default), Some(min)) = (&default, &min)
+                && min > default
+            {
+                errs.push(FieldError::invalid(
+                    &p.child("default").key(k),
+                    q(min),
+                    &format!("min value {min} is greater than default value {default}"),
+                ));
             }
-            if let (Some(default), Some(max)) = (&default, &max) {
-                if default > max {
-                    errs.push(FieldError::invalid(&p.child("default").key(k), q(max), &format!("default value {default} is greater than max value {max}")));
-                }
+            if let (Some(default), Some(max)) = (&default, &max)
+                && default > max
+            {
+                errs.push(FieldError::invalid(
+                    &p.child("default").key(k),
+                    q(max),
+                    &format!("default value {default} is greater than max value {max}"),
+                ));
             }
             if let Some(ratio) = &ratio {
                 if *ratio < Quantity::from_i64(1) {
-                    errs.push(FieldError::invalid(&p.child("maxLimitRequestRatio").key(k), q(ratio), &format!("ratio {ratio} is less than 1")));
+                    errs.push(FieldError::invalid(
+                        &p.child("maxLimitRequestRatio").key(k),
+                        q(ratio),
+                        &format!("ratio {ratio} is less than 1"),
+                    ));
                 }
                 if let (Some(min), Some(max)) = (&min, &max) {
                     let limit = max.milli_value() as f64 / min.milli_value() as f64;
@@ -427,14 +539,15 @@ pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
                     }
                 }
             }
-            if let (Some(default), Some(request)) = (&default, &request) {
-                if !is_overcommit_allowed(k) && default != request {
-                    errs.push(FieldError::invalid(
+            if let (Some(default), Some(request)) = (&default, &request)
+                && !is_overcommit_allowed(k)
+                && default != request
+            {
+                errs.push(FieldError::invalid(
                         &p.child("defaultRequest").key(k),
                         q(request),
                         &format!("default value {default} must equal to defaultRequest value {request} in {k}"),
                     ));
-                }
             }
         }
     }
@@ -463,21 +576,39 @@ const QUOTA_SCOPES: &[&str] = &[
 ];
 
 fn scope_valid_for(scope: &str, resource: &str) -> bool {
-    const COMPUTE: &[&str] = &["cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"];
+    const COMPUTE: &[&str] = &[
+        "cpu",
+        "memory",
+        "limits.cpu",
+        "limits.memory",
+        "requests.cpu",
+        "requests.memory",
+    ];
     match scope {
         "BestEffort" => resource == "pods",
-        "Terminating" | "NotTerminating" | "NotBestEffort" | "PriorityClass" | "CrossNamespacePodAffinity" => {
-            resource == "pods" || COMPUTE.contains(&resource)
-        }
+        "Terminating"
+        | "NotTerminating"
+        | "NotBestEffort"
+        | "PriorityClass"
+        | "CrossNamespacePodAffinity" => resource == "pods" || COMPUTE.contains(&resource),
         _ => true,
     }
 }
 
 fn validate_quota_lists(quota: &ResourceQuota, errs: &mut Vec<FieldError>) {
     let lists = [
-        (Path::new("spec").child("hard"), quota.spec.as_ref().and_then(|s| s.hard.as_ref())),
-        (Path::new("status").child("hard"), quota.status.as_ref().and_then(|s| s.hard.as_ref())),
-        (Path::new("status").child("used"), quota.status.as_ref().and_then(|s| s.used.as_ref())),
+        (
+            Path::new("spec").child("hard"),
+            quota.spec.as_ref().and_then(|s| s.hard.as_ref()),
+        ),
+        (
+            Path::new("status").child("hard"),
+            quota.status.as_ref().and_then(|s| s.hard.as_ref()),
+        ),
+        (
+            Path::new("status").child("used"),
+            quota.status.as_ref().and_then(|s| s.used.as_ref()),
+        ),
     ];
     for (path, list) in lists {
         let parsed = parse_resource_list(list, &path, errs);
@@ -491,7 +622,8 @@ fn validate_quota_lists(quota: &ResourceQuota, errs: &mut Vec<FieldError>) {
 
 /// A ResourceQuota: quota resource names, quantities, and scopes valid for its resources.
 pub fn validate_resource_quota(quota: &ResourceQuota) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(&quota.metadata, true, NameValidator::DnsSubdomain, &meta());
+    let mut errs =
+        validate_object_meta(&quota.metadata, true, NameValidator::DnsSubdomain, &meta());
     validate_quota_lists(quota, &mut errs);
     let spec = quota.spec.clone().unwrap_or_default();
     let hard: Vec<String> = spec.hard.clone().unwrap_or_default().into_keys().collect();
@@ -501,33 +633,61 @@ pub fn validate_resource_quota(quota: &ResourceQuota) -> Vec<FieldError> {
     let standard = |k: &str| crate::validation::resources::is_standard_quota_resource_name(k);
     for scope in &scopes {
         if !QUOTA_SCOPES.contains(&scope.as_str()) {
-            errs.push(FieldError::invalid(&scopes_path, shown(), "unsupported scope"));
+            errs.push(FieldError::invalid(
+                &scopes_path,
+                shown(),
+                "unsupported scope",
+            ));
         }
         for k in &hard {
             if standard(k) && !scope_valid_for(scope, k) {
-                errs.push(FieldError::invalid(&scopes_path, shown(), "unsupported scope applied to resource"));
+                errs.push(FieldError::invalid(
+                    &scopes_path,
+                    shown(),
+                    "unsupported scope applied to resource",
+                ));
             }
         }
     }
     let has = |s: &str, list: &[String]| list.iter().any(|x| x == s);
-    for (a, b) in [("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")] {
+    for (a, b) in [
+        ("BestEffort", "NotBestEffort"),
+        ("Terminating", "NotTerminating"),
+    ] {
         if has(a, &scopes) && has(b, &scopes) {
-            errs.push(FieldError::invalid(&scopes_path, shown(), "conflicting scopes"));
+            errs.push(FieldError::invalid(
+                &scopes_path,
+                shown(),
+                "conflicting scopes",
+            ));
         }
     }
     if let Some(selector) = &spec.scope_selector {
-        let p = Path::new("spec").child("scopeSelector").child("matchExpressions");
+        let p = Path::new("spec")
+            .child("scopeSelector")
+            .child("matchExpressions");
         let mut names = Vec::new();
         for req in selector.match_expressions.iter().flatten() {
             if !QUOTA_SCOPES.contains(&req.scope_name.as_str()) {
-                errs.push(FieldError::invalid(&p.child("scopeName"), req.scope_name.as_str(), "unsupported scope"));
+                errs.push(FieldError::invalid(
+                    &p.child("scopeName"),
+                    req.scope_name.as_str(),
+                    "unsupported scope",
+                ));
             }
             for k in &hard {
                 if standard(k) && !scope_valid_for(&req.scope_name, k) {
-                    errs.push(FieldError::invalid(&p, BadValue::Omitted, "unsupported scope applied to resource"));
+                    errs.push(FieldError::invalid(
+                        &p,
+                        BadValue::Omitted,
+                        "unsupported scope applied to resource",
+                    ));
                 }
             }
-            if req.scope_name != "PriorityClass" && QUOTA_SCOPES.contains(&req.scope_name.as_str()) && req.operator != "Exists" {
+            if req.scope_name != "PriorityClass"
+                && QUOTA_SCOPES.contains(&req.scope_name.as_str())
+                && req.operator != "Exists"
+            {
                 errs.push(FieldError::invalid(
                     &p.child("operator"),
                     req.operator.as_str(),
@@ -550,7 +710,10 @@ pub fn validate_resource_quota(quota: &ResourceQuota) -> Vec<FieldError> {
             }
             names.push(req.scope_name.clone());
         }
-        for (a, b) in [("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")] {
+        for (a, b) in [
+            ("BestEffort", "NotBestEffort"),
+            ("Terminating", "NotTerminating"),
+        ] {
             if has(a, &names) && has(b, &names) {
                 errs.push(FieldError::invalid(&p, shown(), "conflicting scopes"));
             }
@@ -562,13 +725,30 @@ pub fn validate_resource_quota(quota: &ResourceQuota) -> Vec<FieldError> {
 /// An update of a ResourceQuota: scopes are fixed.
 pub fn validate_resource_quota_update(new: &ResourceQuota, old: &ResourceQuota) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
-    errs.extend(validate_resource_quota(new).into_iter().filter(|e| !e.field.starts_with("metadata")));
+    errs.extend(
+        validate_resource_quota(new)
+            .into_iter()
+            .filter(|e| !e.field.starts_with("metadata")),
+    );
     let scopes = |q: &ResourceQuota| -> BTreeSet<String> {
-        q.spec.iter().flat_map(|s| s.scopes.iter().flatten()).cloned().collect()
+        q.spec
+            .iter()
+            .flat_map(|s| s.scopes.iter().flatten())
+            .cloned()
+            .collect()
     };
     if scopes(new) != scopes(old) {
-        let list = new.spec.clone().unwrap_or_default().scopes.unwrap_or_default();
-        errs.push(FieldError::invalid(&Path::new("spec").child("scopes"), BadValue::Other(go_string_slice(&list)), FIELD_IMMUTABLE));
+        let list = new
+            .spec
+            .clone()
+            .unwrap_or_default()
+            .scopes
+            .unwrap_or_default();
+        errs.push(FieldError::invalid(
+            &Path::new("spec").child("scopes"),
+            BadValue::Other(go_string_slice(&list)),
+            FIELD_IMMUTABLE,
+        ));
     }
     errs
 }
@@ -582,22 +762,41 @@ pub fn validate_event(event: &Event) -> Vec<FieldError> {
     if event.event_time.is_none() {
         if involved_ns.is_empty() {
             if !namespace.is_empty() && namespace != "default" {
-                errs.push(FieldError::invalid(&ns_path, involved_ns, "does not match event.namespace"));
+                errs.push(FieldError::invalid(
+                    &ns_path,
+                    involved_ns,
+                    "does not match event.namespace",
+                ));
             }
         } else if namespace != involved_ns {
-            errs.push(FieldError::invalid(&ns_path, involved_ns, "does not match event.namespace"));
+            errs.push(FieldError::invalid(
+                &ns_path,
+                involved_ns,
+                "does not match event.namespace",
+            ));
         }
     } else {
         if involved_ns.is_empty() && namespace != "default" && namespace != "kube-system" {
-            errs.push(FieldError::invalid(&ns_path, involved_ns, "does not match event.namespace"));
+            errs.push(FieldError::invalid(
+                &ns_path,
+                involved_ns,
+                "does not match event.namespace",
+            ));
         }
         let controller = event.reporting_component.as_deref().unwrap_or("");
         if controller.is_empty() {
             errs.push(FieldError::required(&Path::new("reportingController"), ""));
         }
-        errs.extend(validate_qualified_name(controller, &Path::new("reportingController")));
+        errs.extend(validate_qualified_name(
+            controller,
+            &Path::new("reportingController"),
+        ));
         for (value, field, limit) in [
-            (event.reporting_instance.as_deref().unwrap_or(""), "reportingInstance", 128),
+            (
+                event.reporting_instance.as_deref().unwrap_or(""),
+                "reportingInstance",
+                128,
+            ),
             (event.action.as_deref().unwrap_or(""), "action", 128),
             (event.reason.as_deref().unwrap_or(""), "reason", 128),
         ] {
@@ -605,15 +804,27 @@ pub fn validate_event(event: &Event) -> Vec<FieldError> {
                 errs.push(FieldError::required(&Path::new(field), ""));
             }
             if value.len() > limit {
-                errs.push(FieldError::invalid(&Path::new(field), "", &format!("can have at most {limit} characters")));
+                errs.push(FieldError::invalid(
+                    &Path::new(field),
+                    "",
+                    &format!("can have at most {limit} characters"),
+                ));
             }
         }
         if event.message.as_deref().unwrap_or("").len() > 1024 {
-            errs.push(FieldError::invalid(&Path::new("message"), "", "can have at most 1024 characters"));
+            errs.push(FieldError::invalid(
+                &Path::new("message"),
+                "",
+                "can have at most 1024 characters",
+            ));
         }
     }
     for msg in is_dns1123_subdomain(namespace) {
-        errs.push(FieldError::invalid(&Path::new("namespace"), namespace, &msg));
+        errs.push(FieldError::invalid(
+            &Path::new("namespace"),
+            namespace,
+            &msg,
+        ));
     }
     errs
 }
@@ -636,14 +847,21 @@ mod tests {
     }
 
     fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
-        ObjectMeta { name: Some(name.into()), namespace: namespace.map(str::to_owned), resource_version: Some("1".into()), ..Default::default() }
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: namespace.map(str::to_owned),
+            resource_version: Some("1".into()),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn namespaces() {
         let ns = |name: &str, finalizers: Vec<&str>| Namespace {
             metadata: named(name, None),
-            spec: Some(k8s_openapi::api::core::v1::NamespaceSpec { finalizers: Some(finalizers.into_iter().map(str::to_owned).collect()) }),
+            spec: Some(k8s_openapi::api::core::v1::NamespaceSpec {
+                finalizers: Some(finalizers.into_iter().map(str::to_owned).collect()),
+            }),
             status: None,
         };
         check(validate_namespace(&ns("dev", vec!["kubernetes"])), &[]);
@@ -660,7 +878,10 @@ mod tests {
     fn config_maps_and_secrets() {
         let cm = ConfigMap {
             metadata: named("c", Some("d")),
-            data: Some(BTreeMap::from([("a b".into(), "x".into()), ("k".into(), "y".repeat(MAX_SECRET_SIZE))])),
+            data: Some(BTreeMap::from([
+                ("a b".into(), "x".into()),
+                ("k".into(), "y".repeat(MAX_SECRET_SIZE)),
+            ])),
             binary_data: Some(BTreeMap::from([("k".into(), ByteString(vec![1]))])),
             immutable: None,
         };
@@ -675,7 +896,11 @@ mod tests {
         let secret = |type_: &str, keys: &[&str]| Secret {
             metadata: named("s", Some("d")),
             type_: Some(type_.into()),
-            data: Some(keys.iter().map(|k| ((*k).to_owned(), ByteString(b"{}".to_vec()))).collect()),
+            data: Some(
+                keys.iter()
+                    .map(|k| ((*k).to_owned(), ByteString(b"{}".to_vec())))
+                    .collect(),
+            ),
             ..Default::default()
         };
         check(validate_secret(&secret("Opaque", &["a"])), &[]);
@@ -761,7 +986,8 @@ mod tests {
         );
         let event: Event = serde_json::from_value(json!({
             "metadata": {"name": "e", "namespace": "d"}, "involvedObject": {"namespace": "other"}
-        })).unwrap_or_else(|e| panic!("{e}"));
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
         check(
             validate_event(&event),
             &["involvedObject.namespace: Invalid value: \"other\": does not match event.namespace"],

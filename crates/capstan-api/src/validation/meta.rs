@@ -36,7 +36,13 @@ pub fn go_string_slice(values: &[String]) -> String {
 pub fn go_string_map(values: &BTreeMap<String, String>) -> String {
     let pairs: Vec<String> = values
         .iter()
-        .map(|(k, v)| format!("{}:{}", crate::field::go_quote(k), crate::field::go_quote(v)))
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                crate::field::go_quote(k),
+                crate::field::go_quote(v)
+            )
+        })
         .collect();
     format!("map[string]string{{{}}}", pairs.join(", "))
 }
@@ -129,13 +135,25 @@ fn validate_owner_reference(r: &OwnerReference, path: &Path) -> Vec<FieldError> 
         ));
     }
     if r.kind.is_empty() {
-        errs.push(FieldError::invalid(&path.child("kind"), r.kind.as_str(), "must not be empty"));
+        errs.push(FieldError::invalid(
+            &path.child("kind"),
+            r.kind.as_str(),
+            "must not be empty",
+        ));
     }
     if r.name.is_empty() {
-        errs.push(FieldError::invalid(&path.child("name"), r.name.as_str(), "must not be empty"));
+        errs.push(FieldError::invalid(
+            &path.child("name"),
+            r.name.as_str(),
+            "must not be empty",
+        ));
     }
     if r.uid.is_empty() {
-        errs.push(FieldError::invalid(&path.child("uid"), r.uid.as_str(), "must not be empty"));
+        errs.push(FieldError::invalid(
+            &path.child("uid"),
+            r.uid.as_str(),
+            "must not be empty",
+        ));
     }
     if group.is_empty() && version == "v1" && r.kind == "Event" {
         errs.push(FieldError::invalid(
@@ -159,7 +177,10 @@ pub fn validate_owner_references(refs: &[OwnerReference], path: &Path) -> Vec<Fi
                 Some(first) => {
                     let value = format!(
                         "[]v1.OwnerReference{{{}}}",
-                        refs.iter().map(go_owner_reference).collect::<Vec<_>>().join(", ")
+                        refs.iter()
+                            .map(go_owner_reference)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     );
                     errs.push(FieldError::invalid(
                         path,
@@ -275,18 +296,28 @@ fn common_checks(meta: &ObjectMeta, namespaced: bool, path: &Path) -> Vec<FieldE
             errs.push(FieldError::required(&path.child("namespace"), ""));
         } else {
             for msg in NameValidator::DnsLabel.validate(namespace, false) {
-                errs.push(FieldError::invalid(&path.child("namespace"), namespace, &msg));
+                errs.push(FieldError::invalid(
+                    &path.child("namespace"),
+                    namespace,
+                    &msg,
+                ));
             }
         }
     } else if !namespace.is_empty() {
-        errs.push(FieldError::forbidden(&path.child("namespace"), "not allowed on this type"));
+        errs.push(FieldError::forbidden(
+            &path.child("namespace"),
+            "not allowed on this type",
+        ));
     }
     errs.extend(validate_nonnegative(
         meta.generation.unwrap_or(0),
         &path.child("generation"),
     ));
     errs.extend(validate_labels(meta.labels.as_ref(), &path.child("labels")));
-    errs.extend(validate_annotations(meta.annotations.as_ref(), &path.child("annotations")));
+    errs.extend(validate_annotations(
+        meta.annotations.as_ref(),
+        &path.child("annotations"),
+    ));
     errs.extend(validate_owner_references(
         meta.owner_references.as_deref().unwrap_or(&[]),
         &path.child("ownerReferences"),
@@ -313,7 +344,11 @@ pub fn validate_object_meta_generic(
     let generate_name = meta.generate_name.as_deref().unwrap_or("");
     if !generate_name.is_empty() {
         for msg in names.validate(generate_name, true) {
-            errs.push(FieldError::invalid(&path.child("generateName"), generate_name, &msg));
+            errs.push(FieldError::invalid(
+                &path.child("generateName"),
+                generate_name,
+                &msg,
+            ));
         }
     }
     let name = meta.name.as_deref().unwrap_or("");
@@ -454,7 +489,10 @@ pub fn validate_object_meta_update_generic(
         &path.child("deletionGracePeriodSeconds"),
     ));
     errs.extend(validate_labels(new.labels.as_ref(), &path.child("labels")));
-    errs.extend(validate_annotations(new.annotations.as_ref(), &path.child("annotations")));
+    errs.extend(validate_annotations(
+        new.annotations.as_ref(),
+        &path.child("annotations"),
+    ));
     errs.extend(validate_owner_references(
         new.owner_references.as_deref().unwrap_or(&[]),
         &path.child("ownerReferences"),
@@ -488,24 +526,62 @@ pub fn validate_template_object_meta(meta: &ObjectMeta, path: &Path) -> Vec<Fiel
     errs.extend(validate_labels(meta.labels.as_ref(), &path.child("labels")));
     let set = [
         ("creationTimestamp", meta.creation_timestamp.is_some()),
-        ("deletionGracePeriodSeconds", meta.deletion_grace_period_seconds.is_some()),
+        (
+            "deletionGracePeriodSeconds",
+            meta.deletion_grace_period_seconds.is_some(),
+        ),
         ("deletionTimestamp", meta.deletion_timestamp.is_some()),
-        ("finalizers", meta.finalizers.as_ref().is_some_and(|f| !f.is_empty())),
-        ("generateName", meta.generate_name.as_ref().is_some_and(|s| !s.is_empty())),
+        (
+            "finalizers",
+            meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()),
+        ),
+        (
+            "generateName",
+            meta.generate_name.as_ref().is_some_and(|s| !s.is_empty()),
+        ),
         ("generation", meta.generation.is_some_and(|g| g != 0)),
-        ("managedFields", meta.managed_fields.as_ref().is_some_and(|f| !f.is_empty())),
+        (
+            "managedFields",
+            meta.managed_fields.as_ref().is_some_and(|f| !f.is_empty()),
+        ),
         ("name", meta.name.as_ref().is_some_and(|s| !s.is_empty())),
-        ("namespace", meta.namespace.as_ref().is_some_and(|s| !s.is_empty())),
-        ("ownerReferences", meta.owner_references.as_ref().is_some_and(|f| !f.is_empty())),
-        ("resourceVersion", meta.resource_version.as_ref().is_some_and(|s| !s.is_empty())),
-        ("selfLink", meta.self_link.as_ref().is_some_and(|s| !s.is_empty())),
+        (
+            "namespace",
+            meta.namespace.as_ref().is_some_and(|s| !s.is_empty()),
+        ),
+        (
+            "ownerReferences",
+            meta.owner_references
+                .as_ref()
+                .is_some_and(|f| !f.is_empty()),
+        ),
+        (
+            "resourceVersion",
+            meta.resource_version
+                .as_ref()
+                .is_some_and(|s| !s.is_empty()),
+        ),
+        (
+            "selfLink",
+            meta.self_link.as_ref().is_some_and(|s| !s.is_empty()),
+        ),
         ("uid", meta.uid.as_ref().is_some_and(|s| !s.is_empty())),
     ];
     // Upstream walks ObjectMeta's Go fields in declaration order.
     let order = [
-        "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences",
-        "finalizers", "managedFields",
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
     ];
     for field in order {
         if set.iter().any(|(name, is_set)| *name == field && *is_set) {
@@ -602,26 +678,53 @@ mod tests {
     #[test]
     fn names_and_namespaces() {
         check(
-            validate_object_meta(&meta("web", Some("default")), true, NameValidator::DnsSubdomain, &path()),
+            validate_object_meta(
+                &meta("web", Some("default")),
+                true,
+                NameValidator::DnsSubdomain,
+                &path(),
+            ),
             &[],
         );
         check(
-            validate_object_meta(&ObjectMeta::default(), true, NameValidator::DnsSubdomain, &path()),
+            validate_object_meta(
+                &ObjectMeta::default(),
+                true,
+                NameValidator::DnsSubdomain,
+                &path(),
+            ),
             &[
                 "metadata.name: Required value: name or generateName is required",
                 "metadata.namespace: Required value",
             ],
         );
         check(
-            validate_object_meta(&meta("Web", None), false, NameValidator::DnsSubdomain, &path()),
-            &["metadata.name: Invalid value: \"Web\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"],
+            validate_object_meta(
+                &meta("Web", None),
+                false,
+                NameValidator::DnsSubdomain,
+                &path(),
+            ),
+            &[
+                "metadata.name: Invalid value: \"Web\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ],
         );
         check(
-            validate_object_meta(&meta("n", Some("x")), false, NameValidator::DnsLabel, &path()),
+            validate_object_meta(
+                &meta("n", Some("x")),
+                false,
+                NameValidator::DnsLabel,
+                &path(),
+            ),
             &["metadata.namespace: Forbidden: not allowed on this type"],
         );
         check(
-            validate_object_meta(&meta("n", Some("a.b")), true, NameValidator::DnsLabel, &path()),
+            validate_object_meta(
+                &meta("n", Some("a.b")),
+                true,
+                NameValidator::DnsLabel,
+                &path(),
+            ),
             &["metadata.namespace: Invalid value: \"a.b\": must not contain dots"],
         );
         let mut generated = meta("web-x1", Some("d"));
@@ -635,7 +738,10 @@ mod tests {
     fn labels_annotations_generation() {
         let mut m = meta("a", Some("d"));
         m.labels = Some(BTreeMap::from([("app".into(), "-bad".into())]));
-        m.annotations = Some(BTreeMap::from([("Example.com/Key".into(), "x".repeat(300 * 1024))]));
+        m.annotations = Some(BTreeMap::from([(
+            "Example.com/Key".into(),
+            "x".repeat(300 * 1024),
+        )]));
         m.generation = Some(-1);
         check(
             validate_object_meta(&m, true, NameValidator::DnsSubdomain, &path()),
@@ -655,7 +761,11 @@ mod tests {
     #[test]
     fn finalizers_and_owners() {
         let mut m = meta("a", Some("d"));
-        m.finalizers = Some(vec!["orphan".into(), "foregroundDeletion".into(), "custom".into()]);
+        m.finalizers = Some(vec![
+            "orphan".into(),
+            "foregroundDeletion".into(),
+            "custom".into(),
+        ]);
         check(
             validate_object_meta(&m, true, NameValidator::DnsSubdomain, &path()),
             &[
@@ -674,14 +784,23 @@ mod tests {
         let mut m = meta("a", Some("d"));
         m.owner_references = Some(vec![
             owner("Event", false),
-            OwnerReference { api_version: "".into(), ..owner("Pod", true) },
+            OwnerReference {
+                api_version: "".into(),
+                ..owner("Pod", true)
+            },
             owner("Node", true),
         ]);
         let errs = validate_object_meta(&m, true, NameValidator::DnsSubdomain, &path());
         let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert_eq!(got.len(), 3, "{got:?}");
-        assert_eq!(got[0], "metadata.ownerReferences: Invalid value: v1.OwnerReference{APIVersion:\"v1\", Kind:\"Event\", Name:\"o\", UID:\"u\", Controller:(*bool)(false), BlockOwnerDeletion:(*bool)(nil)}: /v1, Kind=Event is disallowed from being an owner");
-        assert_eq!(got[1], "metadata.ownerReferences.apiVersion: Invalid value: \"\": version must not be empty");
+        assert_eq!(
+            got[0],
+            "metadata.ownerReferences: Invalid value: v1.OwnerReference{APIVersion:\"v1\", Kind:\"Event\", Name:\"o\", UID:\"u\", Controller:(*bool)(false), BlockOwnerDeletion:(*bool)(nil)}: /v1, Kind=Event is disallowed from being an owner"
+        );
+        assert_eq!(
+            got[1],
+            "metadata.ownerReferences.apiVersion: Invalid value: \"\": version must not be empty"
+        );
         assert!(got[2].ends_with("Only one reference can have Controller set to true. Found \"true\" in references for Pod/o and Node/o"));
     }
 
@@ -717,9 +836,21 @@ mod tests {
         let selector = LabelSelector {
             match_labels: None,
             match_expressions: Some(vec![
-                LabelSelectorRequirement { key: "a".into(), operator: "In".into(), values: None },
-                LabelSelectorRequirement { key: "b".into(), operator: "Exists".into(), values: Some(vec!["x".into()]) },
-                LabelSelectorRequirement { key: "c".into(), operator: "Gt".into(), values: Some(vec!["-".into()]) },
+                LabelSelectorRequirement {
+                    key: "a".into(),
+                    operator: "In".into(),
+                    values: None,
+                },
+                LabelSelectorRequirement {
+                    key: "b".into(),
+                    operator: "Exists".into(),
+                    values: Some(vec!["x".into()]),
+                },
+                LabelSelectorRequirement {
+                    key: "c".into(),
+                    operator: "Gt".into(),
+                    values: Some(vec!["-".into()]),
+                },
             ]),
         };
         check(
@@ -737,7 +868,10 @@ mod tests {
         let mut m = meta("x", Some("y"));
         m.labels = Some(BTreeMap::from([("a".into(), "b".into())]));
         check(
-            validate_template_object_meta(&m, &Path::new("spec").child("template").child("metadata")),
+            validate_template_object_meta(
+                &m,
+                &Path::new("spec").child("template").child("metadata"),
+            ),
             &[
                 "spec.template.metadata.name: Forbidden: cannot be set",
                 "spec.template.metadata.namespace: Forbidden: cannot be set",

@@ -8,10 +8,10 @@ pub mod names;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;
+pub mod core;
 pub mod node;
 pub mod pod;
 pub mod resources;
+pub mod service;
 pub mod storage;
 pub mod volumes;
-pub mod core;
-pub mod service;

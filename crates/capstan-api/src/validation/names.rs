@@ -21,7 +21,8 @@ pub const QUALIFIED_NAME_MAX_LENGTH: usize = 63;
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
@@ -30,13 +31,14 @@ const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', 
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
-const CONFIG_MAP_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+const CONFIG_MAP_KEY_MSG: &str =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
 const ENV_VAR_NAME_FMT: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
 const ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit";
-const RELAXED_ENV_VAR_NAME_MSG: &str =
-    "a valid environment variable name must consist only of printable ASCII characters other than '='";
+const RELAXED_ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist only of printable ASCII characters other than '='";
 const HTTP_HEADER_NAME_FMT: &str = "[-A-Za-z0-9]+";
-const HTTP_HEADER_NAME_MSG: &str = "a valid HTTP header must consist of alphanumeric characters or '-'";
+const HTTP_HEADER_NAME_MSG: &str =
+    "a valid HTTP header must consist of alphanumeric characters or '-'";
 
 /// `must be no more than N characters`.
 pub fn max_len_error(length: usize) -> String {
@@ -159,7 +161,8 @@ pub fn is_dns1123_subdomain_with_underscore(value: &str) -> Vec<String> {
             (Some(&f), Some(&l)) => {
                 is_lower_alnum(f)
                     && is_lower_alnum(l)
-                    && b.iter().all(|&c| is_lower_alnum(c) || c == b'-' || c == b'_')
+                    && b.iter()
+                        .all(|&c| is_lower_alnum(c) || c == b'-' || c == b'_')
             }
             _ => false,
         }
@@ -231,7 +234,10 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push(format!("name part {}", empty_error()));
     } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
-        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX_LENGTH)));
+        errs.push(format!(
+            "name part {}",
+            max_len_error(QUALIFIED_NAME_MAX_LENGTH)
+        ));
     }
     if !matches_qualified_name_part(name) {
         errs.push(format!(
@@ -371,7 +377,9 @@ pub fn is_valid_port_name(port: &str) -> Vec<String> {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     {
-        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned());
+        errs.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned(),
+        );
     }
     if !port.bytes().any(|b| b.is_ascii_lowercase()) {
         errs.push("must contain at least one letter (a-z)".to_owned());
@@ -597,7 +605,10 @@ mod tests {
     use super::*;
 
     fn check(got: Vec<String>, expected: &[&str]) {
-        assert_eq!(got, expected.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            got,
+            expected.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        );
     }
 
     const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -617,14 +628,13 @@ mod tests {
         );
         check(is_dns1123_label("web"), &[]);
         check(is_dns1123_label("a.b"), &["must not contain dots"]);
-        check(
-            is_dns1123_label("-a"),
-            &[LABEL],
-        );
+        check(is_dns1123_label("-a"), &[LABEL]);
         check(is_dns1035_label("web-1"), &[]);
         check(
             is_dns1035_label("1web"),
-            &["a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"],
+            &[
+                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            ],
         );
     }
 
@@ -634,7 +644,10 @@ mod tests {
             regex_error("m", "f", &["a", "b"]),
             "m (e.g. 'a',  or 'b', regex used for validation is 'f')"
         );
-        assert_eq!(regex_error("m", "f", &[]), "m (regex used for validation is 'f')");
+        assert_eq!(
+            regex_error("m", "f", &[]),
+            "m (regex used for validation is 'f')"
+        );
     }
 
     #[test]
@@ -650,9 +663,9 @@ mod tests {
         let name_part = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
         check(
             is_qualified_name("a/"),
-            &["name part must be non-empty", &name_part],
+            &["name part must be non-empty", name_part],
         );
-        check(is_qualified_name("-a"), &[&name_part]);
+        check(is_qualified_name("-a"), &[name_part]);
         check(
             is_qualified_name(&"a".repeat(64)),
             &["name part must be no more than 63 characters"],
@@ -660,11 +673,13 @@ mod tests {
         let three = is_qualified_name("a/b/c");
         assert_eq!(three.len(), 1);
         assert!(three[0].starts_with("a qualified name must consist of"));
-        assert!(three[0].ends_with("with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+        assert!(three[0].ends_with(
+            "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ));
         check(is_valid_label_value(""), &[]);
         check(is_valid_label_value("v1.2_3"), &[]);
         let value_msg = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-        check(is_valid_label_value("-x"), &[&value_msg]);
+        check(is_valid_label_value("-x"), &[value_msg]);
         check(
             is_valid_label_value(&"a".repeat(64)),
             &["must be no more than 63 characters"],
@@ -680,7 +695,9 @@ mod tests {
         check(is_relaxed_env_var_name("1A-b.c"), &[]);
         check(
             is_relaxed_env_var_name("A=B"),
-            &["a valid environment variable name must consist only of printable ASCII characters other than '='"],
+            &[
+                "a valid environment variable name must consist only of printable ASCII characters other than '='",
+            ],
         );
         check(is_env_var_name("A_1"), &[]);
         assert_eq!(is_env_var_name("1A").len(), 1);
@@ -694,17 +711,35 @@ mod tests {
                 "must not begin or end with a hyphen",
             ],
         );
-        check(is_valid_port_name("123"), &["must contain at least one letter (a-z)"]);
-        check(is_valid_port_num(0), &["must be between 1 and 65535, inclusive"]);
+        check(
+            is_valid_port_name("123"),
+            &["must contain at least one letter (a-z)"],
+        );
+        check(
+            is_valid_port_num(0),
+            &["must be between 1 and 65535, inclusive"],
+        );
         check(is_valid_port_num(65535), &[]);
     }
 
     #[test]
     fn name_validators_mask_generate_name_dashes() {
-        assert!(NameValidator::DnsSubdomain.validate("web-", true).is_empty());
-        assert!(!NameValidator::DnsSubdomain.validate("web-", false).is_empty());
+        assert!(
+            NameValidator::DnsSubdomain
+                .validate("web-", true)
+                .is_empty()
+        );
+        assert!(
+            !NameValidator::DnsSubdomain
+                .validate("web-", false)
+                .is_empty()
+        );
         assert!(NameValidator::DnsLabel.validate("ns-", true).is_empty());
-        assert!(NameValidator::Dns1035Label.validate("svc-", true).is_empty());
+        assert!(
+            NameValidator::Dns1035Label
+                .validate("svc-", true)
+                .is_empty()
+        );
         check(
             NameValidator::PathSegment.validate("..", false),
             &["may not be '..'"],
@@ -718,7 +753,13 @@ mod tests {
 
     #[test]
     fn ips_and_cidrs() {
-        for ok in ["10.0.0.1", "010.001.0.1", "::1", "2001:db8::ffff", "::ffff:1.2.3.4"] {
+        for ok in [
+            "10.0.0.1",
+            "010.001.0.1",
+            "::1",
+            "2001:db8::ffff",
+            "::ffff:1.2.3.4",
+        ] {
             assert!(parse_ip_sloppy(ok).is_some(), "{ok}");
         }
         for bad in ["", "1.2.3", "256.0.0.1", "a::g", "1.2.3.4.5"] {

@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Taint};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Taint,
+};
 
 use crate::field::{BadValue, FieldError, Path};
 use crate::validation::meta::{
@@ -58,14 +60,21 @@ pub fn validate_node_selector_requirement(
     if !allow_invalid_label_value {
         for (i, value) in values.iter().enumerate() {
             for msg in is_valid_label_value(value) {
-                errs.push(FieldError::invalid(&path.child("values").index(i), value.as_str(), &msg));
+                errs.push(FieldError::invalid(
+                    &path.child("values").index(i),
+                    value.as_str(),
+                    &msg,
+                ));
             }
         }
     }
     errs
 }
 
-fn validate_node_field_selector_requirement(req: &NodeSelectorRequirement, path: &Path) -> Vec<FieldError> {
+fn validate_node_field_selector_requirement(
+    req: &NodeSelectorRequirement,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let values = req.values.as_deref().unwrap_or(&[]);
     match req.operator.as_str() {
@@ -84,11 +93,19 @@ fn validate_node_field_selector_requirement(req: &NodeSelectorRequirement, path:
         )),
     }
     if req.key != "metadata.name" {
-        errs.push(FieldError::invalid(&path.child("key"), req.key.as_str(), "not a valid field selector key"));
+        errs.push(FieldError::invalid(
+            &path.child("key"),
+            req.key.as_str(),
+            "not a valid field selector key",
+        ));
     } else {
         for (i, v) in values.iter().enumerate() {
             for msg in NameValidator::DnsSubdomain.validate(v, false) {
-                errs.push(FieldError::invalid(&path.child("values").index(i), v.as_str(), &msg));
+                errs.push(FieldError::invalid(
+                    &path.child("values").index(i),
+                    v.as_str(),
+                    &msg,
+                ));
             }
         }
     }
@@ -110,7 +127,10 @@ pub fn validate_node_selector_term(
         ));
     }
     for (j, req) in term.match_fields.iter().flatten().enumerate() {
-        errs.extend(validate_node_field_selector_requirement(req, &path.child("matchFields").index(j)));
+        errs.extend(validate_node_field_selector_requirement(
+            req,
+            &path.child("matchFields").index(j),
+        ));
     }
     errs
 }
@@ -123,11 +143,18 @@ pub fn validate_node_selector(
 ) -> Vec<FieldError> {
     let terms_path = path.child("nodeSelectorTerms");
     if selector.node_selector_terms.is_empty() {
-        return vec![FieldError::required(&terms_path, "must have at least one node selector term")];
+        return vec![FieldError::required(
+            &terms_path,
+            "must have at least one node selector term",
+        )];
     }
     let mut errs = Vec::new();
     for (i, term) in selector.node_selector_terms.iter().enumerate() {
-        errs.extend(validate_node_selector_term(term, allow_invalid_label_value, &terms_path.index(i)));
+        errs.extend(validate_node_selector_term(
+            term,
+            allow_invalid_label_value,
+            &terms_path.index(i),
+        ));
     }
     errs
 }
@@ -164,9 +191,17 @@ pub fn validate_node_taints(taints: &[Taint], path: &Path) -> Vec<FieldError> {
         let value = taint.value.as_deref().unwrap_or("");
         let msgs = is_valid_label_value(value);
         if !msgs.is_empty() {
-            errs.push(FieldError::invalid(&p.child("value"), value, &msgs.join(";")));
+            errs.push(FieldError::invalid(
+                &p.child("value"),
+                value,
+                &msgs.join(";"),
+            ));
         }
-        errs.extend(validate_taint_effect(&taint.effect, false, &p.child("effect")));
+        errs.extend(validate_taint_effect(
+            &taint.effect,
+            false,
+            &p.child("effect"),
+        ));
         let keys = unique.entry(taint.effect.as_str()).or_default();
         if keys.contains(taint.key.as_str()) {
             let mut e = FieldError::duplicate(&p, BadValue::Other(go_taint(taint)));
@@ -231,7 +266,12 @@ fn validate_pod_cidrs(cidrs: &[String]) -> Vec<FieldError> {
 /// A Node (cluster-scoped, DNS-subdomain name): taints, resource quantities and pod CIDRs.
 pub fn validate_node(node: &Node) -> Vec<FieldError> {
     let meta_path = Path::new("metadata");
-    let mut errs = validate_object_meta(&node.metadata, false, NameValidator::DnsSubdomain, &meta_path);
+    let mut errs = validate_object_meta(
+        &node.metadata,
+        false,
+        NameValidator::DnsSubdomain,
+        &meta_path,
+    );
     let spec = node.spec.clone().unwrap_or_default();
     if let Some(taints) = spec.taints.as_deref().filter(|t| !t.is_empty()) {
         // Upstream reports node taints under metadata.
@@ -249,7 +289,12 @@ pub fn validate_node_update(new: &Node, old: &Node) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
     errs.extend(validate_node_resources(new));
     let mut seen = Vec::new();
-    for (i, address) in new.status.iter().flat_map(|s| s.addresses.iter().flatten()).enumerate() {
+    for (i, address) in new
+        .status
+        .iter()
+        .flat_map(|s| s.addresses.iter().flatten())
+        .enumerate()
+    {
         if seen.contains(&address) {
             errs.push(FieldError::duplicate(
                 &Path::new("status").child("addresses").index(i),
@@ -269,11 +314,17 @@ pub fn validate_node_update(new: &Node, old: &Node) -> Vec<FieldError> {
     let cidr_msg = "node updates may not change podCIDR except from \"\" to valid";
     if !old_cidrs.is_empty() {
         if old_cidrs.len() != new_cidrs.len() {
-            errs.push(FieldError::forbidden(&Path::new("spec").child("podCIDRs"), cidr_msg));
+            errs.push(FieldError::forbidden(
+                &Path::new("spec").child("podCIDRs"),
+                cidr_msg,
+            ));
         } else {
             for (a, b) in old_cidrs.iter().zip(&new_cidrs) {
                 if a != b {
-                    errs.push(FieldError::forbidden(&Path::new("spec").child("podCIDRs"), cidr_msg));
+                    errs.push(FieldError::forbidden(
+                        &Path::new("spec").child("podCIDRs"),
+                        cidr_msg,
+                    ));
                 }
             }
         }
@@ -289,7 +340,10 @@ pub fn validate_node_update(new: &Node, old: &Node) -> Vec<FieldError> {
         errs.extend(validate_node_taints(taints, &meta_path.child("taints")));
     }
     if new_spec.external_id != old_spec.external_id {
-        errs.push(FieldError::forbidden(&Path::new("spec").child("externalID"), "may not be updated"));
+        errs.push(FieldError::forbidden(
+            &Path::new("spec").child("externalID"),
+            "may not be updated",
+        ));
     }
     errs
 }
@@ -307,7 +361,11 @@ mod tests {
 
     fn node(taints: Vec<Taint>, cidrs: Vec<&str>) -> Node {
         Node {
-            metadata: ObjectMeta { name: Some("n1".into()), resource_version: Some("1".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
             spec: Some(NodeSpec {
                 taints: Some(taints),
                 pod_cidrs: Some(cidrs.into_iter().map(str::to_owned).collect()),
@@ -318,14 +376,32 @@ mod tests {
     }
 
     fn taint(key: &str, effect: &str) -> Taint {
-        Taint { key: key.into(), effect: effect.into(), value: None, time_added: None }
+        Taint {
+            key: key.into(),
+            effect: effect.into(),
+            value: None,
+            time_added: None,
+        }
     }
 
     #[test]
     fn taints_and_cidrs() {
-        check(validate_node(&node(vec![taint("a", "NoSchedule")], vec!["10.0.0.0/24", "fd00::/64"])), &[]);
         check(
-            validate_node(&node(vec![taint("a", "NoSchedule"), taint("a", "NoSchedule"), taint("b", "Never")], vec!["10.0.0.0/24", "10.1.0.0/24"])),
+            validate_node(&node(
+                vec![taint("a", "NoSchedule")],
+                vec!["10.0.0.0/24", "fd00::/64"],
+            )),
+            &[],
+        );
+        check(
+            validate_node(&node(
+                vec![
+                    taint("a", "NoSchedule"),
+                    taint("a", "NoSchedule"),
+                    taint("b", "Never"),
+                ],
+                vec!["10.0.0.0/24", "10.1.0.0/24"],
+            )),
             &[
                 "metadata.taints[1]: Duplicate value: core.Taint{Key:\"a\", Value:\"\", Effect:\"NoSchedule\", TimeAdded:(*v1.Time)(nil)}: taints must be unique by key and effect pair",
                 "metadata.taints[2].effect: Unsupported value: \"Never\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
@@ -337,10 +413,15 @@ mod tests {
     #[test]
     fn updates() {
         let old = node(vec![], vec!["10.0.0.0/24"]);
-        check(validate_node_update(&node(vec![], vec!["10.0.0.0/24"]), &old), &[]);
+        check(
+            validate_node_update(&node(vec![], vec!["10.0.0.0/24"]), &old),
+            &[],
+        );
         check(
             validate_node_update(&node(vec![], vec!["10.0.1.0/24"]), &old),
-            &["spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid"],
+            &[
+                "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid",
+            ],
         );
     }
 
@@ -348,8 +429,16 @@ mod tests {
     fn selectors() {
         let selector = NodeSelector {
             node_selector_terms: vec![NodeSelectorTerm {
-                match_expressions: Some(vec![NodeSelectorRequirement { key: "k".into(), operator: "Gt".into(), values: Some(vec![]) }]),
-                match_fields: Some(vec![NodeSelectorRequirement { key: "metadata.uid".into(), operator: "In".into(), values: Some(vec!["x".into()]) }]),
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: "k".into(),
+                    operator: "Gt".into(),
+                    values: Some(vec![]),
+                }]),
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.uid".into(),
+                    operator: "In".into(),
+                    values: Some(vec!["x".into()]),
+                }]),
             }],
         };
         check(
@@ -360,7 +449,13 @@ mod tests {
             ],
         );
         check(
-            validate_node_selector(&NodeSelector { node_selector_terms: vec![] }, false, &Path::new("r")),
+            validate_node_selector(
+                &NodeSelector {
+                    node_selector_terms: vec![],
+                },
+                false,
+                &Path::new("r"),
+            ),
             &["r.nodeSelectorTerms: Required value: must have at least one node selector term"],
         );
     }

@@ -23,7 +23,9 @@ use crate::validation::names::{
     is_valid_port_num, is_valid_user_id, validate_dns1123_label, validate_dns1123_subdomain,
     validate_ip_legacy, validate_qualified_name,
 };
-use crate::validation::node::{validate_node_selector, validate_node_selector_term, validate_taint_effect};
+use crate::validation::node::{
+    validate_node_selector, validate_node_selector_term, validate_taint_effect,
+};
 use crate::validation::resources::validate_resource_requirements;
 use crate::validation::volumes::{
     VolumeContext, VolumeIndex, validate_container_resource_field_selector,
@@ -74,7 +76,10 @@ pub struct PodValidationOptions {
 
 impl Default for PodValidationOptions {
     fn default() -> Self {
-        PodValidationOptions { resource_is_pod: false, allow_privileged: true }
+        PodValidationOptions {
+            resource_is_pod: false,
+            allow_privileged: true,
+        }
     }
 }
 
@@ -125,7 +130,11 @@ fn validate_container_ports(c: &Container, path: &Path) -> Vec<FieldError> {
             errs.push(FieldError::required(&p.child("containerPort"), ""));
         } else {
             for msg in is_valid_port_num(i64::from(port.container_port)) {
-                errs.push(FieldError::invalid(&p.child("containerPort"), port.container_port, &msg));
+                errs.push(FieldError::invalid(
+                    &p.child("containerPort"),
+                    port.container_port,
+                    &msg,
+                ));
             }
         }
         let host_port = port.host_port.unwrap_or(0);
@@ -137,7 +146,11 @@ fn validate_container_ports(c: &Container, path: &Path) -> Vec<FieldError> {
         match opt_str(&port.protocol) {
             "" => errs.push(FieldError::required(&p.child("protocol"), "")),
             proto if !PORT_PROTOCOLS.contains(&proto) => {
-                errs.push(FieldError::not_supported(&p.child("protocol"), proto, PORT_PROTOCOLS));
+                errs.push(FieldError::not_supported(
+                    &p.child("protocol"),
+                    proto,
+                    PORT_PROTOCOLS,
+                ));
             }
             _ => {}
         }
@@ -173,7 +186,11 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
             errs.push(FieldError::required(&p.child("name"), ""));
         } else {
             for msg in is_relaxed_env_var_name(&ev.name) {
-                errs.push(FieldError::invalid(&p.child("name"), ev.name.as_str(), &msg));
+                errs.push(FieldError::invalid(
+                    &p.child("name"),
+                    ev.name.as_str(),
+                    &msg,
+                ));
             }
         }
         let Some(from) = &ev.value_from else { continue };
@@ -181,19 +198,35 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
         let mut count = 0;
         if let Some(fr) = &from.field_ref {
             count += 1;
-            errs.extend(validate_object_field_selector(fr, ENV_FIELD_PATHS, &vp.child("fieldRef")));
+            errs.extend(validate_object_field_selector(
+                fr,
+                ENV_FIELD_PATHS,
+                &vp.child("fieldRef"),
+            ));
         }
         if let Some(rfr) = &from.resource_field_ref {
             count += 1;
-            errs.extend(validate_container_resource_field_selector(rfr, false, &vp.child("resourceFieldRef")));
+            errs.extend(validate_container_resource_field_selector(
+                rfr,
+                false,
+                &vp.child("resourceFieldRef"),
+            ));
         }
         if let Some(cm) = &from.config_map_key_ref {
             count += 1;
-            errs.extend(validate_key_selector(&cm.name, &cm.key, &vp.child("configMapKeyRef")));
+            errs.extend(validate_key_selector(
+                &cm.name,
+                &cm.key,
+                &vp.child("configMapKeyRef"),
+            ));
         }
         if let Some(s) = &from.secret_key_ref {
             count += 1;
-            errs.extend(validate_key_selector(&s.name, &s.key, &vp.child("secretKeyRef")));
+            errs.extend(validate_key_selector(
+                &s.name,
+                &s.key,
+                &vp.child("secretKeyRef"),
+            ));
         }
         if count == 0 {
             errs.push(FieldError::invalid(
@@ -202,9 +235,17 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
                 "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
             ));
         } else if !opt_str(&ev.value).is_empty() {
-            errs.push(FieldError::invalid(&vp, "", "may not be specified when `value` is not empty"));
+            errs.push(FieldError::invalid(
+                &vp,
+                "",
+                "may not be specified when `value` is not empty",
+            ));
         } else if count > 1 {
-            errs.push(FieldError::invalid(&vp, "", "may not have more than one field specified at a time"));
+            errs.push(FieldError::invalid(
+                &vp,
+                "",
+                "may not have more than one field specified at a time",
+            ));
         }
     }
     errs
@@ -222,7 +263,10 @@ fn validate_env_from(sources: &[EnvFromSource], path: &Path) -> Vec<FieldError> 
         }
         let mut count = 0;
         for (name, field) in [
-            (ev.config_map_ref.as_ref().map(|r| r.name.as_str()), "configMapRef"),
+            (
+                ev.config_map_ref.as_ref().map(|r| r.name.as_str()),
+                "configMapRef",
+            ),
             (ev.secret_ref.as_ref().map(|r| r.name.as_str()), "secretRef"),
         ] {
             let Some(name) = name else { continue };
@@ -230,13 +274,25 @@ fn validate_env_from(sources: &[EnvFromSource], path: &Path) -> Vec<FieldError> 
             if name.is_empty() {
                 errs.push(FieldError::required(&p.child(field).child("name"), ""));
             } else {
-                errs.extend(validate_name_list_entry(name, true, &p.child(field).child("name")));
+                errs.extend(validate_name_list_entry(
+                    name,
+                    true,
+                    &p.child(field).child("name"),
+                ));
             }
         }
         if count == 0 {
-            errs.push(FieldError::invalid(path, "", "must specify one of: `configMapRef` or `secretRef`"));
+            errs.push(FieldError::invalid(
+                path,
+                "",
+                "must specify one of: `configMapRef` or `secretRef`",
+            ));
         } else if count > 1 {
-            errs.push(FieldError::invalid(path, "", "may not have more than one field specified at a time"));
+            errs.push(FieldError::invalid(
+                path,
+                "",
+                "may not have more than one field specified at a time",
+            ));
         }
     }
     errs
@@ -268,10 +324,18 @@ fn validate_volume_mounts(c: &Container, volumes: &VolumeIndex, path: &Path) -> 
             errs.push(FieldError::required(&p.child("mountPath"), ""));
         }
         if !mount_points.insert(m.mount_path.as_str()) {
-            errs.push(FieldError::invalid(&p.child("mountPath"), m.mount_path.as_str(), "must be unique"));
+            errs.push(FieldError::invalid(
+                &p.child("mountPath"),
+                m.mount_path.as_str(),
+                "must be unique",
+            ));
         }
         if devices.contains_key(m.name.as_str()) {
-            errs.push(FieldError::invalid(&p.child("name"), m.name.as_str(), "must not already exist in volumeDevices"));
+            errs.push(FieldError::invalid(
+                &p.child("name"),
+                m.name.as_str(),
+                "must not already exist in volumeDevices",
+            ));
         }
         if devices.values().any(|d| *d == m.mount_path) {
             errs.push(FieldError::invalid(
@@ -284,15 +348,26 @@ fn validate_volume_mounts(c: &Container, volumes: &VolumeIndex, path: &Path) -> 
         let sub_path_expr = opt_str(&m.sub_path_expr);
         if volumes.is_image(&m.name) {
             if !sub_path.is_empty() {
-                errs.push(FieldError::invalid(&p.child("subPath"), sub_path, "not allowed in image volume sources"));
+                errs.push(FieldError::invalid(
+                    &p.child("subPath"),
+                    sub_path,
+                    "not allowed in image volume sources",
+                ));
             }
             if !sub_path_expr.is_empty() {
-                errs.push(FieldError::invalid(&p.child("subPathExpr"), sub_path_expr, "not allowed in image volume sources"));
+                errs.push(FieldError::invalid(
+                    &p.child("subPathExpr"),
+                    sub_path_expr,
+                    "not allowed in image volume sources",
+                ));
             }
         }
         // Upstream reports these two at the list path, not the item.
         if !sub_path.is_empty() {
-            errs.extend(validate_local_descending_path(sub_path, &path.child("subPath")));
+            errs.extend(validate_local_descending_path(
+                sub_path,
+                &path.child("subPath"),
+            ));
         }
         if !sub_path_expr.is_empty() {
             if !sub_path.is_empty() {
@@ -302,13 +377,20 @@ fn validate_volume_mounts(c: &Container, volumes: &VolumeIndex, path: &Path) -> 
                     "subPathExpr and subPath are mutually exclusive",
                 ));
             }
-            errs.extend(validate_local_descending_path(sub_path_expr, &path.child("subPathExpr")));
+            errs.extend(validate_local_descending_path(
+                sub_path_expr,
+                &path.child("subPathExpr"),
+            ));
         }
         if let Some(propagation) = &m.mount_propagation {
             let pp = path.child("mountPropagation");
             const SUPPORTED: &[&str] = &["Bidirectional", "HostToContainer", "None"];
             if !SUPPORTED.contains(&propagation.as_str()) {
-                errs.push(FieldError::not_supported(&pp, propagation.as_str(), SUPPORTED));
+                errs.push(FieldError::not_supported(
+                    &pp,
+                    propagation.as_str(),
+                    SUPPORTED,
+                ));
             }
             if propagation == "Bidirectional" && !privileged {
                 errs.push(FieldError::forbidden(
@@ -323,16 +405,26 @@ fn validate_volume_mounts(c: &Container, volumes: &VolumeIndex, path: &Path) -> 
                 "Disabled" => {}
                 "Enabled" | "IfPossible" => {
                     if !m.read_only.unwrap_or(false) {
-                        errs.push(FieldError::forbidden(&rp, "may only be specified when readOnly is true"));
+                        errs.push(FieldError::forbidden(
+                            &rp,
+                            "may only be specified when readOnly is true",
+                        ));
                     }
-                    if m.mount_propagation.as_deref().is_some_and(|mp| mp != "None") {
+                    if m.mount_propagation
+                        .as_deref()
+                        .is_some_and(|mp| mp != "None")
+                    {
                         errs.push(FieldError::forbidden(
                             &rp,
                             "may only be specified when mountPropagation is None or not specified",
                         ));
                     }
                 }
-                other => errs.push(FieldError::not_supported(&rp, other, &["Disabled", "Enabled", "IfPossible"])),
+                other => errs.push(FieldError::not_supported(
+                    &rp,
+                    other,
+                    &["Disabled", "Enabled", "IfPossible"],
+                )),
             }
         }
     }
@@ -355,7 +447,11 @@ fn validate_volume_devices(c: &Container, volumes: &VolumeIndex, path: &Path) ->
             errs.push(FieldError::required(&p.child("name"), ""));
         }
         if names.contains(d.name.as_str()) {
-            errs.push(FieldError::invalid(&p.child("name"), d.name.as_str(), "must be unique"));
+            errs.push(FieldError::invalid(
+                &p.child("name"),
+                d.name.as_str(),
+                "must be unique",
+            ));
         }
         if volumes.has(&d.name) && !volumes.is_claim(&d.name) {
             errs.push(FieldError::invalid(
@@ -371,7 +467,11 @@ fn validate_volume_devices(c: &Container, volumes: &VolumeIndex, path: &Path) ->
             errs.push(FieldError::required(&p.child("devicePath"), ""));
         }
         if paths.contains(d.device_path.as_str()) {
-            errs.push(FieldError::invalid(&p.child("devicePath"), d.device_path.as_str(), "must be unique"));
+            errs.push(FieldError::invalid(
+                &p.child("devicePath"),
+                d.device_path.as_str(),
+                "must be unique",
+            ));
         }
         if !d.device_path.is_empty()
             && !validate_path_no_backsteps(&d.device_path, &path.child("devicePath")).is_empty()
@@ -385,7 +485,11 @@ fn validate_volume_devices(c: &Container, volumes: &VolumeIndex, path: &Path) ->
             paths.insert(d.device_path.as_str());
         }
         if mounts.contains_key(d.name.as_str()) {
-            errs.push(FieldError::invalid(&p.child("name"), d.name.as_str(), "must not already exist in volumeMounts"));
+            errs.push(FieldError::invalid(
+                &p.child("name"),
+                d.name.as_str(),
+                "must not already exist in volumeMounts",
+            ));
         }
         if mounts.values().any(|m| *m == d.device_path) {
             errs.push(FieldError::invalid(
@@ -401,11 +505,19 @@ fn validate_volume_devices(c: &Container, volumes: &VolumeIndex, path: &Path) ->
     errs
 }
 
-fn validate_security_context(sc: Option<&SecurityContext>, host_users: bool, path: &Path, opts: &PodValidationOptions) -> Vec<FieldError> {
+fn validate_security_context(
+    sc: Option<&SecurityContext>,
+    host_users: bool,
+    path: &Path,
+    opts: &PodValidationOptions,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(sc) = sc else { return errs };
     if sc.privileged == Some(true) && !opts.allow_privileged {
-        errs.push(FieldError::forbidden(&path.child("privileged"), "disallowed by cluster policy"));
+        errs.push(FieldError::forbidden(
+            &path.child("privileged"),
+            "disallowed by cluster policy",
+        ));
     }
     if let Some(uid) = sc.run_as_user {
         for msg in is_valid_user_id(uid) {
@@ -419,16 +531,31 @@ fn validate_security_context(sc: Option<&SecurityContext>, host_users: bool, pat
     }
     if let Some(proc_mount) = &sc.proc_mount {
         if proc_mount != "Default" && proc_mount != "Unmasked" {
-            errs.push(FieldError::not_supported(&path.child("procMount"), proc_mount.as_str(), &["Default", "Unmasked"]));
+            errs.push(FieldError::not_supported(
+                &path.child("procMount"),
+                proc_mount.as_str(),
+                &["Default", "Unmasked"],
+            ));
         }
         if host_users && proc_mount == "Unmasked" {
-            errs.push(FieldError::invalid(&path.child("procMount"), proc_mount.as_str(), "`hostUsers` must be false to use `Unmasked`"));
+            errs.push(FieldError::invalid(
+                &path.child("procMount"),
+                proc_mount.as_str(),
+                "`hostUsers` must be false to use `Unmasked`",
+            ));
         }
     }
-    errs.extend(validate_seccomp_profile(sc.seccomp_profile.as_ref(), &path.child("seccompProfile")));
+    errs.extend(validate_seccomp_profile(
+        sc.seccomp_profile.as_ref(),
+        &path.child("seccompProfile"),
+    ));
     if sc.allow_privilege_escalation == Some(false) {
         if sc.privileged == Some(true) {
-            errs.push(FieldError::invalid(path, BadValue::Omitted, "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"));
+            errs.push(FieldError::invalid(
+                path,
+                BadValue::Omitted,
+                "cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
+            ));
         }
         for cap in sc.capabilities.iter().flat_map(|c| c.add.iter().flatten()) {
             if cap == "CAP_SYS_ADMIN" {
@@ -436,7 +563,10 @@ fn validate_security_context(sc: Option<&SecurityContext>, host_users: bool, pat
             }
         }
     }
-    errs.extend(validate_app_armor_profile(sc.app_armor_profile.as_ref(), &path.child("appArmorProfile")));
+    errs.extend(validate_app_armor_profile(
+        sc.app_armor_profile.as_ref(),
+        &path.child("appArmorProfile"),
+    ));
     errs
 }
 
@@ -448,17 +578,32 @@ fn validate_seccomp_profile(
     let Some(profile) = profile else { return errs };
     const TYPES: &[&str] = &["Localhost", "RuntimeDefault", "Unconfined"];
     match profile.type_.as_str() {
-        "" => errs.push(FieldError::required(&path.child("type"), "type is required when seccompProfile is set")),
-        t if !TYPES.contains(&t) => errs.push(FieldError::not_supported(&path.child("type"), t, TYPES)),
+        "" => errs.push(FieldError::required(
+            &path.child("type"),
+            "type is required when seccompProfile is set",
+        )),
+        t if !TYPES.contains(&t) => {
+            errs.push(FieldError::not_supported(&path.child("type"), t, TYPES))
+        }
         _ => {}
     }
     if profile.type_ == "Localhost" {
         match &profile.localhost_profile {
-            None => errs.push(FieldError::required(&path.child("localhostProfile"), "must be set when seccomp type is Localhost")),
-            Some(p) => errs.extend(validate_local_descending_path(p, &path.child("localhostProfile"))),
+            None => errs.push(FieldError::required(
+                &path.child("localhostProfile"),
+                "must be set when seccomp type is Localhost",
+            )),
+            Some(p) => errs.extend(validate_local_descending_path(
+                p,
+                &path.child("localhostProfile"),
+            )),
         }
     } else if profile.localhost_profile.is_some() {
-        errs.push(FieldError::invalid(&path.child("localhostProfile"), BadValue::Omitted, "can only be set when seccomp type is Localhost"));
+        errs.push(FieldError::invalid(
+            &path.child("localhostProfile"),
+            BadValue::Omitted,
+            "can only be set when seccomp type is Localhost",
+        ));
     }
     errs
 }
@@ -471,12 +616,22 @@ fn validate_app_armor_profile(
     let Some(profile) = profile else { return errs };
     match profile.type_.as_str() {
         "Localhost" => match &profile.localhost_profile {
-            None => errs.push(FieldError::required(&path.child("localhostProfile"), "must be set when AppArmor type is Localhost")),
+            None => errs.push(FieldError::required(
+                &path.child("localhostProfile"),
+                "must be set when AppArmor type is Localhost",
+            )),
             Some(p) => {
                 if p.trim() != p {
-                    errs.push(FieldError::invalid(&path.child("localhostProfile"), p.as_str(), "must not be padded with whitespace"));
+                    errs.push(FieldError::invalid(
+                        &path.child("localhostProfile"),
+                        p.as_str(),
+                        "must not be padded with whitespace",
+                    ));
                 } else if p.is_empty() {
-                    errs.push(FieldError::required(&path.child("localhostProfile"), "must be set when AppArmor type is Localhost"));
+                    errs.push(FieldError::required(
+                        &path.child("localhostProfile"),
+                        "must be set when AppArmor type is Localhost",
+                    ));
                 }
                 if p.len() > 4095 {
                     errs.push(FieldError::too_long(&path.child("localhostProfile"), 4095));
@@ -485,11 +640,22 @@ fn validate_app_armor_profile(
         },
         "RuntimeDefault" | "Unconfined" => {
             if let Some(p) = &profile.localhost_profile {
-                errs.push(FieldError::invalid(&path.child("localhostProfile"), p.as_str(), "can only be set when AppArmor type is Localhost"));
+                errs.push(FieldError::invalid(
+                    &path.child("localhostProfile"),
+                    p.as_str(),
+                    "can only be set when AppArmor type is Localhost",
+                ));
             }
         }
-        "" => errs.push(FieldError::required(&path.child("type"), "type is required when appArmorProfile is set")),
-        other => errs.push(FieldError::not_supported(&path.child("type"), other, &["Localhost", "RuntimeDefault", "Unconfined"])),
+        "" => errs.push(FieldError::required(
+            &path.child("type"),
+            "type is required when appArmorProfile is set",
+        )),
+        other => errs.push(FieldError::not_supported(
+            &path.child("type"),
+            other,
+            &["Localhost", "RuntimeDefault", "Unconfined"],
+        )),
     }
     errs
 }
@@ -502,7 +668,11 @@ struct ContainerContext<'a> {
     opts: &'a PodValidationOptions,
 }
 
-fn validate_container_common(c: &Container, ctx: &ContainerContext<'_>, path: &Path) -> Vec<FieldError> {
+fn validate_container_common(
+    c: &Container,
+    ctx: &ContainerContext<'_>,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if c.name.is_empty() {
         errs.push(FieldError::required(&path.child("name"), ""));
@@ -514,7 +684,10 @@ fn validate_container_common(c: &Container, ctx: &ContainerContext<'_>, path: &P
     }
     match opt_str(&c.termination_message_policy) {
         "File" | "FallbackToLogsOnError" => {}
-        "" => errs.push(FieldError::required(&path.child("terminationMessagePolicy"), "")),
+        "" => errs.push(FieldError::required(
+            &path.child("terminationMessagePolicy"),
+            "",
+        )),
         other => errs.push(FieldError::not_supported(
             &path.child("terminationMessagePolicy"),
             other,
@@ -522,17 +695,41 @@ fn validate_container_common(c: &Container, ctx: &ContainerContext<'_>, path: &P
         )),
     }
     errs.extend(validate_container_ports(c, &path.child("ports")));
-    errs.extend(validate_env(c.env.as_deref().unwrap_or(&[]), &path.child("env")));
-    errs.extend(validate_env_from(c.env_from.as_deref().unwrap_or(&[]), &path.child("envFrom")));
-    errs.extend(validate_volume_mounts(c, ctx.volumes, &path.child("volumeMounts")));
-    errs.extend(validate_volume_devices(c, ctx.volumes, &path.child("volumeDevices")));
-    errs.extend(validate_pull_policy(opt_str(&c.image_pull_policy), &path.child("imagePullPolicy")));
-    errs.extend(validate_resource_requirements(c.resources.as_ref(), ctx.claim_names, &path.child("resources")));
+    errs.extend(validate_env(
+        c.env.as_deref().unwrap_or(&[]),
+        &path.child("env"),
+    ));
+    errs.extend(validate_env_from(
+        c.env_from.as_deref().unwrap_or(&[]),
+        &path.child("envFrom"),
+    ));
+    errs.extend(validate_volume_mounts(
+        c,
+        ctx.volumes,
+        &path.child("volumeMounts"),
+    ));
+    errs.extend(validate_volume_devices(
+        c,
+        ctx.volumes,
+        &path.child("volumeDevices"),
+    ));
+    errs.extend(validate_pull_policy(
+        opt_str(&c.image_pull_policy),
+        &path.child("imagePullPolicy"),
+    ));
+    errs.extend(validate_resource_requirements(
+        c.resources.as_ref(),
+        ctx.claim_names,
+        &path.child("resources"),
+    ));
     let rp = path.child("resizePolicy");
     let mut seen = BTreeSet::new();
     for (i, policy) in c.resize_policy.iter().flatten().enumerate() {
         if !seen.insert(policy.resource_name.as_str()) {
-            errs.push(FieldError::duplicate(&rp.index(i), policy.resource_name.as_str()));
+            errs.push(FieldError::duplicate(
+                &rp.index(i),
+                policy.resource_name.as_str(),
+            ));
         }
         match policy.resource_name.as_str() {
             "cpu" | "memory" => {}
@@ -542,13 +739,26 @@ fn validate_container_common(c: &Container, ctx: &ContainerContext<'_>, path: &P
         match policy.restart_policy.as_str() {
             "NotRequired" | "RestartContainer" => {}
             "" => errs.push(FieldError::required(&rp, "")),
-            other => errs.push(FieldError::not_supported(&rp, other, &["NotRequired", "RestartContainer"])),
+            other => errs.push(FieldError::not_supported(
+                &rp,
+                other,
+                &["NotRequired", "RestartContainer"],
+            )),
         }
         if ctx.restart_policy == "Never" && policy.restart_policy != "NotRequired" {
-            errs.push(FieldError::invalid(&rp, policy.restart_policy.as_str(), "must be 'NotRequired' when `restartPolicy` is 'Never'"));
+            errs.push(FieldError::invalid(
+                &rp,
+                policy.restart_policy.as_str(),
+                "must be 'NotRequired' when `restartPolicy` is 'Never'",
+            ));
         }
     }
-    errs.extend(validate_security_context(c.security_context.as_ref(), ctx.host_users, &path.child("securityContext"), ctx.opts));
+    errs.extend(validate_security_context(
+        c.security_context.as_ref(),
+        ctx.host_users,
+        &path.child("securityContext"),
+        ctx.opts,
+    ));
     errs
 }
 
@@ -565,58 +775,77 @@ fn validate_handler(
     let mut count = 0;
     let mut one = |name: &str, errs: &mut Vec<FieldError>| -> bool {
         if count > 0 {
-            errs.push(FieldError::forbidden(&path.child(name), "may not specify more than 1 handler type"));
+            errs.push(FieldError::forbidden(
+                &path.child(name),
+                "may not specify more than 1 handler type",
+            ));
             false
         } else {
             count += 1;
             true
         }
     };
-    if let Some(exec) = exec {
-        if one("exec", &mut errs) && exec.command.as_ref().is_none_or(Vec::is_empty) {
-            errs.push(FieldError::required(&path.child("exec").child("command"), ""));
-        }
+    if let Some(exec) = exec
+        && one("exec", &mut errs)
+        && exec.command.as_ref().is_none_or(Vec::is_empty)
+    {
+        errs.push(FieldError::required(
+            &path.child("exec").child("command"),
+            "",
+        ));
     }
-    if let Some(http) = http {
-        if one("httpGet", &mut errs) {
-            let p = path.child("httpGet");
-            if opt_str(&http.path).is_empty() {
-                errs.push(FieldError::required(&p.child("path"), ""));
-            }
-            errs.extend(validate_port_num_or_name(&http.port, &p.child("port")));
-            let scheme = opt_str(&http.scheme);
-            if scheme != "HTTP" && scheme != "HTTPS" {
-                errs.push(FieldError::not_supported(&p.child("scheme"), scheme, &["HTTP", "HTTPS"]));
-            }
-            for header in http.http_headers.iter().flatten() {
-                for msg in is_http_header_name(&header.name) {
-                    errs.push(FieldError::invalid(&p.child("httpHeaders"), header.name.as_str(), &msg));
-                }
-            }
+    if let Some(http) = http
+        && one("httpGet", &mut errs)
+    {
+        let p = path.child("httpGet");
+        if opt_str(&http.path).is_empty() {
+            errs.push(FieldError::required(&p.child("path"), ""));
         }
-    }
-    if let Some(tcp) = tcp {
-        if one("tcpSocket", &mut errs) {
-            errs.extend(validate_port_num_or_name(&tcp.port, &path.child("tcpSocket").child("port")));
+        errs.extend(validate_port_num_or_name(&http.port, &p.child("port")));
+        let scheme = opt_str(&http.scheme);
+        if scheme != "HTTP" && scheme != "HTTPS" {
+            errs.push(FieldError::not_supported(
+                &p.child("scheme"),
+                scheme,
+                &["HTTP", "HTTPS"],
+            ));
         }
-    }
-    if let Some(grpc) = grpc {
-        if one("grpc", &mut errs) {
-            errs.extend(validate_port_num_or_name(&IntOrString::Int(grpc.port), &path.child("grpc").child("port")));
-        }
-    }
-    if let Some(sleep) = sleep {
-        if one("sleep", &mut errs) {
-            if let Some(grace) = grace {
-                if sleep.seconds < 0 || sleep.seconds > grace {
-                    errs.push(FieldError::invalid(
-                        &path.child("sleep"),
-                        sleep.seconds,
-                        &format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})"),
-                    ));
-                }
+        for header in http.http_headers.iter().flatten() {
+            for msg in is_http_header_name(&header.name) {
+                errs.push(FieldError::invalid(
+                    &p.child("httpHeaders"),
+                    header.name.as_str(),
+                    &msg,
+                ));
             }
         }
+    }
+    if let Some(tcp) = tcp
+        && one("tcpSocket", &mut errs)
+    {
+        errs.extend(validate_port_num_or_name(
+            &tcp.port,
+            &path.child("tcpSocket").child("port"),
+        ));
+    }
+    if let Some(grpc) = grpc
+        && one("grpc", &mut errs)
+    {
+        errs.extend(validate_port_num_or_name(
+            &IntOrString::Int(grpc.port),
+            &path.child("grpc").child("port"),
+        ));
+    }
+    if let Some(sleep) = sleep
+        && one("sleep", &mut errs)
+        && let Some(grace) = grace
+        && (sleep.seconds < 0 || sleep.seconds > grace)
+    {
+        errs.push(FieldError::invalid(
+            &path.child("sleep"),
+            sleep.seconds,
+            &format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})"),
+        ));
     }
     if count == 0 {
         errs.push(FieldError::required(path, "must specify a handler type"));
@@ -624,8 +853,20 @@ fn validate_handler(
     errs
 }
 
-fn validate_lifecycle_handler(h: &LifecycleHandler, grace: Option<i64>, path: &Path) -> Vec<FieldError> {
-    validate_handler(h.exec.as_ref(), h.http_get.as_ref(), h.tcp_socket.as_ref(), None, h.sleep.as_ref(), grace, path)
+fn validate_lifecycle_handler(
+    h: &LifecycleHandler,
+    grace: Option<i64>,
+    path: &Path,
+) -> Vec<FieldError> {
+    validate_handler(
+        h.exec.as_ref(),
+        h.http_get.as_ref(),
+        h.tcp_socket.as_ref(),
+        None,
+        h.sleep.as_ref(),
+        grace,
+        path,
+    )
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -635,7 +876,12 @@ enum ProbeKind {
     Startup,
 }
 
-fn validate_probe(probe: Option<&Probe>, kind: ProbeKind, grace: Option<i64>, path: &Path) -> Vec<FieldError> {
+fn validate_probe(
+    probe: Option<&Probe>,
+    kind: ProbeKind,
+    grace: Option<i64>,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(probe) = probe else { return errs };
     errs.extend(validate_handler(
@@ -654,28 +900,47 @@ fn validate_probe(probe: Option<&Probe>, kind: ProbeKind, grace: Option<i64>, pa
         (probe.success_threshold, "successThreshold"),
         (probe.failure_threshold, "failureThreshold"),
     ] {
-        errs.extend(validate_nonnegative(i64::from(value.unwrap_or(0)), &path.child(name)));
+        errs.extend(validate_nonnegative(
+            i64::from(value.unwrap_or(0)),
+            &path.child(name),
+        ));
     }
     if let Some(tgps) = probe.termination_grace_period_seconds.filter(|t| *t <= 0) {
-        errs.push(FieldError::invalid(&path.child("terminationGracePeriodSeconds"), tgps, "must be greater than 0"));
+        errs.push(FieldError::invalid(
+            &path.child("terminationGracePeriodSeconds"),
+            tgps,
+            "must be greater than 0",
+        ));
     }
     match kind {
         ProbeKind::Liveness | ProbeKind::Startup => {
             let success = probe.success_threshold.unwrap_or(0);
             if success != 1 {
-                errs.push(FieldError::invalid(&path.child("successThreshold"), success, "must be 1"));
+                errs.push(FieldError::invalid(
+                    &path.child("successThreshold"),
+                    success,
+                    "must be 1",
+                ));
             }
         }
         ProbeKind::Readiness => {
             if let Some(t) = probe.termination_grace_period_seconds {
-                errs.push(FieldError::invalid(&path.child("terminationGracePeriodSeconds"), t, "must not be set for readinessProbes"));
+                errs.push(FieldError::invalid(
+                    &path.child("terminationGracePeriodSeconds"),
+                    t,
+                    "must not be set for readinessProbes",
+                ));
             }
         }
     }
     errs
 }
 
-fn validate_probes_and_lifecycle(c: &Container, grace: Option<i64>, path: &Path) -> Vec<FieldError> {
+fn validate_probes_and_lifecycle(
+    c: &Container,
+    grace: Option<i64>,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(lifecycle) = &c.lifecycle {
         let p = path.child("lifecycle");
@@ -686,13 +951,32 @@ fn validate_probes_and_lifecycle(c: &Container, grace: Option<i64>, path: &Path)
             errs.extend(validate_lifecycle_handler(h, grace, &p.child("preStop")));
         }
     }
-    errs.extend(validate_probe(c.liveness_probe.as_ref(), ProbeKind::Liveness, grace, &path.child("livenessProbe")));
-    errs.extend(validate_probe(c.readiness_probe.as_ref(), ProbeKind::Readiness, grace, &path.child("readinessProbe")));
-    errs.extend(validate_probe(c.startup_probe.as_ref(), ProbeKind::Startup, grace, &path.child("startupProbe")));
+    errs.extend(validate_probe(
+        c.liveness_probe.as_ref(),
+        ProbeKind::Liveness,
+        grace,
+        &path.child("livenessProbe"),
+    ));
+    errs.extend(validate_probe(
+        c.readiness_probe.as_ref(),
+        ProbeKind::Readiness,
+        grace,
+        &path.child("readinessProbe"),
+    ));
+    errs.extend(validate_probe(
+        c.startup_probe.as_ref(),
+        ProbeKind::Startup,
+        grace,
+        &path.child("startupProbe"),
+    ));
     errs
 }
 
-fn check_host_port_conflicts(containers: &[&Container], path: &Path, offset: usize) -> Vec<FieldError> {
+fn check_host_port_conflicts(
+    containers: &[&Container],
+    path: &Path,
+    offset: usize,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut seen = BTreeSet::new();
     for (ci, c) in containers.iter().enumerate() {
@@ -701,10 +985,19 @@ fn check_host_port_conflicts(containers: &[&Container], path: &Path, offset: usi
             if host_port == 0 {
                 continue;
             }
-            let key = format!("{}/{}/{}", opt_str(&port.protocol), opt_str(&port.host_ip), host_port);
+            let key = format!(
+                "{}/{}/{}",
+                opt_str(&port.protocol),
+                opt_str(&port.host_ip),
+                host_port
+            );
             if !seen.insert(key.clone()) {
                 errs.push(FieldError::duplicate(
-                    &path.index(ci + offset).child("ports").index(pi).child("hostPort"),
+                    &path
+                        .index(ci + offset)
+                        .child("ports")
+                        .index(pi)
+                        .child("hostPort"),
                     key.as_str(),
                 ));
             }
@@ -732,21 +1025,37 @@ fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> Vec<FieldErr
             ));
         }
         if t.toleration_seconds.is_some() && effect != "NoExecute" {
-            errs.push(FieldError::invalid(&p.child("effect"), effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"));
+            errs.push(FieldError::invalid(
+                &p.child("effect"),
+                effect,
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
         }
         match operator {
             "Equal" | "" => {
                 let msgs = is_valid_label_value(value);
                 if !msgs.is_empty() {
-                    errs.push(FieldError::invalid(&p.child("operator"), value, &msgs.join(";")));
+                    errs.push(FieldError::invalid(
+                        &p.child("operator"),
+                        value,
+                        &msgs.join(";"),
+                    ));
                 }
             }
             "Exists" => {
                 if !value.is_empty() {
-                    errs.push(FieldError::invalid(&p.child("operator"), value, "value must be empty when `operator` is 'Exists'"));
+                    errs.push(FieldError::invalid(
+                        &p.child("operator"),
+                        value,
+                        "value must be empty when `operator` is 'Exists'",
+                    ));
                 }
             }
-            other => errs.push(FieldError::not_supported(&p.child("operator"), other, &["Equal", "Exists"])),
+            other => errs.push(FieldError::not_supported(
+                &p.child("operator"),
+                other,
+                &["Equal", "Exists"],
+            )),
         }
         if !effect.is_empty() {
             errs.extend(validate_taint_effect(effect, true, &p.child("effect")));
@@ -756,21 +1065,39 @@ fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> Vec<FieldErr
 }
 
 fn validate_pod_affinity_term(term: &PodAffinityTerm, path: &Path) -> Vec<FieldError> {
-    let mut errs = validate_label_selector(term.label_selector.as_ref(), false, &path.child("labelSelector"));
-    errs.extend(validate_label_selector(term.namespace_selector.as_ref(), false, &path.child("namespaceSelector")));
+    let mut errs = validate_label_selector(
+        term.label_selector.as_ref(),
+        false,
+        &path.child("labelSelector"),
+    );
+    errs.extend(validate_label_selector(
+        term.namespace_selector.as_ref(),
+        false,
+        &path.child("namespaceSelector"),
+    ));
     for ns in term.namespaces.iter().flatten() {
         for msg in NameValidator::DnsLabel.validate(ns, false) {
-            errs.push(FieldError::invalid(&path.child("namespace"), ns.as_str(), &msg));
+            errs.push(FieldError::invalid(
+                &path.child("namespace"),
+                ns.as_str(),
+                &msg,
+            ));
         }
     }
     let match_keys = term.match_label_keys.as_deref().unwrap_or(&[]);
     let mismatch_keys = term.mismatch_label_keys.as_deref().unwrap_or(&[]);
-    for (keys, field) in [(match_keys, "matchLabelKeys"), (mismatch_keys, "mismatchLabelKeys")] {
+    for (keys, field) in [
+        (match_keys, "matchLabelKeys"),
+        (mismatch_keys, "mismatchLabelKeys"),
+    ] {
         if keys.is_empty() {
             continue;
         }
         if term.label_selector.is_none() {
-            errs.push(FieldError::forbidden(&path.child(field), "must not be specified when labelSelector is not set"));
+            errs.push(FieldError::forbidden(
+                &path.child(field),
+                "must not be specified when labelSelector is not set",
+            ));
             continue;
         }
         for (i, key) in keys.iter().enumerate() {
@@ -787,57 +1114,119 @@ fn validate_pod_affinity_term(term: &PodAffinityTerm, path: &Path) -> Vec<FieldE
         }
     }
     if term.topology_key.is_empty() {
-        errs.push(FieldError::required(&path.child("topologyKey"), "can not be empty"));
+        errs.push(FieldError::required(
+            &path.child("topologyKey"),
+            "can not be empty",
+        ));
     }
-    errs.extend(validate_label_name(&term.topology_key, &path.child("topologyKey")));
+    errs.extend(validate_label_name(
+        &term.topology_key,
+        &path.child("topologyKey"),
+    ));
     errs
 }
 
 fn validate_affinity(affinity: Option<&Affinity>, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let Some(affinity) = affinity else { return errs };
+    let Some(affinity) = affinity else {
+        return errs;
+    };
     if let Some(na) = &affinity.node_affinity {
         let p = path.child("nodeAffinity");
         if let Some(required) = &na.required_during_scheduling_ignored_during_execution {
-            errs.extend(validate_node_selector(required, false, &p.child("requiredDuringSchedulingIgnoredDuringExecution")));
+            errs.extend(validate_node_selector(
+                required,
+                false,
+                &p.child("requiredDuringSchedulingIgnoredDuringExecution"),
+            ));
         }
-        for (i, term) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-            let tp = p.child("preferredDuringSchedulingIgnoredDuringExecution").index(i);
+        for (i, term) in na
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            let tp = p
+                .child("preferredDuringSchedulingIgnoredDuringExecution")
+                .index(i);
             if term.weight <= 0 || term.weight > 100 {
-                errs.push(FieldError::invalid(&tp.child("weight"), term.weight, "must be in the range 1-100"));
+                errs.push(FieldError::invalid(
+                    &tp.child("weight"),
+                    term.weight,
+                    "must be in the range 1-100",
+                ));
             }
-            errs.extend(validate_node_selector_term(&term.preference, true, &tp.child("preference")));
+            errs.extend(validate_node_selector_term(
+                &term.preference,
+                true,
+                &tp.child("preference"),
+            ));
         }
     }
     let pod_terms = [
-        affinity.pod_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution, "podAffinity")),
-        affinity.pod_anti_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution, "podAntiAffinity")),
+        affinity.pod_affinity.as_ref().map(|a| {
+            (
+                &a.required_during_scheduling_ignored_during_execution,
+                &a.preferred_during_scheduling_ignored_during_execution,
+                "podAffinity",
+            )
+        }),
+        affinity.pod_anti_affinity.as_ref().map(|a| {
+            (
+                &a.required_during_scheduling_ignored_during_execution,
+                &a.preferred_during_scheduling_ignored_during_execution,
+                "podAntiAffinity",
+            )
+        }),
     ];
     for (required, preferred, field) in pod_terms.into_iter().flatten() {
         let p = path.child(field);
         for (i, term) in required.iter().flatten().enumerate() {
-            errs.extend(validate_pod_affinity_term(term, &p.child("requiredDuringSchedulingIgnoredDuringExecution").index(i)));
+            errs.extend(validate_pod_affinity_term(
+                term,
+                &p.child("requiredDuringSchedulingIgnoredDuringExecution")
+                    .index(i),
+            ));
         }
         for (i, weighted) in preferred.iter().flatten().enumerate() {
-            let tp = p.child("preferredDuringSchedulingIgnoredDuringExecution").index(i);
+            let tp = p
+                .child("preferredDuringSchedulingIgnoredDuringExecution")
+                .index(i);
             if weighted.weight <= 0 || weighted.weight > 100 {
-                errs.push(FieldError::invalid(&tp.child("weight"), weighted.weight, "must be in the range 1-100"));
+                errs.push(FieldError::invalid(
+                    &tp.child("weight"),
+                    weighted.weight,
+                    "must be in the range 1-100",
+                ));
             }
-            errs.extend(validate_pod_affinity_term(&weighted.pod_affinity_term, &tp.child("podAffinityTerm")));
+            errs.extend(validate_pod_affinity_term(
+                &weighted.pod_affinity_term,
+                &tp.child("podAffinityTerm"),
+            ));
         }
     }
     errs
 }
 
-fn validate_topology_spread(constraints: &[TopologySpreadConstraint], path: &Path) -> Vec<FieldError> {
+fn validate_topology_spread(
+    constraints: &[TopologySpreadConstraint],
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, c) in constraints.iter().enumerate() {
         let p = path.index(i);
         if c.max_skew <= 0 {
-            errs.push(FieldError::invalid(&p.child("maxSkew"), c.max_skew, "must be greater than zero"));
+            errs.push(FieldError::invalid(
+                &p.child("maxSkew"),
+                c.max_skew,
+                "must be greater than zero",
+            ));
         }
         if c.topology_key.is_empty() {
-            errs.push(FieldError::required(&p.child("topologyKey"), "can not be empty"));
+            errs.push(FieldError::required(
+                &p.child("topologyKey"),
+                "can not be empty",
+            ));
         }
         if c.when_unsatisfiable != "DoNotSchedule" && c.when_unsatisfiable != "ScheduleAnyway" {
             errs.push(FieldError::not_supported(
@@ -846,10 +1235,9 @@ fn validate_topology_spread(constraints: &[TopologySpreadConstraint], path: &Pat
                 &["DoNotSchedule", "ScheduleAnyway"],
             ));
         }
-        if constraints[i + 1..]
-            .iter()
-            .any(|o| o.topology_key == c.topology_key && o.when_unsatisfiable == c.when_unsatisfiable)
-        {
+        if constraints[i + 1..].iter().any(|o| {
+            o.topology_key == c.topology_key && o.when_unsatisfiable == c.when_unsatisfiable
+        }) {
             errs.push(FieldError::duplicate(
                 &p.child("{topologyKey, whenUnsatisfiable}"),
                 format!("{{{}, {}}}", c.topology_key, c.when_unsatisfiable),
@@ -857,21 +1245,36 @@ fn validate_topology_spread(constraints: &[TopologySpreadConstraint], path: &Pat
         }
         if let Some(min) = c.min_domains {
             if min <= 0 {
-                errs.push(FieldError::invalid(&p.child("minDomains"), min, "must be greater than zero"));
+                errs.push(FieldError::invalid(
+                    &p.child("minDomains"),
+                    min,
+                    "must be greater than zero",
+                ));
             }
             if c.when_unsatisfiable != "DoNotSchedule" {
                 errs.push(FieldError::invalid(
                     &p.child("minDomains"),
                     min,
-                    &format!("can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {}", c.when_unsatisfiable),
+                    &format!(
+                        "can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {}",
+                        c.when_unsatisfiable
+                    ),
                 ));
             }
         }
-        for (policy, field) in [(&c.node_affinity_policy, "nodeAffinityPolicy"), (&c.node_taints_policy, "nodeTaintsPolicy")] {
-            if let Some(policy) = policy {
-                if policy != "Honor" && policy != "Ignore" {
-                    errs.push(FieldError::not_supported(&p.child(field), policy.as_str(), &["Honor", "Ignore"]));
-                }
+        for (policy, field) in [
+            (&c.node_affinity_policy, "nodeAffinityPolicy"),
+            (&c.node_taints_policy, "nodeTaintsPolicy"),
+        ] {
+            if let Some(policy) = policy
+                && policy != "Honor"
+                && policy != "Ignore"
+            {
+                errs.push(FieldError::not_supported(
+                    &p.child(field),
+                    policy.as_str(),
+                    &["Honor", "Ignore"],
+                ));
             }
         }
         let keys = c.match_label_keys.as_deref().unwrap_or(&[]);
@@ -880,21 +1283,38 @@ fn validate_topology_spread(constraints: &[TopologySpreadConstraint], path: &Pat
                 .label_selector
                 .iter()
                 .flat_map(|s| {
-                    s.match_labels.iter().flatten().map(|(k, _)| k.as_str())
+                    s.match_labels
+                        .iter()
+                        .flatten()
+                        .map(|(k, _)| k.as_str())
                         .chain(s.match_expressions.iter().flatten().map(|e| e.key.as_str()))
                 })
                 .collect();
             if c.label_selector.is_none() {
-                errs.push(FieldError::forbidden(&p.child("matchLabelKeys"), "must not be specified when labelSelector is not set"));
+                errs.push(FieldError::forbidden(
+                    &p.child("matchLabelKeys"),
+                    "must not be specified when labelSelector is not set",
+                ));
             }
             for (j, key) in keys.iter().enumerate() {
-                errs.extend(validate_label_name(key, &p.child("matchLabelKeys").index(j)));
+                errs.extend(validate_label_name(
+                    key,
+                    &p.child("matchLabelKeys").index(j),
+                ));
                 if selector_keys.contains(key.as_str()) {
-                    errs.push(FieldError::invalid(&p.child("matchLabelKeys").index(j), key.as_str(), "exists in both matchLabelKeys and labelSelector"));
+                    errs.push(FieldError::invalid(
+                        &p.child("matchLabelKeys").index(j),
+                        key.as_str(),
+                        "exists in both matchLabelKeys and labelSelector",
+                    ));
                 }
             }
         }
-        errs.extend(validate_label_selector(c.label_selector.as_ref(), false, &p.child("labelSelector")));
+        errs.extend(validate_label_selector(
+            c.label_selector.as_ref(),
+            false,
+            &p.child("labelSelector"),
+        ));
     }
     errs
 }
@@ -904,40 +1324,69 @@ fn validate_dns_config(spec: &PodSpec, path: &Path) -> Vec<FieldError> {
     let dns_policy = opt_str(&spec.dns_policy);
     if dns_policy == "None" {
         match &spec.dns_config {
-            None => return vec![FieldError::required(path, "must provide `dnsConfig` when `dnsPolicy` is None")],
+            None => {
+                return vec![FieldError::required(
+                    path,
+                    "must provide `dnsConfig` when `dnsPolicy` is None",
+                )];
+            }
             Some(c) if c.nameservers.as_ref().is_none_or(Vec::is_empty) => {
-                return vec![FieldError::required(&path.child("nameservers"), "must provide at least one DNS nameserver when `dnsPolicy` is None")];
+                return vec![FieldError::required(
+                    &path.child("nameservers"),
+                    "must provide at least one DNS nameserver when `dnsPolicy` is None",
+                )];
             }
             Some(_) => {}
         }
     }
-    let Some(config) = &spec.dns_config else { return errs };
+    let Some(config) = &spec.dns_config else {
+        return errs;
+    };
     let nameservers = config.nameservers.as_deref().unwrap_or(&[]);
     if nameservers.len() > 3 {
-        errs.push(FieldError::invalid(&path.child("nameservers"), BadValue::Other(go_string_slice(nameservers)), "must not have more than 3 nameservers"));
+        errs.push(FieldError::invalid(
+            &path.child("nameservers"),
+            BadValue::Other(go_string_slice(nameservers)),
+            "must not have more than 3 nameservers",
+        ));
     }
     for (i, ns) in nameservers.iter().enumerate() {
         errs.extend(validate_ip_legacy(&path.child("nameservers").index(i), ns));
     }
     let searches = config.searches.as_deref().unwrap_or(&[]);
     if searches.len() > 32 {
-        errs.push(FieldError::invalid(&path.child("searches"), BadValue::Other(go_string_slice(searches)), "must not have more than 32 search paths"));
+        errs.push(FieldError::invalid(
+            &path.child("searches"),
+            BadValue::Other(go_string_slice(searches)),
+            "must not have more than 32 search paths",
+        ));
     }
     if searches.join(" ").len() > 2048 {
-        errs.push(FieldError::invalid(&path.child("searches"), BadValue::Other(go_string_slice(searches)), "must not have more than 2048 characters (including spaces) in the search list"));
+        errs.push(FieldError::invalid(
+            &path.child("searches"),
+            BadValue::Other(go_string_slice(searches)),
+            "must not have more than 2048 characters (including spaces) in the search list",
+        ));
     }
     for (i, search) in searches.iter().enumerate() {
         // Relaxed DNS search validation is on in 1.33: "." and underscores are allowed.
         if search != "." {
             let trimmed = search.strip_suffix('.').unwrap_or(search);
             for msg in crate::validation::names::is_dns1123_subdomain_with_underscore(trimmed) {
-                errs.push(FieldError::invalid(&path.child("searches").index(i), trimmed, &msg));
+                errs.push(FieldError::invalid(
+                    &path.child("searches").index(i),
+                    trimmed,
+                    &msg,
+                ));
             }
         }
     }
     for (i, option) in config.options.iter().flatten().enumerate() {
         if opt_str(&option.name).is_empty() {
-            errs.push(FieldError::required(&path.child("options").index(i), "must not be empty"));
+            errs.push(FieldError::required(
+                &path.child("options").index(i),
+                "must not be empty",
+            ));
         }
     }
     errs
@@ -964,29 +1413,58 @@ fn validate_pod_security_context(spec: &PodSpec, path: &Path) -> Vec<FieldError>
         }
         for (i, g) in sc.supplemental_groups.iter().flatten().enumerate() {
             for msg in is_valid_group_id(*g) {
-                errs.push(FieldError::invalid(&sc_path.child("supplementalGroups").index(i), *g, &msg));
+                errs.push(FieldError::invalid(
+                    &sc_path.child("supplementalGroups").index(i),
+                    *g,
+                    &msg,
+                ));
             }
         }
-        if let Some(policy) = &sc.fs_group_change_policy {
-            if policy != "Always" && policy != "OnRootMismatch" {
-                errs.push(FieldError::not_supported(&sc_path.child("fsGroupChangePolicy"), policy.as_str(), &["Always", "OnRootMismatch"]));
-            }
+        if let Some(policy) = &sc.fs_group_change_policy
+            && policy != "Always"
+            && policy != "OnRootMismatch"
+        {
+            errs.push(FieldError::not_supported(
+                &sc_path.child("fsGroupChangePolicy"),
+                policy.as_str(),
+                &["Always", "OnRootMismatch"],
+            ));
         }
-        if let Some(policy) = &sc.supplemental_groups_policy {
-            if policy != "Merge" && policy != "Strict" {
-                errs.push(FieldError::not_supported(&sc_path.child("supplementalGroupsPolicy"), policy.as_str(), &["Merge", "Strict"]));
-            }
+        if let Some(policy) = &sc.supplemental_groups_policy
+            && policy != "Merge"
+            && policy != "Strict"
+        {
+            errs.push(FieldError::not_supported(
+                &sc_path.child("supplementalGroupsPolicy"),
+                policy.as_str(),
+                &["Merge", "Strict"],
+            ));
         }
-        if let Some(policy) = &sc.se_linux_change_policy {
-            if policy != "MountOption" && policy != "Recursive" {
-                errs.push(FieldError::not_supported(&sc_path.child("seLinuxChangePolicy"), policy.as_str(), &["MountOption", "Recursive"]));
-            }
+        if let Some(policy) = &sc.se_linux_change_policy
+            && policy != "MountOption"
+            && policy != "Recursive"
+        {
+            errs.push(FieldError::not_supported(
+                &sc_path.child("seLinuxChangePolicy"),
+                policy.as_str(),
+                &["MountOption", "Recursive"],
+            ));
         }
-        errs.extend(validate_seccomp_profile(sc.seccomp_profile.as_ref(), &sc_path.child("seccompProfile")));
-        errs.extend(validate_app_armor_profile(sc.app_armor_profile.as_ref(), &sc_path.child("appArmorProfile")));
+        errs.extend(validate_seccomp_profile(
+            sc.seccomp_profile.as_ref(),
+            &sc_path.child("seccompProfile"),
+        ));
+        errs.extend(validate_app_armor_profile(
+            sc.app_armor_profile.as_ref(),
+            &sc_path.child("appArmorProfile"),
+        ));
     }
     if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
-        errs.push(FieldError::invalid(&sc_path.child("shareProcessNamespace"), true, "ShareProcessNamespace and HostPID cannot both be enabled"));
+        errs.push(FieldError::invalid(
+            &sc_path.child("shareProcessNamespace"),
+            true,
+            "ShareProcessNamespace and HostPID cannot both be enabled",
+        ));
     }
     errs
 }
@@ -1001,14 +1479,20 @@ pub fn validate_pod_spec(
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if spec.termination_grace_period_seconds.is_none() {
-        errs.push(FieldError::required(&path.child("terminationGracePeriodSeconds"), ""));
+        errs.push(FieldError::required(
+            &path.child("terminationGracePeriodSeconds"),
+            "",
+        ));
     }
     let grace = spec.termination_grace_period_seconds;
     let host_users = spec.host_users.unwrap_or(true);
     let (volumes, volume_errs) = validate_volumes(
         spec.volumes.as_deref().unwrap_or(&[]),
         &path.child("volumes"),
-        VolumeContext { pod_meta, resource_is_pod: opts.resource_is_pod },
+        VolumeContext {
+            pod_meta,
+            resource_is_pod: opts.resource_is_pod,
+        },
     );
     errs.extend(volume_errs);
 
@@ -1028,7 +1512,13 @@ pub fn validate_pod_spec(
             (None, None) => errs.push(FieldError::invalid(&p, BadValue::Omitted, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")),
             _ => {}
         }
-        for (name, field) in [(&claim.resource_claim_name, "resourceClaimName"), (&claim.resource_claim_template_name, "resourceClaimTemplateName")] {
+        for (name, field) in [
+            (&claim.resource_claim_name, "resourceClaimName"),
+            (
+                &claim.resource_claim_template_name,
+                "resourceClaimTemplateName",
+            ),
+        ] {
             if let Some(name) = name {
                 errs.extend(validate_name_list_entry(name, false, &p.child(field)));
             }
@@ -1036,7 +1526,13 @@ pub fn validate_pod_spec(
     }
 
     let restart_policy = opt_str(&spec.restart_policy);
-    let ctx = ContainerContext { volumes: &volumes, claim_names: &claim_names, restart_policy, host_users, opts };
+    let ctx = ContainerContext {
+        volumes: &volumes,
+        claim_names: &claim_names,
+        restart_policy,
+        host_users,
+        opts,
+    };
 
     // Regular containers.
     let containers_path = path.child("containers");
@@ -1052,7 +1548,10 @@ pub fn validate_pod_spec(
             }
             errs.extend(validate_probes_and_lifecycle(c, grace, &p));
             if c.restart_policy.is_some() {
-                errs.push(FieldError::forbidden(&p.child("restartPolicy"), "may not be set for non-init containers"));
+                errs.push(FieldError::forbidden(
+                    &p.child("restartPolicy"),
+                    "may not be set for non-init containers",
+                ));
             }
         }
         let all: Vec<&Container> = spec.containers.iter().collect();
@@ -1070,7 +1569,11 @@ pub fn validate_pod_spec(
             if policy == "Always" {
                 restart_always = true;
             } else {
-                errs.push(FieldError::not_supported(&p.child("restartPolicy"), policy.as_str(), &["Always"]));
+                errs.push(FieldError::not_supported(
+                    &p.child("restartPolicy"),
+                    policy.as_str(),
+                    &["Always"],
+                ));
             }
         }
         if all_names.contains(c.name.as_str()) {
@@ -1089,7 +1592,10 @@ pub fn validate_pod_spec(
                 (c.startup_probe.is_some(), "startupProbe"),
             ] {
                 if set {
-                    errs.push(FieldError::forbidden(&p.child(field), "may not be set for init containers without restartPolicy=Always"));
+                    errs.push(FieldError::forbidden(
+                        &p.child(field),
+                        "may not be set for init containers without restartPolicy=Always",
+                    ));
                 }
             }
         }
@@ -1126,31 +1632,54 @@ pub fn validate_pod_spec(
         if !eph_names.insert(ec.name.as_str()) {
             errs.push(FieldError::duplicate(&p.child("name"), ec.name.as_str()));
         }
-        if let Some(target) = ec.target_container_name.as_deref().filter(|t| !t.is_empty()) {
-            if !other_names.contains(target) {
-                errs.push(FieldError::not_found(&p.child("targetContainerName"), target));
-            }
+        if let Some(target) = ec
+            .target_container_name
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            && !other_names.contains(target)
+        {
+            errs.push(FieldError::not_found(
+                &p.child("targetContainerName"),
+                target,
+            ));
         }
         for (set, field) in [
             (ec.ports.as_ref().is_some_and(|v| !v.is_empty()), "ports"),
-            (ec.resources.as_ref().is_some_and(|r| r != &Default::default()), "resources"),
+            (
+                ec.resources
+                    .as_ref()
+                    .is_some_and(|r| r != &Default::default()),
+                "resources",
+            ),
             (ec.liveness_probe.is_some(), "livenessProbe"),
             (ec.readiness_probe.is_some(), "readinessProbe"),
             (ec.startup_probe.is_some(), "startupProbe"),
             (ec.lifecycle.is_some(), "lifecycle"),
-            (ec.resize_policy.as_ref().is_some_and(|v| !v.is_empty()), "resizePolicy"),
+            (
+                ec.resize_policy.as_ref().is_some_and(|v| !v.is_empty()),
+                "resizePolicy",
+            ),
             (ec.restart_policy.is_some(), "restartPolicy"),
         ] {
             if set {
-                errs.push(FieldError::forbidden(&p.child(field), "cannot be set for an Ephemeral Container"));
+                errs.push(FieldError::forbidden(
+                    &p.child(field),
+                    "cannot be set for an Ephemeral Container",
+                ));
             }
         }
         for (j, vm) in ec.volume_mounts.iter().flatten().enumerate() {
             if !opt_str(&vm.sub_path).is_empty() {
-                errs.push(FieldError::forbidden(&p.child("volumeMounts").index(j).child("subPath"), "cannot be set for an Ephemeral Container"));
+                errs.push(FieldError::forbidden(
+                    &p.child("volumeMounts").index(j).child("subPath"),
+                    "cannot be set for an Ephemeral Container",
+                ));
             }
             if !opt_str(&vm.sub_path_expr).is_empty() {
-                errs.push(FieldError::forbidden(&p.child("volumeMounts").index(j).child("subPathExpr"), "cannot be set for an Ephemeral Container"));
+                errs.push(FieldError::forbidden(
+                    &p.child("volumeMounts").index(j).child("subPathExpr"),
+                    "cannot be set for an Ephemeral Container",
+                ));
             }
         }
     }
@@ -1162,7 +1691,11 @@ pub fn validate_pod_spec(
                 let host_port = port.host_port.unwrap_or(0);
                 if (opts.resource_is_pod || host_port != 0) && host_port != port.container_port {
                     errs.push(FieldError::invalid(
-                        &containers_path.index(i).child("ports").index(j).child("hostPort"),
+                        &containers_path
+                            .index(i)
+                            .child("ports")
+                            .index(j)
+                            .child("hostPort"),
                         host_port,
                         "must match `containerPort` when `hostNetwork` is true",
                     ));
@@ -1173,19 +1706,36 @@ pub fn validate_pod_spec(
     match restart_policy {
         "Always" | "OnFailure" | "Never" => {}
         "" => errs.push(FieldError::required(&path.child("restartPolicy"), "")),
-        other => errs.push(FieldError::not_supported(&path.child("restartPolicy"), other, RESTART_POLICIES)),
+        other => errs.push(FieldError::not_supported(
+            &path.child("restartPolicy"),
+            other,
+            RESTART_POLICIES,
+        )),
     }
     match opt_str(&spec.dns_policy) {
         "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None" => {}
         "" => errs.push(FieldError::required(&path.child("dnsPolicy"), "")),
-        other => errs.push(FieldError::not_supported(&path.child("dnsPolicy"), other, DNS_POLICIES)),
+        other => errs.push(FieldError::not_supported(
+            &path.child("dnsPolicy"),
+            other,
+            DNS_POLICIES,
+        )),
     }
-    errs.extend(validate_labels(spec.node_selector.as_ref(), &path.child("nodeSelector")));
+    errs.extend(validate_labels(
+        spec.node_selector.as_ref(),
+        &path.child("nodeSelector"),
+    ));
     errs.extend(validate_pod_security_context(spec, path));
-    errs.extend(validate_affinity(spec.affinity.as_ref(), &path.child("affinity")));
+    errs.extend(validate_affinity(
+        spec.affinity.as_ref(),
+        &path.child("affinity"),
+    ));
     errs.extend(validate_dns_config(spec, &path.child("dnsConfig")));
     for (i, gate) in spec.readiness_gates.iter().flatten().enumerate() {
-        errs.extend(validate_qualified_name(&gate.condition_type, &path.child("readinessGates").index(i).child("conditionType")));
+        errs.extend(validate_qualified_name(
+            &gate.condition_type,
+            &path.child("readinessGates").index(i).child("conditionType"),
+        ));
     }
     let mut gates = BTreeSet::new();
     for (i, gate) in spec.scheduling_gates.iter().flatten().enumerate() {
@@ -1206,24 +1756,42 @@ pub fn validate_pod_spec(
             (spec.host_ipc == Some(true), "HostIPC"),
         ] {
             if set {
-                errs.push(FieldError::forbidden(&path.child(field), "when `pod.Spec.HostUsers` is false"));
+                errs.push(FieldError::forbidden(
+                    &path.child(field),
+                    "when `pod.Spec.HostUsers` is false",
+                ));
             }
         }
     }
     let service_account = service_account_name(spec);
     if !service_account.is_empty() {
-        errs.extend(validate_name_list_entry(service_account, false, &path.child("serviceAccountName")));
+        errs.extend(validate_name_list_entry(
+            service_account,
+            false,
+            &path.child("serviceAccountName"),
+        ));
     }
     let node_name = opt_str(&spec.node_name);
     if !node_name.is_empty() {
-        errs.extend(validate_name_list_entry(node_name, false, &path.child("nodeName")));
+        errs.extend(validate_name_list_entry(
+            node_name,
+            false,
+            &path.child("nodeName"),
+        ));
     }
-    if let Some(ads) = spec.active_deadline_seconds {
-        if !(1..=i64::from(i32::MAX)).contains(&ads) {
-            errs.push(FieldError::invalid(&path.child("activeDeadlineSeconds"), ads, &inclusive_range_error(1, i64::from(i32::MAX))));
-        }
+    if let Some(ads) = spec.active_deadline_seconds
+        && !(1..=i64::from(i32::MAX)).contains(&ads)
+    {
+        errs.push(FieldError::invalid(
+            &path.child("activeDeadlineSeconds"),
+            ads,
+            &inclusive_range_error(1, i64::from(i32::MAX)),
+        ));
     }
-    for (value, field) in [(opt_str(&spec.hostname), "hostname"), (opt_str(&spec.subdomain), "subdomain")] {
+    for (value, field) in [
+        (opt_str(&spec.hostname), "hostname"),
+        (opt_str(&spec.subdomain), "subdomain"),
+    ] {
         if !value.is_empty() {
             errs.extend(validate_dns1123_label(value, &path.child(field)));
         }
@@ -1235,37 +1803,76 @@ pub fn validate_pod_spec(
         let p = path.child("hostAliases").index(i);
         errs.extend(validate_ip_legacy(&p.child("ip"), &alias.ip));
         for (j, host) in alias.hostnames.iter().flatten().enumerate() {
-            errs.extend(validate_dns1123_subdomain(host, &p.child("hostnames").index(j)));
+            errs.extend(validate_dns1123_subdomain(
+                host,
+                &p.child("hostnames").index(j),
+            ));
         }
     }
     let priority_class = opt_str(&spec.priority_class_name);
     if !priority_class.is_empty() {
-        errs.extend(validate_name_list_entry(priority_class, false, &path.child("priorityClassName")));
+        errs.extend(validate_name_list_entry(
+            priority_class,
+            false,
+            &path.child("priorityClassName"),
+        ));
     }
     if let Some(runtime_class) = &spec.runtime_class_name {
-        errs.extend(validate_name_list_entry(runtime_class, false, &path.child("runtimeClassName")));
+        errs.extend(validate_name_list_entry(
+            runtime_class,
+            false,
+            &path.child("runtimeClassName"),
+        ));
     }
     if let Some(policy) = &spec.preemption_policy {
         match policy.as_str() {
             "PreemptLowerPriority" | "Never" => {}
             "" => errs.push(FieldError::required(&path.child("preemptionPolicy"), "")),
-            other => errs.push(FieldError::not_supported(&path.child("preemptionPolicy"), other, &["PreemptLowerPriority", "Never"])),
+            other => errs.push(FieldError::not_supported(
+                &path.child("preemptionPolicy"),
+                other,
+                &["PreemptLowerPriority", "Never"],
+            )),
         }
     }
     if let Some(overhead) = &spec.overhead {
-        let requirements = k8s_openapi::api::core::v1::ResourceRequirements { limits: Some(overhead.clone()), ..Default::default() };
-        errs.extend(validate_resource_requirements(Some(&requirements), &[], &path.child("overhead")));
+        let requirements = k8s_openapi::api::core::v1::ResourceRequirements {
+            limits: Some(overhead.clone()),
+            ..Default::default()
+        };
+        errs.extend(validate_resource_requirements(
+            Some(&requirements),
+            &[],
+            &path.child("overhead"),
+        ));
     }
     if let Some(os) = &spec.os {
         if os.name != "linux" && os.name != "windows" {
-            errs.push(FieldError::not_supported(&path.child("os").child("name"), os.name.as_str(), &["linux", "windows"]));
+            errs.push(FieldError::not_supported(
+                &path.child("os").child("name"),
+                os.name.as_str(),
+                &["linux", "windows"],
+            ));
         } else if os.name == "linux" {
-            if spec.security_context.as_ref().is_some_and(|s| s.windows_options.is_some()) {
-                errs.push(FieldError::forbidden(&path.child("securityContext").child("windowsOptions"), "windows options cannot be set for a linux pod"));
+            if spec
+                .security_context
+                .as_ref()
+                .is_some_and(|s| s.windows_options.is_some())
+            {
+                errs.push(FieldError::forbidden(
+                    &path.child("securityContext").child("windowsOptions"),
+                    "windows options cannot be set for a linux pod",
+                ));
             }
             for (c, p) in visit_containers(spec, path) {
-                if c.security_context.as_ref().is_some_and(|s| s.windows_options.is_some()) {
-                    errs.push(FieldError::forbidden(&p.child("securityContext").child("windowsOptions"), "windows options cannot be set for a linux pod"));
+                if c.security_context
+                    .as_ref()
+                    .is_some_and(|s| s.windows_options.is_some())
+                {
+                    errs.push(FieldError::forbidden(
+                        &p.child("securityContext").child("windowsOptions"),
+                        "windows options cannot be set for a linux pod",
+                    ));
                 }
             }
         }
@@ -1274,7 +1881,7 @@ pub fn validate_pod_spec(
 }
 
 /// Containers in upstream's visiting order: init, regular, ephemeral (as plain containers).
-fn visit_containers<'a>(spec: &'a PodSpec, path: &Path) -> Vec<(Container, Path)> {
+fn visit_containers(spec: &PodSpec, path: &Path) -> Vec<(Container, Path)> {
     let mut out: Vec<(Container, Path)> = Vec::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         out.push((c.clone(), path.child("initContainers").index(i)));
@@ -1283,7 +1890,11 @@ fn visit_containers<'a>(spec: &'a PodSpec, path: &Path) -> Vec<(Container, Path)
         out.push((c.clone(), path.child("containers").index(i)));
     }
     for (i, ec) in spec.ephemeral_containers.iter().flatten().enumerate() {
-        let c = Container { name: ec.name.clone(), security_context: ec.security_context.clone(), ..Default::default() };
+        let c = Container {
+            name: ec.name.clone(),
+            security_context: ec.security_context.clone(),
+            ..Default::default()
+        };
         out.push((c, path.child("ephemeralContainers").index(i)));
     }
     out
@@ -1301,7 +1912,11 @@ pub fn service_account_name(spec: &PodSpec) -> &str {
 fn validate_image_whitespace(c: &Container, path: &Path) -> Vec<FieldError> {
     let image = opt_str(&c.image);
     if image.len() != image.trim().len() {
-        vec![FieldError::invalid(&path.child("image"), image, "must not have leading or trailing whitespace")]
+        vec![FieldError::invalid(
+            &path.child("image"),
+            image,
+            "must not have leading or trailing whitespace",
+        )]
     } else {
         Vec::new()
     }
@@ -1316,16 +1931,26 @@ fn validate_pod_specific_annotations(
     path: &Path,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let Some(annotations) = annotations else { return errs };
-    if let Some(value) = annotations.get(MIRROR_POD_ANNOTATION) {
-        if opt_str(&spec.node_name).is_empty() {
-            errs.push(FieldError::invalid(&path.key(MIRROR_POD_ANNOTATION), value.as_str(), "must set spec.nodeName if mirror pod annotation is set"));
-        }
+    let Some(annotations) = annotations else {
+        return errs;
+    };
+    if let Some(value) = annotations.get(MIRROR_POD_ANNOTATION)
+        && opt_str(&spec.node_name).is_empty()
+    {
+        errs.push(FieldError::invalid(
+            &path.key(MIRROR_POD_ANNOTATION),
+            value.as_str(),
+            "must set spec.nodeName if mirror pod annotation is set",
+        ));
     }
-    if let Some(cost) = annotations.get(DELETION_COST_ANNOTATION) {
-        if cost.parse::<i32>().is_err() {
-            errs.push(FieldError::invalid(&path.key(DELETION_COST_ANNOTATION), cost.as_str(), "must be a 32bit integer"));
-        }
+    if let Some(cost) = annotations.get(DELETION_COST_ANNOTATION)
+        && cost.parse::<i32>().is_err()
+    {
+        errs.push(FieldError::invalid(
+            &path.key(DELETION_COST_ANNOTATION),
+            cost.as_str(),
+            "must be a 32bit integer",
+        ));
     }
     errs
 }
@@ -1340,11 +1965,25 @@ pub fn validate_pod_template_spec(
     let meta = template.metadata.clone().unwrap_or_default();
     let spec = template.spec.clone().unwrap_or_default();
     let mut errs = validate_labels(meta.labels.as_ref(), &path.child("labels"));
-    errs.extend(validate_annotations(meta.annotations.as_ref(), &path.child("annotations")));
-    errs.extend(validate_pod_specific_annotations(meta.annotations.as_ref(), &spec, &path.child("annotations")));
+    errs.extend(validate_annotations(
+        meta.annotations.as_ref(),
+        &path.child("annotations"),
+    ));
+    errs.extend(validate_pod_specific_annotations(
+        meta.annotations.as_ref(),
+        &spec,
+        &path.child("annotations"),
+    ));
     errs.extend(validate_pod_spec(&spec, None, &path.child("spec"), opts));
-    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
-        errs.push(FieldError::forbidden(&path.child("spec").child("ephemeralContainers"), "ephemeral containers not allowed in pod template"));
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
+        errs.push(FieldError::forbidden(
+            &path.child("spec").child("ephemeralContainers"),
+            "ephemeral containers not allowed in pod template",
+        ));
     }
     errs
 }
@@ -1353,15 +1992,36 @@ fn validate_pod_metadata_and_spec(pod: &Pod, opts: &PodValidationOptions) -> Vec
     let meta_path = Path::new("metadata");
     let spec_path = Path::new("spec");
     let spec = pod.spec.clone().unwrap_or_default();
-    let mut errs = validate_object_meta(&pod.metadata, true, NameValidator::DnsSubdomain, &meta_path);
-    errs.extend(validate_pod_specific_annotations(pod.metadata.annotations.as_ref(), &spec, &meta_path.child("annotations")));
-    errs.extend(validate_pod_spec(&spec, Some(&pod.metadata), &spec_path, opts));
+    let mut errs =
+        validate_object_meta(&pod.metadata, true, NameValidator::DnsSubdomain, &meta_path);
+    errs.extend(validate_pod_specific_annotations(
+        pod.metadata.annotations.as_ref(),
+        &spec,
+        &meta_path.child("annotations"),
+    ));
+    errs.extend(validate_pod_spec(
+        &spec,
+        Some(&pod.metadata),
+        &spec_path,
+        opts,
+    ));
     if service_account_name(&spec).is_empty() {
         for (vi, volume) in spec.volumes.iter().flatten().enumerate() {
-            for (si, source) in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()).enumerate() {
+            for (si, source) in volume
+                .projected
+                .iter()
+                .flat_map(|p| p.sources.iter().flatten())
+                .enumerate()
+            {
                 if source.service_account_token.is_some() {
                     errs.push(FieldError::forbidden(
-                        &spec_path.child("volumes").index(vi).child("projected").child("sources").index(si).child("serviceAccountToken"),
+                        &spec_path
+                            .child("volumes")
+                            .index(vi)
+                            .child("projected")
+                            .child("sources")
+                            .index(si)
+                            .child("serviceAccountToken"),
                         "must not be specified when serviceAccountName is not set",
                     ));
                 }
@@ -1369,17 +2029,29 @@ fn validate_pod_metadata_and_spec(pod: &Pod, opts: &PodValidationOptions) -> Vec
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
-        errs.extend(validate_image_whitespace(c, &spec_path.child("containers").index(i)));
+        errs.extend(validate_image_whitespace(
+            c,
+            &spec_path.child("containers").index(i),
+        ));
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        errs.extend(validate_image_whitespace(c, &spec_path.child("initContainers").index(i)));
+        errs.extend(validate_image_whitespace(
+            c,
+            &spec_path.child("initContainers").index(i),
+        ));
     }
     errs
 }
 
 /// A new Pod (after defaulting).
 pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
-    validate_pod_with(pod, &PodValidationOptions { resource_is_pod: true, ..Default::default() })
+    validate_pod_with(
+        pod,
+        &PodValidationOptions {
+            resource_is_pod: true,
+            ..Default::default()
+        },
+    )
 }
 
 /// A new Pod with explicit options.
@@ -1387,11 +2059,26 @@ pub fn validate_pod_with(pod: &Pod, opts: &PodValidationOptions) -> Vec<FieldErr
     let mut errs = validate_pod_metadata_and_spec(pod, opts);
     let spec_path = Path::new("spec");
     let spec = pod.spec.clone().unwrap_or_default();
-    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
-        errs.push(FieldError::forbidden(&spec_path.child("ephemeralContainers"), "cannot be set on create"));
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
+        errs.push(FieldError::forbidden(
+            &spec_path.child("ephemeralContainers"),
+            "cannot be set on create",
+        ));
     }
-    if !opt_str(&spec.node_name).is_empty() && spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()) {
-        errs.push(FieldError::forbidden(&spec_path.child("nodeName"), "cannot be set until all schedulingGates have been cleared"));
+    if !opt_str(&spec.node_name).is_empty()
+        && spec
+            .scheduling_gates
+            .as_ref()
+            .is_some_and(|g| !g.is_empty())
+    {
+        errs.push(FieldError::forbidden(
+            &spec_path.child("nodeName"),
+            "cannot be set until all schedulingGates have been cleared",
+        ));
     }
     errs
 }
@@ -1404,17 +2091,27 @@ fn spec_differences(old: &PodSpec, new: &PodSpec) -> Vec<String> {
             serde_json::Value::Null => None,
             serde_json::Value::Array(items) if items.is_empty() => None,
             serde_json::Value::Array(items) => Some(serde_json::Value::Array(
-                items.into_iter().map(|i| prune(i).unwrap_or(serde_json::Value::Null)).collect(),
+                items
+                    .into_iter()
+                    .map(|i| prune(i).unwrap_or(serde_json::Value::Null))
+                    .collect(),
             )),
             serde_json::Value::Object(map) => {
-                let pruned: serde_json::Map<String, serde_json::Value> =
-                    map.into_iter().filter_map(|(k, v)| prune(v).map(|v| (k, v))).collect();
+                let pruned: serde_json::Map<String, serde_json::Value> = map
+                    .into_iter()
+                    .filter_map(|(k, v)| prune(v).map(|v| (k, v)))
+                    .collect();
                 (!pruned.is_empty()).then_some(serde_json::Value::Object(pruned))
             }
             other => Some(other),
         }
     }
-    fn walk(prefix: &str, a: Option<&serde_json::Value>, b: Option<&serde_json::Value>, out: &mut Vec<String>) {
+    fn walk(
+        prefix: &str,
+        a: Option<&serde_json::Value>,
+        b: Option<&serde_json::Value>,
+        out: &mut Vec<String>,
+    ) {
         match (a, b) {
             (Some(serde_json::Value::Object(x)), Some(serde_json::Value::Object(y))) => {
                 let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
@@ -1422,7 +2119,9 @@ fn spec_differences(old: &PodSpec, new: &PodSpec) -> Vec<String> {
                     walk(&format!("{prefix}.{k}"), x.get(k), y.get(k), out);
                 }
             }
-            (Some(serde_json::Value::Array(x)), Some(serde_json::Value::Array(y))) if x.len() == y.len() => {
+            (Some(serde_json::Value::Array(x)), Some(serde_json::Value::Array(y)))
+                if x.len() == y.len() =>
+            {
                 for (i, (p, q)) in x.iter().zip(y).enumerate() {
                     walk(&format!("{prefix}[{i}]"), Some(p), Some(q), out);
                 }
@@ -1449,7 +2148,10 @@ fn tolerations_equal_but_seconds(old: &Toleration, new: &Toleration) -> bool {
 /// gates, terminationGracePeriodSeconds from negative to 1, and node selector/affinity additions
 /// while gated).
 pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
-    let opts = PodValidationOptions { resource_is_pod: true, ..Default::default() };
+    let opts = PodValidationOptions {
+        resource_is_pod: true,
+        ..Default::default()
+    };
     let meta_path = Path::new("metadata");
     let spec_path = Path::new("spec");
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
@@ -1460,9 +2162,15 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     if old_ann.get(MIRROR_POD_ANNOTATION) != new_ann.get(MIRROR_POD_ANNOTATION) {
         let p = meta_path.child("annotations").key(MIRROR_POD_ANNOTATION);
         if old_ann.contains_key(MIRROR_POD_ANNOTATION) {
-            errs.push(FieldError::forbidden(&p, "may not remove or update mirror pod annotation"));
+            errs.push(FieldError::forbidden(
+                &p,
+                "may not remove or update mirror pod annotation",
+            ));
         } else {
-            errs.push(FieldError::forbidden(&p, "may not add mirror pod annotation"));
+            errs.push(FieldError::forbidden(
+                &p,
+                "may not add mirror pod annotation",
+            ));
         }
     }
     let new_spec = new.spec.clone().unwrap_or_default();
@@ -1471,11 +2179,18 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     let empty: Vec<Container> = Vec::new();
     for (new_list, old_list, field) in [
         (&new_spec.containers, &old_spec.containers, "containers"),
-        (new_spec.init_containers.as_ref().unwrap_or(&empty), old_spec.init_containers.as_ref().unwrap_or(&empty), "initContainers"),
+        (
+            new_spec.init_containers.as_ref().unwrap_or(&empty),
+            old_spec.init_containers.as_ref().unwrap_or(&empty),
+            "initContainers",
+        ),
     ] {
         let p = spec_path.child(field);
         if new_list.len() != old_list.len() {
-            errs.push(FieldError::forbidden(&p, "pod updates may not add or remove containers"));
+            errs.push(FieldError::forbidden(
+                &p,
+                "pod updates may not add or remove containers",
+            ));
             return errs;
         }
         for (i, c) in new_list.iter().enumerate() {
@@ -1487,27 +2202,47 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     }
 
     let ads_path = spec_path.child("activeDeadlineSeconds");
-    match (new_spec.active_deadline_seconds, old_spec.active_deadline_seconds) {
+    match (
+        new_spec.active_deadline_seconds,
+        old_spec.active_deadline_seconds,
+    ) {
         (Some(n), old_value) => {
             if !(0..=i64::from(i32::MAX)).contains(&n) {
-                errs.push(FieldError::invalid(&ads_path, n, &inclusive_range_error(0, i64::from(i32::MAX))));
+                errs.push(FieldError::invalid(
+                    &ads_path,
+                    n,
+                    &inclusive_range_error(0, i64::from(i32::MAX)),
+                ));
                 return errs;
             }
             if old_value.is_some_and(|o| o < n) {
-                errs.push(FieldError::invalid(&ads_path, n, "must be less than or equal to previous value"));
+                errs.push(FieldError::invalid(
+                    &ads_path,
+                    n,
+                    "must be less than or equal to previous value",
+                ));
                 return errs;
             }
         }
-        (None, Some(_)) => errs.push(FieldError::invalid(&ads_path, BadValue::Null, "must not update from a positive integer to nil value")),
+        (None, Some(_)) => errs.push(FieldError::invalid(
+            &ads_path,
+            BadValue::Null,
+            "must not update from a positive integer to nil value",
+        )),
         (None, None) => {}
     }
 
     let tol_path = spec_path.child("tolerations");
     let new_tols = new_spec.tolerations.clone().unwrap_or_default();
     let old_tols = old_spec.tolerations.clone().unwrap_or_default();
-    let all_kept = old_tols.iter().all(|o| new_tols.iter().any(|n| tolerations_equal_but_seconds(o, n)));
+    let all_kept = old_tols
+        .iter()
+        .all(|o| new_tols.iter().any(|n| tolerations_equal_but_seconds(o, n)));
     if !all_kept {
-        errs.push(FieldError::forbidden(&tol_path, "existing toleration can not be modified except its tolerationSeconds"));
+        errs.push(FieldError::forbidden(
+            &tol_path,
+            "existing toleration can not be modified except its tolerationSeconds",
+        ));
     } else {
         errs.extend(validate_tolerations(&new_tols, &tol_path));
     }
@@ -1518,7 +2253,10 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
         if !old_gates.iter().any(|g| g.name == gate.name) {
             errs.push(FieldError::forbidden(
                 &spec_path.child("schedulingGates").index(i).child("name"),
-                &format!("only deletion is allowed, but found new scheduling gate '{}'", gate.name),
+                &format!(
+                    "only deletion is allowed, but found new scheduling gate '{}'",
+                    gate.name
+                ),
             ));
         }
     }
@@ -1530,7 +2268,10 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     for (c, o) in munged.containers.iter_mut().zip(&old_spec.containers) {
         c.image = o.image.clone();
     }
-    if let (Some(cs), Some(os)) = (munged.init_containers.as_mut(), old_spec.init_containers.as_ref()) {
+    if let (Some(cs), Some(os)) = (
+        munged.init_containers.as_mut(),
+        old_spec.init_containers.as_ref(),
+    ) {
         for (c, o) in cs.iter_mut().zip(os) {
             c.image = o.image.clone();
         }
@@ -1538,7 +2279,9 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     munged.active_deadline_seconds = old_spec.active_deadline_seconds;
     munged.scheduling_gates = old_spec.scheduling_gates.clone();
     munged.tolerations = old_spec.tolerations.clone();
-    if old_spec.termination_grace_period_seconds.is_some_and(|t| t < 0)
+    if old_spec
+        .termination_grace_period_seconds
+        .is_some_and(|t| t < 0)
         && munged.termination_grace_period_seconds == Some(1)
     {
         munged.termination_grace_period_seconds = old_spec.termination_grace_period_seconds;
@@ -1568,7 +2311,11 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
             &format!(
                 "pod updates may not change fields other than {}\n{}",
                 UPDATABLE_POD_SPEC_FIELDS.join(","),
-                differences.iter().map(|d| format!("  changed: {d}")).collect::<Vec<_>>().join("\n")
+                differences
+                    .iter()
+                    .map(|d| format!("  changed: {d}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             ),
         ));
     }
@@ -1577,7 +2324,12 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
 
 /// A PodTemplate object.
 pub fn validate_pod_template(template: &PodTemplate) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(&template.metadata, true, NameValidator::DnsSubdomain, &Path::new("metadata"));
+    let mut errs = validate_object_meta(
+        &template.metadata,
+        true,
+        NameValidator::DnsSubdomain,
+        &Path::new("metadata"),
+    );
     errs.extend(validate_pod_template_spec(
         &template.template.clone().unwrap_or_default(),
         &Path::new("template"),
@@ -1588,7 +2340,8 @@ pub fn validate_pod_template(template: &PodTemplate) -> Vec<FieldError> {
 
 /// An update of a PodTemplate object.
 pub fn validate_pod_template_update(new: &PodTemplate, old: &PodTemplate) -> Vec<FieldError> {
-    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    let mut errs =
+        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
     errs.extend(validate_pod_template_spec(
         &new.template.clone().unwrap_or_default(),
         &Path::new("template"),
@@ -1619,17 +2372,26 @@ mod tests {
 
     #[test]
     fn valid_pod() {
-        check(validate_pod(&pod(base(json!([{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "name": "http"}]}])))), &[]);
+        check(
+            validate_pod(&pod(base(
+                json!([{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "name": "http"}]}]),
+            ))),
+            &[],
+        );
     }
 
     #[test]
     fn containers() {
-        check(validate_pod(&pod(base(json!([])))), &["spec.containers: Required value"]);
+        check(
+            validate_pod(&pod(base(json!([])))),
+            &["spec.containers: Required value"],
+        );
         let mut value = base(json!([
             {"name": "c", "image": ""},
             {"name": "c", "image": " i ", "ports": [{"containerPort": 70000, "protocol": "HTTP"}], "env": [{"name": "A=B"}]}
         ]));
-        value["spec"]["initContainers"] = json!([{"name": "c", "image": "i", "livenessProbe": {"exec": {"command": ["x"]}}}]);
+        value["spec"]["initContainers"] =
+            json!([{"name": "c", "image": "i", "livenessProbe": {"exec": {"command": ["x"]}}}]);
         check(
             validate_pod(&pod(value)),
             &[
@@ -1674,10 +2436,15 @@ mod tests {
         let template: PodTemplateSpec = serde_json::from_value(json!({
             "metadata": {"labels": {"app": "web"}},
             "spec": {"containers": [{"name": "Web", "image": "i"}]}
-        })).unwrap_or_else(|e| panic!("{e}"));
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
         let mut template = template;
         crate::defaults::default_pod_template_spec(&mut template);
-        let errs = validate_pod_template_spec(&template, &Path::new("spec").child("template"), &PodValidationOptions::default());
+        let errs = validate_pod_template_spec(
+            &template,
+            &Path::new("spec").child("template"),
+            &PodValidationOptions::default(),
+        );
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.template.spec.containers[0].name");
     }
@@ -1689,7 +2456,11 @@ mod tests {
         if let Some(spec) = new_image.spec.as_mut() {
             spec.containers[0].image = Some("nginx:2".into());
             spec.active_deadline_seconds = Some(10);
-            spec.tolerations = Some(vec![Toleration { key: Some("k".into()), operator: Some("Exists".into()), ..Default::default() }]);
+            spec.tolerations = Some(vec![Toleration {
+                key: Some("k".into()),
+                operator: Some("Exists".into()),
+                ..Default::default()
+            }]);
         }
         check(validate_pod_update(&new_image, &old), &[]);
 
@@ -1705,10 +2476,17 @@ mod tests {
 
         let mut more = old.clone();
         if let Some(spec) = more.spec.as_mut() {
-            spec.containers.push(Container { name: "d".into(), image: Some("i".into()), ..Default::default() });
+            spec.containers.push(Container {
+                name: "d".into(),
+                image: Some("i".into()),
+                ..Default::default()
+            });
         }
         let errs = validate_pod_update(&pod(serde_json::to_value(&more).unwrap_or_default()), &old);
         let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, ["spec.containers: Forbidden: pod updates may not add or remove containers"]);
+        assert_eq!(
+            got,
+            ["spec.containers: Forbidden: pod updates may not add or remove containers"]
+        );
     }
 }

@@ -149,7 +149,11 @@ pub fn validate_container_resource_name(name: &str, path: &Path) -> Vec<FieldErr
     let mut errs = validate_resource_name(name, path);
     if !name.contains('/') {
         if !is_standard_container_resource_name(name) {
-            errs.push(FieldError::invalid(path, name, "must be a standard resource for containers"));
+            errs.push(FieldError::invalid(
+                path,
+                name,
+                "must be a standard resource for containers",
+            ));
         }
     } else if !is_native_resource(name) && !is_extended_resource_name(name) {
         errs.push(FieldError::invalid(
@@ -171,14 +175,26 @@ pub fn validate_resource_quota_resource_name(name: &str, path: &Path) -> Vec<Fie
 }
 
 /// A quantity is not negative and, for integer resources, whole.
-pub fn validate_resource_quantity_value(name: &str, value: &Quantity, path: &Path) -> Vec<FieldError> {
+pub fn validate_resource_quantity_value(
+    name: &str,
+    value: &Quantity,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if value.is_negative() {
-        errs.push(FieldError::invalid(path, value.canonical(), super::meta::IS_NEGATIVE));
+        errs.push(FieldError::invalid(
+            path,
+            value.canonical(),
+            super::meta::IS_NEGATIVE,
+        ));
     }
     if is_integer_resource_name(name) && value.milli_value() % 1000 != 0 {
         // Upstream passes the Quantity itself, which prints through its String method, unquoted.
-        errs.push(FieldError::invalid(path, BadValue::Other(value.canonical()), IS_NOT_INTEGER));
+        errs.push(FieldError::invalid(
+            path,
+            BadValue::Other(value.canonical()),
+            IS_NOT_INTEGER,
+        ));
     }
     errs
 }
@@ -201,7 +217,10 @@ fn validate_huge_page_value(name: &str, value: &Quantity, path: &Path) -> Option
         FieldError::invalid(
             path,
             value.canonical(),
-            &format!("{} is not positive integer multiple of {name}", value.canonical()),
+            &format!(
+                "{} is not positive integer multiple of {name}",
+                value.canonical()
+            ),
         )
     })
 }
@@ -234,7 +253,12 @@ pub fn validate_resource_requirements(
     pod_claim_names: &[String],
     path: &Path,
 ) -> Vec<FieldError> {
-    validate_requirements_with(requirements, validate_container_resource_name, pod_claim_names, path)
+    validate_requirements_with(
+        requirements,
+        validate_container_resource_name,
+        pod_claim_names,
+        path,
+    )
 }
 
 fn validate_requirements_with(
@@ -251,7 +275,8 @@ fn validate_requirements_with(
     let req_path = path.child("requests");
     let limits = parse_resource_list(requirements.limits.as_ref(), &lim_path, &mut errs);
     let requests = parse_resource_list(requirements.requests.as_ref(), &req_path, &mut errs);
-    let (mut lim_cpu_mem, mut req_cpu_mem, mut lim_huge, mut req_huge) = (false, false, false, false);
+    let (mut lim_cpu_mem, mut req_cpu_mem, mut lim_huge, mut req_huge) =
+        (false, false, false, false);
     for (name, q) in &limits {
         let p = lim_path.key(name);
         errs.extend(name_check(name, &p));
@@ -280,7 +305,10 @@ fn validate_requirements_with(
                     errs.push(FieldError::invalid(
                         &req_path,
                         q.canonical(),
-                        &format!("must be less than or equal to {name} limit of {}", limit.canonical()),
+                        &format!(
+                            "must be less than or equal to {name} limit of {}",
+                            limit.canonical()
+                        ),
                     ));
                 }
             }
@@ -299,9 +327,16 @@ fn validate_requirements_with(
         }
     }
     if !lim_cpu_mem && !req_cpu_mem && (lim_huge || req_huge) {
-        errs.push(FieldError::forbidden(path, "HugePages require cpu or memory"));
+        errs.push(FieldError::forbidden(
+            path,
+            "HugePages require cpu or memory",
+        ));
     }
-    errs.extend(validate_resource_claim_names(requirements, pod_claim_names, &path.child("claims")));
+    errs.extend(validate_resource_claim_names(
+        requirements,
+        pod_claim_names,
+        &path.child("claims"),
+    ));
     errs
 }
 
@@ -334,7 +369,10 @@ fn validate_resource_claim_names(
                 errs.push(FieldError::duplicate(&path.index(i), key.as_str()));
             } else if request.is_empty() {
                 for existing in &names {
-                    if existing.split_once('/').is_some_and(|(claim, _)| claim == name) {
+                    if existing
+                        .split_once('/')
+                        .is_some_and(|(claim, _)| claim == name)
+                    {
                         errs.push(FieldError::duplicate(&path.index(i), name));
                     }
                 }
@@ -371,7 +409,10 @@ mod tests {
         let errs = validate_resource_requirements(
             Some(&requirements),
             &[],
-            &Path::new("spec").child("containers").index(0).child("resources"),
+            &Path::new("spec")
+                .child("containers")
+                .index(0)
+                .child("resources"),
         );
         let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert_eq!(got, expected);
@@ -381,11 +422,19 @@ mod tests {
     fn requests_and_limits() {
         check(
             ResourceRequirements {
-                limits: Some(BTreeMap::from([("cpu".into(), q("500m")), ("memory".into(), q("1Gi"))])),
-                requests: Some(BTreeMap::from([("cpu".into(), q("1")), ("memory".into(), q("512Mi"))])),
+                limits: Some(BTreeMap::from([
+                    ("cpu".into(), q("500m")),
+                    ("memory".into(), q("1Gi")),
+                ])),
+                requests: Some(BTreeMap::from([
+                    ("cpu".into(), q("1")),
+                    ("memory".into(), q("512Mi")),
+                ])),
                 claims: None,
             },
-            &["spec.containers[0].resources.requests: Invalid value: \"1\": must be less than or equal to cpu limit of 500m"],
+            &[
+                "spec.containers[0].resources.requests: Invalid value: \"1\": must be less than or equal to cpu limit of 500m",
+            ],
         );
         check(
             ResourceRequirements {
@@ -425,7 +474,14 @@ mod tests {
         assert!(is_integer_resource_name("example.com/gpu"));
         assert!(!is_overcommit_allowed("hugepages-1Gi"));
         assert!(is_standard_quota_resource_name("requests.hugepages-2Mi"));
-        let errs = validate_resource_quantity_value("pods", &Quantity::from_i64(1).add(&Quantity::parse("500m").unwrap_or_else(|e| panic!("{e}"))), &Path::new("x"));
-        assert_eq!(errs[0].to_string(), "x: Invalid value: 1500m: must be an integer");
+        let errs = validate_resource_quantity_value(
+            "pods",
+            &Quantity::from_i64(1).add(&Quantity::parse("500m").unwrap_or_else(|e| panic!("{e}"))),
+            &Path::new("x"),
+        );
+        assert_eq!(
+            errs[0].to_string(),
+            "x: Invalid value: 1500m: must be an integer"
+        );
     }
 }

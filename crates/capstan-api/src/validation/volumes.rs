@@ -110,7 +110,11 @@ pub fn validate_local_descending_path(target: &str, path: &Path) -> Vec<FieldErr
 pub fn validate_local_non_reserved_path(target: &str, path: &Path) -> Vec<FieldError> {
     let mut errs = validate_local_descending_path(target, path);
     if target.starts_with("..") && !target.starts_with("../") {
-        errs.push(FieldError::invalid(path, target, "must not start with '..'"));
+        errs.push(FieldError::invalid(
+            path,
+            target,
+            "must not start with '..'",
+        ));
     }
     errs
 }
@@ -119,7 +123,10 @@ fn validate_key_to_path(kp: &api::KeyToPath, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     required_if_empty(&kp.key, &path.child("key"), &mut errs);
     required_if_empty(&kp.path, &path.child("path"), &mut errs);
-    errs.extend(validate_local_non_reserved_path(&kp.path, &path.child("path")));
+    errs.extend(validate_local_non_reserved_path(
+        &kp.path,
+        &path.child("path"),
+    ));
     errs.extend(mode_error(kp.mode, &path.child("mode")));
     errs
 }
@@ -129,10 +136,14 @@ fn validate_host_path(hp: &api::HostPathVolumeSource, path: &Path) -> Vec<FieldE
         return vec![FieldError::required(&path.child("path"), "")];
     }
     let mut errs = validate_path_no_backsteps(&hp.path, &path.child("path"));
-    if let Some(t) = &hp.type_ {
-        if !HOST_PATH_TYPES.contains(&t.as_str()) {
-            errs.push(FieldError::not_supported(&path.child("type"), t.as_str(), HOST_PATH_TYPES));
-        }
+    if let Some(t) = &hp.type_
+        && !HOST_PATH_TYPES.contains(&t.as_str())
+    {
+        errs.push(FieldError::not_supported(
+            &path.child("type"),
+            t.as_str(),
+            HOST_PATH_TYPES,
+        ));
     }
     errs
 }
@@ -154,23 +165,26 @@ pub fn validate_object_field_selector(
         return vec![FieldError::invalid(
             &path.child("fieldPath"),
             fs.field_path.as_str(),
-            &format!(
-                "error converting fieldPath: unsupported pod version: {api_version}"
-            ),
+            &format!("error converting fieldPath: unsupported pod version: {api_version}"),
         )];
     }
     let field_path = fs.field_path.as_str();
     // `metadata.labels['key']` and `metadata.annotations['key']` select one entry.
-    if let Some(open) = field_path.find("['") {
-        if field_path.ends_with("']") && open + 2 <= field_path.len() - 2 {
-            let base = &field_path[..open];
-            let subscript = &field_path[open + 2..field_path.len() - 2];
-            return match base {
-                "metadata.annotations" => validate_qualified_name(&subscript.to_lowercase(), path),
-                "metadata.labels" => validate_qualified_name(subscript, path),
-                _ => vec![FieldError::invalid(path, base, "does not support subscript")],
-            };
-        }
+    if let Some(open) = field_path.find("['")
+        && field_path.ends_with("']")
+        && open + 2 <= field_path.len() - 2
+    {
+        let base = &field_path[..open];
+        let subscript = &field_path[open + 2..field_path.len() - 2];
+        return match base {
+            "metadata.annotations" => validate_qualified_name(&subscript.to_lowercase(), path),
+            "metadata.labels" => validate_qualified_name(subscript, path),
+            _ => vec![FieldError::invalid(
+                path,
+                base,
+                "does not support subscript",
+            )],
+        };
     }
     // Upstream's conversion accepts these paths, and then checks the allowed list.
     const CONVERTIBLE: &[&str] = &[
@@ -197,7 +211,11 @@ pub fn validate_object_field_selector(
         )];
     }
     if !allowed.contains(&field_path) {
-        return vec![FieldError::not_supported(&path.child("fieldPath"), field_path, allowed)];
+        return vec![FieldError::not_supported(
+            &path.child("fieldPath"),
+            field_path,
+            allowed,
+        )];
     }
     Vec::new()
 }
@@ -236,7 +254,11 @@ pub fn validate_container_resource_field_selector(
         Ok(q) if q.is_zero() => return errs,
         Ok(q) => q.canonical(),
         Err(e) => {
-            errs.push(FieldError::invalid(&path.child("divisor"), divisor.0.as_str(), &e.to_string()));
+            errs.push(FieldError::invalid(
+                &path.child("divisor"),
+                divisor.0.as_str(),
+                &e.to_string(),
+            ));
             return errs;
         }
     };
@@ -259,7 +281,11 @@ pub fn validate_container_resource_field_selector(
                 "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the {what} resource"
             )
         };
-        errs.push(FieldError::invalid(&path.child("divisor"), resource, &detail));
+        errs.push(FieldError::invalid(
+            &path.child("divisor"),
+            resource,
+            &detail,
+        ));
     }
     errs
 }
@@ -267,10 +293,17 @@ pub fn validate_container_resource_field_selector(
 fn validate_downward_api_file(file: &api::DownwardAPIVolumeFile, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     required_if_empty(&file.path, &path.child("path"), &mut errs);
-    errs.extend(validate_local_non_reserved_path(&file.path, &path.child("path")));
+    errs.extend(validate_local_non_reserved_path(
+        &file.path,
+        &path.child("path"),
+    ));
     match (&file.field_ref, &file.resource_field_ref) {
         (Some(fr), rfr) => {
-            errs.extend(validate_object_field_selector(fr, VOLUME_FIELD_PATHS, &path.child("fieldRef")));
+            errs.extend(validate_object_field_selector(
+                fr,
+                VOLUME_FIELD_PATHS,
+                &path.child("fieldRef"),
+            ));
             if rfr.is_some() {
                 errs.push(FieldError::invalid(
                     path,
@@ -293,16 +326,20 @@ fn validate_downward_api_file(file: &api::DownwardAPIVolumeFile, path: &Path) ->
     errs
 }
 
-fn validate_projected(
-    projected: &api::ProjectedVolumeSource,
-    path: &Path,
-) -> Vec<FieldError> {
+fn validate_projected(projected: &api::ProjectedVolumeSource, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    errs.extend(mode_error(projected.default_mode, &path.child("defaultMode")));
+    errs.extend(mode_error(
+        projected.default_mode,
+        &path.child("defaultMode"),
+    ));
     let mut all_paths: BTreeSet<String> = BTreeSet::new();
     let mut note_path = |p: &str, shown: &str, errs: &mut Vec<FieldError>| {
         if !all_paths.insert(p.to_owned()) {
-            errs.push(FieldError::invalid(path, shown, "conflicting duplicate paths"));
+            errs.push(FieldError::invalid(
+                path,
+                shown,
+                "conflicting duplicate paths",
+            ));
         }
     };
     for (i, source) in projected.sources.iter().flatten().enumerate() {
@@ -363,7 +400,10 @@ fn validate_projected(
             if token.path.is_empty() {
                 errs.push(FieldError::required(&path.child("path"), ""));
             } else {
-                errs.extend(validate_local_non_reserved_path(&token.path, &path.child("path")));
+                errs.extend(validate_local_non_reserved_path(
+                    &token.path,
+                    &path.child("path"),
+                ));
             }
         }
         if let Some(ctb) = &source.cluster_trust_bundle {
@@ -377,7 +417,10 @@ fn validate_projected(
                 )),
                 (Some(name), None) => {
                     if name.is_empty() {
-                        errs.push(FieldError::required(&p.child("name"), "must be a valid object name"));
+                        errs.push(FieldError::required(
+                            &p.child("name"),
+                            "must be a valid object name",
+                        ));
                     }
                     if ctb.label_selector.is_some() {
                         errs.push(FieldError::invalid(
@@ -389,7 +432,10 @@ fn validate_projected(
                 }
                 (None, Some(signer)) => {
                     if signer.is_empty() {
-                        errs.push(FieldError::required(&p.child("signerName"), "must be a valid signer name"));
+                        errs.push(FieldError::required(
+                            &p.child("signerName"),
+                            "must be a valid signer name",
+                        ));
                     }
                     errs.extend(validate_label_selector(
                         ctb.label_selector.as_ref(),
@@ -403,7 +449,10 @@ fn validate_projected(
                 )),
             }
             required_if_empty(&ctb.path, &p.child("path"), &mut errs);
-            errs.extend(validate_local_non_reserved_path(&ctb.path, &p.child("path")));
+            errs.extend(validate_local_non_reserved_path(
+                &ctb.path,
+                &p.child("path"),
+            ));
             note_path(&ctb.path, &ctb.path, &mut errs);
         }
         if count > 1 {
@@ -440,9 +489,9 @@ fn iqn_valid(value: &str) -> bool {
                     .iter()
                     .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
                 && tail.len() > colon + 1
-                && tail[colon + 1..].iter().all(|c| {
-                    !b",;*&$|".contains(c) && !c.is_ascii_whitespace()
-                })
+                && tail[colon + 1..]
+                    .iter()
+                    .all(|c| !b",;*&$|".contains(c) && !c.is_ascii_whitespace())
         })
     })
 }
@@ -478,20 +527,36 @@ fn validate_iscsi_common(
     } else if !has_iscsi_prefix(iqn) {
         errs.push(FieldError::invalid(&path.child("iqn"), iqn, prefix_detail));
     } else if !iscsi_name_valid(iqn) {
-        errs.push(FieldError::invalid(&path.child("iqn"), iqn, "must be valid format"));
+        errs.push(FieldError::invalid(
+            &path.child("iqn"),
+            iqn,
+            "must be valid format",
+        ));
     }
     if !(0..=255).contains(&lun) {
-        errs.push(FieldError::invalid(&path.child("lun"), lun, &inclusive_range_error(0, 255)));
+        errs.push(FieldError::invalid(
+            &path.child("lun"),
+            lun,
+            &inclusive_range_error(0, 255),
+        ));
     }
     if chap && !has_secret {
         errs.push(FieldError::required(&path.child("secretRef"), ""));
     }
     if let Some(initiator) = initiator {
         if !has_iscsi_prefix(initiator) {
-            errs.push(FieldError::invalid(&path.child("initiatorname"), initiator, prefix_detail));
+            errs.push(FieldError::invalid(
+                &path.child("initiatorname"),
+                initiator,
+                prefix_detail,
+            ));
         }
         if has_iscsi_prefix(initiator) && !iscsi_name_valid(initiator) {
-            errs.push(FieldError::invalid(&path.child("initiatorname"), initiator, "must be valid format"));
+            errs.push(FieldError::invalid(
+                &path.child("initiatorname"),
+                initiator,
+                "must be valid format",
+            ));
         }
     }
     errs
@@ -531,7 +596,10 @@ fn validate_fc(fc: &api::FCVolumeSource, path: &Path) -> Vec<FieldError> {
     errs
 }
 
-fn validate_flex_options(options: Option<&BTreeMap<String, String>>, path: &Path) -> Vec<FieldError> {
+fn validate_flex_options(
+    options: Option<&BTreeMap<String, String>>,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for key in options.into_iter().flatten().map(|(k, _)| k) {
         let namespace = key.split_once('/').map_or(key.as_str(), |(ns, _)| ns);
@@ -552,7 +620,10 @@ fn validate_flocker(f: &api::FlockerVolumeSource, path: &Path) -> Vec<FieldError
     let name = f.dataset_name.as_deref().unwrap_or("");
     let uuid = f.dataset_uuid.as_deref().unwrap_or("");
     if name.is_empty() && uuid.is_empty() {
-        errs.push(FieldError::required(path, "one of datasetName and datasetUUID is required"));
+        errs.push(FieldError::required(
+            path,
+            "one of datasetName and datasetUUID is required",
+        ));
     }
     if !name.is_empty() && !uuid.is_empty() {
         errs.push(FieldError::invalid(
@@ -562,7 +633,11 @@ fn validate_flocker(f: &api::FlockerVolumeSource, path: &Path) -> Vec<FieldError
         ));
     }
     if name.contains('/') {
-        errs.push(FieldError::invalid(&path.child("datasetName"), name, "must not contain '/'"));
+        errs.push(FieldError::invalid(
+            &path.child("datasetName"),
+            name,
+            "must not contain '/'",
+        ));
     }
     errs
 }
@@ -572,14 +647,20 @@ fn validate_nfs(nfs: &api::NFSVolumeSource, path: &Path) -> Vec<FieldError> {
     required_if_empty(&nfs.server, &path.child("server"), &mut errs);
     required_if_empty(&nfs.path, &path.child("path"), &mut errs);
     if !is_abs(&nfs.path) {
-        errs.push(FieldError::invalid(&path.child("path"), nfs.path.as_str(), "must be an absolute path"));
+        errs.push(FieldError::invalid(
+            &path.child("path"),
+            nfs.path.as_str(),
+            "must be an absolute path",
+        ));
     }
     errs
 }
 
 fn split_host_port_ok(pair: &str) -> bool {
     if let Some(rest) = pair.strip_prefix('[') {
-        return rest.split_once("]:").is_some_and(|(_, port)| !port.contains(':'));
+        return rest
+            .split_once("]:")
+            .is_some_and(|(_, port)| !port.contains(':'));
     }
     pair.matches(':').count() == 1 && !pair.contains('[') && !pair.contains(']')
 }
@@ -597,7 +678,11 @@ fn validate_quobyte(q: &api::QuobyteVolumeSource, path: &Path) -> Vec<FieldError
     } else {
         for pair in q.registry.split(',') {
             if !split_host_port_ok(pair) {
-                errs.push(FieldError::invalid(&path.child("registry"), q.registry.as_str(), registry_msg));
+                errs.push(FieldError::invalid(
+                    &path.child("registry"),
+                    q.registry.as_str(),
+                    registry_msg,
+                ));
             }
         }
     }
@@ -612,13 +697,21 @@ fn validate_azure_disk(a: &api::AzureDiskVolumeSource, path: &Path) -> Vec<Field
     if let Some(mode) = &a.caching_mode {
         const MODES: &[&str] = &["None", "ReadOnly", "ReadWrite"];
         if !MODES.contains(&mode.as_str()) {
-            errs.push(FieldError::not_supported(&path.child("cachingMode"), mode.as_str(), MODES));
+            errs.push(FieldError::not_supported(
+                &path.child("cachingMode"),
+                mode.as_str(),
+                MODES,
+            ));
         }
     }
     if let Some(kind) = &a.kind {
         const KINDS: &[&str] = &["Dedicated", "Managed", "Shared"];
         if !KINDS.contains(&kind.as_str()) {
-            errs.push(FieldError::not_supported(&path.child("kind"), kind.as_str(), KINDS));
+            errs.push(FieldError::not_supported(
+                &path.child("kind"),
+                kind.as_str(),
+                KINDS,
+            ));
         }
         if kind == "Managed" && !a.disk_uri.starts_with("/subscriptions/") {
             errs.push(FieldError::not_supported(
@@ -638,7 +731,11 @@ fn validate_azure_disk(a: &api::AzureDiskVolumeSource, path: &Path) -> Vec<Field
     errs
 }
 
-fn validate_storageos_names(name: Option<&str>, namespace: Option<&str>, path: &Path) -> Vec<FieldError> {
+fn validate_storageos_names(
+    name: Option<&str>,
+    namespace: Option<&str>,
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     match name.unwrap_or("") {
         "" => errs.push(FieldError::required(&path.child("volumeName"), "")),
@@ -688,11 +785,7 @@ pub struct VolumeContext<'a> {
 }
 
 /// Counts the sources of one volume and validates each; returns the errors.
-fn validate_volume_source(
-    v: &api::Volume,
-    path: &Path,
-    ctx: VolumeContext<'_>,
-) -> Vec<FieldError> {
+fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut count = 0usize;
     // Visits a source in upstream's order: only the first one set is validated.
@@ -728,7 +821,10 @@ fn validate_volume_source(
         }
         e
     });
-    source!(v.host_path, "hostPath", |s| validate_host_path(s, &path.child("hostPath")));
+    source!(v.host_path, "hostPath", |s| validate_host_path(
+        s,
+        &path.child("hostPath")
+    ));
     source!(v.git_repo, "gitRepo", |s: &api::GitRepoVolumeSource| {
         let p = path.child("gitRepo");
         let mut e = Vec::new();
@@ -739,31 +835,51 @@ fn validate_volume_source(
         ));
         e
     });
-    source!(v.gce_persistent_disk, "gcePersistentDisk", |s: &api::GCEPersistentDiskVolumeSource| {
-        // Upstream reports under "persistentDisk".
-        let p = path.child("persistentDisk");
-        let mut e = Vec::new();
-        required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
-        let partition = s.partition.unwrap_or(0);
-        if !(0..=255).contains(&partition) {
-            e.push(FieldError::invalid(&p.child("partition"), partition, &inclusive_range_error(1, 255)));
+    source!(
+        v.gce_persistent_disk,
+        "gcePersistentDisk",
+        |s: &api::GCEPersistentDiskVolumeSource| {
+            // Upstream reports under "persistentDisk".
+            let p = path.child("persistentDisk");
+            let mut e = Vec::new();
+            required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
+            let partition = s.partition.unwrap_or(0);
+            if !(0..=255).contains(&partition) {
+                e.push(FieldError::invalid(
+                    &p.child("partition"),
+                    partition,
+                    &inclusive_range_error(1, 255),
+                ));
+            }
+            e
         }
-        e
-    });
-    source!(v.aws_elastic_block_store, "awsElasticBlockStore", |s: &api::AWSElasticBlockStoreVolumeSource| {
-        let p = path.child("awsElasticBlockStore");
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-        let partition = s.partition.unwrap_or(0);
-        if !(0..=255).contains(&partition) {
-            e.push(FieldError::invalid(&p.child("partition"), partition, &inclusive_range_error(1, 255)));
+    );
+    source!(
+        v.aws_elastic_block_store,
+        "awsElasticBlockStore",
+        |s: &api::AWSElasticBlockStoreVolumeSource| {
+            let p = path.child("awsElasticBlockStore");
+            let mut e = Vec::new();
+            required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
+            let partition = s.partition.unwrap_or(0);
+            if !(0..=255).contains(&partition) {
+                e.push(FieldError::invalid(
+                    &p.child("partition"),
+                    partition,
+                    &inclusive_range_error(1, 255),
+                ));
+            }
+            e
         }
-        e
-    });
+    );
     source!(v.secret, "secret", |s: &api::SecretVolumeSource| {
         let p = path.child("secret");
         let mut e = Vec::new();
-        required_if_empty(s.secret_name.as_deref().unwrap_or(""), &p.child("secretName"), &mut e);
+        required_if_empty(
+            s.secret_name.as_deref().unwrap_or(""),
+            &p.child("secretName"),
+            &mut e,
+        );
         e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
         for (i, kp) in s.items.iter().flatten().enumerate() {
             e.extend(validate_key_to_path(kp, &p.child("items").index(i)));
@@ -781,7 +897,8 @@ fn validate_volume_source(
             errs.extend(validate_iscsi_common(
                 &iscsi.iqn,
                 iscsi.lun,
-                iscsi.chap_auth_discovery.unwrap_or(false) || iscsi.chap_auth_session.unwrap_or(false),
+                iscsi.chap_auth_discovery.unwrap_or(false)
+                    || iscsi.chap_auth_session.unwrap_or(false),
                 iscsi.secret_ref.is_some(),
                 iscsi.initiator_name.as_deref(),
                 "must be valid format starting with iqn, eui, or naa",
@@ -796,19 +913,34 @@ fn validate_volume_source(
             ));
         }
     }
-    source!(v.glusterfs, "glusterfs", |s: &api::GlusterfsVolumeSource| {
-        let p = path.child("glusterfs");
-        let mut e = Vec::new();
-        required_if_empty(&s.endpoints, &p.child("endpoints"), &mut e);
-        required_if_empty(&s.path, &p.child("path"), &mut e);
-        e
-    });
-    source!(v.flocker, "flocker", |s| validate_flocker(s, &path.child("flocker")));
-    source!(v.persistent_volume_claim, "persistentVolumeClaim", |s: &api::PersistentVolumeClaimVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.claim_name, &path.child("persistentVolumeClaim").child("claimName"), &mut e);
-        e
-    });
+    source!(
+        v.glusterfs,
+        "glusterfs",
+        |s: &api::GlusterfsVolumeSource| {
+            let p = path.child("glusterfs");
+            let mut e = Vec::new();
+            required_if_empty(&s.endpoints, &p.child("endpoints"), &mut e);
+            required_if_empty(&s.path, &p.child("path"), &mut e);
+            e
+        }
+    );
+    source!(v.flocker, "flocker", |s| validate_flocker(
+        s,
+        &path.child("flocker")
+    ));
+    source!(
+        v.persistent_volume_claim,
+        "persistentVolumeClaim",
+        |s: &api::PersistentVolumeClaimVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.claim_name,
+                &path.child("persistentVolumeClaim").child("claimName"),
+                &mut e,
+            );
+            e
+        }
+    );
     source!(v.rbd, "rbd", |s: &api::RBDVolumeSource| {
         let p = path.child("rbd");
         let mut e = Vec::new();
@@ -822,31 +954,44 @@ fn validate_volume_source(
         let p = path.child("cinder");
         let mut e = Vec::new();
         required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-        if let Some(r) = &s.secret_ref {
-            if r.name.is_empty() {
-                e.push(FieldError::required(&p.child("secretRef").child("name"), ""));
-            }
+        if let Some(r) = &s.secret_ref
+            && r.name.is_empty()
+        {
+            e.push(FieldError::required(
+                &p.child("secretRef").child("name"),
+                "",
+            ));
         }
         e
     });
     source!(v.cephfs, "cephFS", |s: &api::CephFSVolumeSource| {
         if s.monitors.is_empty() {
-            vec![FieldError::required(&path.child("cephfs").child("monitors"), "")]
+            vec![FieldError::required(
+                &path.child("cephfs").child("monitors"),
+                "",
+            )]
         } else {
             Vec::new()
         }
     });
-    source!(v.quobyte, "quobyte", |s| validate_quobyte(s, &path.child("quobyte")));
+    source!(v.quobyte, "quobyte", |s| validate_quobyte(
+        s,
+        &path.child("quobyte")
+    ));
     // Upstream misspells this path when a second source follows downwardAPI.
-    source!(v.downward_api, "downwarAPI", |s: &api::DownwardAPIVolumeSource| {
-        let p = path.child("downwardAPI");
-        let mut e = Vec::new();
-        e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
-        for file in s.items.iter().flatten() {
-            e.extend(validate_downward_api_file(file, &p));
+    source!(
+        v.downward_api,
+        "downwarAPI",
+        |s: &api::DownwardAPIVolumeSource| {
+            let p = path.child("downwardAPI");
+            let mut e = Vec::new();
+            e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
+            for file in s.items.iter().flatten() {
+                e.extend(validate_downward_api_file(file, &p));
+            }
+            e
         }
-        e
-    });
+    );
     source!(v.fc, "fc", |s| validate_fc(s, &path.child("fc")));
     source!(v.flex_volume, "flexVolume", |s: &api::FlexVolumeSource| {
         let p = path.child("flexVolume");
@@ -855,56 +1000,109 @@ fn validate_volume_source(
         e.extend(validate_flex_options(s.options.as_ref(), &p));
         e
     });
-    source!(v.config_map, "configMap", |s: &api::ConfigMapVolumeSource| {
-        let p = path.child("configMap");
-        let mut e = Vec::new();
-        required_if_empty(&s.name, &p.child("name"), &mut e);
-        e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
-        for (i, kp) in s.items.iter().flatten().enumerate() {
-            e.extend(validate_key_to_path(kp, &p.child("items").index(i)));
-        }
-        e
-    });
-    source!(v.azure_file, "azureFile", |s: &api::AzureFileVolumeSource| {
-        let p = path.child("azureFile");
-        let mut e = Vec::new();
-        required_if_empty(&s.secret_name, &p.child("secretName"), &mut e);
-        required_if_empty(&s.share_name, &p.child("shareName"), &mut e);
-        e
-    });
-    source!(v.vsphere_volume, "vsphereVolume", |s: &api::VsphereVirtualDiskVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_path, &path.child("vsphereVolume").child("volumePath"), &mut e);
-        e
-    });
-    source!(v.photon_persistent_disk, "photonPersistentDisk", |s: &api::PhotonPersistentDiskVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.pd_id, &path.child("photonPersistentDisk").child("pdID"), &mut e);
-        e
-    });
-    source!(v.portworx_volume, "portworxVolume", |s: &api::PortworxVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_id, &path.child("portworxVolume").child("volumeID"), &mut e);
-        e
-    });
-    source!(v.azure_disk, "azureDisk", |s| validate_azure_disk(s, &path.child("azureDisk")));
-    source!(v.storageos, "storageos", |s: &api::StorageOSVolumeSource| {
-        let p = path.child("storageos");
-        let mut e = validate_storageos_names(s.volume_name.as_deref(), s.volume_namespace.as_deref(), &p);
-        if let Some(r) = &s.secret_ref {
-            if r.name.is_empty() {
-                e.push(FieldError::required(&p.child("secretRef").child("name"), ""));
+    source!(
+        v.config_map,
+        "configMap",
+        |s: &api::ConfigMapVolumeSource| {
+            let p = path.child("configMap");
+            let mut e = Vec::new();
+            required_if_empty(&s.name, &p.child("name"), &mut e);
+            e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
+            for (i, kp) in s.items.iter().flatten().enumerate() {
+                e.extend(validate_key_to_path(kp, &p.child("items").index(i)));
             }
+            e
         }
-        e
-    });
-    source!(v.projected, "projected", |s| validate_projected(s, &path.child("projected")));
+    );
+    source!(
+        v.azure_file,
+        "azureFile",
+        |s: &api::AzureFileVolumeSource| {
+            let p = path.child("azureFile");
+            let mut e = Vec::new();
+            required_if_empty(&s.secret_name, &p.child("secretName"), &mut e);
+            required_if_empty(&s.share_name, &p.child("shareName"), &mut e);
+            e
+        }
+    );
+    source!(
+        v.vsphere_volume,
+        "vsphereVolume",
+        |s: &api::VsphereVirtualDiskVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.volume_path,
+                &path.child("vsphereVolume").child("volumePath"),
+                &mut e,
+            );
+            e
+        }
+    );
+    source!(
+        v.photon_persistent_disk,
+        "photonPersistentDisk",
+        |s: &api::PhotonPersistentDiskVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.pd_id,
+                &path.child("photonPersistentDisk").child("pdID"),
+                &mut e,
+            );
+            e
+        }
+    );
+    source!(
+        v.portworx_volume,
+        "portworxVolume",
+        |s: &api::PortworxVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.volume_id,
+                &path.child("portworxVolume").child("volumeID"),
+                &mut e,
+            );
+            e
+        }
+    );
+    source!(v.azure_disk, "azureDisk", |s| validate_azure_disk(
+        s,
+        &path.child("azureDisk")
+    ));
+    source!(
+        v.storageos,
+        "storageos",
+        |s: &api::StorageOSVolumeSource| {
+            let p = path.child("storageos");
+            let mut e = validate_storageos_names(
+                s.volume_name.as_deref(),
+                s.volume_namespace.as_deref(),
+                &p,
+            );
+            if let Some(r) = &s.secret_ref
+                && r.name.is_empty()
+            {
+                e.push(FieldError::required(
+                    &p.child("secretRef").child("name"),
+                    "",
+                ));
+            }
+            e
+        }
+    );
+    source!(v.projected, "projected", |s| validate_projected(
+        s,
+        &path.child("projected")
+    ));
     source!(v.scale_io, "scaleIO", |s: &api::ScaleIOVolumeSource| {
         let p = path.child("scaleIO");
         let mut e = Vec::new();
         required_if_empty(&s.gateway, &p.child("gateway"), &mut e);
         required_if_empty(&s.system, &p.child("system"), &mut e);
-        required_if_empty(s.volume_name.as_deref().unwrap_or(""), &p.child("volumeName"), &mut e);
+        required_if_empty(
+            s.volume_name.as_deref().unwrap_or(""),
+            &p.child("volumeName"),
+            &mut e,
+        );
         e
     });
     source!(v.csi, "csi", |s: &api::CSIVolumeSource| {
@@ -912,7 +1110,10 @@ fn validate_volume_source(
         let mut e = validate_csi_driver_name(&s.driver, &p.child("driver"));
         if let Some(r) = &s.node_publish_secret_ref {
             if r.name.is_empty() {
-                e.push(FieldError::required(&p.child("nodePublishSecretRef").child("name"), ""));
+                e.push(FieldError::required(
+                    &p.child("nodePublishSecretRef").child("name"),
+                    "",
+                ));
             } else {
                 for msg in NameValidator::DnsSubdomain.validate(&r.name, false) {
                     e.push(FieldError::invalid(&p.child("name"), r.name.as_str(), &msg));
@@ -921,42 +1122,54 @@ fn validate_volume_source(
         }
         e
     });
-    source!(v.ephemeral, "ephemeral", |s: &api::EphemeralVolumeSource| {
-        let p = path.child("ephemeral");
-        let mut e = Vec::new();
-        match &s.volume_claim_template {
-            None => e.push(FieldError::required(&p.child("volumeClaimTemplate"), "")),
-            Some(template) => {
-                let tp = p.child("volumeClaimTemplate");
-                if let Some(meta) = &template.metadata {
-                    e.extend(crate::validation::meta::validate_template_object_meta(meta, &tp.child("metadata")));
+    source!(
+        v.ephemeral,
+        "ephemeral",
+        |s: &api::EphemeralVolumeSource| {
+            let p = path.child("ephemeral");
+            let mut e = Vec::new();
+            match &s.volume_claim_template {
+                None => e.push(FieldError::required(&p.child("volumeClaimTemplate"), "")),
+                Some(template) => {
+                    let tp = p.child("volumeClaimTemplate");
+                    if let Some(meta) = &template.metadata {
+                        e.extend(crate::validation::meta::validate_template_object_meta(
+                            meta,
+                            &tp.child("metadata"),
+                        ));
+                    }
+                    e.extend(
+                        crate::validation::storage::validate_persistent_volume_claim_spec(
+                            &template.spec,
+                            &tp.child("spec"),
+                        ),
+                    );
                 }
-                e.extend(crate::validation::storage::validate_persistent_volume_claim_spec(
-                    &template.spec,
-                    &tp.child("spec"),
-                ));
             }
-        }
-        let pod_name = ctx.pod_meta.and_then(|m| m.name.as_deref()).unwrap_or("");
-        if !pod_name.is_empty() && !v.name.is_empty() {
-            let pvc = format!("{pod_name}-{}", v.name);
-            for msg in NameValidator::DnsSubdomain.validate(&pvc, false) {
-                e.push(FieldError::invalid(
-                    &p.child("name"),
-                    v.name.as_str(),
-                    &format!("PVC name {}: {msg}", crate::field::go_quote(&pvc)),
-                ));
+            let pod_name = ctx.pod_meta.and_then(|m| m.name.as_deref()).unwrap_or("");
+            if !pod_name.is_empty() && !v.name.is_empty() {
+                let pvc = format!("{pod_name}-{}", v.name);
+                for msg in NameValidator::DnsSubdomain.validate(&pvc, false) {
+                    e.push(FieldError::invalid(
+                        &p.child("name"),
+                        v.name.as_str(),
+                        &format!("PVC name {}: {msg}", crate::field::go_quote(&pvc)),
+                    ));
+                }
             }
+            e
         }
-        e
-    });
+    );
     source!(v.image, "image", |s: &api::ImageVolumeSource| {
         let p = path.child("image");
         let mut e = Vec::new();
         if ctx.resource_is_pod && s.reference.as_deref().unwrap_or("").is_empty() {
             e.push(FieldError::required(&p.child("reference"), ""));
         }
-        e.extend(super::pod::validate_pull_policy(s.pull_policy.as_deref().unwrap_or(""), &p.child("pullPolicy")));
+        e.extend(super::pod::validate_pull_policy(
+            s.pull_policy.as_deref().unwrap_or(""),
+            &p.child("pullPolicy"),
+        ));
         e
     });
     if count == 0 {
@@ -998,18 +1211,20 @@ pub fn validate_volumes(
         }
         if el.is_empty() {
             let claim = v.persistent_volume_claim.is_some() || v.ephemeral.is_some();
-            index.volumes.insert(v.name.clone(), (claim, v.image.is_some()));
+            index
+                .volumes
+                .insert(v.name.clone(), (claim, v.image.is_some()));
         } else {
             errs.extend(el);
         }
-        if let Some(pvc) = &v.persistent_volume_claim {
-            if created_pvcs.contains(&pvc.claim_name) {
-                errs.push(FieldError::invalid(
-                    &vpath.child("persistentVolumeClaim").child("claimName"),
-                    pvc.claim_name.as_str(),
-                    "must not reference a PVC that gets created for an ephemeral volume",
-                ));
-            }
+        if let Some(pvc) = &v.persistent_volume_claim
+            && created_pvcs.contains(&pvc.claim_name)
+        {
+            errs.push(FieldError::invalid(
+                &vpath.child("persistentVolumeClaim").child("claimName"),
+                pvc.claim_name.as_str(),
+                "must not reference a PVC that gets created for an ephemeral volume",
+            ));
         }
     }
     (index, errs)
@@ -1037,48 +1252,78 @@ pub fn validate_persistent_volume_source(
             }
         };
     }
-    source!(spec.host_path, "hostPath", |s| validate_host_path(s, &path.child("hostPath")));
-    source!(spec.gce_persistent_disk, "gcePersistentDisk", |s: &api::GCEPersistentDiskVolumeSource| {
-        let p = path.child("persistentDisk");
-        let mut e = Vec::new();
-        required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
-        let partition = s.partition.unwrap_or(0);
-        if !(0..=255).contains(&partition) {
-            e.push(FieldError::invalid(&p.child("partition"), partition, &inclusive_range_error(1, 255)));
-        }
-        e
-    });
-    source!(spec.aws_elastic_block_store, "awsElasticBlockStore", |s: &api::AWSElasticBlockStoreVolumeSource| {
-        let p = path.child("awsElasticBlockStore");
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-        let partition = s.partition.unwrap_or(0);
-        if !(0..=255).contains(&partition) {
-            e.push(FieldError::invalid(&p.child("partition"), partition, &inclusive_range_error(1, 255)));
-        }
-        e
-    });
-    source!(spec.glusterfs, "glusterfs", |s: &api::GlusterfsPersistentVolumeSource| {
-        let p = path.child("glusterfs");
-        let mut e = Vec::new();
-        required_if_empty(&s.endpoints, &p.child("endpoints"), &mut e);
-        required_if_empty(&s.path, &p.child("path"), &mut e);
-        if let Some(ns) = &s.endpoints_namespace {
-            if ns.is_empty() {
+    source!(spec.host_path, "hostPath", |s| validate_host_path(
+        s,
+        &path.child("hostPath")
+    ));
+    source!(
+        spec.gce_persistent_disk,
+        "gcePersistentDisk",
+        |s: &api::GCEPersistentDiskVolumeSource| {
+            let p = path.child("persistentDisk");
+            let mut e = Vec::new();
+            required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
+            let partition = s.partition.unwrap_or(0);
+            if !(0..=255).contains(&partition) {
                 e.push(FieldError::invalid(
-                    &p.child("endpointsNamespace"),
-                    ns.as_str(),
-                    "if the endpointnamespace is set, it must be a valid namespace name",
+                    &p.child("partition"),
+                    partition,
+                    &inclusive_range_error(1, 255),
                 ));
-            } else {
-                for msg in NameValidator::DnsLabel.validate(ns, false) {
-                    e.push(FieldError::invalid(&p.child("endpointsNamespace"), ns.as_str(), &msg));
+            }
+            e
+        }
+    );
+    source!(
+        spec.aws_elastic_block_store,
+        "awsElasticBlockStore",
+        |s: &api::AWSElasticBlockStoreVolumeSource| {
+            let p = path.child("awsElasticBlockStore");
+            let mut e = Vec::new();
+            required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
+            let partition = s.partition.unwrap_or(0);
+            if !(0..=255).contains(&partition) {
+                e.push(FieldError::invalid(
+                    &p.child("partition"),
+                    partition,
+                    &inclusive_range_error(1, 255),
+                ));
+            }
+            e
+        }
+    );
+    source!(
+        spec.glusterfs,
+        "glusterfs",
+        |s: &api::GlusterfsPersistentVolumeSource| {
+            let p = path.child("glusterfs");
+            let mut e = Vec::new();
+            required_if_empty(&s.endpoints, &p.child("endpoints"), &mut e);
+            required_if_empty(&s.path, &p.child("path"), &mut e);
+            if let Some(ns) = &s.endpoints_namespace {
+                if ns.is_empty() {
+                    e.push(FieldError::invalid(
+                        &p.child("endpointsNamespace"),
+                        ns.as_str(),
+                        "if the endpointnamespace is set, it must be a valid namespace name",
+                    ));
+                } else {
+                    for msg in NameValidator::DnsLabel.validate(ns, false) {
+                        e.push(FieldError::invalid(
+                            &p.child("endpointsNamespace"),
+                            ns.as_str(),
+                            &msg,
+                        ));
+                    }
                 }
             }
+            e
         }
-        e
-    });
-    source!(spec.flocker, "flocker", |s| validate_flocker(s, &path.child("flocker")));
+    );
+    source!(spec.flocker, "flocker", |s| validate_flocker(
+        s,
+        &path.child("flocker")
+    ));
     source!(spec.nfs, "nfs", |s| validate_nfs(s, &path.child("nfs")));
     source!(spec.rbd, "rbd", |s: &api::RBDPersistentVolumeSource| {
         let p = path.child("rbd");
@@ -1089,51 +1334,80 @@ pub fn validate_persistent_volume_source(
         required_if_empty(&s.image, &p.child("image"), &mut e);
         e
     });
-    source!(spec.quobyte, "quobyte", |s| validate_quobyte(s, &path.child("quobyte")));
-    source!(spec.cephfs, "cephFS", |s: &api::CephFSPersistentVolumeSource| {
-        if s.monitors.is_empty() {
-            vec![FieldError::required(&path.child("cephfs").child("monitors"), "")]
-        } else {
-            Vec::new()
+    source!(spec.quobyte, "quobyte", |s| validate_quobyte(
+        s,
+        &path.child("quobyte")
+    ));
+    source!(
+        spec.cephfs,
+        "cephFS",
+        |s: &api::CephFSPersistentVolumeSource| {
+            if s.monitors.is_empty() {
+                vec![FieldError::required(
+                    &path.child("cephfs").child("monitors"),
+                    "",
+                )]
+            } else {
+                Vec::new()
+            }
         }
-    });
-    source!(spec.iscsi, "iscsi", |s: &api::ISCSIPersistentVolumeSource| {
-        let p = path.child("iscsi");
-        let mut e = Vec::new();
-        required_if_empty(&s.target_portal, &p.child("targetPortal"), &mut e);
-        if s.initiator_name.is_some() && pv_name.len() + 1 + s.target_portal.len() > 64 {
-            e.push(FieldError::invalid(
+    );
+    source!(
+        spec.iscsi,
+        "iscsi",
+        |s: &api::ISCSIPersistentVolumeSource| {
+            let p = path.child("iscsi");
+            let mut e = Vec::new();
+            required_if_empty(&s.target_portal, &p.child("targetPortal"), &mut e);
+            if s.initiator_name.is_some() && pv_name.len() + 1 + s.target_portal.len() > 64 {
+                e.push(FieldError::invalid(
                 &p.child("targetportal"),
                 s.target_portal.as_str(),
                 "Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified.",
             ));
-        }
-        e.extend(validate_iscsi_common(
-            &s.iqn,
-            s.lun,
-            s.chap_auth_discovery.unwrap_or(false) || s.chap_auth_session.unwrap_or(false),
-            s.secret_ref.is_some(),
-            s.initiator_name.as_deref(),
-            "must be valid format",
-            &p,
-        ));
-        if let Some(r) = &s.secret_ref {
-            if r.name.as_deref().unwrap_or("").is_empty() {
-                e.push(FieldError::required(&p.child("secretRef").child("name"), ""));
             }
+            e.extend(validate_iscsi_common(
+                &s.iqn,
+                s.lun,
+                s.chap_auth_discovery.unwrap_or(false) || s.chap_auth_session.unwrap_or(false),
+                s.secret_ref.is_some(),
+                s.initiator_name.as_deref(),
+                "must be valid format",
+                &p,
+            ));
+            if let Some(r) = &s.secret_ref
+                && r.name.as_deref().unwrap_or("").is_empty()
+            {
+                e.push(FieldError::required(
+                    &p.child("secretRef").child("name"),
+                    "",
+                ));
+            }
+            e
         }
-        e
-    });
-    source!(spec.cinder, "cinder", |s: &api::CinderPersistentVolumeSource| {
-        let p = path.child("cinder");
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-        if let Some(r) = &s.secret_ref {
-            required_if_empty(r.name.as_deref().unwrap_or(""), &p.child("secretRef").child("name"), &mut e);
-            required_if_empty(r.namespace.as_deref().unwrap_or(""), &p.child("secretRef").child("namespace"), &mut e);
+    );
+    source!(
+        spec.cinder,
+        "cinder",
+        |s: &api::CinderPersistentVolumeSource| {
+            let p = path.child("cinder");
+            let mut e = Vec::new();
+            required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
+            if let Some(r) = &s.secret_ref {
+                required_if_empty(
+                    r.name.as_deref().unwrap_or(""),
+                    &p.child("secretRef").child("name"),
+                    &mut e,
+                );
+                required_if_empty(
+                    r.namespace.as_deref().unwrap_or(""),
+                    &p.child("secretRef").child("namespace"),
+                    &mut e,
+                );
+            }
+            e
         }
-        e
-    });
+    );
     source!(spec.fc, "fc", |s| validate_fc(s, &path.child("fc")));
     if let Some(flex) = &spec.flex_volume {
         // Upstream counts flexVolume without the one-source check.
@@ -1142,40 +1416,79 @@ pub fn validate_persistent_volume_source(
         required_if_empty(&flex.driver, &p.child("driver"), &mut errs);
         errs.extend(validate_flex_options(flex.options.as_ref(), &p));
     }
-    source!(spec.azure_file, "azureFile", |s: &api::AzureFilePersistentVolumeSource| {
-        let p = path.child("azureFile");
-        let mut e = Vec::new();
-        required_if_empty(&s.secret_name, &p.child("secretName"), &mut e);
-        required_if_empty(&s.share_name, &p.child("shareName"), &mut e);
-        if s.secret_namespace.as_ref().is_some_and(String::is_empty) {
-            e.push(FieldError::required(&p.child("secretNamespace"), ""));
+    source!(
+        spec.azure_file,
+        "azureFile",
+        |s: &api::AzureFilePersistentVolumeSource| {
+            let p = path.child("azureFile");
+            let mut e = Vec::new();
+            required_if_empty(&s.secret_name, &p.child("secretName"), &mut e);
+            required_if_empty(&s.share_name, &p.child("shareName"), &mut e);
+            if s.secret_namespace.as_ref().is_some_and(String::is_empty) {
+                e.push(FieldError::required(&p.child("secretNamespace"), ""));
+            }
+            e
         }
-        e
-    });
-    source!(spec.vsphere_volume, "vsphereVolume", |s: &api::VsphereVirtualDiskVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_path, &path.child("vsphereVolume").child("volumePath"), &mut e);
-        e
-    });
-    source!(spec.photon_persistent_disk, "photonPersistentDisk", |s: &api::PhotonPersistentDiskVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.pd_id, &path.child("photonPersistentDisk").child("pdID"), &mut e);
-        e
-    });
-    source!(spec.portworx_volume, "portworxVolume", |s: &api::PortworxVolumeSource| {
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_id, &path.child("portworxVolume").child("volumeID"), &mut e);
-        e
-    });
-    source!(spec.azure_disk, "azureDisk", |s| validate_azure_disk(s, &path.child("azureDisk")));
-    source!(spec.scale_io, "scaleIO", |s: &api::ScaleIOPersistentVolumeSource| {
-        let p = path.child("scaleIO");
-        let mut e = Vec::new();
-        required_if_empty(&s.gateway, &p.child("gateway"), &mut e);
-        required_if_empty(&s.system, &p.child("system"), &mut e);
-        required_if_empty(s.volume_name.as_deref().unwrap_or(""), &p.child("volumeName"), &mut e);
-        e
-    });
+    );
+    source!(
+        spec.vsphere_volume,
+        "vsphereVolume",
+        |s: &api::VsphereVirtualDiskVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.volume_path,
+                &path.child("vsphereVolume").child("volumePath"),
+                &mut e,
+            );
+            e
+        }
+    );
+    source!(
+        spec.photon_persistent_disk,
+        "photonPersistentDisk",
+        |s: &api::PhotonPersistentDiskVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.pd_id,
+                &path.child("photonPersistentDisk").child("pdID"),
+                &mut e,
+            );
+            e
+        }
+    );
+    source!(
+        spec.portworx_volume,
+        "portworxVolume",
+        |s: &api::PortworxVolumeSource| {
+            let mut e = Vec::new();
+            required_if_empty(
+                &s.volume_id,
+                &path.child("portworxVolume").child("volumeID"),
+                &mut e,
+            );
+            e
+        }
+    );
+    source!(spec.azure_disk, "azureDisk", |s| validate_azure_disk(
+        s,
+        &path.child("azureDisk")
+    ));
+    source!(
+        spec.scale_io,
+        "scaleIO",
+        |s: &api::ScaleIOPersistentVolumeSource| {
+            let p = path.child("scaleIO");
+            let mut e = Vec::new();
+            required_if_empty(&s.gateway, &p.child("gateway"), &mut e);
+            required_if_empty(&s.system, &p.child("system"), &mut e);
+            required_if_empty(
+                s.volume_name.as_deref().unwrap_or(""),
+                &p.child("volumeName"),
+                &mut e,
+            );
+            e
+        }
+    );
     source!(spec.local, "local", |s: &api::LocalVolumeSource| {
         let p = path.child("local");
         let mut e = Vec::new();
@@ -1185,25 +1498,47 @@ pub fn validate_persistent_volume_source(
             e.extend(validate_path_no_backsteps(&s.path, &p.child("path")));
         }
         if !node_affinity_specified {
-            e.push(FieldError::required(&path.child("nodeAffinity"), "Local volume requires node affinity"));
+            e.push(FieldError::required(
+                &path.child("nodeAffinity"),
+                "Local volume requires node affinity",
+            ));
         }
         e
     });
-    source!(spec.storageos, "storageos", |s: &api::StorageOSPersistentVolumeSource| {
-        let p = path.child("storageos");
-        let mut e = validate_storageos_names(s.volume_name.as_deref(), s.volume_namespace.as_deref(), &p);
-        if let Some(r) = &s.secret_ref {
-            required_if_empty(r.name.as_deref().unwrap_or(""), &p.child("secretRef").child("name"), &mut e);
-            required_if_empty(r.namespace.as_deref().unwrap_or(""), &p.child("secretRef").child("namespace"), &mut e);
+    source!(
+        spec.storageos,
+        "storageos",
+        |s: &api::StorageOSPersistentVolumeSource| {
+            let p = path.child("storageos");
+            let mut e = validate_storageos_names(
+                s.volume_name.as_deref(),
+                s.volume_namespace.as_deref(),
+                &p,
+            );
+            if let Some(r) = &s.secret_ref {
+                required_if_empty(
+                    r.name.as_deref().unwrap_or(""),
+                    &p.child("secretRef").child("name"),
+                    &mut e,
+                );
+                required_if_empty(
+                    r.namespace.as_deref().unwrap_or(""),
+                    &p.child("secretRef").child("namespace"),
+                    &mut e,
+                );
+            }
+            e
         }
-        e
-    });
+    );
     source!(spec.csi, "csi", |s: &api::CSIPersistentVolumeSource| {
         let p = path.child("csi");
         let mut e = validate_csi_driver_name(&s.driver, &p.child("driver"));
         required_if_empty(&s.volume_handle, &p.child("volumeHandle"), &mut e);
         for (r, name) in [
-            (&s.controller_publish_secret_ref, "controllerPublishSecretRef"),
+            (
+                &s.controller_publish_secret_ref,
+                "controllerPublishSecretRef",
+            ),
             (&s.controller_expand_secret_ref, "controllerExpandSecretRef"),
             (&s.node_publish_secret_ref, "nodePublishSecretRef"),
             (&s.node_expand_secret_ref, "nodeExpandSecretRef"),
@@ -1225,7 +1560,11 @@ mod tests {
     use super::*;
 
     fn check(volumes: Vec<api::Volume>, expected: &[&str]) {
-        let (_, errs) = validate_volumes(&volumes, &Path::new("spec").child("volumes"), VolumeContext::default());
+        let (_, errs) = validate_volumes(
+            &volumes,
+            &Path::new("spec").child("volumes"),
+            VolumeContext::default(),
+        );
         let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert_eq!(got, expected);
     }
@@ -1242,7 +1581,14 @@ mod tests {
     fn names_sources_and_duplicates() {
         check(vec![empty_dir("a"), empty_dir("b")], &[]);
         check(
-            vec![empty_dir("a"), empty_dir("a"), api::Volume { name: "c".into(), ..Default::default() }],
+            vec![
+                empty_dir("a"),
+                empty_dir("a"),
+                api::Volume {
+                    name: "c".into(),
+                    ..Default::default()
+                },
+            ],
             &[
                 "spec.volumes[1].name: Duplicate value: \"a\"",
                 "spec.volumes[2]: Required value: must specify a volume type",
@@ -1252,7 +1598,10 @@ mod tests {
             vec![api::Volume {
                 name: "Bad".into(),
                 empty_dir: Some(Default::default()),
-                host_path: Some(api::HostPathVolumeSource { path: "/x/../y".into(), type_: Some("Dir".into()) }),
+                host_path: Some(api::HostPathVolumeSource {
+                    path: "/x/../y".into(),
+                    type_: Some("Dir".into()),
+                }),
                 ..Default::default()
             }],
             &[
@@ -1263,7 +1612,10 @@ mod tests {
         check(
             vec![api::Volume {
                 name: "h".into(),
-                host_path: Some(api::HostPathVolumeSource { path: "/x/../y".into(), type_: Some("Dir".into()) }),
+                host_path: Some(api::HostPathVolumeSource {
+                    path: "/x/../y".into(),
+                    type_: Some("Dir".into()),
+                }),
                 ..Default::default()
             }],
             &[
@@ -1281,7 +1633,11 @@ mod tests {
                     name: "s".into(),
                     secret: Some(api::SecretVolumeSource {
                         default_mode: Some(0o1000),
-                        items: Some(vec![api::KeyToPath { key: "".into(), path: "/abs".into(), mode: None }]),
+                        items: Some(vec![api::KeyToPath {
+                            key: "".into(),
+                            path: "/abs".into(),
+                            mode: None,
+                        }]),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -1291,7 +1647,10 @@ mod tests {
                     downward_api: Some(api::DownwardAPIVolumeSource {
                         items: Some(vec![api::DownwardAPIVolumeFile {
                             path: "labels".into(),
-                            field_ref: Some(api::ObjectFieldSelector { api_version: Some("v1".into()), field_path: "spec.nodeName".into() }),
+                            field_ref: Some(api::ObjectFieldSelector {
+                                api_version: Some("v1".into()),
+                                field_path: "spec.nodeName".into(),
+                            }),
                             ..Default::default()
                         }]),
                         ..Default::default()
