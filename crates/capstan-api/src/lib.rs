@@ -2,7 +2,8 @@
 //! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
 //! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]),
 //! strategic merge patch with the built-in kinds' patch metadata ([`strategic`]), the resource
-//! catalogue ([`catalog`]) and selectors ([`selector`]). No I/O.
+//! catalogue ([`catalog`]), selectors ([`selector`]), quantities ([`quantity`]), and
+//! upstream's defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
@@ -10,12 +11,15 @@
 pub use k8s_openapi;
 
 pub mod catalog;
+pub mod defaults;
 pub mod field;
 pub mod printers;
+pub mod quantity;
 mod request;
 pub mod selector;
 mod status;
 pub mod strategic;
+pub mod validation;
 
 pub use request::RequestInfo;
 pub use status::{GroupResource, StatusError};

@@ -1,0 +1,507 @@
+//! Pod and pod-spec defaults: restart and DNS policy, grace period, scheduler, security context,
+//! service links, container pull policy (by image tag), termination message, port protocol,
+//! probe timings, HTTP handler path and scheme, volume sources and file modes, field-selector API
+//! version, requests from limits, and resource quantities rounded up to milli-units.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, EphemeralContainer, LifecycleHandler, Pod, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, Volume,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+
+use crate::quantity::Quantity;
+
+/// Default grace period, in seconds.
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+/// Default scheduler.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+/// Default termination message path.
+pub const TERMINATION_MESSAGE_PATH_DEFAULT: &str = "/dev/termination-log";
+/// Default mode of secret, config map, downward API and projected volume files (0644).
+pub const DEFAULT_FILE_MODE: i32 = 0o644;
+
+fn set_if_none<T>(slot: &mut Option<T>, value: T) {
+    if slot.is_none() {
+        *slot = Some(value);
+    }
+}
+
+fn set_if_empty(slot: &mut Option<String>, value: &str) {
+    if slot.as_deref().unwrap_or("").is_empty() {
+        *slot = Some(value.to_owned());
+    }
+}
+
+/// Rounds every quantity up to milli-units and prints it as upstream serialises it
+/// (`SetDefaults_ResourceList` plus canonical encoding). Malformed quantities are left for
+/// validation to report.
+pub fn default_resource_list(list: &mut Option<BTreeMap<String, ApiQuantity>>) {
+    for q in list.iter_mut().flat_map(|l| l.values_mut()) {
+        if let Ok(mut parsed) = Quantity::parse(&q.0) {
+            parsed.round_up(-3);
+            q.0 = parsed.canonical();
+        }
+    }
+}
+
+fn default_resources(resources: &mut Option<ResourceRequirements>) {
+    if let Some(r) = resources {
+        default_resource_list(&mut r.limits);
+        default_resource_list(&mut r.requests);
+    }
+}
+
+/// The tag upstream's image-name parser finds: the explicit tag, `latest` when there is neither
+/// tag nor digest, and none when the reference does not parse.
+fn image_tag(image: &str) -> Option<String> {
+    if image.is_empty() || image != image.trim() {
+        return None;
+    }
+    let (name, digest) = match image.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (image, None),
+    };
+    let last_slash = name.rfind('/').map_or(0, |i| i + 1);
+    let (repo, tag) = match name[last_slash..].rfind(':') {
+        Some(i) => (&name[..last_slash + i], Some(&name[last_slash + i + 1..])),
+        None => (name, None),
+    };
+    // Repository paths (after an optional registry host) are lower case.
+    let path = match repo.split_once('/') {
+        Some((host, rest)) if host.contains('.') || host.contains(':') || host == "localhost" => {
+            rest
+        }
+        _ => repo,
+    };
+    if path.is_empty() || path.chars().any(|c| c.is_ascii_uppercase()) {
+        return None;
+    }
+    match (tag, digest) {
+        (Some(tag), _) if !tag.is_empty() => Some(tag.to_owned()),
+        (None, None) => Some("latest".to_owned()),
+        _ => None,
+    }
+}
+
+fn default_probe(probe: &mut Option<Probe>) {
+    let Some(p) = probe else { return };
+    for (slot, value) in [
+        (&mut p.timeout_seconds, 1),
+        (&mut p.period_seconds, 10),
+        (&mut p.success_threshold, 1),
+        (&mut p.failure_threshold, 3),
+    ] {
+        if slot.unwrap_or(0) == 0 {
+            *slot = Some(value);
+        }
+    }
+    if let Some(http) = &mut p.http_get {
+        set_if_empty(&mut http.path, "/");
+        set_if_empty(&mut http.scheme, "HTTP");
+    }
+    if let Some(grpc) = &mut p.grpc {
+        set_if_none(&mut grpc.service, String::new());
+    }
+}
+
+fn default_handler(handler: &mut Option<LifecycleHandler>) {
+    if let Some(http) = handler.as_mut().and_then(|h| h.http_get.as_mut()) {
+        set_if_empty(&mut http.path, "/");
+        set_if_empty(&mut http.scheme, "HTTP");
+    }
+}
+
+fn default_container(c: &mut Container) {
+    if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
+        let policy = match image_tag(c.image.as_deref().unwrap_or("")).as_deref() {
+            Some("latest") => "Always",
+            _ => "IfNotPresent",
+        };
+        c.image_pull_policy = Some(policy.to_owned());
+    }
+    set_if_empty(
+        &mut c.termination_message_path,
+        TERMINATION_MESSAGE_PATH_DEFAULT,
+    );
+    set_if_empty(&mut c.termination_message_policy, "File");
+    for port in c.ports.iter_mut().flatten() {
+        set_if_empty(&mut port.protocol, "TCP");
+    }
+    for env in c.env.iter_mut().flatten() {
+        if let Some(fr) = env.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+            set_if_empty(&mut fr.api_version, "v1");
+        }
+    }
+    default_resources(&mut c.resources);
+    default_probe(&mut c.liveness_probe);
+    default_probe(&mut c.readiness_probe);
+    default_probe(&mut c.startup_probe);
+    if let Some(lifecycle) = &mut c.lifecycle {
+        default_handler(&mut lifecycle.post_start);
+        default_handler(&mut lifecycle.pre_stop);
+    }
+}
+
+fn default_ephemeral_container(ec: &mut EphemeralContainer) {
+    // Same defaults as a container; copy through a Container to share the code.
+    let mut c = Container {
+        name: std::mem::take(&mut ec.name),
+        image: ec.image.take(),
+        image_pull_policy: ec.image_pull_policy.take(),
+        termination_message_path: ec.termination_message_path.take(),
+        termination_message_policy: ec.termination_message_policy.take(),
+        ports: ec.ports.take(),
+        env: ec.env.take(),
+        resources: ec.resources.take(),
+        liveness_probe: ec.liveness_probe.take(),
+        readiness_probe: ec.readiness_probe.take(),
+        startup_probe: ec.startup_probe.take(),
+        lifecycle: ec.lifecycle.take(),
+        ..Default::default()
+    };
+    default_container(&mut c);
+    ec.name = c.name;
+    ec.image = c.image;
+    ec.image_pull_policy = c.image_pull_policy;
+    ec.termination_message_path = c.termination_message_path;
+    ec.termination_message_policy = c.termination_message_policy;
+    ec.ports = c.ports;
+    ec.env = c.env;
+    ec.resources = c.resources;
+    ec.liveness_probe = c.liveness_probe;
+    ec.readiness_probe = c.readiness_probe;
+    ec.startup_probe = c.startup_probe;
+    ec.lifecycle = c.lifecycle;
+}
+
+/// Defaults of one volume: an empty source becomes `emptyDir`, file modes 0644, host-path type
+/// unset (`""`), projected token expiry one hour, and the legacy plugins' fields.
+pub fn default_volume(v: &mut Volume) {
+    let has_source = v.aws_elastic_block_store.is_some()
+        || v.azure_disk.is_some()
+        || v.azure_file.is_some()
+        || v.cephfs.is_some()
+        || v.cinder.is_some()
+        || v.config_map.is_some()
+        || v.csi.is_some()
+        || v.downward_api.is_some()
+        || v.empty_dir.is_some()
+        || v.ephemeral.is_some()
+        || v.fc.is_some()
+        || v.flex_volume.is_some()
+        || v.flocker.is_some()
+        || v.gce_persistent_disk.is_some()
+        || v.git_repo.is_some()
+        || v.glusterfs.is_some()
+        || v.host_path.is_some()
+        || v.image.is_some()
+        || v.iscsi.is_some()
+        || v.nfs.is_some()
+        || v.persistent_volume_claim.is_some()
+        || v.photon_persistent_disk.is_some()
+        || v.portworx_volume.is_some()
+        || v.projected.is_some()
+        || v.quobyte.is_some()
+        || v.rbd.is_some()
+        || v.scale_io.is_some()
+        || v.secret.is_some()
+        || v.storageos.is_some()
+        || v.vsphere_volume.is_some();
+    if !has_source {
+        v.empty_dir = Some(Default::default());
+    }
+    if let Some(hp) = &mut v.host_path {
+        set_if_none(&mut hp.type_, String::new());
+    }
+    if let Some(s) = &mut v.secret {
+        set_if_none(&mut s.default_mode, DEFAULT_FILE_MODE);
+    }
+    if let Some(s) = &mut v.config_map {
+        set_if_none(&mut s.default_mode, DEFAULT_FILE_MODE);
+    }
+    if let Some(s) = &mut v.downward_api {
+        set_if_none(&mut s.default_mode, DEFAULT_FILE_MODE);
+        for item in s.items.iter_mut().flatten() {
+            if let Some(fr) = &mut item.field_ref {
+                set_if_empty(&mut fr.api_version, "v1");
+            }
+        }
+    }
+    if let Some(p) = &mut v.projected {
+        set_if_none(&mut p.default_mode, DEFAULT_FILE_MODE);
+        for source in p.sources.iter_mut().flatten() {
+            if let Some(d) = &mut source.downward_api {
+                for item in d.items.iter_mut().flatten() {
+                    if let Some(fr) = &mut item.field_ref {
+                        set_if_empty(&mut fr.api_version, "v1");
+                    }
+                }
+            }
+            if let Some(t) = &mut source.service_account_token {
+                set_if_none(&mut t.expiration_seconds, 3600);
+            }
+        }
+    }
+    if let Some(s) = &mut v.iscsi {
+        set_if_empty(&mut s.iscsi_interface, "default");
+    }
+    if let Some(s) = &mut v.rbd {
+        set_if_empty(&mut s.pool, "rbd");
+        set_if_empty(&mut s.user, "admin");
+        set_if_empty(&mut s.keyring, "/etc/ceph/keyring");
+    }
+    if let Some(s) = &mut v.azure_disk {
+        set_if_none(&mut s.caching_mode, "ReadWrite".to_owned());
+        set_if_none(&mut s.fs_type, "ext4".to_owned());
+        set_if_none(&mut s.read_only, false);
+        set_if_none(&mut s.kind, "Shared".to_owned());
+    }
+    if let Some(s) = &mut v.scale_io {
+        set_if_empty(&mut s.storage_mode, "ThinProvisioned");
+        set_if_empty(&mut s.fs_type, "xfs");
+    }
+    if let Some(template) = v
+        .ephemeral
+        .as_mut()
+        .and_then(|e| e.volume_claim_template.as_mut())
+    {
+        set_if_none(&mut template.spec.volume_mode, "Filesystem".to_owned());
+        if let Some(r) = &mut template.spec.resources {
+            default_resource_list(&mut r.limits);
+            default_resource_list(&mut r.requests);
+        }
+    }
+}
+
+/// Defaults every pod spec gets, in a Pod or in a template (`SetDefaults_PodSpec` and the
+/// nested defaulters).
+pub fn default_pod_spec(spec: &mut PodSpec) {
+    set_if_empty(&mut spec.dns_policy, "ClusterFirst");
+    set_if_empty(&mut spec.restart_policy, "Always");
+    set_if_none(&mut spec.security_context, Default::default());
+    set_if_none(
+        &mut spec.termination_grace_period_seconds,
+        DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS,
+    );
+    set_if_empty(&mut spec.scheduler_name, DEFAULT_SCHEDULER_NAME);
+    for v in spec.volumes.iter_mut().flatten() {
+        default_volume(v);
+    }
+    for c in spec.init_containers.iter_mut().flatten() {
+        default_container(c);
+    }
+    for c in spec.containers.iter_mut() {
+        default_container(c);
+    }
+    for ec in spec.ephemeral_containers.iter_mut().flatten() {
+        default_ephemeral_container(ec);
+    }
+    default_resource_list(&mut spec.overhead);
+}
+
+/// Defaults of a pod template (workload kinds call this for `spec.template`).
+pub fn default_pod_template_spec(template: &mut PodTemplateSpec) {
+    default_pod_spec(template.spec.get_or_insert_with(Default::default));
+}
+
+fn requests_from_limits(c: &mut Container) {
+    let Some(resources) = &mut c.resources else {
+        return;
+    };
+    let Some(limits) = &resources.limits else {
+        return;
+    };
+    let requests = resources.requests.get_or_insert_with(BTreeMap::new);
+    for (name, value) in limits {
+        requests
+            .entry(name.clone())
+            .or_insert_with(|| value.clone());
+    }
+}
+
+/// Defaults of a Pod: the pod-only ones (requests copied from limits, service links on, host
+/// ports from container ports under host networking, and the priority the Priority admission
+/// plugin sets when no class is named), then the pod-spec defaults.
+pub fn default_pod(pod: &mut Pod) {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        requests_from_limits(c);
+    }
+    set_if_none(&mut spec.enable_service_links, true);
+    if spec.host_network == Some(true) {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            for port in c.ports.iter_mut().flatten() {
+                if port.host_port.unwrap_or(0) == 0 {
+                    port.host_port = Some(port.container_port);
+                }
+            }
+        }
+    }
+    if spec.priority_class_name.as_deref().unwrap_or("").is_empty() {
+        set_if_none(&mut spec.priority, 0);
+        set_if_none(
+            &mut spec.preemption_policy,
+            "PreemptLowerPriority".to_owned(),
+        );
+    }
+    default_pod_spec(spec);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ContainerPort, HTTPGetAction, SecretVolumeSource};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use serde_json::json;
+
+    fn check(input: serde_json::Value, expected: serde_json::Value) {
+        let mut pod: Pod = serde_json::from_value(input).unwrap_or_else(|e| panic!("{e}"));
+        default_pod(&mut pod);
+        let mut got = serde_json::to_value(&pod).unwrap_or_else(|e| panic!("{e}"));
+        // Serialisation adds the type's apiVersion and kind, and an empty metadata.
+        if let Some(map) = got.as_object_mut() {
+            map.remove("apiVersion");
+            map.remove("kind");
+            if map
+                .get("metadata")
+                .is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty()))
+            {
+                map.remove("metadata");
+            }
+        }
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn minimal_pod() {
+        check(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+            json!({
+                "metadata": {"name": "p"},
+                "spec": {
+                    "containers": [{
+                        "name": "c", "image": "nginx", "imagePullPolicy": "Always",
+                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
+                    }],
+                    "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority",
+                    "priority": 0, "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                    "securityContext": {}, "terminationGracePeriodSeconds": 30
+                }
+            }),
+        );
+    }
+
+    #[test]
+    fn containers_volumes_and_resources() {
+        let mut pod = Pod {
+            spec: Some(PodSpec {
+                host_network: Some(true),
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: Some("registry.io:5000/app:1.2".into()),
+                    ports: Some(vec![ContainerPort {
+                        container_port: 80,
+                        ..Default::default()
+                    }]),
+                    resources: Some(ResourceRequirements {
+                        limits: Some(BTreeMap::from([
+                            ("cpu".into(), ApiQuantity("1n".into())),
+                            ("memory".into(), ApiQuantity("1024Mi".into())),
+                        ])),
+                        requests: Some(BTreeMap::from([(
+                            "memory".into(),
+                            ApiQuantity("0.5Gi".into()),
+                        )])),
+                        claims: None,
+                    }),
+                    liveness_probe: Some(Probe {
+                        http_get: Some(HTTPGetAction {
+                            port: IntOrString::Int(8080),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                volumes: Some(vec![
+                    Volume {
+                        name: "e".into(),
+                        ..Default::default()
+                    },
+                    Volume {
+                        name: "s".into(),
+                        secret: Some(SecretVolumeSource::default()),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        default_pod(&mut pod);
+        let spec = pod.spec.unwrap_or_default();
+        let c = &spec.containers[0];
+        assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+        let ports = c.ports.clone().unwrap_or_default();
+        assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+        assert_eq!(ports[0].host_port, Some(80));
+        let resources = c.resources.clone().unwrap_or_default();
+        let requests = resources.requests.unwrap_or_default();
+        assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1m"));
+        assert_eq!(requests.get("memory").map(|q| q.0.as_str()), Some("512Mi"));
+        assert_eq!(
+            resources
+                .limits
+                .unwrap_or_default()
+                .get("memory")
+                .map(|q| q.0.as_str()),
+            Some("1Gi")
+        );
+        let probe = c.liveness_probe.clone().unwrap_or_default();
+        assert_eq!(
+            (
+                probe.timeout_seconds,
+                probe.period_seconds,
+                probe.success_threshold,
+                probe.failure_threshold
+            ),
+            (Some(1), Some(10), Some(1), Some(3))
+        );
+        let http = probe.http_get.unwrap_or_default();
+        assert_eq!(
+            (http.path.as_deref(), http.scheme.as_deref()),
+            (Some("/"), Some("HTTP"))
+        );
+        let volumes = spec.volumes.unwrap_or_default();
+        assert!(volumes[0].empty_dir.is_some());
+        assert_eq!(
+            volumes[1].secret.as_ref().and_then(|s| s.default_mode),
+            Some(420)
+        );
+    }
+
+    #[test]
+    fn pull_policy_follows_the_tag() {
+        for (image, tag) in [
+            ("nginx", Some("latest")),
+            ("nginx:latest", Some("latest")),
+            ("nginx:1.25", Some("1.25")),
+            ("localhost:5000/nginx", Some("latest")),
+            ("nginx@sha256:abc", None),
+            ("Nginx", None),
+            ("", None),
+        ] {
+            assert_eq!(image_tag(image).as_deref(), tag, "{image}");
+        }
+    }
+}

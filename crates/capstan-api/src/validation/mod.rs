@@ -1,0 +1,17 @@
+//! Upstream-exact validation of core/v1 objects. Each `validate_*` returns every field error it
+//! finds (empty when the object is valid); the registry turns a non-empty list into one 422
+//! `Invalid` Status. Run the matching [`crate::defaults`] function first, as upstream decodes
+//! (and so defaults) before it validates.
+
+pub mod meta;
+pub mod names;
+
+pub use meta::{validate_object_meta, validate_object_meta_update};
+pub use names::NameValidator;
+pub mod core;
+pub mod node;
+pub mod pod;
+pub mod resources;
+pub mod service;
+pub mod storage;
+pub mod volumes;
