@@ -40,10 +40,10 @@ impl std::fmt::Debug for Api {
 }
 
 /// The query parameters of a request, first value of each.
-struct Query(HashMap<String, String>);
+pub(crate) struct Query(HashMap<String, String>);
 
 impl Query {
-    fn parse(query: &str) -> Self {
+    pub(crate) fn parse(query: &str) -> Self {
         let mut map = HashMap::new();
         for (k, v) in form_urlencoded::parse(query.as_bytes()) {
             map.entry(k.into_owned()).or_insert_with(|| v.into_owned());
@@ -127,6 +127,16 @@ enum Output {
     Table,
 }
 
+impl Output {
+    /// The form for objects that have no table (subresource kinds, statuses): JSON or YAML.
+    fn plain(self) -> Output {
+        match self {
+            Output::Table => Output::Json,
+            other => other,
+        }
+    }
+}
+
 /// Reads the `Accept` header: the first media type served wins, as upstream negotiates.
 fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
@@ -197,12 +207,16 @@ fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String])
     response
 }
 
+/// Reads a request body, refusing bodies over the limit.
+async fn read_bytes(body: Body) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}")))
+    })
+}
+
 /// Reads a request body, refusing bodies over the limit and malformed documents.
 async fn read_body(body: Body, content_type: Option<&str>) -> Result<Value, ApiError> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}")))
-    })?;
-    parse_document(&bytes, content_type)
+    parse_document(&read_bytes(body).await?, content_type)
 }
 
 fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
@@ -237,9 +251,9 @@ impl Api {
     pub(crate) fn new(store: &Store) -> Self {
         let registries = catalog::RESOURCES
             .iter()
-            .map(|r| {
-                let registry = Registry::new(r, crate::resources::strategy_for(r), store.clone());
-                ((r.group, r.version, r.plural), Arc::new(registry))
+            .filter_map(|r| {
+                let registry = Registry::new(r, crate::resources::strategy_for(r)?, store.clone());
+                Some(((r.group, r.version, r.plural), Arc::new(registry)))
             })
             .collect();
         Api { registries }
@@ -280,11 +294,10 @@ impl Api {
             return Err(ApiError::not_found());
         }
         let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());
-        if let Some(sub) = subresource {
-            if resource.subresource(sub).is_none() || info.parts.len() > 3 {
+        if let Some(sub) = subresource
+            && (resource.subresource(sub).is_none() || info.parts.len() > 3) {
                 return Err(ApiError::not_found());
             }
-        }
         let query = Query::parse(request.uri().query().unwrap_or_default());
         let output = negotiate(request.headers())?;
         let content_type = request
@@ -302,6 +315,33 @@ impl Api {
             .into());
         }
         match (verb, subresource) {
+            ("get", Some("scale")) => {
+                let scale = crate::scale::get(&registry, namespace, name).await?;
+                Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
+            }
+            ("update" | "patch", Some("scale")) => {
+                let options = query.write_options()?;
+                let bytes = read_bytes(request.into_body()).await?;
+                let change = if verb == "update" {
+                    crate::scale::ScaleChange::Replace(parse_document(&bytes, content_type.as_deref())?)
+                } else {
+                    crate::scale::ScaleChange::Patch { content_type: content_type.as_deref(), body: &bytes }
+                };
+                let scale = crate::scale::update(&registry, namespace, name, change, &options).await?;
+                Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
+            }
+            ("create", Some("binding")) => {
+                let options = query.write_options()?;
+                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                crate::pods::bind(&registry, namespace, name, &body, &options).await?;
+                Ok(respond(StatusCode::CREATED, &crate::pods::success(201), output.plain(), &[]))
+            }
+            ("create", Some("eviction")) => {
+                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                let pdbs = self.registry("policy", "v1", "poddisruptionbudgets").cloned();
+                crate::pods::evict(&registry, pdbs.as_deref(), namespace, name, &body, query.dry_run()?).await?;
+                Ok(respond(StatusCode::CREATED, &crate::pods::success(201), output.plain(), &[]))
+            }
             ("get", None | Some("status")) => {
                 let object = registry.get(namespace, name).await?;
                 respond_object(StatusCode::OK, resource, &object, output, &query, &[])
@@ -334,9 +374,7 @@ impl Api {
             }
             ("patch", None | Some("status")) => {
                 let options = query.write_options()?;
-                let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await.map_err(|_| {
-                    ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}")))
-                })?;
+                let bytes = read_bytes(request.into_body()).await?;
                 let written = crate::patch::patch(
                     &registry,
                     namespace,
@@ -559,14 +597,17 @@ fn success_status(resource: &Resource, object: &Value) -> Value {
 
 /// Reads `DeleteOptions` from the body (if any) and the query, the query winning as upstream.
 async fn delete_options(query: &Query, body: Body, content_type: Option<&str>) -> Result<DeleteOptions, ApiError> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}"))))?;
+    let bytes = read_bytes(body).await?;
     let body = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
         parse_document(&bytes, content_type)?
     };
+    delete_options_from(query, &body)
+}
+
+/// Reads `DeleteOptions` from a decoded body (or `null`) and the query.
+pub(crate) fn delete_options_from(query: &Query, body: &Value) -> Result<DeleteOptions, ApiError> {
     let dry_run = query.dry_run()?
         || body["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
     let mut options = DeleteOptions {

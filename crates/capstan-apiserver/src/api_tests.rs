@@ -454,3 +454,59 @@ async fn deletecollection_and_terminating_namespaces() {
     assert_eq!(code, 403, "{body}");
     assert!(body["message"].as_str().unwrap().contains("because it is being terminated"), "{body}");
 }
+
+#[tokio::test]
+async fn scale_binding_and_eviction_subresources() {
+    let h = Harness::new().await;
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    });
+    let url = "/apis/apps/v1/namespaces/default/deployments";
+    h.post(url, deploy).await;
+    let (code, scale) = h.get(&format!("{url}/d/scale")).await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"]["selector"], "app=d");
+    let (code, scaled) = h
+        .patch(&format!("{url}/d/scale"), "application/merge-patch+json", json!({"spec": {"replicas": 4}}))
+        .await;
+    assert_eq!(code, 200, "{scaled}");
+    assert_eq!(scaled["spec"]["replicas"], 4);
+    let (_, parent) = h.get(&format!("{url}/d")).await;
+    assert_eq!(parent["spec"]["replicas"], 4);
+    assert_eq!(parent["metadata"]["generation"], 2);
+    let mut stale = scale.clone();
+    stale["spec"]["replicas"] = 1.into();
+    assert_eq!(h.put(&format!("{url}/d/scale"), stale).await.0, 409, "the scale's version is the parent's");
+    let (code, body) = h
+        .patch(&format!("{url}/d/scale"), "application/merge-patch+json", json!({"spec": {"replicas": -1}}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+
+    let pods = "/api/v1/namespaces/default/pods";
+    h.post(pods, json!({"metadata": {"name": "p", "labels": {"app": "p"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).await;
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}});
+    let (code, body) = h.post(&format!("{pods}/p/binding"), binding.clone()).await;
+    assert_eq!(code, 201, "{body}");
+    let (_, pod) = h.get(&format!("{pods}/p")).await;
+    assert_eq!(pod["spec"]["nodeName"], "n1");
+    let (code, body) = h.post(&format!("{pods}/p/binding"), binding).await;
+    assert_eq!(code, 409, "{body}");
+
+    // A budget that allows no disruption blocks the eviction; without one the pod goes.
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b"},
+                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "p"}}}});
+    h.post("/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb).await;
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"},
+                          "deleteOptions": {"gracePeriodSeconds": 0}});
+    let (code, body) = h.post(&format!("{pods}/p/eviction"), eviction.clone()).await;
+    assert_eq!(code, 429, "{body}");
+    h.delete("/apis/policy/v1/namespaces/default/poddisruptionbudgets/b", None).await;
+    let (code, body) = h.post(&format!("{pods}/p/eviction"), eviction).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(h.get(&format!("{pods}/p")).await.0, 404);
+}

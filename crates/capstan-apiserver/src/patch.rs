@@ -33,14 +33,38 @@ fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
     }
 }
 
-/// Applies a patch document to `original`.
-fn apply(kind: PatchType, original: &Value, patch: &Value, registry: &Registry) -> Result<Value, ApiError> {
+/// Applies a PATCH body to a `Scale` (the scale subresource's view of its parent).
+pub(crate) fn apply_to_scale(scale: &Value, content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
+    let kind = patch_type(content_type)?;
+    let patch = decode_patch(kind, body)?;
     match kind {
-        PatchType::Merge => {
-            let mut doc = original.clone();
-            json_patch::merge(&mut doc, patch);
-            Ok(doc)
+        PatchType::Strategic => {
+            let meta = capstan_api::strategic::for_kind("autoscaling", "v1", "Scale")
+                .ok_or_else(|| ApiError::from(capstan_api::strategic::custom_resource_rejection()))?;
+            capstan_api::strategic::apply(scale, &patch, meta).map_err(|e| e.to_status().into())
         }
+        _ => apply_generic(kind, scale, &patch),
+    }
+}
+
+/// Parses a patch body and checks its shape for its type.
+fn decode_patch(kind: PatchType, body: &[u8]) -> Result<Value, ApiError> {
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::from(StatusError::bad_request(&format!("error decoding patch: {e}"))))?;
+    match kind {
+        PatchType::Json if !patch.is_array() => {
+            Err(StatusError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch").into())
+        }
+        PatchType::Merge | PatchType::Strategic if !patch.is_object() => {
+            Err(StatusError::bad_request("the patch must be a JSON object").into())
+        }
+        _ => Ok(patch),
+    }
+}
+
+/// JSON merge patch and JSON patch, which need no type information.
+fn apply_generic(kind: PatchType, original: &Value, patch: &Value) -> Result<Value, ApiError> {
+    match kind {
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::from(StatusError::bad_request(&e.to_string())))?;
@@ -49,7 +73,19 @@ fn apply(kind: PatchType, original: &Value, patch: &Value, registry: &Registry) 
                 .map_err(|e| ApiError::from(StatusError::unprocessable(&e.to_string())))?;
             Ok(doc)
         }
+        _ => {
+            let mut doc = original.clone();
+            json_patch::merge(&mut doc, patch);
+            Ok(doc)
+        }
+    }
+}
+
+/// Applies a patch document to `original`.
+fn apply(kind: PatchType, original: &Value, patch: &Value, registry: &Registry) -> Result<Value, ApiError> {
+    match kind {
         PatchType::Strategic => crate::strategic::apply(registry.resource, original, patch),
+        _ => apply_generic(kind, original, patch),
     }
 }
 
@@ -64,17 +100,7 @@ pub(crate) async fn patch(
     options: &WriteOptions,
 ) -> Result<Written, ApiError> {
     let kind = patch_type(content_type)?;
-    let patch: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::from(StatusError::bad_request(&format!("error decoding patch: {e}"))))?;
-    match kind {
-        PatchType::Json if !patch.is_array() => {
-            return Err(StatusError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch").into());
-        }
-        PatchType::Merge | PatchType::Strategic if !patch.is_object() => {
-            return Err(StatusError::bad_request("the patch must be a JSON object").into());
-        }
-        _ => {}
-    }
+    let patch = decode_patch(kind, body)?;
     // A patch that sets metadata.resourceVersion makes the write conditional on it.
     let pinned = patch
         .get("metadata")

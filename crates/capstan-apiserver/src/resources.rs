@@ -5,13 +5,54 @@
 use std::sync::Arc;
 
 use capstan_api::catalog::Resource;
+use capstan_api::field::{FieldError, Path};
+use capstan_api::validation::{self as v, NameValidator};
+use capstan_api::defaults as d;
+use k8s_openapi::Metadata;
 use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, scheduling};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
 use crate::registry::Strategy;
 
 fn plain<K>() -> Hooks<K> {
     Hooks::plain()
+}
+
+/// Validation of the object metadata alone, for kinds whose own rules are not written yet.
+fn meta_validate<K: Metadata<Ty = ObjectMeta>>(namespaced: bool) -> fn(&K) -> Vec<FieldError> {
+    if namespaced {
+        |k| v::validate_object_meta(k.metadata(), true, NameValidator::DnsSubdomain, &Path::new("metadata"))
+    } else {
+        |k| v::validate_object_meta(k.metadata(), false, NameValidator::DnsSubdomain, &Path::new("metadata"))
+    }
+}
+
+/// The metadata update rules (immutable name, namespace, uid, creation time) on top of the
+/// validation of the new object.
+fn meta_validate_update<K: Metadata<Ty = ObjectMeta>>(namespaced: bool) -> fn(&K, &K) -> Vec<FieldError> {
+    if namespaced {
+        |new, old| {
+            let mut errors = v::validate_object_meta(new.metadata(), true, NameValidator::DnsSubdomain, &Path::new("metadata"));
+            errors.extend(v::validate_object_meta_update(new.metadata(), old.metadata(), &Path::new("metadata")));
+            errors
+        }
+    } else {
+        |new, old| {
+            let mut errors = v::validate_object_meta(new.metadata(), false, NameValidator::DnsSubdomain, &Path::new("metadata"));
+            errors.extend(v::validate_object_meta_update(new.metadata(), old.metadata(), &Path::new("metadata")));
+            errors
+        }
+    }
+}
+
+/// Hooks validating metadata only.
+fn meta_only<K: Metadata<Ty = ObjectMeta>>(hooks: Hooks<K>, namespaced: bool) -> Hooks<K> {
+    Hooks {
+        validate: meta_validate::<K>(namespaced),
+        validate_update: meta_validate_update::<K>(namespaced),
+        ..hooks
+    }
 }
 
 /// Hooks of a kind a PUT may create (upstream's `AllowCreateOnUpdate`: endpoints, events,
@@ -41,11 +82,11 @@ fn with_status<K>() -> Hooks<K> {
     }
 }
 
-fn strategy<K>(hooks: Hooks<K>) -> Arc<dyn Strategy>
+fn strategy<K>(hooks: Hooks<K>) -> Option<Arc<dyn Strategy>>
 where
-    K: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: serde::Serialize + serde::de::DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
 {
-    Arc::new(Typed::new(hooks))
+    Some(Arc::new(Typed::new(hooks)))
 }
 
 fn opt_str(value: Option<&String>) -> String {
@@ -94,12 +135,23 @@ fn event_fields(event: &core::v1::Event) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The strategy of a catalogue resource.
-pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
+/// The strategy of a catalogue resource (every catalogue resource has one; a test checks).
+pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
     match (resource.group, resource.kind) {
-        ("", "ConfigMap") => strategy::<core::v1::ConfigMap>(plain()),
-        ("", "Endpoints") => strategy::<core::v1::Endpoints>(creatable_by_put()),
+        ("", "ConfigMap") => strategy::<core::v1::ConfigMap>(Hooks {
+            validate: v::core::validate_config_map,
+            validate_update: v::core::validate_config_map_update,
+            ..plain()
+        }),
+        ("", "Endpoints") => strategy::<core::v1::Endpoints>(Hooks {
+            default: d::core::default_endpoints,
+            validate: v::core::validate_endpoints,
+            validate_update: v::core::validate_endpoints_update,
+            ..creatable_by_put()
+        }),
         ("", "Event") => strategy::<core::v1::Event>(Hooks {
+            validate: v::core::validate_event,
+            validate_update: v::core::validate_event_update,
             field_names: &[
                 "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                 "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
@@ -108,8 +160,16 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
             fields: event_fields,
             ..creatable_by_put()
         }),
-        ("", "LimitRange") => strategy::<core::v1::LimitRange>(creatable_by_put()),
+        ("", "LimitRange") => strategy::<core::v1::LimitRange>(Hooks {
+            default: d::core::default_limit_range,
+            validate: v::core::validate_limit_range,
+            validate_update: v::core::validate_limit_range_update,
+            ..creatable_by_put()
+        }),
         ("", "Namespace") => strategy::<core::v1::Namespace>(Hooks {
+            default: d::core::default_namespace,
+            validate: v::core::validate_namespace,
+            validate_update: v::core::validate_namespace_update,
             field_names: &["status.phase"],
             fields: |ns| vec![("status.phase", opt_str(ns.status.as_ref().and_then(|s| s.phase.as_ref())))],
             return_deleted: true,
@@ -132,13 +192,29 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
             ..with_status()
         }),
         ("", "Node") => strategy::<core::v1::Node>(Hooks {
+            default: d::core::default_node,
+            validate: v::node::validate_node,
+            validate_update: v::node::validate_node_update,
             field_names: &["spec.unschedulable"],
             fields: |n| vec![("spec.unschedulable", n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false).to_string())],
             ..with_status()
         }),
-        ("", "PersistentVolumeClaim") => strategy::<core::v1::PersistentVolumeClaim>(with_status()),
-        ("", "PersistentVolume") => strategy::<core::v1::PersistentVolume>(with_status()),
+        ("", "PersistentVolumeClaim") => strategy::<core::v1::PersistentVolumeClaim>(Hooks {
+            default: d::core::default_persistent_volume_claim,
+            validate: v::storage::validate_persistent_volume_claim,
+            validate_update: v::storage::validate_persistent_volume_claim_update,
+            ..with_status()
+        }),
+        ("", "PersistentVolume") => strategy::<core::v1::PersistentVolume>(Hooks {
+            default: d::core::default_persistent_volume,
+            validate: v::storage::validate_persistent_volume,
+            validate_update: v::storage::validate_persistent_volume_update,
+            ..with_status()
+        }),
         ("", "Pod") => strategy::<core::v1::Pod>(Hooks {
+            default: d::default_pod,
+            validate: v::pod::validate_pod,
+            validate_update: v::pod::validate_pod_update,
             field_names: &[
                 "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                 "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
@@ -148,20 +224,44 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
             return_deleted: true,
             ..with_status()
         }),
-        ("", "PodTemplate") => strategy::<core::v1::PodTemplate>(plain()),
+        ("", "PodTemplate") => strategy::<core::v1::PodTemplate>(Hooks {
+            default: d::core::default_pod_template,
+            validate: v::pod::validate_pod_template,
+            validate_update: v::pod::validate_pod_template_update,
+            ..plain()
+        }),
         ("", "ReplicationController") => strategy::<core::v1::ReplicationController>(Hooks {
+            default: d::core::default_replication_controller,
+            validate: v::core::validate_replication_controller,
+            validate_update: v::core::validate_replication_controller_update,
             field_names: &["status.replicas"],
             fields: |rc| vec![("status.replicas", rc.status.as_ref().map_or(0, |s| s.replicas).to_string())],
             ..workload()
         }),
-        ("", "ResourceQuota") => strategy::<core::v1::ResourceQuota>(with_status()),
+        ("", "ResourceQuota") => strategy::<core::v1::ResourceQuota>(Hooks {
+            default: d::core::default_resource_quota,
+            validate: v::core::validate_resource_quota,
+            validate_update: v::core::validate_resource_quota_update,
+            ..with_status()
+        }),
         ("", "Secret") => strategy::<core::v1::Secret>(Hooks {
+            default: d::core::default_secret,
+            validate: v::core::validate_secret,
+            validate_update: v::core::validate_secret_update,
             field_names: &["type"],
             fields: |s| vec![("type", opt_str(s.type_.as_ref()))],
             ..plain()
         }),
-        ("", "ServiceAccount") => strategy::<core::v1::ServiceAccount>(Hooks { return_deleted: true, ..plain() }),
+        ("", "ServiceAccount") => strategy::<core::v1::ServiceAccount>(Hooks {
+            validate: v::core::validate_service_account,
+            validate_update: v::core::validate_service_account_update,
+            return_deleted: true,
+            ..plain()
+        }),
         ("", "Service") => strategy::<core::v1::Service>(Hooks {
+            default: d::core::default_service,
+            validate: v::service::validate_service,
+            validate_update: v::service::validate_service_update,
             field_names: &["spec.clusterIP", "spec.type"],
             fields: |s| {
                 let spec = s.spec.as_ref();
@@ -174,27 +274,27 @@ pub(crate) fn strategy_for(resource: &Resource) -> Arc<dyn Strategy> {
             create_on_update: true,
             ..with_status()
         }),
-        ("apps", "ControllerRevision") => strategy::<apps::v1::ControllerRevision>(plain()),
-        ("apps", "DaemonSet") => strategy::<apps::v1::DaemonSet>(workload()),
-        ("apps", "Deployment") => strategy::<apps::v1::Deployment>(workload()),
+        ("apps", "ControllerRevision") => strategy::<apps::v1::ControllerRevision>(meta_only(plain(), true)),
+        ("apps", "DaemonSet") => strategy::<apps::v1::DaemonSet>(meta_only(workload(), true)),
+        ("apps", "Deployment") => strategy::<apps::v1::Deployment>(meta_only(workload(), true)),
         ("apps", "ReplicaSet") => strategy::<apps::v1::ReplicaSet>(Hooks {
             field_names: &["status.replicas"],
             fields: |rs| vec![("status.replicas", rs.status.as_ref().map_or(0, |s| s.replicas).to_string())],
-            ..workload()
+            ..meta_only(workload(), true)
         }),
-        ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(workload()),
-        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(creatable_by_put()),
-        ("batch", "CronJob") => strategy::<batch::v1::CronJob>(workload()),
+        ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(meta_only(workload(), true)),
+        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(meta_only(creatable_by_put(), true)),
+        ("batch", "CronJob") => strategy::<batch::v1::CronJob>(meta_only(workload(), true)),
         ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
             field_names: &["status.successful"],
             fields: |j| vec![("status.successful", j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0).to_string())],
-            ..workload()
+            ..meta_only(workload(), true)
         }),
-        ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(workload()),
-        ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(plain()),
-        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(creatable_by_put()),
-        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(creatable_by_put()),
-        _ => strategy::<serde_json::Value>(plain()),
+        ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(meta_only(workload(), true)),
+        ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(meta_only(plain(), false)),
+        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(meta_only(creatable_by_put(), true)),
+        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(meta_only(creatable_by_put(), true)),
+        _ => None,
     }
 }
 
@@ -205,7 +305,7 @@ mod tests {
     #[test]
     fn every_catalogue_resource_has_a_typed_strategy() {
         for resource in capstan_api::catalog::RESOURCES {
-            let strategy = strategy_for(resource);
+            let strategy = strategy_for(resource).unwrap_or_else(|| panic!("{} has no strategy", resource.kind));
             let object = serde_json::json!({
                 "apiVersion": resource.api_version(), "kind": resource.kind,
                 "metadata": {"name": "x"}, "notAField": 1

@@ -354,15 +354,14 @@ impl Registry {
     }
 
     fn validate_new(&self, object: &Value) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        let name = meta_str(object, "name");
-        if name.is_empty() {
-            errors.push(FieldError::required(
-                &Path::new("metadata").child("name"),
-                "name or generateName is required",
-            ));
+        let mut errors = self.strategy.validate(object);
+        // Every kind needs a name; strategies that check metadata say so themselves.
+        if meta_str(object, "name").is_empty() && !errors.iter().any(|e| e.field == "metadata.name") {
+            errors.insert(
+                0,
+                FieldError::required(&Path::new("metadata").child("name"), "name or generateName is required"),
+            );
         }
-        errors.extend(self.strategy.validate(object));
         errors
     }
 
@@ -435,8 +434,8 @@ impl Registry {
                 return self.create_on_update(key, name, expected, subresource.is_none(), options, &mut modify).await;
             };
             let old = self.decode_stored(&kv)?;
-            if let Some(expected) = expected {
-                if expected != kv.mod_revision {
+            if let Some(expected) = expected
+                && expected != kv.mod_revision {
                     return Err(StatusError::conflict(
                         self.group_resource(),
                         name,
@@ -444,11 +443,10 @@ impl Registry {
                     )
                     .into());
                 }
-            }
             let mut new = modify(Some(&old))?;
             self.check_type(&mut new)?;
             self.prepare_update(&mut new, &old, subresource);
-            let errors = self.validate_update(&new, &old);
+            let errors = self.strategy.validate_update(&new, &old, subresource);
             if !errors.is_empty() {
                 return Err(self.invalid(name, &errors));
             }
@@ -580,29 +578,6 @@ impl Registry {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             set_meta(new, "generation", Some(generation.into()));
         }
-    }
-
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        let meta = Path::new("metadata");
-        if meta_str(new, "namespace") != meta_str(old, "namespace") {
-            errors.push(FieldError::invalid(
-                &meta.child("namespace"),
-                meta_str(new, "namespace"),
-                "field is immutable",
-            ));
-        }
-        if is_terminating(old) {
-            let old_finalizers = finalizers(old);
-            if finalizers(new).iter().any(|f| !old_finalizers.contains(f)) {
-                errors.push(FieldError::forbidden(
-                    &meta.child("finalizers"),
-                    "no new finalizers can be added if the object is being deleted",
-                ));
-            }
-        }
-        errors.extend(self.strategy.validate_update(new, old));
-        errors
     }
 
     /// Deletes an object, or begins its graceful or finalized deletion.

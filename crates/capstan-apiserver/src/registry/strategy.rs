@@ -10,6 +10,8 @@
 use std::marker::PhantomData;
 
 use capstan_api::field::FieldError;
+use k8s_openapi::Metadata;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -67,11 +69,10 @@ pub trait Strategy: Send + Sync + 'static {
     /// Resets what clients may not set on create (status, generation), and sets what the
     /// kind sets on every new object.
     fn prepare_for_create(&self, object: &mut Value) {
-        if self.status_policy() == StatusPolicy::Subresource {
-            if let Some(map) = object.as_object_mut() {
+        if self.status_policy() == StatusPolicy::Subresource
+            && let Some(map) = object.as_object_mut() {
                 map.remove("status");
             }
-        }
         if self.tracks_generation() {
             object["metadata"]["generation"] = 1.into();
         }
@@ -84,8 +85,9 @@ pub trait Strategy: Send + Sync + 'static {
     /// Validates a new object; all errors at once.
     fn validate(&self, object: &Value) -> Vec<FieldError>;
 
-    /// Validates an update of `old` into `new`; all errors at once.
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError>;
+    /// Validates an update of `old` into `new` through `subresource` (`None`: the object
+    /// itself); all errors at once.
+    fn validate_update(&self, new: &Value, old: &Value, subresource: Option<&str>) -> Vec<FieldError>;
 
     /// Whether the kind has a separately written status.
     fn status_policy(&self) -> StatusPolicy;
@@ -208,7 +210,7 @@ fn typed<K: DeserializeOwned>(object: &Value) -> Option<K> {
 
 impl<K> Strategy for Typed<K>
 where
-    K: Serialize + DeserializeOwned + Send + Sync + 'static,
+    K: Serialize + DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
 {
     fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError> {
         let mut typed: K = serde_path_to_error::deserialize(&object).map_err(DecodeError::from_serde)?;
@@ -223,9 +225,19 @@ where
         typed::<K>(object).map_or_else(Vec::new, |k| (self.hooks.validate)(&k))
     }
 
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+    fn validate_update(&self, new: &Value, old: &Value, subresource: Option<&str>) -> Vec<FieldError> {
         match (typed::<K>(new), typed::<K>(old)) {
-            (Some(new), Some(old)) => (self.hooks.validate_update)(&new, &old),
+            // Writes of the desired state (the object, its scale) get the kind's full rules.
+            (Some(new), Some(old)) if matches!(subresource, None | Some("scale")) => {
+                (self.hooks.validate_update)(&new, &old)
+            }
+            // Status, binding and finalize writes change what the kind's rules guard through
+            // their own path; the metadata rules still hold.
+            (Some(new), Some(old)) => capstan_api::validation::validate_object_meta_update(
+                new.metadata(),
+                old.metadata(),
+                &capstan_api::field::Path::new("metadata"),
+            ),
             _ => Vec::new(),
         }
     }
@@ -263,11 +275,10 @@ where
     }
 
     fn prepare_for_create(&self, object: &mut Value) {
-        if self.hooks.status == StatusPolicy::Subresource {
-            if let Some(map) = object.as_object_mut() {
+        if self.hooks.status == StatusPolicy::Subresource
+            && let Some(map) = object.as_object_mut() {
                 map.remove("status");
             }
-        }
         if self.hooks.generation {
             object["metadata"]["generation"] = 1.into();
         }
