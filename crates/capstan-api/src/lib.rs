@@ -9,6 +9,7 @@
 pub use k8s_openapi;
 
 pub mod field;
+pub mod protobuf;
 mod request;
 pub mod selector;
 mod status;
