@@ -52,11 +52,11 @@ DEFAULT_OUT = os.path.join(ROOT, "crates/capstan-api/src/protobuf/schema.rs")
 
 # Go module root (under --go-src) and the proto package prefix each k8s-pb top module maps to.
 PB_TOP = {
-    "api": ("api", "k8s.io.api", ""),
-    "apimachinery": ("apimachinery", "k8s.io.apimachinery", ""),
-    "apiextensions_apiserver": ("apiextensions-apiserver", "k8s.io.apiextensions_apiserver", ""),
-    "kube_aggregator": ("kube-aggregator", "k8s.io.kube_aggregator", ""),
-    "metrics": ("metrics", "k8s.io.metrics", ""),
+    "api": ("api", "k8s.io.api"),
+    "apimachinery": ("apimachinery", "k8s.io.apimachinery"),
+    "apiextensions_apiserver": ("apiextensions-apiserver", "k8s.io.apiextensions_apiserver"),
+    "kube_aggregator": ("kube-aggregator", "k8s.io.kube_aggregator"),
+    "metrics": ("metrics", "k8s.io.metrics"),
 }
 
 # Messages whose JSON form is not the plain object of their fields (custom MarshalJSON upstream),
@@ -93,9 +93,6 @@ META_OPTION_KINDS = [
     "PatchOptions",
     "UpdateOptions",
 ]
-
-# JSON names where k8s-openapi and the Go json tag are known to differ and k8s-openapi is kept.
-KNOWN_NAME_DIFFERENCES: set[tuple[str, int]] = set()
 
 SCALARS = {"string", "bool", "int32", "int64", "double", "bytes"}
 
@@ -169,7 +166,7 @@ def parse_k8s_pb(src: str):
             line = lines[i]
             m = re.match(r"pub struct (\w+) \{", line)
             if m:
-                _go_root, prefix, _ = PB_TOP[module[0]]
+                _go_root, prefix = PB_TOP[module[0]]
                 full = prefix + "." + ".".join(module[1:]) + "." + m.group(1)
                 current = PbMessage(full, module, m.group(1))
                 messages[(module, m.group(1))] = current
@@ -295,7 +292,7 @@ def parse_go(go_src: str):
     {proto_package: {named slice type names}})."""
     structs = {}
     named_slices = defaultdict(set)
-    for top, (go_root, prefix, _) in PB_TOP.items():
+    for go_root, prefix in PB_TOP.values():
         root = os.path.join(go_src, go_root)
         if not os.path.isdir(root):
             fail(f"missing Go sources {root} (see the header of this script)")
@@ -464,7 +461,7 @@ def main() -> None:
             elif oa:
                 json = oa[1][norm(f.rust)]
                 stats["name from k8s-openapi"] += 1
-                if gf and gf.json_name != json and (name, f.tag) not in KNOWN_NAME_DIFFERENCES:
+                if gf and gf.json_name != json:
                     fail(f"{name}.{f.rust}: k8s-openapi says {json}, Go says {gf.json_name}")
             elif gf and gf.json_name:
                 json = gf.json_name
