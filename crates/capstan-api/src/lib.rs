@@ -2,7 +2,8 @@
 //! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
 //! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]),
 //! strategic merge patch with the built-in kinds' patch metadata ([`strategic`]), the resource
-//! catalogue ([`catalog`]), selectors ([`selector`]), quantities ([`quantity`]), and
+//! catalogue ([`catalog`]), selectors ([`selector`]), quantities ([`quantity`]), Kubernetes protobuf bodies
+//! ([`protobuf`]), and
 //! upstream's defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod defaults;
 pub mod field;
 pub mod printers;
+pub mod protobuf;
 pub mod quantity;
 mod request;
 pub mod selector;

@@ -106,7 +106,7 @@ impl Query {
     }
 
     fn selectors(&self) -> Result<Selectors, ApiError> {
-        Selectors::parse(self.get("labelSelector"), self.get("fieldSelector")).map_err(ApiError::from)
+        Selectors::parse(self.get("labelSelector"), self.get("fieldSelector"))
     }
 }
 
@@ -232,9 +232,16 @@ fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
                 StatusError::bad_request(&format!("error converting YAML to JSON: {e}")).into()
             })
         }
-        // Protobuf (which kubectl and client-go try first) and anything else: 415, on which
-        // clients fall back to JSON.
-        _ => Err(StatusError::unsupported_media_type(&["application/json", "application/yaml"]).into()),
+        // What kubectl 1.32+ and client-go's typed clients send for built-in kinds.
+        capstan_api::protobuf::MEDIA_TYPE => capstan_api::protobuf::decode(bytes)
+            .map(|(_, _, object)| object)
+            .map_err(|e| StatusError::bad_request(&format!("error decoding protobuf body: {e}")).into()),
+        _ => Err(StatusError::unsupported_media_type(&[
+            "application/json",
+            "application/yaml",
+            capstan_api::protobuf::MEDIA_TYPE,
+        ])
+        .into()),
     }
 }
 

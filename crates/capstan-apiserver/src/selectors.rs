@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use capstan_api::StatusError;
 use capstan_api::selector::{FieldSelector, LabelSelector};
+
+use crate::status::ApiError;
 
 /// Parsed `labelSelector` and `fieldSelector`.
 #[derive(Clone, Debug, Default)]
@@ -15,10 +16,10 @@ pub(crate) struct Selectors {
 
 impl Selectors {
     /// Parses the two query parameters; errors are upstream's 400s.
-    pub(crate) fn parse(label: Option<&str>, field: Option<&str>) -> Result<Self, StatusError> {
+    pub(crate) fn parse(label: Option<&str>, field: Option<&str>) -> Result<Self, ApiError> {
         Ok(Selectors {
-            labels: LabelSelector::parse(label.unwrap_or_default()).map_err(|e| e.to_status())?,
-            fields: FieldSelector::parse(field.unwrap_or_default()).map_err(|e| e.to_status())?,
+            labels: LabelSelector::parse(label.unwrap_or_default()).map_err(|e| ApiError::from(e.to_status()))?,
+            fields: FieldSelector::parse(field.unwrap_or_default()).map_err(|e| ApiError::from(e.to_status()))?,
         })
     }
 
@@ -34,7 +35,7 @@ impl Selectors {
 
     /// Checks that the field selector names only `metadata.name`, `metadata.namespace` or one
     /// of `supported`, with upstream's message for either kind of resource.
-    pub(crate) fn check_fields(&self, supported: &[&str]) -> Result<(), StatusError> {
+    pub(crate) fn check_fields(&self, supported: &[&str]) -> Result<(), ApiError> {
         let result = if supported.is_empty() {
             self.fields.check_default_fields()
         } else {
@@ -42,7 +43,7 @@ impl Selectors {
             all.extend_from_slice(supported);
             self.fields.check_supported_fields(&all)
         };
-        result.map_err(|e| e.to_status())
+        result.map_err(|e| ApiError::from(e.to_status()))
     }
 }
 
@@ -58,7 +59,7 @@ mod tests {
         assert!(!s.matches(&labels, |_| Some("n2".to_owned())));
         assert!(s.check_fields(&["spec.nodeName"]).is_ok());
         let error = s.check_fields(&[]).unwrap_err();
-        assert_eq!(error.code(), 400);
+        assert_eq!(error.status().code(), 400);
         assert!(Selectors::parse(Some("a b"), None).is_err());
         assert!(Selectors::default().is_empty());
     }

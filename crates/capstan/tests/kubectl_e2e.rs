@@ -167,6 +167,34 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     assert!(events.contains(&vec!["MODIFIED", "extra"]), "kubectl {version} get -w: {watched}");
     assert!(events.contains(&vec!["DELETED", "extra"]), "kubectl {version} get -w: {watched}");
 
+    // Typed create commands (protobuf bodies from kubectl 1.32 on), scale and set image.
+    k(&["create", "configmap", "typed", "--from-literal=k=v"]);
+    k(&["create", "secret", "generic", "creds", "--from-literal=password=s3cret"]);
+    k(&["create", "deployment", "typed", "--image=registry.local/app:1", "--replicas=2"]);
+    k(&["create", "service", "clusterip", "typed", "--tcp=80:8080"]);
+    assert_eq!(k(&["get", "cm", "typed", "-o", "jsonpath={.data.k}"]), "v");
+    assert_eq!(k(&["get", "secret", "creds", "-o", "jsonpath={.data.password}"]), "czNjcmV0");
+    k(&["scale", "deployment", "typed", "--replicas=4"]);
+    assert_eq!(k(&["get", "deployment", "typed", "-o", "jsonpath={.spec.replicas}"]), "4");
+    k(&["set", "image", "deployment/typed", "app=registry.local/app:2"]);
+    assert_eq!(
+        k(&["get", "deployment", "typed", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]),
+        "registry.local/app:2"
+    );
+    k(&["rollout", "restart", "deployment/typed"]);
+    let annotations = k(&["get", "deployment", "typed", "-o", "jsonpath={.spec.template.metadata.annotations}"]);
+    assert!(annotations.contains("kubectl.kubernetes.io/restartedAt"), "{annotations}");
+    k(&["patch", "deployment", "typed", "--type", "strategic", "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"MODE","value":"fast"}]}]}}}}"#]);
+    let containers: serde_json::Value = serde_json::from_str(&k(&["get", "deployment", "typed", "-o", "jsonpath={.spec.template.spec.containers}"])).unwrap();
+    assert_eq!(containers.as_array().unwrap().len(), 1, "containers merge by name: {containers}");
+    assert_eq!(containers[0]["env"][0]["value"], "fast");
+    assert_eq!(containers[0]["image"], "registry.local/app:2");
+    k(&["delete", "deployment", "typed"]);
+    k(&["delete", "service", "typed"]);
+    k(&["delete", "secret", "creds"]);
+    k(&["delete", "cm", "typed"]);
+
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);
     k(&["delete", "cm", "-l", "app=shop"]);

@@ -167,7 +167,6 @@ impl Registry {
     pub(crate) fn check_selectors(&self, selectors: &Selectors) -> Result<(), ApiError> {
         selectors
             .check_fields(self.strategy().selectable_field_names())
-            .map_err(ApiError::from)
     }
 
     /// Lists objects in `namespace` (all namespaces for `None`).
