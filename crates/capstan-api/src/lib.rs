@@ -1,8 +1,8 @@
 //! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, how a
 //! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
-//! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), and (as
-//! the API server issues land) the resource catalogue, selectors and conversion between versions.
-//! No I/O.
+//! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), the
+//! OpenAPI documents ([`openapi`]), and (as the API server issues land) the resource catalogue,
+//! selectors and conversion between versions. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
@@ -11,6 +11,7 @@ pub use k8s_openapi;
 
 pub mod catalog;
 pub mod field;
+pub mod openapi;
 pub mod printers;
 mod request;
 pub mod selector;
