@@ -92,14 +92,9 @@ impl Definitions {
         let mut schemas: BTreeMap<String, Value> =
             generator.take_definitions(false).into_iter().collect();
 
-        let mut definitions = Definitions {
-            schemas: BTreeMap::new(),
-            kinds: BTreeMap::new(),
-        };
         for (gvk, name) in &kinds {
             add_gvk(&mut schemas, name, gvk);
         }
-        definitions.kinds = kinds;
 
         // Every group-version served, for the kinds every group-version shares.
         let mut served: BTreeSet<(String, String)> = BTreeSet::new();
@@ -125,7 +120,7 @@ impl Definitions {
         let list_meta = name_of::<meta::ListMeta>();
         for resource in catalog::RESOURCES {
             let gvk = Gvk::new(resource.group, resource.version, resource.kind);
-            let Some(item) = definitions.kinds.get(&gvk).cloned() else {
+            let Some(item) = kinds.get(&gvk).cloned() else {
                 continue;
             };
             let list_name = format!("{item}List");
@@ -138,14 +133,13 @@ impl Definitions {
             let list_gvk = Gvk::new(resource.group, resource.version, &resource.list_kind());
             let list = list_schema(&item, item_schema, resource.kind, &list_meta, &list_gvk);
             schemas.insert(list_name.clone(), list);
-            definitions.kinds.insert(list_gvk, list_name);
+            kinds.insert(list_gvk, list_name);
         }
 
         for (name, schema) in schemas.iter_mut() {
             normalize(name, schema);
         }
-        definitions.schemas = schemas;
-        definitions
+        Definitions { schemas, kinds }
     }
 
     /// The definition holding `group`/`version` `kind`, if one was generated.
