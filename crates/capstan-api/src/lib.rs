@@ -1,10 +1,10 @@
 //! The Kubernetes API as Capstan serves it: the API level the whole workspace is pinned to, how a
 //! request is read ([`RequestInfo`]), API errors as `Status` objects ([`StatusError`]), field
-//! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]),
-//! strategic merge patch with the built-in kinds' patch metadata ([`strategic`]), the resource
-//! catalogue ([`catalog`]), selectors ([`selector`]), quantities ([`quantity`]), Kubernetes protobuf bodies
-//! ([`protobuf`]), and
-//! upstream's defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
+//! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), the
+//! OpenAPI documents ([`openapi`]), strategic merge patch with the built-in kinds' patch
+//! metadata ([`strategic`]), the resource catalogue ([`catalog`]), selectors ([`selector`]),
+//! quantities ([`quantity`]), Kubernetes protobuf bodies ([`protobuf`]), and upstream's
+//! defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
@@ -14,6 +14,7 @@ pub use k8s_openapi;
 pub mod catalog;
 pub mod defaults;
 pub mod field;
+pub mod openapi;
 pub mod printers;
 pub mod protobuf;
 pub mod quantity;

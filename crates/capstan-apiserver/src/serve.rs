@@ -92,6 +92,45 @@ fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: St
         .with_state(store)
 }
 
+/// The OpenAPI documents: `/openapi/v2` (JSON, or the protobuf client-go asks for) and
+/// `/openapi/v3` with one document per group-version, each with its hash as ETag.
+fn openapi(path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
+    use axum::http::{StatusCode, header};
+    use capstan_api::openapi as docs;
+    let immutable = [(header::CACHE_CONTROL, "public, immutable")];
+    if path == "/openapi/v2" {
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if docs::V2_PROTOBUF_ACCEPT.iter().any(|m| accept.contains(m)) {
+            let body = docs::v2_protobuf();
+            return Some(
+                (StatusCode::OK, [(header::CONTENT_TYPE, docs::V2_PROTOBUF_CONTENT_TYPE)], body.as_ref().clone()).into_response(),
+            );
+        }
+        let doc = docs::v2_document();
+        return Some((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], doc.json.clone()).into_response());
+    }
+    if path == "/openapi/v3" {
+        return Some(axum::Json(docs::v3_root()).into_response());
+    }
+    let rest = path.strip_prefix("/openapi/v3/")?;
+    let Some(doc) = docs::v3_document_at(rest) else {
+        return Some(ApiError::not_found().into_response());
+    };
+    let etag = format!("\"{}\"", doc.hash);
+    if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+        return Some((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+    }
+    Some(
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json".to_owned()), (header::ETAG, etag)],
+            immutable,
+            doc.json.clone(),
+        )
+            .into_response(),
+    )
+}
+
 /// Discovery documents and resource requests.
 async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> Response {
     let Some(info) = request.extensions().get::<RequestInfo>().cloned() else {
@@ -104,6 +143,9 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
         return ApiError::not_found().into_response();
     }
     let path = request.uri().path().trim_end_matches('/');
+    if let Some(response) = openapi(path, request.headers()) {
+        return response;
+    }
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let document = match parts.as_slice() {
         ["api"] => Some(discovery::api_versions(server_address)),

@@ -49,9 +49,11 @@ spec:
         - containerPort: 8080
 "#;
 
-/// Client-side validation flag for create/replace: the OpenAPI documents kubectl validates
-/// against are not served yet.
-const VALIDATE: &str = "--validate=false";
+const APPLIED: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  kept: \"yes\"\n  dropped: soon\n";
+
+/// Client-side validation as kubectl does it by default (strict, through the server's OpenAPI
+/// documents and server-side field validation).
+const VALIDATE: &str = "--validate=strict";
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -86,6 +88,43 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+
+    // apply twice, a field removed in between: the second apply removes it from the object.
+    let applied = write(dir, &format!("{ns}-apply.yaml"), APPLIED);
+    assert_eq!(k(&["apply", "-f", &applied]).trim(), "configmap/applied created");
+    let trimmed = write(dir, &format!("{ns}-apply2.yaml"), &APPLIED.replace("  dropped: soon\n", ""));
+    assert_eq!(k(&["apply", "-f", &trimmed]).trim(), "configmap/applied configured");
+    assert_eq!(k(&["get", "cm", "applied", "-o", "jsonpath={.data}"]), r#"{"kept":"yes"}"#);
+    assert_eq!(k(&["apply", "-f", &trimmed]).trim(), "configmap/applied unchanged");
+
+    // explain reads the OpenAPI documents; describe and edit work on what is stored.
+    let explained = k(&["explain", "deployment.spec.template.spec.containers.image"]);
+    assert!(explained.contains("FIELD:") || explained.contains("FIELD :"), "{explained}");
+    assert!(explained.contains("image"), "{explained}");
+    let described = k(&["describe", "deployment", "shop"]);
+    assert!(described.contains("Name:") && described.contains("shop") && described.contains("registry.local/shop:1.0"), "{described}");
+    let script = write(dir, "edit.sed", "s/^  kept: .*/  kept: edited/\n");
+    let edit = Command::new(kubectl_binary(version))
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", &ns, "edit", "cm", "applied"])
+        .env("KUBE_EDITOR", format!("sed -i -f {script}"))
+        .output()
+        .unwrap();
+    assert!(edit.status.success(), "edit: {}", String::from_utf8_lossy(&edit.stderr));
+    assert_eq!(k(&["get", "cm", "applied", "-o", "jsonpath={.data.kept}"]), "edited");
+
+    // wait --for=condition sees a condition written through the status subresource.
+    let waiter = Command::new(kubectl_binary(version))
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", &ns, "wait", "--for=condition=Available", "deployment/shop", "--timeout=20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    k(&["patch", "deployment", "shop", "--subresource=status", "--type=merge", "-p",
+        r#"{"status":{"conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","message":"ok"}]}}"#]);
+    let waited = waiter.wait_with_output().unwrap();
+    assert!(waited.status.success(), "wait --for=condition: {}", String::from_utf8_lossy(&waited.stderr));
+    k(&["delete", "cm", "applied"]);
 
     // get, in every output format.
     let table = k(&["get", "configmaps"]);

@@ -1,0 +1,345 @@
+//! The schema definitions of the documents: every kind the catalogue serves (and the kinds its
+//! subresources speak), their list kinds, and the `meta/v1` kinds the operations use, generated
+//! once through `schemars` from `k8s-openapi`'s types under upstream's definition names
+//! (`io.k8s.api.apps.v1.Deployment`), with the `x-kubernetes-group-version-kind` extension on the
+//! top-level kinds and the per-field extensions of [`super::extensions::field_extensions`].
+//!
+//! References are kept in the OpenAPI v3 form (`#/components/schemas/<name>`); the v2 renderer
+//! rewrites them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::Resource;
+use k8s_openapi::api::{
+    apps, autoscaling, batch, coordination, core, discovery, events, policy, scheduling,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::version;
+use schemars::JsonSchema;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use serde_json::{Map, Value, json};
+
+use super::extensions::field_extensions;
+use crate::catalog;
+
+/// The prefix of every reference between definitions.
+pub(crate) const REF_PREFIX: &str = "#/components/schemas/";
+
+/// The extension naming the group-version-kinds a definition (a list) or an operation (one)
+/// reads and writes.
+pub(crate) const GVK_EXTENSION: &str = "x-kubernetes-group-version-kind";
+
+/// A group, version and kind.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Gvk {
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+impl Gvk {
+    /// A group-version-kind from its parts.
+    pub(crate) fn new(group: &str, version: &str, kind: &str) -> Self {
+        Gvk {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        }
+    }
+
+    /// The extension value upstream writes: `{"group": .., "kind": .., "version": ..}`.
+    pub(crate) fn to_value(&self) -> Value {
+        json!({"group": self.group, "kind": self.kind, "version": self.version})
+    }
+}
+
+/// The definition name `schemars` gives `T` (upstream's name, e.g.
+/// `io.k8s.apimachinery.pkg.apis.meta.v1.Status`).
+pub(crate) fn name_of<T: JsonSchema>() -> String {
+    T::schema_name().into_owned()
+}
+
+/// The reference to definition `name`.
+pub(crate) fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("{REF_PREFIX}{name}") })
+}
+
+/// Every definition the documents may reference, and which definition holds each kind.
+#[derive(Debug)]
+pub(crate) struct Definitions {
+    schemas: BTreeMap<String, Value>,
+    kinds: BTreeMap<Gvk, String>,
+}
+
+impl Definitions {
+    /// Generates every definition: the kinds of the catalogue and of its subresources, their list
+    /// kinds, and the `meta/v1` kinds of the operations and discovery documents.
+    pub(crate) fn build() -> Definitions {
+        let mut generator = SchemaGenerator::new(SchemaSettings::openapi3().with(|settings| {
+            settings.meta_schema = None;
+            settings.transforms = Vec::new();
+        }));
+        let mut kinds = BTreeMap::new();
+        register_kinds(&mut generator, &mut kinds);
+        generator.subschema_for::<meta::DeleteOptions>();
+        generator.subschema_for::<meta::WatchEvent<Value>>();
+        generator.subschema_for::<meta::Patch>();
+        generator.subschema_for::<meta::ListMeta>();
+        generator.subschema_for::<version::Info>();
+        let mut schemas: BTreeMap<String, Value> =
+            generator.take_definitions(false).into_iter().collect();
+
+        for (gvk, name) in &kinds {
+            add_gvk(&mut schemas, name, gvk);
+        }
+
+        // Every group-version served, for the kinds every group-version shares.
+        let mut served: BTreeSet<(String, String)> = BTreeSet::new();
+        served.insert((String::new(), "v1".to_owned()));
+        for resource in catalog::RESOURCES {
+            served.insert((resource.group.to_owned(), resource.version.to_owned()));
+            for sub in resource.subresources {
+                if let Some((group, version)) = sub.group_version {
+                    served.insert((group.to_owned(), version.to_owned()));
+                }
+            }
+        }
+        for (shared, kind) in [
+            (name_of::<meta::DeleteOptions>(), "DeleteOptions"),
+            (name_of::<meta::WatchEvent<Value>>(), "WatchEvent"),
+        ] {
+            for (group, version) in &served {
+                add_gvk(&mut schemas, &shared, &Gvk::new(group, version, kind));
+            }
+        }
+
+        // List kinds, which k8s-openapi models generically.
+        let list_meta = name_of::<meta::ListMeta>();
+        for resource in catalog::RESOURCES {
+            let gvk = Gvk::new(resource.group, resource.version, resource.kind);
+            let Some(item) = kinds.get(&gvk).cloned() else {
+                continue;
+            };
+            let list_name = format!("{item}List");
+            if schemas.contains_key(&list_name) {
+                continue;
+            }
+            let Some(item_schema) = schemas.get(&item) else {
+                continue;
+            };
+            let list_gvk = Gvk::new(resource.group, resource.version, &resource.list_kind());
+            let list = list_schema(&item, item_schema, resource.kind, &list_meta, &list_gvk);
+            schemas.insert(list_name.clone(), list);
+            kinds.insert(list_gvk, list_name);
+        }
+
+        for (name, schema) in schemas.iter_mut() {
+            normalize(name, schema);
+        }
+        Definitions { schemas, kinds }
+    }
+
+    /// The definition holding `group`/`version` `kind`, if one was generated.
+    pub(crate) fn definition_of(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
+        self.kinds
+            .get(&Gvk::new(group, version, kind))
+            .map(String::as_str)
+    }
+
+    /// The definitions `roots` reference, directly or through other definitions.
+    pub(crate) fn closure<'a>(
+        &self,
+        roots: impl IntoIterator<Item = &'a Value>,
+    ) -> BTreeMap<String, Value> {
+        let mut pending: Vec<String> = Vec::new();
+        for root in roots {
+            collect_refs(root, &mut pending);
+        }
+        let mut out: BTreeMap<String, Value> = BTreeMap::new();
+        while let Some(name) = pending.pop() {
+            if out.contains_key(&name) {
+                continue;
+            }
+            if let Some(schema) = self.schemas.get(&name) {
+                collect_refs(schema, &mut pending);
+                out.insert(name, schema.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Registers the `k8s-openapi` type of a kind and records which definition holds it.
+fn kind<T: JsonSchema + Resource>(
+    generator: &mut SchemaGenerator,
+    kinds: &mut BTreeMap<Gvk, String>,
+) {
+    generator.subschema_for::<T>();
+    kinds.insert(Gvk::new(T::GROUP, T::VERSION, T::KIND), name_of::<T>());
+}
+
+/// The `k8s-openapi` type of every kind the catalogue serves, of the kinds its subresources speak,
+/// and of the discovery and status kinds. `every_catalogue_kind_has_a_definition` checks that the
+/// catalogue needs no other.
+fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
+    // core/v1
+    kind::<core::v1::Binding>(g, k);
+    kind::<core::v1::ConfigMap>(g, k);
+    kind::<core::v1::Endpoints>(g, k);
+    kind::<core::v1::Event>(g, k);
+    kind::<core::v1::LimitRange>(g, k);
+    kind::<core::v1::Namespace>(g, k);
+    kind::<core::v1::Node>(g, k);
+    kind::<core::v1::PersistentVolume>(g, k);
+    kind::<core::v1::PersistentVolumeClaim>(g, k);
+    kind::<core::v1::Pod>(g, k);
+    kind::<core::v1::PodTemplate>(g, k);
+    kind::<core::v1::ReplicationController>(g, k);
+    kind::<core::v1::ResourceQuota>(g, k);
+    kind::<core::v1::Secret>(g, k);
+    kind::<core::v1::Service>(g, k);
+    kind::<core::v1::ServiceAccount>(g, k);
+    // apps/v1
+    kind::<apps::v1::ControllerRevision>(g, k);
+    kind::<apps::v1::DaemonSet>(g, k);
+    kind::<apps::v1::Deployment>(g, k);
+    kind::<apps::v1::ReplicaSet>(g, k);
+    kind::<apps::v1::StatefulSet>(g, k);
+    // autoscaling/v1 (the scale subresource)
+    kind::<autoscaling::v1::Scale>(g, k);
+    // batch/v1
+    kind::<batch::v1::CronJob>(g, k);
+    kind::<batch::v1::Job>(g, k);
+    // coordination.k8s.io/v1
+    kind::<coordination::v1::Lease>(g, k);
+    // discovery.k8s.io/v1
+    kind::<discovery::v1::EndpointSlice>(g, k);
+    // events.k8s.io/v1
+    kind::<events::v1::Event>(g, k);
+    // policy/v1
+    kind::<policy::v1::Eviction>(g, k);
+    kind::<policy::v1::PodDisruptionBudget>(g, k);
+    // scheduling.k8s.io/v1
+    kind::<scheduling::v1::PriorityClass>(g, k);
+    // meta/v1, as served under the core group
+    kind::<meta::APIGroup>(g, k);
+    kind::<meta::APIGroupList>(g, k);
+    kind::<meta::APIResourceList>(g, k);
+    kind::<meta::APIVersions>(g, k);
+    kind::<meta::Status>(g, k);
+}
+
+/// Adds `gvk` to the `x-kubernetes-group-version-kind` list of definition `name`.
+fn add_gvk(schemas: &mut BTreeMap<String, Value>, name: &str, gvk: &Gvk) {
+    let Some(Value::Object(schema)) = schemas.get_mut(name) else {
+        return;
+    };
+    let entry = schema
+        .entry(GVK_EXTENSION)
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = entry {
+        let value = gvk.to_value();
+        if !list.contains(&value) {
+            list.push(value);
+        }
+    }
+}
+
+/// The schema of `<Kind>List`: the item kind's `apiVersion` and `kind` properties, `items` and
+/// list metadata.
+fn list_schema(item: &str, item_schema: &Value, kind: &str, list_meta: &str, gvk: &Gvk) -> Value {
+    let property = |name: &str| {
+        item_schema
+            .pointer(&format!("/properties/{name}"))
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "string"}))
+    };
+    let mut metadata = reference(list_meta);
+    if let Value::Object(m) = &mut metadata {
+        m.insert(
+            "description".into(),
+            "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into(),
+        );
+    }
+    json!({
+        "description": format!("{kind}List is a list of {kind} objects."),
+        "type": "object",
+        "properties": {
+            "apiVersion": property("apiVersion"),
+            "items": {
+                "description": format!("items is the list of {kind} objects."),
+                "type": "array",
+                "items": reference(item),
+            },
+            "kind": property("kind"),
+            "metadata": metadata,
+        },
+        "required": ["items"],
+        GVK_EXTENSION: [gvk.to_value()],
+    })
+}
+
+/// Brings a generated definition to upstream's shape and attaches the per-field extensions:
+/// `metadata` is never required (k8s-openapi requires it because the Rust field is not optional;
+/// upstream lets clients omit it, e.g. with `generateName` in a list item).
+fn normalize(name: &str, schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    let metadata_is_meta = object
+        .get("properties")
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("$ref"))
+        .and_then(Value::as_str)
+        .is_some_and(|r| r.ends_with(".ObjectMeta") || r.ends_with(".ListMeta"));
+    if let (true, Some(Value::Array(required))) = (metadata_is_meta, object.get_mut("required")) {
+        required.retain(|field| field != "metadata");
+        if required.is_empty() {
+            object.remove("required");
+        }
+    }
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        for (field, property) in properties.iter_mut() {
+            let extensions = field_extensions(name, field);
+            if let (false, Value::Object(property)) = (extensions.is_empty(), property) {
+                property.extend(extensions);
+            }
+        }
+    }
+}
+
+/// Pushes the name of every definition `value` references.
+pub(crate) fn collect_refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(object) => {
+            for (key, child) in object {
+                if key == "$ref" {
+                    if let Some(name) = child.as_str().and_then(|r| r.strip_prefix(REF_PREFIX)) {
+                        out.push(name.to_owned());
+                    }
+                } else {
+                    collect_refs(child, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_refs(item, out)),
+        _ => {}
+    }
+}
+
+/// Rebuilds `value` with the keys of every object in sorted order, whatever map `serde_json` was
+/// built with, so that documents (and their hashes) do not depend on insertion order.
+pub(crate) fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(object) => {
+            let entries: BTreeMap<String, Value> =
+                object.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            Value::Object(entries.into_iter().collect::<Map<String, Value>>())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}

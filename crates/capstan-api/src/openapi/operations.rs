@@ -1,0 +1,840 @@
+//! The paths and operations of the documents, derived from the catalogue in a form neither v2 nor
+//! v3: one [`PathItem`] per URL template, each with its path-level parameters and operations.
+//! Operation ids, tags, actions and parameters follow upstream's API installer: `listCoreV1
+//! NamespacedPod`, `deleteAppsV1CollectionNamespacedDeployment`, `watchCoreV1PodListForAllNamespaces`,
+//! `patchAppsV1NamespacedDeploymentScale`, tag `apps_v1`, action `watchlist`, ...
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::version;
+use serde_json::Value;
+
+use super::definitions::{Definitions, Gvk, name_of};
+use crate::catalog::{self, Resource, Subresource};
+
+/// An HTTP method of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Method {
+    Get,
+    Put,
+    Post,
+    Delete,
+    Patch,
+}
+
+impl Method {
+    /// The key of the operation in its path item.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Method::Get => "get",
+            Method::Put => "put",
+            Method::Post => "post",
+            Method::Delete => "delete",
+            Method::Patch => "patch",
+        }
+    }
+}
+
+/// Where a parameter is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum In {
+    Path,
+    Query,
+}
+
+impl In {
+    /// The `in` of the parameter.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            In::Path => "path",
+            In::Query => "query",
+        }
+    }
+}
+
+/// A path or query parameter.
+#[derive(Clone, Debug)]
+pub(crate) struct Param {
+    pub name: &'static str,
+    pub location: In,
+    /// `string`, `integer` or `boolean`.
+    pub ty: &'static str,
+    pub description: Cow<'static, str>,
+}
+
+/// The request body of an operation.
+#[derive(Clone, Debug)]
+pub(crate) enum Body {
+    /// An object of the definition named, in any media type the server decodes.
+    Object(String),
+    /// A patch, in one of the patch media types.
+    Patch,
+    /// Optional `DeleteOptions`.
+    DeleteOptions,
+}
+
+/// The responses of an operation: which status codes, and whether the body may be a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Responses {
+    /// 200.
+    Ok,
+    /// 200, 201 and 202: a create.
+    Created,
+    /// 200 and 201: a replace or a patch.
+    Replaced,
+    /// 200 and 202: a delete.
+    Deleted,
+    /// 200 with the streaming media types too: a list or a watch.
+    Streamed,
+    /// 200 in JSON only: `/version/`.
+    JsonOnly,
+}
+
+impl Responses {
+    /// The status codes with a body, and their descriptions.
+    pub(crate) fn codes(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Responses::Ok | Responses::Streamed | Responses::JsonOnly => &[("200", "OK")],
+            Responses::Created => &[("200", "OK"), ("201", "Created"), ("202", "Accepted")],
+            Responses::Replaced => &[("200", "OK"), ("201", "Created")],
+            Responses::Deleted => &[("200", "OK"), ("202", "Accepted")],
+        }
+    }
+
+    /// The media types the response may come in.
+    pub(crate) fn media_types(self) -> &'static [&'static str] {
+        match self {
+            Responses::JsonOnly => &["application/json"],
+            Responses::Streamed => &[
+                "application/json",
+                "application/json;stream=watch",
+                "application/vnd.kubernetes.protobuf",
+                "application/vnd.kubernetes.protobuf;stream=watch",
+                "application/yaml",
+            ],
+            _ => OBJECT_MEDIA_TYPES,
+        }
+    }
+}
+
+/// The media types an object is served in.
+pub(crate) const OBJECT_MEDIA_TYPES: &[&str] = &[
+    "application/json",
+    "application/vnd.kubernetes.protobuf",
+    "application/yaml",
+];
+
+/// The media types a patch may be sent in.
+pub(crate) const PATCH_MEDIA_TYPES: &[&str] = &[
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+];
+
+/// One operation.
+#[derive(Clone, Debug)]
+pub(crate) struct Operation {
+    pub method: Method,
+    pub id: String,
+    pub description: String,
+    pub tag: String,
+    /// `x-kubernetes-action`: get, list, watch, watchlist, post, put, patch, delete,
+    /// deletecollection; none for discovery.
+    pub action: Option<&'static str>,
+    /// `x-kubernetes-group-version-kind` of the object read or written.
+    pub gvk: Option<Gvk>,
+    /// Operation-level parameters, sorted by name.
+    pub params: Vec<Param>,
+    pub body: Option<Body>,
+    /// The definition of the response body.
+    pub response: String,
+    pub responses: Responses,
+}
+
+/// The operations at one URL template.
+#[derive(Clone, Debug)]
+pub(crate) struct PathItem {
+    pub path: String,
+    /// Parameters of every operation at this path, sorted by name.
+    pub params: Vec<Param>,
+    pub operations: Vec<Operation>,
+}
+
+/// The root-relative paths of every document served under `/openapi/v3/`, in the order the root
+/// lists them: `api`, `api/v1`, `apis`, then `apis/<group>` and `apis/<group>/<version>` per
+/// group, and `version`.
+pub(crate) fn document_paths() -> Vec<String> {
+    let mut paths = vec!["api".to_owned()];
+    for version in catalog::versions("") {
+        paths.push(format!("api/{version}"));
+    }
+    paths.push("apis".to_owned());
+    for group in catalog::groups() {
+        paths.push(format!("apis/{group}"));
+        for version in catalog::versions(group) {
+            paths.push(format!("apis/{group}/{version}"));
+        }
+    }
+    paths.push("version".to_owned());
+    paths
+}
+
+/// The path items of the document at root-relative `path` (one of [`document_paths`]).
+pub(crate) fn document(defs: &Definitions, path: &str) -> Option<Vec<PathItem>> {
+    let segments: Vec<&str> = path.split('/').collect();
+    match segments.as_slice() {
+        ["api"] => Some(vec![discovery_item(
+            "/api/",
+            "getCoreAPIVersions",
+            "get the versions of the core API",
+            "core",
+            name_of::<meta::APIVersions>(),
+        )]),
+        ["apis"] => Some(vec![discovery_item(
+            "/apis/",
+            "getAPIVersions",
+            "get the API groups and their versions",
+            "apis",
+            name_of::<meta::APIGroupList>(),
+        )]),
+        ["version"] => Some(vec![PathItem {
+            path: "/version/".to_owned(),
+            params: Vec::new(),
+            operations: vec![Operation {
+                method: Method::Get,
+                id: "getCodeVersion".to_owned(),
+                description: "get the version of the server".to_owned(),
+                tag: "version".to_owned(),
+                action: None,
+                gvk: None,
+                params: Vec::new(),
+                body: None,
+                response: name_of::<version::Info>(),
+                responses: Responses::JsonOnly,
+            }],
+        }]),
+        ["api", version] if catalog::versions("").contains(version) => {
+            Some(group_version(defs, "", version))
+        }
+        ["apis", group] if catalog::groups().contains(group) => {
+            let naming = Naming::new(group, "");
+            Some(vec![discovery_item(
+                &format!("/apis/{group}/"),
+                &format!("get{}APIGroup", naming.group),
+                "get information of a group",
+                &naming.group_tag,
+                name_of::<meta::APIGroup>(),
+            )])
+        }
+        ["apis", group, version] if catalog::versions(group).contains(version) => {
+            Some(group_version(defs, group, version))
+        }
+        _ => None,
+    }
+}
+
+/// A discovery path with a single `get`.
+fn discovery_item(
+    path: &str,
+    id: &str,
+    description: &str,
+    tag: &str,
+    response: String,
+) -> PathItem {
+    PathItem {
+        path: path.to_owned(),
+        params: Vec::new(),
+        operations: vec![Operation {
+            method: Method::Get,
+            id: id.to_owned(),
+            description: description.to_owned(),
+            tag: tag.to_owned(),
+            action: None,
+            gvk: None,
+            params: Vec::new(),
+            body: None,
+            response,
+            responses: Responses::Ok,
+        }],
+    }
+}
+
+/// Upstream's `ToValidOperationID`: letters (and digits after the first character) are kept,
+/// every other character is dropped and capitalises the next letter.
+pub(crate) fn to_operation_id(s: &str, capitalize_first: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut capitalize = capitalize_first;
+    for (i, c) in s.chars().enumerate() {
+        if c.is_alphabetic() || c == '_' || (i != 0 && c.is_numeric()) {
+            if capitalize {
+                out.extend(c.to_uppercase());
+                capitalize = false;
+            } else {
+                out.push(c);
+            }
+        } else {
+            capitalize = true;
+        }
+    }
+    out
+}
+
+/// The group and version parts of the operation ids and tags of a group-version.
+struct Naming {
+    /// `Core`, `Apps`, `Events`, `RbacAuthorization`, ...
+    group: String,
+    /// `core`, `apps`, `events`, `rbacAuthorization`, ...
+    group_tag: String,
+    /// `V1`.
+    version: String,
+    /// `apps_v1`.
+    tag: String,
+}
+
+impl Naming {
+    fn new(group: &str, version: &str) -> Self {
+        let trimmed = if group.is_empty() {
+            "core"
+        } else {
+            group.strip_suffix(".k8s.io").unwrap_or(group)
+        };
+        let group_tag = to_operation_id(trimmed, false);
+        Naming {
+            group: to_operation_id(trimmed, true),
+            tag: format!("{group_tag}_{}", to_operation_id(version, false)),
+            group_tag,
+            version: to_operation_id(version, true),
+        }
+    }
+
+    /// `verb` + group + version + `rest`: `listAppsV1NamespacedDeployment`.
+    fn id(&self, verb: &str, rest: &str) -> String {
+        format!("{verb}{}{}{rest}", self.group, self.version)
+    }
+
+    /// The operation `spec` describes, on an object of kind `gvk`.
+    fn operation(&self, gvk: &Gvk, spec: Spec<'_>) -> Operation {
+        Operation {
+            method: spec.method,
+            id: self.id(spec.verb, &spec.rest),
+            description: spec.description,
+            tag: self.tag.clone(),
+            action: Some(spec.action),
+            gvk: Some(gvk.clone()),
+            params: sorted(spec.params),
+            body: spec.body,
+            response: spec.response.to_owned(),
+            responses: spec.responses,
+        }
+    }
+}
+
+/// What tells one operation on a resource from another.
+struct Spec<'a> {
+    method: Method,
+    /// The first word of the operation id: `list`, `read`, `watch`, ...
+    verb: &'a str,
+    /// What follows the group and version in the operation id: `NamespacedPodStatus`.
+    rest: String,
+    description: String,
+    action: &'static str,
+    body: Option<Body>,
+    /// The definition of the response body.
+    response: &'a str,
+    responses: Responses,
+    params: Vec<Param>,
+}
+
+/// The path items of one group-version: the resource list, then every resource's collection,
+/// object, all-namespaces, watch and subresource paths.
+fn group_version(defs: &Definitions, group: &str, version: &str) -> Vec<PathItem> {
+    let naming = Naming::new(group, version);
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let mut items = vec![discovery_item(
+        &format!("{prefix}/"),
+        &naming.id("get", "APIResources"),
+        "get available resources",
+        &naming.tag,
+        name_of::<meta::APIResourceList>(),
+    )];
+    for resource in catalog::resources_in(group, version) {
+        resource_items(defs, &naming, &prefix, resource, &mut items);
+    }
+    items
+}
+
+/// The paths of one resource and its subresources.
+fn resource_items(
+    defs: &Definitions,
+    naming: &Naming,
+    prefix: &str,
+    r: &Resource,
+    items: &mut Vec<PathItem>,
+) {
+    let Some(object_def) = defs.definition_of(r.group, r.version, r.kind) else {
+        return;
+    };
+    let list_def = format!("{object_def}List");
+    let status = name_of::<meta::Status>();
+    let watch_event = name_of::<meta::WatchEvent<Value>>();
+    let gvk = Gvk::new(r.group, r.version, r.kind);
+    let kind = r.kind;
+    let scope = if r.namespaced { "Namespaced" } else { "" };
+    let (collection, watch_collection) = if r.namespaced {
+        (
+            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural),
+            format!("{prefix}/watch/namespaces/{{namespace}}/{}", r.plural),
+        )
+    } else {
+        (
+            format!("{prefix}/{}", r.plural),
+            format!("{prefix}/watch/{}", r.plural),
+        )
+    };
+    let object = format!("{collection}/{{name}}");
+    let namespace = r.namespaced.then(namespace_param);
+    let op = |spec: Spec<'_>| naming.operation(&gvk, spec);
+
+    // The collection: list, create, delete a collection.
+    let mut operations = Vec::new();
+    if r.supports("list") {
+        operations.push(op(Spec {
+            method: Method::Get,
+            verb: "list",
+            rest: format!("{scope}{kind}"),
+            description: format!("list or watch {kind} objects"),
+            action: "list",
+            body: None,
+            response: &list_def,
+            responses: Responses::Streamed,
+            params: list_params(),
+        }));
+    }
+    if r.supports("create") {
+        operations.push(op(Spec {
+            method: Method::Post,
+            verb: "create",
+            rest: format!("{scope}{kind}"),
+            description: format!("create a {kind}"),
+            action: "post",
+            body: Some(Body::Object(object_def.to_owned())),
+            response: object_def,
+            responses: Responses::Created,
+            params: write_params(false),
+        }));
+    }
+    if r.supports("deletecollection") {
+        operations.push(op(Spec {
+            method: Method::Delete,
+            verb: "delete",
+            rest: format!("Collection{scope}{kind}"),
+            description: format!("delete a collection of {kind} objects"),
+            action: "deletecollection",
+            body: Some(Body::DeleteOptions),
+            response: &status,
+            responses: Responses::Ok,
+            params: delete_collection_params(),
+        }));
+    }
+    push_item(
+        items,
+        &collection,
+        namespace.iter().cloned().chain([pretty_param()]),
+        operations,
+    );
+
+    // One object: read, replace, patch, delete.
+    let mut operations = Vec::new();
+    if r.supports("get") {
+        operations.push(op(Spec {
+            method: Method::Get,
+            verb: "read",
+            rest: format!("{scope}{kind}"),
+            description: format!("read the named {kind}"),
+            action: "get",
+            body: None,
+            response: object_def,
+            responses: Responses::Ok,
+            params: Vec::new(),
+        }));
+    }
+    if r.supports("update") {
+        operations.push(op(Spec {
+            method: Method::Put,
+            verb: "replace",
+            rest: format!("{scope}{kind}"),
+            description: format!("replace the named {kind}"),
+            action: "put",
+            body: Some(Body::Object(object_def.to_owned())),
+            response: object_def,
+            responses: Responses::Replaced,
+            params: write_params(false),
+        }));
+    }
+    if r.supports("patch") {
+        operations.push(op(Spec {
+            method: Method::Patch,
+            verb: "patch",
+            rest: format!("{scope}{kind}"),
+            description: format!("partially update the named {kind}"),
+            action: "patch",
+            body: Some(Body::Patch),
+            response: object_def,
+            responses: Responses::Replaced,
+            params: write_params(true),
+        }));
+    }
+    if r.supports("delete") {
+        operations.push(op(Spec {
+            method: Method::Delete,
+            verb: "delete",
+            rest: format!("{scope}{kind}"),
+            description: format!("delete the named {kind}"),
+            action: "delete",
+            body: Some(Body::DeleteOptions),
+            response: &status,
+            responses: Responses::Deleted,
+            params: delete_params(),
+        }));
+    }
+    push_item(
+        items,
+        &object,
+        [name_param(kind)]
+            .into_iter()
+            .chain(namespace.iter().cloned())
+            .chain([pretty_param()]),
+        operations,
+    );
+
+    // Lists across namespaces.
+    if r.namespaced && r.supports("list") {
+        let operation = op(Spec {
+            method: Method::Get,
+            verb: "list",
+            rest: format!("{kind}ForAllNamespaces"),
+            description: format!("list or watch {kind} objects in every namespace"),
+            action: "list",
+            body: None,
+            response: &list_def,
+            responses: Responses::Streamed,
+            params: Vec::new(),
+        });
+        push_item(
+            items,
+            &format!("{prefix}/{}", r.plural),
+            list_params().into_iter().chain([pretty_param()]),
+            vec![operation],
+        );
+    }
+
+    // The watch paths upstream still serves (deprecated in favour of `?watch=true`).
+    if r.supports("watch") {
+        let operation = op(Spec {
+            method: Method::Get,
+            verb: "watch",
+            rest: format!("{scope}{kind}List"),
+            description: format!(
+                "watch changes to a list of {kind} objects; deprecated: list with the 'watch' parameter instead"
+            ),
+            action: "watchlist",
+            body: None,
+            response: &watch_event,
+            responses: Responses::Streamed,
+            params: Vec::new(),
+        });
+        push_item(
+            items,
+            &watch_collection,
+            list_params()
+                .into_iter()
+                .chain(namespace.iter().cloned())
+                .chain([pretty_param()]),
+            vec![operation],
+        );
+        let operation = op(Spec {
+            method: Method::Get,
+            verb: "watch",
+            rest: format!("{scope}{kind}"),
+            description: format!(
+                "watch changes to the named {kind}; deprecated: list with the 'watch' parameter and a metadata.name field selector instead"
+            ),
+            action: "watch",
+            body: None,
+            response: &watch_event,
+            responses: Responses::Streamed,
+            params: Vec::new(),
+        });
+        push_item(
+            items,
+            &format!("{watch_collection}/{{name}}"),
+            list_params()
+                .into_iter()
+                .chain([name_param(kind)])
+                .chain(namespace.iter().cloned())
+                .chain([pretty_param()]),
+            vec![operation],
+        );
+        if r.namespaced {
+            let operation = op(Spec {
+                method: Method::Get,
+                verb: "watch",
+                rest: format!("{kind}ListForAllNamespaces"),
+                description: format!(
+                    "watch changes to a list of {kind} objects in every namespace; deprecated: list with the 'watch' parameter instead"
+                ),
+                action: "watchlist",
+                body: None,
+                response: &watch_event,
+                responses: Responses::Streamed,
+                params: Vec::new(),
+            });
+            push_item(
+                items,
+                &format!("{prefix}/watch/{}", r.plural),
+                list_params().into_iter().chain([pretty_param()]),
+                vec![operation],
+            );
+        }
+    }
+
+    for sub in r.subresources {
+        subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items);
+    }
+}
+
+/// The path of one subresource: `.../pods/{name}/status`, `.../deployments/{name}/scale`.
+fn subresource_item(
+    defs: &Definitions,
+    naming: &Naming,
+    object: &str,
+    r: &Resource,
+    sub: &Subresource,
+    namespace: Option<&Param>,
+    items: &mut Vec<PathItem>,
+) {
+    let (group, version) = sub.group_version.unwrap_or((r.group, r.version));
+    let Some(def) = defs.definition_of(group, version, sub.kind) else {
+        return;
+    };
+    let gvk = Gvk::new(group, version, sub.kind);
+    let scope = if r.namespaced { "Namespaced" } else { "" };
+    let rest = format!("{scope}{}{}", r.kind, to_operation_id(sub.name, true));
+    let (name, kind) = (sub.name, r.kind);
+    let op = |spec: Spec<'_>| naming.operation(&gvk, spec);
+    let mut operations = Vec::new();
+    if sub.verbs.contains(&"get") {
+        operations.push(op(Spec {
+            method: Method::Get,
+            verb: "read",
+            rest: rest.clone(),
+            description: format!("read {name} of the named {kind}"),
+            action: "get",
+            body: None,
+            response: def,
+            responses: Responses::Ok,
+            params: Vec::new(),
+        }));
+    }
+    if sub.verbs.contains(&"create") {
+        operations.push(op(Spec {
+            method: Method::Post,
+            verb: "create",
+            rest: rest.clone(),
+            description: format!("create {name} of a {kind}"),
+            action: "post",
+            body: Some(Body::Object(def.to_owned())),
+            response: def,
+            responses: Responses::Created,
+            params: write_params(false),
+        }));
+    }
+    if sub.verbs.contains(&"update") {
+        operations.push(op(Spec {
+            method: Method::Put,
+            verb: "replace",
+            rest: rest.clone(),
+            description: format!("replace {name} of the named {kind}"),
+            action: "put",
+            body: Some(Body::Object(def.to_owned())),
+            response: def,
+            responses: Responses::Replaced,
+            params: write_params(false),
+        }));
+    }
+    if sub.verbs.contains(&"patch") {
+        operations.push(op(Spec {
+            method: Method::Patch,
+            verb: "patch",
+            rest: rest.clone(),
+            description: format!("partially update {name} of the named {kind}"),
+            action: "patch",
+            body: Some(Body::Patch),
+            response: def,
+            responses: Responses::Replaced,
+            params: write_params(true),
+        }));
+    }
+    push_item(
+        items,
+        &format!("{object}/{}", sub.name),
+        [name_param(sub.kind)]
+            .into_iter()
+            .chain(namespace.cloned())
+            .chain([pretty_param()]),
+        operations,
+    );
+}
+
+/// Adds a path item unless it has no operation.
+fn push_item(
+    items: &mut Vec<PathItem>,
+    path: &str,
+    params: impl IntoIterator<Item = Param>,
+    operations: Vec<Operation>,
+) {
+    if !operations.is_empty() {
+        items.push(PathItem {
+            path: path.to_owned(),
+            params: sorted(params.into_iter().collect()),
+            operations,
+        });
+    }
+}
+
+/// Parameters in name order, as upstream lists them.
+fn sorted(mut params: Vec<Param>) -> Vec<Param> {
+    params.sort_by(|a, b| a.name.cmp(b.name));
+    params
+}
+
+fn query(name: &'static str, ty: &'static str, description: &'static str) -> Param {
+    Param {
+        name,
+        location: In::Query,
+        ty,
+        description: Cow::Borrowed(description),
+    }
+}
+
+fn pretty_param() -> Param {
+    query(
+        "pretty",
+        "string",
+        "If 'true', the response is pretty-printed.",
+    )
+}
+
+fn namespace_param() -> Param {
+    Param {
+        name: "namespace",
+        location: In::Path,
+        ty: "string",
+        description: Cow::Borrowed(
+            "namespace of the objects: the scope of their names and of authorization",
+        ),
+    }
+}
+
+fn name_param(kind: &str) -> Param {
+    Param {
+        name: "name",
+        location: In::Path,
+        ty: "string",
+        description: Cow::Owned(format!("name of the {kind}")),
+    }
+}
+
+const DRY_RUN: &str = "When present, the request is validated and processed but nothing is persisted. The only value is 'All'.";
+const FIELD_VALIDATION: &str = "How the server treats unknown or duplicate fields in the object sent: 'Ignore' drops them silently; 'Warn' drops them and returns a Warning header for each (the default); 'Strict' fails the request with every unknown and duplicate field listed.";
+const LABEL_SELECTOR: &str =
+    "Only return objects whose labels match this selector. Defaults to every object.";
+const FIELD_SELECTOR: &str =
+    "Only return objects whose fields match this selector. Defaults to every object.";
+const LIMIT: &str = "The most items to return. When more exist, metadata.continue of the list is a token that fetches the next chunk of the same consistent snapshot. Not supported with watch.";
+const CONTINUE: &str = "The metadata.continue token of a previous list response, to fetch its next chunk; every other parameter must be the same. An expired token yields 410 Gone. Not supported with watch.";
+const RESOURCE_VERSION: &str = "Which resource versions the request may be served from: unset for the most recent, '0' for any, or a resource version, interpreted according to resourceVersionMatch. Defaults to unset.";
+const RESOURCE_VERSION_MATCH: &str =
+    "How resourceVersion applies to a list: 'NotOlderThan' or 'Exact'. Defaults to unset.";
+const TIMEOUT_SECONDS: &str = "A time limit for the list or watch call, whatever its activity.";
+const GRACE_PERIOD: &str = "Seconds to wait before the object is deleted: a non-negative integer, zero deleting at once. Unset uses the default of the kind.";
+const ORPHAN_DEPENDENTS: &str = "Deprecated in favour of propagationPolicy: whether dependents are orphaned, adding or removing the 'orphan' finalizer. Set this or propagationPolicy, not both.";
+const PROPAGATION_POLICY: &str = "Whether and how the garbage collector deletes dependents: 'Orphan', 'Background' or 'Foreground'. Unset uses the object's finalizers and the default of the kind.";
+const SEND_INITIAL_EVENTS: &str = "With watch=true, begin the stream with a synthetic ADDED event for every object, then a BOOKMARK annotated \"k8s.io/initial-events-end\": \"true\"; requires resourceVersionMatch=NotOlderThan.";
+
+/// The parameters of a list (and of the watch paths).
+fn list_params() -> Vec<Param> {
+    vec![
+        query(
+            "allowWatchBookmarks",
+            "boolean",
+            "Ask for BOOKMARK events in a watch; the server sends them at its discretion. Ignored unless watching.",
+        ),
+        query("continue", "string", CONTINUE),
+        query("fieldSelector", "string", FIELD_SELECTOR),
+        query("labelSelector", "string", LABEL_SELECTOR),
+        query("limit", "integer", LIMIT),
+        query("resourceVersion", "string", RESOURCE_VERSION),
+        query("resourceVersionMatch", "string", RESOURCE_VERSION_MATCH),
+        query("sendInitialEvents", "boolean", SEND_INITIAL_EVENTS),
+        query("timeoutSeconds", "integer", TIMEOUT_SECONDS),
+        query(
+            "watch",
+            "boolean",
+            "Watch for changes to the described objects and stream them as added, modified and deleted events. Specify resourceVersion.",
+        ),
+    ]
+}
+
+/// The parameters of a create, a replace, or (with `patch`) a patch.
+fn write_params(patch: bool) -> Vec<Param> {
+    let mut params = vec![
+        query("dryRun", "string", DRY_RUN),
+        query(
+            "fieldManager",
+            "string",
+            if patch {
+                "Name of the actor or entity making the change, recorded in metadata.managedFields: at most 128 printable characters. Required for apply patches (application/apply-patch+yaml), optional for the other patch types."
+            } else {
+                "Name of the actor or entity making the change, recorded in metadata.managedFields: at most 128 printable characters."
+            },
+        ),
+        query("fieldValidation", "string", FIELD_VALIDATION),
+    ];
+    if patch {
+        params.push(query(
+            "force",
+            "boolean",
+            "Force an apply patch: take over the fields other managers own. Must be unset for the other patch types.",
+        ));
+    }
+    params
+}
+
+/// The parameters of a delete.
+fn delete_params() -> Vec<Param> {
+    vec![
+        query("dryRun", "string", DRY_RUN),
+        query("gracePeriodSeconds", "integer", GRACE_PERIOD),
+        query("orphanDependents", "boolean", ORPHAN_DEPENDENTS),
+        query("propagationPolicy", "string", PROPAGATION_POLICY),
+    ]
+}
+
+/// The parameters of a delete of a collection: those of a delete and those of a list that pick
+/// the objects.
+fn delete_collection_params() -> Vec<Param> {
+    let mut params = delete_params();
+    params.extend(
+        list_params()
+            .into_iter()
+            .filter(|p| !matches!(p.name, "watch" | "allowWatchBookmarks")),
+    );
+    params
+}

@@ -1,0 +1,149 @@
+//! Rendering of the Swagger 2.0 document served at `/openapi/v2`: every path of every document,
+//! and every definition they reference under `definitions` (references as `#/definitions/...`,
+//! siblings of a `$ref` kept beside it as upstream's v2 document has them).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use serde_json::{Map, Value, json};
+
+use super::definitions::{Definitions, GVK_EXTENSION, REF_PREFIX, name_of, reference};
+use super::operations::{self, Body, In, Operation, PATCH_MEDIA_TYPES, Param, PathItem};
+
+/// The prefix of references in the v2 document.
+const V2_REF_PREFIX: &str = "#/definitions/";
+
+/// The Swagger 2.0 document of every path.
+pub(crate) fn document(defs: &Definitions) -> Value {
+    let mut paths = Map::new();
+    for path in operations::document_paths() {
+        for item in operations::document(defs, &path).unwrap_or_default() {
+            paths.insert(item.path.clone(), path_item(&item));
+        }
+    }
+    let paths = Value::Object(paths);
+    let definitions: Map<String, Value> = defs.closure([&paths]).into_iter().collect();
+    let mut document = json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": crate::kubernetes_version()},
+        "paths": paths,
+        "definitions": definitions,
+        "security": [{"BearerToken": []}],
+        "securityDefinitions": {
+            "BearerToken": {
+                "description": "Bearer Token authentication",
+                "in": "header",
+                "name": "authorization",
+                "type": "apiKey",
+            },
+        },
+    });
+    rewrite_refs(&mut document);
+    document
+}
+
+fn path_item(item: &PathItem) -> Value {
+    let mut out = Map::new();
+    if !item.params.is_empty() {
+        out.insert(
+            "parameters".into(),
+            item.params.iter().map(param).collect::<Vec<_>>().into(),
+        );
+    }
+    for operation in &item.operations {
+        out.insert(operation.method.key().into(), operation_value(operation));
+    }
+    Value::Object(out)
+}
+
+fn param(p: &Param) -> Value {
+    let mut param = json!({
+        "name": p.name,
+        "in": p.location.key(),
+        "description": p.description,
+        "type": p.ty,
+        "uniqueItems": true,
+    });
+    if p.location == In::Path {
+        param["required"] = Value::Bool(true);
+    }
+    param
+}
+
+fn body_param(schema: Value, required: bool) -> Value {
+    let mut body = json!({"name": "body", "in": "body", "schema": schema});
+    if required {
+        body["required"] = Value::Bool(true);
+    }
+    body
+}
+
+fn operation_value(op: &Operation) -> Value {
+    let mut params: Vec<Value> = Vec::new();
+    let consumes: &[&str] = match &op.body {
+        Some(Body::Object(def)) => {
+            params.push(body_param(reference(def), true));
+            &["*/*"]
+        }
+        Some(Body::Patch) => {
+            params.push(body_param(reference(&name_of::<meta::Patch>()), true));
+            PATCH_MEDIA_TYPES
+        }
+        Some(Body::DeleteOptions) => {
+            params.push(body_param(
+                reference(&name_of::<meta::DeleteOptions>()),
+                false,
+            ));
+            &["*/*"]
+        }
+        None => &["*/*"],
+    };
+    params.extend(op.params.iter().map(param));
+
+    let schema = reference(&op.response);
+    let mut responses = Map::new();
+    for (code, description) in op.responses.codes() {
+        responses.insert(
+            (*code).to_owned(),
+            json!({"description": description, "schema": schema}),
+        );
+    }
+    responses.insert("401".into(), json!({"description": "Unauthorized"}));
+
+    let mut out = Map::new();
+    out.insert("operationId".into(), op.id.clone().into());
+    out.insert("description".into(), op.description.clone().into());
+    out.insert("tags".into(), json!([op.tag]));
+    out.insert("consumes".into(), json!(consumes));
+    out.insert("produces".into(), json!(op.responses.media_types()));
+    out.insert("schemes".into(), json!(["https"]));
+    if !params.is_empty() {
+        out.insert("parameters".into(), params.into());
+    }
+    out.insert("responses".into(), responses.into());
+    if let Some(action) = op.action {
+        out.insert("x-kubernetes-action".into(), action.into());
+    }
+    if let Some(gvk) = &op.gvk {
+        out.insert(GVK_EXTENSION.into(), gvk.to_value());
+    }
+    Value::Object(out)
+}
+
+/// Rewrites every `#/components/schemas/` reference to `#/definitions/`.
+fn rewrite_refs(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            for (key, child) in object.iter_mut() {
+                match child {
+                    Value::String(reference) if key == "$ref" => {
+                        if let Some(name) = reference.strip_prefix(REF_PREFIX) {
+                            *reference = format!("{V2_REF_PREFIX}{name}");
+                        }
+                    }
+                    _ => rewrite_refs(child),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
+}
