@@ -259,7 +259,7 @@ impl Api {
         let registries = catalog::RESOURCES
             .iter()
             .filter_map(|r| {
-                let registry = Registry::new(r, crate::resources::strategy_for(r)?, store.clone());
+                let registry = Registry::new(r, crate::resources::strategy_for(r)?, store.clone()).with_cache();
                 Some(((r.group, r.version, r.plural), Arc::new(registry)))
             })
             .collect();
@@ -512,7 +512,7 @@ impl Api {
 
     async fn watch(
         &self,
-        registry: &Registry,
+        registry: &Arc<Registry>,
         namespace: Option<&str>,
         query: &Query,
         output: Output,
@@ -541,7 +541,11 @@ impl Api {
         };
         let events = registry.watch(namespace, options).await?;
         let body = events.map(move |event| {
-            let object = match table.as_mut() {
+            let mut line = Vec::with_capacity(event.object.json.len() + 32);
+            line.extend_from_slice(b"{\"type\":\"");
+            line.extend_from_slice(event.kind.as_bytes());
+            line.extend_from_slice(b"\",\"object\":");
+            match table.as_mut() {
                 Some(options) if event.kind != "ERROR" => {
                     let converted = if event.kind == "BOOKMARK" {
                         printers::list_table(
@@ -549,23 +553,23 @@ impl Api {
                             resource.plural,
                             &[],
                             &printers::ListMeta {
-                                resource_version: Some(meta_str(&event.object, "resourceVersion").to_owned()),
+                                resource_version: Some(meta_str(&event.object.object, "resourceVersion").to_owned()),
                                 ..printers::ListMeta::default()
                             },
                             options,
                             now(),
                         )
                     } else {
-                        printers::object_table(resource.group, resource.plural, &event.object, options, now())
+                        printers::object_table(resource.group, resource.plural, &event.object.object, options, now())
                     };
                     // Column definitions come once, with the first event.
                     options.no_headers = true;
-                    converted
+                    line.extend_from_slice(&serde_json::to_vec(&converted).unwrap_or_default());
                 }
-                _ => event.object,
-            };
-            let mut line = serde_json::to_vec(&json!({"type": event.kind, "object": object})).unwrap_or_default();
-            line.push(b'\n');
+                // The object's JSON, serialised once for every watcher.
+                _ => line.extend_from_slice(&event.object.json),
+            }
+            line.extend_from_slice(b"}\n");
             Ok::<_, std::convert::Infallible>(bytes::Bytes::from(line))
         });
         Ok(Response::builder()

@@ -173,6 +173,21 @@ impl Registry {
     pub(crate) async fn list(&self, namespace: Option<&str>, options: &ListOptions) -> Result<ListResult, ApiError> {
         self.check_selectors(&options.selectors)?;
         let prefix = self.resource.storage_namespace_prefix(namespace);
+        // resourceVersion=0 means "any version": the watch cache answers, whole (as upstream's
+        // cache, which treats the limit as a hint).
+        let any_version = options.resource_version.as_deref() == Some("0")
+            && options.continue_token.as_deref().is_none_or(str::is_empty)
+            && options.resource_version_match.as_deref().is_none_or(|m| m.is_empty() || m == "NotOlderThan");
+        if any_version && let Some((objects, revision)) = self.cache.as_ref().and_then(|c| c.snapshot(&prefix)) {
+            {
+                let items = objects
+                    .iter()
+                    .filter(|o| self.matches(&options.selectors, &o.object))
+                    .map(|o| o.object.clone())
+                    .collect();
+                return Ok(ListResult { items, resource_version: revision, continue_token: None, remaining_item_count: None });
+            }
+        }
         let (mut revision, mut start) = match &options.continue_token {
             Some(token) if !token.is_empty() => {
                 if options.resource_version.as_deref().is_some_and(|v| !v.is_empty() && v != "0") {

@@ -9,6 +9,7 @@
 //! missing object creates it where the strategy allows; deletes honour preconditions, grace
 //! periods and finalizers; every store error becomes an upstream `Status`.
 
+pub(crate) mod cache;
 mod list;
 pub(crate) mod object;
 pub(crate) mod strategy;
@@ -93,6 +94,7 @@ pub(crate) struct Registry {
     pub resource: &'static Resource,
     strategy: Arc<dyn Strategy>,
     store: Store,
+    cache: Option<Arc<cache::WatchCache>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -113,7 +115,20 @@ impl Registry {
             resource,
             strategy,
             store,
+            cache: None,
         }
+    }
+
+    /// Starts the resource's watch cache, which then serves watches and `resourceVersion=0`
+    /// lists.
+    pub(crate) fn with_cache(mut self) -> Self {
+        self.cache = Some(cache::WatchCache::start(
+            self.store.clone(),
+            self.resource.storage_key_prefix(),
+            self.resource.kind,
+            self.resource.api_version(),
+        ));
+        self
     }
 
     pub(crate) fn strategy(&self) -> &dyn Strategy {

@@ -10,8 +10,10 @@ use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use std::sync::Arc;
+
+use super::cache::{Cached, CachedEvent, Subscription};
 use super::list::{ListOptions, ReadAt, read_at};
-use super::object::set_meta;
 use super::{Registry, store_error};
 use crate::selectors::Selectors;
 use crate::status::ApiError;
@@ -38,18 +40,24 @@ pub(crate) struct WatchOptions {
 pub(crate) struct WatchEventOut {
     /// ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.
     pub kind: &'static str,
-    /// The object (a `Status` for ERROR).
-    pub object: Value,
+    /// The object (a `Status` for ERROR), with its JSON serialised once.
+    pub object: Arc<Cached>,
 }
 
 impl WatchEventOut {
+    fn new(kind: &'static str, object: Value) -> Self {
+        let json = bytes::Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+        WatchEventOut { kind, object: Arc::new(Cached { object, json }) }
+    }
+
     fn error(error: &ApiError) -> Self {
-        WatchEventOut {
-            kind: "ERROR",
-            object: error.status().to_json(),
-        }
+        Self::new("ERROR", error.status().to_json())
     }
 }
+
+/// How long a watch waits for the cache to catch up with the version it starts from before it
+/// reads the store instead.
+const CACHE_WAIT: Duration = Duration::from_secs(3);
 
 /// How often a watch that accepts bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
@@ -66,7 +74,7 @@ impl Registry {
     /// Starts a watch; errors before the first event are returned, later ones are sent as an
     /// ERROR event that ends the stream.
     pub(crate) async fn watch(
-        &self,
+        self: &Arc<Self>,
         namespace: Option<&str>,
         options: WatchOptions,
     ) -> Result<impl Stream<Item = WatchEventOut> + Send + 'static + use<>, ApiError> {
@@ -115,30 +123,13 @@ impl Registry {
         };
 
         let (tx, rx) = mpsc::channel::<WatchEventOut>(256);
-        let registry = RegistryRef {
-            resource: self.resource,
-            strategy: self.strategy.clone(),
-            store: self.store().clone(),
-        };
+        let registry = self.clone();
         let namespace = namespace.map(str::to_owned);
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + options.timeout;
-            let _ = tokio::time::timeout_at(deadline, registry.run(namespace, options, start, tx)).await;
+            let _ = tokio::time::timeout_at(deadline, registry.run_watch(namespace, options, start, tx)).await;
         });
         Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
-    }
-}
-
-/// What a running watch needs of its registry.
-struct RegistryRef {
-    resource: &'static capstan_api::catalog::Resource,
-    strategy: std::sync::Arc<dyn super::Strategy>,
-    store: capstan_store::Store,
-}
-
-impl RegistryRef {
-    fn registry(&self) -> Registry {
-        Registry::new(self.resource, self.strategy.clone(), self.store.clone())
     }
 
     fn bookmark(&self, revision: Revision, initial_end: bool) -> WatchEventOut {
@@ -146,24 +137,167 @@ impl RegistryRef {
         if initial_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        WatchEventOut {
-            kind: "BOOKMARK",
-            object: json!({
+        WatchEventOut::new(
+            "BOOKMARK",
+            json!({
                 "kind": self.resource.kind,
                 "apiVersion": self.resource.api_version(),
                 "metadata": metadata,
             }),
-        }
+        )
     }
 
-    async fn run(
-        self,
+    /// The event a watcher with `selectors` sees for a change, if any: entering the selection
+    /// is ADDED, leaving it DELETED, as upstream.
+    fn event_for(
+        &self,
+        selectors: &Selectors,
+        prev: Option<&Arc<Cached>>,
+        object: &Arc<Cached>,
+        deleted: bool,
+    ) -> Option<WatchEventOut> {
+        let prev_matches = prev.is_some_and(|p| self.matches(selectors, &p.object));
+        let kind = if deleted {
+            prev_matches.then_some("DELETED")?
+        } else {
+            match (prev_matches, self.matches(selectors, &object.object)) {
+                (true, true) => "MODIFIED",
+                (false, true) => "ADDED",
+                (true, false) => "DELETED",
+                (false, false) => return None,
+            }
+        };
+        Some(WatchEventOut { kind, object: object.clone() })
+    }
+
+    /// Feeds a watcher: from the cache when it can serve the start, from the store otherwise.
+    async fn run_watch(
+        self: Arc<Self>,
         namespace: Option<String>,
         options: WatchOptions,
         start: Start,
         tx: mpsc::Sender<WatchEventOut>,
     ) {
-        let registry = self.registry();
+        let prefix = self.resource.storage_namespace_prefix(namespace.as_deref());
+        if let Some(cache) = self.cache.clone() {
+            let subscription = match start {
+                Start::WithState { bookmark_after } => {
+                    // A consistent start: the cache must have caught up with the store.
+                    let current = self.store().current_revision().await.unwrap_or(0);
+                    if cache.wait_for(current, CACHE_WAIT).await {
+                        cache.snapshot_and_subscribe(&prefix).map(|(objects, revision, feed)| {
+                            (objects, revision, Vec::new(), feed, bookmark_after)
+                        })
+                    } else {
+                        None
+                    }
+                }
+                Start::After(after) => {
+                    // History the store has compacted is gone for watchers too (410), even
+                    // where the cache's window still holds it.
+                    let probe = capstan_store::ListOptions {
+                        prefix: prefix.clone(),
+                        start: None,
+                        revision: Some(after),
+                        limit: Some(1),
+                    };
+                    if let Err(StoreError::Compacted { requested, compacted }) = self.store().list(&probe).await {
+                        let error = StatusError::too_old_resource_version(requested, compacted.unwrap_or(requested)).into();
+                        let _ = tx.send(WatchEventOut::error(&error)).await;
+                        return;
+                    }
+                    if cache.wait_for(after, CACHE_WAIT).await {
+                        match cache.subscribe(after) {
+                            Subscription::Events { backlog, feed } => Some((Vec::new(), after, backlog, feed, false)),
+                            Subscription::TooOld => None,
+                        }
+                    } else {
+                        None
+                    }
+                }
+            };
+            if let Some((initial, revision, backlog, feed, bookmark_after)) = subscription {
+                self.watch_from_cache(&prefix, &options, initial, revision, backlog, feed, bookmark_after, &tx).await;
+                return;
+            }
+        }
+        self.watch_from_store(namespace, options, start, tx).await;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn watch_from_cache(
+        &self,
+        prefix: &str,
+        options: &WatchOptions,
+        initial: Vec<Arc<Cached>>,
+        revision: Revision,
+        backlog: Vec<Arc<CachedEvent>>,
+        mut feed: tokio::sync::broadcast::Receiver<Arc<CachedEvent>>,
+        bookmark_after: bool,
+        tx: &mpsc::Sender<WatchEventOut>,
+    ) {
+        for object in initial {
+            if self.matches(&options.selectors, &object.object)
+                && tx.send(WatchEventOut { kind: "ADDED", object }).await.is_err()
+            {
+                return;
+            }
+        }
+        if bookmark_after && tx.send(self.bookmark(revision, true)).await.is_err() {
+            return;
+        }
+        let mut last = revision;
+        let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        let deliver = |event: &CachedEvent, last: &mut Revision| -> Option<WatchEventOut> {
+            if event.revision <= *last {
+                return None;
+            }
+            *last = event.revision;
+            if !event.key.starts_with(prefix) {
+                return None;
+            }
+            self.event_for(&options.selectors, event.prev.as_ref(), &event.object, event.deleted)
+        };
+        for event in backlog {
+            if let Some(out) = deliver(&event, &mut last)
+                && tx.send(out).await.is_err()
+            {
+                return;
+            }
+        }
+        loop {
+            let event = tokio::select! {
+                event = feed.recv() => event,
+                _ = bookmarks.tick(), if options.allow_bookmarks => {
+                    if tx.send(self.bookmark(last, false)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                () = tx.closed() => return,
+            };
+            match event {
+                Ok(event) => {
+                    if let Some(out) = deliver(&event, &mut last)
+                        && tx.send(out).await.is_err() {
+                            return;
+                        }
+                }
+                // Too slow for the live feed, or the cache restarted: the watch ends and the
+                // client watches again from the last version it saw, as with upstream.
+                Err(_) => return,
+            }
+        }
+    }
+
+    async fn watch_from_store(
+        &self,
+        namespace: Option<String>,
+        options: WatchOptions,
+        start: Start,
+        tx: mpsc::Sender<WatchEventOut>,
+    ) {
+        let registry = self;
         let mut after = match start {
             Start::After(n) => n,
             Start::WithState { bookmark_after } => {
@@ -183,9 +317,8 @@ impl RegistryRef {
                         return;
                     }
                 };
-                for mut object in list.items {
-                    with_type(&mut object, self.resource);
-                    if tx.send(WatchEventOut { kind: "ADDED", object }).await.is_err() {
+                for object in list.items {
+                    if tx.send(WatchEventOut::new("ADDED", object)).await.is_err() {
                         return;
                     }
                 }
@@ -198,8 +331,9 @@ impl RegistryRef {
         let prefix = self.resource.storage_namespace_prefix(namespace.as_deref());
         let group_resource = capstan_api::GroupResource::new(self.resource.group, self.resource.plural);
         let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        let (kind, api_version) = (self.resource.kind, self.resource.api_version());
         'watch: loop {
-            let mut stream = match self.store.watch(&prefix, after).await {
+            let mut stream = match self.store().watch(&prefix, after).await {
                 Ok(stream) => stream,
                 Err(error) => {
                     let error = match error {
@@ -236,39 +370,24 @@ impl RegistryRef {
                     }
                 };
                 after = event.revision();
-                let decode = |kv: &capstan_store::KeyValue| registry.decode_stored(kv).ok();
-                let prev = event.prev.as_ref().and_then(decode);
-                let prev_matches = prev.as_ref().is_some_and(|p| registry.matches(&options.selectors, p));
-                let out = match event.kind {
-                    EventKind::Delete => prev.filter(|_| prev_matches).map(|mut object| {
-                        set_meta(&mut object, "resourceVersion", Some(event.revision().to_string().into()));
-                        ("DELETED", object)
-                    }),
-                    EventKind::Put => decode(&event.kv).and_then(|object| {
-                        let matches = registry.matches(&options.selectors, &object);
-                        match (prev_matches, matches) {
-                            (true, true) => Some(("MODIFIED", object)),
-                            (false, true) => Some(("ADDED", object)),
-                            (true, false) => Some(("DELETED", object)),
-                            (false, false) => None,
-                        }
-                    }),
+                let decode = |kv: &capstan_store::KeyValue, revision: Revision| {
+                    let object: Value = serde_json::from_slice(&kv.value).ok()?;
+                    Some(Cached::new(object, revision, kind, &api_version))
                 };
-                if let Some((kind, mut object)) = out {
-                    with_type(&mut object, self.resource);
-                    if tx.send(WatchEventOut { kind, object }).await.is_err() {
+                let prev = event.prev.as_ref().and_then(|kv| decode(kv, kv.mod_revision));
+                let out = match event.kind {
+                    EventKind::Delete => prev
+                        .as_ref()
+                        .and_then(|p| decode(event.prev.as_ref()?, event.revision()).or(Some(p.clone())))
+                        .and_then(|object| self.event_for(&options.selectors, prev.as_ref(), &object, true)),
+                    EventKind::Put => decode(&event.kv, event.revision())
+                        .and_then(|object| self.event_for(&options.selectors, prev.as_ref(), &object, false)),
+                };
+                if let Some(out) = out
+                    && tx.send(out).await.is_err() {
                         return;
                     }
-                }
             }
         }
-    }
-}
-
-/// Stored objects carry their kind; this makes sure of it.
-fn with_type(object: &mut Value, resource: &capstan_api::catalog::Resource) {
-    if object.get("kind").is_none() {
-        object["kind"] = resource.kind.into();
-        object["apiVersion"] = resource.api_version().into();
     }
 }
