@@ -8,7 +8,9 @@ pub mod names;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;
+pub mod apps;
 pub mod core;
+pub(crate) mod gofmt;
 pub mod node;
 pub mod pod;
 pub mod resources;
