@@ -17,3 +17,5 @@ pub mod resources;
 pub mod service;
 pub mod storage;
 pub mod volumes;
+pub mod batch;
+pub mod cron;
