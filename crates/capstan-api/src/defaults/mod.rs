@@ -7,3 +7,4 @@ pub mod pod;
 pub use pod::{default_pod, default_pod_spec, default_pod_template_spec, default_resource_list};
 pub mod apps;
 pub mod batch;
+pub mod misc;

@@ -19,3 +19,4 @@ pub mod storage;
 pub mod volumes;
 pub mod batch;
 pub mod cron;
+pub mod misc;
