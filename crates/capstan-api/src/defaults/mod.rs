@@ -1,4 +1,4 @@
-//! Defaulting of core/v1 objects, as upstream's `pkg/apis/core/v1` defaulters (generated and
+//! Defaulting of the built-in kinds (core/v1, apps/v1, batch/v1 and the smaller groups), as upstream's `pkg/apis/core/v1` defaulters (generated and
 //! hand-written) apply them when a request body is decoded.
 
 pub mod core;
