@@ -1,5 +1,6 @@
-//! Defaulting of the built-in kinds (core/v1, apps/v1, batch/v1 and the smaller groups), as upstream's `pkg/apis/core/v1` defaulters (generated and
-//! hand-written) apply them when a request body is decoded.
+//! Defaulting of the built-in kinds (core/v1, apps/v1, batch/v1 and the smaller groups), as
+//! upstream's versioned defaulters (generated and hand-written) apply them when a request body is
+//! decoded.
 
 pub mod core;
 pub mod pod;
