@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use capstan_api::catalog::Resource;
-use capstan_api::field::{FieldError, Path};
-use capstan_api::validation::{self as v, NameValidator};
+use capstan_api::validation as v;
 use capstan_api::defaults as d;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, scheduling};
@@ -17,42 +16,6 @@ use crate::registry::Strategy;
 
 fn plain<K>() -> Hooks<K> {
     Hooks::plain()
-}
-
-/// Validation of the object metadata alone, for kinds whose own rules are not written yet.
-fn meta_validate<K: Metadata<Ty = ObjectMeta>>(namespaced: bool) -> fn(&K) -> Vec<FieldError> {
-    if namespaced {
-        |k| v::validate_object_meta(k.metadata(), true, NameValidator::DnsSubdomain, &Path::new("metadata"))
-    } else {
-        |k| v::validate_object_meta(k.metadata(), false, NameValidator::DnsSubdomain, &Path::new("metadata"))
-    }
-}
-
-/// The metadata update rules (immutable name, namespace, uid, creation time) on top of the
-/// validation of the new object.
-fn meta_validate_update<K: Metadata<Ty = ObjectMeta>>(namespaced: bool) -> fn(&K, &K) -> Vec<FieldError> {
-    if namespaced {
-        |new, old| {
-            let mut errors = v::validate_object_meta(new.metadata(), true, NameValidator::DnsSubdomain, &Path::new("metadata"));
-            errors.extend(v::validate_object_meta_update(new.metadata(), old.metadata(), &Path::new("metadata")));
-            errors
-        }
-    } else {
-        |new, old| {
-            let mut errors = v::validate_object_meta(new.metadata(), false, NameValidator::DnsSubdomain, &Path::new("metadata"));
-            errors.extend(v::validate_object_meta_update(new.metadata(), old.metadata(), &Path::new("metadata")));
-            errors
-        }
-    }
-}
-
-/// Hooks validating metadata only.
-fn meta_only<K: Metadata<Ty = ObjectMeta>>(hooks: Hooks<K>, namespaced: bool) -> Hooks<K> {
-    Hooks {
-        validate: meta_validate::<K>(namespaced),
-        validate_update: meta_validate_update::<K>(namespaced),
-        ..hooks
-    }
 }
 
 /// Hooks of a kind a PUT may create (upstream's `AllowCreateOnUpdate`: endpoints, events,
@@ -274,26 +237,83 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             create_on_update: true,
             ..with_status()
         }),
-        ("apps", "ControllerRevision") => strategy::<apps::v1::ControllerRevision>(meta_only(plain(), true)),
-        ("apps", "DaemonSet") => strategy::<apps::v1::DaemonSet>(meta_only(workload(), true)),
-        ("apps", "Deployment") => strategy::<apps::v1::Deployment>(meta_only(workload(), true)),
+        ("apps", "ControllerRevision") => strategy::<apps::v1::ControllerRevision>(Hooks {
+            validate: v::apps::validate_controller_revision,
+            validate_update: v::apps::validate_controller_revision_update,
+            ..plain()
+        }),
+        ("apps", "DaemonSet") => strategy::<apps::v1::DaemonSet>(Hooks {
+            default: d::apps::default_daemon_set,
+            validate: v::apps::validate_daemon_set,
+            validate_update: v::apps::validate_daemon_set_update,
+            ..workload()
+        }),
+        ("apps", "Deployment") => strategy::<apps::v1::Deployment>(Hooks {
+            default: d::apps::default_deployment,
+            validate: v::apps::validate_deployment,
+            validate_update: v::apps::validate_deployment_update,
+            ..workload()
+        }),
         ("apps", "ReplicaSet") => strategy::<apps::v1::ReplicaSet>(Hooks {
             field_names: &["status.replicas"],
             fields: |rs| vec![("status.replicas", rs.status.as_ref().map_or(0, |s| s.replicas).to_string())],
-            ..meta_only(workload(), true)
+            default: d::apps::default_replica_set,
+            validate: v::apps::validate_replica_set,
+            validate_update: v::apps::validate_replica_set_update,
+            ..workload()
         }),
-        ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(meta_only(workload(), true)),
-        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(meta_only(creatable_by_put(), true)),
-        ("batch", "CronJob") => strategy::<batch::v1::CronJob>(meta_only(workload(), true)),
+        ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(Hooks {
+            default: d::apps::default_stateful_set,
+            validate: v::apps::validate_stateful_set,
+            validate_update: v::apps::validate_stateful_set_update,
+            ..workload()
+        }),
+        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(Hooks {
+            validate: v::misc::validate_events_v1_event,
+            validate_update: v::misc::validate_events_v1_event_update,
+            ..creatable_by_put()
+        }),
+        ("batch", "CronJob") => strategy::<batch::v1::CronJob>(Hooks {
+            default: d::batch::default_cron_job,
+            validate: v::batch::validate_cron_job,
+            validate_update: v::batch::validate_cron_job_update,
+            ..workload()
+        }),
         ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
             field_names: &["status.successful"],
             fields: |j| vec![("status.successful", j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0).to_string())],
-            ..meta_only(workload(), true)
+            default: d::batch::default_job,
+            validate: v::batch::validate_job,
+            validate_update: v::batch::validate_job_update,
+            // The generated selector and labels upstream's job strategy adds need the uid.
+            prepare_create: |job| {
+                let uid = job.metadata.uid.clone().unwrap_or_default();
+                d::batch::prepare_job_for_create(job, &uid);
+            },
+            ..workload()
         }),
-        ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(meta_only(workload(), true)),
-        ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(meta_only(plain(), false)),
-        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(meta_only(creatable_by_put(), true)),
-        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(meta_only(creatable_by_put(), true)),
+        ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(Hooks {
+            validate: v::misc::validate_pod_disruption_budget,
+            validate_update: v::misc::validate_pod_disruption_budget_update,
+            ..workload()
+        }),
+        ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(Hooks {
+            default: d::misc::default_priority_class,
+            validate: v::misc::validate_priority_class,
+            validate_update: v::misc::validate_priority_class_update,
+            ..plain()
+        }),
+        ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(Hooks {
+            validate: v::misc::validate_lease,
+            validate_update: v::misc::validate_lease_update,
+            ..creatable_by_put()
+        }),
+        ("discovery.k8s.io", "EndpointSlice") => strategy::<discovery::v1::EndpointSlice>(Hooks {
+            default: d::misc::default_endpoint_slice,
+            validate: v::misc::validate_endpoint_slice,
+            validate_update: v::misc::validate_endpoint_slice_update,
+            ..creatable_by_put()
+        }),
         _ => None,
     }
 }

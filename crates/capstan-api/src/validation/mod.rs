@@ -1,4 +1,5 @@
-//! Upstream-exact validation of core/v1 objects. Each `validate_*` returns every field error it
+//! Upstream-exact validation of the built-in kinds: core/v1, apps/v1 ([`apps`]), batch/v1
+//! ([`batch`]) and the smaller groups ([`misc`]). Each `validate_*` returns every field error it
 //! finds (empty when the object is valid); the registry turns a non-empty list into one 422
 //! `Invalid` Status. Run the matching [`crate::defaults`] function first, as upstream decodes
 //! (and so defaults) before it validates.
@@ -8,10 +9,15 @@ pub mod names;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;
+pub mod apps;
 pub mod core;
+pub(crate) mod gofmt;
 pub mod node;
 pub mod pod;
 pub mod resources;
 pub mod service;
 pub mod storage;
 pub mod volumes;
+pub mod batch;
+pub mod cron;
+pub mod misc;

@@ -1925,7 +1925,7 @@ fn validate_image_whitespace(c: &Container, path: &Path) -> Vec<FieldError> {
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
 
-fn validate_pod_specific_annotations(
+pub(crate) fn validate_pod_specific_annotations(
     annotations: Option<&BTreeMap<String, String>>,
     spec: &PodSpec,
     path: &Path,

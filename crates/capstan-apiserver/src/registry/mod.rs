@@ -357,8 +357,8 @@ impl Registry {
 
     /// Fills in the system fields of a new object.
     fn prepare_new(&self, object: &mut Value) {
-        self.strategy.prepare_for_create(object);
         set_meta(object, "uid", Some(object::new_uid().into()));
+        self.strategy.prepare_for_create(object);
         set_meta(object, "creationTimestamp", Some(object::now_rfc3339().into()));
         set_meta(object, "deletionTimestamp", None);
         set_meta(object, "deletionGracePeriodSeconds", None);
