@@ -15,7 +15,9 @@ pub const ALL_VERBS: &[&str] = &[
 ];
 
 /// The verbs of namespaces, which upstream does not delete as a collection.
-const NO_COLLECTION_DELETE: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const NO_COLLECTION_DELETE: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// The verbs of `status` and `scale` subresources.
 const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
@@ -282,7 +284,9 @@ pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resou
 
 /// The resource of a kind, by group and kind.
 pub fn lookup_kind(group: &str, kind: &str) -> Option<&'static Resource> {
-    RESOURCES.iter().find(|r| r.group == group && r.kind == kind)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.kind == kind)
 }
 
 #[cfg(test)]
@@ -308,7 +312,10 @@ mod tests {
     #[test]
     fn storage_keys_follow_upstream_layout() {
         let pods = lookup("", "v1", "pods").unwrap();
-        assert_eq!(pods.storage_key(Some("default"), "web"), "/registry/pods/default/web");
+        assert_eq!(
+            pods.storage_key(Some("default"), "web"),
+            "/registry/pods/default/web"
+        );
         assert_eq!(pods.storage_namespace_prefix(None), "/registry/pods/");
         let nodes = lookup("", "v1", "nodes").unwrap();
         assert_eq!(nodes.storage_key(None, "n1"), "/registry/minions/n1");

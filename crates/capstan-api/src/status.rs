@@ -290,7 +290,10 @@ impl StatusError {
         Self::new(
             406,
             "NotAcceptable",
-            format!("only the following media types are accepted: {}", accepted.join(", ")),
+            format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
             None,
         )
     }

@@ -13,16 +13,18 @@ use axum::response::{IntoResponse, Response};
 use capstan_api::catalog::{self, Resource};
 use capstan_api::printers::{self, IncludeObject, TableOptions};
 use capstan_api::{GroupResource, RequestInfo, StatusError};
-use k8s_openapi::jiff::Timestamp;
 use capstan_store::Store;
 use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::registry::object::meta_str;
 use crate::registry::{
-    DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WatchOptions, WriteOptions, Written,
+    DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WatchOptions, WriteOptions,
+    Written,
 };
 use crate::selectors::Selectors;
+use crate::services::{Allocator, Cidr, NODE_PORTS};
 use crate::status::ApiError;
 
 /// The largest request body accepted, as upstream (3 MiB).
@@ -31,11 +33,15 @@ pub(crate) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Every resource's registry.
 pub(crate) struct Api {
     registries: HashMap<(&'static str, &'static str, &'static str), Arc<Registry>>,
+    services: Allocator,
+    service_cidr: Cidr,
 }
 
 impl std::fmt::Debug for Api {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api").field("resources", &self.registries.len()).finish()
+        f.debug_struct("Api")
+            .field("resources", &self.registries.len())
+            .finish()
     }
 }
 
@@ -56,14 +62,18 @@ impl Query {
     }
 
     fn flag(&self, key: &str) -> bool {
-        self.get(key).is_some_and(|v| matches!(v, "true" | "1" | "True" | "TRUE"))
+        self.get(key)
+            .is_some_and(|v| matches!(v, "true" | "1" | "True" | "TRUE"))
     }
 
     fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
         match self.get(key).filter(|v| !v.is_empty()) {
             None => Ok(None),
             Some(text) => text.parse().map(Some).map_err(|_| {
-                StatusError::bad_request(&format!("invalid value {text:?} for query parameter {key}")).into()
+                StatusError::bad_request(&format!(
+                    "invalid value {text:?} for query parameter {key}"
+                ))
+                .into()
             }),
         }
     }
@@ -115,7 +125,8 @@ fn now() -> Timestamp {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    Timestamp::new(i64::try_from(since.as_secs()).unwrap_or(i64::MAX), 0).unwrap_or(Timestamp::UNIX_EPOCH)
+    Timestamp::new(i64::try_from(since.as_secs()).unwrap_or(i64::MAX), 0)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
 /// What the client accepts in a response.
@@ -148,7 +159,10 @@ fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
         let params: Vec<&str> = params.collect();
         let has = |p: &str| params.contains(&p);
         if has("as=Table") {
-            if mime == "application/json" && has("g=meta.k8s.io") && (has("v=v1") || has("v=v1beta1")) {
+            if mime == "application/json"
+                && has("g=meta.k8s.io")
+                && (has("v=v1") || has("v=v1beta1"))
+            {
                 return Ok(Output::Table);
             }
             continue;
@@ -168,7 +182,8 @@ fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
 
 fn table_options(query: &Query) -> Result<TableOptions, ApiError> {
     Ok(TableOptions {
-        include_object: IncludeObject::from_query(query.get("includeObject")).map_err(|e| ApiError::from(*e))?,
+        include_object: IncludeObject::from_query(query.get("includeObject"))
+            .map_err(|e| ApiError::from(*e))?,
         no_headers: false,
     })
 }
@@ -183,7 +198,13 @@ fn respond_object(
     warnings: &[String],
 ) -> Result<Response, ApiError> {
     if output == Output::Table && object["kind"] != "Status" {
-        let table = printers::object_table(resource.group, resource.plural, object, &table_options(query)?, now());
+        let table = printers::object_table(
+            resource.group,
+            resource.plural,
+            object,
+            &table_options(query)?,
+            now(),
+        );
         return Ok(respond(code, &table, Output::Json, warnings));
     }
     Ok(respond(code, object, output, warnings))
@@ -191,10 +212,15 @@ fn respond_object(
 
 fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String]) -> Response {
     let (content_type, body) = match output {
-        Output::Json | Output::Table => ("application/json", serde_json::to_vec(value).unwrap_or_default()),
+        Output::Json | Output::Table => (
+            "application/json",
+            serde_json::to_vec(value).unwrap_or_default(),
+        ),
         Output::Yaml => (
             "application/yaml",
-            serde_saphyr::to_string(value).map(String::into_bytes).unwrap_or_default(),
+            serde_saphyr::to_string(value)
+                .map(String::into_bytes)
+                .unwrap_or_default(),
         ),
     };
     let mut response = (code, [(header::CONTENT_TYPE, content_type)], body).into_response();
@@ -209,9 +235,13 @@ fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String])
 
 /// Reads a request body, refusing bodies over the limit.
 async fn read_bytes(body: Body) -> Result<bytes::Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::from(StatusError::request_entity_too_large(&format!("limit is {MAX_BODY_BYTES}")))
-    })
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::from(StatusError::request_entity_too_large(&format!(
+                "limit is {MAX_BODY_BYTES}"
+            )))
+        })
 }
 
 /// Reads a request body, refusing bodies over the limit and malformed documents.
@@ -220,14 +250,21 @@ async fn read_body(body: Body, content_type: Option<&str>) -> Result<Value, ApiE
 }
 
 fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
-    let mime = content_type.unwrap_or("application/json").split(';').next().unwrap_or_default().trim();
+    let mime = content_type
+        .unwrap_or("application/json")
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
     match mime {
         "application/json" | "" => serde_json::from_slice(bytes).map_err(|e| {
-            StatusError::bad_request(&format!("couldn't get version/kind; json parse error: {e}")).into()
+            StatusError::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
+                .into()
         }),
         "application/yaml" => {
-            let text = std::str::from_utf8(bytes)
-                .map_err(|_| ApiError::from(StatusError::bad_request("the YAML body is not UTF-8")))?;
+            let text = std::str::from_utf8(bytes).map_err(|_| {
+                ApiError::from(StatusError::bad_request("the YAML body is not UTF-8"))
+            })?;
             serde_saphyr::from_str::<Value>(text).map_err(|e| {
                 StatusError::bad_request(&format!("error converting YAML to JSON: {e}")).into()
             })
@@ -235,7 +272,9 @@ fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
         // What kubectl 1.32+ and client-go's typed clients send for built-in kinds.
         capstan_api::protobuf::MEDIA_TYPE => capstan_api::protobuf::decode(bytes)
             .map(|(_, _, object)| object)
-            .map_err(|e| StatusError::bad_request(&format!("error decoding protobuf body: {e}")).into()),
+            .map_err(|e| {
+                StatusError::bad_request(&format!("error decoding protobuf body: {e}")).into()
+            }),
         _ => Err(StatusError::unsupported_media_type(&[
             "application/json",
             "application/yaml",
@@ -255,20 +294,27 @@ fn as_item(mut object: Value) -> Value {
 }
 
 impl Api {
-    pub(crate) fn new(store: &Store) -> Self {
+    /// The API over `store`, allocating service IPs from `service_cidr`.
+    pub(crate) fn with_services(store: &Store, service_cidr: Cidr) -> Self {
         let registries = catalog::RESOURCES
             .iter()
             .filter_map(|r| {
-                let registry = Registry::new(r, crate::resources::strategy_for(r)?, store.clone()).with_cache();
+                let registry = Registry::new(r, crate::resources::strategy_for(r)?, store.clone())
+                    .with_cache();
                 Some(((r.group, r.version, r.plural), Arc::new(registry)))
             })
             .collect();
-        Api { registries }
+        Api {
+            registries,
+            services: Allocator::new(service_cidr, NODE_PORTS),
+            service_cidr,
+        }
     }
 
     fn registry(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Registry>> {
         let resource = catalog::lookup(group, version, resource)?;
-        self.registries.get(&(resource.group, resource.version, resource.plural))
+        self.registries
+            .get(&(resource.group, resource.version, resource.plural))
     }
 
     /// The registry of namespaces.
@@ -284,8 +330,15 @@ impl Api {
         }
     }
 
-    async fn serve_inner(&self, info: &RequestInfo, request: Request<Body>) -> Result<Response, ApiError> {
-        let Some(registry) = self.registry(&info.api_group, &info.api_version, &info.resource).cloned() else {
+    async fn serve_inner(
+        &self,
+        info: &RequestInfo,
+        request: Request<Body>,
+    ) -> Result<Response, ApiError> {
+        let Some(registry) = self
+            .registry(&info.api_group, &info.api_version, &info.resource)
+            .cloned()
+        else {
             return Err(ApiError::not_found());
         };
         let resource = registry.resource;
@@ -302,9 +355,10 @@ impl Api {
         }
         let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());
         if let Some(sub) = subresource
-            && (resource.subresource(sub).is_none() || info.parts.len() > 3) {
-                return Err(ApiError::not_found());
-            }
+            && (resource.subresource(sub).is_none() || info.parts.len() > 3)
+        {
+            return Err(ApiError::not_found());
+        }
         let query = Query::parse(request.uri().query().unwrap_or_default());
         let output = negotiate(request.headers())?;
         let content_type = request
@@ -330,24 +384,51 @@ impl Api {
                 let options = query.write_options()?;
                 let bytes = read_bytes(request.into_body()).await?;
                 let change = if verb == "update" {
-                    crate::scale::ScaleChange::Replace(parse_document(&bytes, content_type.as_deref())?)
+                    crate::scale::ScaleChange::Replace(parse_document(
+                        &bytes,
+                        content_type.as_deref(),
+                    )?)
                 } else {
-                    crate::scale::ScaleChange::Patch { content_type: content_type.as_deref(), body: &bytes }
+                    crate::scale::ScaleChange::Patch {
+                        content_type: content_type.as_deref(),
+                        body: &bytes,
+                    }
                 };
-                let scale = crate::scale::update(&registry, namespace, name, change, &options).await?;
+                let scale =
+                    crate::scale::update(&registry, namespace, name, change, &options).await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
             ("create", Some("binding")) => {
                 let options = query.write_options()?;
                 let body = read_body(request.into_body(), content_type.as_deref()).await?;
                 crate::pods::bind(&registry, namespace, name, &body, &options).await?;
-                Ok(respond(StatusCode::CREATED, &crate::pods::success(201), output.plain(), &[]))
+                Ok(respond(
+                    StatusCode::CREATED,
+                    &crate::pods::success(201),
+                    output.plain(),
+                    &[],
+                ))
             }
             ("create", Some("eviction")) => {
                 let body = read_body(request.into_body(), content_type.as_deref()).await?;
-                let pdbs = self.registry("policy", "v1", "poddisruptionbudgets").cloned();
-                crate::pods::evict(&registry, pdbs.as_deref(), namespace, name, &body, query.dry_run()?).await?;
-                Ok(respond(StatusCode::CREATED, &crate::pods::success(201), output.plain(), &[]))
+                let pdbs = self
+                    .registry("policy", "v1", "poddisruptionbudgets")
+                    .cloned();
+                crate::pods::evict(
+                    &registry,
+                    pdbs.as_deref(),
+                    namespace,
+                    name,
+                    &body,
+                    query.dry_run()?,
+                )
+                .await?;
+                Ok(respond(
+                    StatusCode::CREATED,
+                    &crate::pods::success(201),
+                    output.plain(),
+                    &[],
+                ))
             }
             ("get", None | Some("status")) => {
                 let object = registry.get(namespace, name).await?;
@@ -362,10 +443,28 @@ impl Api {
                 let options = query.write_options()?;
                 let body = read_body(request.into_body(), content_type.as_deref()).await?;
                 if let Some(ns) = namespace {
-                    self.admit_namespace(ns, resource, meta_str(&body, "name")).await?;
+                    self.admit_namespace(ns, resource, meta_str(&body, "name"))
+                        .await?;
                 }
-                let written = registry.create(namespace, body, &options).await?;
-                respond_object(StatusCode::CREATED, resource, &written.object, output, &query, &written.warnings)
+                let written = match (resource.kind, namespace) {
+                    ("Service", Some(ns)) if resource.group.is_empty() => {
+                        let mut body = body;
+                        self.services
+                            .admit(&registry, ns, &mut body, None, async |body| {
+                                registry.create(namespace, body, &options).await
+                            })
+                            .await?
+                    }
+                    _ => registry.create(namespace, body, &options).await?,
+                };
+                respond_object(
+                    StatusCode::CREATED,
+                    resource,
+                    &written.object,
+                    output,
+                    &query,
+                    &written.warnings,
+                )
             }
             ("update", None | Some("status" | "finalize")) => {
                 let options = query.write_options()?;
@@ -376,7 +475,27 @@ impl Api {
                         self.admit_namespace(ns, resource, name).await?;
                     }
                 }
-                let written = registry.update(namespace, name, body, subresource, &options).await?;
+                let written = match (resource.kind, namespace, subresource) {
+                    ("Service", Some(ns), None) if resource.group.is_empty() => {
+                        let old = registry.get(namespace, name).await.ok();
+                        let mut body = body;
+                        if let Some(old) = &old {
+                            crate::services::carry_allocations(&mut body, old);
+                        }
+                        self.services
+                            .admit(&registry, ns, &mut body, old.as_ref(), async |body| {
+                                registry
+                                    .update(namespace, name, body, subresource, &options)
+                                    .await
+                            })
+                            .await?
+                    }
+                    _ => {
+                        registry
+                            .update(namespace, name, body, subresource, &options)
+                            .await?
+                    }
+                };
                 written_response(resource, written, output, &query)
             }
             ("patch", None | Some("status")) => {
@@ -395,7 +514,8 @@ impl Api {
                 written_response(resource, written, output, &query)
             }
             ("delete", None) => {
-                let options = delete_options(&query, request.into_body(), content_type.as_deref()).await?;
+                let options =
+                    delete_options(&query, request.into_body(), content_type.as_deref()).await?;
                 let deleted = registry.delete(namespace, name, &options).await?;
                 let object = match deleted {
                     Deleted::Pending(object) => object,
@@ -405,7 +525,8 @@ impl Api {
                 respond_object(StatusCode::OK, resource, &object, output, &query, &[])
             }
             ("deletecollection", None) => {
-                let options = delete_options(&query, request.into_body(), content_type.as_deref()).await?;
+                let options =
+                    delete_options(&query, request.into_body(), content_type.as_deref()).await?;
                 let list = registry
                     .list(
                         namespace,
@@ -417,9 +538,15 @@ impl Api {
                     .await?;
                 let mut items = Vec::new();
                 for object in list.items {
-                    let ns = (!meta_str(&object, "namespace").is_empty()).then(|| meta_str(&object, "namespace"));
-                    match registry.delete(ns, meta_str(&object, "name"), &options).await {
-                        Ok(Deleted::Gone(object) | Deleted::Pending(object)) => items.push(as_item(object)),
+                    let ns = (!meta_str(&object, "namespace").is_empty())
+                        .then(|| meta_str(&object, "namespace"));
+                    match registry
+                        .delete(ns, meta_str(&object, "name"), &options)
+                        .await
+                    {
+                        Ok(Deleted::Gone(object) | Deleted::Pending(object)) => {
+                            items.push(as_item(object))
+                        }
                         Err(error) if error.status().code() == 404 => {}
                         Err(error) => return Err(error),
                     }
@@ -442,7 +569,12 @@ impl Api {
 
     /// Upstream's NamespaceLifecycle admission: no new content in a missing or terminating
     /// namespace.
-    async fn admit_namespace(&self, namespace: &str, resource: &Resource, name: &str) -> Result<(), ApiError> {
+    async fn admit_namespace(
+        &self,
+        namespace: &str,
+        resource: &Resource,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let Some(namespaces) = self.namespaces() else {
             return Ok(());
         };
@@ -468,11 +600,17 @@ impl Api {
         query: &Query,
         output: Output,
     ) -> Result<Response, ApiError> {
-        let limit = query.int("limit")?.filter(|l| *l > 0).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+        let limit = query
+            .int("limit")?
+            .filter(|l| *l > 0)
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let options = ListOptions {
             selectors: query.selectors()?,
             limit,
-            continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+            continue_token: query
+                .get("continue")
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
             resource_version: query.get("resourceVersion").map(str::to_owned),
             resource_version_match: query.get("resourceVersionMatch").map(str::to_owned),
         };
@@ -553,14 +691,22 @@ impl Api {
                             resource.plural,
                             &[],
                             &printers::ListMeta {
-                                resource_version: Some(meta_str(&event.object.object, "resourceVersion").to_owned()),
+                                resource_version: Some(
+                                    meta_str(&event.object.object, "resourceVersion").to_owned(),
+                                ),
                                 ..printers::ListMeta::default()
                             },
                             options,
                             now(),
                         )
                     } else {
-                        printers::object_table(resource.group, resource.plural, &event.object.object, options, now())
+                        printers::object_table(
+                            resource.group,
+                            resource.plural,
+                            &event.object.object,
+                            options,
+                            now(),
+                        )
                     };
                     // Column definitions come once, with the first event.
                     options.no_headers = true;
@@ -581,9 +727,25 @@ impl Api {
     }
 }
 
-fn written_response(resource: &Resource, written: Written, output: Output, query: &Query) -> Result<Response, ApiError> {
-    let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
-    respond_object(code, resource, &written.object, output, query, &written.warnings)
+fn written_response(
+    resource: &Resource,
+    written: Written,
+    output: Output,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let code = if written.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    respond_object(
+        code,
+        resource,
+        &written.object,
+        output,
+        query,
+        &written.warnings,
+    )
 }
 
 /// The `Status` upstream answers a completed delete with, for kinds that do not return the
@@ -607,7 +769,11 @@ fn success_status(resource: &Resource, object: &Value) -> Value {
 }
 
 /// Reads `DeleteOptions` from the body (if any) and the query, the query winning as upstream.
-async fn delete_options(query: &Query, body: Body, content_type: Option<&str>) -> Result<DeleteOptions, ApiError> {
+async fn delete_options(
+    query: &Query,
+    body: Body,
+    content_type: Option<&str>,
+) -> Result<DeleteOptions, ApiError> {
     let bytes = read_bytes(body).await?;
     let body = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
@@ -620,12 +786,16 @@ async fn delete_options(query: &Query, body: Body, content_type: Option<&str>) -
 /// Reads `DeleteOptions` from a decoded body (or `null`) and the query.
 pub(crate) fn delete_options_from(query: &Query, body: &Value) -> Result<DeleteOptions, ApiError> {
     let dry_run = query.dry_run()?
-        || body["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
+        || body["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
     let mut options = DeleteOptions {
         dry_run,
         grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
         precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_owned),
-        precondition_resource_version: body["preconditions"]["resourceVersion"].as_str().map(str::to_owned),
+        precondition_resource_version: body["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_owned),
         propagation_policy: body["propagationPolicy"].as_str().map(str::to_owned),
         orphan_dependents: body["orphanDependents"].as_bool(),
     };
@@ -665,17 +835,41 @@ pub(crate) fn delete_options_from(query: &Query, body: &Value) -> Result<DeleteO
     Ok(options)
 }
 
-/// Default objects every cluster has at start: the system namespaces.
-pub(crate) async fn ensure_defaults(api: &Api) -> Result<(), ApiError> {
+/// Default objects every cluster has at start: the system namespaces, and the `kubernetes`
+/// service pointing at the API server's `port`.
+pub(crate) async fn ensure_defaults(api: &Api, port: u16) -> Result<(), ApiError> {
     let Some(namespaces) = api.namespaces() else {
         return Ok(());
     };
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match namespaces.create(None, object, &WriteOptions::default()).await {
+        match namespaces
+            .create(None, object, &WriteOptions::default())
+            .await
+        {
             Ok(_) => {}
             Err(error) if error.status().code() == 409 => {}
             Err(error) => return Err(error),
+        }
+    }
+    if let Some(services) = api.registry("", "v1", "services")
+        && services.get(Some("default"), "kubernetes").await.is_err()
+    {
+        {
+            let mut svc = crate::services::kubernetes_service(api.service_cidr, port);
+            let created = api
+                .services
+                .admit(services, "default", &mut svc, None, async |svc| {
+                    services
+                        .create(Some("default"), svc, &WriteOptions::default())
+                        .await
+                })
+                .await;
+            match created {
+                Ok(_) => {}
+                Err(error) if error.status().code() == 409 => {}
+                Err(error) => return Err(error),
+            }
         }
     }
     Ok(())

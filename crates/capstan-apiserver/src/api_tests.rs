@@ -20,15 +20,30 @@ struct Harness {
 impl Harness {
     async fn new() -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(dir.path().join("state.db")))
-            .await
-            .unwrap();
-        let api = Api::new(&store);
-        ensure_defaults(&api).await.unwrap();
-        Harness { api, store, _dir: dir }
+        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
+            dir.path().join("state.db"),
+        ))
+        .await
+        .unwrap();
+        let api = Api::with_services(
+            &store,
+            crate::services::Cidr::parse("10.43.0.0/16").unwrap(),
+        );
+        ensure_defaults(&api, 6443).await.unwrap();
+        Harness {
+            api,
+            store,
+            _dir: dir,
+        }
     }
 
-    async fn call(&self, method: &str, uri: &str, content_type: &str, body: Option<Value>) -> (u16, Value) {
+    async fn call(
+        &self,
+        method: &str,
+        uri: &str,
+        content_type: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
         let info = RequestInfo::new(method, path, query);
         let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
@@ -40,7 +55,9 @@ impl Harness {
             .unwrap();
         let response = self.api.serve(&info, request).await;
         let code = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20).await.unwrap();
+        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
+            .await
+            .unwrap();
         (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
@@ -68,7 +85,11 @@ fn cm(name: &str, data: Value) -> Value {
 }
 
 fn rv(object: &Value) -> i64 {
-    object["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -78,15 +99,26 @@ async fn create_fills_system_fields_and_refuses_duplicates() {
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["metadata"]["namespace"], "default");
     assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
-    assert!(created["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
-    assert!(created["metadata"].get("generation").is_none(), "configmaps have no generation");
+    assert!(
+        created["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert!(
+        created["metadata"].get("generation").is_none(),
+        "configmaps have no generation"
+    );
     let (code, body) = h.post(CMS, cm("a", json!({}))).await;
     assert_eq!(code, 409);
     assert_eq!(body["reason"], "AlreadyExists");
     assert_eq!(body["message"], "configmaps \"a\" already exists");
 
     let (code, generated) = h
-        .post(CMS, json!({"metadata": {"generateName": "web-"}, "data": {}}))
+        .post(
+            CMS,
+            json!({"metadata": {"generateName": "web-"}, "data": {}}),
+        )
         .await;
     assert_eq!(code, 201);
     let name = generated["metadata"]["name"].as_str().unwrap();
@@ -96,15 +128,30 @@ async fn create_fills_system_fields_and_refuses_duplicates() {
     assert_eq!(code, 422);
     assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
 
-    let (code, body) = h.post(CMS, json!({"metadata": {"name": "x", "resourceVersion": "5"}})).await;
-    assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
-    let (code, body) = h.post(CMS, json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).await;
-    assert_eq!(code, 400, "{body}");
     let (code, body) = h
-        .post(CMS, json!({"metadata": {"name": "x", "namespace": "other"}}))
+        .post(
+            CMS,
+            json!({"metadata": {"name": "x", "resourceVersion": "5"}}),
+        )
+        .await;
+    assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
+    let (code, body) = h
+        .post(
+            CMS,
+            json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+        )
         .await;
     assert_eq!(code, 400, "{body}");
-    let (code, body) = h.post("/api/v1/namespaces/missing/configmaps", cm("x", json!({}))).await;
+    let (code, body) = h
+        .post(
+            CMS,
+            json!({"metadata": {"name": "x", "namespace": "other"}}),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = h
+        .post("/api/v1/namespaces/missing/configmaps", cm("x", json!({})))
+        .await;
     assert_eq!(code, 404);
     assert_eq!(body["message"], "namespaces \"missing\" not found");
 }
@@ -142,7 +189,9 @@ async fn updates_are_compare_and_swap_and_no_ops_keep_the_version() {
     let (code, _) = h.put(&format!("{CMS}/nope"), cm("nope", json!({}))).await;
     assert_eq!(code, 404);
     let svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
-    let (code, _) = h.put("/api/v1/namespaces/default/services/s", svc.clone()).await;
+    let (code, _) = h
+        .put("/api/v1/namespaces/default/services/s", svc.clone())
+        .await;
     assert_eq!(code, 201);
     let (code, _) = h.put("/api/v1/namespaces/default/services/s", svc).await;
     assert_eq!(code, 200);
@@ -166,7 +215,10 @@ async fn status_is_written_apart_and_generation_counts_spec_changes() {
     let (code, created) = h.post(url, deploy).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["metadata"]["generation"], 1);
-    assert!(created.get("status").is_none(), "status is not set on create: {created}");
+    assert!(
+        created.get("status").is_none(),
+        "status is not set on create: {created}"
+    );
 
     let mut with_status = created.clone();
     with_status["status"] = json!({"replicas": 1, "observedGeneration": 1});
@@ -174,7 +226,10 @@ async fn status_is_written_apart_and_generation_counts_spec_changes() {
     let (code, after_status) = h.put(&format!("{url}/d/status"), with_status).await;
     assert_eq!(code, 200, "{after_status}");
     assert_eq!(after_status["status"]["replicas"], 1);
-    assert_eq!(after_status["spec"]["replicas"], 1, "the status endpoint keeps the spec");
+    assert_eq!(
+        after_status["spec"]["replicas"], 1,
+        "the status endpoint keeps the spec"
+    );
     assert_eq!(after_status["metadata"]["generation"], 1);
 
     let mut scaled = after_status.clone();
@@ -183,14 +238,24 @@ async fn status_is_written_apart_and_generation_counts_spec_changes() {
     let (code, after_spec) = h.put(&format!("{url}/d"), scaled).await;
     assert_eq!(code, 200);
     assert_eq!(after_spec["spec"]["replicas"], 3);
-    assert_eq!(after_spec["status"]["replicas"], 1, "the main endpoint keeps the status");
+    assert_eq!(
+        after_spec["status"]["replicas"], 1,
+        "the main endpoint keeps the status"
+    );
     assert_eq!(after_spec["metadata"]["generation"], 2);
 
     let (code, relabeled) = h
-        .patch(&format!("{url}/d"), "application/merge-patch+json", json!({"metadata": {"labels": {"x": "y"}}}))
+        .patch(
+            &format!("{url}/d"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"x": "y"}}}),
+        )
         .await;
     assert_eq!(code, 200);
-    assert_eq!(relabeled["metadata"]["generation"], 2, "metadata changes keep the generation");
+    assert_eq!(
+        relabeled["metadata"]["generation"], 2,
+        "metadata changes keep the generation"
+    );
 }
 
 #[tokio::test]
@@ -199,26 +264,51 @@ async fn patches_merge_and_json_and_fail_cleanly() {
     h.post(CMS, cm("p", json!({"a": "1", "b": "2"}))).await;
     let url = format!("{CMS}/p");
     let (code, merged) = h
-        .patch(&url, "application/merge-patch+json", json!({"data": {"a": null, "c": "3"}}))
+        .patch(
+            &url,
+            "application/merge-patch+json",
+            json!({"data": {"a": null, "c": "3"}}),
+        )
         .await;
     assert_eq!(code, 200);
     assert_eq!(merged["data"], json!({"b": "2", "c": "3"}));
     let (code, patched) = h
-        .patch(&url, "application/json-patch+json", json!([{"op": "replace", "path": "/data/b", "value": "x"}]))
+        .patch(
+            &url,
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/data/b", "value": "x"}]),
+        )
         .await;
     assert_eq!(code, 200);
     assert_eq!(patched["data"]["b"], "x");
     let (code, body) = h
-        .patch(&url, "application/json-patch+json", json!([{"op": "test", "path": "/data/b", "value": "nope"}]))
+        .patch(
+            &url,
+            "application/json-patch+json",
+            json!([{"op": "test", "path": "/data/b", "value": "nope"}]),
+        )
         .await;
     assert_eq!(code, 422, "{body}");
     let (code, body) = h
-        .patch(&url, "application/merge-patch+json", json!({"metadata": {"resourceVersion": "1"}, "data": {}}))
+        .patch(
+            &url,
+            "application/merge-patch+json",
+            json!({"metadata": {"resourceVersion": "1"}, "data": {}}),
+        )
         .await;
-    assert_eq!(code, 409, "a patch pinning an old version conflicts: {body}");
+    assert_eq!(
+        code, 409,
+        "a patch pinning an old version conflicts: {body}"
+    );
     let (code, _) = h.patch(&url, "text/plain", json!({})).await;
     assert_eq!(code, 415);
-    let (code, _) = h.patch(&format!("{CMS}/missing"), "application/merge-patch+json", json!({})).await;
+    let (code, _) = h
+        .patch(
+            &format!("{CMS}/missing"),
+            "application/merge-patch+json",
+            json!({}),
+        )
+        .await;
     assert_eq!(code, 404);
 }
 
@@ -227,11 +317,17 @@ async fn deletes_honour_preconditions_finalizers_and_grace() {
     let h = Harness::new().await;
     let (_, created) = h.post(CMS, cm("d", json!({}))).await;
     let (code, body) = h
-        .delete(&format!("{CMS}/d"), Some(json!({"preconditions": {"uid": "other"}})))
+        .delete(
+            &format!("{CMS}/d"),
+            Some(json!({"preconditions": {"uid": "other"}})),
+        )
         .await;
     assert_eq!(code, 409, "{body}");
     let (code, body) = h
-        .delete(&format!("{CMS}/d"), Some(json!({"preconditions": {"uid": created["metadata"]["uid"]}})))
+        .delete(
+            &format!("{CMS}/d"),
+            Some(json!({"preconditions": {"uid": created["metadata"]["uid"]}})),
+        )
         .await;
     assert_eq!(code, 200);
     assert_eq!(body["status"], "Success");
@@ -244,24 +340,42 @@ async fn deletes_honour_preconditions_finalizers_and_grace() {
     h.post(CMS, held).await;
     let (code, pending) = h.delete(&format!("{CMS}/f"), None).await;
     assert_eq!(code, 200);
-    assert!(pending["metadata"]["deletionTimestamp"].is_string(), "{pending}");
+    assert!(
+        pending["metadata"]["deletionTimestamp"].is_string(),
+        "{pending}"
+    );
     assert_eq!(h.get(&format!("{CMS}/f")).await.0, 200);
     let (code, body) = h
-        .patch(&format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": ["example.com/hold", "new"]}}))
+        .patch(
+            &format!("{CMS}/f"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": ["example.com/hold", "new"]}}),
+        )
         .await;
     assert_eq!(code, 422, "no new finalizers while deleting: {body}");
     let (code, _) = h
-        .patch(&format!("{CMS}/f"), "application/merge-patch+json", json!({"metadata": {"finalizers": null}}))
+        .patch(
+            &format!("{CMS}/f"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": null}}),
+        )
         .await;
     assert_eq!(code, 200);
     assert_eq!(h.get(&format!("{CMS}/f")).await.0, 404);
 
     // Foreground propagation is recorded as the garbage collector's finalizer.
     h.post(CMS, cm("g", json!({}))).await;
-    let (code, pending) = h.delete(&format!("{CMS}/g?propagationPolicy=Foreground"), None).await;
+    let (code, pending) = h
+        .delete(&format!("{CMS}/g?propagationPolicy=Foreground"), None)
+        .await;
     assert_eq!(code, 200);
-    assert_eq!(pending["metadata"]["finalizers"], json!(["foregroundDeletion"]));
-    let (code, _) = h.delete(&format!("{CMS}/g?propagationPolicy=Sideways"), None).await;
+    assert_eq!(
+        pending["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    let (code, _) = h
+        .delete(&format!("{CMS}/g?propagationPolicy=Sideways"), None)
+        .await;
     assert_eq!(code, 422);
 
     // A scheduled pod is deleted gracefully; an unscheduled one at once.
@@ -283,7 +397,9 @@ async fn deletes_honour_preconditions_finalizers_and_grace() {
     assert_eq!(code, 200);
     assert_eq!(gone["kind"], "Pod", "pods answer a delete with the object");
     assert_eq!(h.get(&format!("{pods}/pending")).await.0, 404);
-    let (code, _) = h.delete(&format!("{pods}/scheduled?gracePeriodSeconds=0"), None).await;
+    let (code, _) = h
+        .delete(&format!("{pods}/scheduled?gracePeriodSeconds=0"), None)
+        .await;
     assert_eq!(code, 200);
     assert_eq!(h.get(&format!("{pods}/scheduled")).await.0, 404);
 }
@@ -292,20 +408,32 @@ async fn deletes_honour_preconditions_finalizers_and_grace() {
 async fn dry_run_stores_nothing() {
     let h = Harness::new().await;
     let before = h.store.current_revision().await.unwrap();
-    let (code, body) = h.post(&format!("{CMS}?dryRun=All"), cm("dry", json!({}))).await;
+    let (code, body) = h
+        .post(&format!("{CMS}?dryRun=All"), cm("dry", json!({})))
+        .await;
     assert_eq!(code, 201);
     assert_eq!(body["metadata"]["name"], "dry");
     assert_eq!(h.get(&format!("{CMS}/dry")).await.0, 404);
     h.post(CMS, cm("wet", json!({"a": "1"}))).await;
     let after_create = h.store.current_revision().await.unwrap();
     assert!(after_create > before);
-    let (code, _) = h.put(&format!("{CMS}/wet?dryRun=All"), cm("wet", json!({"a": "2"}))).await;
+    let (code, _) = h
+        .put(
+            &format!("{CMS}/wet?dryRun=All"),
+            cm("wet", json!({"a": "2"})),
+        )
+        .await;
     assert_eq!(code, 200);
     let (code, _) = h.delete(&format!("{CMS}/wet?dryRun=All"), None).await;
     assert_eq!(code, 200);
     assert_eq!(h.get(&format!("{CMS}/wet")).await.1["data"]["a"], "1");
     assert_eq!(h.store.current_revision().await.unwrap(), after_create);
-    assert_eq!(h.post(&format!("{CMS}?dryRun=Some"), cm("x", json!({}))).await.0, 422);
+    assert_eq!(
+        h.post(&format!("{CMS}?dryRun=Some"), cm("x", json!({})))
+            .await
+            .0,
+        422
+    );
 }
 
 #[tokio::test]
@@ -313,9 +441,14 @@ async fn field_validation_strict_rejects_unknown_fields() {
     let h = Harness::new().await;
     let mut body = cm("u", json!({}));
     body["spec"] = json!({"x": 1});
-    let (code, status) = h.post(&format!("{CMS}?fieldValidation=Strict"), body.clone()).await;
+    let (code, status) = h
+        .post(&format!("{CMS}?fieldValidation=Strict"), body.clone())
+        .await;
     assert_eq!(code, 400);
-    assert_eq!(status["message"], "strict decoding error: unknown field \"spec\"");
+    assert_eq!(
+        status["message"],
+        "strict decoding error: unknown field \"spec\""
+    );
     let (code, created) = h.post(&format!("{CMS}?fieldValidation=Ignore"), body).await;
     assert_eq!(code, 201);
     assert!(created.get("spec").is_none());
@@ -333,37 +466,71 @@ async fn lists_page_with_continue_tokens_and_select() {
     assert_eq!(code, 200);
     assert_eq!(page["kind"], "ConfigMapList");
     assert_eq!(page["items"].as_array().unwrap().len(), 3);
-    assert!(page["items"][0].get("kind").is_none(), "list items carry no kind");
+    assert!(
+        page["items"][0].get("kind").is_none(),
+        "list items carry no kind"
+    );
     let mut names: Vec<String> = Vec::new();
     let mut page = page;
     loop {
-        names.extend(page["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_owned()));
-        let Some(token) = page["metadata"]["continue"].as_str() else { break };
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned()),
+        );
+        let Some(token) = page["metadata"]["continue"].as_str() else {
+            break;
+        };
         let next = h.get(&format!("{CMS}?limit=3&continue={token}")).await;
         assert_eq!(next.0, 200, "{}", next.1);
-        assert_eq!(next.1["metadata"]["resourceVersion"], page["metadata"]["resourceVersion"]);
+        assert_eq!(
+            next.1["metadata"]["resourceVersion"],
+            page["metadata"]["resourceVersion"]
+        );
         page = next.1;
     }
     assert_eq!(names, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
 
-    let (_, odd) = h.get(&format!("{CMS}?labelSelector=parity%3Dodd&limit=2")).await;
-    let odd_names: Vec<&str> = odd["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    let (_, odd) = h
+        .get(&format!("{CMS}?labelSelector=parity%3Dodd&limit=2"))
+        .await;
+    let odd_names: Vec<&str> = odd["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(odd_names, ["c1", "c3"]);
     assert!(odd["metadata"]["continue"].is_string());
     let (code, body) = h.get(&format!("{CMS}?fieldSelector=data.x%3D1")).await;
     assert_eq!(code, 400);
-    assert!(body["message"].as_str().unwrap().contains("data.x"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("data.x"),
+        "{body}"
+    );
     let (code, _) = h.get(&format!("{CMS}?continue=garbage")).await;
     assert_eq!(code, 400);
 
     // Reads at a revision: too new is 504, compacted is 410.
     let current = h.store.current_revision().await.unwrap();
-    let (code, body) = h.get(&format!("{CMS}?resourceVersion={}", current + 100)).await;
+    let (code, body) = h
+        .get(&format!("{CMS}?resourceVersion={}", current + 100))
+        .await;
     assert_eq!(code, 504, "{body}");
-    let (code, body) = h.get(&format!("{CMS}?resourceVersion=2&resourceVersionMatch=Exact")).await;
+    let (code, body) = h
+        .get(&format!(
+            "{CMS}?resourceVersion=2&resourceVersionMatch=Exact"
+        ))
+        .await;
     assert_eq!(code, 200, "{body}");
     h.store.compact(current).await.unwrap();
-    let (code, body) = h.get(&format!("{CMS}?resourceVersion=2&resourceVersionMatch=Exact")).await;
+    let (code, body) = h
+        .get(&format!(
+            "{CMS}?resourceVersion=2&resourceVersionMatch=Exact"
+        ))
+        .await;
     assert_eq!(code, 410, "{body}");
     assert_eq!(body["reason"], "Expired");
     let (code, _) = h.get(&format!("{CMS}?resourceVersionMatch=Exact")).await;
@@ -376,9 +543,12 @@ async fn watches_stream_changes_and_report_compaction() {
     let h = Harness::new().await;
     let (_, first) = h.post(CMS, cm("w1", json!({}))).await;
     let info = RequestInfo::new("GET", CMS, "watch=1&labelSelector=app%3Dx");
-    let request = Request::get(format!("{CMS}?watch=1&labelSelector=app%3Dx&resourceVersion={}", rv(&first)))
-        .body(Body::empty())
-        .unwrap();
+    let request = Request::get(format!(
+        "{CMS}?watch=1&labelSelector=app%3Dx&resourceVersion={}",
+        rv(&first)
+    ))
+    .body(Body::empty())
+    .unwrap();
     let response = h.api.serve(&info, request).await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body().into_data_stream();
@@ -386,31 +556,59 @@ async fn watches_stream_changes_and_report_compaction() {
     let mut labeled = cm("w2", json!({}));
     labeled["metadata"]["labels"] = json!({"app": "x"});
     h.post(CMS, labeled).await;
-    h.patch(&format!("{CMS}/w2"), "application/merge-patch+json", json!({"data": {"k": "v"}})).await;
-    h.patch(&format!("{CMS}/w2"), "application/merge-patch+json", json!({"metadata": {"labels": {"app": "y"}}}))
-        .await;
+    h.patch(
+        &format!("{CMS}/w2"),
+        "application/merge-patch+json",
+        json!({"data": {"k": "v"}}),
+    )
+    .await;
+    h.patch(
+        &format!("{CMS}/w2"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"app": "y"}}}),
+    )
+    .await;
     let mut events = Vec::new();
     let mut buffer = Vec::new();
     while events.len() < 3 {
-        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), body.next()).await.unwrap().unwrap().unwrap();
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         buffer.extend_from_slice(&chunk);
         while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buffer.drain(..=end).collect();
             let event: Value = serde_json::from_slice(&line).unwrap();
-            events.push((event["type"].as_str().unwrap().to_owned(), event["object"]["metadata"]["name"].as_str().unwrap().to_owned(), event["object"]["kind"].clone()));
+            events.push((
+                event["type"].as_str().unwrap().to_owned(),
+                event["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                event["object"]["kind"].clone(),
+            ));
         }
     }
     let kinds: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
-    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"], "leaving the selector reads as a delete");
+    assert_eq!(
+        kinds,
+        ["ADDED", "MODIFIED", "DELETED"],
+        "leaving the selector reads as a delete"
+    );
     assert!(events.iter().all(|e| e.1 == "w2" && e.2 == "ConfigMap"));
 
     // A watch from a compacted revision ends with a 410 ERROR event.
     let current = h.store.current_revision().await.unwrap();
     h.store.compact(current).await.unwrap();
     let info = RequestInfo::new("GET", CMS, "watch=1");
-    let request = Request::get(format!("{CMS}?watch=1&resourceVersion=1")).body(Body::empty()).unwrap();
+    let request = Request::get(format!("{CMS}?watch=1&resourceVersion=1"))
+        .body(Body::empty())
+        .unwrap();
     let response = h.api.serve(&info, request).await;
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
     let event: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(event["type"], "ERROR");
     assert_eq!(event["object"]["code"], 410);
@@ -422,15 +620,31 @@ async fn initial_events_end_with_a_bookmark() {
     h.post(CMS, cm("i1", json!({}))).await;
     let query = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
     let info = RequestInfo::new("GET", CMS, query);
-    let request = Request::get(format!("{CMS}?{query}")).body(Body::empty()).unwrap();
+    let request = Request::get(format!("{CMS}?{query}"))
+        .body(Body::empty())
+        .unwrap();
     let response = h.api.serve(&info, request).await;
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
-    let events: Vec<Value> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let events: Vec<Value> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
     assert_eq!(events[0]["type"], "ADDED", "{events:?}");
     assert_eq!(events[1]["type"], "BOOKMARK");
-    assert_eq!(events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
-    let (code, _) = h.get(&format!("{CMS}?watch=1&sendInitialEvents=true")).await;
-    assert_eq!(code, 422, "sendInitialEvents needs resourceVersionMatch=NotOlderThan");
+    assert_eq!(
+        events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let (code, _) = h
+        .get(&format!("{CMS}?watch=1&sendInitialEvents=true"))
+        .await;
+    assert_eq!(
+        code, 422,
+        "sendInitialEvents needs resourceVersionMatch=NotOlderThan"
+    );
 }
 
 #[tokio::test]
@@ -441,18 +655,35 @@ async fn deletecollection_and_terminating_namespaces() {
         object["metadata"]["labels"] = json!({"group": if name == "c" { "keep" } else { "drop" }});
         h.post(CMS, object).await;
     }
-    let (code, deleted) = h.delete(&format!("{CMS}?labelSelector=group%3Ddrop"), None).await;
+    let (code, deleted) = h
+        .delete(&format!("{CMS}?labelSelector=group%3Ddrop"), None)
+        .await;
     assert_eq!(code, 200);
     assert_eq!(deleted["items"].as_array().unwrap().len(), 2);
     let (_, left) = h.get(CMS).await;
     assert_eq!(left["items"].as_array().unwrap().len(), 1);
 
-    h.post("/api/v1/namespaces", json!({"metadata": {"name": "doomed"}})).await;
+    h.post(
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "doomed"}}),
+    )
+    .await;
     let (code, ns) = h.delete("/api/v1/namespaces/doomed", None).await;
     assert_eq!(code, 200, "{ns}");
-    let (code, body) = h.post("/api/v1/namespaces/doomed/configmaps", cm("late", json!({}))).await;
+    let (code, body) = h
+        .post(
+            "/api/v1/namespaces/doomed/configmaps",
+            cm("late", json!({})),
+        )
+        .await;
     assert_eq!(code, 403, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("because it is being terminated"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("because it is being terminated"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -472,7 +703,11 @@ async fn scale_binding_and_eviction_subresources() {
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"]["selector"], "app=d");
     let (code, scaled) = h
-        .patch(&format!("{url}/d/scale"), "application/merge-patch+json", json!({"spec": {"replicas": 4}}))
+        .patch(
+            &format!("{url}/d/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 4}}),
+        )
         .await;
     assert_eq!(code, 200, "{scaled}");
     assert_eq!(scaled["spec"]["replicas"], 4);
@@ -481,9 +716,17 @@ async fn scale_binding_and_eviction_subresources() {
     assert_eq!(parent["metadata"]["generation"], 2);
     let mut stale = scale.clone();
     stale["spec"]["replicas"] = 1.into();
-    assert_eq!(h.put(&format!("{url}/d/scale"), stale).await.0, 409, "the scale's version is the parent's");
+    assert_eq!(
+        h.put(&format!("{url}/d/scale"), stale).await.0,
+        409,
+        "the scale's version is the parent's"
+    );
     let (code, body) = h
-        .patch(&format!("{url}/d/scale"), "application/merge-patch+json", json!({"spec": {"replicas": -1}}))
+        .patch(
+            &format!("{url}/d/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": -1}}),
+        )
         .await;
     assert_eq!(code, 422, "{body}");
 
@@ -500,13 +743,78 @@ async fn scale_binding_and_eviction_subresources() {
     // A budget that allows no disruption blocks the eviction; without one the pod goes.
     let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b"},
                      "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "p"}}}});
-    h.post("/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb).await;
+    h.post(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        pdb,
+    )
+    .await;
     let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"},
                           "deleteOptions": {"gracePeriodSeconds": 0}});
-    let (code, body) = h.post(&format!("{pods}/p/eviction"), eviction.clone()).await;
+    let (code, body) = h
+        .post(&format!("{pods}/p/eviction"), eviction.clone())
+        .await;
     assert_eq!(code, 429, "{body}");
-    h.delete("/apis/policy/v1/namespaces/default/poddisruptionbudgets/b", None).await;
+    h.delete(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/b",
+        None,
+    )
+    .await;
     let (code, body) = h.post(&format!("{pods}/p/eviction"), eviction).await;
     assert_eq!(code, 201, "{body}");
     assert_eq!(h.get(&format!("{pods}/p")).await.0, 404);
+}
+
+#[tokio::test]
+async fn services_get_cluster_ips_and_node_ports() {
+    let h = Harness::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let (code, kubernetes) = h.get(&format!("{services}/kubernetes")).await;
+    assert_eq!(code, 200);
+    assert_eq!(kubernetes["spec"]["clusterIP"], "10.43.0.1");
+    assert_eq!(kubernetes["spec"]["ports"][0]["targetPort"], 6443);
+
+    let (code, web) = h
+        .post(services, json!({"metadata": {"name": "web"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 201, "{web}");
+    let ip: std::net::Ipv4Addr = web["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
+    assert_eq!(ip.octets()[..2], [10, 43]);
+    assert_ne!(ip.to_string(), "10.43.0.1");
+    let node_port = web["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&node_port));
+    assert_eq!(
+        web["spec"]["ports"][0]["targetPort"], 80,
+        "defaulted to the port"
+    );
+
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "clash"}, "spec": {"clusterIP": ip.to_string(), "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.clusterIPs[0]");
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "out"}, "spec": {"clusterIP": "192.168.0.1", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": node_port}]}}))
+        .await;
+    assert_eq!(code, 422, "a taken node port: {body}");
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "np2"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}}))
+        .await;
+    assert_eq!(code, 422, "a node port out of range: {body}");
+    let (code, headless) = h
+        .post(services, json!({"metadata": {"name": "headless"}, "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 201, "{headless}");
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+
+    // A PUT that leaves the allocations out keeps them.
+    let (code, replaced) = h
+        .put(&format!("{services}/web"), json!({"metadata": {"name": "web"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 200, "{replaced}");
+    assert_eq!(replaced["spec"]["clusterIP"], web["spec"]["clusterIP"]);
+    assert_eq!(replaced["spec"]["ports"][0]["nodePort"], node_port);
 }

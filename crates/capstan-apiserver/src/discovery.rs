@@ -81,7 +81,11 @@ pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
         return None;
     }
     entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
     Some(json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -97,15 +101,30 @@ mod tests {
     #[test]
     fn core_resources_are_listed_with_subresources_in_name_order() {
         let doc = api_resource_list("", "v1").unwrap();
-        let names: Vec<&str> = doc["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
         let mut sorted = names.clone();
         sorted.sort_unstable();
         assert_eq!(names, sorted);
         assert!(names.contains(&"pods/status") && names.contains(&"pods/eviction"));
-        let pods = doc["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods").unwrap();
+        let pods = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "pods")
+            .unwrap();
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert_eq!(pods["categories"], json!(["all"]));
-        let eviction = doc["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods/eviction").unwrap();
+        let eviction = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "pods/eviction")
+            .unwrap();
         assert_eq!(eviction["group"], "policy");
         assert!(api_resource_list("apps", "v2").is_none());
     }
@@ -117,6 +136,12 @@ mod tests {
         assert_eq!(apps["kind"], "APIGroup");
         assert!(api_group("nope.example.com").is_none());
         let list = api_group_list();
-        assert!(list["groups"].as_array().unwrap().iter().any(|g| g["name"] == "batch"));
+        assert!(
+            list["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == "batch")
+        );
     }
 }

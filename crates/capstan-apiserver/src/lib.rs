@@ -18,13 +18,14 @@ mod health;
 mod kubeconfig;
 mod metrics;
 mod patch;
-mod pods;
 pub mod pki;
+mod pods;
 mod registry;
 mod resources;
 mod scale;
 mod selectors;
 mod serve;
+pub mod services;
 mod status;
 mod strategic;
 
@@ -53,6 +54,8 @@ pub struct Config {
     pub kubeconfig_mode: u32,
     /// Static bearer tokens (`--token-auth-file`).
     pub token_auth_file: Option<PathBuf>,
+    /// The range service cluster IPs come from (`--service-cidr`).
+    pub service_cidr: String,
 }
 
 /// Why the API server could not start.
@@ -67,6 +70,9 @@ pub enum StartError {
     /// The TLS configuration was rejected.
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    /// A setting is malformed.
+    #[error("configuration: {0}")]
+    Config(String),
     /// The default objects (system namespaces) could not be written.
     #[error("creating the default objects: {0}")]
     Defaults(String),
@@ -92,11 +98,12 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         Some(path) => TokenFile::load(path)?,
         None => TokenFile::default(),
     };
-    let api = std::sync::Arc::new(api::Api::new(&store));
-    api::ensure_defaults(&api)
+    let cidr = services::Cidr::parse(&config.service_cidr).map_err(StartError::Config)?;
+    let api = std::sync::Arc::new(api::Api::with_services(&store, cidr));
+    let server = serve::listen(&config, &pki, tokens, store, api.clone()).await?;
+    api::ensure_defaults(&api, server.local_addr().port())
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
-    let server = serve::listen(&config, &pki, tokens, store, api).await?;
     let host = if config.bind_address.is_unspecified() {
         "127.0.0.1".to_owned()
     } else {

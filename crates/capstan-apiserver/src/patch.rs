@@ -24,7 +24,12 @@ const ACCEPTED: &[&str] = &[
 ];
 
 fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
-    let mime = content_type.unwrap_or_default().split(';').next().unwrap_or_default().trim();
+    let mime = content_type
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
     match mime {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/merge-patch+json" => Ok(PatchType::Merge),
@@ -34,13 +39,18 @@ fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
 }
 
 /// Applies a PATCH body to a `Scale` (the scale subresource's view of its parent).
-pub(crate) fn apply_to_scale(scale: &Value, content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn apply_to_scale(
+    scale: &Value,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<Value, ApiError> {
     let kind = patch_type(content_type)?;
     let patch = decode_patch(kind, body)?;
     match kind {
         PatchType::Strategic => {
-            let meta = capstan_api::strategic::for_kind("autoscaling", "v1", "Scale")
-                .ok_or_else(|| ApiError::from(capstan_api::strategic::custom_resource_rejection()))?;
+            let meta = capstan_api::strategic::for_kind("autoscaling", "v1", "Scale").ok_or_else(
+                || ApiError::from(capstan_api::strategic::custom_resource_rejection()),
+            )?;
             capstan_api::strategic::apply(scale, &patch, meta).map_err(|e| e.to_status().into())
         }
         _ => apply_generic(kind, scale, &patch),
@@ -49,12 +59,16 @@ pub(crate) fn apply_to_scale(scale: &Value, content_type: Option<&str>, body: &[
 
 /// Parses a patch body and checks its shape for its type.
 fn decode_patch(kind: PatchType, body: &[u8]) -> Result<Value, ApiError> {
-    let patch: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::from(StatusError::bad_request(&format!("error decoding patch: {e}"))))?;
+    let patch: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::from(StatusError::bad_request(&format!(
+            "error decoding patch: {e}"
+        )))
+    })?;
     match kind {
-        PatchType::Json if !patch.is_array() => {
-            Err(StatusError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch").into())
-        }
+        PatchType::Json if !patch.is_array() => Err(StatusError::bad_request(
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        )
+        .into()),
         PatchType::Merge | PatchType::Strategic if !patch.is_object() => {
             Err(StatusError::bad_request("the patch must be a JSON object").into())
         }
@@ -82,7 +96,12 @@ fn apply_generic(kind: PatchType, original: &Value, patch: &Value) -> Result<Val
 }
 
 /// Applies a patch document to `original`.
-fn apply(kind: PatchType, original: &Value, patch: &Value, registry: &Registry) -> Result<Value, ApiError> {
+fn apply(
+    kind: PatchType,
+    original: &Value,
+    patch: &Value,
+    registry: &Registry,
+) -> Result<Value, ApiError> {
     match kind {
         PatchType::Strategic => crate::strategic::apply(registry.resource, original, patch),
         _ => apply_generic(kind, original, patch),
@@ -108,8 +127,11 @@ pub(crate) async fn patch(
         .and_then(Value::as_str)
         .filter(|v| !v.is_empty())
         .map(|v| {
-            parse_resource_version(v)
-                .map_err(|()| ApiError::from(StatusError::bad_request(&format!("invalid resourceVersion {v:?}"))))
+            parse_resource_version(v).map_err(|()| {
+                ApiError::from(StatusError::bad_request(&format!(
+                    "invalid resourceVersion {v:?}"
+                )))
+            })
         })
         .transpose()?;
     let key = registry.resource.storage_key(namespace, name);
@@ -118,7 +140,10 @@ pub(crate) async fn patch(
         .guaranteed_update(&key, name, pinned, subresource, options, |old| {
             let Some(old) = old else {
                 return Err(StatusError::not_found(
-                    capstan_api::GroupResource::new(registry.resource.group, registry.resource.plural),
+                    capstan_api::GroupResource::new(
+                        registry.resource.group,
+                        registry.resource.plural,
+                    ),
                     name,
                 )
                 .into());

@@ -32,19 +32,29 @@ pub(crate) async fn bind(
         ))
         .into());
     }
-    let target = binding["target"]["name"].as_str().unwrap_or_default().to_owned();
+    let target = binding["target"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let kind = binding["target"]["kind"].as_str().unwrap_or("Node");
     let mut errors = Vec::new();
     if target.is_empty() {
         errors.push(FieldError::required(&Path::new("target").child("name"), ""));
     }
     if !kind.is_empty() && kind != "Node" {
-        errors.push(FieldError::not_supported(&Path::new("target").child("kind"), kind, &["Node", "<empty>"]));
+        errors.push(FieldError::not_supported(
+            &Path::new("target").child("kind"),
+            kind,
+            &["Node", "<empty>"],
+        ));
     }
     if !errors.is_empty() {
         return Err(StatusError::invalid("", "Binding", name, &errors).into());
     }
-    let annotations = binding["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
+    let annotations = binding["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let key = pods.resource.storage_key(namespace, name);
     pods.guaranteed_update(&key, name, None, Some("binding"), options, |old| {
         let Some(old) = old else {
@@ -73,8 +83,14 @@ pub(crate) async fn bind(
             pod["metadata"]["annotations"][key] = value.clone();
         }
         // The scheduler's condition, as upstream records a binding.
-        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        let mut conditions: Vec<Value> = conditions.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
+        let conditions = pod["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut conditions: Vec<Value> = conditions
+            .into_iter()
+            .filter(|c| c["type"] != "PodScheduled")
+            .collect();
         conditions.push(json!({
             "type": "PodScheduled", "status": "True",
             "lastProbeTime": null,
@@ -99,21 +115,25 @@ pub(crate) async fn evict(
 ) -> Result<(), ApiError> {
     let eviction_name = meta_str(eviction, "name");
     if !eviction_name.is_empty() && eviction_name != name {
-        return Err(StatusError::bad_request("name in URL does not match name in Eviction object")
-        .into());
+        return Err(
+            StatusError::bad_request("name in URL does not match name in Eviction object").into(),
+        );
     }
     let pod = pods.get(namespace, name).await?;
     let mut options = delete_options_from(&Query::parse(""), &eviction["deleteOptions"])?;
     options.dry_run |= dry_run;
     let phase = pod["status"]["phase"].as_str().unwrap_or_default();
     // Finished or terminating pods need no budget, as upstream.
-    let needs_budget = !matches!(phase, "Succeeded" | "Failed") && !pod["metadata"]["deletionTimestamp"].is_string();
+    let needs_budget = !matches!(phase, "Succeeded" | "Failed")
+        && !pod["metadata"]["deletionTimestamp"].is_string();
     if let (true, Some(budgets)) = (needs_budget, budgets) {
         let list = budgets.list(namespace, &ListOptions::default()).await?;
         let pod_labels = labels(&pod);
         for pdb in &list.items {
             let selector = serde_json::from_value(pdb["spec"]["selector"].clone()).ok();
-            let Ok(selector) = LabelSelector::from_api(selector.as_ref()) else { continue };
+            let Ok(selector) = LabelSelector::from_api(selector.as_ref()) else {
+                continue;
+            };
             if selector.is_empty() || !selector.matches(&pod_labels) {
                 continue;
             }
@@ -121,7 +141,9 @@ pub(crate) async fn evict(
             let generation = pdb["metadata"]["generation"].as_i64().unwrap_or(0);
             let observed = pdb["status"]["observedGeneration"].as_i64().unwrap_or(0);
             let message = if observed < generation {
-                format!("Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} is still being processed by the server.")
+                format!(
+                    "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} is still being processed by the server."
+                )
             } else if pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0) <= 0 {
                 format!(
                     "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
@@ -134,11 +156,15 @@ pub(crate) async fn evict(
             let mut error = StatusError::too_many_requests(&message, 10);
             error.status.message = Some(message);
             if let Some(details) = error.status.details.as_mut() {
-                details.causes = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
-                    reason: Some("DisruptionBudget".into()),
-                    message: Some(format!("The disruption budget {pdb_name} needs more healthy pods")),
-                    field: None,
-                }]);
+                details.causes = Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
+                        reason: Some("DisruptionBudget".into()),
+                        message: Some(format!(
+                            "The disruption budget {pdb_name} needs more healthy pods"
+                        )),
+                        field: None,
+                    },
+                ]);
             }
             return Err(error.into());
         }

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use capstan_api::catalog::Resource;
-use capstan_api::validation as v;
 use capstan_api::defaults as d;
+use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, scheduling};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
 use crate::registry::Strategy;
+use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
 
 fn plain<K>() -> Hooks<K> {
     Hooks::plain()
@@ -47,7 +47,12 @@ fn with_status<K>() -> Hooks<K> {
 
 fn strategy<K>(hooks: Hooks<K>) -> Option<Arc<dyn Strategy>>
 where
-    K: serde::Serialize + serde::de::DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+    K: serde::Serialize
+        + serde::de::DeserializeOwned
+        + Metadata<Ty = ObjectMeta>
+        + Send
+        + Sync
+        + 'static,
 {
     Some(Arc::new(Typed::new(hooks)))
 }
@@ -60,7 +65,9 @@ fn pod_grace_period(pod: &core::v1::Pod) -> Option<i64> {
     let spec = pod.spec.as_ref()?;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     // An unscheduled pod, or one that has finished, has nothing to stop: it goes at once.
-    if spec.node_name.as_deref().unwrap_or_default().is_empty() || matches!(phase, Some("Succeeded" | "Failed")) {
+    if spec.node_name.as_deref().unwrap_or_default().is_empty()
+        || matches!(phase, Some("Succeeded" | "Failed"))
+    {
         return Some(0);
     }
     Some(spec.termination_grace_period_seconds.unwrap_or(30))
@@ -70,14 +77,40 @@ fn pod_fields(pod: &core::v1::Pod) -> Vec<(&'static str, String)> {
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     vec![
-        ("spec.nodeName", opt_str(spec.and_then(|s| s.node_name.as_ref()))),
-        ("spec.restartPolicy", opt_str(spec.and_then(|s| s.restart_policy.as_ref()))),
-        ("spec.schedulerName", opt_str(spec.and_then(|s| s.scheduler_name.as_ref()))),
-        ("spec.serviceAccountName", opt_str(spec.and_then(|s| s.service_account_name.as_ref()))),
-        ("spec.hostNetwork", spec.and_then(|s| s.host_network).unwrap_or(false).to_string()),
-        ("status.phase", opt_str(status.and_then(|s| s.phase.as_ref()))),
-        ("status.podIP", opt_str(status.and_then(|s| s.pod_ip.as_ref()))),
-        ("status.nominatedNodeName", opt_str(status.and_then(|s| s.nominated_node_name.as_ref()))),
+        (
+            "spec.nodeName",
+            opt_str(spec.and_then(|s| s.node_name.as_ref())),
+        ),
+        (
+            "spec.restartPolicy",
+            opt_str(spec.and_then(|s| s.restart_policy.as_ref())),
+        ),
+        (
+            "spec.schedulerName",
+            opt_str(spec.and_then(|s| s.scheduler_name.as_ref())),
+        ),
+        (
+            "spec.serviceAccountName",
+            opt_str(spec.and_then(|s| s.service_account_name.as_ref())),
+        ),
+        (
+            "spec.hostNetwork",
+            spec.and_then(|s| s.host_network)
+                .unwrap_or(false)
+                .to_string(),
+        ),
+        (
+            "status.phase",
+            opt_str(status.and_then(|s| s.phase.as_ref())),
+        ),
+        (
+            "status.podIP",
+            opt_str(status.and_then(|s| s.pod_ip.as_ref())),
+        ),
+        (
+            "status.nominatedNodeName",
+            opt_str(status.and_then(|s| s.nominated_node_name.as_ref())),
+        ),
     ]
 }
 
@@ -89,11 +122,20 @@ fn event_fields(event: &core::v1::Event) -> Vec<(&'static str, String)> {
         ("involvedObject.name", opt_str(o.name.as_ref())),
         ("involvedObject.uid", opt_str(o.uid.as_ref())),
         ("involvedObject.apiVersion", opt_str(o.api_version.as_ref())),
-        ("involvedObject.resourceVersion", opt_str(o.resource_version.as_ref())),
+        (
+            "involvedObject.resourceVersion",
+            opt_str(o.resource_version.as_ref()),
+        ),
         ("involvedObject.fieldPath", opt_str(o.field_path.as_ref())),
         ("reason", opt_str(event.reason.as_ref())),
-        ("reportingComponent", opt_str(event.reporting_component.as_ref())),
-        ("source", opt_str(event.source.as_ref().and_then(|s| s.component.as_ref()))),
+        (
+            "reportingComponent",
+            opt_str(event.reporting_component.as_ref()),
+        ),
+        (
+            "source",
+            opt_str(event.source.as_ref().and_then(|s| s.component.as_ref())),
+        ),
         ("type", opt_str(event.type_.as_ref())),
     ]
 }
@@ -116,9 +158,17 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate: v::core::validate_event,
             validate_update: v::core::validate_event_update,
             field_names: &[
-                "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-                "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
             ],
             fields: event_fields,
             ..creatable_by_put()
@@ -134,14 +184,27 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate: v::core::validate_namespace,
             validate_update: v::core::validate_namespace_update,
             field_names: &["status.phase"],
-            fields: |ns| vec![("status.phase", opt_str(ns.status.as_ref().and_then(|s| s.phase.as_ref())))],
+            fields: |ns| {
+                vec![(
+                    "status.phase",
+                    opt_str(ns.status.as_ref().and_then(|s| s.phase.as_ref())),
+                )]
+            },
             return_deleted: true,
-            deletion_held: |ns| ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| !f.is_empty()),
-            mark_terminating: |ns| ns.status.get_or_insert_with(Default::default).phase = Some("Terminating".into()),
+            deletion_held: |ns| {
+                ns.spec
+                    .as_ref()
+                    .and_then(|s| s.finalizers.as_ref())
+                    .is_some_and(|f| !f.is_empty())
+            },
+            mark_terminating: |ns| {
+                ns.status.get_or_insert_with(Default::default).phase = Some("Terminating".into())
+            },
             // Upstream: every namespace starts Active with the `kubernetes` finalizer, and
             // `spec.finalizers` changes only through `/finalize`.
             prepare_create: |ns| {
-                ns.spec.get_or_insert_with(Default::default).finalizers = Some(vec!["kubernetes".into()]);
+                ns.spec.get_or_insert_with(Default::default).finalizers =
+                    Some(vec!["kubernetes".into()]);
                 ns.status.get_or_insert_with(Default::default).phase = Some("Active".into());
             },
             prepare_update: |ns, old, subresource| {
@@ -149,7 +212,10 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                     ns.spec = old.spec.clone();
                 } else {
                     let finalizers = ns.spec.as_ref().and_then(|s| s.finalizers.clone());
-                    *ns = core::v1::Namespace { spec: Some(core::v1::NamespaceSpec { finalizers }), ..old.clone() };
+                    *ns = core::v1::Namespace {
+                        spec: Some(core::v1::NamespaceSpec { finalizers }),
+                        ..old.clone()
+                    };
                 }
             },
             ..with_status()
@@ -159,7 +225,16 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate: v::node::validate_node,
             validate_update: v::node::validate_node_update,
             field_names: &["spec.unschedulable"],
-            fields: |n| vec![("spec.unschedulable", n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false).to_string())],
+            fields: |n| {
+                vec![(
+                    "spec.unschedulable",
+                    n.spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false)
+                        .to_string(),
+                )]
+            },
             ..with_status()
         }),
         ("", "PersistentVolumeClaim") => strategy::<core::v1::PersistentVolumeClaim>(Hooks {
@@ -179,8 +254,14 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate: v::pod::validate_pod,
             validate_update: v::pod::validate_pod_update,
             field_names: &[
-                "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-                "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
             ],
             fields: pod_fields,
             grace_period: pod_grace_period,
@@ -198,7 +279,12 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate: v::core::validate_replication_controller,
             validate_update: v::core::validate_replication_controller_update,
             field_names: &["status.replicas"],
-            fields: |rc| vec![("status.replicas", rc.status.as_ref().map_or(0, |s| s.replicas).to_string())],
+            fields: |rc| {
+                vec![(
+                    "status.replicas",
+                    rc.status.as_ref().map_or(0, |s| s.replicas).to_string(),
+                )]
+            },
             ..workload()
         }),
         ("", "ResourceQuota") => strategy::<core::v1::ResourceQuota>(Hooks {
@@ -229,7 +315,10 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             fields: |s| {
                 let spec = s.spec.as_ref();
                 vec![
-                    ("spec.clusterIP", opt_str(spec.and_then(|s| s.cluster_ip.as_ref()))),
+                    (
+                        "spec.clusterIP",
+                        opt_str(spec.and_then(|s| s.cluster_ip.as_ref())),
+                    ),
                     ("spec.type", opt_str(spec.and_then(|s| s.type_.as_ref()))),
                 ]
             },
@@ -256,7 +345,12 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         }),
         ("apps", "ReplicaSet") => strategy::<apps::v1::ReplicaSet>(Hooks {
             field_names: &["status.replicas"],
-            fields: |rs| vec![("status.replicas", rs.status.as_ref().map_or(0, |s| s.replicas).to_string())],
+            fields: |rs| {
+                vec![(
+                    "status.replicas",
+                    rs.status.as_ref().map_or(0, |s| s.replicas).to_string(),
+                )]
+            },
             default: d::apps::default_replica_set,
             validate: v::apps::validate_replica_set,
             validate_update: v::apps::validate_replica_set_update,
@@ -281,7 +375,16 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         }),
         ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
             field_names: &["status.successful"],
-            fields: |j| vec![("status.successful", j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0).to_string())],
+            fields: |j| {
+                vec![(
+                    "status.successful",
+                    j.status
+                        .as_ref()
+                        .and_then(|s| s.succeeded)
+                        .unwrap_or(0)
+                        .to_string(),
+                )]
+            },
             default: d::batch::default_job,
             validate: v::batch::validate_job,
             validate_update: v::batch::validate_job_update,
@@ -297,12 +400,14 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate_update: v::misc::validate_pod_disruption_budget_update,
             ..workload()
         }),
-        ("scheduling.k8s.io", "PriorityClass") => strategy::<scheduling::v1::PriorityClass>(Hooks {
-            default: d::misc::default_priority_class,
-            validate: v::misc::validate_priority_class,
-            validate_update: v::misc::validate_priority_class_update,
-            ..plain()
-        }),
+        ("scheduling.k8s.io", "PriorityClass") => {
+            strategy::<scheduling::v1::PriorityClass>(Hooks {
+                default: d::misc::default_priority_class,
+                validate: v::misc::validate_priority_class,
+                validate_update: v::misc::validate_priority_class_update,
+                ..plain()
+            })
+        }
         ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(Hooks {
             validate: v::misc::validate_lease,
             validate_update: v::misc::validate_lease_update,
@@ -325,7 +430,8 @@ mod tests {
     #[test]
     fn every_catalogue_resource_has_a_typed_strategy() {
         for resource in capstan_api::catalog::RESOURCES {
-            let strategy = strategy_for(resource).unwrap_or_else(|| panic!("{} has no strategy", resource.kind));
+            let strategy = strategy_for(resource)
+                .unwrap_or_else(|| panic!("{} has no strategy", resource.kind));
             let object = serde_json::json!({
                 "apiVersion": resource.api_version(), "kind": resource.kind,
                 "metadata": {"name": "x"}, "notAField": 1
@@ -333,10 +439,17 @@ mod tests {
             match strategy.decode(object) {
                 Ok((decoded, unknown)) => {
                     assert_eq!(decoded["kind"], resource.kind);
-                    assert_eq!(unknown, ["notAField"], "{} must be decoded by its type", resource.kind);
+                    assert_eq!(
+                        unknown,
+                        ["notAField"],
+                        "{} must be decoded by its type",
+                        resource.kind
+                    );
                 }
                 // Kinds with required fields (Event.involvedObject, ...) name what is missing.
-                Err(crate::registry::strategy::DecodeError::Missing { path }) => assert!(!path.is_empty()),
+                Err(crate::registry::strategy::DecodeError::Missing { path }) => {
+                    assert!(!path.is_empty())
+                }
                 Err(other) => panic!("{}: {other:?}", resource.kind),
             }
         }

@@ -24,7 +24,11 @@ fn selector_string(parent: &Value) -> String {
     // A plain map (replication controllers).
     let mut pairs: Vec<String> = selector
         .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+                .collect()
+        })
         .unwrap_or_default();
     pairs.sort();
     pairs.join(",")
@@ -58,7 +62,11 @@ pub(crate) fn scale_of(parent: &Value) -> Value {
 }
 
 /// Reads the scale of `name`.
-pub(crate) async fn get(registry: &Registry, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+pub(crate) async fn get(
+    registry: &Registry,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Value, ApiError> {
     Ok(scale_of(&registry.get(namespace, name).await?))
 }
 
@@ -67,7 +75,10 @@ pub(crate) enum ScaleChange<'a> {
     /// A PUT of a whole `Scale`.
     Replace(Value),
     /// A PATCH of the `Scale`, in the given content type.
-    Patch { content_type: Option<&'a str>, body: &'a [u8] },
+    Patch {
+        content_type: Option<&'a str>,
+        body: &'a [u8],
+    },
 }
 
 /// Writes the scale of `name`: the parent's `spec.replicas` changes, nothing else.
@@ -82,11 +93,16 @@ pub(crate) async fn update(
     let scale_resource = GroupResource::new("autoscaling", "scale");
     let mut pinned = None;
     if let ScaleChange::Replace(body) = &change
-        && let Some(rv) = body["metadata"]["resourceVersion"].as_str().filter(|v| !v.is_empty()) {
-            pinned = Some(parse_resource_version(rv).map_err(|()| {
-                ApiError::from(StatusError::bad_request(&format!("invalid resourceVersion {rv:?}")))
-            })?);
-        }
+        && let Some(rv) = body["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+    {
+        pinned = Some(parse_resource_version(rv).map_err(|()| {
+            ApiError::from(StatusError::bad_request(&format!(
+                "invalid resourceVersion {rv:?}"
+            )))
+        })?);
+    }
     let written: Written = registry
         .guaranteed_update(&key, name, pinned, Some("scale"), options, |old| {
             let Some(old) = old else {
@@ -95,7 +111,9 @@ pub(crate) async fn update(
             let current = scale_of(old);
             let desired = match &change {
                 ScaleChange::Replace(body) => body.clone(),
-                ScaleChange::Patch { content_type, body } => crate::patch::apply_to_scale(&current, content_type.as_deref(), body)?,
+                ScaleChange::Patch { content_type, body } => {
+                    crate::patch::apply_to_scale(&current, content_type.as_deref(), body)?
+                }
             };
             if !meta_str(&desired, "name").is_empty() && meta_str(&desired, "name") != name {
                 return Err(StatusError::bad_request(&format!(

@@ -18,8 +18,10 @@ impl Selectors {
     /// Parses the two query parameters; errors are upstream's 400s.
     pub(crate) fn parse(label: Option<&str>, field: Option<&str>) -> Result<Self, ApiError> {
         Ok(Selectors {
-            labels: LabelSelector::parse(label.unwrap_or_default()).map_err(|e| ApiError::from(e.to_status()))?,
-            fields: FieldSelector::parse(field.unwrap_or_default()).map_err(|e| ApiError::from(e.to_status()))?,
+            labels: LabelSelector::parse(label.unwrap_or_default())
+                .map_err(|e| ApiError::from(e.to_status()))?,
+            fields: FieldSelector::parse(field.unwrap_or_default())
+                .map_err(|e| ApiError::from(e.to_status()))?,
         })
     }
 
@@ -29,7 +31,11 @@ impl Selectors {
     }
 
     /// Whether an object with `labels` and field values given by `field` matches.
-    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>, field: impl Fn(&str) -> Option<String>) -> bool {
+    pub(crate) fn matches(
+        &self,
+        labels: &BTreeMap<String, String>,
+        field: impl Fn(&str) -> Option<String>,
+    ) -> bool {
         self.labels.matches(labels) && self.fields.matches_with(field)
     }
 
@@ -53,7 +59,8 @@ mod tests {
 
     #[test]
     fn selectors_match_labels_and_fields_together() {
-        let s = Selectors::parse(Some("app in (web,api),tier!=db"), Some("spec.nodeName=n1")).unwrap();
+        let s =
+            Selectors::parse(Some("app in (web,api),tier!=db"), Some("spec.nodeName=n1")).unwrap();
         let labels: BTreeMap<String, String> = [("app".to_owned(), "web".to_owned())].into();
         assert!(s.matches(&labels, |f| (f == "spec.nodeName").then(|| "n1".to_owned())));
         assert!(!s.matches(&labels, |_| Some("n2".to_owned())));

@@ -99,15 +99,30 @@ fn openapi(path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
     use capstan_api::openapi as docs;
     let immutable = [(header::CACHE_CONTROL, "public, immutable")];
     if path == "/openapi/v2" {
-        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let accept = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
         if docs::V2_PROTOBUF_ACCEPT.iter().any(|m| accept.contains(m)) {
             let body = docs::v2_protobuf();
             return Some(
-                (StatusCode::OK, [(header::CONTENT_TYPE, docs::V2_PROTOBUF_CONTENT_TYPE)], body.as_ref().clone()).into_response(),
+                (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, docs::V2_PROTOBUF_CONTENT_TYPE)],
+                    body.as_ref().clone(),
+                )
+                    .into_response(),
             );
         }
         let doc = docs::v2_document();
-        return Some((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], doc.json.clone()).into_response());
+        return Some(
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                doc.json.clone(),
+            )
+                .into_response(),
+        );
     }
     if path == "/openapi/v3" {
         return Some(axum::Json(docs::v3_root()).into_response());
@@ -117,13 +132,20 @@ fn openapi(path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
         return Some(ApiError::not_found().into_response());
     };
     let etag = format!("\"{}\"", doc.hash);
-    if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+    if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        == Some(etag.as_str())
+    {
         return Some((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
     Some(
         (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json".to_owned()), (header::ETAG, etag)],
+            [
+                (header::CONTENT_TYPE, "application/json".to_owned()),
+                (header::ETAG, etag),
+            ],
             immutable,
             doc.json.clone(),
         )
@@ -328,7 +350,10 @@ mod tests {
         .unwrap();
         let metrics = Metrics::new();
         let request = Request::get(path).body(Body::empty()).unwrap();
-        let api = Arc::new(Api::new(&store));
+        let api = Arc::new(Api::with_services(
+            &store,
+            crate::services::Cidr::parse("10.43.0.0/16").unwrap(),
+        ));
         let app = router(store, metrics.clone(), api, "127.0.0.1:6443".into());
         let response = handle(request, user.as_ref(), &TokenFile::default(), app, &metrics).await;
         let code = response.status();

@@ -8,7 +8,11 @@ use serde_json::Value;
 use crate::status::ApiError;
 
 /// Applies a strategic merge patch to an object of `resource`.
-pub(crate) fn apply(resource: &Resource, original: &Value, patch: &Value) -> Result<Value, ApiError> {
+pub(crate) fn apply(
+    resource: &Resource,
+    original: &Value,
+    patch: &Value,
+) -> Result<Value, ApiError> {
     let Some(meta) = strategic::for_kind(resource.group, resource.version, resource.kind) else {
         return Err(strategic::custom_resource_rejection().into());
     };

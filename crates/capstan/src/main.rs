@@ -70,6 +70,17 @@ struct ServerArgs {
     /// The kubeconfig's file mode, in octal.
     #[arg(long, default_value = "0600", value_parser = parse_mode)]
     write_kubeconfig_mode: u32,
+    /// The range service cluster IPs are allocated from; its first address is the
+    /// `kubernetes` service's.
+    #[arg(long, default_value = "10.43.0.0/16", value_parser = parse_cidr)]
+    service_cidr: String,
+    /// The range pod IPs come from (checked now; used by the node agent once it lands).
+    #[arg(long, default_value = "10.42.0.0/16", value_parser = parse_cidr)]
+    cluster_cidr: String,
+}
+
+fn parse_cidr(text: &str) -> Result<String, String> {
+    capstan_apiserver::services::Cidr::parse(text).map(|_| text.to_owned())
 }
 
 #[derive(Debug, Args)]
@@ -170,7 +181,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the datastore at {endpoint}"))?;
     let revision = store.current_revision().await?;
     if !args.disable_agent {
-        tracing::info!("no node agent in this build: running the control plane only");
+        tracing::info!(cluster_cidr = %args.cluster_cidr, "no node agent in this build: running the control plane only");
     }
     let _compactor = (!args.etcd_compaction_interval.is_zero())
         .then(|| store.spawn_compactor(args.etcd_compaction_interval));
@@ -191,6 +202,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         port: args.https_listen_port,
         tls_sans: args.tls_san,
         token_auth_file: args.token_auth_file,
+        service_cidr: args.service_cidr,
     };
     let _apiserver = capstan_apiserver::start(config, store)
         .await

@@ -15,7 +15,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -39,7 +41,10 @@ async fn client(kubeconfig: &Path) -> Client {
 async fn create_namespace(client: &Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    let created = namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    let created = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     assert_eq!(created.name_any(), name);
 }
 
@@ -74,14 +79,31 @@ async fn typed_crud(client: &Client) {
     let pp = PostParams::default();
 
     // create
-    let alpha = config_map("alpha", &[("app", "kubers"), ("tier", "web")], &[("color", "blue"), ("size", "large")]);
+    let alpha = config_map(
+        "alpha",
+        &[("app", "kubers"), ("tier", "web")],
+        &[("color", "blue"), ("size", "large")],
+    );
     let created = cms.create(&pp, &alpha).await.unwrap();
     assert_eq!(created.name_any(), "alpha");
     assert_eq!(created.namespace().as_deref(), Some(ns));
     assert!(created.uid().is_some_and(|uid| uid.len() == 36));
-    let first_rv = created.resource_version().expect("a resourceVersion on create");
-    cms.create(&pp, &config_map("beta", &[("app", "kubers"), ("tier", "db")], &[("color", "red")])).await.unwrap();
-    cms.create(&pp, &config_map("gamma", &[("app", "other")], &[])).await.unwrap();
+    let first_rv = created
+        .resource_version()
+        .expect("a resourceVersion on create");
+    cms.create(
+        &pp,
+        &config_map(
+            "beta",
+            &[("app", "kubers"), ("tier", "db")],
+            &[("color", "red")],
+        ),
+    )
+    .await
+    .unwrap();
+    cms.create(&pp, &config_map("gamma", &[("app", "other")], &[]))
+        .await
+        .unwrap();
     let (code, reason) = api_code(cms.create(&pp, &alpha).await);
     assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
 
@@ -96,37 +118,77 @@ async fn typed_crud(client: &Client) {
 
     // list, with label selectors
     let all = cms.list(&ListParams::default()).await.unwrap();
-    assert!(all.metadata.resource_version.as_ref().is_some_and(|rv| !rv.is_empty()));
+    assert!(
+        all.metadata
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| !rv.is_empty())
+    );
     assert_eq!(names(all), ["alpha", "beta", "gamma"]);
-    let kubers = cms.list(&ListParams::default().labels("app=kubers")).await.unwrap();
+    let kubers = cms
+        .list(&ListParams::default().labels("app=kubers"))
+        .await
+        .unwrap();
     assert_eq!(names(kubers), ["alpha", "beta"]);
-    let web = cms.list(&ListParams::default().labels("app=kubers,tier=web")).await.unwrap();
+    let web = cms
+        .list(&ListParams::default().labels("app=kubers,tier=web"))
+        .await
+        .unwrap();
     assert_eq!(names(web), ["alpha"]);
-    let not_web = cms.list(&ListParams::default().labels("app,tier!=web")).await.unwrap();
+    let not_web = cms
+        .list(&ListParams::default().labels("app,tier!=web"))
+        .await
+        .unwrap();
     assert_eq!(names(not_web), ["beta", "gamma"]);
     let paged = cms.list(&ListParams::default().limit(2)).await.unwrap();
     assert_eq!(paged.items.len(), 2);
     let rest = cms
-        .list(&ListParams::default().limit(2).continue_token(paged.metadata.continue_.as_deref().expect("a continue token")))
+        .list(
+            &ListParams::default().limit(2).continue_token(
+                paged
+                    .metadata
+                    .continue_
+                    .as_deref()
+                    .expect("a continue token"),
+            ),
+        )
         .await
         .unwrap();
-    assert_eq!(names(paged.items.into_iter().chain(rest.items)), ["alpha", "beta", "gamma"]);
+    assert_eq!(
+        names(paged.items.into_iter().chain(rest.items)),
+        ["alpha", "beta", "gamma"]
+    );
 
     // replace: with the current resourceVersion it succeeds, with a stale one it is a conflict.
     let mut fresh = got.clone();
-    fresh.data.as_mut().unwrap().insert("color".into(), "green".into());
+    fresh
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("color".into(), "green".into());
     let replaced = cms.replace("alpha", &pp, &fresh).await.unwrap();
     assert_eq!(replaced.data.as_ref().unwrap()["color"], "green");
     assert_ne!(replaced.resource_version(), got.resource_version());
     let mut stale = got.clone();
-    stale.data.as_mut().unwrap().insert("color".into(), "purple".into());
+    stale
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("color".into(), "purple".into());
     let (code, reason) = api_code(cms.replace("alpha", &pp, &stale).await);
     assert_eq!((code, reason.as_str()), (409, "Conflict"));
-    assert_eq!(cms.get("alpha").await.unwrap().data.unwrap()["color"], "green");
+    assert_eq!(
+        cms.get("alpha").await.unwrap().data.unwrap()["color"],
+        "green"
+    );
 
     // merge patch: set one key, remove another with null.
     let patched = cms
-        .patch("alpha", &PatchParams::default(), &Patch::Merge(json!({"data": {"color": "yellow", "size": null}})))
+        .patch(
+            "alpha",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"color": "yellow", "size": null}})),
+        )
         .await
         .unwrap();
     let data = patched.data.clone().unwrap();
@@ -155,8 +217,21 @@ async fn typed_crud(client: &Client) {
     let strategic = json!({"spec": {"template": {"spec": {"containers": [
         {"name": "web", "image": "registry.local/web:2.0"},
     ]}}}});
-    let patched = deployments.patch("shop", &PatchParams::default(), &Patch::Strategic(strategic)).await.unwrap();
-    let containers: Vec<(String, Option<String>)> = patched.spec.unwrap().template.spec.unwrap().containers
+    let patched = deployments
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Strategic(strategic),
+        )
+        .await
+        .unwrap();
+    let containers: Vec<(String, Option<String>)> = patched
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers
         .into_iter()
         .map(|c| (c.name, c.image))
         .collect();
@@ -164,17 +239,26 @@ async fn typed_crud(client: &Client) {
         containers,
         [
             ("web".to_owned(), Some("registry.local/web:2.0".to_owned())),
-            ("sidecar".to_owned(), Some("registry.local/sidecar:1.0".to_owned())),
+            (
+                "sidecar".to_owned(),
+                Some("registry.local/sidecar:1.0".to_owned())
+            ),
         ]
     );
     // The same body as a JSON merge patch replaces the list whole.
     let merge = json!({"spec": {"template": {"spec": {"containers": [
         {"name": "web", "image": "registry.local/web:3.0"},
     ]}}}});
-    let patched = deployments.patch("shop", &PatchParams::default(), &Patch::Merge(merge)).await.unwrap();
+    let patched = deployments
+        .patch("shop", &PatchParams::default(), &Patch::Merge(merge))
+        .await
+        .unwrap();
     let containers = patched.spec.unwrap().template.spec.unwrap().containers;
     assert_eq!(containers.len(), 1);
-    assert_eq!(containers[0].image.as_deref(), Some("registry.local/web:3.0"));
+    assert_eq!(
+        containers[0].image.as_deref(),
+        Some("registry.local/web:3.0")
+    );
 
     // delete
     // A ConfigMap's registry does not return the deleted object (upstream's
@@ -191,8 +275,14 @@ async fn typed_crud(client: &Client) {
     assert_eq!(code, 404);
     let (code, reason) = api_code(cms.delete("beta", &DeleteParams::default()).await);
     assert_eq!((code, reason.as_str()), (404, "NotFound"));
-    assert_eq!(names(cms.list(&ListParams::default()).await.unwrap()), ["alpha", "gamma"]);
-    deployments.delete("shop", &DeleteParams::default()).await.unwrap();
+    assert_eq!(
+        names(cms.list(&ListParams::default()).await.unwrap()),
+        ["alpha", "gamma"]
+    );
+    deployments
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// A reflector over one namespace's ConfigMaps, driven by a background task; the errors its
@@ -217,13 +307,22 @@ impl Reflector {
                 }
             }
         });
-        Reflector { store, errors, task }
+        Reflector {
+            store,
+            errors,
+            task,
+        }
     }
 
     async fn ready(&self) {
         tokio::time::timeout(CONVERGE, self.store.wait_until_ready())
             .await
-            .unwrap_or_else(|_| panic!("the store never got its initial list; watcher errors: {:?}", self.errors()))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the store never got its initial list; watcher errors: {:?}",
+                    self.errors()
+                )
+            })
             .expect("the writer is alive");
     }
 
@@ -245,7 +344,10 @@ impl Reflector {
         let expected: BTreeMap<String, BTreeMap<String, String>> = expected
             .iter()
             .map(|(name, data)| {
-                let data = data.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+                let data = data
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect();
                 ((*name).to_owned(), data)
             })
             .collect();
@@ -279,11 +381,16 @@ async fn reflector_follows(client: &Client, ns: &str, config: watcher::Config) {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
     for name in ["pre-1", "pre-2", "pre-3"] {
-        cms.create(&pp, &config_map(name, &[("app", "kubers")], &[("n", name)])).await.unwrap();
+        cms.create(&pp, &config_map(name, &[("app", "kubers")], &[("n", name)]))
+            .await
+            .unwrap();
     }
     // Another namespace's objects stay out of the store.
     let default: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    default.create(&pp, &config_map(&format!("{ns}-elsewhere"), &[], &[])).await.unwrap();
+    default
+        .create(&pp, &config_map(&format!("{ns}-elsewhere"), &[], &[]))
+        .await
+        .unwrap();
 
     if streaming {
         streaming_list_events(&cms).await;
@@ -293,20 +400,38 @@ async fn reflector_follows(client: &Client, ns: &str, config: watcher::Config) {
     // The initial objects are in the store as soon as it is ready (after the initial list, or
     // after the initial-events-end bookmark of a streaming list).
     assert_eq!(
-        reflector.state().keys().map(String::as_str).collect::<Vec<_>>(),
+        reflector
+            .state()
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
         ["pre-1", "pre-2", "pre-3"]
     );
     reflector
-        .converges_to(&[("pre-1", &[("n", "pre-1")]), ("pre-2", &[("n", "pre-2")]), ("pre-3", &[("n", "pre-3")])])
+        .converges_to(&[
+            ("pre-1", &[("n", "pre-1")]),
+            ("pre-2", &[("n", "pre-2")]),
+            ("pre-3", &[("n", "pre-3")]),
+        ])
         .await;
 
-    cms.create(&pp, &config_map("new", &[], &[("n", "new")])).await.unwrap();
-    cms.patch("pre-1", &PatchParams::default(), &Patch::Merge(json!({"data": {"n": "changed"}})))
+    cms.create(&pp, &config_map("new", &[], &[("n", "new")]))
         .await
         .unwrap();
+    cms.patch(
+        "pre-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"n": "changed"}})),
+    )
+    .await
+    .unwrap();
     cms.delete("pre-2", &DeleteParams::default()).await.unwrap();
     reflector
-        .converges_to(&[("new", &[("n", "new")]), ("pre-1", &[("n", "changed")]), ("pre-3", &[("n", "pre-3")])])
+        .converges_to(&[
+            ("new", &[("n", "new")]),
+            ("pre-1", &[("n", "changed")]),
+            ("pre-3", &[("n", "pre-3")]),
+        ])
         .await;
 
     let mut replaced = cms.get("pre-3").await.unwrap();
@@ -314,21 +439,35 @@ async fn reflector_follows(client: &Client, ns: &str, config: watcher::Config) {
     cms.replace("pre-3", &pp, &replaced).await.unwrap();
     cms.delete("new", &DeleteParams::default()).await.unwrap();
     reflector
-        .converges_to(&[("pre-1", &[("n", "changed")]), ("pre-3", &[("n", "replaced")])])
+        .converges_to(&[
+            ("pre-1", &[("n", "changed")]),
+            ("pre-3", &[("n", "replaced")]),
+        ])
         .await;
-    assert_eq!(reflector.errors(), Vec::<String>::new(), "no watcher errors without a restart");
+    assert_eq!(
+        reflector.errors(),
+        Vec::<String>::new(),
+        "no watcher errors without a restart"
+    );
 }
 
 /// The protocol of a streaming list, as kube sends it (`sendInitialEvents=true`, bookmarks,
 /// `resourceVersionMatch=NotOlderThan`): the namespace's objects as ADDED events, then a bookmark
 /// annotated `k8s.io/initial-events-end`.
 async fn streaming_list_events(cms: &Api<ConfigMap>) {
-    let events = cms.watch(&WatchParams::streaming_lists().timeout(20), "0").await.unwrap();
+    let events = cms
+        .watch(&WatchParams::streaming_lists().timeout(20), "0")
+        .await
+        .unwrap();
     let mut events = std::pin::pin!(events);
     let mut added = Vec::new();
     let bookmark = tokio::time::timeout(CONVERGE, async {
         loop {
-            match events.next().await.expect("the watch ended before the initial-events-end bookmark") {
+            match events
+                .next()
+                .await
+                .expect("the watch ended before the initial-events-end bookmark")
+            {
                 Ok(WatchEvent::Added(cm)) => added.push(cm.name_any()),
                 Ok(WatchEvent::Bookmark(bookmark)) => return bookmark,
                 other => panic!("unexpected event in a streaming list: {other:?}"),
@@ -340,7 +479,11 @@ async fn streaming_list_events(cms: &Api<ConfigMap>) {
     added.sort();
     assert_eq!(added, ["pre-1", "pre-2", "pre-3"]);
     assert_eq!(
-        bookmark.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str),
+        bookmark
+            .metadata
+            .annotations
+            .get("k8s.io/initial-events-end")
+            .map(String::as_str),
         Some("true"),
         "{:?}",
         bookmark.metadata.annotations
@@ -367,7 +510,12 @@ fn run_on(datastore: &str) {
     runtime.block_on(async {
         typed_crud(&client).await;
         reflector_follows(&client, "kube-rs-watch", watcher::Config::default()).await;
-        reflector_follows(&client, "kube-rs-stream", watcher::Config::default().streaming_lists()).await;
+        reflector_follows(
+            &client,
+            "kube-rs-stream",
+            watcher::Config::default().streaming_lists(),
+        )
+        .await;
     });
 
     // A watcher carries on across a server restart: it sees a change made after it.
@@ -375,7 +523,12 @@ fn run_on(datastore: &str) {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let reflector = runtime.block_on(async {
         create_namespace(&client, ns).await;
-        cms.create(&PostParams::default(), &config_map("before", &[], &[("n", "1")])).await.unwrap();
+        cms.create(
+            &PostParams::default(),
+            &config_map("before", &[], &[("n", "1")]),
+        )
+        .await
+        .unwrap();
         let reflector = Reflector::start(cms.clone(), watcher::Config::default());
         reflector.ready().await;
         reflector.converges_to(&[("before", &[("n", "1")])]).await;
@@ -385,11 +538,22 @@ fn run_on(datastore: &str) {
     server.stop();
     let server = Server::start_with(dir.path(), port, &flags);
     runtime.block_on(async {
-        cms.create(&PostParams::default(), &config_map("after", &[], &[("n", "2")])).await.unwrap();
-        cms.patch("before", &PatchParams::default(), &Patch::Merge(json!({"data": {"n": "3"}})))
-            .await
-            .unwrap();
-        reflector.converges_to(&[("after", &[("n", "2")]), ("before", &[("n", "3")])]).await;
+        cms.create(
+            &PostParams::default(),
+            &config_map("after", &[], &[("n", "2")]),
+        )
+        .await
+        .unwrap();
+        cms.patch(
+            "before",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"n": "3"}})),
+        )
+        .await
+        .unwrap();
+        reflector
+            .converges_to(&[("after", &[("n", "2")]), ("before", &[("n", "3")])])
+            .await;
         cms.delete("after", &DeleteParams::default()).await.unwrap();
         reflector.converges_to(&[("before", &[("n", "3")])]).await;
     });

@@ -63,7 +63,11 @@ fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
     assert_eq!(version["gitVersion"], "v1.33.0");
     let status: serde_json::Value =
         serde_json::from_str(&curl(&server.url("/api/v1/pods")).unwrap()).unwrap();
-    let admin_pods = kubectl_ok("1.33", &server.kubeconfig(), &["get", "--raw", "/api/v1/pods"]);
+    let admin_pods = kubectl_ok(
+        "1.33",
+        &server.kubeconfig(),
+        &["get", "--raw", "/api/v1/pods"],
+    );
     assert!(admin_pods.contains("\"kind\":\"PodList\""), "{admin_pods}");
     assert_eq!(
         status,

@@ -34,7 +34,12 @@ type Index = HashMap<(&'static str, &'static str), &'static FieldPatch>;
 /// The table by definition and field, built once.
 fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
-    INDEX.get_or_init(|| FIELD_PATCHES.iter().map(|e| ((e.definition, e.field), e)).collect())
+    INDEX.get_or_init(|| {
+        FIELD_PATCHES
+            .iter()
+            .map(|e| ((e.definition, e.field), e))
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -31,8 +31,17 @@ pub(crate) struct Cached {
 }
 
 impl Cached {
-    pub(crate) fn new(mut object: Value, revision: Revision, kind: &str, api_version: &str) -> Arc<Cached> {
-        set_meta(&mut object, "resourceVersion", Some(revision.to_string().into()));
+    pub(crate) fn new(
+        mut object: Value,
+        revision: Revision,
+        kind: &str,
+        api_version: &str,
+    ) -> Arc<Cached> {
+        set_meta(
+            &mut object,
+            "resourceVersion",
+            Some(revision.to_string().into()),
+        );
         if object.get("kind").is_none() {
             object["kind"] = kind.into();
             object["apiVersion"] = api_version.into();
@@ -80,7 +89,9 @@ pub(crate) struct WatchCache {
 
 impl std::fmt::Debug for WatchCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchCache").field("kind", &self.kind).finish()
+        f.debug_struct("WatchCache")
+            .field("kind", &self.kind)
+            .finish()
     }
 }
 
@@ -102,7 +113,12 @@ pub(crate) enum Subscription {
 
 impl WatchCache {
     /// Starts a cache fed from `prefix` of `store`.
-    pub(crate) fn start(store: Store, prefix: String, kind: &'static str, api_version: String) -> Arc<WatchCache> {
+    pub(crate) fn start(
+        store: Store,
+        prefix: String,
+        kind: &'static str,
+        api_version: String,
+    ) -> Arc<WatchCache> {
         let (progress, _) = watch::channel(0);
         let cache = Arc::new(WatchCache {
             state: Mutex::new(State {
@@ -135,7 +151,9 @@ impl WatchCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn cached(&self, kv: &KeyValue, revision: Revision) -> Option<Arc<Cached>> {
@@ -150,7 +168,12 @@ impl WatchCache {
         let mut revision = None;
         loop {
             let page = store
-                .list(&ListOptions { prefix: prefix.to_owned(), start: start.clone(), revision, limit: Some(1000) })
+                .list(&ListOptions {
+                    prefix: prefix.to_owned(),
+                    start: start.clone(),
+                    revision,
+                    limit: Some(1000),
+                })
                 .await?;
             revision = Some(page.revision);
             for kv in &page.kvs {
@@ -196,10 +219,21 @@ impl WatchCache {
                 };
                 let revision = event.revision();
                 after = revision;
-                let prev = event.prev.as_ref().and_then(|kv| self.cached(kv, kv.mod_revision));
+                let prev = event
+                    .prev
+                    .as_ref()
+                    .and_then(|kv| self.cached(kv, kv.mod_revision));
                 let (object, deleted) = match event.kind {
                     EventKind::Delete => match &prev {
-                        Some(prev) => (Cached::new(prev.object.clone(), revision, self.kind, &self.api_version), true),
+                        Some(prev) => (
+                            Cached::new(
+                                prev.object.clone(),
+                                revision,
+                                self.kind,
+                                &self.api_version,
+                            ),
+                            true,
+                        ),
                         None => continue,
                     },
                     EventKind::Put => match self.cached(&event.kv, revision) {
@@ -207,13 +241,21 @@ impl WatchCache {
                         None => continue,
                     },
                 };
-                let event = Arc::new(CachedEvent { revision, key: event.kv.key.clone(), object, prev, deleted });
+                let event = Arc::new(CachedEvent {
+                    revision,
+                    key: event.kv.key.clone(),
+                    object,
+                    prev,
+                    deleted,
+                });
                 {
                     let mut state = self.lock();
                     if deleted {
                         state.objects.remove(&event.key);
                     } else {
-                        state.objects.insert(event.key.clone(), event.object.clone());
+                        state
+                            .objects
+                            .insert(event.key.clone(), event.object.clone());
                     }
                     state.revision = revision;
                     state.events.push_back(event.clone());
@@ -260,12 +302,23 @@ impl WatchCache {
         if !state.ready || after < state.window_start {
             return Subscription::TooOld;
         }
-        let backlog = state.events.iter().filter(|e| e.revision > after).cloned().collect();
-        Subscription::Events { backlog, feed: state.feed.subscribe() }
+        let backlog = state
+            .events
+            .iter()
+            .filter(|e| e.revision > after)
+            .cloned()
+            .collect();
+        Subscription::Events {
+            backlog,
+            feed: state.feed.subscribe(),
+        }
     }
 
     /// The current state and a subscription to everything after it, taken atomically.
-    pub(crate) fn snapshot_and_subscribe(&self, prefix: &str) -> Option<(Vec<Arc<Cached>>, Revision, Feed)> {
+    pub(crate) fn snapshot_and_subscribe(
+        &self,
+        prefix: &str,
+    ) -> Option<(Vec<Arc<Cached>>, Revision, Feed)> {
         let state = self.lock();
         if !state.ready {
             return None;

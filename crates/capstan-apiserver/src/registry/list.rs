@@ -62,7 +62,10 @@ fn list_options_invalid(field: &str, value: &str, detail: &str) -> ApiError {
 }
 
 /// Reads `resourceVersion` and `resourceVersionMatch` as upstream validates them.
-pub(crate) fn read_at(resource_version: Option<&str>, version_match: Option<&str>) -> Result<ReadAt, ApiError> {
+pub(crate) fn read_at(
+    resource_version: Option<&str>,
+    version_match: Option<&str>,
+) -> Result<ReadAt, ApiError> {
     let rv = resource_version.filter(|v| !v.is_empty());
     let version_match = version_match.filter(|v| !v.is_empty());
     let parsed = match rv {
@@ -81,7 +84,11 @@ pub(crate) fn read_at(resource_version: Option<&str>, version_match: Option<&str
             "",
             "resourceVersionMatch is forbidden unless resourceVersion is provided",
         )),
-        (Some(n), Some("NotOlderThan")) => Ok(if n == 0 { ReadAt::Latest } else { ReadAt::NotOlderThan(n) }),
+        (Some(n), Some("NotOlderThan")) => Ok(if n == 0 {
+            ReadAt::Latest
+        } else {
+            ReadAt::NotOlderThan(n)
+        }),
         (Some(0), Some("Exact")) => Err(list_options_invalid(
             "resourceVersionMatch",
             "",
@@ -126,15 +133,21 @@ fn decode_token(token: &str) -> Result<(Revision, String), String> {
     let bytes = URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|e| format!("continue key is not valid: {e}"))?;
-    let token: Token = serde_json::from_slice(&bytes).map_err(|e| format!("continue key is not valid: {e}"))?;
+    let token: Token =
+        serde_json::from_slice(&bytes).map_err(|e| format!("continue key is not valid: {e}"))?;
     if token.v != TOKEN_VERSION {
-        return Err(format!("continue key is not valid: server does not recognize this encoded key version {:?}", token.v));
+        return Err(format!(
+            "continue key is not valid: server does not recognize this encoded key version {:?}",
+            token.v
+        ));
     }
     if token.rv < 1 || token.start.is_empty() {
         return Err("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into());
     }
     if token.start.starts_with('/') || token.start.split('/').any(|p| p == "..") {
-        return Err("continue key is not valid: the start key may not escape the listed prefix".into());
+        return Err(
+            "continue key is not valid: the start key may not escape the listed prefix".into(),
+        );
     }
     Ok((token.rv, token.start))
 }
@@ -165,46 +178,76 @@ impl Registry {
 
     /// Checks that the field selector uses only fields this resource supports.
     pub(crate) fn check_selectors(&self, selectors: &Selectors) -> Result<(), ApiError> {
-        selectors
-            .check_fields(self.strategy().selectable_field_names())
+        selectors.check_fields(self.strategy().selectable_field_names())
     }
 
     /// Lists objects in `namespace` (all namespaces for `None`).
-    pub(crate) async fn list(&self, namespace: Option<&str>, options: &ListOptions) -> Result<ListResult, ApiError> {
+    pub(crate) async fn list(
+        &self,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ListResult, ApiError> {
         self.check_selectors(&options.selectors)?;
         let prefix = self.resource.storage_namespace_prefix(namespace);
         // resourceVersion=0 means "any version": the watch cache answers, whole (as upstream's
         // cache, which treats the limit as a hint).
         let any_version = options.resource_version.as_deref() == Some("0")
             && options.continue_token.as_deref().is_none_or(str::is_empty)
-            && options.resource_version_match.as_deref().is_none_or(|m| m.is_empty() || m == "NotOlderThan");
-        if any_version && let Some((objects, revision)) = self.cache.as_ref().and_then(|c| c.snapshot(&prefix)) {
+            && options
+                .resource_version_match
+                .as_deref()
+                .is_none_or(|m| m.is_empty() || m == "NotOlderThan");
+        if any_version
+            && let Some((objects, revision)) = self.cache.as_ref().and_then(|c| c.snapshot(&prefix))
+        {
             {
                 let items = objects
                     .iter()
                     .filter(|o| self.matches(&options.selectors, &o.object))
                     .map(|o| o.object.clone())
                     .collect();
-                return Ok(ListResult { items, resource_version: revision, continue_token: None, remaining_item_count: None });
+                return Ok(ListResult {
+                    items,
+                    resource_version: revision,
+                    continue_token: None,
+                    remaining_item_count: None,
+                });
             }
         }
         let (mut revision, mut start) = match &options.continue_token {
             Some(token) if !token.is_empty() => {
-                if options.resource_version.as_deref().is_some_and(|v| !v.is_empty() && v != "0") {
-                    return Err(StatusError::bad_request("specifying resource version is not allowed when using continue").into());
+                if options
+                    .resource_version
+                    .as_deref()
+                    .is_some_and(|v| !v.is_empty() && v != "0")
+                {
+                    return Err(StatusError::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    )
+                    .into());
                 }
-                let (rv, start) = decode_token(token).map_err(|m| ApiError::from(StatusError::bad_request(&m)))?;
+                let (rv, start) = decode_token(token)
+                    .map_err(|m| ApiError::from(StatusError::bad_request(&m)))?;
                 (Some(rv), Some(format!("{prefix}{start}")))
             }
             _ => {
-                let at = read_at(options.resource_version.as_deref(), options.resource_version_match.as_deref())?;
+                let at = read_at(
+                    options.resource_version.as_deref(),
+                    options.resource_version_match.as_deref(),
+                )?;
                 let revision = match at {
                     ReadAt::Latest => None,
                     ReadAt::Exact(n) => Some(n),
                     ReadAt::NotOlderThan(n) => {
-                        let current = self.store().current_revision().await.map_err(|e| self.store_error("", e))?;
+                        let current = self
+                            .store()
+                            .current_revision()
+                            .await
+                            .map_err(|e| self.store_error("", e))?;
                         if n > current {
-                            return Err(StatusError::too_large_resource_version(n, current, 1).into());
+                            return Err(
+                                StatusError::too_large_resource_version(n, current, 1).into()
+                            );
                         }
                         None
                     }
@@ -217,7 +260,11 @@ impl Registry {
         let mut continue_from: Option<String> = None;
         loop {
             let want = limit.map_or(MAX_PAGE_READ, |l| (l - items.len()).clamp(1, MAX_PAGE_READ));
-            let read = if options.selectors.is_empty() { want } else { (want * 2).min(MAX_PAGE_READ) };
+            let read = if options.selectors.is_empty() {
+                want
+            } else {
+                (want * 2).min(MAX_PAGE_READ)
+            };
             let page = self
                 .store()
                 .list(&capstan_store::ListOptions {
@@ -228,7 +275,9 @@ impl Registry {
                 })
                 .await
                 .map_err(|e| match (e, &options.continue_token) {
-                    (StoreError::Compacted { .. }, Some(_)) => StatusError::resource_expired(CONTINUE_EXPIRED).into(),
+                    (StoreError::Compacted { .. }, Some(_)) => {
+                        StatusError::resource_expired(CONTINUE_EXPIRED).into()
+                    }
                     (e, _) => self.store_error("", e),
                 })?;
             revision = Some(page.revision);
@@ -256,7 +305,8 @@ impl Registry {
             }
         }
         let revision = revision.unwrap_or_default();
-        let continue_token = continue_from.map(|key| encode_token(revision, key.strip_prefix(&prefix).unwrap_or(&key)));
+        let continue_token = continue_from
+            .map(|key| encode_token(revision, key.strip_prefix(&prefix).unwrap_or(&key)));
         Ok(ListResult {
             items,
             resource_version: revision,
@@ -273,9 +323,13 @@ mod tests {
     #[test]
     fn tokens_round_trip_and_reject_tampering() {
         let token = encode_token(42, "default/web\0");
-        assert_eq!(decode_token(&token).unwrap(), (42, "default/web\0".to_owned()));
+        assert_eq!(
+            decode_token(&token).unwrap(),
+            (42, "default/web\0".to_owned())
+        );
         assert!(decode_token("!!").is_err());
-        let escape = URL_SAFE_NO_PAD.encode(br#"{"v":"meta.k8s.io/v1","rv":3,"start":"../secrets/x"}"#);
+        let escape =
+            URL_SAFE_NO_PAD.encode(br#"{"v":"meta.k8s.io/v1","rv":3,"start":"../secrets/x"}"#);
         assert!(decode_token(&escape).unwrap_err().contains("escape"));
         let version = URL_SAFE_NO_PAD.encode(br#"{"v":"x","rv":3,"start":"a"}"#);
         assert!(decode_token(&version).is_err());
@@ -287,7 +341,10 @@ mod tests {
         assert_eq!(read_at(Some("0"), None).unwrap(), ReadAt::Latest);
         assert_eq!(read_at(Some("7"), None).unwrap(), ReadAt::NotOlderThan(7));
         assert_eq!(read_at(Some("7"), Some("Exact")).unwrap(), ReadAt::Exact(7));
-        assert_eq!(read_at(Some("7"), Some("NotOlderThan")).unwrap(), ReadAt::NotOlderThan(7));
+        assert_eq!(
+            read_at(Some("7"), Some("NotOlderThan")).unwrap(),
+            ReadAt::NotOlderThan(7)
+        );
         assert!(read_at(None, Some("Exact")).is_err());
         assert!(read_at(Some("0"), Some("Exact")).is_err());
         assert!(read_at(Some("x"), None).is_err());

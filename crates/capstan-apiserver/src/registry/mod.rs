@@ -110,7 +110,11 @@ impl std::fmt::Debug for Registry {
 const MAX_RETRIES: usize = 16;
 
 impl Registry {
-    pub(crate) fn new(resource: &'static Resource, strategy: Arc<dyn Strategy>, store: Store) -> Self {
+    pub(crate) fn new(
+        resource: &'static Resource,
+        strategy: Arc<dyn Strategy>,
+        store: Store,
+    ) -> Self {
         Registry {
             resource,
             strategy,
@@ -155,7 +159,11 @@ impl Registry {
                 kv.key
             )))
         })?;
-        set_meta(&mut object, "resourceVersion", Some(kv.mod_revision.to_string().into()));
+        set_meta(
+            &mut object,
+            "resourceVersion",
+            Some(kv.mod_revision.to_string().into()),
+        );
         Ok(object)
     }
 
@@ -178,7 +186,9 @@ impl Registry {
     /// Checks the kind and version of a body and fills them in when missing.
     fn check_type(&self, object: &mut Value) -> Result<(), ApiError> {
         let Some(map) = object.as_object_mut() else {
-            return Err(StatusError::bad_request("the body of the request must be a JSON object").into());
+            return Err(
+                StatusError::bad_request("the body of the request must be a JSON object").into(),
+            );
         };
         let expected_version = self.resource.api_version();
         match map.get("apiVersion").and_then(Value::as_str) {
@@ -206,7 +216,10 @@ impl Registry {
                 .into());
             }
         }
-        if !map.get("metadata").is_none_or(|m| m.is_object() || m.is_null()) {
+        if !map
+            .get("metadata")
+            .is_none_or(|m| m.is_object() || m.is_null())
+        {
             return Err(StatusError::bad_request("metadata must be an object").into());
         }
         Ok(())
@@ -243,11 +256,13 @@ impl Registry {
             strategy::DecodeError::Missing { path } => {
                 self.invalid(&name, &[FieldError::required(&Path::new(&path), "")])
             }
-            strategy::DecodeError::Invalid(message) => ApiError::from(StatusError::bad_request(&format!(
-                "{kind} in version \"{version}\" cannot be handled as a {kind}: {message}",
-                kind = self.resource.kind,
-                version = self.resource.version,
-            ))),
+            strategy::DecodeError::Invalid(message) => {
+                ApiError::from(StatusError::bad_request(&format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {message}",
+                    kind = self.resource.kind,
+                    version = self.resource.version,
+                )))
+            }
         })?;
         if !unknown.is_empty() {
             match validation {
@@ -256,7 +271,10 @@ impl Registry {
                     warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
                 }
                 FieldValidation::Strict => {
-                    let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+                    let list: Vec<String> = unknown
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect();
                     return Err(StatusError::bad_request(&format!(
                         "strict decoding error: {}",
                         list.join(", ")
@@ -322,7 +340,11 @@ impl Registry {
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
             if !prefix.is_empty() {
-                set_meta(&mut object, "name", Some(object::generate_name(&prefix).into()));
+                set_meta(
+                    &mut object,
+                    "name",
+                    Some(object::generate_name(&prefix).into()),
+                );
             }
         }
         self.prepare_new(&mut object);
@@ -347,7 +369,11 @@ impl Registry {
             .create(&key, Self::encode(&object)?)
             .await
             .map_err(|e| self.store_error(&name, e))?;
-        set_meta(&mut object, "resourceVersion", Some(kv.mod_revision.to_string().into()));
+        set_meta(
+            &mut object,
+            "resourceVersion",
+            Some(kv.mod_revision.to_string().into()),
+        );
         Ok(Written {
             object,
             created: true,
@@ -359,7 +385,11 @@ impl Registry {
     fn prepare_new(&self, object: &mut Value) {
         set_meta(object, "uid", Some(object::new_uid().into()));
         self.strategy.prepare_for_create(object);
-        set_meta(object, "creationTimestamp", Some(object::now_rfc3339().into()));
+        set_meta(
+            object,
+            "creationTimestamp",
+            Some(object::now_rfc3339().into()),
+        );
         set_meta(object, "deletionTimestamp", None);
         set_meta(object, "deletionGracePeriodSeconds", None);
         set_meta(object, "resourceVersion", None);
@@ -371,10 +401,14 @@ impl Registry {
     fn validate_new(&self, object: &Value) -> Vec<FieldError> {
         let mut errors = self.strategy.validate(object);
         // Every kind needs a name; strategies that check metadata say so themselves.
-        if meta_str(object, "name").is_empty() && !errors.iter().any(|e| e.field == "metadata.name") {
+        if meta_str(object, "name").is_empty() && !errors.iter().any(|e| e.field == "metadata.name")
+        {
             errors.insert(
                 0,
-                FieldError::required(&Path::new("metadata").child("name"), "name or generateName is required"),
+                FieldError::required(
+                    &Path::new("metadata").child("name"),
+                    "name or generateName is required",
+                ),
             );
         }
         errors
@@ -446,18 +480,28 @@ impl Registry {
         let mut current = self.get_kv(key, name).await?;
         for _ in 0..MAX_RETRIES {
             let Some(kv) = current.take() else {
-                return self.create_on_update(key, name, expected, subresource.is_none(), options, &mut modify).await;
+                return self
+                    .create_on_update(
+                        key,
+                        name,
+                        expected,
+                        subresource.is_none(),
+                        options,
+                        &mut modify,
+                    )
+                    .await;
             };
             let old = self.decode_stored(&kv)?;
             if let Some(expected) = expected
-                && expected != kv.mod_revision {
-                    return Err(StatusError::conflict(
-                        self.group_resource(),
-                        name,
-                        StatusError::OBJECT_MODIFIED,
-                    )
-                    .into());
-                }
+                && expected != kv.mod_revision
+            {
+                return Err(StatusError::conflict(
+                    self.group_resource(),
+                    name,
+                    StatusError::OBJECT_MODIFIED,
+                )
+                .into());
+            }
             let mut new = modify(Some(&old))?;
             self.check_type(&mut new)?;
             self.prepare_update(&mut new, &old, subresource);
@@ -472,15 +516,30 @@ impl Registry {
                     warnings: Vec::new(),
                 });
             }
-            if is_terminating(&new) && finalizers(&new).is_empty() && !self.strategy.deletion_held(&new) {
+            if is_terminating(&new)
+                && finalizers(&new).is_empty()
+                && !self.strategy.deletion_held(&new)
+            {
                 // The last finalizer is gone: the object goes, as upstream does on update.
                 if options.dry_run {
-                    return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                    return Ok(Written {
+                        object: new,
+                        created: false,
+                        warnings: Vec::new(),
+                    });
                 }
                 match self.store.delete(key, Some(kv.mod_revision)).await {
                     Ok(deleted) => {
-                        set_meta(&mut new, "resourceVersion", Some(deleted.revision.to_string().into()));
-                        return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                        set_meta(
+                            &mut new,
+                            "resourceVersion",
+                            Some(deleted.revision.to_string().into()),
+                        );
+                        return Ok(Written {
+                            object: new,
+                            created: false,
+                            warnings: Vec::new(),
+                        });
                     }
                     Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
                         current = Some(*now);
@@ -491,8 +550,16 @@ impl Registry {
                 }
             }
             if options.dry_run {
-                set_meta(&mut new, "resourceVersion", Some(kv.mod_revision.to_string().into()));
-                return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                set_meta(
+                    &mut new,
+                    "resourceVersion",
+                    Some(kv.mod_revision.to_string().into()),
+                );
+                return Ok(Written {
+                    object: new,
+                    created: false,
+                    warnings: Vec::new(),
+                });
             }
             match self
                 .store
@@ -500,8 +567,16 @@ impl Registry {
                 .await
             {
                 Ok(stored) => {
-                    set_meta(&mut new, "resourceVersion", Some(stored.mod_revision.to_string().into()));
-                    return Ok(Written { object: new, created: false, warnings: Vec::new() });
+                    set_meta(
+                        &mut new,
+                        "resourceVersion",
+                        Some(stored.mod_revision.to_string().into()),
+                    );
+                    return Ok(Written {
+                        object: new,
+                        created: false,
+                        warnings: Vec::new(),
+                    });
                 }
                 Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
                     current = Some(*now);
@@ -543,25 +618,47 @@ impl Registry {
             return Err(self.invalid(name, &errors));
         }
         if options.dry_run {
-            return Ok(Written { object, created: true, warnings: Vec::new() });
+            return Ok(Written {
+                object,
+                created: true,
+                warnings: Vec::new(),
+            });
         }
         let kv = self
             .store
             .create(key, Self::encode(&object)?)
             .await
             .map_err(|e| self.store_error(name, e))?;
-        set_meta(&mut object, "resourceVersion", Some(kv.mod_revision.to_string().into()));
-        Ok(Written { object, created: true, warnings: Vec::new() })
+        set_meta(
+            &mut object,
+            "resourceVersion",
+            Some(kv.mod_revision.to_string().into()),
+        );
+        Ok(Written {
+            object,
+            created: true,
+            warnings: Vec::new(),
+        })
     }
 
     /// Carries what a client may not change from `old` into `new`.
     fn prepare_update(&self, new: &mut Value, old: &Value, subresource: Option<&str>) {
         let main_endpoint = subresource.is_none();
 
-        for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
             set_meta(new, field, old["metadata"].get(field).cloned());
         }
-        set_meta(new, "resourceVersion", old["metadata"].get("resourceVersion").cloned());
+        set_meta(
+            new,
+            "resourceVersion",
+            old["metadata"].get("resourceVersion").cloned(),
+        );
         if self.strategy.status_policy() == strategy::StatusPolicy::Subresource {
             if main_endpoint {
                 match old.get("status") {
@@ -614,10 +711,18 @@ impl Registry {
                 if !changed || options.dry_run {
                     return Ok(Deleted::Pending(if changed { pending } else { object }));
                 }
-                match self.store.update(&key, Self::encode(&pending)?, Some(kv.mod_revision)).await {
+                match self
+                    .store
+                    .update(&key, Self::encode(&pending)?, Some(kv.mod_revision))
+                    .await
+                {
                     Ok(stored) => {
                         let mut pending = pending;
-                        set_meta(&mut pending, "resourceVersion", Some(stored.mod_revision.to_string().into()));
+                        set_meta(
+                            &mut pending,
+                            "resourceVersion",
+                            Some(stored.mod_revision.to_string().into()),
+                        );
                         return Ok(Deleted::Pending(pending));
                     }
                     Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => continue,
@@ -629,7 +734,11 @@ impl Registry {
             }
             match self.store.delete(&key, Some(kv.mod_revision)).await {
                 Ok(deleted) => {
-                    set_meta(&mut object, "resourceVersion", Some(deleted.revision.to_string().into()));
+                    set_meta(
+                        &mut object,
+                        "resourceVersion",
+                        Some(deleted.revision.to_string().into()),
+                    );
                     return Ok(Deleted::Gone(object));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -642,7 +751,12 @@ impl Registry {
         Err(StatusError::conflict(self.group_resource(), name, StatusError::OBJECT_MODIFIED).into())
     }
 
-    fn check_preconditions(&self, object: &Value, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+    fn check_preconditions(
+        &self,
+        object: &Value,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<(), ApiError> {
         if let Some(uid) = &options.precondition_uid {
             let actual = meta_str(object, "uid");
             if uid != actual {
@@ -674,7 +788,10 @@ impl Registry {
     /// ones a propagation policy adds) or a grace period keep it. `None`: delete it now.
     fn begin_deletion(&self, object: &Value, options: &DeleteOptions) -> Option<Value> {
         let mut finals = finalizers(object);
-        let policy = match (options.propagation_policy.as_deref(), options.orphan_dependents) {
+        let policy = match (
+            options.propagation_policy.as_deref(),
+            options.orphan_dependents,
+        ) {
             (Some(policy), _) => Some(policy),
             (None, Some(true)) => Some("Orphan"),
             (None, Some(false)) => Some("Background"),
@@ -697,7 +814,8 @@ impl Registry {
         let grace = options
             .grace_period_seconds
             .or_else(|| self.strategy.default_grace_period(object));
-        let graceful = grace.is_some_and(|g| g > 0) && self.strategy.default_grace_period(object).is_some();
+        let graceful =
+            grace.is_some_and(|g| g > 0) && self.strategy.default_grace_period(object).is_some();
         if finals.is_empty() && !graceful && !self.strategy.deletion_held(object) {
             return None;
         }
@@ -708,18 +826,32 @@ impl Registry {
             self.strategy.mark_terminating(&mut pending);
             let seconds = if graceful { grace.unwrap_or(0) } else { 0 };
             let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds);
-            set_meta(&mut pending, "deletionTimestamp", Some(object::timestamp(at).into()));
-            set_meta(&mut pending, "deletionGracePeriodSeconds", Some(seconds.into()));
+            set_meta(
+                &mut pending,
+                "deletionTimestamp",
+                Some(object::timestamp(at).into()),
+            );
+            set_meta(
+                &mut pending,
+                "deletionGracePeriodSeconds",
+                Some(seconds.into()),
+            );
             if self.strategy.tracks_generation() {
                 let generation = object["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 set_meta(&mut pending, "generation", Some(generation.into()));
             }
         } else if graceful {
             // A shorter grace period than the one running shortens it, as upstream.
-            let current = object["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
+            let current = object["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(0);
             if let Some(g) = grace.filter(|g| *g < current) {
                 let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(g);
-                set_meta(&mut pending, "deletionTimestamp", Some(object::timestamp(at).into()));
+                set_meta(
+                    &mut pending,
+                    "deletionTimestamp",
+                    Some(object::timestamp(at).into()),
+                );
                 set_meta(&mut pending, "deletionGracePeriodSeconds", Some(g.into()));
             }
         }
@@ -744,10 +876,13 @@ pub(crate) fn store_error(resource: GroupResource<'_>, name: &str, error: StoreE
     let status = match error {
         StoreError::NotFound { .. } => StatusError::not_found(resource, name),
         StoreError::AlreadyExists { .. } => StatusError::already_exists(resource, name),
-        StoreError::Conflict { .. } => StatusError::conflict(resource, name, StatusError::OBJECT_MODIFIED),
-        StoreError::Compacted { requested, compacted } => {
-            StatusError::too_old_resource_version(requested, compacted.unwrap_or(requested))
+        StoreError::Conflict { .. } => {
+            StatusError::conflict(resource, name, StatusError::OBJECT_MODIFIED)
         }
+        StoreError::Compacted {
+            requested,
+            compacted,
+        } => StatusError::too_old_resource_version(requested, compacted.unwrap_or(requested)),
         StoreError::FutureRevision { requested, current } => {
             StatusError::too_large_resource_version(requested, current, 1)
         }

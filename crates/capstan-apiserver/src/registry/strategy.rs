@@ -70,9 +70,10 @@ pub trait Strategy: Send + Sync + 'static {
     /// kind sets on every new object.
     fn prepare_for_create(&self, object: &mut Value) {
         if self.status_policy() == StatusPolicy::Subresource
-            && let Some(map) = object.as_object_mut() {
-                map.remove("status");
-            }
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
         if self.tracks_generation() {
             object["metadata"]["generation"] = 1.into();
         }
@@ -87,7 +88,12 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Validates an update of `old` into `new` through `subresource` (`None`: the object
     /// itself); all errors at once.
-    fn validate_update(&self, new: &Value, old: &Value, subresource: Option<&str>) -> Vec<FieldError>;
+    fn validate_update(
+        &self,
+        new: &Value,
+        old: &Value,
+        subresource: Option<&str>,
+    ) -> Vec<FieldError>;
 
     /// Whether the kind has a separately written status.
     fn status_policy(&self) -> StatusPolicy;
@@ -213,9 +219,11 @@ where
     K: Serialize + DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
 {
     fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError> {
-        let mut typed: K = serde_path_to_error::deserialize(&object).map_err(DecodeError::from_serde)?;
+        let mut typed: K =
+            serde_path_to_error::deserialize(&object).map_err(DecodeError::from_serde)?;
         (self.hooks.default)(&mut typed);
-        let encoded = serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
+        let encoded =
+            serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
         let mut unknown = Vec::new();
         unknown_fields(&object, &encoded, &mut String::new(), &mut unknown);
         Ok((encoded, unknown))
@@ -225,7 +233,12 @@ where
         typed::<K>(object).map_or_else(Vec::new, |k| (self.hooks.validate)(&k))
     }
 
-    fn validate_update(&self, new: &Value, old: &Value, subresource: Option<&str>) -> Vec<FieldError> {
+    fn validate_update(
+        &self,
+        new: &Value,
+        old: &Value,
+        subresource: Option<&str>,
+    ) -> Vec<FieldError> {
         match (typed::<K>(new), typed::<K>(old)) {
             // Writes of the desired state (the object, its scale) get the kind's full rules.
             (Some(new), Some(old)) if matches!(subresource, None | Some("scale")) => {
@@ -276,9 +289,10 @@ where
 
     fn prepare_for_create(&self, object: &mut Value) {
         if self.hooks.status == StatusPolicy::Subresource
-            && let Some(map) = object.as_object_mut() {
-                map.remove("status");
-            }
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
         if self.hooks.generation {
             object["metadata"]["generation"] = 1.into();
         }
@@ -356,7 +370,9 @@ mod tests {
         let error = strategy
             .decode(json!({"metadata": {"name": "a"}, "spec": {"containers": "x"}}))
             .unwrap_err();
-        assert!(matches!(error, DecodeError::Invalid(m) if m.starts_with("spec.containers: invalid type")));
+        assert!(
+            matches!(error, DecodeError::Invalid(m) if m.starts_with("spec.containers: invalid type"))
+        );
     }
 
     #[test]

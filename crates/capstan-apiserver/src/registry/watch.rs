@@ -47,7 +47,10 @@ pub(crate) struct WatchEventOut {
 impl WatchEventOut {
     fn new(kind: &'static str, object: Value) -> Self {
         let json = bytes::Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-        WatchEventOut { kind, object: Arc::new(Cached { object, json }) }
+        WatchEventOut {
+            kind,
+            object: Arc::new(Cached { object, json }),
+        }
     }
 
     fn error(error: &ApiError) -> Self {
@@ -105,19 +108,32 @@ impl Registry {
                     )
                     .into());
                 }
-                let at = match options.resource_version.as_deref().filter(|v| !v.is_empty()) {
+                let at = match options
+                    .resource_version
+                    .as_deref()
+                    .filter(|v| !v.is_empty())
+                {
                     // With sendInitialEvents, an unset resourceVersion is a consistent read.
                     None => ReadAt::Latest,
                     rv => read_at(rv, Some("NotOlderThan"))?,
                 };
                 match (options.send_initial_events, at) {
-                    (Some(true), _) => Start::WithState { bookmark_after: true },
+                    (Some(true), _) => Start::WithState {
+                        bookmark_after: true,
+                    },
                     (_, ReadAt::NotOlderThan(n)) => Start::After(n),
-                    _ => Start::After(self.store().current_revision().await.map_err(|e| self.store_error("", e))?),
+                    _ => Start::After(
+                        self.store()
+                            .current_revision()
+                            .await
+                            .map_err(|e| self.store_error("", e))?,
+                    ),
                 }
             }
             None => match read_at(options.resource_version.as_deref(), None)? {
-                ReadAt::Latest => Start::WithState { bookmark_after: false },
+                ReadAt::Latest => Start::WithState {
+                    bookmark_after: false,
+                },
                 ReadAt::NotOlderThan(n) | ReadAt::Exact(n) => Start::After(n),
             },
         };
@@ -127,13 +143,18 @@ impl Registry {
         let namespace = namespace.map(str::to_owned);
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + options.timeout;
-            let _ = tokio::time::timeout_at(deadline, registry.run_watch(namespace, options, start, tx)).await;
+            let _ = tokio::time::timeout_at(
+                deadline,
+                registry.run_watch(namespace, options, start, tx),
+            )
+            .await;
         });
         Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
     }
 
     fn bookmark(&self, revision: Revision, initial_end: bool) -> WatchEventOut {
-        let mut metadata = json!({"resourceVersion": revision.to_string(), "creationTimestamp": null});
+        let mut metadata =
+            json!({"resourceVersion": revision.to_string(), "creationTimestamp": null});
         if initial_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
@@ -167,7 +188,10 @@ impl Registry {
                 (false, false) => return None,
             }
         };
-        Some(WatchEventOut { kind, object: object.clone() })
+        Some(WatchEventOut {
+            kind,
+            object: object.clone(),
+        })
     }
 
     /// Feeds a watcher: from the cache when it can serve the start, from the store otherwise.
@@ -185,9 +209,11 @@ impl Registry {
                     // A consistent start: the cache must have caught up with the store.
                     let current = self.store().current_revision().await.unwrap_or(0);
                     if cache.wait_for(current, CACHE_WAIT).await {
-                        cache.snapshot_and_subscribe(&prefix).map(|(objects, revision, feed)| {
-                            (objects, revision, Vec::new(), feed, bookmark_after)
-                        })
+                        cache
+                            .snapshot_and_subscribe(&prefix)
+                            .map(|(objects, revision, feed)| {
+                                (objects, revision, Vec::new(), feed, bookmark_after)
+                            })
                     } else {
                         None
                     }
@@ -201,14 +227,24 @@ impl Registry {
                         revision: Some(after),
                         limit: Some(1),
                     };
-                    if let Err(StoreError::Compacted { requested, compacted }) = self.store().list(&probe).await {
-                        let error = StatusError::too_old_resource_version(requested, compacted.unwrap_or(requested)).into();
+                    if let Err(StoreError::Compacted {
+                        requested,
+                        compacted,
+                    }) = self.store().list(&probe).await
+                    {
+                        let error = StatusError::too_old_resource_version(
+                            requested,
+                            compacted.unwrap_or(requested),
+                        )
+                        .into();
                         let _ = tx.send(WatchEventOut::error(&error)).await;
                         return;
                     }
                     if cache.wait_for(after, CACHE_WAIT).await {
                         match cache.subscribe(after) {
-                            Subscription::Events { backlog, feed } => Some((Vec::new(), after, backlog, feed, false)),
+                            Subscription::Events { backlog, feed } => {
+                                Some((Vec::new(), after, backlog, feed, false))
+                            }
                             Subscription::TooOld => None,
                         }
                     } else {
@@ -217,7 +253,17 @@ impl Registry {
                 }
             };
             if let Some((initial, revision, backlog, feed, bookmark_after)) = subscription {
-                self.watch_from_cache(&prefix, &options, initial, revision, backlog, feed, bookmark_after, &tx).await;
+                self.watch_from_cache(
+                    &prefix,
+                    &options,
+                    initial,
+                    revision,
+                    backlog,
+                    feed,
+                    bookmark_after,
+                    &tx,
+                )
+                .await;
                 return;
             }
         }
@@ -238,7 +284,13 @@ impl Registry {
     ) {
         for object in initial {
             if self.matches(&options.selectors, &object.object)
-                && tx.send(WatchEventOut { kind: "ADDED", object }).await.is_err()
+                && tx
+                    .send(WatchEventOut {
+                        kind: "ADDED",
+                        object,
+                    })
+                    .await
+                    .is_err()
             {
                 return;
             }
@@ -247,7 +299,10 @@ impl Registry {
             return;
         }
         let mut last = revision;
-        let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        let mut bookmarks = tokio::time::interval_at(
+            tokio::time::Instant::now() + BOOKMARK_INTERVAL,
+            BOOKMARK_INTERVAL,
+        );
         let deliver = |event: &CachedEvent, last: &mut Revision| -> Option<WatchEventOut> {
             if event.revision <= *last {
                 return None;
@@ -256,7 +311,12 @@ impl Registry {
             if !event.key.starts_with(prefix) {
                 return None;
             }
-            self.event_for(&options.selectors, event.prev.as_ref(), &event.object, event.deleted)
+            self.event_for(
+                &options.selectors,
+                event.prev.as_ref(),
+                &event.object,
+                event.deleted,
+            )
         };
         for event in backlog {
             if let Some(out) = deliver(&event, &mut last)
@@ -279,9 +339,10 @@ impl Registry {
             match event {
                 Ok(event) => {
                     if let Some(out) = deliver(&event, &mut last)
-                        && tx.send(out).await.is_err() {
-                            return;
-                        }
+                        && tx.send(out).await.is_err()
+                    {
+                        return;
+                    }
                 }
                 // Too slow for the live feed, or the cache restarted: the watch ends and the
                 // client watches again from the last version it saw, as with upstream.
@@ -322,24 +383,38 @@ impl Registry {
                         return;
                     }
                 }
-                if bookmark_after && tx.send(self.bookmark(list.resource_version, true)).await.is_err() {
+                if bookmark_after
+                    && tx
+                        .send(self.bookmark(list.resource_version, true))
+                        .await
+                        .is_err()
+                {
                     return;
                 }
                 list.resource_version
             }
         };
         let prefix = self.resource.storage_namespace_prefix(namespace.as_deref());
-        let group_resource = capstan_api::GroupResource::new(self.resource.group, self.resource.plural);
-        let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        let group_resource =
+            capstan_api::GroupResource::new(self.resource.group, self.resource.plural);
+        let mut bookmarks = tokio::time::interval_at(
+            tokio::time::Instant::now() + BOOKMARK_INTERVAL,
+            BOOKMARK_INTERVAL,
+        );
         let (kind, api_version) = (self.resource.kind, self.resource.api_version());
         'watch: loop {
             let mut stream = match self.store().watch(&prefix, after).await {
                 Ok(stream) => stream,
                 Err(error) => {
                     let error = match error {
-                        StoreError::Compacted { requested, compacted } => {
-                            StatusError::too_old_resource_version(requested, compacted.unwrap_or(requested)).into()
-                        }
+                        StoreError::Compacted {
+                            requested,
+                            compacted,
+                        } => StatusError::too_old_resource_version(
+                            requested,
+                            compacted.unwrap_or(requested),
+                        )
+                        .into(),
                         other => store_error(group_resource, "", other),
                     };
                     let _ = tx.send(WatchEventOut::error(&error)).await;
@@ -365,7 +440,13 @@ impl Registry {
                         continue 'watch;
                     }
                     Some(Err(error)) => {
-                        let _ = tx.send(WatchEventOut::error(&store_error(group_resource, "", error))).await;
+                        let _ = tx
+                            .send(WatchEventOut::error(&store_error(
+                                group_resource,
+                                "",
+                                error,
+                            )))
+                            .await;
                         return;
                     }
                 };
@@ -374,19 +455,28 @@ impl Registry {
                     let object: Value = serde_json::from_slice(&kv.value).ok()?;
                     Some(Cached::new(object, revision, kind, &api_version))
                 };
-                let prev = event.prev.as_ref().and_then(|kv| decode(kv, kv.mod_revision));
+                let prev = event
+                    .prev
+                    .as_ref()
+                    .and_then(|kv| decode(kv, kv.mod_revision));
                 let out = match event.kind {
                     EventKind::Delete => prev
                         .as_ref()
-                        .and_then(|p| decode(event.prev.as_ref()?, event.revision()).or(Some(p.clone())))
-                        .and_then(|object| self.event_for(&options.selectors, prev.as_ref(), &object, true)),
-                    EventKind::Put => decode(&event.kv, event.revision())
-                        .and_then(|object| self.event_for(&options.selectors, prev.as_ref(), &object, false)),
+                        .and_then(|p| {
+                            decode(event.prev.as_ref()?, event.revision()).or(Some(p.clone()))
+                        })
+                        .and_then(|object| {
+                            self.event_for(&options.selectors, prev.as_ref(), &object, true)
+                        }),
+                    EventKind::Put => decode(&event.kv, event.revision()).and_then(|object| {
+                        self.event_for(&options.selectors, prev.as_ref(), &object, false)
+                    }),
                 };
                 if let Some(out) = out
-                    && tx.send(out).await.is_err() {
-                        return;
-                    }
+                    && tx.send(out).await.is_err()
+                {
+                    return;
+                }
             }
         }
     }

@@ -120,8 +120,6 @@ pub fn kubectl(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()))
 }
 
-
-
 /// The kubectl versions every end-to-end scenario runs with: the oldest and newest supported and
 /// the machine's default.
 pub const KUBECTL_VERSIONS: [&str; 3] = ["1.27", "1.33", "default"];
@@ -171,7 +169,12 @@ pub fn kubectl_stdin(version: &str, kubeconfig: &Path, args: &[&str], stdin: &st
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()));
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 

@@ -1,0 +1,359 @@
+//! Service admission: cluster IPs from the service CIDR and node ports from their range,
+//! allocated on create (and node ports on a type change), checked when asked for, as upstream's
+//! service REST does; and the `kubernetes` service every cluster has in `default`.
+//!
+//! Allocations are read from the services that exist (through the watch cache's consistent
+//! view), under one lock, so one server never hands out an address twice. Several servers on
+//! one etcd could race; upstream keeps a bitmap object in storage for that, which remains to be
+//! done here.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use capstan_api::StatusError;
+use capstan_api::field::{FieldError, Path};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::registry::object::meta_str;
+use crate::registry::{ListOptions, Registry};
+use crate::status::ApiError;
+
+/// An IPv4 CIDR such as `10.43.0.0/16`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    base: u32,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Parses `a.b.c.d/n`.
+    pub fn parse(text: &str) -> Result<Cidr, String> {
+        let (ip, prefix) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} is not a CIDR"))?;
+        let ip: Ipv4Addr = ip.parse().map_err(|e| format!("{text:?}: {e}"))?;
+        let prefix: u8 = prefix.parse().map_err(|e| format!("{text:?}: {e}"))?;
+        if !(8..=30).contains(&prefix) {
+            return Err(format!(
+                "{text:?}: the prefix length must be between 8 and 30"
+            ));
+        }
+        let mask = u32::MAX << (32 - prefix);
+        Ok(Cidr {
+            base: u32::from(ip) & mask,
+            prefix,
+        })
+    }
+
+    fn size(self) -> u32 {
+        1 << (32 - self.prefix)
+    }
+
+    fn contains(self, ip: Ipv4Addr) -> bool {
+        let ip = u32::from(ip);
+        ip >= self.base && ip - self.base < self.size()
+    }
+
+    /// The first usable address: upstream gives it to the `kubernetes` service.
+    pub fn first(self) -> Ipv4Addr {
+        Ipv4Addr::from(self.base + 1)
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", Ipv4Addr::from(self.base), self.prefix)
+    }
+}
+
+/// The service address ranges.
+#[derive(Debug)]
+pub(crate) struct Allocator {
+    cidr: Cidr,
+    node_ports: (u16, u16),
+    lock: Mutex<()>,
+}
+
+/// The node port range upstream uses by default.
+pub(crate) const NODE_PORTS: (u16, u16) = (30000, 32767);
+
+fn wants_cluster_ip(svc: &Value) -> bool {
+    svc["spec"]["type"].as_str().unwrap_or("ClusterIP") != "ExternalName"
+}
+
+fn wants_node_ports(svc: &Value) -> bool {
+    matches!(
+        svc["spec"]["type"].as_str(),
+        Some("NodePort" | "LoadBalancer")
+    )
+}
+
+impl Allocator {
+    pub(crate) fn new(cidr: Cidr, node_ports: (u16, u16)) -> Self {
+        Allocator {
+            cidr,
+            node_ports,
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// What every existing service (but `except`) holds.
+    async fn in_use(
+        &self,
+        services: &Registry,
+        except: Option<(&str, &str)>,
+    ) -> Result<(HashSet<u32>, HashSet<u16>), ApiError> {
+        let list = services.list(None, &ListOptions::default()).await?;
+        let mut ips = HashSet::new();
+        let mut ports = HashSet::new();
+        for svc in &list.items {
+            if except.is_some_and(|(ns, name)| {
+                meta_str(svc, "namespace") == ns && meta_str(svc, "name") == name
+            }) {
+                continue;
+            }
+            for ip in svc["spec"]["clusterIPs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(std::iter::once(&svc["spec"]["clusterIP"]))
+            {
+                if let Some(ip) = ip.as_str().and_then(|s| s.parse::<Ipv4Addr>().ok()) {
+                    ips.insert(u32::from(ip));
+                }
+            }
+            for port in svc["spec"]["ports"].as_array().into_iter().flatten() {
+                if let Some(p) = port["nodePort"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                {
+                    ports.insert(p);
+                }
+            }
+        }
+        Ok((ips, ports))
+    }
+
+    /// Fills in and checks the cluster IP and node ports of a service being created (`old` is
+    /// `None`) or updated, then runs `write` while the allocation lock is held.
+    pub(crate) async fn admit<F, T>(
+        &self,
+        services: &Registry,
+        namespace: &str,
+        svc: &mut Value,
+        old: Option<&Value>,
+        write: F,
+    ) -> Result<T, ApiError>
+    where
+        F: AsyncFnOnce(Value) -> Result<T, ApiError>,
+    {
+        let _guard = self.lock.lock().await;
+        let name = meta_str(svc, "name").to_owned();
+        let (ips, ports) = self.in_use(services, Some((namespace, &name))).await?;
+        let mut errors = Vec::new();
+        if old.is_none() && wants_cluster_ip(svc) {
+            self.assign_ip(svc, &ips, &mut errors);
+        }
+        if wants_node_ports(svc) {
+            self.assign_node_ports(svc, old, &ports, &mut errors);
+        }
+        if !errors.is_empty() {
+            return Err(StatusError::invalid("", "Service", &name, &errors).into());
+        }
+        write(svc.clone()).await
+    }
+
+    fn assign_ip(&self, svc: &mut Value, used: &HashSet<u32>, errors: &mut Vec<FieldError>) {
+        let asked = svc["spec"]["clusterIP"]
+            .as_str()
+            .or_else(|| svc["spec"]["clusterIPs"][0].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let path = Path::new("spec").child("clusterIPs").index(0);
+        let ip = match asked.as_str() {
+            "None" => {
+                // Headless: upstream mirrors clusterIP into clusterIPs.
+                svc["spec"]["clusterIP"] = "None".into();
+                svc["spec"]["clusterIPs"] = json!(["None"]);
+                return;
+            }
+            "" => {
+                // Random, as upstream, so addresses are not reused at once after a delete.
+                let size = self.cidr.size();
+                let start = rand::random_range(1..size - 1);
+                let found = (0..size - 2)
+                    .map(|i| self.cidr.base + 1 + (start - 1 + i) % (size - 2))
+                    .find(|ip| !used.contains(ip));
+                match found {
+                    Some(ip) => Ipv4Addr::from(ip),
+                    None => {
+                        errors.push(FieldError::internal(
+                            &path,
+                            "failed to allocate a serviceIP: range is full",
+                        ));
+                        return;
+                    }
+                }
+            }
+            text => match text.parse::<Ipv4Addr>() {
+                Ok(ip) if !self.cidr.contains(ip) => {
+                    errors.push(FieldError::invalid(
+                        &path,
+                        text,
+                        &format!("failed to allocate IP {text}: provided IP is not in the valid range. The range of valid IPs is {}", self.cidr),
+                    ));
+                    return;
+                }
+                Ok(ip) if used.contains(&u32::from(ip)) => {
+                    errors.push(FieldError::invalid(
+                        &path,
+                        text,
+                        &format!("failed to allocate IP {text}: provided IP is already allocated"),
+                    ));
+                    return;
+                }
+                Ok(ip) => ip,
+                // Malformed addresses are the validation's to report.
+                Err(_) => return,
+            },
+        };
+        svc["spec"]["clusterIP"] = ip.to_string().into();
+        svc["spec"]["clusterIPs"] = json!([ip.to_string()]);
+        if svc["spec"].get("ipFamilies").is_none_or(Value::is_null) {
+            svc["spec"]["ipFamilies"] = json!(["IPv4"]);
+        }
+        if svc["spec"].get("ipFamilyPolicy").is_none_or(Value::is_null) {
+            svc["spec"]["ipFamilyPolicy"] = "SingleStack".into();
+        }
+    }
+
+    fn assign_node_ports(
+        &self,
+        svc: &mut Value,
+        old: Option<&Value>,
+        used: &HashSet<u16>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        let (low, high) = self.node_ports;
+        let mut taken: HashSet<u16> = used.clone();
+        let Some(ports) = svc["spec"]["ports"].as_array_mut() else {
+            return;
+        };
+        for (i, port) in ports.iter_mut().enumerate() {
+            let path = Path::new("spec").child("ports").index(i).child("nodePort");
+            match port["nodePort"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0)
+            {
+                Some(p) => {
+                    // A port the service already held is its own.
+                    let held = old.is_some_and(|o| {
+                        o["spec"]["ports"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|q| q["nodePort"].as_u64() == Some(u64::from(p)))
+                    });
+                    if !(low..=high).contains(&p) {
+                        errors.push(FieldError::invalid(
+                            &path,
+                            i64::from(p),
+                            &format!("provided port is not in the valid range. The range of valid ports is {low}-{high}"),
+                        ));
+                    } else if !held && taken.contains(&p) {
+                        errors.push(FieldError::invalid(
+                            &path,
+                            i64::from(p),
+                            "provided port is already allocated",
+                        ));
+                    } else {
+                        taken.insert(p);
+                    }
+                }
+                None => {
+                    let span = u32::from(high - low) + 1;
+                    let start = rand::random_range(0..span);
+                    let found = (0..span)
+                        .filter_map(|i| u16::try_from(u32::from(low) + (start + i) % span).ok())
+                        .find(|p| !taken.contains(p));
+                    match found {
+                        Some(p) => {
+                            taken.insert(p);
+                            port["nodePort"] = p.into();
+                        }
+                        None => errors.push(FieldError::internal(
+                            &path,
+                            "failed to allocate a nodePort: range is full",
+                        )),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a PUT that leaves them out keeps from the stored service: its cluster IPs and the node
+/// ports of ports it still has (upstream's `patchAllocatedValues`).
+pub(crate) fn carry_allocations(new: &mut Value, old: &Value) {
+    let empty = |v: &Value| v.is_null() || v.as_str() == Some("");
+    if empty(&new["spec"]["clusterIP"]) && !empty(&old["spec"]["clusterIP"]) {
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if !old["spec"][field].is_null() {
+                new["spec"][field] = old["spec"][field].clone();
+            }
+        }
+    }
+    if !wants_node_ports(new) {
+        return;
+    }
+    let old_ports: Vec<Value> = old["spec"]["ports"].as_array().cloned().unwrap_or_default();
+    if let Some(ports) = new["spec"]["ports"].as_array_mut() {
+        for port in ports {
+            if port["nodePort"].as_u64().unwrap_or(0) != 0 {
+                continue;
+            }
+            let same = old_ports.iter().find(|o| {
+                o["port"] == port["port"]
+                    && o["protocol"].as_str().unwrap_or("TCP")
+                        == port["protocol"].as_str().unwrap_or("TCP")
+            });
+            if let Some(node_port) = same.map(|o| o["nodePort"].clone()).filter(|p| !p.is_null()) {
+                port["nodePort"] = node_port;
+            }
+        }
+    }
+}
+
+/// The `kubernetes` service in `default`, pointing at the API server's port.
+pub(crate) fn kubernetes_service(cidr: Cidr, port: u16) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+                     "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": cidr.first().to_string(),
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+            "sessionAffinity": "None",
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_parse_and_contain() {
+        let cidr = Cidr::parse("10.43.7.9/16").unwrap();
+        assert_eq!(cidr.to_string(), "10.43.0.0/16");
+        assert_eq!(cidr.first(), Ipv4Addr::new(10, 43, 0, 1));
+        assert!(cidr.contains(Ipv4Addr::new(10, 43, 255, 254)));
+        assert!(!cidr.contains(Ipv4Addr::new(10, 44, 0, 1)));
+        assert!(Cidr::parse("10.43.0.0").is_err());
+        assert!(Cidr::parse("10.43.0.0/33").is_err());
+    }
+}
