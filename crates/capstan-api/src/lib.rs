@@ -13,6 +13,7 @@ pub use k8s_openapi;
 
 pub mod catalog;
 pub mod defaults;
+mod duration;
 pub mod field;
 pub mod openapi;
 pub mod printers;
@@ -24,6 +25,7 @@ mod status;
 pub mod strategic;
 pub mod validation;
 
+pub use duration::parse_go_duration;
 pub use request::RequestInfo;
 pub use status::{GroupResource, StatusError};
 

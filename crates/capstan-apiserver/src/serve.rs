@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use capstan_api::RequestInfo;
 
@@ -209,6 +209,50 @@ fn authorize(user: &User, info: &RequestInfo) -> Result<(), ApiError> {
     Err(ApiError::forbidden(info, &user.name))
 }
 
+/// The most requests (other than watches) served at once; more are answered 429, as
+/// upstream's max-in-flight filter (400 read-only + 200 mutating by default).
+const MAX_IN_FLIGHT: usize = 600;
+/// How long a request (other than a watch) may take unless it asks for less, as upstream's
+/// default `--request-timeout`.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn in_flight() -> &'static tokio::sync::Semaphore {
+    static SEMAPHORE: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SEMAPHORE.get_or_init(|| tokio::sync::Semaphore::new(MAX_IN_FLIGHT))
+}
+
+/// Watches stream for as long as they last; they are neither counted nor timed out here.
+fn is_long_running(info: &RequestInfo) -> bool {
+    info.verb == "watch"
+}
+
+/// Serves a short request under the in-flight cap and the request timeout (`?timeout=`,
+/// at most the default).
+async fn bounded(info: &RequestInfo, query: &str, request: Request<Body>, app: Router) -> Response {
+    let Ok(_permit) = in_flight().try_acquire() else {
+        let mut response =
+            ApiError::from(capstan_api::StatusError::too_many_requests("please try again later", 1)).into_response();
+        response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        return response;
+    };
+    let asked = form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "timeout")
+        .and_then(|(_, v)| capstan_api::parse_go_duration(&v));
+    let limit = asked.map_or(REQUEST_TIMEOUT, |t| t.min(REQUEST_TIMEOUT));
+    match tokio::time::timeout(limit, app.oneshot(request)).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(infallible)) => match infallible {},
+        Err(_) => {
+            tracing::warn!(verb = %info.verb, resource = %info.resource, name = %info.name, "request timed out");
+            ApiError::from(capstan_api::StatusError::timeout(
+                &format!("request did not complete within requested timeout - context deadline exceeded ({limit:?})"),
+                0,
+            ))
+            .into_response()
+        }
+    }
+}
+
 /// The chain every request goes through, as upstream's handler chain: authentication, request
 /// info, authorization, then the handler; metrics record the outcome of all of it.
 async fn handle(
@@ -239,9 +283,13 @@ async fn handle(
             Ok(()) => {
                 request.extensions_mut().insert(user);
                 request.extensions_mut().insert(info.clone());
-                match app.oneshot(request).await {
-                    Ok(response) => response,
-                    Err(infallible) => match infallible {},
+                if is_long_running(&info) {
+                    match app.oneshot(request).await {
+                        Ok(response) => response,
+                        Err(infallible) => match infallible {},
+                    }
+                } else {
+                    bounded(&info, &query, request, app).await
                 }
             }
         },
@@ -400,6 +448,22 @@ mod tests {
         let (code, body) = call(Some(admin), "/apis/nope.example.com/v1").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
         assert_eq!(body["reason"], "NotFound");
+    }
+
+    #[tokio::test]
+    async fn requests_over_the_in_flight_cap_get_429_with_retry_after() {
+        let admin = User {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into()],
+        };
+        let held = in_flight().acquire_many(MAX_IN_FLIGHT as u32).await.unwrap();
+        let (code, body) = call(Some(admin.clone()), "/api/v1/namespaces").await;
+        assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(body["reason"], "TooManyRequests");
+        assert_eq!(body["details"]["retryAfterSeconds"], 1);
+        drop(held);
+        let (code, body) = call(Some(admin), "/api/v1/namespaces").await;
+        assert_eq!(code, StatusCode::OK, "{body}");
     }
 
     #[tokio::test]

@@ -104,40 +104,9 @@ fn default_data_dir() -> PathBuf {
     PathBuf::from("/var/lib/capstan/server")
 }
 
-/// Parses the Go duration forms the flag accepts: a sequence of number-unit pairs with units
-/// `h`, `m`, `s`, `ms`, e.g. `5m`, `1h30m`, `250ms`; `0` disables.
+/// Parses the flag's Go duration (`5m`, `1h30m`, `250ms`; `0` disables).
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(|| format!("duration {text:?} is missing a unit"))?;
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "h" => Duration::from_secs(3600),
-            "m" => Duration::from_secs(60),
-            "s" => Duration::from_secs(1),
-            "ms" => Duration::from_millis(1),
-            other => return Err(format!("unknown unit {other:?} in duration {text:?}")),
-        };
-        total +=
-            unit * u32::try_from(number).map_err(|_| format!("duration {text:?} is too long"))?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    capstan_api::parse_go_duration(text).ok_or_else(|| format!("invalid duration {text:?}: expected e.g. 5m, 1h30m or 0"))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -225,20 +194,6 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_as_go_writes_them() {
-        let check = |text: &str, expected: Option<Duration>| {
-            assert_eq!(parse_duration(text).ok(), expected, "{text:?}");
-        };
-        check("5m", Some(Duration::from_secs(300)));
-        check("1h30m", Some(Duration::from_secs(5400)));
-        check("250ms", Some(Duration::from_millis(250)));
-        check("0", Some(Duration::ZERO));
-        check("", None);
-        check("5", None);
-        check("5d", None);
-    }
 
     #[test]
     fn file_modes_are_octal() {
