@@ -459,8 +459,10 @@ pub async fn read_at_an_older_revision(new_store: impl Factory) {
     );
     assert_eq!(s.get("/o/c", Some(then)).await.unwrap().kv, None);
 
-    // Paging at an old revision merges live and undone keys in key order.
+    // Paging at an old revision merges live and undone keys in key order; each page counts
+    // the keys from its start at that revision.
     let mut seen = Vec::new();
+    let mut counts = Vec::new();
     let mut start = None;
     loop {
         let page = s
@@ -473,6 +475,7 @@ pub async fn read_at_an_older_revision(new_store: impl Factory) {
             .await
             .unwrap();
         seen.extend(keys_and_values(&page.kvs));
+        counts.push(page.count);
         match page.continue_key() {
             Some(next) => start = Some(next),
             None => break,
@@ -482,6 +485,15 @@ pub async fn read_at_an_older_revision(new_store: impl Factory) {
         seen,
         pairs(&[("/o/a", "a1"), ("/o/b", "b1"), ("/o/d", "d1")])
     );
+    assert_eq!(counts, [3, 2, 1]);
+    let now = s
+        .list(&ListOptions {
+            limit: Some(1),
+            ..ListOptions::prefix("/o/")
+        })
+        .await
+        .unwrap();
+    assert_eq!((now.kvs.len(), now.more, now.count), (1, true, 3));
 }
 
 pub async fn paging_reads_one_snapshot_across_concurrent_writes(new_store: impl Factory) {
@@ -501,6 +513,7 @@ pub async fn paging_reads_one_snapshot_across_concurrent_writes(new_store: impl 
         .await
         .unwrap();
     assert!(first.more);
+    assert_eq!(first.count, 25, "the count ignores the limit");
     let snapshot = first.revision;
 
     // Writers change the range while the pages are read.
@@ -529,6 +542,11 @@ pub async fn paging_reads_one_snapshot_across_concurrent_writes(new_store: impl 
             .await
             .unwrap();
         assert_eq!(page.revision, snapshot);
+        assert_eq!(
+            page.count,
+            25 - seen.len() as u64,
+            "a page counts the snapshot's keys from its start"
+        );
         seen.extend(keys_and_values(&page.kvs));
         next = page.continue_key();
         pages += 1;

@@ -147,6 +147,9 @@ pub struct ListResponse {
     pub revision: Revision,
     /// Whether keys in range remain after the last one returned.
     pub more: bool,
+    /// How many keys the range holds at the revision, from `start` on, the limit
+    /// notwithstanding (etcd's `count`): the API server's `remainingItemCount` comes from it.
+    pub count: u64,
 }
 
 impl ListResponse {
@@ -531,6 +534,7 @@ mod tests {
             kvs: vec![kv("/a"), kv("/b")],
             revision: 3,
             more: true,
+            count: 5,
         };
         assert_eq!(page.continue_key().as_deref(), Some("/b\0"));
         let last = ListResponse {

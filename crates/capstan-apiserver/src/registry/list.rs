@@ -258,6 +258,7 @@ impl Registry {
         let limit = options.limit.filter(|l| *l > 0);
         let mut items = Vec::new();
         let mut continue_from: Option<String> = None;
+        let mut remaining_item_count = None;
         loop {
             let want = limit.map_or(MAX_PAGE_READ, |l| (l - items.len()).clamp(1, MAX_PAGE_READ));
             let read = if options.selectors.is_empty() {
@@ -297,6 +298,11 @@ impl Registry {
                     let last = &page.kvs[i].key;
                     if i + 1 < page.kvs.len() || page.more {
                         continue_from = Some(format!("{last}\0"));
+                        // Upstream counts what remains only when nothing is filtered out.
+                        if options.selectors.is_empty() {
+                            let remaining = page.count.saturating_sub(i as u64 + 1);
+                            remaining_item_count = Some(i64::try_from(remaining).unwrap_or(i64::MAX));
+                        }
                     }
                     break;
                 }
@@ -311,7 +317,7 @@ impl Registry {
             items,
             resource_version: revision,
             continue_token,
-            remaining_item_count: None,
+            remaining_item_count,
         })
     }
 }

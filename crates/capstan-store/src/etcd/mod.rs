@@ -338,6 +338,7 @@ impl Backend for EtcdBackend {
         };
         let current = header_revision(&response)?;
         let more = response.more();
+        let count = u64::try_from(response.count()).unwrap_or(0);
         Ok(ListResponse {
             kvs: response
                 .take_kvs()
@@ -348,6 +349,7 @@ impl Backend for EtcdBackend {
             // (which is always the current one); the following pages must use the same.
             revision: options.revision.unwrap_or(current),
             more,
+            count,
         })
     }
 

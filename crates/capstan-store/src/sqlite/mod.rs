@@ -491,11 +491,46 @@ fn list_snapshot(snapshot: &Snapshot<'_>, options: &ListOptions) -> Result<ListR
     }
     let more = kvs.len() > limit.unwrap_or(usize::MAX);
     kvs.truncate(limit.unwrap_or(usize::MAX));
+    // Without more keys the page holds them all; otherwise count the range as it was.
+    let count = if more {
+        count_at(snapshot, &changed, &start, end.as_deref())?
+    } else {
+        kvs.len() as u64
+    };
     Ok(ListResponse {
         kvs,
         revision,
         more,
+        count,
     })
+}
+
+/// The number of keys in `[start, end)` at the revision `changed` was computed for: the live
+/// keys, less those changed since that did not exist then, plus those that existed then and are
+/// gone now.
+fn count_at(
+    snapshot: &Snapshot<'_>,
+    changed: &BTreeMap<String, Option<KeyValue>>,
+    start: &[u8],
+    end: Option<&[u8]>,
+) -> Result<u64> {
+    let live: i64 = snapshot
+        .conn
+        .prepare_cached("SELECT COUNT(*) FROM kv WHERE key >= ?1 AND (?2 IS NULL OR key < ?2)")
+        .and_then(|mut stmt| stmt.query_row(params![start, end], |row| row.get(0)))
+        .map_err(read_error)?;
+    let mut count = live;
+    if !changed.is_empty() {
+        let mut exists = snapshot
+            .conn
+            .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")
+            .map_err(read_error)?;
+        for (key, then) in changed {
+            let now = exists.exists(params![key_bytes(key)]).map_err(read_error)?;
+            count += i64::from(then.is_some()) - i64::from(now);
+        }
+    }
+    Ok(count.max(0) as u64)
 }
 
 fn get_snapshot(

@@ -1,0 +1,494 @@
+#!/usr/bin/env python3
+"""End to end: the official Python `kubernetes` client against a running `capstan server`.
+
+Usage: client_e2e.py KUBECONFIG
+
+The server must run with `--etcd-compaction-interval 1s` (the compacted-watch check waits for a
+compaction). Every check prints one `ok:` line; the first failed check prints what was expected,
+what the server answered, and exits with status 1. The last line on success is `ALL CHECKS PASSED`.
+"""
+
+import inspect
+import json
+import sys
+import threading
+import time
+import traceback
+
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+NS = "py-e2e"
+LABELS = {"app": "pyshop"}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(condition, what, *details):
+    """Asserts `condition`; `details` (anything printable) explain a failure."""
+    if not condition:
+        lines = [f"FAILED: {what}"] + [f"  {d}" for d in details]
+        raise CheckFailed("\n".join(lines))
+    print(f"ok: {what}", flush=True)
+
+
+def check_eq(actual, expected, what):
+    check(actual == expected, what, f"expected: {expected!r}", f"actual:   {actual!r}")
+
+
+def api_error(call, *args, **kwargs):
+    """Runs `call`, which must fail with an ApiException; returns (exception, JSON body or None)."""
+    try:
+        result = call(*args, **kwargs)
+    except ApiException as e:
+        try:
+            body = json.loads(e.body) if e.body else None
+        except ValueError:
+            body = None
+        return e, body
+    shown = client.ApiClient().sanitize_for_serialization(result)
+    raise CheckFailed(f"FAILED: {call.__name__}{args[:2]} succeeded, an ApiException was "
+                      f"expected; it returned:\n  {json.dumps(shown)[:2000]}")
+
+
+def expect_status(what, status, reason, call, *args, **kwargs):
+    """`call` fails with HTTP `status` and a Status body of `reason`; returns the body."""
+    e, body = api_error(call, *args, **kwargs)
+    details = [f"HTTP status {e.status} {e.reason}", f"body: {e.body}"]
+    check(e.status == status, f"{what}: HTTP {status}", *details)
+    check(isinstance(body, dict) and body.get("kind") == "Status"
+          and body.get("apiVersion") == "v1" and body.get("status") == "Failure"
+          and body.get("code") == status and body.get("reason") == reason,
+          f"{what}: a v1 Status, Failure, code {status}, reason {reason}", *details)
+    return body
+
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def merge_patch(api_class, method_name, *args):
+    """`api_class().method_name(*args)` with the body sent as a JSON merge patch.
+
+    Clients from 36 on take `_content_type`; older ones send every dict as a strategic merge
+    patch unless a default header of the ApiClient sets the Content-Type.
+    """
+    method = getattr(api_class(), method_name)
+    if "_content_type" in inspect.signature(method).parameters:
+        return method(*args, _content_type=MERGE_PATCH)
+    api_client = client.ApiClient()
+    api_client.set_default_header("Content-Type", MERGE_PATCH)
+    return getattr(api_class(api_client), method_name)(*args)
+
+
+def continue_token(list_meta):
+    """The list's continue token (`var_continue` from client 35 on, `_continue` before)."""
+    if hasattr(list_meta, "var_continue"):
+        return list_meta.var_continue
+    return list_meta._continue
+
+
+def names(items):
+    return [item.metadata.name for item in items]
+
+
+def config_map(name, data, labels=None):
+    return client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
+        data=data,
+    )
+
+
+def deployment(name):
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name, labels=dict(LABELS)),
+        spec=client.V1DeploymentSpec(
+            replicas=2,
+            selector=client.V1LabelSelector(match_labels=dict(LABELS)),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=dict(LABELS)),
+                spec=client.V1PodSpec(containers=[
+                    client.V1Container(
+                        name="web",
+                        image="registry.local/pyshop:1.0",
+                        ports=[client.V1ContainerPort(container_port=8080)],
+                    ),
+                ]),
+            ),
+        ),
+    )
+
+
+def create_read_list(core, apps):
+    """1. Create a namespace, ConfigMaps and a Deployment; read them back; list by label and in pages."""
+    ns = core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+    check_eq(ns.metadata.name, NS, "create_namespace returns the namespace")
+    check(ns.metadata.uid and ns.metadata.resource_version and ns.metadata.creation_timestamp,
+          "the created namespace has uid, resourceVersion and creationTimestamp", ns.metadata)
+    check_eq(core.read_namespace(NS).status.phase, "Active", "read_namespace: phase Active")
+
+    created = core.create_namespaced_config_map(
+        NS, config_map("settings", {"color": "blue", "size": "large"}, {**LABELS, "tier": "web"}))
+    check_eq((created.metadata.namespace, created.data), (NS, {"color": "blue", "size": "large"}),
+             "create_namespaced_config_map returns the object in its namespace")
+    read = core.read_namespaced_config_map("settings", NS)
+    check_eq((read.metadata.uid, read.metadata.resource_version, read.data, read.metadata.labels),
+             (created.metadata.uid, created.metadata.resource_version, created.data,
+              {**LABELS, "tier": "web"}),
+             "read_namespaced_config_map returns what was created")
+    for i in range(5):
+        core.create_namespaced_config_map(
+            NS, config_map(f"page-{i}", {"i": str(i)}, {**LABELS, "tier": "page"}))
+    core.create_namespaced_config_map(NS, config_map("unlabelled", {"x": "y"}))
+
+    made = apps.create_namespaced_deployment(NS, deployment("pyshop"))
+    check_eq(made.metadata.generation, 1, "a created Deployment is at generation 1")
+    read = apps.read_namespaced_deployment("pyshop", NS)
+    check_eq((read.metadata.uid, read.spec.replicas, read.spec.template.spec.containers[0].image),
+             (made.metadata.uid, 2, "registry.local/pyshop:1.0"),
+             "read_namespaced_deployment returns what was created")
+
+    # Label selectors: equality, set-based, and on Deployments.
+    listed = core.list_namespaced_config_map(NS, label_selector="app=pyshop")
+    check_eq(sorted(names(listed.items)),
+             ["page-0", "page-1", "page-2", "page-3", "page-4", "settings"],
+             "list_namespaced_config_map with label_selector app=pyshop")
+    check(listed.metadata.resource_version, "the list has a resourceVersion", listed.metadata)
+    listed = core.list_namespaced_config_map(NS, label_selector="tier in (web),app")
+    check_eq(names(listed.items), ["settings"], "set-based label selector 'tier in (web),app'")
+    listed = core.list_namespaced_config_map(NS, label_selector="!tier")
+    check("unlabelled" in names(listed.items) and "settings" not in names(listed.items),
+          "label selector '!tier' selects only the unlabelled ConfigMaps", names(listed.items))
+    listed = apps.list_namespaced_deployment(NS, label_selector="app=pyshop")
+    check_eq(names(listed.items), ["pyshop"], "list_namespaced_deployment with a label selector")
+    listed = apps.list_deployment_for_all_namespaces(label_selector="app=pyshop")
+    check_eq([(d.metadata.namespace, d.metadata.name) for d in listed.items], [(NS, "pyshop")],
+             "list_deployment_for_all_namespaces with a label selector")
+
+    # Paging with limit + _continue, with a label selector: pages of 2, 2 and 1, in name order,
+    # every page at the first page's resourceVersion.
+    pages = []
+    token = None
+    first_rv = None
+    while True:
+        page = core.list_namespaced_config_map(NS, label_selector="tier=page", limit=2,
+                                               _continue=token)
+        pages.append(names(page.items))
+        first_rv = first_rv or page.metadata.resource_version
+        check_eq(page.metadata.resource_version, first_rv,
+                 f"page {len(pages)} is served at the first page's resourceVersion")
+        token = continue_token(page.metadata)
+        if not token:
+            break
+        if len(pages) >= 10:
+            raise CheckFailed(f"FAILED: paging does not end; pages so far: {pages}")
+    check_eq(pages, [["page-0", "page-1"], ["page-2", "page-3"], ["page-4"]],
+             "limit=2 with _continue pages through the selected ConfigMaps in name order")
+
+    # Without a selector, the first page tells how many items remain.
+    everything = names(core.list_namespaced_config_map(NS).items)
+    page = core.list_namespaced_config_map(NS, limit=3)
+    check_eq(names(page.items), everything[:3], "limit=3 returns the first three items")
+    check(continue_token(page.metadata), "a partial page has a continue token", page.metadata)
+    check_eq(page.metadata.remaining_item_count, len(everything) - 3,
+             "a partial page without selectors has remainingItemCount")
+    rest = core.list_namespaced_config_map(NS, limit=100, _continue=continue_token(page.metadata))
+    check_eq(names(rest.items), everything[3:], "the continued page returns the rest")
+    check(not continue_token(rest.metadata) and rest.metadata.remaining_item_count is None,
+          "the last page has no continue token and no remainingItemCount", rest.metadata)
+
+
+def patch_replace_delete(core, apps):
+    """2. and 3. Strategic merge, JSON merge and JSON patches; replace; a stale replace; delete."""
+    # The client's default for a dict body is a strategic merge patch: containers merge by name.
+    before = apps.read_namespaced_deployment("pyshop", NS)
+    patched = apps.patch_namespaced_deployment("pyshop", NS, {
+        "metadata": {"labels": {"patched": "strategic"}},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "web", "env": [{"name": "MODE", "value": "fast"}]},
+        ]}}},
+    })
+    containers = patched.spec.template.spec.containers
+    check_eq(len(containers), 1, "strategic merge patch: containers merge by name")
+    check_eq((containers[0].image, containers[0].env[0].name, containers[0].env[0].value,
+              containers[0].ports[0].container_port),
+             ("registry.local/pyshop:1.0", "MODE", "fast", 8080),
+             "strategic merge patch: the env is added, image and ports are kept")
+    check_eq(patched.metadata.labels, {**LABELS, "patched": "strategic"},
+             "strategic merge patch: labels are merged")
+    check_eq(patched.metadata.generation, before.metadata.generation + 1,
+             "a spec change increments the generation")
+    check(patched.metadata.resource_version != before.metadata.resource_version,
+          "a patch changes the resourceVersion", before.metadata, patched.metadata)
+
+    # A JSON merge patch replaces lists whole.
+    merged = merge_patch(client.AppsV1Api, "patch_namespaced_deployment", "pyshop", NS, {
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "web", "image": "registry.local/pyshop:2.0"},
+        ]}}},
+    })
+    container = merged.spec.template.spec.containers[0]
+    check_eq((len(merged.spec.template.spec.containers), container.image, container.env,
+              container.ports),
+             (1, "registry.local/pyshop:2.0", None, None),
+             "JSON merge patch replaces the containers list (env and ports gone)")
+
+    # On a ConfigMap: a JSON merge patch with null removes a key; a list body is a JSON patch.
+    cm = merge_patch(client.CoreV1Api, "patch_namespaced_config_map", "settings", NS,
+                     {"data": {"size": None, "shape": "round"}})
+    check_eq(cm.data, {"color": "blue", "shape": "round"},
+             "JSON merge patch: null removes a key, a new key is added")
+    cm = core.patch_namespaced_config_map("settings", NS, [
+        {"op": "test", "path": "/data/color", "value": "blue"},
+        {"op": "replace", "path": "/data/color", "value": "green"},
+    ])
+    check_eq(cm.data, {"color": "green", "shape": "round"}, "JSON patch (a list body)")
+    body = expect_status("a JSON patch whose test fails", 422, "Invalid",
+                         core.patch_namespaced_config_map, "settings", NS,
+                         [{"op": "test", "path": "/data/color", "value": "purple"}])
+
+    # Replace with the resourceVersion just read; then with the same, now stale, object.
+    read = core.read_namespaced_config_map("settings", NS)
+    read.data = {"color": "red"}
+    replaced = core.replace_namespaced_config_map("settings", NS, read)
+    check_eq(replaced.data, {"color": "red"}, "replace_namespaced_config_map with the read resourceVersion")
+    check(replaced.metadata.resource_version != read.metadata.resource_version,
+          "replace changes the resourceVersion", read.metadata, replaced.metadata)
+    check_eq(core.read_namespaced_config_map("settings", NS).data, {"color": "red"},
+             "the replaced data is stored")
+    read.data = {"color": "stale"}
+    body = expect_status("replace with a stale resourceVersion", 409, "Conflict",
+                         core.replace_namespaced_config_map, "settings", NS, read)
+    check("the object has been modified; please apply your changes to the latest version and try again"
+          in body.get("message", ""), "the 409 says the object has been modified", body)
+    check_eq((body.get("details") or {}).get("name"), "settings", "the 409 names the object")
+    check_eq(core.read_namespaced_config_map("settings", NS).data, {"color": "red"},
+             "the stale replace changed nothing")
+
+    # Replace a Deployment with its read resourceVersion.
+    dep = apps.read_namespaced_deployment("pyshop", NS)
+    dep.spec.replicas = 5
+    replaced = apps.replace_namespaced_deployment("pyshop", NS, dep)
+    check_eq((replaced.spec.replicas, replaced.metadata.generation),
+             (5, dep.metadata.generation + 1), "replace_namespaced_deployment")
+    dep.spec.replicas = 7
+    expect_status("Deployment replace with a stale resourceVersion", 409, "Conflict",
+                  apps.replace_namespaced_deployment, "pyshop", NS, dep)
+
+    # Delete; the objects are gone.
+    core.delete_namespaced_config_map("unlabelled", NS)
+    expect_status("read after delete", 404, "NotFound",
+                  core.read_namespaced_config_map, "unlabelled", NS)
+    apps.delete_namespaced_deployment("pyshop", NS)
+    expect_status("Deployment read after delete", 404, "NotFound",
+                  apps.read_namespaced_deployment, "pyshop", NS)
+    check_eq(apps.list_namespaced_deployment(NS).items, [], "no Deployments remain")
+    expect_status("delete of a deleted object", 404, "NotFound",
+                  core.delete_namespaced_config_map, "unlabelled", NS)
+
+
+def watch_during(core, writes, until, **kwargs):
+    """Watches the namespace's ConfigMaps from a list's resourceVersion while `writes` runs in a
+    thread (from a second after the watch began); returns the list's resourceVersion and the
+    events up to the first one `until` accepts. Watching starts at once after the list: with a
+    compaction every second, a resourceVersion a few seconds old may be gone.
+    """
+    start_rv = core.list_namespaced_config_map(NS).metadata.resource_version
+    failures = []
+
+    def writer():
+        try:
+            time.sleep(1.0)
+            writes()
+        except Exception:  # reported by the main thread
+            failures.append(traceback.format_exc())
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    events = []
+    w = watch.Watch()
+    for event in w.stream(core.list_namespaced_config_map, NS, resource_version=start_rv,
+                          timeout_seconds=20, **kwargs):
+        events.append(event)
+        if until(event):
+            w.stop()
+            break
+    thread.join()
+    check(not failures, "the writes made while watching succeeded", *failures)
+    summary = [(e["type"], e["object"].metadata.name) for e in events]
+    check(events and until(events[-1]), "the watch saw the awaited event before its timeout",
+          summary)
+    return start_rv, events
+
+
+def watch_changes(core):
+    """4. A watch from a list's resourceVersion sees ADDED, MODIFIED and DELETED as they happen."""
+    def writes():
+        core.create_namespaced_config_map(NS, config_map("watched", {"step": "1"}, LABELS))
+        core.patch_namespaced_config_map("watched", NS, {"data": {"step": "2"}})
+        core.delete_namespaced_config_map("watched", NS)
+
+    start_rv, events = watch_during(
+        core, writes,
+        lambda e: e["type"] == "DELETED" and e["object"].metadata.name == "watched")
+    seen = [(e["type"], e["object"].metadata.name, (e["object"].data or {}).get("step"))
+            for e in events]
+    check_eq(seen, [("ADDED", "watched", "1"), ("MODIFIED", "watched", "2"),
+                    ("DELETED", "watched", "2")],
+             "watch.Watch().stream sees ADDED, MODIFIED and DELETED in order")
+    check(all(type(e["object"]) is client.V1ConfigMap for e in events),
+          "the client decodes the events' objects as V1ConfigMap",
+          [type(e["object"]) for e in events])
+    rvs = [int(e["object"].metadata.resource_version) for e in events]
+    check(rvs == sorted(rvs) and len(set(rvs)) == len(rvs) and rvs[0] > int(start_rv),
+          "the events' resourceVersions increase from the watch's start", rvs, start_rv)
+
+    # With a label selector, only selected objects are seen.
+    def writes():
+        core.create_namespaced_config_map(NS, config_map("quiet", {"a": "b"}))
+        core.create_namespaced_config_map(NS, config_map("loud", {"a": "b"}, {"watch": "me"}))
+
+    _, events = watch_during(core, writes, lambda e: True, label_selector="watch=me")
+    check_eq([(e["type"], e["object"].metadata.name) for e in events], [("ADDED", "loud")],
+             "a watch with a label selector skips unselected objects")
+
+
+def compacted_watch(core):
+    """5. After a compaction, a watch from an older resourceVersion is answered 410 Expired."""
+    old_rv = core.list_namespaced_config_map(NS).metadata.resource_version
+    for i in range(4):
+        core.create_namespaced_config_map(NS, config_map(f"churn-{i}", {"i": str(i)}))
+        core.delete_namespaced_config_map(f"churn-{i}", NS)
+
+    # Wait for a compaction past old_rv, reading the raw watch response: upstream answers a watch
+    # from a compacted resourceVersion with HTTP 200 and one ERROR event carrying a 410 Status.
+    deadline = time.monotonic() + 30
+    while True:
+        resp = core.list_namespaced_config_map(NS, watch=True, resource_version=old_rv,
+                                               timeout_seconds=2, _preload_content=False)
+        try:
+            status = resp.status
+            first = resp.readline() if hasattr(resp, "readline") else None
+            if first is None:
+                first = next(resp.stream(65536, decode_content=True), b"").split(b"\n")[0]
+        finally:
+            resp.close()
+            resp.release_conn()
+        event = json.loads(first) if first.strip() else None
+        if event and event.get("type") == "ERROR":
+            break
+        check(time.monotonic() < deadline, "a compaction happens within 30s (interval 1s)",
+              f"watch from resourceVersion {old_rv} still answers: HTTP {status} {first!r}")
+        time.sleep(1)
+    check_eq(status, 200, "a watch from a compacted resourceVersion is answered HTTP 200")
+    obj = event["object"]
+    check(obj.get("kind") == "Status" and obj.get("status") == "Failure"
+          and obj.get("code") == 410 and obj.get("reason") == "Expired",
+          "its ERROR event carries a Status of code 410, reason Expired", event)
+
+    # What the client does with it: watch.Watch().stream raises ApiException(410) (with
+    # timeout_seconds given it does not retry; without, it retries once and then raises).
+    for kwargs in ({"timeout_seconds": 5}, {}):
+        w = watch.Watch()
+        got = []
+        try:
+            for event in w.stream(core.list_namespaced_config_map, NS, resource_version=old_rv,
+                                  **kwargs):
+                got.append(event)
+                if len(got) > 20:
+                    break
+        except ApiException as e:
+            check(e.status == 410 and str(e.reason).startswith("Expired: "),
+                  f"watch.Watch().stream({kwargs}) from a compacted resourceVersion raises "
+                  "ApiException 410 'Expired: ...'", f"status {e.status}, reason {e.reason!r}")
+        else:
+            raise CheckFailed(f"FAILED: watch.Watch().stream({kwargs}) from compacted "
+                              f"resourceVersion {old_rv} raised nothing; events: {got}")
+
+    # A watch from the current resourceVersion still works after the compaction.
+    _, events = watch_during(
+        core,
+        lambda: core.create_namespaced_config_map(NS, config_map("after-compaction", {"a": "b"})),
+        lambda e: True)
+    check_eq([(e["type"], e["object"].metadata.name) for e in events],
+             [("ADDED", "after-compaction")],
+             "a watch from the current resourceVersion after the compaction sees new objects")
+
+
+def errors(core, apps):
+    """6. 404 on a missing object; 422 Invalid with field causes; 409 AlreadyExists."""
+    body = expect_status("read of a missing ConfigMap", 404, "NotFound",
+                         core.read_namespaced_config_map, "missing", NS)
+    check_eq(body.get("message"), 'configmaps "missing" not found', "the 404 message")
+    check_eq(body.get("details"), {"name": "missing", "kind": "configmaps"}, "the 404 details")
+    body = expect_status("read of a Deployment in a missing namespace", 404, "NotFound",
+                         apps.read_namespaced_deployment, "pyshop", "no-such-namespace")
+    check_eq(body.get("details"), {"name": "pyshop", "group": "apps", "kind": "deployments"},
+             "the Deployment 404 details name the group")
+
+    body = expect_status("create of a ConfigMap named Bad_Name", 422, "Invalid",
+                         core.create_namespaced_config_map, NS, config_map("Bad_Name", {"a": "b"}))
+    details = body.get("details") or {}
+    check_eq((details.get("name"), details.get("kind")), ("Bad_Name", "ConfigMap"),
+             "the 422 details name the object and kind")
+    causes = details.get("causes") or []
+    check(any(c.get("field") == "metadata.name" and c.get("reason") == "FieldValueInvalid"
+              and "Bad_Name" in c.get("message", "") for c in causes),
+          "the 422 has a FieldValueInvalid cause on metadata.name", body)
+    check(body.get("message", "").startswith('ConfigMap "Bad_Name" is invalid: metadata.name: '
+                                              'Invalid value: "Bad_Name"'),
+          "the 422 message", body)
+
+    body = expect_status("create of an existing ConfigMap", 409, "AlreadyExists",
+                         core.create_namespaced_config_map, NS, config_map("settings", {}))
+    check_eq(body.get("message"), 'configmaps "settings" already exists', "the AlreadyExists message")
+
+
+def delete_namespace(core):
+    core.delete_namespace(NS)
+    try:
+        phase = core.read_namespace(NS).status.phase
+    except ApiException as e:
+        phase = "gone" if e.status == 404 else f"error {e.status}"
+    check(phase in ("Terminating", "gone"), "a deleted namespace is Terminating or gone", phase)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    import kubernetes
+    print(f"python {sys.version.split()[0]}, kubernetes client {kubernetes.__version__}", flush=True)
+    config.load_kube_config(config_file=sys.argv[1])
+    core = client.CoreV1Api()
+    apps = client.AppsV1Api()
+    steps = [
+        ("create, read and list", lambda: create_read_list(core, apps)),
+        ("patch, replace and delete", lambda: patch_replace_delete(core, apps)),
+        ("watch", lambda: watch_changes(core)),
+        ("compacted watch", lambda: compacted_watch(core)),
+        ("errors", lambda: errors(core, apps)),
+        ("namespace deletion", lambda: delete_namespace(core)),
+    ]
+    for title, step in steps:
+        print(f"== {title}", flush=True)
+        try:
+            step()
+        except CheckFailed as failure:
+            print(failure, flush=True)
+            return 1
+        except ApiException as e:
+            print(f"FAILED in '{title}': unexpected ApiException\n{e}", flush=True)
+            traceback.print_exc(file=sys.stdout)
+            return 1
+        except Exception:
+            print(f"FAILED in '{title}': unexpected exception", flush=True)
+            traceback.print_exc(file=sys.stdout)
+            return 1
+    print("ALL CHECKS PASSED", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
