@@ -440,6 +440,18 @@ def errors(core, apps):
                                               'Invalid value: "Bad_Name"'),
           "the 422 message", body)
 
+    bad_deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"},
+        "spec": {"replicas": -1, "selector": {"matchLabels": {"app": "one"}},
+                 "template": {"metadata": {"labels": {"app": "other"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+    }
+    body = expect_status("create of an invalid Deployment", 422, "Invalid",
+                         apps.create_namespaced_deployment, NS, bad_deployment)
+    fields = sorted(c.get("field") for c in (body.get("details") or {}).get("causes") or [])
+    check("spec.replicas" in fields and "spec.template.metadata.labels" in fields,
+          "every field error at once: replicas and the selector mismatch", body)
+
     body = expect_status("create of an existing ConfigMap", 409, "AlreadyExists",
                          core.create_namespaced_config_map, NS, config_map("settings", {}))
     check_eq(body.get("message"), 'configmaps "settings" already exists', "the AlreadyExists message")
