@@ -17,7 +17,9 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
         let digits = rest.find(|c: char| !c.is_ascii_digit())?;
         let number: u64 = rest[..digits].parse().ok()?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = match &rest[..unit_len] {
             "h" => Duration::from_secs(3600),
             "m" => Duration::from_secs(60),
@@ -39,7 +41,9 @@ mod tests {
 
     #[test]
     fn go_durations() {
-        let check = |text: &str, expected: Option<Duration>| assert_eq!(parse_go_duration(text), expected, "{text}");
+        let check = |text: &str, expected: Option<Duration>| {
+            assert_eq!(parse_go_duration(text), expected, "{text}")
+        };
         check("0", Some(Duration::ZERO));
         check("5m", Some(Duration::from_secs(300)));
         check("1h30m", Some(Duration::from_secs(5400)));

@@ -230,9 +230,15 @@ fn is_long_running(info: &RequestInfo) -> bool {
 /// at most the default).
 async fn bounded(info: &RequestInfo, query: &str, request: Request<Body>, app: Router) -> Response {
     let Ok(_permit) = in_flight().try_acquire() else {
-        let mut response =
-            ApiError::from(capstan_api::StatusError::too_many_requests("please try again later", 1)).into_response();
-        response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        let mut response = ApiError::from(capstan_api::StatusError::too_many_requests(
+            "please try again later",
+            1,
+        ))
+        .into_response();
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
         return response;
     };
     let asked = form_urlencoded::parse(query.as_bytes())
@@ -456,7 +462,10 @@ mod tests {
             name: "system:admin".into(),
             groups: vec!["system:masters".into()],
         };
-        let held = in_flight().acquire_many(MAX_IN_FLIGHT as u32).await.unwrap();
+        let held = in_flight()
+            .acquire_many(MAX_IN_FLIGHT as u32)
+            .await
+            .unwrap();
         let (code, body) = call(Some(admin.clone()), "/api/v1/namespaces").await;
         assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["reason"], "TooManyRequests");

@@ -106,7 +106,8 @@ fn default_data_dir() -> PathBuf {
 
 /// Parses the flag's Go duration (`5m`, `1h30m`, `250ms`; `0` disables).
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    capstan_api::parse_go_duration(text).ok_or_else(|| format!("invalid duration {text:?}: expected e.g. 5m, 1h30m or 0"))
+    capstan_api::parse_go_duration(text)
+        .ok_or_else(|| format!("invalid duration {text:?}: expected e.g. 5m, 1h30m or 0"))
 }
 
 fn main() -> anyhow::Result<()> {

@@ -79,6 +79,17 @@ struct State {
     feed: broadcast::Sender<Arc<CachedEvent>>,
 }
 
+impl State {
+    /// The objects whose keys start with `prefix`, in key order.
+    fn objects_under(&self, prefix: &str) -> Vec<Arc<Cached>> {
+        self.objects
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
 /// The cache of one resource.
 pub(crate) struct WatchCache {
     state: Mutex<State>,
@@ -287,13 +298,7 @@ impl WatchCache {
         if !state.ready {
             return None;
         }
-        let objects = state
-            .objects
-            .range(prefix.to_owned()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v.clone())
-            .collect();
-        Some((objects, state.revision))
+        Some((state.objects_under(prefix), state.revision))
     }
 
     /// Subscribes to the events after `after`.
@@ -323,12 +328,10 @@ impl WatchCache {
         if !state.ready {
             return None;
         }
-        let objects = state
-            .objects
-            .range(prefix.to_owned()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v.clone())
-            .collect();
-        Some((objects, state.revision, state.feed.subscribe()))
+        Some((
+            state.objects_under(prefix),
+            state.revision,
+            state.feed.subscribe(),
+        ))
     }
 }

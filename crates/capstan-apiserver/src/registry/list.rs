@@ -301,7 +301,8 @@ impl Registry {
                         // Upstream counts what remains only when nothing is filtered out.
                         if options.selectors.is_empty() {
                             let remaining = page.count.saturating_sub(i as u64 + 1);
-                            remaining_item_count = Some(i64::try_from(remaining).unwrap_or(i64::MAX));
+                            remaining_item_count =
+                                Some(i64::try_from(remaining).unwrap_or(i64::MAX));
                         }
                     }
                     break;

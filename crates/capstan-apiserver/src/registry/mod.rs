@@ -79,6 +79,22 @@ pub(crate) struct Written {
     pub warnings: Vec<String>,
 }
 
+impl Written {
+    /// An object written at `revision`, which becomes its `resourceVersion`.
+    fn at(mut object: Value, revision: Revision, created: bool) -> Written {
+        set_meta(
+            &mut object,
+            "resourceVersion",
+            Some(revision.to_string().into()),
+        );
+        Written {
+            object,
+            created,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// The result of a delete.
 #[derive(Debug)]
 pub(crate) enum Deleted {
@@ -530,16 +546,7 @@ impl Registry {
                 }
                 match self.store.delete(key, Some(kv.mod_revision)).await {
                     Ok(deleted) => {
-                        set_meta(
-                            &mut new,
-                            "resourceVersion",
-                            Some(deleted.revision.to_string().into()),
-                        );
-                        return Ok(Written {
-                            object: new,
-                            created: false,
-                            warnings: Vec::new(),
-                        });
+                        return Ok(Written::at(new, deleted.revision, false));
                     }
                     Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
                         current = Some(*now);
@@ -550,16 +557,7 @@ impl Registry {
                 }
             }
             if options.dry_run {
-                set_meta(
-                    &mut new,
-                    "resourceVersion",
-                    Some(kv.mod_revision.to_string().into()),
-                );
-                return Ok(Written {
-                    object: new,
-                    created: false,
-                    warnings: Vec::new(),
-                });
+                return Ok(Written::at(new, kv.mod_revision, false));
             }
             match self
                 .store
@@ -567,16 +565,7 @@ impl Registry {
                 .await
             {
                 Ok(stored) => {
-                    set_meta(
-                        &mut new,
-                        "resourceVersion",
-                        Some(stored.mod_revision.to_string().into()),
-                    );
-                    return Ok(Written {
-                        object: new,
-                        created: false,
-                        warnings: Vec::new(),
-                    });
+                    return Ok(Written::at(new, stored.mod_revision, false));
                 }
                 Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
                     current = Some(*now);
