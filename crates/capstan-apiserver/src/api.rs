@@ -501,16 +501,49 @@ impl Api {
             ("patch", None | Some("status")) => {
                 let options = query.write_options()?;
                 let bytes = read_bytes(request.into_body()).await?;
-                let written = crate::patch::patch(
-                    &registry,
-                    namespace,
-                    name,
-                    subresource,
-                    content_type.as_deref(),
-                    &bytes,
-                    &options,
-                )
-                .await?;
+                let ct = content_type.as_deref();
+                let written = match (resource.kind, namespace, subresource) {
+                    // A patch may change a service's type: its addresses are admitted too.
+                    ("Service", Some(ns), None) if resource.group.is_empty() => {
+                        self.services
+                            .admit_patch(&registry, ns, name, async |used| {
+                                let admit = |svc: &mut Value, old: &Value| {
+                                    self.services.assign(svc, Some(old), used)
+                                };
+                                let body = crate::patch::PatchBody {
+                                    content_type: ct,
+                                    bytes: &bytes,
+                                };
+                                crate::patch::patch(
+                                    &registry,
+                                    namespace,
+                                    name,
+                                    None,
+                                    body,
+                                    &options,
+                                    Some(&admit),
+                                )
+                                .await
+                            })
+                            .await?
+                    }
+                    _ => {
+                        let body = crate::patch::PatchBody {
+                            content_type: ct,
+                            bytes: &bytes,
+                        };
+                        crate::patch::patch(
+                            &registry,
+                            namespace,
+                            name,
+                            subresource,
+                            body,
+                            &options,
+                            None,
+                        )
+                        .await?
+                    }
+                };
                 written_response(resource, written, output, &query)
             }
             ("delete", None) => {

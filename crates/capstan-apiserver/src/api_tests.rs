@@ -810,6 +810,27 @@ async fn services_get_cluster_ips_and_node_ports() {
     assert_eq!(code, 201, "{headless}");
     assert_eq!(headless["spec"]["clusterIP"], "None");
 
+    // A patch that makes a ClusterIP service a NodePort one gets node ports.
+    let (code, plain) = h
+        .post(
+            services,
+            json!({"metadata": {"name": "plain"}, "spec": {"ports": [{"port": 81}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{plain}");
+    assert!(plain["spec"]["ports"][0].get("nodePort").is_none());
+    let (code, patched) = h
+        .patch(
+            &format!("{services}/plain"),
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"type": "NodePort"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{patched}");
+    let patched_port = patched["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&patched_port) && patched_port != node_port);
+    assert_eq!(patched["spec"]["clusterIP"], plain["spec"]["clusterIP"]);
+
     // A PUT that leaves the allocations out keeps them.
     let (code, replaced) = h
         .put(&format!("{services}/web"), json!({"metadata": {"name": "web"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))

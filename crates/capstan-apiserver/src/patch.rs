@@ -108,16 +108,33 @@ fn apply(
     }
 }
 
+/// A check run on the patched object (with the stored one) before it is written, such as the
+/// service address admission.
+pub(crate) type Admit<'a> = &'a (dyn Fn(&mut Value, &Value) -> Result<(), ApiError> + Sync);
+
+/// A PATCH body and its content type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PatchBody<'a> {
+    /// The `Content-Type`, which names the patch format.
+    pub content_type: Option<&'a str>,
+    /// The patch document.
+    pub bytes: &'a [u8],
+}
+
 /// Patches the object `name`.
 pub(crate) async fn patch(
     registry: &Registry,
     namespace: Option<&str>,
     name: &str,
     subresource: Option<&str>,
-    content_type: Option<&str>,
-    body: &[u8],
+    body: PatchBody<'_>,
     options: &WriteOptions,
+    admit: Option<Admit<'_>>,
 ) -> Result<Written, ApiError> {
+    let PatchBody {
+        content_type,
+        bytes: body,
+    } = body;
     let kind = patch_type(content_type)?;
     let patch = decode_patch(kind, body)?;
     // A patch that sets metadata.resourceVersion makes the write conditional on it.
@@ -157,7 +174,12 @@ pub(crate) async fn patch(
                 .into());
             }
             warnings.clear();
-            registry.decode_patched(patched, options.field_validation, &mut warnings)
+            let mut decoded =
+                registry.decode_patched(patched, options.field_validation, &mut warnings)?;
+            if let Some(admit) = admit {
+                admit(&mut decoded, old)?;
+            }
+            Ok(decoded)
         })
         .await?;
     written.warnings = warnings;

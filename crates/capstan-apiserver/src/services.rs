@@ -67,6 +67,10 @@ impl std::fmt::Display for Cidr {
     }
 }
 
+/// The cluster IPs and node ports other services hold.
+#[derive(Debug, Default)]
+pub(crate) struct InUse(HashSet<u32>, HashSet<u16>);
+
 /// The service address ranges.
 #[derive(Debug)]
 pub(crate) struct Allocator {
@@ -103,7 +107,7 @@ impl Allocator {
         &self,
         services: &Registry,
         except: Option<(&str, &str)>,
-    ) -> Result<(HashSet<u32>, HashSet<u16>), ApiError> {
+    ) -> Result<InUse, ApiError> {
         let list = services.list(None, &ListOptions::default()).await?;
         let mut ips = HashSet::new();
         let mut ports = HashSet::new();
@@ -132,7 +136,7 @@ impl Allocator {
                 }
             }
         }
-        Ok((ips, ports))
+        Ok(InUse(ips, ports))
     }
 
     /// Fills in and checks the cluster IP and node ports of a service being created (`old` is
@@ -150,18 +154,50 @@ impl Allocator {
     {
         let _guard = self.lock.lock().await;
         let name = meta_str(svc, "name").to_owned();
-        let (ips, ports) = self.in_use(services, Some((namespace, &name))).await?;
+        let used = self.in_use(services, Some((namespace, &name))).await?;
+        self.assign(svc, old, &used)?;
+        write(svc.clone()).await
+    }
+
+    /// Runs `write` (a patch, which computes the new service itself) with what other services
+    /// hold, under the allocation lock; `write` calls [`Allocator::assign`] on its result.
+    pub(crate) async fn admit_patch<F, T>(
+        &self,
+        services: &Registry,
+        namespace: &str,
+        name: &str,
+        write: F,
+    ) -> Result<T, ApiError>
+    where
+        F: AsyncFnOnce(&InUse) -> Result<T, ApiError>,
+    {
+        let _guard = self.lock.lock().await;
+        let used = self.in_use(services, Some((namespace, name))).await?;
+        write(&used).await
+    }
+
+    /// Fills in and checks the addresses of `svc` against what other services hold; `old` is
+    /// the stored service on an update.
+    pub(crate) fn assign(
+        &self,
+        svc: &mut Value,
+        old: Option<&Value>,
+        used: &InUse,
+    ) -> Result<(), ApiError> {
         let mut errors = Vec::new();
-        if old.is_none() && wants_cluster_ip(svc) {
-            self.assign_ip(svc, &ips, &mut errors);
+        if wants_cluster_ip(svc)
+            && old.is_none_or(|o| !wants_cluster_ip(o) || o["spec"]["clusterIP"].is_null())
+        {
+            self.assign_ip(svc, &used.0, &mut errors);
         }
         if wants_node_ports(svc) {
-            self.assign_node_ports(svc, old, &ports, &mut errors);
+            self.assign_node_ports(svc, old, &used.1, &mut errors);
         }
-        if !errors.is_empty() {
-            return Err(StatusError::invalid("", "Service", &name, &errors).into());
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(StatusError::invalid("", "Service", meta_str(svc, "name"), &errors).into())
         }
-        write(svc.clone()).await
     }
 
     fn assign_ip(&self, svc: &mut Value, used: &HashSet<u32>, errors: &mut Vec<FieldError>) {
