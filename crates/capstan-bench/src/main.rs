@@ -23,6 +23,10 @@
 //! one backend's scenario is printed in its row and the run goes on. Progress goes to stderr.
 //! `--quick` scales everything down for a smoke run.
 //!
+//! `capstan-bench api` measures the API server end to end: the real `capstan server` binary on
+//! SQLite and on etcd, driven over HTTPS/HTTP2 (creates, gets, paginated lists, watch fan-out,
+//! memory and start-up; see the `api` module).
+//!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
 
@@ -51,6 +55,7 @@ use futures::stream::BoxStream;
 use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 
+mod api;
 mod crash;
 
 /// Command-line interface.
@@ -69,6 +74,9 @@ struct Cli {
 enum Command {
     /// Benchmark the storage backends (writes, lists, watch latency, size on disk).
     Store(Box<StoreArgs>),
+    /// Benchmark the API server through HTTPS (creates, gets, lists, watch fan-out, memory,
+    /// start-up), on SQLite and on etcd.
+    Api(Box<api::ApiArgs>),
     /// Write to a SQLite store until killed, printing each acknowledged write (the process the
     /// SQLite crash test kills).
     CrashWriter(crash::CrashWriterArgs),
@@ -297,6 +305,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Store(args) => run_store(*args).await,
+        Command::Api(args) => api::run(*args).await,
         Command::CrashWriter(args) => crash::run(args).await,
     };
     match result {
@@ -1689,7 +1698,8 @@ fn error_cell(error: &anyhow::Error) -> String {
     format!("**error**: {}", md_escape(&format!("{error:#}"), 300))
 }
 
-fn header(s: &Settings, dir: &Path) -> String {
+/// The machine, as `N CPUs (model), X GiB RAM, Linux version`.
+fn machine() -> String {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -1708,26 +1718,38 @@ fn header(s: &Settings, dir: &Path) -> String {
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|k| k.trim().to_owned())
         .unwrap_or_else(|_| "?".to_owned());
-    let etcd = std::process::Command::new("etcd")
+    format!("{cpus} CPUs ({model}), {memory} RAM, Linux {kernel}")
+}
+
+/// The first line of `etcd --version`.
+fn etcd_version() -> String {
+    std::process::Command::new("etcd")
         .arg("--version")
         .output()
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|v| v.lines().next().map(str::to_owned))
-        .unwrap_or_else(|| "etcd not found".to_owned());
-    let command = std::env::args()
+        .unwrap_or_else(|| "etcd not found".to_owned())
+}
+
+/// This process's command line, quoted for a shell.
+fn command_line() -> String {
+    std::env::args()
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
-        .join(" ");
+        .join(" ")
+}
+
+fn header(s: &Settings, dir: &Path) -> String {
+    let machine = machine();
+    let etcd = etcd_version();
+    let command = command_line();
 
     let mut out = String::new();
     let _ = writeln!(out, "## Storage benchmark (`capstan-bench store`)\n");
     let _ = writeln!(out, "- date: {}", utc_now());
     let _ = writeln!(out, "- command: `{command}`");
-    let _ = writeln!(
-        out,
-        "- machine: {cpus} CPUs ({model}), {memory} RAM, Linux {kernel}"
-    );
+    let _ = writeln!(out, "- machine: {machine}");
     let _ = writeln!(
         out,
         "- SQLite files in `{}` ({}); {etcd} started by `capstan_testkit::EtcdServer`",

@@ -1,0 +1,67 @@
+//! Smoke test of `capstan-bench api`: a scaled-down run of every scenario against the real
+//! `capstan server` binary on SQLite and on etcd, so that the driver keeps working as the server
+//! changes. The server binary is the one cargo built next to the bench binary (`cargo test
+//! --workspace` and `scripts/test` build it; with `-p capstan-bench` alone, build it first with
+//! `cargo build -p capstan`).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn the_quick_api_benchmark_runs_every_scenario_on_both_backends() {
+    let bench = env!("CARGO_BIN_EXE_capstan-bench");
+    let server = Path::new(bench).with_file_name("capstan");
+    assert!(
+        server.is_file(),
+        "no server binary at {}: build it with `cargo build -p capstan`",
+        server.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(bench)
+        .args(["api", "--quick", "--duration", "100ms", "--objects", "600"])
+        .args([
+            "--watchers",
+            "20",
+            "--watch-events",
+            "10",
+            "--list-walks",
+            "1",
+        ])
+        .arg("--server")
+        .arg(&server)
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .expect("run capstan-bench api");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("**error**"), "{stdout}\n{stderr}");
+    for section in [
+        "### Start-up",
+        "### Memory",
+        "### Creates",
+        "### Gets",
+        "### Lists",
+        "### Watch fan-out",
+    ] {
+        assert!(stdout.contains(section), "{section} missing:\n{stdout}");
+    }
+    for backend in ["sqlite", "etcd"] {
+        // Every watcher of the 20 got each of the 10 events.
+        assert!(
+            stdout.contains(&format!("| {backend} | 20 | 1 | 10 |")),
+            "no watch row for {backend}:\n{stdout}"
+        );
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("| {backend} | 20 |")) && l.contains("| 20 / 20 |")),
+            "a watcher on {backend} missed events:\n{stdout}"
+        );
+    }
+    // Two pages of 500 for 600 objects of each kind, on each backend.
+    assert_eq!(stdout.matches("| 600 |").count(), 4, "{stdout}");
+}
