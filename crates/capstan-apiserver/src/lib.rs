@@ -100,10 +100,7 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
     };
     let cidr = services::Cidr::parse(&config.service_cidr).map_err(StartError::Config)?;
     let api = std::sync::Arc::new(api::Api::with_services(&store, cidr));
-    let server = serve::listen(&config, &pki, tokens, store, api.clone()).await?;
-    api::ensure_defaults(&api, server.local_addr().port())
-        .await
-        .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    let server = serve::listen(&config, &pki, tokens, store, api).await?;
     let host = if config.bind_address.is_unspecified() {
         "127.0.0.1".to_owned()
     } else {

@@ -327,6 +327,11 @@ pub(crate) async fn listen(
     let local_addr = listener
         .local_addr()
         .map_err(|source| StartError::Listen { addr, source })?;
+    // The default objects exist before the first request is answered (so before /readyz says
+    // ok); connections wait in the listen backlog meanwhile.
+    crate::api::ensure_defaults(&api, local_addr.port())
+        .await
+        .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
     let metrics = Metrics::new();
     let app = router(store, metrics.clone(), api, local_addr.to_string());
     let accept_loop = tokio::spawn(async move {

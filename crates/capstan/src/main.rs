@@ -174,22 +174,29 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         token_auth_file: args.token_auth_file,
         service_cidr: args.service_cidr,
     };
+    // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
+    let shutdown = shutdown_signal()?;
     let _apiserver = capstan_apiserver::start(config, store)
         .await
         .context("cannot start the API server")?;
-    shutdown_signal().await?;
+    shutdown.await?;
     tracing::info!("shutting down");
     Ok(())
 }
 
-async fn shutdown_signal() -> anyhow::Result<()> {
+/// Installs the SIGTERM and Ctrl-C handlers now; the returned future ends at the first signal.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<()>>> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot listen for SIGTERM")?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result.context("cannot listen for Ctrl-C")?,
-        _ = terminate.recv() => {}
-    }
-    Ok(())
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
