@@ -164,15 +164,17 @@ impl Registry {
         if selectors.is_empty() {
             return true;
         }
+        // The kind's own fields come from decoding the object into its type: once per object,
+        // however many terms the selector has.
+        let kind_fields = std::cell::OnceCell::new();
         selectors.matches(&labels(object), |field| match field {
             "metadata.name" => Some(meta_str(object, "name").to_owned()),
             "metadata.namespace" => Some(meta_str(object, "namespace").to_owned()),
-            other => self
-                .strategy()
-                .selectable_fields(object)
-                .into_iter()
+            other => kind_fields
+                .get_or_init(|| self.strategy().selectable_fields(object))
+                .iter()
                 .find(|(name, _)| *name == other)
-                .map(|(_, value)| value),
+                .map(|(_, value)| value.clone()),
         })
     }
 
