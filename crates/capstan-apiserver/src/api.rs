@@ -18,6 +18,8 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use crate::lifecycle::NamespaceLifecycle;
+use crate::registry::cache::Caches;
 use crate::registry::object::meta_str;
 use crate::registry::{
     DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WatchOptions, WriteOptions,
@@ -35,6 +37,9 @@ pub(crate) struct Api {
     registries: HashMap<(&'static str, &'static str, &'static str), Arc<Registry>>,
     services: Allocator,
     service_cidr: Cidr,
+    lifecycle: NamespaceLifecycle,
+    /// The watch caches the registries read from; they live as long as the API.
+    _caches: Arc<Caches>,
 }
 
 impl std::fmt::Debug for Api {
@@ -211,19 +216,35 @@ fn respond_object(
 }
 
 fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String]) -> Response {
-    let (content_type, body) = match output {
-        Output::Json | Output::Table => (
-            "application/json",
-            serde_json::to_vec(value).unwrap_or_default(),
+    match output {
+        Output::Json | Output::Table => respond_bytes(
+            code,
+            serde_json::to_vec(value).unwrap_or_default().into(),
+            warnings,
         ),
-        Output::Yaml => (
-            "application/yaml",
-            serde_saphyr::to_string(value)
-                .map(String::into_bytes)
-                .unwrap_or_default(),
+        Output::Yaml => with_warnings(
+            (
+                code,
+                [(header::CONTENT_TYPE, "application/yaml")],
+                serde_saphyr::to_string(value)
+                    .map(String::into_bytes)
+                    .unwrap_or_default(),
+            )
+                .into_response(),
+            warnings,
         ),
-    };
-    let mut response = (code, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    }
+}
+
+/// A JSON body already serialised.
+fn respond_bytes(code: StatusCode, json: bytes::Bytes, warnings: &[String]) -> Response {
+    with_warnings(
+        (code, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        warnings,
+    )
+}
+
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
     for warning in warnings {
         let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
         if let Ok(value) = HeaderValue::from_str(&text) {
@@ -296,11 +317,17 @@ fn as_item(mut object: Value) -> Value {
 impl Api {
     /// The API over `store`, allocating service IPs from `service_cidr`.
     pub(crate) fn with_services(store: &Store, service_cidr: Cidr) -> Self {
+        let caches = Caches::start(
+            store.clone(),
+            catalog::RESOURCES
+                .iter()
+                .map(|r| (r.storage_key_prefix(), r.kind, r.api_version())),
+        );
         let registries = catalog::RESOURCES
             .iter()
             .filter_map(|r| {
                 let registry = Registry::new(r, crate::resources::strategy_for(r)?, store.clone())
-                    .with_cache();
+                    .with_cache(caches.cache(&r.storage_key_prefix()));
                 Some(((r.group, r.version, r.plural), Arc::new(registry)))
             })
             .collect();
@@ -308,6 +335,8 @@ impl Api {
             registries,
             services: Allocator::new(service_cidr, NODE_PORTS),
             service_cidr,
+            lifecycle: NamespaceLifecycle::default(),
+            _caches: caches,
         }
     }
 
@@ -431,8 +460,21 @@ impl Api {
                 ))
             }
             ("get", None | Some("status")) => {
-                let object = registry.get(namespace, name).await?;
-                respond_object(StatusCode::OK, resource, &object, output, &query, &[])
+                let object = registry
+                    .read(namespace, name, query.get("resourceVersion"))
+                    .await?;
+                if output == Output::Json {
+                    // Serialised once, when the cache took it in.
+                    return Ok(respond_bytes(StatusCode::OK, object.json.clone(), &[]));
+                }
+                respond_object(
+                    StatusCode::OK,
+                    resource,
+                    &object.object,
+                    output,
+                    &query,
+                    &[],
+                )
             }
             ("list", None) => self.list(&registry, namespace, &query, output).await,
             ("watch", None) => self.watch(&registry, namespace, &query, output).await,
@@ -471,7 +513,7 @@ impl Api {
                 let body = read_body(request.into_body(), content_type.as_deref()).await?;
                 if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
                     // Only a create-on-update needs the namespace to accept content.
-                    if registry.get(namespace, name).await.is_err() {
+                    if registry.read(namespace, name, Some("0")).await.is_err() {
                         self.admit_namespace(ns, resource, name).await?;
                     }
                 }
@@ -549,6 +591,9 @@ impl Api {
             ("delete", None) => {
                 let options =
                     delete_options(&query, request.into_body(), content_type.as_deref()).await?;
+                if resource.kind == "Namespace" && resource.group.is_empty() {
+                    self.lifecycle.deleting(name);
+                }
                 let deleted = registry.delete(namespace, name, &options).await?;
                 let object = match deleted {
                     Deleted::Pending(object) => object,
@@ -570,11 +615,14 @@ impl Api {
                     )
                     .await?;
                 let mut items = Vec::new();
-                for object in list.items {
-                    let ns = (!meta_str(&object, "namespace").is_empty())
-                        .then(|| meta_str(&object, "namespace"));
+                for object in list.items.iter().map(|item| &item.object) {
+                    if resource.kind == "Namespace" && resource.group.is_empty() {
+                        self.lifecycle.deleting(meta_str(object, "name"));
+                    }
+                    let ns = (!meta_str(object, "namespace").is_empty())
+                        .then(|| meta_str(object, "namespace"));
                     match registry
-                        .delete(ns, meta_str(&object, "name"), &options)
+                        .delete(ns, meta_str(object, "name"), &options)
                         .await
                     {
                         Ok(Deleted::Gone(object) | Deleted::Pending(object)) => {
@@ -600,29 +648,20 @@ impl Api {
         }
     }
 
-    /// Upstream's NamespaceLifecycle admission: no new content in a missing or terminating
-    /// namespace.
+    /// Upstream's NamespaceLifecycle admission (see [`NamespaceLifecycle`]).
     async fn admit_namespace(
         &self,
         namespace: &str,
         resource: &Resource,
         name: &str,
     ) -> Result<(), ApiError> {
-        let Some(namespaces) = self.namespaces() else {
-            return Ok(());
-        };
-        match namespaces.get(None, namespace).await {
-            Ok(ns) if crate::registry::object::is_terminating(&ns) => Err(StatusError::forbidden(
-                GroupResource::new(resource.group, resource.plural),
-                name,
-                &format!("unable to create new content in namespace {namespace} because it is being terminated"),
-            )
-            .into()),
-            Ok(_) => Ok(()),
-            Err(error) if error.status().code() == 404 => {
-                Err(StatusError::not_found(GroupResource::new("", "namespaces"), namespace).into())
+        match self.namespaces() {
+            Some(namespaces) => {
+                self.lifecycle
+                    .admit(namespaces, namespace, resource, name)
+                    .await
             }
-            Err(error) => Err(error),
+            None => Ok(()),
         }
     }
 
@@ -658,7 +697,11 @@ impl Api {
             let table = printers::list_table(
                 resource.group,
                 resource.plural,
-                &list.items,
+                &list
+                    .items
+                    .iter()
+                    .map(|item| &item.object)
+                    .collect::<Vec<_>>(),
                 &meta,
                 &table_options(query)?,
                 now(),
@@ -672,13 +715,33 @@ impl Api {
         if let Some(remaining) = list.remaining_item_count {
             metadata["remainingItemCount"] = remaining.into();
         }
-        let body = json!({
-            "kind": resource.list_kind(),
-            "apiVersion": resource.api_version(),
-            "metadata": metadata,
-            "items": list.items.into_iter().map(as_item).collect::<Vec<_>>(),
-        });
-        Ok(respond(StatusCode::OK, &body, output, &[]))
+        if output == Output::Yaml {
+            let body = json!({
+                "kind": resource.list_kind(),
+                "apiVersion": resource.api_version(),
+                "metadata": metadata,
+                "items": list.items.iter().map(|item| as_item(item.object.clone())).collect::<Vec<_>>(),
+            });
+            return Ok(respond(StatusCode::OK, &body, output, &[]));
+        }
+        // The items were serialised once, when they were cached or read; the list only joins them.
+        let items_len: usize = list.items.iter().map(|item| item.json.len() + 1).sum();
+        let mut body = Vec::with_capacity(items_len + 256);
+        body.extend_from_slice(br#"{"kind":"#);
+        let _ = serde_json::to_writer(&mut body, &resource.list_kind());
+        body.extend_from_slice(br#","apiVersion":"#);
+        let _ = serde_json::to_writer(&mut body, &resource.api_version());
+        body.extend_from_slice(br#","metadata":"#);
+        let _ = serde_json::to_writer(&mut body, &metadata);
+        body.extend_from_slice(br#","items":["#);
+        for (i, item) in list.items.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            item.write_item(&mut body);
+        }
+        body.extend_from_slice(b"]}");
+        Ok(respond_bytes(StatusCode::OK, body.into(), &[]))
     }
 
     async fn watch(

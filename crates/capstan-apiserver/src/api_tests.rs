@@ -839,3 +839,104 @@ async fn services_get_cluster_ips_and_node_ports() {
     assert_eq!(replaced["spec"]["clusterIP"], web["spec"]["clusterIP"]);
     assert_eq!(replaced["spec"]["ports"][0]["nodePort"], node_port);
 }
+
+#[tokio::test]
+async fn reads_from_the_cache_see_every_completed_write() {
+    let h = Harness::new().await;
+    // Every write is visible to the very next read, whichever resource the latest write was to.
+    for i in 0..20 {
+        let (code, created) = h.post(CMS, cm(&format!("c{i}"), json!({"i": "0"}))).await;
+        assert_eq!(code, 201, "{created}");
+        let (_, secret) = h
+            .post(
+                "/api/v1/namespaces/default/secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("s{i}")}}),
+            )
+            .await;
+        let (code, got) = h.get(&format!("{CMS}/c{i}")).await;
+        assert_eq!(code, 200, "{got}");
+        assert_eq!(got["kind"], "ConfigMap");
+        assert_eq!(got["apiVersion"], "v1");
+        assert_eq!(rv(&got), rv(&created));
+        // Not older than the secret's revision: the configmaps are caught up with it too.
+        let (code, got) = h
+            .get(&format!("{CMS}/c{i}?resourceVersion={}", rv(&secret)))
+            .await;
+        assert_eq!(code, 200, "{got}");
+        let (code, list) = h.get(CMS).await;
+        assert_eq!(code, 200);
+        assert_eq!(list["items"].as_array().unwrap().len(), i + 1);
+        assert!(
+            list["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+                >= rv(&secret)
+        );
+    }
+    let current = h.store.current_revision().await.unwrap();
+    let (code, body) = h
+        .get(&format!("{CMS}/c0?resourceVersion={}", current + 100))
+        .await;
+    assert_eq!(code, 504, "{body}");
+    assert_eq!(body["reason"], "Timeout");
+    let (code, _) = h.get(&format!("{CMS}/c0?resourceVersion=x")).await;
+    assert_eq!(code, 400);
+    let (code, body) = h.get(&format!("{CMS}/missing")).await;
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(body["reason"], "NotFound");
+}
+
+#[tokio::test]
+async fn later_pages_show_the_first_pages_revision() {
+    let h = Harness::new().await;
+    for i in 0..5 {
+        h.post(CMS, cm(&format!("c{i}"), json!({"v": "old"}))).await;
+    }
+    // Unchanged between pages.
+    let (_, first) = h.get(&format!("{CMS}?limit=2")).await;
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    let (code, second) = h.get(&format!("{CMS}?limit=2&continue={token}")).await;
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    assert_eq!(second["metadata"]["remainingItemCount"], 1);
+    let names: Vec<&str> = second["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c2", "c3"]);
+
+    // Changed between pages: the rest of the list is still the state of the first page.
+    let (_, mut c3) = h.get(&format!("{CMS}/c3")).await;
+    c3["data"]["v"] = json!("new");
+    let (code, _) = h.put(&format!("{CMS}/c3"), c3).await;
+    assert_eq!(code, 200);
+    let (code, deleted) = h.delete(&format!("{CMS}/c4"), None).await;
+    assert_eq!(code, 200, "{deleted}");
+    let (code, second) = h.get(&format!("{CMS}?limit=2&continue={token}")).await;
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(second["items"][1]["metadata"]["name"], "c3");
+    assert_eq!(second["items"][1]["data"]["v"], "old");
+    let token = second["metadata"]["continue"].as_str().unwrap();
+    let (_, third) = h.get(&format!("{CMS}?limit=2&continue={token}")).await;
+    assert_eq!(third["items"][0]["metadata"]["name"], "c4");
+    assert!(third["metadata"].get("continue").is_none(), "{third}");
+    // A new list sees the changes.
+    let (_, now) = h.get(&format!("{CMS}?limit=10")).await;
+    assert_eq!(now["items"].as_array().unwrap().len(), 4);
+    assert_eq!(now["items"][3]["data"]["v"], "new");
+
+    // A page size with a revision and no match rule reads exactly that revision.
+    let at = first["metadata"]["resourceVersion"].as_str().unwrap();
+    let (code, exact) = h.get(&format!("{CMS}?limit=10&resourceVersion={at}")).await;
+    assert_eq!(code, 200, "{exact}");
+    assert_eq!(exact["items"].as_array().unwrap().len(), 5);
+    assert_eq!(exact["metadata"]["resourceVersion"], at);
+}

@@ -16,6 +16,7 @@ mod auth;
 mod discovery;
 mod health;
 mod kubeconfig;
+mod lifecycle;
 mod metrics;
 mod patch;
 pub mod pki;

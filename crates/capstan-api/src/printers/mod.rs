@@ -351,7 +351,7 @@ fn table_json(
 pub fn list_table(
     group: &str,
     resource: &str,
-    items: &[Value],
+    items: &[&Value],
     list_meta: &ListMeta,
     options: &TableOptions,
     now: Timestamp,
@@ -374,8 +374,7 @@ pub fn list_table(
     if let Some(count) = list_meta.remaining_item_count {
         metadata.insert("remainingItemCount".into(), Value::from(count));
     }
-    let objects: Vec<&Value> = items.iter().collect();
-    table_json(group, resource, &objects, metadata, options, now)
+    table_json(group, resource, items, metadata, options, now)
 }
 
 /// The one-row Table of a single object, for a GET or a watch event; its `metadata` carries the

@@ -1693,7 +1693,7 @@ fn list_tables() {
     let table = list_table(
         "",
         "pods",
-        &pods,
+        &[&pods[0], &pods[1]],
         &list_meta,
         &TableOptions::default(),
         now(),
@@ -1740,7 +1740,7 @@ fn list_tables() {
     let table = list_table(
         "",
         "pods",
-        &pods[1..],
+        &[&pods[1]],
         &ListMeta::default(),
         &options,
         now(),

@@ -1,21 +1,29 @@
-//! The watch cache of one resource: a single storage watch feeds the current state of every
-//! object and a window of recent events, which serve watches and `resourceVersion=0` lists
+//! The watch caches: one storage watch over the whole registry feeds, for every resource, the
+//! current state of each object and a window of recent events. They serve watches and reads
 //! without touching the store. Each object is decoded and serialised once, when its event
-//! arrives, and the bytes are shared by every watcher that receives it.
+//! arrives, and the bytes are shared by every reader and watcher that receives it.
+//!
+//! Because one watch sees every revision of the registry in order, the caches know how far they
+//! have caught up with the store as a whole (their *progress*), not only with their own kind. A
+//! consistent read asks the store for its current revision and waits until the progress reaches
+//! it: the cache then holds every write that completed before the read began, as a read from the
+//! store would (upstream's consistent reads from the cache work the same way).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use capstan_store::{EventKind, KeyValue, ListOptions, Revision, Store, StoreError};
-use futures::StreamExt;
+use capstan_store::{EventKind, KeyValue, ListOptions, Revision, Store, StoreError, WatchEvent};
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::object::set_meta;
 
-/// How many recent events the window keeps.
+/// The key prefix every resource is stored under.
+const ROOT: &str = "/registry/";
+/// How many recent events each window keeps.
 const WINDOW: usize = 4096;
 /// How many events a watcher may fall behind the live feed before it is cut off (it then
 /// resumes from the window, or is told to start again).
@@ -26,11 +34,59 @@ const FEED: usize = 4096;
 pub(crate) struct Cached {
     /// The object.
     pub object: Value,
-    /// Its JSON, with `kind` and `apiVersion`.
+    /// Its JSON, `kind` and `apiVersion` first.
     pub json: Bytes,
+    /// Where the fields after `kind` and `apiVersion` start in `json`: a list item (which
+    /// upstream's typed lists write without them) is `{` followed by `json[item_at..]`.
+    item_at: usize,
 }
 
 impl Cached {
+    /// Serialises `object` as it stands.
+    pub(crate) fn of(mut object: Value) -> Arc<Cached> {
+        let (kind, api_version) = match object.as_object_mut() {
+            Some(map) => (map.remove("kind"), map.remove("apiVersion")),
+            None => (None, None),
+        };
+        let rest = serde_json::to_vec(&object).unwrap_or_else(|_| b"{}".to_vec());
+        let mut json = Vec::with_capacity(rest.len() + 64);
+        json.push(b'{');
+        for (name, value) in [("kind", &kind), ("apiVersion", &api_version)] {
+            if let Some(value) = value {
+                json.push(b'"');
+                json.extend_from_slice(name.as_bytes());
+                json.extend_from_slice(b"\":");
+                json.extend_from_slice(&serde_json::to_vec(value).unwrap_or_default());
+                json.push(b',');
+            }
+        }
+        let item_at = json.len();
+        if rest.len() > 2 && rest.first() == Some(&b'{') {
+            json.extend_from_slice(&rest[1..]);
+        } else {
+            // Nothing but the type: no comma after it.
+            if json.len() > 1 {
+                json.pop();
+            }
+            json.push(b'}');
+        }
+        if let Some(map) = object.as_object_mut() {
+            if let Some(kind) = kind {
+                map.insert("kind".into(), kind);
+            }
+            if let Some(api_version) = api_version {
+                map.insert("apiVersion".into(), api_version);
+            }
+        }
+        Arc::new(Cached {
+            object,
+            json: Bytes::from(json),
+            item_at,
+        })
+    }
+
+    /// Stamps `revision` as the object's `resourceVersion` and fills in `kind` and
+    /// `apiVersion` where missing, then serialises it.
     pub(crate) fn new(
         mut object: Value,
         revision: Revision,
@@ -46,8 +102,17 @@ impl Cached {
             object["kind"] = kind.into();
             object["apiVersion"] = api_version.into();
         }
-        let json = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-        Arc::new(Cached { object, json })
+        Cached::of(object)
+    }
+
+    /// Appends the object as a list item: without `kind` and `apiVersion`.
+    pub(crate) fn write_item(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        if self.item_at < self.json.len() {
+            out.extend_from_slice(&self.json[self.item_at..]);
+        } else {
+            out.push(b'}');
+        }
     }
 }
 
@@ -69,11 +134,15 @@ pub(crate) struct CachedEvent {
 struct State {
     objects: BTreeMap<String, Arc<Cached>>,
     events: VecDeque<Arc<CachedEvent>>,
-    /// The last revision applied.
+    /// The revision the objects are at: the last revision of the registry applied, whichever
+    /// resource it changed.
     revision: Revision,
     /// Events after this revision are all in the window.
     window_start: Revision,
-    /// Whether the initial list has been loaded.
+    /// No object of the resource has changed after this revision (as far as the cache knows:
+    /// the revision it was loaded at, or that of the last change applied since).
+    changed: Revision,
+    /// Whether the state is loaded and being kept up to date.
     ready: bool,
     /// The live feed; replaced on every reload, which ends the watches of the old one.
     feed: broadcast::Sender<Arc<CachedEvent>>,
@@ -82,8 +151,13 @@ struct State {
 impl State {
     /// The objects whose keys start with `prefix`, in key order.
     fn objects_under(&self, prefix: &str) -> Vec<Arc<Cached>> {
+        self.objects_from(prefix, prefix)
+    }
+
+    /// The objects whose keys start with `prefix`, from the key `start` on, in key order.
+    fn objects_from(&self, prefix: &str, start: &str) -> Vec<Arc<Cached>> {
         self.objects
-            .range(prefix.to_owned()..)
+            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(_, v)| v.clone())
             .collect()
@@ -93,7 +167,8 @@ impl State {
 /// The cache of one resource.
 pub(crate) struct WatchCache {
     state: Mutex<State>,
-    progress: watch::Sender<Revision>,
+    /// How far every cache has caught up with the store.
+    progress: watch::Receiver<Revision>,
     kind: &'static str,
     api_version: String,
 }
@@ -123,42 +198,21 @@ pub(crate) enum Subscription {
 }
 
 impl WatchCache {
-    /// Starts a cache fed from `prefix` of `store`.
-    pub(crate) fn start(
-        store: Store,
-        prefix: String,
-        kind: &'static str,
-        api_version: String,
-    ) -> Arc<WatchCache> {
-        let (progress, _) = watch::channel(0);
-        let cache = Arc::new(WatchCache {
+    fn new(kind: &'static str, api_version: String, progress: watch::Receiver<Revision>) -> Self {
+        WatchCache {
             state: Mutex::new(State {
                 objects: BTreeMap::new(),
                 events: VecDeque::new(),
                 revision: 0,
                 window_start: 0,
+                changed: 0,
                 ready: false,
                 feed: broadcast::channel(FEED).0,
             }),
             progress,
             kind,
             api_version,
-        });
-        let weak = Arc::downgrade(&cache);
-        tokio::spawn(async move {
-            loop {
-                let Some(cache) = weak.upgrade() else { return };
-                match cache.run(&store, &prefix).await {
-                    Ok(()) => return,
-                    Err(error) => {
-                        tracing::warn!(kind = cache.kind, %error, "watch cache feed failed; reloading");
-                    }
-                }
-                drop(cache);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        });
-        cache
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -172,123 +226,95 @@ impl WatchCache {
         Some(Cached::new(object, revision, self.kind, &self.api_version))
     }
 
-    /// Loads the current state, then applies the storage watch until it fails.
-    async fn run(&self, store: &Store, prefix: &str) -> Result<(), StoreError> {
-        let mut objects = BTreeMap::new();
-        let mut start = None;
-        let mut revision = None;
-        loop {
-            let page = store
-                .list(&ListOptions {
-                    prefix: prefix.to_owned(),
-                    start: start.clone(),
-                    revision,
-                    limit: Some(1000),
-                })
-                .await?;
-            revision = Some(page.revision);
-            for kv in &page.kvs {
-                if let Some(cached) = self.cached(kv, kv.mod_revision) {
-                    objects.insert(kv.key.clone(), cached);
-                }
-            }
-            if !page.more {
-                break;
-            }
-            start = page.continue_key();
+    /// Replaces the state with `objects` as of `revision`, ending the watches of the old one.
+    fn load(&self, objects: BTreeMap<String, Arc<Cached>>, revision: Revision) {
+        let mut state = self.lock();
+        state.objects = objects;
+        state.events.clear();
+        state.revision = revision;
+        state.window_start = revision;
+        state.changed = revision;
+        state.ready = true;
+        state.feed = broadcast::channel(FEED).0;
+    }
+
+    /// Applies one change of this resource.
+    fn apply(&self, event: &WatchEvent) {
+        let revision = event.revision();
+        let prev = event
+            .prev
+            .as_ref()
+            .and_then(|kv| self.cached(kv, kv.mod_revision));
+        let (object, deleted) = match event.kind {
+            EventKind::Delete => match &prev {
+                Some(prev) => (
+                    Cached::new(prev.object.clone(), revision, self.kind, &self.api_version),
+                    true,
+                ),
+                None => return,
+            },
+            EventKind::Put => match self.cached(&event.kv, revision) {
+                Some(object) => (object, false),
+                None => return,
+            },
+        };
+        let event = Arc::new(CachedEvent {
+            revision,
+            key: event.kv.key.clone(),
+            object,
+            prev,
+            deleted,
+        });
+        let mut state = self.lock();
+        if deleted {
+            state.objects.remove(&event.key);
+        } else {
+            state
+                .objects
+                .insert(event.key.clone(), event.object.clone());
         }
-        let mut after = revision.unwrap_or_default();
-        {
-            let mut state = self.lock();
-            state.objects = objects;
-            state.events.clear();
-            state.revision = after;
-            state.window_start = after;
-            state.ready = true;
-            state.feed = broadcast::channel(FEED).0;
-        }
-        self.progress.send_replace(after);
-        loop {
-            let mut stream = match store.watch(prefix, after).await {
-                Ok(stream) => stream,
-                Err(error) => {
-                    self.lock().ready = false;
-                    return Err(error);
-                }
-            };
-            while let Some(event) = stream.next().await {
-                let event = match event {
-                    Ok(event) => event,
-                    Err(StoreError::WatchLagged { last_revision }) => {
-                        after = last_revision;
-                        break;
-                    }
-                    Err(error) => {
-                        self.lock().ready = false;
-                        return Err(error);
-                    }
-                };
-                let revision = event.revision();
-                after = revision;
-                let prev = event
-                    .prev
-                    .as_ref()
-                    .and_then(|kv| self.cached(kv, kv.mod_revision));
-                let (object, deleted) = match event.kind {
-                    EventKind::Delete => match &prev {
-                        Some(prev) => (
-                            Cached::new(
-                                prev.object.clone(),
-                                revision,
-                                self.kind,
-                                &self.api_version,
-                            ),
-                            true,
-                        ),
-                        None => continue,
-                    },
-                    EventKind::Put => match self.cached(&event.kv, revision) {
-                        Some(object) => (object, false),
-                        None => continue,
-                    },
-                };
-                let event = Arc::new(CachedEvent {
-                    revision,
-                    key: event.kv.key.clone(),
-                    object,
-                    prev,
-                    deleted,
-                });
-                {
-                    let mut state = self.lock();
-                    if deleted {
-                        state.objects.remove(&event.key);
-                    } else {
-                        state
-                            .objects
-                            .insert(event.key.clone(), event.object.clone());
-                    }
-                    state.revision = revision;
-                    state.events.push_back(event.clone());
-                    while state.events.len() > WINDOW {
-                        if let Some(old) = state.events.pop_front() {
-                            state.window_start = old.revision;
-                        }
-                    }
-                    // Sent under the lock, so a subscriber sees each event either in the
-                    // backlog or on the feed, never both and never neither.
-                    let _ = state.feed.send(event);
-                }
-                self.progress.send_replace(revision);
+        state.revision = revision;
+        state.changed = revision;
+        state.events.push_back(event.clone());
+        while state.events.len() > WINDOW {
+            if let Some(old) = state.events.pop_front() {
+                state.window_start = old.revision;
             }
         }
+        // Sent under the lock, so a subscriber sees each event either in the backlog or on the
+        // feed, never both and never neither.
+        let _ = state.feed.send(event);
+    }
+
+    /// Records that the registry as a whole has been applied up to `revision`.
+    fn advance(&self, revision: Revision) {
+        let mut state = self.lock();
+        state.revision = state.revision.max(revision);
+    }
+
+    fn unready(&self) {
+        self.lock().ready = false;
     }
 
     /// Waits until the cache has applied `revision` (or a bit later), up to `timeout`.
     pub(crate) async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
-        let mut progress = self.progress.subscribe();
-        let ready = tokio::time::timeout(timeout, progress.wait_for(|r| *r >= revision)).await;
-        matches!(ready, Ok(Ok(_))) && self.lock().ready
+        if *self.progress.borrow() < revision {
+            let mut progress = self.progress.clone();
+            let caught_up =
+                tokio::time::timeout(timeout, progress.wait_for(|r| *r >= revision)).await;
+            if !matches!(caught_up, Ok(Ok(_))) {
+                return false;
+            }
+        }
+        self.lock().ready
+    }
+
+    /// One object, if the cache is loaded (`Some(None)`: there is no such object).
+    pub(crate) fn get(&self, key: &str) -> Option<(Option<Arc<Cached>>, Revision)> {
+        let state = self.lock();
+        state
+            .ready
+            .then(|| (state.objects.get(key).cloned(), state.revision))
     }
 
     /// The current objects under `prefix` and the revision they are at, if the cache is
@@ -299,6 +325,20 @@ impl WatchCache {
             return None;
         }
         Some((state.objects_under(prefix), state.revision))
+    }
+
+    /// The objects under `prefix` from the key `start` on as they were at `revision`, if the
+    /// cache can tell: it has applied `revision`, and nothing of the resource changed after it.
+    /// Pages after the first of a list read at `revision` are served from here when they can.
+    pub(crate) fn unchanged_since(
+        &self,
+        revision: Revision,
+        prefix: &str,
+        start: &str,
+    ) -> Option<Vec<Arc<Cached>>> {
+        let state = self.lock();
+        (state.ready && state.changed <= revision && revision <= state.revision)
+            .then(|| state.objects_from(prefix, start))
     }
 
     /// Subscribes to the events after `after`.
@@ -333,5 +373,189 @@ impl WatchCache {
             state.revision,
             state.feed.subscribe(),
         ))
+    }
+}
+
+/// The caches of every resource, fed by one watch over the whole registry.
+pub(crate) struct Caches {
+    /// Each resource's cache by its storage prefix.
+    by_prefix: BTreeMap<String, Arc<WatchCache>>,
+    progress: watch::Sender<Revision>,
+}
+
+impl Caches {
+    /// Starts the caches of `resources` (storage prefix, kind, apiVersion), fed from `store`.
+    pub(crate) fn start(
+        store: Store,
+        resources: impl IntoIterator<Item = (String, &'static str, String)>,
+    ) -> Arc<Caches> {
+        let (progress, receiver) = watch::channel(0);
+        let by_prefix = resources
+            .into_iter()
+            .map(|(prefix, kind, api_version)| {
+                let cache = WatchCache::new(kind, api_version, receiver.clone());
+                (prefix, Arc::new(cache))
+            })
+            .collect();
+        let caches = Arc::new(Caches {
+            by_prefix,
+            progress,
+        });
+        let weak = Arc::downgrade(&caches);
+        tokio::spawn(async move {
+            loop {
+                let Some(caches) = weak.upgrade() else { return };
+                if let Err(error) = caches.run(&store).await {
+                    tracing::warn!(%error, "watch cache feed failed; reloading");
+                }
+                for cache in caches.by_prefix.values() {
+                    cache.unready();
+                }
+                drop(caches);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        caches
+    }
+
+    /// The cache of the resource stored under `prefix`.
+    pub(crate) fn cache(&self, prefix: &str) -> Option<Arc<WatchCache>> {
+        self.by_prefix.get(prefix).cloned()
+    }
+
+    /// The cache a storage key belongs to, with its prefix.
+    fn route(&self, key: &str) -> Option<(&str, &Arc<WatchCache>)> {
+        self.by_prefix
+            .range::<str, _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(key)))
+            .next_back()
+            .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
+            .map(|(prefix, cache)| (prefix.as_str(), cache))
+    }
+
+    /// Records that everything up to `revision` has been applied, and wakes the readers
+    /// waiting for it.
+    fn advance(&self, revision: Revision) {
+        for cache in self.by_prefix.values() {
+            cache.advance(revision);
+        }
+        self.progress.send_if_modified(|current| {
+            let newer = revision > *current;
+            if newer {
+                *current = revision;
+            }
+            newer
+        });
+    }
+
+    /// Loads every resource, then applies the registry's changes until the watch fails.
+    async fn run(&self, store: &Store) -> Result<(), StoreError> {
+        let mut loaded: BTreeMap<&str, BTreeMap<String, Arc<Cached>>> = BTreeMap::new();
+        let mut start = None;
+        let mut revision = None;
+        loop {
+            let page = store
+                .list(&ListOptions {
+                    prefix: ROOT.to_owned(),
+                    start: start.clone(),
+                    revision,
+                    limit: Some(1000),
+                })
+                .await?;
+            revision = Some(page.revision);
+            for kv in &page.kvs {
+                let Some((prefix, cache)) = self.route(&kv.key) else {
+                    continue;
+                };
+                if let Some(cached) = cache.cached(kv, kv.mod_revision) {
+                    loaded
+                        .entry(prefix)
+                        .or_default()
+                        .insert(kv.key.clone(), cached);
+                }
+            }
+            if !page.more {
+                break;
+            }
+            start = page.continue_key();
+        }
+        let mut after = revision.unwrap_or_default();
+        for (prefix, cache) in &self.by_prefix {
+            cache.load(loaded.remove(prefix.as_str()).unwrap_or_default(), after);
+        }
+        self.advance(after);
+        loop {
+            let mut stream = store.watch(ROOT, after).await?;
+            'stream: while let Some(first) = stream.next().await {
+                // Apply whatever has arrived, then tell the readers once.
+                let mut next = Some(first);
+                while let Some(event) = next.take() {
+                    match event {
+                        Ok(event) => {
+                            after = event.revision();
+                            if let Some((_, cache)) = self.route(&event.kv.key) {
+                                cache.apply(&event);
+                            }
+                        }
+                        Err(StoreError::WatchLagged { last_revision }) => {
+                            after = last_revision;
+                            self.advance(after);
+                            break 'stream;
+                        }
+                        Err(error) => return Err(error),
+                    }
+                    next = stream.next().now_or_never().flatten();
+                }
+                self.advance(after);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_puts_the_type_first_and_items_leave_it_out() {
+        let cached = Cached::of(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "a"},
+            "data": {"k": "v"},
+        }));
+        let json = std::str::from_utf8(&cached.json).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"ConfigMap","apiVersion":"v1","data":{"k":"v"},"metadata":{"name":"a"}}"#
+        );
+        assert_eq!(cached.object["kind"], "ConfigMap");
+        let mut item = Vec::new();
+        cached.write_item(&mut item);
+        assert_eq!(
+            std::str::from_utf8(&item).unwrap(),
+            r#"{"data":{"k":"v"},"metadata":{"name":"a"}}"#
+        );
+    }
+
+    #[test]
+    fn objects_with_only_a_type_or_no_type_stay_valid_json() {
+        for object in [
+            serde_json::json!({"kind": "Status", "apiVersion": "v1"}),
+            serde_json::json!({"kind": "Status"}),
+            serde_json::json!({}),
+            serde_json::json!({"code": 1}),
+        ] {
+            let cached = Cached::of(object.clone());
+            let back: Value = serde_json::from_slice(&cached.json).unwrap();
+            assert_eq!(back, object);
+            let mut item = Vec::new();
+            cached.write_item(&mut item);
+            let mut expected = object.clone();
+            if let Some(map) = expected.as_object_mut() {
+                map.remove("kind");
+                map.remove("apiVersion");
+            }
+            assert_eq!(serde_json::from_slice::<Value>(&item).unwrap(), expected);
+        }
     }
 }

@@ -8,6 +8,9 @@ use capstan_api::field::{FieldError, Path};
 use capstan_store::{Revision, StoreError};
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use super::cache::Cached;
 use super::{Registry, parse_resource_version};
 use crate::registry::object::{labels, meta_str};
 use crate::selectors::Selectors;
@@ -32,7 +35,7 @@ pub(crate) struct ListOptions {
 #[derive(Debug)]
 pub(crate) struct ListResult {
     /// The objects, in key order.
-    pub items: Vec<Value>,
+    pub items: Vec<Arc<Cached>>,
     /// The revision the list was read at.
     pub resource_version: Revision,
     /// The token of the next page, if there may be more.
@@ -183,6 +186,70 @@ impl Registry {
         selectors.check_fields(self.strategy().selectable_field_names())
     }
 
+    /// Where a list reads, from `resourceVersion` and `resourceVersionMatch`. With a page size
+    /// and no match rule, a revision other than 0 means exactly that revision, as upstream
+    /// reads it.
+    fn list_read_at(&self, options: &ListOptions) -> Result<ReadAt, ApiError> {
+        let at = read_at(
+            options.resource_version.as_deref(),
+            options.resource_version_match.as_deref(),
+        )?;
+        let no_match = options
+            .resource_version_match
+            .as_deref()
+            .is_none_or(str::is_empty);
+        Ok(match at {
+            ReadAt::NotOlderThan(n) if no_match && options.limit.is_some() => ReadAt::Exact(n),
+            other => other,
+        })
+    }
+
+    /// A page of `objects` (the objects under `prefix` at `revision` from where the page
+    /// starts, in key order).
+    fn page(
+        &self,
+        objects: Vec<Arc<Cached>>,
+        revision: Revision,
+        prefix: &str,
+        options: &ListOptions,
+    ) -> ListResult {
+        let limit = options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let total = objects.len();
+        let mut items = Vec::new();
+        let mut continue_token = None;
+        let mut remaining_item_count = None;
+        let mut matching = objects
+            .into_iter()
+            .enumerate()
+            .filter(|(_, o)| self.matches(&options.selectors, &o.object));
+        for (i, object) in matching.by_ref() {
+            items.push(object);
+            if items.len() < limit {
+                continue;
+            }
+            if i + 1 < total {
+                let last = &items[items.len() - 1].object;
+                let namespace = Some(meta_str(last, "namespace")).filter(|n| !n.is_empty());
+                let key = self.key(namespace, meta_str(last, "name"));
+                let start = format!("{}\0", key.strip_prefix(prefix).unwrap_or(&key));
+                // Upstream counts what remains only when nothing is filtered out.
+                if options.selectors.is_empty() {
+                    remaining_item_count = Some(i64::try_from(total - i - 1).unwrap_or(i64::MAX));
+                    continue_token = Some(encode_token(revision, &start));
+                } else if matching.next().is_some() {
+                    continue_token = Some(encode_token(revision, &start));
+                }
+            }
+            break;
+        }
+        ListResult {
+            items,
+            resource_version: revision,
+            continue_token,
+            remaining_item_count,
+        }
+    }
+
     /// Lists objects in `namespace` (all namespaces for `None`).
     pub(crate) async fn list(
         &self,
@@ -191,10 +258,11 @@ impl Registry {
     ) -> Result<ListResult, ApiError> {
         self.check_selectors(&options.selectors)?;
         let prefix = self.resource.storage_namespace_prefix(namespace);
+        let first_page = options.continue_token.as_deref().is_none_or(str::is_empty);
         // resourceVersion=0 means "any version": the watch cache answers, whole (as upstream's
         // cache, which treats the limit as a hint).
         let any_version = options.resource_version.as_deref() == Some("0")
-            && options.continue_token.as_deref().is_none_or(str::is_empty)
+            && first_page
             && options
                 .resource_version_match
                 .as_deref()
@@ -202,18 +270,28 @@ impl Registry {
         if any_version
             && let Some((objects, revision)) = self.cache.as_ref().and_then(|c| c.snapshot(&prefix))
         {
-            {
-                let items = objects
-                    .iter()
-                    .filter(|o| self.matches(&options.selectors, &o.object))
-                    .map(|o| o.object.clone())
-                    .collect();
-                return Ok(ListResult {
-                    items,
-                    resource_version: revision,
-                    continue_token: None,
-                    remaining_item_count: None,
-                });
+            let items = objects
+                .into_iter()
+                .filter(|o| self.matches(&options.selectors, &o.object))
+                .collect();
+            return Ok(ListResult {
+                items,
+                resource_version: revision,
+                continue_token: None,
+                remaining_item_count: None,
+            });
+        }
+        // A first page at the latest state, or at one not older than a revision, comes from the
+        // watch cache once it has caught up (upstream's consistent list from the cache); later
+        // pages read the store at the first page's revision.
+        if first_page && let Some(cache) = self.cache.as_deref() {
+            let fresh = match self.list_read_at(options)? {
+                ReadAt::Latest => self.fresh_cache().await.is_some(),
+                ReadAt::NotOlderThan(n) => cache.wait_for(n, super::FRESH_WAIT).await,
+                ReadAt::Exact(_) => false,
+            };
+            if fresh && let Some((objects, revision)) = cache.snapshot(&prefix) {
+                return Ok(self.page(objects, revision, &prefix, options));
             }
         }
         let (mut revision, mut start) = match &options.continue_token {
@@ -230,14 +308,20 @@ impl Registry {
                 }
                 let (rv, start) = decode_token(token)
                     .map_err(|m| ApiError::from(StatusError::bad_request(&m)))?;
-                (Some(rv), Some(format!("{prefix}{start}")))
+                let start = format!("{prefix}{start}");
+                // Nothing of the resource changed since the first page: the cache holds that
+                // state still.
+                if let Some(objects) = self
+                    .cache
+                    .as_deref()
+                    .and_then(|c| c.unchanged_since(rv, &prefix, &start))
+                {
+                    return Ok(self.page(objects, rv, &prefix, options));
+                }
+                (Some(rv), Some(start))
             }
             _ => {
-                let at = read_at(
-                    options.resource_version.as_deref(),
-                    options.resource_version_match.as_deref(),
-                )?;
-                let revision = match at {
+                let revision = match self.list_read_at(options)? {
                     ReadAt::Latest => None,
                     ReadAt::Exact(n) => Some(n),
                     ReadAt::NotOlderThan(n) => {
@@ -288,7 +372,7 @@ impl Registry {
             for (i, kv) in page.kvs.iter().enumerate() {
                 let object = self.decode_stored(kv)?;
                 if self.matches(&options.selectors, &object) {
-                    items.push(object);
+                    items.push(Cached::of(object));
                     if limit.is_some_and(|l| items.len() >= l) {
                         stopped_at = Some(i);
                         break;

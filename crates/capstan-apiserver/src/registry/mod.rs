@@ -16,6 +16,7 @@ pub(crate) mod strategy;
 mod watch;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use capstan_api::catalog::Resource;
 use capstan_api::field::{FieldError, Path};
@@ -28,6 +29,7 @@ pub(crate) use strategy::Strategy;
 pub(crate) use watch::WatchOptions;
 
 use crate::status::ApiError;
+use cache::Cached;
 use object::{finalizers, is_terminating, meta_str, set_meta};
 
 /// How to treat fields the kind does not know (`fieldValidation`).
@@ -121,6 +123,9 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// How long a read waits for the watch cache to catch up before it reads the store instead.
+const FRESH_WAIT: Duration = Duration::from_secs(1);
+
 /// How many times a write retries after losing a race it did not ask to lose (no
 /// `resourceVersion` precondition).
 const MAX_RETRIES: usize = 16;
@@ -139,15 +144,9 @@ impl Registry {
         }
     }
 
-    /// Starts the resource's watch cache, which then serves watches and `resourceVersion=0`
-    /// lists.
-    pub(crate) fn with_cache(mut self) -> Self {
-        self.cache = Some(cache::WatchCache::start(
-            self.store.clone(),
-            self.resource.storage_key_prefix(),
-            self.resource.kind,
-            self.resource.api_version(),
-        ));
+    /// Serves watches and reads from `cache`, the resource's watch cache.
+    pub(crate) fn with_cache(mut self, cache: Option<Arc<cache::WatchCache>>) -> Self {
+        self.cache = cache;
         self
     }
 
@@ -313,17 +312,70 @@ impl Registry {
         self.decode_body(object, validation, warnings)
     }
 
-    /// Reads one object.
+    /// Reads one object: a consistent read.
     pub(crate) async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        Ok(self.read(namespace, name, None).await?.object.clone())
+    }
+
+    /// The watch cache once it holds every write that completed before this call: what a
+    /// consistent read may be served from. `None` when there is no cache or it does not catch
+    /// up in time; the caller reads the store then.
+    async fn fresh_cache(&self) -> Option<&cache::WatchCache> {
+        let cache = self.cache.as_deref()?;
+        let current = self.store.current_revision().await.ok()?;
+        cache.wait_for(current, FRESH_WAIT).await.then_some(cache)
+    }
+
+    /// Reads one object as of `resourceVersion` (upstream's semantics for a GET: unset for the
+    /// latest state, `0` for any state, a revision for a state not older than it), from the
+    /// watch cache when it can answer, from the store otherwise.
+    pub(crate) async fn read(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: Option<&str>,
+    ) -> Result<Arc<Cached>, ApiError> {
         let key = self.key(namespace, name);
+        let not_found = || ApiError::from(StatusError::not_found(self.group_resource(), name));
+        let at = match resource_version.filter(|v| !v.is_empty()) {
+            None => None,
+            Some(text) => Some(parse_resource_version(text).map_err(|()| {
+                ApiError::from(StatusError::bad_request(&format!(
+                    "invalid resource version: {text}"
+                )))
+            })?),
+        };
+        let cache = match at {
+            None => self.fresh_cache().await,
+            Some(0) => self.cache.as_deref(),
+            Some(revision) => match self.cache.as_deref() {
+                Some(cache) if cache.wait_for(revision, FRESH_WAIT).await => Some(cache),
+                _ => {
+                    let current = self
+                        .store
+                        .current_revision()
+                        .await
+                        .map_err(|e| self.store_error(name, e))?;
+                    if revision > current {
+                        return Err(
+                            StatusError::too_large_resource_version(revision, current, 1).into(),
+                        );
+                    }
+                    None
+                }
+            },
+        };
+        if let Some((object, _)) = cache.and_then(|c| c.get(&key)) {
+            return object.ok_or_else(not_found);
+        }
         let response = self
             .store
             .get(&key, None)
             .await
             .map_err(|e| self.store_error(name, e))?;
         match response.kv {
-            Some(kv) => self.decode_stored(&kv),
-            None => Err(StatusError::not_found(self.group_resource(), name).into()),
+            Some(kv) => Ok(Cached::of(self.decode_stored(&kv)?)),
+            None => Err(not_found()),
         }
     }
 

@@ -46,10 +46,9 @@ pub(crate) struct WatchEventOut {
 
 impl WatchEventOut {
     fn new(kind: &'static str, object: Value) -> Self {
-        let json = bytes::Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
         WatchEventOut {
             kind,
-            object: Arc::new(Cached { object, json }),
+            object: Cached::of(object),
         }
     }
 
@@ -379,7 +378,11 @@ impl Registry {
                     }
                 };
                 for object in list.items {
-                    if tx.send(WatchEventOut::new("ADDED", object)).await.is_err() {
+                    let added = WatchEventOut {
+                        kind: "ADDED",
+                        object,
+                    };
+                    if tx.send(added).await.is_err() {
                         return;
                     }
                 }
