@@ -14,13 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::registry::Strategy;
 use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
 
-fn plain<K>() -> Hooks<K> {
+fn plain<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks::plain()
 }
 
 /// Hooks of a kind a PUT may create (upstream's `AllowCreateOnUpdate`: endpoints, events,
 /// limit ranges, leases, endpoint slices, services).
-fn creatable_by_put<K>() -> Hooks<K> {
+fn creatable_by_put<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks {
         create_on_update: true,
         ..Hooks::plain()
@@ -29,7 +29,7 @@ fn creatable_by_put<K>() -> Hooks<K> {
 
 /// Hooks of a kind whose status is written through `/status` and whose generation counts spec
 /// changes (the workload kinds).
-fn workload<K>() -> Hooks<K> {
+fn workload<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks {
         status: StatusPolicy::Subresource,
         generation: true,
@@ -38,7 +38,7 @@ fn workload<K>() -> Hooks<K> {
 }
 
 /// Hooks of a kind with a status subresource but no generation.
-fn with_status<K>() -> Hooks<K> {
+fn with_status<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks {
         status: StatusPolicy::Subresource,
         ..Hooks::plain()
