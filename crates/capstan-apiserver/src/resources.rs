@@ -224,6 +224,8 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_node,
             validate: v::node::validate_node,
             validate_update: v::node::validate_node_update,
+            // Upstream's node status strategy runs the full update rules.
+            validate_status_update: v::node::validate_node_update,
             field_names: &["spec.unschedulable"],
             fields: |n| {
                 vec![(
@@ -335,12 +337,20 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::apps::default_daemon_set,
             validate: v::apps::validate_daemon_set,
             validate_update: v::apps::validate_daemon_set_update,
+            validate_status_update: v::apps::validate_daemon_set_status_update,
             ..workload()
         }),
         ("apps", "Deployment") => strategy::<apps::v1::Deployment>(Hooks {
             default: d::apps::default_deployment,
             validate: v::apps::validate_deployment,
             validate_update: v::apps::validate_deployment_update,
+            validate_status_update: v::apps::validate_deployment_status_update,
+            // Upstream's deployment status strategy keeps the labels too.
+            prepare_update: |deployment, old, subresource| {
+                if subresource == Some("status") {
+                    deployment.metadata.labels = old.metadata.labels.clone();
+                }
+            },
             ..workload()
         }),
         ("apps", "ReplicaSet") => strategy::<apps::v1::ReplicaSet>(Hooks {
@@ -354,12 +364,14 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::apps::default_replica_set,
             validate: v::apps::validate_replica_set,
             validate_update: v::apps::validate_replica_set_update,
+            validate_status_update: v::apps::validate_replica_set_status_update,
             ..workload()
         }),
         ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(Hooks {
             default: d::apps::default_stateful_set,
             validate: v::apps::validate_stateful_set,
             validate_update: v::apps::validate_stateful_set_update,
+            validate_status_update: v::apps::validate_stateful_set_status_update,
             ..workload()
         }),
         ("events.k8s.io", "Event") => strategy::<events::v1::Event>(Hooks {
@@ -388,6 +400,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::batch::default_job,
             validate: v::batch::validate_job,
             validate_update: v::batch::validate_job_update,
+            validate_status_update: v::batch::validate_job_status_update,
             // The generated selector and labels upstream's job strategy adds need the uid.
             prepare_create: |job| {
                 let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -398,6 +411,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(Hooks {
             validate: v::misc::validate_pod_disruption_budget,
             validate_update: v::misc::validate_pod_disruption_budget_update,
+            validate_status_update: v::misc::validate_pod_disruption_budget_status_update,
             ..workload()
         }),
         ("scheduling.k8s.io", "PriorityClass") => {
