@@ -183,6 +183,8 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_namespace,
             validate: v::core::validate_namespace,
             validate_update: v::core::validate_namespace_update,
+            validate_status_update: v::core::validate_namespace_status_update,
+            validate_finalize_update: v::core::validate_namespace_finalize_update,
             field_names: &["status.phase"],
             fields: |ns| {
                 vec![(
@@ -243,6 +245,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_persistent_volume_claim,
             validate: v::storage::validate_persistent_volume_claim,
             validate_update: v::storage::validate_persistent_volume_claim_update,
+            validate_status_update: v::storage::validate_persistent_volume_claim_status_update,
             ..with_status()
         }),
         ("", "PersistentVolume") => strategy::<core::v1::PersistentVolume>(Hooks {
@@ -280,6 +283,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_replication_controller,
             validate: v::core::validate_replication_controller,
             validate_update: v::core::validate_replication_controller_update,
+            validate_status_update: v::core::validate_replication_controller_status_update,
             field_names: &["status.replicas"],
             fields: |rc| {
                 vec![(
@@ -293,6 +297,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_resource_quota,
             validate: v::core::validate_resource_quota,
             validate_update: v::core::validate_resource_quota_update,
+            validate_status_update: v::core::validate_resource_quota_status_update,
             ..with_status()
         }),
         ("", "Secret") => strategy::<core::v1::Secret>(Hooks {
@@ -313,6 +318,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_service,
             validate: v::service::validate_service,
             validate_update: v::service::validate_service_update,
+            validate_status_update: v::service::validate_service_status_update,
             field_names: &["spec.clusterIP", "spec.type"],
             fields: |s| {
                 let spec = s.spec.as_ref();
@@ -383,6 +389,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::batch::default_cron_job,
             validate: v::batch::validate_cron_job,
             validate_update: v::batch::validate_cron_job_update,
+            validate_status_update: v::batch::validate_cron_job_status_update,
             ..workload()
         }),
         ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
