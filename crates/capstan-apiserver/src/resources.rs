@@ -258,6 +258,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::default_pod,
             validate: v::pod::validate_pod,
             validate_update: v::pod::validate_pod_update,
+            validate_status_update: v::pod::validate_pod_status_update,
             field_names: &[
                 "spec.nodeName",
                 "spec.restartPolicy",
@@ -271,6 +272,12 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             fields: pod_fields,
             grace_period: pod_grace_period,
             return_deleted: true,
+            prepare_create: d::prepare_pod_for_create,
+            prepare_update: |pod, old, subresource| {
+                if subresource == Some("status") {
+                    d::prepare_pod_status_update(pod, old);
+                }
+            },
             ..with_status()
         }),
         ("", "PodTemplate") => strategy::<core::v1::PodTemplate>(Hooks {
