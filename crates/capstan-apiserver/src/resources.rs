@@ -202,11 +202,17 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             mark_terminating: |ns| {
                 ns.status.get_or_insert_with(Default::default).phase = Some("Terminating".into())
             },
-            // Upstream: every namespace starts Active with the `kubernetes` finalizer, and
-            // `spec.finalizers` changes only through `/finalize`.
+            // Upstream: every namespace starts Active with the `kubernetes` finalizer (after
+            // any the client gave), and `spec.finalizers` changes only through `/finalize`.
             prepare_create: |ns| {
-                ns.spec.get_or_insert_with(Default::default).finalizers =
-                    Some(vec!["kubernetes".into()]);
+                let finalizers = ns
+                    .spec
+                    .get_or_insert_with(Default::default)
+                    .finalizers
+                    .get_or_insert_with(Vec::new);
+                if !finalizers.iter().any(|f| f == "kubernetes") {
+                    finalizers.push("kubernetes".into());
+                }
                 ns.status.get_or_insert_with(Default::default).phase = Some("Active".into());
             },
             prepare_update: |ns, old, subresource| {
