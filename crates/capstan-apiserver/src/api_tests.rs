@@ -939,4 +939,212 @@ async fn later_pages_show_the_first_pages_revision() {
     assert_eq!(code, 200, "{exact}");
     assert_eq!(exact["items"].as_array().unwrap().len(), 5);
     assert_eq!(exact["metadata"]["resourceVersion"], at);
+
+fn causes(body: &Value) -> Vec<(String, String)> {
+    body["details"]["causes"]
+        .as_array()
+        .map(|causes| {
+            causes
+                .iter()
+                .map(|c| {
+                    (
+                        c["field"].as_str().unwrap_or_default().to_owned(),
+                        c["reason"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn status_writes_are_validated_by_the_kinds_status_rules() {
+    let h = Harness::new().await;
+    let url = "/apis/apps/v1/namespaces/default/deployments";
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"app": "d"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    });
+    let (code, created) = h.post(url, deploy).await;
+    assert_eq!(code, 201, "{created}");
+
+    let mut bad = created.clone();
+    bad["status"] = json!({"replicas": -1});
+    let (code, body) = h.put(&format!("{url}/d/status"), bad).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["reason"], "Invalid");
+    // As upstream: the counts left at 0 now exceed the negative replicas too.
+    let invalid = |field: &str| (field.to_owned(), "FieldValueInvalid".to_owned());
+    assert_eq!(
+        causes(&body),
+        [
+            invalid("status.replicas"),
+            invalid("status.updatedReplicas"),
+            invalid("status.readyReplicas"),
+            invalid("status.availableReplicas"),
+        ]
+    );
+    assert!(
+        body["message"].as_str().unwrap().starts_with(
+            "Deployment.apps \"d\" is invalid: [status.replicas: Invalid value: -1: must be greater than or equal to 0, "
+        ),
+        "{body}"
+    );
+
+    // A valid status is written; the status endpoint keeps the labels, as upstream's does.
+    let mut good = created.clone();
+    good["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
+    good["metadata"]["labels"] = json!({"app": "other"});
+    let (code, written) = h.put(&format!("{url}/d/status"), good).await;
+    assert_eq!(code, 200, "{written}");
+    assert_eq!(written["status"]["availableReplicas"], 1);
+    assert_eq!(written["metadata"]["labels"], json!({"app": "d"}));
+
+    // Patches through /status are validated the same way.
+    let (code, body) = h
+        .patch(
+            &format!("{url}/d/status"),
+            "application/merge-patch+json",
+            json!({"status": {"readyReplicas": 2}}),
+        )
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [(
+            "status.readyReplicas".to_owned(),
+            "FieldValueInvalid".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn pod_status_writes_check_ips_and_keep_what_upstream_keeps() {
+    let h = Harness::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i",
+                                 "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    });
+    let (code, created) = h.post(pods, pod).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        created["status"],
+        json!({"phase": "Pending", "qosClass": "Guaranteed"}),
+        "a new pod is Pending with its QoS class"
+    );
+
+    let mut bad = created.clone();
+    bad["status"] = json!({"phase": "Running", "podIP": "10.0.0.300"});
+    let (code, body) = h.put(&format!("{pods}/p/status"), bad).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [(
+            "status.podIPs[0]".to_owned(),
+            "FieldValueInvalid".to_owned()
+        )]
+    );
+    assert_eq!(
+        body["message"],
+        "Pod \"p\" is invalid: status.podIPs[0]: Invalid value: \"10.0.0.300\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+    );
+
+    let mut changed_qos = created.clone();
+    changed_qos["status"] = json!({"phase": "Running", "qosClass": "BestEffort"});
+    let (code, body) = h.put(&format!("{pods}/p/status"), changed_qos).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [("status.qosClass".to_owned(), "FieldValueInvalid".to_owned())]
+    );
+
+    // A valid status: the QoS class the writer left out is kept, podIPs follows podIP, and the
+    // owner references are not the status writer's to change.
+    let mut good = created.clone();
+    good["status"] = json!({"phase": "Running", "podIP": "10.0.0.3", "hostIP": "192.168.1.2"});
+    good["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}]);
+    let (code, written) = h.put(&format!("{pods}/p/status"), good).await;
+    assert_eq!(code, 200, "{written}");
+    assert_eq!(written["status"]["phase"], "Running");
+    assert_eq!(written["status"]["qosClass"], "Guaranteed");
+    assert_eq!(written["status"]["podIPs"], json!([{"ip": "10.0.0.3"}]));
+    assert_eq!(written["status"]["hostIPs"], json!([{"ip": "192.168.1.2"}]));
+    assert!(
+        written["metadata"].get("ownerReferences").is_none(),
+        "{written}"
+    );
+}
+
+#[tokio::test]
+async fn service_and_namespace_status_and_finalize() {
+    let h = Harness::new().await;
+    let svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
+    let services = "/api/v1/namespaces/default/services";
+    let (code, created) = h.post(services, svc).await;
+    assert_eq!(code, 201, "{created}");
+    let mut with_lb = created.clone();
+    with_lb["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+    let (code, body) = h.put(&format!("{services}/s/status"), with_lb).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [(
+            "status.loadBalancer.ingress".to_owned(),
+            "FieldValueForbidden".to_owned()
+        )]
+    );
+
+    let namespaces = "/api/v1/namespaces";
+    let (code, ns) = h
+        .post(
+            namespaces,
+            json!({"metadata": {"name": "gone"}, "spec": {"finalizers": ["example.com/x"]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{ns}");
+    assert_eq!(
+        ns["spec"]["finalizers"],
+        json!(["example.com/x", "kubernetes"])
+    );
+    let mut terminating = ns.clone();
+    terminating["status"]["phase"] = "Terminating".into();
+    let (code, body) = h
+        .put(&format!("{namespaces}/gone/status"), terminating)
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [("status.Phase".to_owned(), "FieldValueInvalid".to_owned())]
+    );
+
+    let mut bad_finalizer = ns.clone();
+    bad_finalizer["spec"]["finalizers"] = json!(["custom"]);
+    let (code, body) = h
+        .put(&format!("{namespaces}/gone/finalize"), bad_finalizer)
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [(
+            "spec.finalizers[0]".to_owned(),
+            "FieldValueInvalid".to_owned()
+        )]
+    );
+
+    // Finalizing removes the last finalizer of a terminating namespace: it goes.
+    let (code, _) = h.delete(&format!("{namespaces}/gone"), None).await;
+    assert_eq!(code, 200);
+    let (_, current) = h.get(&format!("{namespaces}/gone")).await;
+    let mut finalized = current.clone();
+    finalized["spec"]["finalizers"] = json!([]);
+    let (code, body) = h
+        .put(&format!("{namespaces}/gone/finalize"), finalized)
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(h.get(&format!("{namespaces}/gone")).await.0, 404);
 }

@@ -14,13 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::registry::Strategy;
 use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
 
-fn plain<K>() -> Hooks<K> {
+fn plain<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks::plain()
 }
 
 /// Hooks of a kind a PUT may create (upstream's `AllowCreateOnUpdate`: endpoints, events,
 /// limit ranges, leases, endpoint slices, services).
-fn creatable_by_put<K>() -> Hooks<K> {
+fn creatable_by_put<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks {
         create_on_update: true,
         ..Hooks::plain()
@@ -29,7 +29,7 @@ fn creatable_by_put<K>() -> Hooks<K> {
 
 /// Hooks of a kind whose status is written through `/status` and whose generation counts spec
 /// changes (the workload kinds).
-fn workload<K>() -> Hooks<K> {
+fn workload<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks {
         status: StatusPolicy::Subresource,
         generation: true,
@@ -38,7 +38,7 @@ fn workload<K>() -> Hooks<K> {
 }
 
 /// Hooks of a kind with a status subresource but no generation.
-fn with_status<K>() -> Hooks<K> {
+fn with_status<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks {
         status: StatusPolicy::Subresource,
         ..Hooks::plain()
@@ -183,6 +183,8 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_namespace,
             validate: v::core::validate_namespace,
             validate_update: v::core::validate_namespace_update,
+            validate_status_update: v::core::validate_namespace_status_update,
+            validate_finalize_update: v::core::validate_namespace_finalize_update,
             field_names: &["status.phase"],
             fields: |ns| {
                 vec![(
@@ -200,11 +202,17 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             mark_terminating: |ns| {
                 ns.status.get_or_insert_with(Default::default).phase = Some("Terminating".into())
             },
-            // Upstream: every namespace starts Active with the `kubernetes` finalizer, and
-            // `spec.finalizers` changes only through `/finalize`.
+            // Upstream: every namespace starts Active with the `kubernetes` finalizer (after
+            // any the client gave), and `spec.finalizers` changes only through `/finalize`.
             prepare_create: |ns| {
-                ns.spec.get_or_insert_with(Default::default).finalizers =
-                    Some(vec!["kubernetes".into()]);
+                let finalizers = ns
+                    .spec
+                    .get_or_insert_with(Default::default)
+                    .finalizers
+                    .get_or_insert_with(Vec::new);
+                if !finalizers.iter().any(|f| f == "kubernetes") {
+                    finalizers.push("kubernetes".into());
+                }
                 ns.status.get_or_insert_with(Default::default).phase = Some("Active".into());
             },
             prepare_update: |ns, old, subresource| {
@@ -224,6 +232,8 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_node,
             validate: v::node::validate_node,
             validate_update: v::node::validate_node_update,
+            // Upstream's node status strategy runs the full update rules.
+            validate_status_update: v::node::validate_node_update,
             field_names: &["spec.unschedulable"],
             fields: |n| {
                 vec![(
@@ -241,6 +251,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_persistent_volume_claim,
             validate: v::storage::validate_persistent_volume_claim,
             validate_update: v::storage::validate_persistent_volume_claim_update,
+            validate_status_update: v::storage::validate_persistent_volume_claim_status_update,
             ..with_status()
         }),
         ("", "PersistentVolume") => strategy::<core::v1::PersistentVolume>(Hooks {
@@ -253,6 +264,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::default_pod,
             validate: v::pod::validate_pod,
             validate_update: v::pod::validate_pod_update,
+            validate_status_update: v::pod::validate_pod_status_update,
             field_names: &[
                 "spec.nodeName",
                 "spec.restartPolicy",
@@ -266,6 +278,12 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             fields: pod_fields,
             grace_period: pod_grace_period,
             return_deleted: true,
+            prepare_create: d::prepare_pod_for_create,
+            prepare_update: |pod, old, subresource| {
+                if subresource == Some("status") {
+                    d::prepare_pod_status_update(pod, old);
+                }
+            },
             ..with_status()
         }),
         ("", "PodTemplate") => strategy::<core::v1::PodTemplate>(Hooks {
@@ -278,6 +296,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_replication_controller,
             validate: v::core::validate_replication_controller,
             validate_update: v::core::validate_replication_controller_update,
+            validate_status_update: v::core::validate_replication_controller_status_update,
             field_names: &["status.replicas"],
             fields: |rc| {
                 vec![(
@@ -291,6 +310,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_resource_quota,
             validate: v::core::validate_resource_quota,
             validate_update: v::core::validate_resource_quota_update,
+            validate_status_update: v::core::validate_resource_quota_status_update,
             ..with_status()
         }),
         ("", "Secret") => strategy::<core::v1::Secret>(Hooks {
@@ -311,6 +331,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_service,
             validate: v::service::validate_service,
             validate_update: v::service::validate_service_update,
+            validate_status_update: v::service::validate_service_status_update,
             field_names: &["spec.clusterIP", "spec.type"],
             fields: |s| {
                 let spec = s.spec.as_ref();
@@ -335,12 +356,20 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::apps::default_daemon_set,
             validate: v::apps::validate_daemon_set,
             validate_update: v::apps::validate_daemon_set_update,
+            validate_status_update: v::apps::validate_daemon_set_status_update,
             ..workload()
         }),
         ("apps", "Deployment") => strategy::<apps::v1::Deployment>(Hooks {
             default: d::apps::default_deployment,
             validate: v::apps::validate_deployment,
             validate_update: v::apps::validate_deployment_update,
+            validate_status_update: v::apps::validate_deployment_status_update,
+            // Upstream's deployment status strategy keeps the labels too.
+            prepare_update: |deployment, old, subresource| {
+                if subresource == Some("status") {
+                    deployment.metadata.labels = old.metadata.labels.clone();
+                }
+            },
             ..workload()
         }),
         ("apps", "ReplicaSet") => strategy::<apps::v1::ReplicaSet>(Hooks {
@@ -354,12 +383,14 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::apps::default_replica_set,
             validate: v::apps::validate_replica_set,
             validate_update: v::apps::validate_replica_set_update,
+            validate_status_update: v::apps::validate_replica_set_status_update,
             ..workload()
         }),
         ("apps", "StatefulSet") => strategy::<apps::v1::StatefulSet>(Hooks {
             default: d::apps::default_stateful_set,
             validate: v::apps::validate_stateful_set,
             validate_update: v::apps::validate_stateful_set_update,
+            validate_status_update: v::apps::validate_stateful_set_status_update,
             ..workload()
         }),
         ("events.k8s.io", "Event") => strategy::<events::v1::Event>(Hooks {
@@ -371,6 +402,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::batch::default_cron_job,
             validate: v::batch::validate_cron_job,
             validate_update: v::batch::validate_cron_job_update,
+            validate_status_update: v::batch::validate_cron_job_status_update,
             ..workload()
         }),
         ("batch", "Job") => strategy::<batch::v1::Job>(Hooks {
@@ -388,6 +420,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::batch::default_job,
             validate: v::batch::validate_job,
             validate_update: v::batch::validate_job_update,
+            validate_status_update: v::batch::validate_job_status_update,
             // The generated selector and labels upstream's job strategy adds need the uid.
             prepare_create: |job| {
                 let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -398,6 +431,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         ("policy", "PodDisruptionBudget") => strategy::<policy::v1::PodDisruptionBudget>(Hooks {
             validate: v::misc::validate_pod_disruption_budget,
             validate_update: v::misc::validate_pod_disruption_budget_update,
+            validate_status_update: v::misc::validate_pod_disruption_budget_status_update,
             ..workload()
         }),
         ("scheduling.k8s.io", "PriorityClass") => {

@@ -404,7 +404,19 @@ mod tests {
     use super::*;
     use axum::http::StatusCode;
 
+    /// The in-flight cap is one semaphore for the whole process: the test that exhausts it
+    /// runs while no other test here sends a request.
+    fn cap_lock() -> &'static tokio::sync::RwLock<()> {
+        static LOCK: std::sync::OnceLock<tokio::sync::RwLock<()>> = std::sync::OnceLock::new();
+        LOCK.get_or_init(|| tokio::sync::RwLock::new(()))
+    }
+
     async fn call(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
+        let _shared = cap_lock().read().await;
+        send(user, path).await
+    }
+
+    async fn send(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
             dir.path().join("state.db"),
@@ -471,16 +483,17 @@ mod tests {
             name: "system:admin".into(),
             groups: vec!["system:masters".into()],
         };
+        let _alone = cap_lock().write().await;
         let held = in_flight()
             .acquire_many(MAX_IN_FLIGHT as u32)
             .await
             .unwrap();
-        let (code, body) = call(Some(admin.clone()), "/api/v1/namespaces").await;
+        let (code, body) = send(Some(admin.clone()), "/api/v1/namespaces").await;
         assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["reason"], "TooManyRequests");
         assert_eq!(body["details"]["retryAfterSeconds"], 1);
         drop(held);
-        let (code, body) = call(Some(admin), "/api/v1/namespaces").await;
+        let (code, body) = send(Some(admin), "/api/v1/namespaces").await;
         assert_eq!(code, StatusCode::OK, "{body}");
     }
 

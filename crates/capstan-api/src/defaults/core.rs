@@ -99,8 +99,8 @@ pub fn default_service(svc: &mut Service) {
     }
 }
 
-/// Namespace defaults: the `kubernetes.io/metadata.name` label, phase Active, and (as the
-/// namespace strategy does on create) the `kubernetes` finalizer when none is given.
+/// Namespace defaults: the `kubernetes.io/metadata.name` label and phase Active. The `kubernetes`
+/// finalizer is the namespace strategy's on create, not a default: `finalize` removes it.
 pub fn default_namespace(ns: &mut Namespace) {
     if let Some(name) = ns.metadata.name.clone().filter(|n| !n.is_empty()) {
         ns.metadata
@@ -108,10 +108,7 @@ pub fn default_namespace(ns: &mut Namespace) {
             .get_or_insert_with(BTreeMap::new)
             .insert(LABEL_METADATA_NAME.to_owned(), name);
     }
-    let spec = ns.spec.get_or_insert_with(Default::default);
-    if spec.finalizers.as_ref().is_none_or(Vec::is_empty) {
-        spec.finalizers = Some(vec!["kubernetes".to_owned()]);
-    }
+    ns.spec.get_or_insert_with(Default::default);
     set_if_empty(
         &mut ns.status.get_or_insert_with(Default::default).phase,
         "Active",
@@ -330,7 +327,7 @@ mod tests {
             json!({"metadata": {"name": "dev"}}),
             default_namespace,
             json!({"metadata": {"name": "dev", "labels": {"kubernetes.io/metadata.name": "dev"}},
-                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+                   "spec": {}, "status": {"phase": "Active"}}),
         );
         check::<Secret>(json!({}), default_secret, json!({"type": "Opaque"}));
         check::<Endpoints>(

@@ -5,7 +5,10 @@
 pub mod core;
 pub mod pod;
 
-pub use pod::{default_pod, default_pod_spec, default_pod_template_spec, default_resource_list};
+pub use pod::{
+    default_pod, default_pod_spec, default_pod_template_spec, default_resource_list,
+    prepare_pod_for_create, prepare_pod_status_update,
+};
 pub mod apps;
 pub mod batch;
 pub mod misc;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EphemeralContainer, LifecycleHandler, Pod, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, Volume,
+    Container, EphemeralContainer, HostIP, LifecycleHandler, Pod, PodIP, PodSpec, PodStatus,
+    PodTemplateSpec, Probe, ResourceRequirements, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
@@ -355,6 +355,135 @@ pub fn default_pod(pod: &mut Pod) {
         );
     }
     default_pod_spec(spec);
+    if let Some(status) = &mut pod.status {
+        convert_status_ips(status);
+    }
+}
+
+/// What a pod status keeps of its IPs through upstream's internal form, where only the lists
+/// exist: a singular `podIP` (`hostIP`) that is set and differs from the list's first entry
+/// replaces the list, and `podIP` is then the list's first entry. `hostIP` is left as given, for
+/// validation to compare with `hostIPs[0]` as upstream does.
+fn convert_status_ips(status: &mut PodStatus) {
+    let pod_ip = status.pod_ip.clone().unwrap_or_default();
+    let pod_ips = status.pod_ips.get_or_insert_with(Vec::new);
+    if !pod_ip.is_empty() && pod_ips.first().is_none_or(|first| first.ip != pod_ip) {
+        *pod_ips = vec![PodIP { ip: pod_ip }];
+    }
+    if let Some(first) = pod_ips.first() {
+        status.pod_ip = Some(first.ip.clone());
+    }
+    if status.pod_ips.as_ref().is_some_and(Vec::is_empty) {
+        status.pod_ips = None;
+    }
+    let host_ip = status.host_ip.clone().unwrap_or_default();
+    if !host_ip.is_empty()
+        && status
+            .host_ips
+            .as_ref()
+            .and_then(|ips| ips.first())
+            .is_none_or(|first| first.ip != host_ip)
+    {
+        status.host_ips = Some(vec![HostIP { ip: host_ip }]);
+    }
+}
+
+/// Upstream's QoS class of a pod (`ComputePodQOS`), from the cpu and memory requests and limits
+/// of its containers and init containers: `BestEffort` when none is set, `Guaranteed` when every
+/// container limits both and the summed requests equal the summed limits, else `Burstable`.
+pub fn pod_qos_class(spec: &PodSpec) -> &'static str {
+    let zero = Quantity::from_i64(0);
+    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
+    let mut guaranteed = true;
+    let positive = |list: Option<&BTreeMap<String, ApiQuantity>>| -> Vec<(&'static str, Quantity)> {
+        let mut out = Vec::new();
+        for name in ["cpu", "memory"] {
+            if let Some(q) = list
+                .and_then(|l| l.get(name))
+                .and_then(|q| Quantity::parse(&q.0).ok())
+                .filter(|q| *q > zero)
+            {
+                out.push((name, q));
+            }
+        }
+        out
+    };
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        let resources = c.resources.as_ref();
+        for (name, q) in positive(resources.and_then(|r| r.requests.as_ref())) {
+            let sum = requests.get(name).map_or_else(|| q.clone(), |s| s.add(&q));
+            requests.insert(name, sum);
+        }
+        let found = positive(resources.and_then(|r| r.limits.as_ref()));
+        if found.len() < 2 {
+            guaranteed = false;
+        }
+        for (name, q) in found {
+            let sum = limits.get(name).map_or_else(|| q.clone(), |s| s.add(&q));
+            limits.insert(name, sum);
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    if guaranteed
+        && requests.iter().all(|(name, q)| limits.get(name) == Some(q))
+        && requests.len() == limits.len()
+    {
+        return "Guaranteed";
+    }
+    "Burstable"
+}
+
+/// What upstream's pod strategy sets on create: phase `Pending` and the QoS class (the status a
+/// client sent is gone by then).
+pub fn prepare_pod_for_create(pod: &mut Pod) {
+    let qos = pod_qos_class(&pod.spec.clone().unwrap_or_default());
+    pod.status = Some(PodStatus {
+        phase: Some("Pending".to_owned()),
+        qos_class: Some(qos.to_owned()),
+        ..Default::default()
+    });
+}
+
+/// What upstream's pod status strategy carries over on a write through `/status`: the owner
+/// references (old kubelets corrupt them), a QoS class the writer dropped, and, while the
+/// `ResourceHealthStatus` gate is off (1.33), no `allocatedResourcesStatus` unless the pod
+/// already had one.
+pub fn prepare_pod_status_update(pod: &mut Pod, old: &Pod) {
+    pod.metadata.owner_references = old.metadata.owner_references.clone();
+    let old_status = old.status.clone().unwrap_or_default();
+    let status = pod.status.get_or_insert_with(Default::default);
+    if status.qos_class.as_deref().unwrap_or("").is_empty() {
+        status.qos_class = old_status.qos_class.clone();
+    }
+    let health_in_use = [
+        &old_status.container_statuses,
+        &old_status.init_container_statuses,
+        &old_status.ephemeral_container_statuses,
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .any(|c| c.allocated_resources_status.is_some());
+    if !health_in_use {
+        for c in [
+            &mut status.container_statuses,
+            &mut status.init_container_statuses,
+            &mut status.ephemeral_container_statuses,
+        ]
+        .into_iter()
+        .flatten()
+        .flatten()
+        {
+            c.allocated_resources_status = None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -503,5 +632,92 @@ mod tests {
         ] {
             assert_eq!(image_tag(image).as_deref(), tag, "{image}");
         }
+    }
+
+    #[test]
+    fn qos_classes() {
+        let qos = |containers: serde_json::Value| {
+            let mut pod: Pod = serde_json::from_value(json!({"spec": {"containers": containers}}))
+                .unwrap_or_else(|e| panic!("{e}"));
+            default_pod(&mut pod);
+            pod_qos_class(&pod.spec.unwrap_or_default())
+        };
+        assert_eq!(qos(json!([{"name": "a"}])), "BestEffort");
+        assert_eq!(
+            qos(json!([{"name": "a", "resources": {"requests": {"cpu": "0"}}}])),
+            "BestEffort"
+        );
+        assert_eq!(
+            qos(json!([{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}])),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos(json!([
+                {"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "50m"}, "limits": {"cpu": "100m", "memory": "1Gi"}}}
+            ])),
+            "Burstable"
+        );
+        assert_eq!(
+            qos(json!([{"name": "a", "resources": {"limits": {"cpu": "1"}}}])),
+            "Burstable"
+        );
+    }
+
+    #[test]
+    fn status_ips_follow_upstream_conversion() {
+        let status = |value: serde_json::Value| {
+            let mut pod: Pod =
+                serde_json::from_value(json!({"spec": {"containers": []}, "status": value}))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            default_pod(&mut pod);
+            serde_json::to_value(pod.status).unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(
+            status(json!({"podIP": "10.0.0.1"})),
+            json!({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}]})
+        );
+        assert_eq!(
+            status(json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]})),
+            json!({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]})
+        );
+        // The singular field wins when both are set and differ.
+        assert_eq!(
+            status(
+                json!({"podIP": "10.0.0.2", "podIPs": [{"ip": "10.0.0.1"}], "hostIP": "1.1.1.1", "hostIPs": [{"ip": "2.2.2.2"}]})
+            ),
+            json!({"podIP": "10.0.0.2", "podIPs": [{"ip": "10.0.0.2"}], "hostIP": "1.1.1.1", "hostIPs": [{"ip": "1.1.1.1"}]})
+        );
+        // A lone hostIPs keeps an empty hostIP, which validation reports.
+        assert_eq!(
+            status(json!({"hostIPs": [{"ip": "2.2.2.2"}]})),
+            json!({"hostIPs": [{"ip": "2.2.2.2"}]})
+        );
+    }
+
+    #[test]
+    fn status_writes_keep_owners_and_qos() {
+        let old: Pod = serde_json::from_value(json!({
+            "metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}]},
+            "status": {"qosClass": "Burstable"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut new: Pod = serde_json::from_value(json!({
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": "c", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                "allocatedResourcesStatus": [{"name": "cpu"}]
+            }]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        prepare_pod_status_update(&mut new, &old);
+        assert_eq!(new.metadata.owner_references, old.metadata.owner_references);
+        let status = new.status.unwrap_or_default();
+        assert_eq!(status.qos_class.as_deref(), Some("Burstable"));
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(
+            status.container_statuses.unwrap_or_default()[0]
+                .allocated_resources_status
+                .is_none()
+        );
     }
 }

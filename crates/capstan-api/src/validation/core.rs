@@ -49,6 +49,51 @@ pub fn validate_namespace_update(new: &Namespace, old: &Namespace) -> Vec<FieldE
     validate_object_meta_update(&new.metadata, &old.metadata, &meta())
 }
 
+/// An update of a Namespace's status subresource: the phase is `Active` until deletion begins
+/// and `Terminating` after. Upstream names the field `status.Phase`.
+pub fn validate_namespace_status_update(new: &Namespace, old: &Namespace) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
+    let phase = new
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("");
+    let path = Path::new("status").child("Phase");
+    if new.metadata.deletion_timestamp.is_none() {
+        if phase != "Active" {
+            errs.push(FieldError::invalid(
+                &path,
+                phase,
+                "may only be 'Active' if `deletionTimestamp` is empty",
+            ));
+        }
+    } else if phase != "Terminating" {
+        errs.push(FieldError::invalid(
+            &path,
+            phase,
+            "may only be 'Terminating' if `deletionTimestamp` is not empty",
+        ));
+    }
+    errs
+}
+
+/// An update through a Namespace's `finalize` subresource: each of `spec.finalizers` is a
+/// qualified name, standard when unprefixed (named by index, unlike on create).
+pub fn validate_namespace_finalize_update(new: &Namespace, old: &Namespace) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
+    let path = Path::new("spec").child("finalizers");
+    for (i, finalizer) in new
+        .spec
+        .iter()
+        .flat_map(|s| s.finalizers.iter().flatten())
+        .enumerate()
+    {
+        errs.extend(validate_finalizer_name(finalizer, &path.index(i)));
+        errs.extend(validate_kube_finalizer_name(finalizer, &path.index(i)));
+    }
+    errs
+}
+
 /// A ConfigMap: keys are config-map keys, not repeated across data and binaryData, and all values
 /// together hold at most 1 MiB.
 pub fn validate_config_map(cm: &ConfigMap) -> Vec<FieldError> {
@@ -379,6 +424,51 @@ pub fn validate_replication_controller_update(
     errs
 }
 
+/// An update of a ReplicationController's status subresource: counts are not negative and
+/// no count exceeds `replicas` (nor `availableReplicas` the ready ones).
+pub fn validate_replication_controller_status_update(
+    new: &ReplicationController,
+    old: &ReplicationController,
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
+    let status = new.status.clone().unwrap_or_default();
+    let path = Path::new("status");
+    let replicas = status.replicas;
+    let labeled = status.fully_labeled_replicas.unwrap_or(0);
+    let ready = status.ready_replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    for (value, field) in [
+        (i64::from(replicas), "replicas"),
+        (i64::from(labeled), "fullyLabeledReplicas"),
+        (i64::from(ready), "readyReplicas"),
+        (i64::from(available), "availableReplicas"),
+        (
+            status.observed_generation.unwrap_or(0),
+            "observedGeneration",
+        ),
+    ] {
+        errs.extend(validate_nonnegative(value, &path.child(field)));
+    }
+    let above = "cannot be greater than status.replicas";
+    for (value, field) in [
+        (labeled, "fullyLabeledReplicas"),
+        (ready, "readyReplicas"),
+        (available, "availableReplicas"),
+    ] {
+        if value > replicas {
+            errs.push(FieldError::invalid(&path.child(field), value, above));
+        }
+    }
+    if available > ready {
+        errs.push(FieldError::invalid(
+            &path.child("availableReplicas"),
+            available,
+            "cannot be greater than readyReplicas",
+        ));
+    }
+    errs
+}
+
 /// A LimitRange: known types, no type twice, resource names per type, and min <= default request
 /// <= default <= max, with ratios of at least 1.
 pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
@@ -596,27 +686,39 @@ fn scope_valid_for(scope: &str, resource: &str) -> bool {
 }
 
 fn validate_quota_lists(quota: &ResourceQuota, errs: &mut Vec<FieldError>) {
-    let lists = [
-        (
-            Path::new("spec").child("hard"),
-            quota.spec.as_ref().and_then(|s| s.hard.as_ref()),
-        ),
-        (
-            Path::new("status").child("hard"),
-            quota.status.as_ref().and_then(|s| s.hard.as_ref()),
-        ),
-        (
-            Path::new("status").child("used"),
-            quota.status.as_ref().and_then(|s| s.used.as_ref()),
-        ),
-    ];
-    for (path, list) in lists {
-        let parsed = parse_resource_list(list, &path, errs);
-        for (name, q) in &parsed {
-            let p = path.key(name);
-            errs.extend(validate_resource_quota_resource_name(name, &p));
-            errs.extend(validate_resource_quantity_value(name, q, &p));
-        }
+    validate_quota_list(
+        quota.spec.as_ref().and_then(|s| s.hard.as_ref()),
+        &Path::new("spec").child("hard"),
+        errs,
+    );
+    validate_quota_status_lists(quota, errs);
+}
+
+fn validate_quota_status_lists(quota: &ResourceQuota, errs: &mut Vec<FieldError>) {
+    let status = quota.status.as_ref();
+    validate_quota_list(
+        status.and_then(|s| s.hard.as_ref()),
+        &Path::new("status").child("hard"),
+        errs,
+    );
+    validate_quota_list(
+        status.and_then(|s| s.used.as_ref()),
+        &Path::new("status").child("used"),
+        errs,
+    );
+}
+
+/// Quota resource names and their quantities in one list at `path`.
+fn validate_quota_list(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    let parsed = parse_resource_list(list, path, errs);
+    for (name, q) in &parsed {
+        let p = path.key(name);
+        errs.extend(validate_resource_quota_resource_name(name, &p));
+        errs.extend(validate_resource_quantity_value(name, q, &p));
     }
 }
 
@@ -750,6 +852,26 @@ pub fn validate_resource_quota_update(new: &ResourceQuota, old: &ResourceQuota) 
             FIELD_IMMUTABLE,
         ));
     }
+    errs
+}
+
+/// An update of a ResourceQuota's status subresource: `status.hard` and `status.used` hold
+/// quota resource names with valid quantities.
+pub fn validate_resource_quota_status_update(
+    new: &ResourceQuota,
+    old: &ResourceQuota,
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
+    if new
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
+        errs.push(FieldError::required(&Path::new("resourceVersion"), ""));
+    }
+    validate_quota_status_lists(new, &mut errs);
     errs
 }
 
@@ -991,6 +1113,126 @@ mod tests {
         check(
             validate_event(&event),
             &["involvedObject.namespace: Invalid value: \"other\": does not match event.namespace"],
+        );
+    }
+
+    #[test]
+    fn namespace_status_and_finalize_updates() {
+        let ns = |phase: &str, deleting: bool, finalizers: Vec<&str>| Namespace {
+            metadata: ObjectMeta {
+                deletion_timestamp: deleting.then(|| {
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        "2024-01-01T00:00:00Z"
+                            .parse()
+                            .unwrap_or_else(|e| panic!("{e}")),
+                    )
+                }),
+                ..named("dev", None)
+            },
+            spec: Some(k8s_openapi::api::core::v1::NamespaceSpec {
+                finalizers: Some(finalizers.into_iter().map(str::to_owned).collect()),
+            }),
+            status: Some(k8s_openapi::api::core::v1::NamespaceStatus {
+                phase: Some(phase.into()),
+                conditions: None,
+            }),
+        };
+        let live = ns("Active", false, vec!["kubernetes"]);
+        check(validate_namespace_status_update(&live, &live), &[]);
+        check(
+            validate_namespace_status_update(&ns("Terminating", false, vec![]), &live),
+            &[
+                "status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty",
+            ],
+        );
+        let doomed = ns("Active", true, vec!["kubernetes"]);
+        check(
+            validate_namespace_status_update(&doomed, &doomed),
+            &[
+                "status.Phase: Invalid value: \"Active\": may only be 'Terminating' if `deletionTimestamp` is not empty",
+            ],
+        );
+        check(
+            validate_namespace_finalize_update(&ns("Active", false, vec![]), &live),
+            &[],
+        );
+        check(
+            validate_namespace_finalize_update(
+                &ns("Active", false, vec!["kubernetes", "custom", "a b/c"]),
+                &live,
+            ),
+            &[
+                "spec.finalizers[1]: Invalid value: \"custom\": name is neither a standard finalizer name nor is it fully qualified",
+                "spec.finalizers[2]: Invalid value: \"a b/c\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ],
+        );
+    }
+
+    #[test]
+    fn replication_controller_status_updates() {
+        let rc = |status: serde_json::Value| ReplicationController {
+            metadata: named("rc", Some("d")),
+            spec: None,
+            status: Some(serde_json::from_value(status).unwrap_or_else(|e| panic!("{e}"))),
+        };
+        let old = rc(json!({"replicas": 0}));
+        check(
+            validate_replication_controller_status_update(
+                &rc(
+                    json!({"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 2, "availableReplicas": 1, "observedGeneration": 2}),
+                ),
+                &old,
+            ),
+            &[],
+        );
+        check(
+            validate_replication_controller_status_update(
+                &rc(
+                    json!({"replicas": -1, "readyReplicas": 2, "availableReplicas": 3, "observedGeneration": -2}),
+                ),
+                &old,
+            ),
+            &[
+                "status.replicas: Invalid value: -1: must be greater than or equal to 0",
+                "status.observedGeneration: Invalid value: -2: must be greater than or equal to 0",
+                "status.fullyLabeledReplicas: Invalid value: 0: cannot be greater than status.replicas",
+                "status.readyReplicas: Invalid value: 2: cannot be greater than status.replicas",
+                "status.availableReplicas: Invalid value: 3: cannot be greater than status.replicas",
+                "status.availableReplicas: Invalid value: 3: cannot be greater than readyReplicas",
+            ],
+        );
+    }
+
+    #[test]
+    fn resource_quota_status_updates() {
+        let quota = |status: serde_json::Value| ResourceQuota {
+            metadata: named("q", Some("d")),
+            spec: Some(
+                serde_json::from_value(json!({"hard": {"pods": "-1"}}))
+                    .unwrap_or_else(|e| panic!("{e}")),
+            ),
+            status: Some(serde_json::from_value(status).unwrap_or_else(|e| panic!("{e}"))),
+        };
+        let old = quota(json!({}));
+        check(
+            validate_resource_quota_status_update(
+                &quota(json!({"hard": {"pods": "10"}, "used": {"pods": "2"}})),
+                &old,
+            ),
+            &[],
+        );
+        // The spec is not the status writer's: its errors are not reported here.
+        check(
+            validate_resource_quota_status_update(
+                &quota(json!({"hard": {"pods": "1.5"}, "used": {"pods": "-1", "bogus": "1"}})),
+                &old,
+            ),
+            &[
+                "status.hard[pods]: Invalid value: 1500m: must be an integer",
+                "status.used[bogus]: Invalid value: \"bogus\": must be a standard resource type or fully qualified",
+                "status.used[bogus]: Invalid value: \"bogus\": must be a standard resource for quota",
+                "status.used[pods]: Invalid value: \"-1\": must be greater than or equal to 0",
+            ],
         );
     }
 }

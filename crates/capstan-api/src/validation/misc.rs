@@ -241,11 +241,12 @@ pub fn validate_conditions(conditions: &[Condition], path: &Path) -> Vec<FieldEr
 }
 
 /// An update of a PodDisruptionBudget's status subresource: conditions and non-negative counts.
+/// Upstream's status strategy checks only the status, not the metadata.
 pub fn validate_pod_disruption_budget_status_update(
     new: &PodDisruptionBudget,
-    old: &PodDisruptionBudget,
+    _old: &PodDisruptionBudget,
 ) -> Vec<FieldError> {
-    let mut errs = validate_object_meta_update_generic(&new.metadata, &old.metadata, &meta_path());
+    let mut errs = Vec::new();
     let path = Path::new("status");
     let status = new.status.clone().unwrap_or_default();
     errs.extend(validate_conditions(

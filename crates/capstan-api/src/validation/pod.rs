@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvFromSource, EnvVar, LifecycleHandler, Pod, PodAffinityTerm, PodSpec,
-    PodTemplate, PodTemplateSpec, Probe, SecurityContext, Toleration, TopologySpreadConstraint,
+    Affinity, Container, ContainerStatus, EnvFromSource, EnvVar, LifecycleHandler, Pod,
+    PodAffinityTerm, PodSpec, PodTemplate, PodTemplateSpec, Probe, SecurityContext, Toleration,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -17,6 +18,7 @@ use crate::validation::meta::{
     go_string_slice, validate_annotations, validate_label_name, validate_label_selector,
     validate_labels, validate_nonnegative, validate_object_meta, validate_object_meta_update,
 };
+use crate::validation::names::parse_ip_sloppy;
 use crate::validation::names::{
     NameValidator, inclusive_range_error, is_config_map_key, is_http_header_name,
     is_relaxed_env_var_name, is_valid_group_id, is_valid_label_value, is_valid_port_name,
@@ -2083,6 +2085,50 @@ pub fn validate_pod_with(pod: &Pod, opts: &PodValidationOptions) -> Vec<FieldErr
     errs
 }
 
+/// Per-container AppArmor annotations (deprecated beta form) start with this.
+const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+/// Annotations no pod update may add, change or remove: the mirror-pod one and the AppArmor
+/// per-container ones (the change half of upstream's `ValidatePodSpecificAnnotationUpdates`).
+fn validate_pod_annotation_changes(new: &Pod, old: &Pod, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let empty = BTreeMap::new();
+    let old_ann = old.metadata.annotations.as_ref().unwrap_or(&empty);
+    let new_ann = new.metadata.annotations.as_ref().unwrap_or(&empty);
+    for (key, value) in old_ann {
+        if new_ann.get(key) == Some(value) {
+            continue;
+        }
+        if key.starts_with(APPARMOR_ANNOTATION_PREFIX) {
+            errs.push(FieldError::forbidden(
+                &path.key(key),
+                "may not remove or update AppArmor annotations",
+            ));
+        }
+        if key == MIRROR_POD_ANNOTATION {
+            errs.push(FieldError::forbidden(
+                &path.key(key),
+                "may not remove or update mirror pod annotation",
+            ));
+        }
+    }
+    for key in new_ann.keys().filter(|k| !old_ann.contains_key(*k)) {
+        if key.starts_with(APPARMOR_ANNOTATION_PREFIX) {
+            errs.push(FieldError::forbidden(
+                &path.key(key),
+                "may not add AppArmor annotations",
+            ));
+        }
+        if key == MIRROR_POD_ANNOTATION {
+            errs.push(FieldError::forbidden(
+                &path.key(key),
+                "may not add mirror pod annotation",
+            ));
+        }
+    }
+    errs
+}
+
 /// JSON paths under `spec` where two specs differ, ignoring empty lists, maps and nulls (upstream
 /// compares semantically, where empty and unset collections are equal).
 fn spec_differences(old: &PodSpec, new: &PodSpec) -> Vec<String> {
@@ -2156,23 +2202,11 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
     let spec_path = Path::new("spec");
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
     errs.extend(validate_pod_metadata_and_spec(new, &opts));
-    // Mirror-pod annotation changes.
-    let old_ann = old.metadata.annotations.clone().unwrap_or_default();
-    let new_ann = new.metadata.annotations.clone().unwrap_or_default();
-    if old_ann.get(MIRROR_POD_ANNOTATION) != new_ann.get(MIRROR_POD_ANNOTATION) {
-        let p = meta_path.child("annotations").key(MIRROR_POD_ANNOTATION);
-        if old_ann.contains_key(MIRROR_POD_ANNOTATION) {
-            errs.push(FieldError::forbidden(
-                &p,
-                "may not remove or update mirror pod annotation",
-            ));
-        } else {
-            errs.push(FieldError::forbidden(
-                &p,
-                "may not add mirror pod annotation",
-            ));
-        }
-    }
+    errs.extend(validate_pod_annotation_changes(
+        new,
+        old,
+        &meta_path.child("annotations"),
+    ));
     let new_spec = new.spec.clone().unwrap_or_default();
     let old_spec = old.spec.clone().unwrap_or_default();
 
@@ -2317,6 +2351,342 @@ pub fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
                     .collect::<Vec<_>>()
                     .join("\n")
             ),
+        ));
+    }
+    errs
+}
+
+/// Pod conditions the system owns; any other condition type must be a qualified name.
+const SYSTEM_POD_CONDITIONS: &[&str] = &["PodScheduled", "Ready", "Initialized"];
+
+/// A container that leaves the terminated state must be allowed to restart: under restart
+/// policy `Always` any may, under `OnFailure` those that failed, and restartable init containers
+/// (`restartable`) always. Errors are named by the index of the old status.
+fn validate_container_state_transitions(
+    new: &[ContainerStatus],
+    old: &[ContainerStatus],
+    path: &Path,
+    restart_policy: &str,
+    restartable: impl Fn(&str) -> bool,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if restart_policy == "Always" {
+        return errs;
+    }
+    let terminated = |s: &ContainerStatus| {
+        s.state
+            .as_ref()
+            .and_then(|state| state.terminated.as_ref())
+            .map(|t| t.exit_code)
+    };
+    for (i, old_status) in old.iter().enumerate() {
+        let Some(exit_code) = terminated(old_status) else {
+            continue;
+        };
+        if exit_code != 0 && restart_policy == "OnFailure" {
+            continue;
+        }
+        if restartable(&old_status.name) {
+            continue;
+        }
+        for new_status in new {
+            if new_status.name == old_status.name && terminated(new_status).is_none() {
+                errs.push(FieldError::forbidden(
+                    &path.index(i).child("state"),
+                    "may not be transitioned to non-terminated state",
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// Users reported in container statuses: Linux IDs in range, and none on a Windows pod.
+fn validate_container_status_users(
+    statuses: &[ContainerStatus],
+    path: &Path,
+    os: Option<&str>,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, status) in statuses.iter().enumerate() {
+        let Some(user) = &status.user else {
+            continue;
+        };
+        let p = path.index(i).child("linux");
+        match os.unwrap_or("linux") {
+            "windows" if user.linux.is_some() => {
+                errs.push(FieldError::forbidden(&p, "cannot be set for a windows pod"));
+            }
+            "linux" => {
+                let Some(linux) = &user.linux else {
+                    continue;
+                };
+                for msg in is_valid_user_id(linux.uid) {
+                    errs.push(FieldError::invalid(&p.child("uid"), linux.uid, &msg));
+                }
+                for msg in is_valid_group_id(linux.gid) {
+                    errs.push(FieldError::invalid(&p.child("gid"), linux.gid, &msg));
+                }
+                for (g, gid) in linux.supplemental_groups.iter().flatten().enumerate() {
+                    for msg in is_valid_group_id(*gid) {
+                        errs.push(FieldError::invalid(
+                            &p.child("supplementalGroups").index(g),
+                            *gid,
+                            &msg,
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    errs
+}
+
+/// Go's `%#v` of a `[]core.<kind>{...}` of single-IP structs (`PodIP`, `HostIP`).
+fn go_ip_list(kind: &str, ips: &[&str]) -> String {
+    let items: Vec<String> = ips.iter().map(|ip| go_ip(kind, ip)).collect();
+    format!("[]core.{kind}{{{}}}", items.join(", "))
+}
+
+fn go_ip(kind: &str, ip: &str) -> String {
+    format!("core.{kind}{{IP:{}}}", crate::field::go_quote(ip))
+}
+
+/// Upstream's dual-stack check of a list of IPs: `Err` when one does not parse (the message
+/// upstream's helper gives), else whether both families are present.
+fn dual_stack(ips: &[&str]) -> Result<bool, String> {
+    let mut families = Vec::with_capacity(ips.len());
+    for ip in ips {
+        match parse_ip_sloppy(ip) {
+            Some(parsed) => families.push(parsed.is_ipv6()),
+            None => return Err("ip <nil> is invalid".to_owned()),
+        }
+    }
+    Ok(families.contains(&true) && families.contains(&false))
+}
+
+/// The family and duplicate checks of several pod or host IPs at `path`, in upstream's order
+/// for each (`duplicates_first` for host IPs).
+fn validate_ip_family_list(
+    ips: &[&str],
+    kind: &str,
+    path: &Path,
+    duplicates_first: bool,
+) -> Vec<FieldError> {
+    let mut family_errs = Vec::new();
+    let dual = dual_stack(ips).unwrap_or_else(|e| {
+        family_errs.push(FieldError::internal(
+            path,
+            &format!("failed to check for dual stack with error:{e}"),
+        ));
+        false
+    });
+    if !dual || ips.len() > 2 {
+        family_errs.push(FieldError::invalid(
+            path,
+            BadValue::Other(go_ip_list(kind, ips)),
+            "may specify no more than one IP for each IP family",
+        ));
+    }
+    let mut duplicate_errs = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, ip) in ips.iter().enumerate() {
+        if !seen.insert(*ip) {
+            duplicate_errs.push(FieldError::duplicate(
+                &path.index(i),
+                BadValue::Other(go_ip(kind, ip)),
+            ));
+        }
+    }
+    if duplicates_first {
+        duplicate_errs.extend(family_errs);
+        duplicate_errs
+    } else {
+        family_errs.extend(duplicate_errs);
+        family_errs
+    }
+}
+
+/// A pod's IPs: each valid, and when several, one per family without repeats.
+fn validate_pod_ips(pod: &Pod) -> Vec<FieldError> {
+    let path = Path::new("status").child("podIPs");
+    let ips: Vec<&str> = pod
+        .status
+        .iter()
+        .flat_map(|s| s.pod_ips.iter().flatten())
+        .map(|ip| ip.ip.as_str())
+        .collect();
+    let mut errs = Vec::new();
+    for (i, ip) in ips.iter().enumerate() {
+        errs.extend(validate_ip_legacy(&path.index(i), ip));
+    }
+    if ips.len() > 1 {
+        errs.extend(validate_ip_family_list(&ips, "PodIP", &path, false));
+    }
+    errs
+}
+
+/// A pod's host IPs: the first equals `hostIP`, each is valid, and when several, no repeats
+/// and one per family.
+fn validate_host_ips(pod: &Pod) -> Vec<FieldError> {
+    let path = Path::new("status").child("hostIPs");
+    let status = pod.status.clone().unwrap_or_default();
+    let ips: Vec<&str> = status
+        .host_ips
+        .iter()
+        .flatten()
+        .map(|ip| ip.ip.as_str())
+        .collect();
+    let mut errs = Vec::new();
+    let Some(first) = ips.first() else {
+        return errs;
+    };
+    if status.host_ip.as_deref().unwrap_or("") != *first {
+        errs.push(FieldError::invalid(
+            &path.index(0).child("ip"),
+            *first,
+            "must be equal to `hostIP`",
+        ));
+    }
+    for (i, ip) in ips.iter().enumerate() {
+        errs.extend(validate_ip_legacy(&path.index(i), ip));
+    }
+    if ips.len() > 1 {
+        errs.extend(validate_ip_family_list(&ips, "HostIP", &path, true));
+    }
+    errs
+}
+
+/// An update of a Pod's status subresource (upstream's `ValidatePodStatusUpdate`): metadata
+/// and pod annotation rules; condition types (named, as upstream does, under
+/// `metadata.conditions`); nominated node name; the QoS class is fixed; terminated containers
+/// that may not restart stay terminated; resource claim statuses name the pod's claims once;
+/// pod and host IPs; and the users containers report.
+pub fn validate_pod_status_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
+    let meta_path = Path::new("metadata");
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
+    let new_spec = new.spec.clone().unwrap_or_default();
+    let old_spec = old.spec.clone().unwrap_or_default();
+    let annotations_path = meta_path.child("annotations");
+    errs.extend(validate_pod_annotation_changes(new, old, &annotations_path));
+    errs.extend(validate_pod_specific_annotations(
+        new.metadata.annotations.as_ref(),
+        &new_spec,
+        &annotations_path,
+    ));
+    let status = new.status.clone().unwrap_or_default();
+    let old_status = old.status.clone().unwrap_or_default();
+    for (i, condition) in status.conditions.iter().flatten().enumerate() {
+        if !SYSTEM_POD_CONDITIONS.contains(&condition.type_.as_str()) {
+            errs.extend(validate_qualified_name(
+                &condition.type_,
+                &meta_path.child("conditions").index(i).child("Type"),
+            ));
+        }
+    }
+
+    let path = Path::new("status");
+    if new_spec.node_name != old_spec.node_name {
+        errs.push(FieldError::forbidden(
+            &path.child("nodeName"),
+            "may not be changed directly",
+        ));
+    }
+    let nominated = opt_str(&status.nominated_node_name);
+    if status.nominated_node_name != old_status.nominated_node_name && !nominated.is_empty() {
+        for msg in NameValidator::DnsSubdomain.validate(nominated, false) {
+            errs.push(FieldError::invalid(
+                &path.child("nominatedNodeName"),
+                nominated,
+                &msg,
+            ));
+        }
+    }
+    let qos = opt_str(&status.qos_class);
+    if qos != opt_str(&old_status.qos_class) {
+        errs.push(FieldError::invalid(
+            &path.child("qosClass"),
+            qos,
+            crate::validation::meta::FIELD_IMMUTABLE,
+        ));
+    }
+
+    let statuses = |list: &Option<Vec<ContainerStatus>>| list.clone().unwrap_or_default();
+    let restart_policy = opt_str(&old_spec.restart_policy);
+    errs.extend(validate_container_state_transitions(
+        &statuses(&status.container_statuses),
+        &statuses(&old_status.container_statuses),
+        &path.child("containerStatuses"),
+        restart_policy,
+        |_| false,
+    ));
+    let restartable_init = |name: &str| {
+        old_spec
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == name)
+            .is_some_and(|c| c.restart_policy.as_deref() == Some("Always"))
+    };
+    errs.extend(validate_container_state_transitions(
+        &statuses(&status.init_container_statuses),
+        &statuses(&old_status.init_container_statuses),
+        &path.child("initContainerStatuses"),
+        restart_policy,
+        restartable_init,
+    ));
+    // The kubelet never restarts ephemeral containers.
+    errs.extend(validate_container_state_transitions(
+        &statuses(&status.ephemeral_container_statuses),
+        &statuses(&old_status.ephemeral_container_statuses),
+        &path.child("ephemeralContainerStatuses"),
+        "Never",
+        |_| false,
+    ));
+
+    let claims_path = path.child("resourceClaimStatuses");
+    let mut claim_names = BTreeSet::new();
+    for (i, claim) in status.resource_claim_statuses.iter().flatten().enumerate() {
+        let p = claims_path.index(i).child("name");
+        let declared = new_spec
+            .resource_claims
+            .iter()
+            .flatten()
+            .any(|c| c.name == claim.name);
+        if !declared {
+            errs.push(FieldError::invalid(
+                &p,
+                claim.name.as_str(),
+                "must match the name of an entry in `spec.resourceClaims`",
+            ));
+        }
+        if !claim_names.insert(claim.name.as_str()) {
+            errs.push(FieldError::duplicate(&p, claim.name.as_str()));
+        }
+        if let Some(claim_name) = &claim.resource_claim_name {
+            for msg in NameValidator::DnsSubdomain.validate(claim_name, false) {
+                errs.push(FieldError::invalid(&p, claim_name.as_str(), &msg));
+            }
+        }
+    }
+
+    errs.extend(validate_pod_ips(new));
+    errs.extend(validate_host_ips(new));
+
+    let os = new_spec.os.as_ref().map(|o| o.name.as_str());
+    for (list, field) in [
+        (&status.container_statuses, "containerStatuses"),
+        (&status.init_container_statuses, "initContainerStatuses"),
+        (
+            &status.ephemeral_container_statuses,
+            "ephemeralContainerStatuses",
+        ),
+    ] {
+        errs.extend(validate_container_status_users(
+            list.as_deref().unwrap_or(&[]),
+            &path.child(field),
+            os,
         ));
     }
     errs
@@ -2487,6 +2857,135 @@ mod tests {
         assert_eq!(
             got,
             ["spec.containers: Forbidden: pod updates may not add or remove containers"]
+        );
+    }
+
+    fn with_status(mut value: serde_json::Value, status: serde_json::Value) -> Pod {
+        value["status"] = status;
+        pod(value)
+    }
+
+    fn status_errors(new: &Pod, old: &Pod) -> Vec<String> {
+        validate_pod_status_update(new, old)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn pod_status_ips() {
+        let spec = base(json!([{"name": "c", "image": "i"}]));
+        let old = with_status(spec.clone(), json!({"qosClass": "BestEffort"}));
+        let fine = with_status(
+            spec.clone(),
+            json!({"qosClass": "BestEffort", "podIP": "10.0.0.1",
+                   "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+                   "hostIP": "192.168.0.1", "hostIPs": [{"ip": "192.168.0.1"}]}),
+        );
+        assert_eq!(status_errors(&fine, &old), Vec::<String>::new());
+        assert_eq!(
+            status_errors(
+                &with_status(
+                    spec.clone(),
+                    json!({"qosClass": "BestEffort", "podIP": "10.0.0.256"})
+                ),
+                &old
+            ),
+            [
+                "status.podIPs[0]: Invalid value: \"10.0.0.256\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+            ]
+        );
+        assert_eq!(
+            status_errors(
+                &with_status(
+                    spec.clone(),
+                    json!({"qosClass": "BestEffort", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}]})
+                ),
+                &old
+            ),
+            [
+                "status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"10.0.0.1\"}, core.PodIP{IP:\"10.0.0.1\"}}: may specify no more than one IP for each IP family",
+                "status.podIPs[1]: Duplicate value: core.PodIP{IP:\"10.0.0.1\"}",
+            ]
+        );
+        assert_eq!(
+            status_errors(
+                &with_status(
+                    spec.clone(),
+                    json!({"qosClass": "BestEffort", "hostIPs": [{"ip": "fd00::1"}, {"ip": "x"}]})
+                ),
+                &old
+            ),
+            [
+                "status.hostIPs[0].ip: Invalid value: \"fd00::1\": must be equal to `hostIP`",
+                "status.hostIPs[1]: Invalid value: \"x\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "status.hostIPs: Internal error: failed to check for dual stack with error:ip <nil> is invalid",
+                "status.hostIPs: Invalid value: []core.HostIP{core.HostIP{IP:\"fd00::1\"}, core.HostIP{IP:\"x\"}}: may specify no more than one IP for each IP family",
+            ]
+        );
+    }
+
+    #[test]
+    fn pod_status_fields() {
+        let mut spec = base(json!([{"name": "c", "image": "i"}]));
+        spec["spec"]["restartPolicy"] = json!("OnFailure");
+        let terminated = |code: i32| json!({"terminated": {"exitCode": code}});
+        let container = |state: serde_json::Value| json!({"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": state});
+        let old = with_status(
+            spec.clone(),
+            json!({"qosClass": "BestEffort", "containerStatuses": [container(terminated(0))]}),
+        );
+        let new = with_status(
+            spec.clone(),
+            json!({
+                "qosClass": "Guaranteed",
+                "nominatedNodeName": "Node_1",
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "bad type", "status": "True"}],
+                "containerStatuses": [{
+                    "name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"running": {}}, "user": {"linux": {"uid": -1, "gid": 0}}
+                }],
+                "resourceClaimStatuses": [{"name": "missing"}]
+            }),
+        );
+        assert_eq!(
+            status_errors(&new, &old),
+            [
+                "metadata.conditions[1].Type: Invalid value: \"bad type\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                "status.nominatedNodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                "status.qosClass: Invalid value: \"Guaranteed\": field is immutable",
+                "status.containerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state",
+                "status.resourceClaimStatuses[0].name: Invalid value: \"missing\": must match the name of an entry in `spec.resourceClaims`",
+                "status.containerStatuses[0].linux.uid: Invalid value: -1: must be between 0 and 4294967295, inclusive",
+            ]
+        );
+        // A container that failed may restart under OnFailure.
+        let failed = with_status(
+            spec.clone(),
+            json!({"qosClass": "BestEffort", "containerStatuses": [container(terminated(1))]}),
+        );
+        let restarted = with_status(
+            spec,
+            json!({"qosClass": "BestEffort", "containerStatuses": [container(json!({"running": {}}))]}),
+        );
+        assert_eq!(status_errors(&restarted, &failed), Vec::<String>::new());
+    }
+
+    #[test]
+    fn pod_annotation_changes_on_status_writes() {
+        let mut value = base(json!([{"name": "c", "image": "i"}]));
+        let old = pod(value.clone());
+        value["metadata"]["annotations"] = json!({
+            "kubernetes.io/config.mirror": "x",
+            "container.apparmor.security.beta.kubernetes.io/c": "runtime/default"
+        });
+        assert_eq!(
+            status_errors(&pod(value), &old),
+            [
+                "metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: Forbidden: may not add AppArmor annotations",
+                "metadata.annotations[kubernetes.io/config.mirror]: Forbidden: may not add mirror pod annotation",
+                "metadata.annotations[kubernetes.io/config.mirror]: Invalid value: \"x\": must set spec.nodeName if mirror pod annotation is set",
+            ]
         );
     }
 }

@@ -612,6 +612,77 @@ pub fn validate_service_update(new: &Service, old: &Service) -> Vec<FieldError> 
     errs
 }
 
+/// Load-balancer IP modes (sorted).
+pub const LOAD_BALANCER_IP_MODES: &[&str] = &["Proxy", "VIP"];
+
+/// A Service's `status.loadBalancer` at `path`: ingress points only for `LoadBalancer`
+/// services, each with a valid IP (and then an IP mode, `VIP` or `Proxy`) and a hostname that
+/// is a DNS name rather than an IP address. 1.33 leaves `AllowServiceLBStatusOnNonLB` off and
+/// `LoadBalancerIPMode` on.
+pub fn validate_load_balancer_status(
+    status: Option<&k8s_openapi::api::core::v1::LoadBalancerStatus>,
+    spec: &ServiceSpec,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let ingress = status.and_then(|s| s.ingress.as_deref()).unwrap_or(&[]);
+    let ingress_path = path.child("ingress");
+    if opt_str(&spec.type_) != "LoadBalancer" && !ingress.is_empty() {
+        errs.push(FieldError::forbidden(
+            &ingress_path,
+            "may only be used when `spec.type` is 'LoadBalancer'",
+        ));
+        return errs;
+    }
+    for (i, point) in ingress.iter().enumerate() {
+        let p = ingress_path.index(i);
+        let ip = opt_str(&point.ip);
+        if !ip.is_empty() {
+            errs.extend(validate_ip_legacy(&p.child("ip"), ip));
+        }
+        match point.ip_mode.as_deref() {
+            None if !ip.is_empty() => errs.push(FieldError::required(
+                &p.child("ipMode"),
+                "must be specified when `ip` is set",
+            )),
+            None => {}
+            Some(_) if ip.is_empty() => errs.push(FieldError::forbidden(
+                &p.child("ipMode"),
+                "may not be specified when `ip` is not set",
+            )),
+            Some(mode) if !LOAD_BALANCER_IP_MODES.contains(&mode) => errs.push(
+                FieldError::not_supported(&p.child("ipMode"), mode, LOAD_BALANCER_IP_MODES),
+            ),
+            Some(_) => {}
+        }
+        let hostname = opt_str(&point.hostname);
+        if !hostname.is_empty() {
+            errs.extend(validate_dns1123_subdomain(hostname, &p.child("hostname")));
+            if parse_ip_sloppy(hostname).is_some() {
+                errs.push(FieldError::invalid(
+                    &p.child("hostname"),
+                    hostname,
+                    "must be a DNS name, not an IP address",
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// An update of a Service's status subresource: the metadata rules and the load balancer's
+/// status.
+pub fn validate_service_status_update(new: &Service, old: &Service) -> Vec<FieldError> {
+    let mut errs =
+        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    errs.extend(validate_load_balancer_status(
+        new.status.as_ref().and_then(|s| s.load_balancer.as_ref()),
+        &new.spec.clone().unwrap_or_default(),
+        &Path::new("status").child("loadBalancer"),
+    ));
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -702,5 +773,55 @@ mod tests {
             ["spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.2\"}: may not change once set"]
         );
         assert!(validate_service_update(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn load_balancer_status_updates() {
+        let with_status = |type_: &str, ingress: serde_json::Value| {
+            let mut svc = service(serde_json::json!({"type": type_, "ports": [{"port": 80}]}));
+            svc.metadata.resource_version = Some("1".into());
+            svc.status = Some(
+                serde_json::from_value(serde_json::json!({"loadBalancer": {"ingress": ingress}}))
+                    .unwrap_or_else(|e| panic!("{e}")),
+            );
+            svc
+        };
+        let errors = |svc: &Service| -> Vec<String> {
+            validate_service_status_update(svc, svc)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let fine = with_status(
+            "LoadBalancer",
+            serde_json::json!([{"ip": "1.2.3.4", "ipMode": "Proxy"}, {"hostname": "lb.example.com"}]),
+        );
+        assert_eq!(errors(&fine), Vec::<String>::new());
+        assert_eq!(
+            errors(&with_status(
+                "ClusterIP",
+                serde_json::json!([{"ip": "1.2.3.4", "ipMode": "VIP"}])
+            )),
+            [
+                "status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'"
+            ]
+        );
+        assert_eq!(
+            errors(&with_status(
+                "LoadBalancer",
+                serde_json::json!([
+                    {"ip": "1.2.3", "ipMode": "Tunnel"},
+                    {"ipMode": "VIP", "hostname": "10.0.0.1"},
+                    {"ip": "1.2.3.4"}
+                ])
+            )),
+            [
+                "status.loadBalancer.ingress[0].ip: Invalid value: \"1.2.3\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "status.loadBalancer.ingress[0].ipMode: Unsupported value: \"Tunnel\": supported values: \"Proxy\", \"VIP\"",
+                "status.loadBalancer.ingress[1].ipMode: Forbidden: may not be specified when `ip` is not set",
+                "status.loadBalancer.ingress[1].hostname: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address",
+                "status.loadBalancer.ingress[2].ipMode: Required value: must be specified when `ip` is set",
+            ]
+        );
     }
 }

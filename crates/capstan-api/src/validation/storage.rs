@@ -11,9 +11,11 @@ use crate::quantity::Quantity;
 use crate::validation::meta::{
     FIELD_IMMUTABLE, validate_label_selector, validate_object_meta, validate_object_meta_update,
 };
-use crate::validation::names::{NameValidator, is_dns1123_subdomain};
+use crate::validation::names::{NameValidator, is_dns1123_subdomain, is_qualified_name};
 use crate::validation::node::validate_node_selector;
-use crate::validation::resources::{parse_quantity, validate_resource_quantity_value};
+use crate::validation::resources::{
+    is_native_resource, parse_quantity, validate_resource_quantity_value,
+};
 use crate::validation::volumes::validate_persistent_volume_source;
 
 /// Access modes upstream supports (sorted).
@@ -495,6 +497,99 @@ pub fn validate_persistent_volume_claim_update(
     errs
 }
 
+/// The states a claim's resize may be in (sorted).
+pub const RESIZE_STATUSES: &[&str] = &[
+    "ControllerResizeInProgress",
+    "ControllerResizeInfeasible",
+    "NodeResizeInProgress",
+    "NodeResizeInfeasible",
+    "NodeResizePending",
+];
+
+/// A resource key in a claim's allocation status: a qualified name, and `storage` when native.
+fn validate_claim_resource_key(key: &str, path: &Path) -> Vec<FieldError> {
+    let errs: Vec<FieldError> = is_qualified_name(key)
+        .into_iter()
+        .map(|msg| FieldError::invalid(path, key, &msg))
+        .collect();
+    if errs.is_empty() && is_native_resource(key) && key != "storage" {
+        return vec![FieldError::not_supported(path, key, &["storage"])];
+    }
+    errs
+}
+
+/// Upstream's `validateBasicResource`: a quantity whose integer value is not negative.
+fn validate_basic_resource(q: &Quantity, path: &Path) -> Option<FieldError> {
+    (q.value() < 0)
+        .then(|| FieldError::invalid(path, q.value(), "must be a valid resource quantity"))
+}
+
+/// An update of a PersistentVolumeClaim's status subresource: the claim has access modes (at
+/// upstream's `Spec.accessModes`), capacities are not negative, and the allocation status names
+/// only `storage` (or domain-prefixed resources) with known resize states (1.33 enables
+/// `RecoverVolumeExpansionFailure`). Upstream names the resize-status field
+/// `status.allocatedResourceStatus`, without a key.
+pub fn validate_persistent_volume_claim_status_update(
+    new: &PersistentVolumeClaim,
+    old: &PersistentVolumeClaim,
+) -> Vec<FieldError> {
+    let mut errs =
+        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    if new
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
+        errs.push(FieldError::required(&Path::new("resourceVersion"), ""));
+    }
+    let modes = new.spec.as_ref().and_then(|s| s.access_modes.as_ref());
+    if modes.is_none_or(Vec::is_empty) {
+        errs.push(FieldError::required(
+            &Path::new("Spec").child("accessModes"),
+            "",
+        ));
+    }
+    let status = new.status.clone().unwrap_or_default();
+    let capacity_path = Path::new("status").child("capacity");
+    for (name, q) in status.capacity.iter().flatten() {
+        let p = capacity_path.key(name);
+        match parse_quantity(q, &p) {
+            Ok(q) => errs.extend(validate_basic_resource(&q, &p)),
+            Err(e) => errs.push(e),
+        }
+    }
+    let resize_path = Path::new("status").child("allocatedResourceStatus");
+    for (key, state) in status.allocated_resource_statuses.iter().flatten() {
+        errs.extend(validate_claim_resource_key(key, &resize_path));
+        if !RESIZE_STATUSES.contains(&state.as_str()) {
+            errs.push(FieldError::not_supported(
+                &resize_path,
+                key.as_str(),
+                RESIZE_STATUSES,
+            ));
+        }
+    }
+    let allocated_path = Path::new("status").child("allocatedResources");
+    for (key, q) in status.allocated_resources.iter().flatten() {
+        let key_errs = validate_claim_resource_key(key, &allocated_path);
+        if !key_errs.is_empty() {
+            errs.extend(key_errs);
+            continue;
+        }
+        let p = allocated_path.key(key);
+        match parse_quantity(q, &p) {
+            Ok(q) => match validate_basic_resource(&q, &p) {
+                Some(e) => errs.push(e),
+                None => errs.extend(validate_resource_quantity_value("storage", &q, &p)),
+            },
+            Err(e) => errs.push(e),
+        }
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -625,6 +720,45 @@ mod tests {
             validate_persistent_volume_update(&changed, &pv),
             &[
                 "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation",
+            ],
+        );
+    }
+
+    #[test]
+    fn claim_status_updates() {
+        let with_status = |status: serde_json::Value| {
+            let mut pvc = claim("1Gi");
+            pvc.status = Some(serde_json::from_value(status).unwrap_or_else(|e| panic!("{e}")));
+            pvc
+        };
+        let old = claim("1Gi");
+        check(
+            validate_persistent_volume_claim_status_update(
+                &with_status(serde_json::json!({
+                    "phase": "Bound", "capacity": {"storage": "1Gi"},
+                    "allocatedResources": {"storage": "2Gi"},
+                    "allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"}
+                })),
+                &old,
+            ),
+            &[],
+        );
+        let mut no_modes = with_status(serde_json::json!({
+            "capacity": {"storage": "-1Gi"},
+            "allocatedResources": {"cpu": "1", "example.com/thing": "-1"},
+            "allocatedResourceStatuses": {"storage": "Resizing"}
+        }));
+        if let Some(spec) = &mut no_modes.spec {
+            spec.access_modes = None;
+        }
+        check(
+            validate_persistent_volume_claim_status_update(&no_modes, &old),
+            &[
+                "Spec.accessModes: Required value",
+                "status.capacity[storage]: Invalid value: -1073741824: must be a valid resource quantity",
+                "status.allocatedResourceStatus: Unsupported value: \"storage\": supported values: \"ControllerResizeInProgress\", \"ControllerResizeInfeasible\", \"NodeResizeInProgress\", \"NodeResizeInfeasible\", \"NodeResizePending\"",
+                "status.allocatedResources: Unsupported value: \"cpu\": supported values: \"storage\"",
+                "status.allocatedResources[example.com/thing]: Invalid value: -1: must be a valid resource quantity",
             ],
         );
     }

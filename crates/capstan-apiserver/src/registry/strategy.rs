@@ -146,8 +146,13 @@ pub struct Hooks<K> {
     pub default: fn(&mut K),
     /// Validates a new object.
     pub validate: fn(&K) -> Vec<FieldError>,
-    /// Validates an update.
+    /// Validates an update of the object itself (or its scale).
     pub validate_update: fn(&K, &K) -> Vec<FieldError>,
+    /// Validates an update through `/status`, metadata rules included (upstream's status
+    /// strategy); by default only the metadata rules.
+    pub validate_status_update: fn(&K, &K) -> Vec<FieldError>,
+    /// Validates an update through `/finalize` (namespaces); by default only the metadata rules.
+    pub validate_finalize_update: fn(&K, &K) -> Vec<FieldError>,
     /// The status policy.
     pub status: StatusPolicy,
     /// Whether generation is tracked.
@@ -172,13 +177,24 @@ pub struct Hooks<K> {
     pub mark_terminating: fn(&mut K),
 }
 
-impl<K> Hooks<K> {
+/// The metadata rules every update obeys, whatever it writes through.
+fn metadata_update<K: Metadata<Ty = ObjectMeta>>(new: &K, old: &K) -> Vec<FieldError> {
+    capstan_api::validation::validate_object_meta_update(
+        new.metadata(),
+        old.metadata(),
+        &capstan_api::field::Path::new("metadata"),
+    )
+}
+
+impl<K: Metadata<Ty = ObjectMeta>> Hooks<K> {
     /// Hooks that default and validate nothing kind-specific.
     pub const fn plain() -> Self {
         Hooks {
             default: |_| {},
             validate: |_| Vec::new(),
             validate_update: |_, _| Vec::new(),
+            validate_status_update: metadata_update::<K>,
+            validate_finalize_update: metadata_update::<K>,
             status: StatusPolicy::None,
             generation: false,
             create_on_update: false,
@@ -239,19 +255,17 @@ where
         old: &Value,
         subresource: Option<&str>,
     ) -> Vec<FieldError> {
-        match (typed::<K>(new), typed::<K>(old)) {
+        let (Some(new), Some(old)) = (typed::<K>(new), typed::<K>(old)) else {
+            return Vec::new();
+        };
+        match subresource {
             // Writes of the desired state (the object, its scale) get the kind's full rules.
-            (Some(new), Some(old)) if matches!(subresource, None | Some("scale")) => {
-                (self.hooks.validate_update)(&new, &old)
-            }
-            // Status, binding and finalize writes change what the kind's rules guard through
-            // their own path; the metadata rules still hold.
-            (Some(new), Some(old)) => capstan_api::validation::validate_object_meta_update(
-                new.metadata(),
-                old.metadata(),
-                &capstan_api::field::Path::new("metadata"),
-            ),
-            _ => Vec::new(),
+            None | Some("scale") => (self.hooks.validate_update)(&new, &old),
+            Some("status") => (self.hooks.validate_status_update)(&new, &old),
+            Some("finalize") => (self.hooks.validate_finalize_update)(&new, &old),
+            // A binding changes what the kind's rules guard through its own checks; the
+            // metadata rules still hold.
+            _ => metadata_update(&new, &old),
         }
     }
 
@@ -390,5 +404,36 @@ mod tests {
         assert_eq!(unknown, ["metadata.labelz", "spec"]);
         assert_eq!(decoded["data"]["k"], "v");
         assert!(decoded.get("spec").is_none());
+    }
+
+    #[test]
+    fn updates_are_validated_by_what_they_write_through() {
+        fn marker(field: &str) -> Vec<FieldError> {
+            vec![FieldError::forbidden(
+                &capstan_api::field::Path::new(field),
+                "x",
+            )]
+        }
+        let strategy = Typed::<ConfigMap>::new(Hooks {
+            validate_update: |_, _| marker("main"),
+            validate_status_update: |_, _| marker("status"),
+            ..Hooks::plain()
+        });
+        let old = json!({"metadata": {"name": "a", "resourceVersion": "1"}});
+        let fields = |subresource: Option<&str>, new: &Value| -> Vec<String> {
+            strategy
+                .validate_update(new, &old, subresource)
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        assert_eq!(fields(None, &old), ["main"]);
+        assert_eq!(fields(Some("scale"), &old), ["main"]);
+        assert_eq!(fields(Some("status"), &old), ["status"]);
+        // Without a hook of their own, finalize and binding writes get the metadata rules.
+        let renamed = json!({"metadata": {"name": "b", "resourceVersion": "1"}});
+        assert_eq!(fields(Some("finalize"), &renamed), ["metadata.name"]);
+        assert_eq!(fields(Some("binding"), &renamed), ["metadata.name"]);
+        assert!(fields(Some("binding"), &old).is_empty());
     }
 }
