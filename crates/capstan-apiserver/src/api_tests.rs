@@ -655,6 +655,90 @@ data:
 }
 
 #[tokio::test]
+async fn field_validation_checks_patches_and_their_results() {
+    let h = Harness::new().await;
+    assert_eq!(h.post(CMS, cm("p", json!({"k": "0"}))).await.0, 201);
+    let uri = format!("{CMS}/p");
+    let merge = "application/merge-patch+json";
+    let body = r#"{"metadata": {"labels": {"a": "1", "a": "2"}}, "spec": {"x": 1}}"#;
+    let problems =
+        r#"strict decoding error: duplicate field "metadata.labels.a", unknown field "spec""#;
+
+    // Strict: 422 naming the patch, shown as the patched object for a merge patch.
+    let (code, status, _) = h
+        .send(
+            "PATCH",
+            &format!("{uri}?fieldValidation=Strict"),
+            merge,
+            body,
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["details"]["causes"][0]["field"], "patch");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":\"v1\""#),
+        "{message}"
+    );
+    assert!(message.ends_with(&format!("\": {problems}")), "{message}");
+    assert!(h.get(&uri).await.1["metadata"].get("labels").is_none());
+
+    // A strategic merge patch is shown as Go prints the patch map.
+    let strategic = "application/strategic-merge-patch+json";
+    let (code, status, _) = h
+        .send(
+            "PATCH",
+            &format!("{uri}?fieldValidation=Strict"),
+            strategic,
+            body,
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            r#" "" is invalid: patch: Invalid value: "map[metadata:map[labels:map[a:2]] spec:map[x:1]]": {}"#,
+            problems
+        )
+    );
+
+    // Warn (the default): applied, the last value winning, with a warning each.
+    let (code, patched, warnings) = h.send("PATCH", &uri, merge, body).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["labels"]["a"], "2");
+    assert!(patched.get("spec").is_none());
+    assert_eq!(
+        warnings,
+        warning_headers(&[
+            r#"duplicate field "metadata.labels.a""#,
+            r#"unknown field "spec""#
+        ])
+    );
+
+    // A JSON patch's operations have four fields; Ignore reports nothing.
+    let json_patch = "application/json-patch+json";
+    let ops = r#"[{"op": "add", "path": "/data/x", "value": "1", "valeu": 2}]"#;
+    let (code, _, warnings) = h.send("PATCH", &uri, json_patch, ops).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        warnings,
+        warning_headers(&[r#"json patch unknown field "[0].valeu""#])
+    );
+    let ops = r#"[{"op": "add", "path": "/data/y", "value": "1", "op": "add"}]"#;
+    let (code, _, warnings) = h
+        .send(
+            "PATCH",
+            &format!("{uri}?fieldValidation=Ignore"),
+            json_patch,
+            ops,
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[tokio::test]
 async fn lists_page_with_continue_tokens_and_select() {
     let h = Harness::new().await;
     for i in 0..7 {

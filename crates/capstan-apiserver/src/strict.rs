@@ -128,6 +128,77 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<(Value, bool), serde_json::Erro
     Ok((value, repeats.get()))
 }
 
+/// The repeated fields of a JSON document (a patch, decoded as a free-form map), in document
+/// order. The document must have parsed already.
+pub(crate) fn json_duplicates(bytes: &[u8]) -> Vec<Problem> {
+    walk(bytes, &|_: &str, _: &str, _: usize| false).unwrap_or_default()
+}
+
+/// The problems of a JSON patch decoded as upstream decodes its operations: fields other than
+/// `op`, `path`, `from` and `value` are unknown, and repeats count anywhere.
+pub(crate) fn json_patch_problems(bytes: &[u8]) -> Vec<Problem> {
+    let is_unknown = |_: &str, key: &str, depth: usize| {
+        depth == 1 && !matches!(key, "op" | "path" | "from" | "value")
+    };
+    walk(bytes, &is_unknown).unwrap_or_default()
+}
+
+/// A JSON document as Go's `%+v` prints the `map[string]interface{}` it decodes into (how
+/// upstream shows a strategic merge patch it refuses): `map[a:1 b:[x y]]`, keys sorted.
+pub(crate) fn go_format(value: &Value) -> String {
+    let mut out = String::new();
+    go_format_into(value, &mut out);
+    out
+}
+
+fn go_format_into(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("<nil>"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => out.push_str(&i.to_string()),
+            None => out.push_str(&go_float(n.as_f64().unwrap_or_default())),
+        },
+        Value::String(s) => out.push_str(s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                go_format_into(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push_str("map[");
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(key);
+                out.push(':');
+                go_format_into(item, out);
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// Go's `%v` of a float64: the shortest digits, in exponent form (`1e+06`, `1e-05`) when the
+/// exponent is below -4 or at least 6.
+fn go_float(f: f64) -> String {
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..6).contains(&exponent) {
+        f.to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+    }
+}
+
 /// Resolves a repeated key of a JSON object as Go's decoder does when it decodes the second
 /// value into the field the first one filled.
 fn merge_repeat(earlier: &mut Value, later: Value) {

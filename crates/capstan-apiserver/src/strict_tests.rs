@@ -115,6 +115,39 @@ fn paths_quote_as_go_and_keep_map_keys_verbatim() {
 }
 
 #[test]
+fn json_patch_operations_know_four_fields() {
+    let problems = json_patch_problems(
+        br#"[{"op": "add", "path": "/a", "value": {"x": 1, "x": 2}, "valeu": 1, "op": "add"}]"#,
+    );
+    assert_eq!(
+        texts(&problems),
+        [
+            r#"duplicate field "[0].value.x""#,
+            r#"unknown field "[0].valeu""#,
+            r#"duplicate field "[0].op""#,
+        ]
+    );
+    assert_eq!(
+        texts(&json_duplicates(br#"{"a": {"b": 1, "b": 2}, "a": 1}"#)),
+        [r#"duplicate field "a.b""#, r#"duplicate field "a""#]
+    );
+}
+
+#[test]
+fn go_format_prints_as_go_prints_a_decoded_map() {
+    let patch = json!({
+        "metadata": {"labels": {"b": "2", "a": "x y"}},
+        "spec": {"replicas": 3, "ratio": 1.5, "list": [1, "two", null, true], "none": {}},
+        "big": 1e6, "small": 0.00001, "round": 1.0, "plain": 123456.0, "tiny": 0.0001,
+    });
+    assert_eq!(
+        go_format(&patch),
+        "map[big:1e+06 metadata:map[labels:map[a:x y b:2]] plain:123456 round:1 small:1e-05 \
+         spec:map[list:[1 two <nil> true] none:map[] ratio:1.5 replicas:3] tiny:0.0001]"
+    );
+}
+
+#[test]
 fn yaml_repeats_keep_the_last_value_and_name_the_line_of_the_value() {
     let text = "\
 apiVersion: v1

@@ -274,6 +274,18 @@ impl Registry {
         .into()
     }
 
+    /// Decodes an object into the kind's canonical form, with the paths of the fields the kind
+    /// does not have.
+    fn decode_kind(&self, object: &Value) -> Result<(Value, Vec<String>), ApiError> {
+        self.strategy.decode(object).map_err(|e| match e {
+            strategy::DecodeError::Missing { path } => self.invalid(
+                meta_str(object, "name"),
+                &[FieldError::required(&Path::new(&path), "")],
+            ),
+            strategy::DecodeError::Invalid(message) => self.cannot_handle(&message),
+        })
+    }
+
     /// Decodes a body into the kind's canonical form, reporting the fields the kind does not
     /// know and the fields the body repeats per `fieldValidation`.
     fn decode_body(
@@ -283,13 +295,7 @@ impl Registry {
         source: &Source,
         warnings: &mut Vec<String>,
     ) -> Result<Value, ApiError> {
-        let name = meta_str(&object, "name").to_owned();
-        let (decoded, unknown) = self.strategy.decode(object).map_err(|e| match e {
-            strategy::DecodeError::Missing { path } => {
-                self.invalid(&name, &[FieldError::required(&Path::new(&path), "")])
-            }
-            strategy::DecodeError::Invalid(message) => self.cannot_handle(&message),
-        })?;
+        let (decoded, unknown) = self.decode_kind(&object)?;
         if validation == FieldValidation::Ignore {
             return Ok(decoded);
         }
@@ -303,15 +309,14 @@ impl Registry {
         Ok(decoded)
     }
 
-    /// Decodes the result of a patch, as a body would be.
+    /// Decodes the result of a patch into the kind's canonical form, with the paths of the
+    /// fields the kind does not have, for the patch to report.
     pub(crate) fn decode_patched(
         &self,
-        mut object: Value,
-        validation: FieldValidation,
-        warnings: &mut Vec<String>,
-    ) -> Result<Value, ApiError> {
-        self.check_type(&mut object)?;
-        self.decode_body(object, validation, &Source::Opaque, warnings)
+        object: &mut Value,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        self.check_type(object)?;
+        self.decode_kind(object)
     }
 
     /// Reads one object.
