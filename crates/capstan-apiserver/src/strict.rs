@@ -17,6 +17,7 @@
 //! noting where each repeat is.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::fmt;
 
 use bytes::Bytes;
@@ -103,7 +104,8 @@ impl Source {
         };
         match self {
             Source::Json { bytes, repeats } if *repeats || unknown.len() > 1 => {
-                let is_unknown = |path: &str, _: &str, _: usize| unknown.iter().any(|u| u == path);
+                let unknown: HashSet<&str> = unknown.iter().map(String::as_str).collect();
+                let is_unknown = |path: &str, _: &str, _: usize| unknown.contains(path);
                 walk(bytes, &is_unknown).unwrap_or_else(|_| listed())
             }
             // Upstream checks the YAML first, then decodes the JSON it converts to, whose keys
@@ -411,7 +413,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        let mut seen: Vec<String> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             let len = self.path.len();
             if len > 0 {
@@ -423,11 +425,9 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                 self.note(Problem::Unknown(path));
                 map.next_value::<IgnoredAny>()?;
             } else {
-                if seen.contains(&key) {
+                if !seen.insert(key) {
                     let path = self.path.clone();
                     self.note(Problem::Duplicate(path));
-                } else {
-                    seen.push(key);
                 }
                 let depth = self.depth + 1;
                 map.next_value_seed(self.inner(depth))?;

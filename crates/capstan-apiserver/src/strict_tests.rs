@@ -105,6 +105,19 @@ fn problems_stop_at_a_hundred() {
 }
 
 #[test]
+fn walks_stay_linear_in_wide_objects() {
+    let keys: Vec<String> = (0..50_000).map(|i| format!("\"k{i}\": 1")).collect();
+    let text = format!("{{\"data\": {{{}, \"k7\": 2}}}}", keys.join(", "));
+    let (value, source) = json_source(&text);
+    assert_eq!(value["data"]["k7"], 2);
+    let unknown: Vec<String> = (0..50_000).map(|i| format!("x{i}")).collect();
+    assert_eq!(
+        source.problems(&unknown),
+        [Problem::Duplicate("data.k7".into())]
+    );
+}
+
+#[test]
 fn paths_quote_as_go_and_keep_map_keys_verbatim() {
     let (_, source) =
         json_source(r#"{"metadata": {"annotations": {"a.b/c\"d": "1", "a.b/c\"d": "2"}}}"#);
