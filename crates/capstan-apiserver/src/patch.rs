@@ -158,7 +158,7 @@ fn report(
     let problems = patch_problems.iter().cloned().chain(
         unknown
             .iter()
-            .take(100)
+            .take(strict::MAX_PROBLEMS)
             .map(|path| Problem::Unknown(path.clone()).to_string()),
     );
     if validation == FieldValidation::Warn {

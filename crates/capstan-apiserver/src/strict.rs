@@ -28,7 +28,7 @@ use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Upstream's strict decoder stops collecting problems at this many.
-const MAX_PROBLEMS: usize = 100;
+pub(crate) const MAX_PROBLEMS: usize = 100;
 
 /// How upstream's strict errors about YAML begin; its warnings drop this and split the rest.
 const YAML_ERRORS: &str = "yaml: unmarshal errors:";
