@@ -149,7 +149,7 @@ impl From<bool> for BadValue {
 
 /// Go's `%q` for a string: double quotes, with quotes, backslashes and control characters
 /// escaped.
-pub(crate) fn go_quote(text: &str) -> String {
+pub fn go_quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

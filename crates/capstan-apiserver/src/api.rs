@@ -28,6 +28,7 @@ use crate::registry::{
 use crate::selectors::Selectors;
 use crate::services::{Allocator, Cidr, NODE_PORTS};
 use crate::status::ApiError;
+use crate::strict::{self, Source};
 
 /// The largest request body accepted, as upstream (3 MiB).
 pub(crate) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -117,6 +118,7 @@ impl Query {
         Ok(WriteOptions {
             dry_run: self.dry_run()?,
             field_validation: self.field_validation()?,
+            source: Source::Opaque,
         })
     }
 
@@ -265,12 +267,21 @@ async fn read_bytes(body: Body) -> Result<bytes::Bytes, ApiError> {
         })
 }
 
-/// Reads a request body, refusing bodies over the limit and malformed documents.
-async fn read_body(body: Body, content_type: Option<&str>) -> Result<Value, ApiError> {
-    parse_document(&read_bytes(body).await?, content_type)
+/// Reads a request body, refusing bodies over the limit and malformed documents. Returns the
+/// document and what strict field validation needs to know of it.
+async fn read_body(body: Body, content_type: Option<&str>) -> Result<(Value, Source), ApiError> {
+    parse_body(read_bytes(body).await?, content_type)
 }
 
-fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+/// Parses a document whose strictness nobody checks (options, a `Scale`).
+fn parse_document(bytes: &bytes::Bytes, content_type: Option<&str>) -> Result<Value, ApiError> {
+    parse_body(bytes.clone(), content_type).map(|(value, _)| value)
+}
+
+fn parse_body(
+    bytes: bytes::Bytes,
+    content_type: Option<&str>,
+) -> Result<(Value, Source), ApiError> {
     let mime = content_type
         .unwrap_or("application/json")
         .split(';')
@@ -278,21 +289,27 @@ fn parse_document(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
         .unwrap_or_default()
         .trim();
     match mime {
-        "application/json" | "" => serde_json::from_slice(bytes).map_err(|e| {
-            StatusError::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
-                .into()
-        }),
+        "application/json" | "" => match strict::parse_json(&bytes) {
+            Ok((value, repeats)) => Ok((value, Source::Json { bytes, repeats })),
+            Err(e) => Err(StatusError::bad_request(&format!(
+                "couldn't get version/kind; json parse error: {e}"
+            ))
+            .into()),
+        },
         "application/yaml" => {
-            let text = std::str::from_utf8(bytes).map_err(|_| {
+            let text = std::str::from_utf8(&bytes).map_err(|_| {
                 ApiError::from(StatusError::bad_request("the YAML body is not UTF-8"))
             })?;
-            serde_saphyr::from_str::<Value>(text).map_err(|e| {
-                StatusError::bad_request(&format!("error converting YAML to JSON: {e}")).into()
-            })
+            let (value, repeats) = strict::parse_yaml(text).map_err(|e| {
+                ApiError::from(StatusError::bad_request(&format!(
+                    "error converting YAML to JSON: {e}"
+                )))
+            })?;
+            Ok((value, Source::Yaml { repeats }))
         }
         // What kubectl 1.32+ and client-go's typed clients send for built-in kinds.
-        capstan_api::protobuf::MEDIA_TYPE => capstan_api::protobuf::decode(bytes)
-            .map(|(_, _, object)| object)
+        capstan_api::protobuf::MEDIA_TYPE => capstan_api::protobuf::decode(&bytes)
+            .map(|(_, _, object)| (object, Source::Opaque))
             .map_err(|e| {
                 StatusError::bad_request(&format!("error decoding protobuf body: {e}")).into()
             }),
@@ -429,7 +446,7 @@ impl Api {
             }
             ("create", Some("binding")) => {
                 let options = query.write_options()?;
-                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
                 crate::pods::bind(&registry, namespace, name, &body, &options).await?;
                 Ok(respond(
                     StatusCode::CREATED,
@@ -439,7 +456,7 @@ impl Api {
                 ))
             }
             ("create", Some("eviction")) => {
-                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
                 let pdbs = self
                     .registry("policy", "v1", "poddisruptionbudgets")
                     .cloned();
@@ -482,8 +499,10 @@ impl Api {
                 if request.method() != Method::POST {
                     return Err(ApiError::not_found());
                 }
-                let options = query.write_options()?;
-                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                let mut options = query.write_options()?;
+                let (body, source) =
+                    read_body(request.into_body(), content_type.as_deref()).await?;
+                options.source = source;
                 if let Some(ns) = namespace {
                     self.admit_namespace(ns, resource, meta_str(&body, "name"))
                         .await?;
@@ -509,8 +528,10 @@ impl Api {
                 )
             }
             ("update", None | Some("status" | "finalize")) => {
-                let options = query.write_options()?;
-                let body = read_body(request.into_body(), content_type.as_deref()).await?;
+                let mut options = query.write_options()?;
+                let (body, source) =
+                    read_body(request.into_body(), content_type.as_deref()).await?;
+                options.source = source;
                 if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
                     // Only a create-on-update needs the namespace to accept content.
                     if registry.read(namespace, name, Some("0")).await.is_err() {

@@ -61,6 +61,40 @@ impl Harness {
         (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
+    /// Sends a body as written (JSON with repeated keys, YAML); returns the code, the answer and
+    /// the `Warning` headers.
+    async fn send(
+        &self,
+        method: &str,
+        uri: &str,
+        content_type: &str,
+        body: &str,
+    ) -> (u16, Value, Vec<String>) {
+        let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+        let info = RequestInfo::new(method, path, query);
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", content_type)
+            .body(Body::from(body.to_owned()))
+            .unwrap();
+        let response = self.api.serve(&info, request).await;
+        let code = response.status().as_u16();
+        let warnings = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
+            .await
+            .unwrap();
+        let answer = serde_json::from_slice(&bytes)
+            .or_else(|_| serde_saphyr::from_slice(&bytes))
+            .unwrap_or(Value::Null);
+        (code, answer, warnings)
+    }
+
     async fn get(&self, uri: &str) -> (u16, Value) {
         self.call("GET", uri, "application/json", None).await
     }
@@ -445,13 +479,263 @@ async fn field_validation_strict_rejects_unknown_fields() {
         .post(&format!("{CMS}?fieldValidation=Strict"), body.clone())
         .await;
     assert_eq!(code, 400);
+    assert_eq!(status["reason"], "BadRequest");
     assert_eq!(
         status["message"],
-        "strict decoding error: unknown field \"spec\""
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"spec\""
     );
     let (code, created) = h.post(&format!("{CMS}?fieldValidation=Ignore"), body).await;
     assert_eq!(code, 201);
     assert!(created.get("spec").is_none());
+}
+
+/// A ConfigMap that names `metadata.name` and `data.k` twice and has an unknown `spec`.
+const REPEATING_CM: &str = r#"{"apiVersion": "v1", "kind": "ConfigMap",
+    "metadata": {"name": "first", "name": "dup"},
+    "spec": {"x": 1},
+    "data": {"k": "1", "other": "o", "k": "2"}}"#;
+
+const REPEATING_PROBLEMS: [&str; 3] = [
+    r#"duplicate field "metadata.name""#,
+    r#"unknown field "spec""#,
+    r#"duplicate field "data.k""#,
+];
+
+fn warning_headers(texts: &[&str]) -> Vec<String> {
+    texts
+        .iter()
+        .map(|t| format!("299 - \"{}\"", t.replace('"', "\\\"")))
+        .collect()
+}
+
+#[tokio::test]
+async fn field_validation_reports_repeated_json_fields_on_create() {
+    let h = Harness::new().await;
+    let json = "application/json";
+    let (code, status, warnings) = h
+        .send(
+            "POST",
+            &format!("{CMS}?fieldValidation=Strict"),
+            json,
+            REPEATING_CM,
+        )
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        format!(
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: {}",
+            REPEATING_PROBLEMS.join(", ")
+        )
+    );
+    assert!(warnings.is_empty());
+    assert_eq!(h.get(&format!("{CMS}/dup")).await.0, 404);
+
+    // Warn is the default: the object is written, the last value winning, with a warning each.
+    let (code, created, warnings) = h.send("POST", CMS, json, REPEATING_CM).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["name"], "dup");
+    assert_eq!(created["data"], json!({"k": "2", "other": "o"}));
+    assert!(created.get("spec").is_none());
+    assert_eq!(warnings, warning_headers(&REPEATING_PROBLEMS));
+
+    let body = REPEATING_CM.replace("\"dup\"", "\"quiet\"");
+    let (code, created, warnings) = h
+        .send(
+            "POST",
+            &format!("{CMS}?fieldValidation=Ignore"),
+            json,
+            &body,
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["data"]["k"], "2");
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn field_validation_reports_repeated_json_fields_on_update() {
+    let h = Harness::new().await;
+    assert_eq!(h.post(CMS, cm("dup", json!({"k": "0"}))).await.0, 201);
+    let json = "application/json";
+    let uri = format!("{CMS}/dup");
+    let (code, status, _) = h
+        .send(
+            "PUT",
+            &format!("{uri}?fieldValidation=Strict"),
+            json,
+            REPEATING_CM,
+        )
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: {}",
+            REPEATING_PROBLEMS.join(", ")
+        )
+    );
+    assert_eq!(h.get(&uri).await.1["data"]["k"], "0");
+
+    let (code, updated, warnings) = h
+        .send(
+            "PUT",
+            &format!("{uri}?fieldValidation=Warn"),
+            json,
+            REPEATING_CM,
+        )
+        .await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["data"]["k"], "2");
+    assert_eq!(warnings, warning_headers(&REPEATING_PROBLEMS));
+
+    // A repeated object merges into the first, as Go decodes it into the same field.
+    let body = r#"{"metadata": {"name": "dup", "labels": {"a": "1"}},
+        "metadata": {"labels": {"b": "2"}}, "data": {"k": "3"}}"#;
+    let (code, updated, warnings) = h
+        .send("PUT", &format!("{uri}?fieldValidation=Ignore"), json, body)
+        .await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn field_validation_reports_repeated_yaml_keys() {
+    let h = Harness::new().await;
+    let yaml = "application/yaml";
+    let body = "\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: first
+  name: ydup
+spec:
+  x: 1
+data:
+  k: '1'
+  k: '2'
+";
+    let lines = [
+        r#"line 5: key "name" already set in map"#,
+        r#"line 10: key "k" already set in map"#,
+    ];
+    let (code, status, _) = h
+        .send("POST", &format!("{CMS}?fieldValidation=Strict"), yaml, body)
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: yaml: unmarshal errors:\n  {}, unknown field \"spec\"",
+            lines.join("\n  ")
+        )
+    );
+
+    let (code, created, warnings) = h.send("POST", CMS, yaml, body).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["name"], "ydup");
+    assert_eq!(created["data"]["k"], "2");
+    assert_eq!(
+        warnings,
+        warning_headers(&[lines[0], lines[1], r#"unknown field "spec""#])
+    );
+
+    let uri = format!("{CMS}/ydup");
+    let (code, status, _) = h
+        .send("PUT", &format!("{uri}?fieldValidation=Strict"), yaml, body)
+        .await;
+    assert_eq!(code, 400, "{status}");
+    let (code, updated, warnings) = h
+        .send("PUT", &format!("{uri}?fieldValidation=Ignore"), yaml, body)
+        .await;
+    assert_eq!(code, 200, "{updated}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn field_validation_checks_patches_and_their_results() {
+    let h = Harness::new().await;
+    assert_eq!(h.post(CMS, cm("p", json!({"k": "0"}))).await.0, 201);
+    let uri = format!("{CMS}/p");
+    let merge = "application/merge-patch+json";
+    let body = r#"{"metadata": {"labels": {"a": "1", "a": "2"}}, "spec": {"x": 1}}"#;
+    let problems =
+        r#"strict decoding error: duplicate field "metadata.labels.a", unknown field "spec""#;
+
+    // Strict: 422 naming the patch, shown as the patched object for a merge patch.
+    let (code, status, _) = h
+        .send(
+            "PATCH",
+            &format!("{uri}?fieldValidation=Strict"),
+            merge,
+            body,
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["details"]["causes"][0]["field"], "patch");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":\"v1\""#),
+        "{message}"
+    );
+    assert!(message.ends_with(&format!("\": {problems}")), "{message}");
+    assert!(h.get(&uri).await.1["metadata"].get("labels").is_none());
+
+    // A strategic merge patch is shown as Go prints the patch map.
+    let strategic = "application/strategic-merge-patch+json";
+    let (code, status, _) = h
+        .send(
+            "PATCH",
+            &format!("{uri}?fieldValidation=Strict"),
+            strategic,
+            body,
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            r#" "" is invalid: patch: Invalid value: "map[metadata:map[labels:map[a:2]] spec:map[x:1]]": {}"#,
+            problems
+        )
+    );
+
+    // Warn (the default): applied, the last value winning, with a warning each.
+    let (code, patched, warnings) = h.send("PATCH", &uri, merge, body).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["labels"]["a"], "2");
+    assert!(patched.get("spec").is_none());
+    assert_eq!(
+        warnings,
+        warning_headers(&[
+            r#"duplicate field "metadata.labels.a""#,
+            r#"unknown field "spec""#
+        ])
+    );
+
+    // A JSON patch's operations have four fields; Ignore reports nothing.
+    let json_patch = "application/json-patch+json";
+    let ops = r#"[{"op": "add", "path": "/data/x", "value": "1", "valeu": 2}]"#;
+    let (code, _, warnings) = h.send("PATCH", &uri, json_patch, ops).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        warnings,
+        warning_headers(&[r#"json patch unknown field "[0].valeu""#])
+    );
+    let ops = r#"[{"op": "add", "path": "/data/y", "value": "1", "op": "add"}]"#;
+    let (code, _, warnings) = h
+        .send(
+            "PATCH",
+            &format!("{uri}?fieldValidation=Ignore"),
+            json_patch,
+            ops,
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(warnings.is_empty(), "{warnings:?}");
 }
 
 #[tokio::test]
@@ -939,6 +1223,7 @@ async fn later_pages_show_the_first_pages_revision() {
     assert_eq!(code, 200, "{exact}");
     assert_eq!(exact["items"].as_array().unwrap().len(), 5);
     assert_eq!(exact["metadata"]["resourceVersion"], at);
+}
 
 fn causes(body: &Value) -> Vec<(String, String)> {
     body["details"]["causes"]

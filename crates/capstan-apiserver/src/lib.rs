@@ -29,6 +29,7 @@ mod serve;
 pub mod services;
 mod status;
 mod strategic;
+mod strict;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -3,11 +3,13 @@
 //! race is re-applied to the newer object unless it pinned a `resourceVersion`.
 
 use capstan_api::StatusError;
+use capstan_api::field::{FieldError, Path};
 use serde_json::Value;
 
 use crate::registry::object::meta_str;
-use crate::registry::{Registry, WriteOptions, Written, parse_resource_version};
+use crate::registry::{FieldValidation, Registry, WriteOptions, Written, parse_resource_version};
 use crate::status::ApiError;
+use crate::strict::{self, Problem};
 
 /// The patch formats a PATCH request may carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +123,61 @@ pub(crate) struct PatchBody<'a> {
     pub bytes: &'a [u8],
 }
 
+/// What upstream's strict decoding of a patch document finds, before the patch applies: fields
+/// an object of the patch repeats and, for a JSON patch, fields an operation does not have.
+fn patch_problems(kind: PatchType, body: &[u8], validation: FieldValidation) -> Vec<String> {
+    if validation == FieldValidation::Ignore {
+        return Vec::new();
+    }
+    match kind {
+        PatchType::Json => strict::json_patch_problems(body)
+            .iter()
+            .map(|problem| format!("json patch {problem}"))
+            .collect(),
+        PatchType::Merge | PatchType::Strategic => strict::json_duplicates(body)
+            .iter()
+            .map(Problem::to_string)
+            .collect(),
+    }
+}
+
+/// Reports the problems of a patch and the unknown fields of its result per `fieldValidation`:
+/// a warning each under Warn; under Strict, upstream's 422 naming the patch, shown as `shown`
+/// gives it (the patched object for JSON and merge patches, the patch as Go prints it for
+/// strategic ones).
+fn report(
+    validation: FieldValidation,
+    patch_problems: &[String],
+    unknown: &[String],
+    shown: impl FnOnce() -> String,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    if validation == FieldValidation::Ignore || (patch_problems.is_empty() && unknown.is_empty()) {
+        return Ok(());
+    }
+    let problems = patch_problems.iter().cloned().chain(
+        unknown
+            .iter()
+            .take(strict::MAX_PROBLEMS)
+            .map(|path| Problem::Unknown(path.clone()).to_string()),
+    );
+    if validation == FieldValidation::Warn {
+        warnings.extend(problems);
+        return Ok(());
+    }
+    let detail = format!(
+        "strict decoding error: {}",
+        problems.collect::<Vec<_>>().join(", ")
+    );
+    Err(StatusError::invalid(
+        "",
+        "",
+        "",
+        &[FieldError::invalid(&Path::new("patch"), shown(), &detail)],
+    )
+    .into())
+}
+
 /// Patches the object `name`.
 pub(crate) async fn patch(
     registry: &Registry,
@@ -137,6 +194,7 @@ pub(crate) async fn patch(
     } = body;
     let kind = patch_type(content_type)?;
     let patch = decode_patch(kind, body)?;
+    let patch_problems = patch_problems(kind, body, options.field_validation);
     // A patch that sets metadata.resourceVersion makes the write conditional on it.
     let pinned = patch
         .get("metadata")
@@ -165,7 +223,7 @@ pub(crate) async fn patch(
                 )
                 .into());
             };
-            let patched = apply(kind, old, &patch, registry)?;
+            let mut patched = apply(kind, old, &patch, registry)?;
             if meta_str(&patched, "name") != name {
                 return Err(StatusError::bad_request(&format!(
                     "the name of the object ({}) does not match the name on the URL ({name})",
@@ -174,8 +232,17 @@ pub(crate) async fn patch(
                 .into());
             }
             warnings.clear();
-            let mut decoded =
-                registry.decode_patched(patched, options.field_validation, &mut warnings)?;
+            let (mut decoded, unknown) = registry.decode_patched(&mut patched)?;
+            report(
+                options.field_validation,
+                &patch_problems,
+                &unknown,
+                || match kind {
+                    PatchType::Strategic => strict::go_format(&patch),
+                    _ => patched.to_string(),
+                },
+                &mut warnings,
+            )?;
             if let Some(admit) = admit {
                 admit(&mut decoded, old)?;
             }

@@ -470,7 +470,7 @@ mod tests {
                 "apiVersion": resource.api_version(), "kind": resource.kind,
                 "metadata": {"name": "x"}, "notAField": 1
             });
-            match strategy.decode(object) {
+            match strategy.decode(&object) {
                 Ok((decoded, unknown)) => {
                     assert_eq!(decoded["kind"], resource.kind);
                     assert_eq!(

@@ -29,15 +29,16 @@ pub(crate) use strategy::Strategy;
 pub(crate) use watch::WatchOptions;
 
 use crate::status::ApiError;
+use crate::strict::{Problem, Source, strict_decoding_error};
 use cache::Cached;
 use object::{finalizers, is_terminating, meta_str, set_meta};
 
-/// How to treat fields the kind does not know (`fieldValidation`).
+/// How to treat fields the kind does not know and fields a body repeats (`fieldValidation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum FieldValidation {
-    /// Drop them silently.
+    /// Drop unknown fields and resolve repeats silently.
     Ignore,
-    /// Drop them and warn (the default).
+    /// Drop and resolve them, and warn (the default).
     #[default]
     Warn,
     /// Reject the request.
@@ -49,8 +50,11 @@ pub(crate) enum FieldValidation {
 pub(crate) struct WriteOptions {
     /// `dryRun=All`: run everything but the store write.
     pub dry_run: bool,
-    /// What to do with unknown fields.
+    /// What to do with unknown and repeated fields.
     pub field_validation: FieldValidation,
+    /// The body's document, for the repeated fields and the order of the problems
+    /// `fieldValidation` reports.
+    pub source: Source,
 }
 
 /// Options of a delete.
@@ -77,7 +81,7 @@ pub(crate) struct Written {
     pub object: Value,
     /// Whether the write created the object.
     pub created: bool,
-    /// `Warning` headers to send (unknown fields under `fieldValidation=Warn`).
+    /// `Warning` headers to send (unknown and repeated fields under `fieldValidation=Warn`).
     pub warnings: Vec<String>,
 }
 
@@ -259,57 +263,59 @@ impl Registry {
         Ok(())
     }
 
-    /// Decodes a body into the kind's canonical form; unknown fields per `fieldValidation`.
+    /// Upstream's answer to a body that does not decode into the kind.
+    fn cannot_handle(&self, message: &str) -> ApiError {
+        StatusError::bad_request(&format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {message}",
+            kind = self.resource.kind,
+            version = self.resource.version,
+        ))
+        .into()
+    }
+
+    /// Decodes an object into the kind's canonical form, with the paths of the fields the kind
+    /// does not have.
+    fn decode_kind(&self, object: &Value) -> Result<(Value, Vec<String>), ApiError> {
+        self.strategy.decode(object).map_err(|e| match e {
+            strategy::DecodeError::Missing { path } => self.invalid(
+                meta_str(object, "name"),
+                &[FieldError::required(&Path::new(&path), "")],
+            ),
+            strategy::DecodeError::Invalid(message) => self.cannot_handle(&message),
+        })
+    }
+
+    /// Decodes a body into the kind's canonical form, reporting the fields the kind does not
+    /// know and the fields the body repeats per `fieldValidation`.
     fn decode_body(
         &self,
         object: Value,
         validation: FieldValidation,
+        source: &Source,
         warnings: &mut Vec<String>,
     ) -> Result<Value, ApiError> {
-        let name = meta_str(&object, "name").to_owned();
-        let (decoded, unknown) = self.strategy.decode(object).map_err(|e| match e {
-            strategy::DecodeError::Missing { path } => {
-                self.invalid(&name, &[FieldError::required(&Path::new(&path), "")])
+        let (decoded, unknown) = self.decode_kind(&object)?;
+        if validation == FieldValidation::Ignore {
+            return Ok(decoded);
+        }
+        let problems = source.problems(&unknown);
+        if !problems.is_empty() {
+            if validation == FieldValidation::Strict {
+                return Err(self.cannot_handle(&strict_decoding_error(&problems)));
             }
-            strategy::DecodeError::Invalid(message) => {
-                ApiError::from(StatusError::bad_request(&format!(
-                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {message}",
-                    kind = self.resource.kind,
-                    version = self.resource.version,
-                )))
-            }
-        })?;
-        if !unknown.is_empty() {
-            match validation {
-                FieldValidation::Ignore => {}
-                FieldValidation::Warn => {
-                    warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
-                }
-                FieldValidation::Strict => {
-                    let list: Vec<String> = unknown
-                        .iter()
-                        .map(|f| format!("unknown field \"{f}\""))
-                        .collect();
-                    return Err(StatusError::bad_request(&format!(
-                        "strict decoding error: {}",
-                        list.join(", ")
-                    ))
-                    .into());
-                }
-            }
+            warnings.extend(problems.iter().flat_map(Problem::warnings));
         }
         Ok(decoded)
     }
 
-    /// Decodes the result of a patch, as a body would be.
+    /// Decodes the result of a patch into the kind's canonical form, with the paths of the
+    /// fields the kind does not have, for the patch to report.
     pub(crate) fn decode_patched(
         &self,
-        mut object: Value,
-        validation: FieldValidation,
-        warnings: &mut Vec<String>,
-    ) -> Result<Value, ApiError> {
-        self.check_type(&mut object)?;
-        self.decode_body(object, validation, warnings)
+        object: &mut Value,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        self.check_type(object)?;
+        self.decode_kind(object)
     }
 
     /// Reads one object: a consistent read.
@@ -404,7 +410,12 @@ impl Registry {
             .into());
         }
         let mut warnings = Vec::new();
-        let mut object = self.decode_body(object, options.field_validation, &mut warnings)?;
+        let mut object = self.decode_body(
+            object,
+            options.field_validation,
+            &options.source,
+            &mut warnings,
+        )?;
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
             if !prefix.is_empty() {
@@ -504,7 +515,12 @@ impl Registry {
             .into());
         }
         let mut warnings = Vec::new();
-        let body = self.decode_body(body, options.field_validation, &mut warnings)?;
+        let body = self.decode_body(
+            body,
+            options.field_validation,
+            &options.source,
+            &mut warnings,
+        )?;
         let precondition = meta_str(&body, "resourceVersion").to_owned();
         let expected: Option<Revision> = if precondition.is_empty() {
             None

@@ -64,7 +64,7 @@ impl DecodeError {
 pub trait Strategy: Send + Sync + 'static {
     /// Decodes a request body into the canonical JSON of this kind: applies defaults and drops
     /// fields the kind does not have, returning their paths (`spec.foo`) for field validation.
-    fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError>;
+    fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError>;
 
     /// Resets what clients may not set on create (status, generation), and sets what the
     /// kind sets on every new object.
@@ -234,14 +234,14 @@ impl<K> Strategy for Typed<K>
 where
     K: Serialize + DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
 {
-    fn decode(&self, object: Value) -> Result<(Value, Vec<String>), DecodeError> {
+    fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError> {
         let mut typed: K =
-            serde_path_to_error::deserialize(&object).map_err(DecodeError::from_serde)?;
+            serde_path_to_error::deserialize(object).map_err(DecodeError::from_serde)?;
         (self.hooks.default)(&mut typed);
         let encoded =
             serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
         let mut unknown = Vec::new();
-        unknown_fields(&object, &encoded, &mut String::new(), &mut unknown);
+        unknown_fields(object, &encoded, &mut String::new(), &mut unknown);
         Ok((encoded, unknown))
     }
 
@@ -382,7 +382,7 @@ mod tests {
     fn type_errors_are_named_by_path() {
         let strategy = Typed::<k8s_openapi::api::core::v1::Pod>::new(Hooks::plain());
         let error = strategy
-            .decode(json!({"metadata": {"name": "a"}, "spec": {"containers": "x"}}))
+            .decode(&json!({"metadata": {"name": "a"}, "spec": {"containers": "x"}}))
             .unwrap_err();
         assert!(
             matches!(error, DecodeError::Invalid(m) if m.starts_with("spec.containers: invalid type"))
@@ -393,7 +393,7 @@ mod tests {
     fn decoding_reports_fields_the_kind_does_not_have() {
         let strategy = Typed::<ConfigMap>::new(Hooks::plain());
         let (decoded, unknown) = strategy
-            .decode(json!({
+            .decode(&json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "a", "labelz": {"x": "y"}, "labels": {"x": "y"}},
                 "data": {"k": "v"},
