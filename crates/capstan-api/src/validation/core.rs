@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{
 use crate::field::{BadValue, FieldError, Path};
 use crate::quantity::Quantity;
 use crate::validation::meta::{
-    FIELD_IMMUTABLE, go_string_map, go_string_slice, validate_finalizer_name,
-    validate_kube_finalizer_name, validate_nonnegative, validate_object_meta,
-    validate_object_meta_update,
+    FIELD_IMMUTABLE, go_string_map, go_string_slice, require_resource_version,
+    validate_finalizer_name, validate_kube_finalizer_name, validate_nonnegative,
+    validate_object_meta, validate_object_meta_update,
 };
 use crate::validation::names::{
     NameValidator, is_config_map_key, is_dns1123_subdomain, validate_dns1123_label,
@@ -862,15 +862,7 @@ pub fn validate_resource_quota_status_update(
     old: &ResourceQuota,
 ) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
-    if new
-        .metadata
-        .resource_version
-        .as_deref()
-        .unwrap_or("")
-        .is_empty()
-    {
-        errs.push(FieldError::required(&Path::new("resourceVersion"), ""));
-    }
+    errs.extend(require_resource_version(&new.metadata));
     validate_quota_status_lists(new, &mut errs);
     errs
 }

@@ -504,6 +504,15 @@ pub fn validate_object_meta_update_generic(
     errs
 }
 
+/// A status update must name the version it replaces (upstream's status strategies of
+/// resource quotas and claims ask for it).
+pub fn require_resource_version(meta: &ObjectMeta) -> Option<FieldError> {
+    meta.resource_version
+        .as_deref()
+        .is_none_or(str::is_empty)
+        .then(|| FieldError::required(&Path::new("resourceVersion"), ""))
+}
+
 /// Metadata of an update of a core/v1 object: the generic checks plus core's finalizer-name rule.
 pub fn validate_object_meta_update(
     new: &ObjectMeta,

@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::{
 use crate::field::{BadValue, FieldError, Path};
 use crate::quantity::Quantity;
 use crate::validation::meta::{
-    FIELD_IMMUTABLE, validate_label_selector, validate_object_meta, validate_object_meta_update,
+    FIELD_IMMUTABLE, require_resource_version, validate_label_selector, validate_object_meta,
+    validate_object_meta_update,
 };
 use crate::validation::names::{NameValidator, is_dns1123_subdomain, is_qualified_name};
 use crate::validation::node::validate_node_selector;
@@ -535,15 +536,7 @@ pub fn validate_persistent_volume_claim_status_update(
 ) -> Vec<FieldError> {
     let mut errs =
         validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    if new
-        .metadata
-        .resource_version
-        .as_deref()
-        .unwrap_or("")
-        .is_empty()
-    {
-        errs.push(FieldError::required(&Path::new("resourceVersion"), ""));
-    }
+    errs.extend(require_resource_version(&new.metadata));
     let modes = new.spec.as_ref().and_then(|s| s.access_modes.as_ref());
     if modes.is_none_or(Vec::is_empty) {
         errs.push(FieldError::required(
