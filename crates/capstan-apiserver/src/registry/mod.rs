@@ -186,11 +186,17 @@ impl Registry {
         Ok(object)
     }
 
+    /// The stored form of an object: without `resourceVersion` (a create has none, so it is
+    /// copied only when there is one to drop).
     fn encode(object: &Value) -> Result<Vec<u8>, ApiError> {
-        let mut object = object.clone();
-        set_meta(&mut object, "resourceVersion", None);
-        serde_json::to_vec(&object)
-            .map_err(|e| StatusError::internal(&format!("encoding object: {e}")).into())
+        let encoded = if object["metadata"].get("resourceVersion").is_some() {
+            let mut object = object.clone();
+            set_meta(&mut object, "resourceVersion", None);
+            serde_json::to_vec(&object)
+        } else {
+            serde_json::to_vec(object)
+        };
+        encoded.map_err(|e| StatusError::internal(&format!("encoding object: {e}")).into())
     }
 
     /// Maps a store error about the object `name` to the API's error.
