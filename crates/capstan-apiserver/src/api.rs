@@ -487,7 +487,7 @@ impl Api {
                 respond_object(
                     StatusCode::OK,
                     resource,
-                    &object.object,
+                    &object.object(),
                     output,
                     &query,
                     &[],
@@ -636,7 +636,8 @@ impl Api {
                     )
                     .await?;
                 let mut items = Vec::new();
-                for object in list.items.iter().map(|item| &item.object) {
+                for object in list.items.iter().map(|item| item.object()) {
+                    let object = &object;
                     if resource.kind == "Namespace" && resource.group.is_empty() {
                         self.lifecycle.deleting(meta_str(object, "name"));
                     }
@@ -715,14 +716,11 @@ impl Api {
                 continue_token: list.continue_token.clone(),
                 remaining_item_count: list.remaining_item_count,
             };
+            let objects: Vec<Value> = list.items.iter().map(|item| item.object()).collect();
             let table = printers::list_table(
                 resource.group,
                 resource.plural,
-                &list
-                    .items
-                    .iter()
-                    .map(|item| &item.object)
-                    .collect::<Vec<_>>(),
+                &objects.iter().collect::<Vec<_>>(),
                 &meta,
                 &table_options(query)?,
                 now(),
@@ -741,7 +739,7 @@ impl Api {
                 "kind": resource.list_kind(),
                 "apiVersion": resource.api_version(),
                 "metadata": metadata,
-                "items": list.items.iter().map(|item| as_item(item.object.clone())).collect::<Vec<_>>(),
+                "items": list.items.iter().map(|item| as_item(item.object())).collect::<Vec<_>>(),
             });
             return Ok(respond(StatusCode::OK, &body, output, &[]));
         }
@@ -809,7 +807,7 @@ impl Api {
                             &[],
                             &printers::ListMeta {
                                 resource_version: Some(
-                                    meta_str(&event.object.object, "resourceVersion").to_owned(),
+                                    meta_str(&event.object.object(), "resourceVersion").to_owned(),
                                 ),
                                 ..printers::ListMeta::default()
                             },
@@ -820,7 +818,7 @@ impl Api {
                         printers::object_table(
                             resource.group,
                             resource.plural,
-                            &event.object.object,
+                            &event.object.object(),
                             options,
                             now(),
                         )

@@ -61,7 +61,7 @@ impl NamespaceLifecycle {
             None => namespaces.read(None, namespace, None).await,
         };
         match found {
-            Ok(ns) if is_terminating(&ns.object) => Err(StatusError::forbidden(
+            Ok(ns) if is_terminating(&ns.object()) => Err(StatusError::forbidden(
                 GroupResource::new(resource.group, resource.plural),
                 name,
                 &format!(

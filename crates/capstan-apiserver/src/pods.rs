@@ -129,7 +129,8 @@ pub(crate) async fn evict(
     if let (true, Some(budgets)) = (needs_budget, budgets) {
         let list = budgets.list(namespace, &ListOptions::default()).await?;
         let pod_labels = labels(&pod);
-        for pdb in list.items.iter().map(|item| &item.object) {
+        for pdb in list.items.iter().map(|item| item.object()) {
+            let pdb = &pdb;
             let selector = serde_json::from_value(pdb["spec"]["selector"].clone()).ok();
             let Ok(selector) = LabelSelector::from_api(selector.as_ref()) else {
                 continue;

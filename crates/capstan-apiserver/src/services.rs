@@ -111,7 +111,8 @@ impl Allocator {
         let list = services.list(None, &ListOptions::default()).await?;
         let mut ips = HashSet::new();
         let mut ports = HashSet::new();
-        for svc in list.items.iter().map(|item| &item.object) {
+        for svc in list.items.iter().map(|item| item.object()) {
+            let svc = &svc;
             if except.is_some_and(|(ns, name)| {
                 meta_str(svc, "namespace") == ns && meta_str(svc, "name") == name
             }) {

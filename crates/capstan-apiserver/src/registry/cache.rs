@@ -10,7 +10,7 @@
 //! store would (upstream's consistent reads from the cache work the same way).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,16 +29,28 @@ const WINDOW: usize = 4096;
 /// resumes from the window, or is told to start again).
 const FEED: usize = 4096;
 
-/// An object as cached: decoded (with its `resourceVersion`), and serialised once.
+/// An object as cached: serialised once (with its `resourceVersion`), and decoded again only
+/// where a reader needs more than the bytes: the JSON is several times smaller than the decoded
+/// tree, and most reads and watch deliveries only copy bytes.
 #[derive(Debug)]
 pub(crate) struct Cached {
-    /// The object.
-    pub object: Value,
     /// Its JSON, `kind` and `apiVersion` first.
     pub json: Bytes,
     /// Where the fields after `kind` and `apiVersion` start in `json`: a list item (which
     /// upstream's typed lists write without them) is `{` followed by `json[item_at..]`.
     item_at: usize,
+    /// What selectors look at, worked out the first time one does.
+    attrs: OnceLock<Attrs>,
+}
+
+/// The labels and fields of an object that selectors match against (upstream's cache keeps the
+/// same beside each object).
+#[derive(Debug, Default)]
+pub(crate) struct Attrs {
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// The selectable fields and their values.
+    pub fields: Vec<(String, String)>,
 }
 
 impl Cached {
@@ -70,19 +82,22 @@ impl Cached {
             }
             json.push(b'}');
         }
-        if let Some(map) = object.as_object_mut() {
-            if let Some(kind) = kind {
-                map.insert("kind".into(), kind);
-            }
-            if let Some(api_version) = api_version {
-                map.insert("apiVersion".into(), api_version);
-            }
-        }
         Arc::new(Cached {
-            object,
             json: Bytes::from(json),
             item_at,
+            attrs: OnceLock::new(),
         })
+    }
+
+    /// The object, decoded from its JSON.
+    pub(crate) fn object(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+
+    /// The object's labels and fields, worked out by `compute` from the decoded object the
+    /// first time they are asked for.
+    pub(crate) fn attrs(&self, compute: impl FnOnce(&Value) -> Attrs) -> &Attrs {
+        self.attrs.get_or_init(|| compute(&self.object()))
     }
 
     /// Stamps `revision` as the object's `resourceVersion` and fills in `kind` and
@@ -248,7 +263,7 @@ impl WatchCache {
         let (object, deleted) = match event.kind {
             EventKind::Delete => match &prev {
                 Some(prev) => (
-                    Cached::new(prev.object.clone(), revision, self.kind, &self.api_version),
+                    Cached::new(prev.object(), revision, self.kind, &self.api_version),
                     true,
                 ),
                 None => return,
@@ -528,7 +543,7 @@ mod tests {
             json,
             r#"{"kind":"ConfigMap","apiVersion":"v1","data":{"k":"v"},"metadata":{"name":"a"}}"#
         );
-        assert_eq!(cached.object["kind"], "ConfigMap");
+        assert_eq!(cached.object()["kind"], "ConfigMap");
         let mut item = Vec::new();
         cached.write_item(&mut item);
         assert_eq!(

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use super::cache::Cached;
+use super::cache::{Attrs, Cached};
 use super::{Registry, parse_resource_version};
 use crate::registry::object::{labels, meta_str};
 use crate::selectors::Selectors;
@@ -181,6 +181,43 @@ impl Registry {
         })
     }
 
+    /// Whether a cached object passes the selectors; its labels and fields are worked out once
+    /// and kept with it.
+    pub(crate) fn matches_cached(&self, selectors: &Selectors, cached: &Cached) -> bool {
+        if selectors.is_empty() {
+            return true;
+        }
+        let attrs = cached.attrs(|object| {
+            let mut fields = vec![
+                (
+                    "metadata.name".to_owned(),
+                    meta_str(object, "name").to_owned(),
+                ),
+                (
+                    "metadata.namespace".to_owned(),
+                    meta_str(object, "namespace").to_owned(),
+                ),
+            ];
+            fields.extend(
+                self.strategy()
+                    .selectable_fields(object)
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), value)),
+            );
+            Attrs {
+                labels: labels(object),
+                fields,
+            }
+        });
+        selectors.matches(&attrs.labels, |field| {
+            attrs
+                .fields
+                .iter()
+                .find(|(name, _)| name == field)
+                .map(|(_, value)| value.clone())
+        })
+    }
+
     /// Checks that the field selector uses only fields this resource supports.
     pub(crate) fn check_selectors(&self, selectors: &Selectors) -> Result<(), ApiError> {
         selectors.check_fields(self.strategy().selectable_field_names())
@@ -221,16 +258,16 @@ impl Registry {
         let mut matching = objects
             .into_iter()
             .enumerate()
-            .filter(|(_, o)| self.matches(&options.selectors, &o.object));
+            .filter(|(_, o)| self.matches_cached(&options.selectors, o));
         for (i, object) in matching.by_ref() {
             items.push(object);
             if items.len() < limit {
                 continue;
             }
             if i + 1 < total {
-                let last = &items[items.len() - 1].object;
-                let namespace = Some(meta_str(last, "namespace")).filter(|n| !n.is_empty());
-                let key = self.key(namespace, meta_str(last, "name"));
+                let last = items[items.len() - 1].object();
+                let namespace = Some(meta_str(&last, "namespace")).filter(|n| !n.is_empty());
+                let key = self.key(namespace, meta_str(&last, "name"));
                 let start = format!("{}\0", key.strip_prefix(prefix).unwrap_or(&key));
                 // Upstream counts what remains only when nothing is filtered out.
                 if options.selectors.is_empty() {
@@ -272,7 +309,7 @@ impl Registry {
         {
             let items = objects
                 .into_iter()
-                .filter(|o| self.matches(&options.selectors, &o.object))
+                .filter(|o| self.matches_cached(&options.selectors, o))
                 .collect();
             return Ok(ListResult {
                 items,

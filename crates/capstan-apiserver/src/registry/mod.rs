@@ -326,7 +326,7 @@ impl Registry {
 
     /// Reads one object: a consistent read.
     pub(crate) async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
-        Ok(self.read(namespace, name, None).await?.object.clone())
+        Ok(self.read(namespace, name, None).await?.object())
     }
 
     /// The watch cache once it holds every write that completed before this call: what a

@@ -176,11 +176,11 @@ impl Registry {
         object: &Arc<Cached>,
         deleted: bool,
     ) -> Option<WatchEventOut> {
-        let prev_matches = prev.is_some_and(|p| self.matches(selectors, &p.object));
+        let prev_matches = prev.is_some_and(|p| self.matches_cached(selectors, p));
         let kind = if deleted {
             prev_matches.then_some("DELETED")?
         } else {
-            match (prev_matches, self.matches(selectors, &object.object)) {
+            match (prev_matches, self.matches_cached(selectors, object)) {
                 (true, true) => "MODIFIED",
                 (false, true) => "ADDED",
                 (true, false) => "DELETED",
@@ -282,7 +282,7 @@ impl Registry {
         tx: &mpsc::Sender<WatchEventOut>,
     ) {
         for object in initial {
-            if self.matches(&options.selectors, &object.object)
+            if self.matches_cached(&options.selectors, &object)
                 && tx
                     .send(WatchEventOut {
                         kind: "ADDED",
