@@ -53,7 +53,7 @@ pub struct SqliteConfig {
     pub watch_buffer: usize,
     /// The most writes committed in one transaction.
     pub max_batch: usize,
-    /// Read connections kept open for reuse.
+    /// Reads that run at once, each on a connection kept open for reuse.
     pub read_connections: usize,
 }
 
@@ -248,7 +248,8 @@ impl SqliteBackend {
             readers: Arc::new(ReadPool {
                 path,
                 idle: Mutex::new(Vec::new()),
-                keep: config.read_connections,
+                keep: config.read_connections.max(1),
+                permits: Arc::new(tokio::sync::Semaphore::new(config.read_connections.max(1))),
             }),
         })
     }
@@ -319,12 +320,15 @@ fn read_optional_kv(
     })
 }
 
-/// Read-only connections, reused across reads. Each read runs on a blocking thread.
+/// Read-only connections, reused across reads. Each read runs on a blocking thread, and at most
+/// `keep` run at once: a burst of reads queues for a connection instead of opening one (and
+/// taking a blocking thread and a page cache) per read.
 #[derive(Debug)]
 struct ReadPool {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
     keep: usize,
+    permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// A read transaction's view of the store.
@@ -371,8 +375,16 @@ impl ReadPool {
         T: Send + 'static,
         F: FnOnce(&Snapshot<'_>) -> Result<T> + Send + 'static,
     {
+        // Held by the blocking task, so a read whose caller went away still counts until done.
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Closed)?;
         let pool = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let conn = match idle {
                 Some(conn) => conn,
