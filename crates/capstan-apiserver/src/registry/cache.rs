@@ -311,8 +311,13 @@ impl WatchCache {
         self.lock().ready = false;
     }
 
-    /// Waits until the cache has applied `revision` (or a bit later), up to `timeout`.
+    /// Waits until the cache has applied `revision` (or a bit later), up to `timeout`. A cache
+    /// still loading (or reloading) answers at once that it cannot serve: reading the store is
+    /// quicker than waiting for the load.
     pub(crate) async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
+        if !self.lock().ready {
+            return false;
+        }
         if *self.progress.borrow() < revision {
             let mut progress = self.progress.clone();
             let caught_up =
