@@ -1,12 +1,28 @@
-//! Discovery documents, generated from the catalogue: `/api`, `/apis`, `/apis/<group>`, and the
-//! resource lists of each group-version, in upstream's shape (what `kubectl api-resources` and
-//! `kubectl api-versions` print from).
+//! Discovery, generated from the catalogue: the legacy documents (`/api`, `/apis`,
+//! `/apis/<group>`, and the resource list of each group-version, what `kubectl api-resources`
+//! and `kubectl api-versions` printed from before 1.30) and the aggregated documents
+//! (`apidiscovery.k8s.io/v2`, every group, version and resource of `/api` or `/apis` in one
+//! answer, what client-go 1.30+ asks for first), chosen by the `Accept` header as upstream's
+//! discovery handlers choose.
+//!
+//! Both forms come from one list per group-version, [`api_resources`]: the legacy lists serve it
+//! as it is, and the aggregated documents convert it as upstream's
+//! `ConvertGroupVersionIntoToDiscovery` does, so the two never disagree.
 
-use capstan_api::catalog::{self, Resource};
+use std::sync::OnceLock;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use capstan_api::StatusError;
+use capstan_api::catalog;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
+use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::status::ApiError;
+
 /// `/api`: the core group's versions.
-pub(crate) fn api_versions(server_address: &str) -> Value {
+fn api_versions(server_address: &str) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -24,13 +40,13 @@ fn group(name: &str) -> Value {
 }
 
 /// `/apis`: every named group.
-pub(crate) fn api_group_list() -> Value {
+fn api_group_list() -> Value {
     let groups: Vec<Value> = catalog::groups().into_iter().map(group).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/<group>`, if the group is served.
-pub(crate) fn api_group(name: &str) -> Option<Value> {
+fn api_group(name: &str) -> Option<Value> {
     if !catalog::groups().contains(&name) {
         return None;
     }
@@ -40,58 +56,482 @@ pub(crate) fn api_group(name: &str) -> Option<Value> {
     Some(doc)
 }
 
-fn resource_entry(r: &Resource) -> Value {
-    let mut entry = json!({
-        "name": r.plural,
-        "singularName": r.singular,
-        "namespaced": r.namespaced,
-        "kind": r.kind,
-        "verbs": r.verbs,
-    });
-    if !r.short_names.is_empty() {
-        entry["shortNames"] = json!(r.short_names);
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// `None` for an empty list, which upstream omits.
+fn non_empty(items: &[&str]) -> Option<Vec<String>> {
+    (!items.is_empty()).then(|| strings(items))
+}
+
+/// The resources of one group-version as upstream's installer registers them, sorted by name:
+/// each resource and its subresources (`deployments`, `deployments/scale`,
+/// `deployments/status`, ...). A subresource names a group and version only when its kind lives
+/// elsewhere (`Scale` in `autoscaling/v1`, `Eviction` in `policy/v1`).
+fn api_resources(group: &str, version: &str) -> Vec<APIResource> {
+    let mut entries = Vec::new();
+    for r in catalog::resources_in(group, version) {
+        entries.push(APIResource {
+            name: r.plural.to_owned(),
+            singular_name: r.singular.to_owned(),
+            namespaced: r.namespaced,
+            kind: r.kind.to_owned(),
+            verbs: strings(r.verbs),
+            short_names: non_empty(r.short_names),
+            categories: non_empty(r.categories),
+            ..APIResource::default()
+        });
+        for sub in r.subresources {
+            let (group, version) = match sub.group_version {
+                Some((g, v)) => (Some(g.to_owned()), Some(v.to_owned())),
+                None => (None, None),
+            };
+            entries.push(APIResource {
+                name: format!("{}/{}", r.plural, sub.name),
+                namespaced: r.namespaced,
+                group,
+                version,
+                kind: sub.kind.to_owned(),
+                verbs: strings(sub.verbs),
+                ..APIResource::default()
+            });
+        }
     }
-    if !r.categories.is_empty() {
-        entry["categories"] = json!(r.categories);
-    }
-    entry
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`, if served.
-pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
-    let mut entries: Vec<Value> = Vec::new();
-    for r in catalog::resources_in(group, version) {
-        entries.push(resource_entry(r));
-        for sub in r.subresources {
-            let mut entry = json!({
-                "name": format!("{}/{}", r.plural, sub.name),
-                "singularName": "",
-                "namespaced": r.namespaced,
-                "kind": sub.kind,
-                "verbs": sub.verbs,
-            });
-            if let Some((g, v)) = sub.group_version {
-                entry["group"] = g.into();
-                entry["version"] = v.into();
-            }
-            entries.push(entry);
-        }
-    }
-    if entries.is_empty() {
+fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+    let resources = api_resources(group, version);
+    if resources.is_empty() {
         return None;
     }
-    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let group_version = if group.is_empty() {
         version.to_owned()
     } else {
         format!("{group}/{version}")
     };
-    Some(json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version,
-        "resources": entries,
-    }))
+    serde_json::to_value(APIResourceList {
+        group_version,
+        resources,
+    })
+    .ok()
+}
+
+// The aggregated documents. `k8s-openapi` has no `apidiscovery.k8s.io` types (they are not part
+// of the OpenAPI documents it is generated from), so these mirror upstream's Go types
+// (`k8s.io/api/apidiscovery/v2`), field order and `omitempty` included.
+
+/// The group, version and kind of an aggregated document.
+const AGGREGATED_GROUP: &str = "apidiscovery.k8s.io";
+const AGGREGATED_VERSION: &str = "v2";
+const AGGREGATED_KIND: &str = "APIGroupDiscoveryList";
+
+/// `metav1.GroupVersionKind`: every field written, empty or not.
+#[derive(Debug, Serialize)]
+struct GroupVersionKind {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+impl GroupVersionKind {
+    /// The kind an entry of a legacy list answers with; empty group and version mean the
+    /// group-version of the list itself, as upstream writes them.
+    fn of(entry: &APIResource) -> Self {
+        GroupVersionKind {
+            group: entry.group.clone().unwrap_or_default(),
+            version: entry.version.clone().unwrap_or_default(),
+            kind: entry.kind.clone(),
+        }
+    }
+}
+
+/// `APISubresourceDiscovery` (upstream's `acceptedTypes` is never set for built-in resources).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiSubresourceDiscovery {
+    subresource: String,
+    response_kind: GroupVersionKind,
+    verbs: Vec<String>,
+}
+
+/// `APIResourceDiscovery`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiResourceDiscovery {
+    resource: String,
+    response_kind: GroupVersionKind,
+    scope: &'static str,
+    singular_resource: String,
+    verbs: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    short_names: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    categories: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    subresources: Vec<ApiSubresourceDiscovery>,
+}
+
+/// `APIVersionDiscovery`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiVersionDiscovery {
+    version: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    resources: Vec<ApiResourceDiscovery>,
+    /// Always `Current`: built-in group-versions are never stale.
+    freshness: &'static str,
+}
+
+/// The `metadata` of a group: only its name (omitted for the core group, `""`), and the
+/// `creationTimestamp: null` every zero `ObjectMeta` carries in 1.33's JSON.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GroupMeta {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'static str,
+    creation_timestamp: (),
+}
+
+/// `APIGroupDiscovery`: a group and its versions, preferred first.
+#[derive(Debug, Serialize)]
+struct ApiGroupDiscovery {
+    metadata: GroupMeta,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    versions: Vec<ApiVersionDiscovery>,
+}
+
+/// An empty `ListMeta`, written as `{}`.
+#[derive(Debug, Serialize)]
+struct ListMeta {}
+
+/// `APIGroupDiscoveryList`. Upstream hashes it for the ETag before the type is set, and
+/// serves it with the type.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiGroupDiscoveryList<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_version: Option<&'static str>,
+    metadata: ListMeta,
+    items: &'a [ApiGroupDiscovery],
+}
+
+/// Upstream's conversion of a legacy list into aggregated entries: the resources, then each
+/// subresource under its parent, with the scope spelled out.
+fn resource_discovery(entries: &[APIResource]) -> Vec<ApiResourceDiscovery> {
+    let scope = |namespaced: bool| if namespaced { "Namespaced" } else { "Cluster" };
+    let mut resources: Vec<ApiResourceDiscovery> = entries
+        .iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| ApiResourceDiscovery {
+            resource: r.name.clone(),
+            response_kind: GroupVersionKind::of(r),
+            scope: scope(r.namespaced),
+            singular_resource: r.singular_name.clone(),
+            verbs: r.verbs.clone(),
+            short_names: r.short_names.clone().unwrap_or_default(),
+            categories: r.categories.clone().unwrap_or_default(),
+            subresources: Vec::new(),
+        })
+        .collect();
+    for r in entries {
+        let Some((parent, subresource)) = r.name.split_once('/') else {
+            continue;
+        };
+        // The catalogue nests subresources in their resource, so the parent is always there.
+        if let Some(parent) = resources.iter_mut().find(|p| p.resource == parent) {
+            parent.subresources.push(ApiSubresourceDiscovery {
+                subresource: subresource.to_owned(),
+                response_kind: GroupVersionKind::of(r),
+                verbs: r.verbs.clone(),
+            });
+        }
+    }
+    resources
+}
+
+fn group_discovery(name: &'static str) -> ApiGroupDiscovery {
+    let versions = catalog::versions(name)
+        .into_iter()
+        .map(|version| ApiVersionDiscovery {
+            version,
+            resources: resource_discovery(&api_resources(name, version)),
+            freshness: "Current",
+        })
+        .collect();
+    ApiGroupDiscovery {
+        metadata: GroupMeta {
+            name,
+            creation_timestamp: (),
+        },
+        versions,
+    }
+}
+
+/// An aggregated document, built once: its groups, its JSON and its ETag.
+#[derive(Debug)]
+struct Aggregated {
+    items: Vec<ApiGroupDiscovery>,
+    json: bytes::Bytes,
+    /// Upstream's: the upper-case hex SHA-512 of the untyped list's JSON, quoted.
+    etag: String,
+}
+
+impl Aggregated {
+    fn new(items: Vec<ApiGroupDiscovery>) -> Self {
+        let untyped = serde_json::to_vec(&Self::list(&items, false)).unwrap_or_default();
+        let json = serde_json::to_vec(&Self::list(&items, true)).unwrap_or_default();
+        Aggregated {
+            etag: format!("\"{}\"", sha512_hex(&untyped)),
+            json: json.into(),
+            items,
+        }
+    }
+
+    fn list(items: &[ApiGroupDiscovery], typed: bool) -> ApiGroupDiscoveryList<'_> {
+        ApiGroupDiscoveryList {
+            kind: typed.then_some(AGGREGATED_KIND),
+            api_version: typed.then_some("apidiscovery.k8s.io/v2"),
+            metadata: ListMeta {},
+            items,
+        }
+    }
+
+    /// `/api`: the core group alone.
+    fn core() -> &'static Aggregated {
+        static DOC: OnceLock<Aggregated> = OnceLock::new();
+        DOC.get_or_init(|| Aggregated::new(vec![group_discovery("")]))
+    }
+
+    /// `/apis`: every named group, in the order the legacy `/apis` lists them (upstream's
+    /// group priorities, which the catalogue follows).
+    fn groups() -> &'static Aggregated {
+        static DOC: OnceLock<Aggregated> = OnceLock::new();
+        DOC.get_or_init(|| {
+            Aggregated::new(catalog::groups().into_iter().map(group_discovery).collect())
+        })
+    }
+}
+
+fn sha512_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
+    digest
+        .as_ref()
+        .iter()
+        .fold(String::with_capacity(128), |mut out, byte| {
+            let _ = write!(out, "{byte:02X}");
+            out
+        })
+}
+
+/// The encodings discovery documents are written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Json,
+    Yaml,
+}
+
+impl Format {
+    fn media_type(self) -> &'static str {
+        match self {
+            Format::Json => "application/json",
+            Format::Yaml => "application/yaml",
+        }
+    }
+}
+
+/// What a discovery request is answered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Negotiated {
+    /// The aggregated document (`/api` and `/apis` only).
+    Aggregated(Format),
+    /// The legacy document.
+    Legacy(Format),
+    /// 406: nothing the client accepts can be written.
+    NotAcceptable,
+}
+
+/// One media range of an `Accept` header.
+#[derive(Debug)]
+struct Clause<'a> {
+    kind: &'a str,
+    subtype: &'a str,
+    q: f32,
+    params: Vec<(&'a str, &'a str)>,
+}
+
+impl Clause<'_> {
+    fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| *v)
+    }
+
+    /// Whether the clause asks for a conversion (`as`, `g` or `v`), and which.
+    fn conversion(&self) -> Option<(&str, &str, &str)> {
+        let (g, v, kind) = (self.param("g"), self.param("v"), self.param("as"));
+        (g.is_some() || v.is_some() || kind.is_some()).then(|| {
+            (
+                g.unwrap_or_default(),
+                v.unwrap_or_default(),
+                kind.unwrap_or_default(),
+            )
+        })
+    }
+
+    /// The encoding of ours this range admits, in upstream's order of preference (JSON first,
+    /// so `*/*` and `application/*` mean JSON). Protobuf is never written here.
+    fn format(&self) -> Option<Format> {
+        match (self.kind, self.subtype) {
+            ("application", "json") | ("application", "*") | ("*", "*") => Some(Format::Json),
+            ("application", "yaml") => Some(Format::Yaml),
+            _ => None,
+        }
+    }
+}
+
+/// Parses an `Accept` header as upstream's `goautoneg` does: ranges ordered by quality, then
+/// specific types before wildcards, otherwise in the order given.
+fn parse_accept(accept: &str) -> Vec<Clause<'_>> {
+    let mut clauses: Vec<Clause<'_>> = accept
+        .split(',')
+        .filter_map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let (kind, subtype) = parts.next()?.split_once('/')?;
+            let mut clause = Clause {
+                kind: kind.trim(),
+                subtype: subtype.trim(),
+                q: 1.0,
+                params: Vec::new(),
+            };
+            for param in parts {
+                let (key, value) = param.split_once('=').unwrap_or((param, ""));
+                let (key, value) = (key.trim(), value.trim().trim_matches('"'));
+                if key == "q" {
+                    clause.q = value.parse().unwrap_or(0.0);
+                } else {
+                    clause.params.push((key, value));
+                }
+            }
+            Some(clause)
+        })
+        .collect();
+    clauses.sort_by(|a, b| {
+        b.q.total_cmp(&a.q)
+            .then((a.kind == "*").cmp(&(b.kind == "*")))
+            .then((a.subtype == "*").cmp(&(b.subtype == "*")))
+    });
+    clauses
+}
+
+/// Upstream's choice between the two documents: `/api` and `/apis` serve the aggregated one if
+/// any range asks for `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList` in an encoding we write
+/// (the first such range wins, wherever plain ranges stand); otherwise, like every other
+/// discovery path, the legacy document in the first plain range we can write. `v2beta1`, which
+/// 1.33 no longer serves (its `AggregatedDiscoveryRemoveBetaType` gate is on by default), and
+/// protobuf ranges are passed over, so client-go's list of alternatives falls through to plain
+/// JSON and a client that accepts nothing else is told 406.
+fn negotiate(accept: Option<&str>, aggregated_here: bool) -> Negotiated {
+    let accept = accept.map(str::trim).unwrap_or_default();
+    if accept.is_empty() {
+        return Negotiated::Legacy(Format::Json);
+    }
+    let clauses = parse_accept(accept);
+    if aggregated_here {
+        let aggregated = clauses.iter().find_map(|c| {
+            let wanted =
+                c.conversion() == Some((AGGREGATED_GROUP, AGGREGATED_VERSION, AGGREGATED_KIND));
+            wanted.then(|| c.format()).flatten()
+        });
+        if let Some(format) = aggregated {
+            return Negotiated::Aggregated(format);
+        }
+    }
+    clauses
+        .iter()
+        .filter(|c| c.conversion().is_none())
+        .find_map(Clause::format)
+        .map_or(Negotiated::NotAcceptable, Negotiated::Legacy)
+}
+
+fn encode(value: &impl Serialize, format: Format) -> Vec<u8> {
+    match format {
+        Format::Json => serde_json::to_vec(value).unwrap_or_default(),
+        Format::Yaml => serde_saphyr::to_string(value)
+            .map(String::into_bytes)
+            .unwrap_or_default(),
+    }
+}
+
+/// An aggregated document with upstream's headers: the converted media type, `Vary: Accept`,
+/// the ETag, and 304 when `If-None-Match` names it.
+fn respond_aggregated(doc: &Aggregated, format: Format, headers: &HeaderMap) -> Response {
+    let content_type = format!(
+        "{};g={AGGREGATED_GROUP};v={AGGREGATED_VERSION};as={AGGREGATED_KIND}",
+        format.media_type()
+    );
+    let cache = [
+        (header::ETAG, doc.etag.clone()),
+        (header::VARY, "Accept".to_owned()),
+        (header::CACHE_CONTROL, "public".to_owned()),
+    ];
+    let if_none_match = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok());
+    if if_none_match == Some(doc.etag.as_str()) {
+        return (StatusCode::NOT_MODIFIED, cache).into_response();
+    }
+    let body = match format {
+        Format::Json => doc.json.clone(),
+        Format::Yaml => encode(&Aggregated::list(&doc.items, true), format).into(),
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, content_type)],
+        cache,
+        body,
+    )
+        .into_response()
+}
+
+/// Serves a discovery path (`path` without its leading or trailing slash), or `None` if it is
+/// not one.
+pub(crate) fn respond(path: &str, headers: &HeaderMap, server_address: &str) -> Option<Response> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let (document, aggregated) = match parts.as_slice() {
+        ["api"] => (api_versions(server_address), Some(Aggregated::core())),
+        ["api", version] => (api_resource_list("", version)?, None),
+        ["apis"] => (api_group_list(), Some(Aggregated::groups())),
+        ["apis", group] => (api_group(group)?, None),
+        ["apis", group, version] => (api_resource_list(group, version)?, None),
+        _ => return None,
+    };
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    Some(
+        match (negotiate(accept, aggregated.is_some()), aggregated) {
+            (Negotiated::Aggregated(format), Some(doc)) => respond_aggregated(doc, format, headers),
+            (Negotiated::Legacy(format), _) => (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(format.media_type()),
+                )],
+                encode(&document, format),
+            )
+                .into_response(),
+            _ => ApiError::from(StatusError::not_acceptable(&[
+                "application/json",
+                "application/yaml",
+            ]))
+            .into_response(),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -127,6 +567,400 @@ mod tests {
             .unwrap();
         assert_eq!(eviction["group"], "policy");
         assert!(api_resource_list("apps", "v2").is_none());
+    }
+
+    /// What kubectl 1.30+ (client-go's discovery client) sends to `/api` and `/apis`.
+    const KUBECTL_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
+        application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+    const V2_JSON: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+    async fn get(
+        path: &str,
+        headers: &[(header::HeaderName, &str)],
+    ) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(name.clone(), HeaderValue::from_str(value).unwrap());
+        }
+        let response = respond(path, &map, "127.0.0.1:6443").unwrap();
+        let (parts, body) = response.into_parts();
+        let body = axum::body::to_bytes(body, 1 << 22).await.unwrap();
+        (parts.status, parts.headers, body.to_vec())
+    }
+
+    async fn aggregated(path: &str) -> Value {
+        let (code, headers, body) = get(path, &[(header::ACCEPT, KUBECTL_ACCEPT)]).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(headers[header::CONTENT_TYPE], V2_JSON);
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item[key] == name)
+            .unwrap_or_else(|| panic!("no {key} {name} in {list}"))
+    }
+
+    const ALL: [&str; 8] = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+
+    #[tokio::test]
+    async fn apis_lists_named_groups_with_deployments_as_upstream_writes_them() {
+        let doc = aggregated("apis").await;
+        assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+        assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
+        assert_eq!(doc["metadata"], json!({}));
+        let names: Vec<&str> = doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, catalog::groups(), "the legacy /apis order");
+        let apps = &doc["items"][0];
+        assert_eq!(
+            apps["metadata"],
+            json!({"name": "apps", "creationTimestamp": null})
+        );
+        let v1 = &apps["versions"][0];
+        assert_eq!(
+            (&v1["version"], &v1["freshness"]),
+            (&json!("v1"), &json!("Current"))
+        );
+        // The entry of upstream's own fixture (api/discovery/aggregated_v2.json).
+        assert_eq!(
+            *find(&v1["resources"], "resource", "deployments"),
+            json!({
+                "resource": "deployments",
+                "responseKind": {"group": "", "version": "", "kind": "Deployment"},
+                "scope": "Namespaced",
+                "singularResource": "deployment",
+                "verbs": ALL,
+                "shortNames": ["deploy"],
+                "categories": ["all"],
+                "subresources": [
+                    {
+                        "subresource": "scale",
+                        "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                        "verbs": ["get", "patch", "update"]
+                    },
+                    {
+                        "subresource": "status",
+                        "responseKind": {"group": "", "version": "", "kind": "Deployment"},
+                        "verbs": ["get", "patch", "update"]
+                    }
+                ]
+            })
+        );
+        let revisions = find(&v1["resources"], "resource", "controllerrevisions");
+        for omitted in ["shortNames", "categories", "subresources"] {
+            assert!(revisions.get(omitted).is_none(), "{revisions}");
+        }
+    }
+
+    #[tokio::test]
+    async fn api_lists_the_core_group_without_a_name() {
+        let doc = aggregated("api").await;
+        assert_eq!(doc["items"].as_array().unwrap().len(), 1);
+        let core = &doc["items"][0];
+        assert_eq!(core["metadata"], json!({"creationTimestamp": null}));
+        let v1 = &core["versions"][0];
+        assert_eq!(v1["version"], "v1");
+        let pods = find(&v1["resources"], "resource", "pods");
+        assert_eq!(pods["scope"], "Namespaced");
+        assert_eq!(
+            pods["responseKind"],
+            json!({"group": "", "version": "", "kind": "Pod"})
+        );
+        assert_eq!(
+            pods["subresources"],
+            json!([
+                {
+                    "subresource": "binding",
+                    "responseKind": {"group": "", "version": "", "kind": "Binding"},
+                    "verbs": ["create"]
+                },
+                {
+                    "subresource": "eviction",
+                    "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                    "verbs": ["create"]
+                },
+                {
+                    "subresource": "status",
+                    "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                    "verbs": ["get", "patch", "update"]
+                }
+            ])
+        );
+        let namespaces = find(&v1["resources"], "resource", "namespaces");
+        assert_eq!(namespaces["scope"], "Cluster");
+        assert_eq!(
+            namespaces["verbs"],
+            json!([
+                "create", "delete", "get", "list", "patch", "update", "watch"
+            ])
+        );
+        let finalize = find(&namespaces["subresources"], "subresource", "finalize");
+        assert_eq!(finalize["verbs"], json!(["update"]));
+    }
+
+    /// Every entry of every legacy list says the same in the aggregated documents.
+    #[tokio::test]
+    async fn aggregated_documents_agree_with_the_legacy_lists() {
+        let (core, named) = (aggregated("api").await, aggregated("apis").await);
+        let groups = std::iter::once("").chain(catalog::groups());
+        for group in groups {
+            let doc = if group.is_empty() { &core } else { &named };
+            let item = doc["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|g| g["metadata"]["name"].as_str().unwrap_or_default() == group)
+                .unwrap();
+            let versions: Vec<&str> = item["versions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["version"].as_str().unwrap())
+                .collect();
+            assert_eq!(versions, catalog::versions(group));
+            for version in versions {
+                let legacy = api_resource_list(group, version).unwrap();
+                let resources = &find(&item["versions"], "version", version)["resources"];
+                let mut seen = 0;
+                for entry in legacy["resources"].as_array().unwrap() {
+                    let name = entry["name"].as_str().unwrap();
+                    let (sub, parent) = match name.split_once('/') {
+                        Some((parent, sub)) => (
+                            find(
+                                &find(resources, "resource", parent)["subresources"],
+                                "subresource",
+                                sub,
+                            ),
+                            None,
+                        ),
+                        None => {
+                            let parent = find(resources, "resource", name);
+                            (parent, Some(parent))
+                        }
+                    };
+                    seen += 1;
+                    assert_eq!(sub["verbs"], entry["verbs"], "{group}/{version} {name}");
+                    assert_eq!(sub["responseKind"]["kind"], entry["kind"], "{name}");
+                    assert_eq!(
+                        sub["responseKind"]["group"],
+                        entry.get("group").cloned().unwrap_or(json!("")),
+                        "{name}"
+                    );
+                    let Some(parent) = parent else { continue };
+                    assert_eq!(parent["singularResource"], entry["singularName"], "{name}");
+                    assert_eq!(
+                        parent["scope"] == "Namespaced",
+                        entry["namespaced"] == true,
+                        "{name}"
+                    );
+                    assert_eq!(parent.get("shortNames"), entry.get("shortNames"), "{name}");
+                    assert_eq!(parent.get("categories"), entry.get("categories"), "{name}");
+                }
+                let aggregated_entries: usize = resources
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| 1 + r["subresources"].as_array().map_or(0, Vec::len))
+                    .sum();
+                assert_eq!(aggregated_entries, seen, "{group}/{version}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_etag_is_upstreams_hash_and_if_none_match_gets_304() {
+        let (code, headers, body) = get("apis", &[(header::ACCEPT, KUBECTL_ACCEPT)]).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(headers[header::VARY], "Accept");
+        assert_eq!(headers[header::CACHE_CONTROL], "public");
+        let etag = headers[header::ETAG].to_str().unwrap().to_owned();
+        // Upstream writes the list in its Go field order and hashes it before its type is set.
+        let body = String::from_utf8(body).unwrap();
+        let typed = r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"apps","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"controllerrevisions","#;
+        assert!(body.starts_with(typed), "{}", &body[..200]);
+        let untyped = body.replacen(
+            r#""kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","#,
+            "",
+            1,
+        );
+        assert_eq!(etag, format!("\"{}\"", sha512_hex(untyped.as_bytes())));
+        assert_eq!(etag.len(), 130);
+
+        let (code, headers, body) = get(
+            "apis",
+            &[
+                (header::ACCEPT, KUBECTL_ACCEPT),
+                (header::IF_NONE_MATCH, &etag),
+            ],
+        )
+        .await;
+        assert_eq!(code, StatusCode::NOT_MODIFIED);
+        assert_eq!(headers[header::ETAG], etag.as_str());
+        assert_eq!(headers[header::VARY], "Accept");
+        assert!(body.is_empty());
+
+        let (code, _, _) = get(
+            "apis",
+            &[
+                (header::ACCEPT, KUBECTL_ACCEPT),
+                (header::IF_NONE_MATCH, "\"stale\""),
+            ],
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK);
+        let (_, core, _) = get("api", &[(header::ACCEPT, V2_JSON)]).await;
+        assert_ne!(core[header::ETAG], etag.as_str());
+    }
+
+    #[tokio::test]
+    async fn plain_json_and_older_clients_get_the_legacy_documents() {
+        // kubectl 1.27-1.29 ask for v2beta1 first, which 1.33 no longer serves.
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        for accept in [None, Some("application/json"), Some("*/*"), Some(beta)] {
+            let headers: Vec<_> = accept.map(|a| (header::ACCEPT, a)).into_iter().collect();
+            let (code, response, body) = get("apis", &headers).await;
+            assert_eq!(code, StatusCode::OK);
+            assert_eq!(response[header::CONTENT_TYPE], "application/json");
+            assert!(response.get(header::ETAG).is_none() && response.get(header::VARY).is_none());
+            let doc: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(doc["kind"], "APIGroupList", "{accept:?}");
+            let (_, _, body) = get("api", &headers).await;
+            let doc: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(doc["kind"], "APIVersions", "{accept:?}");
+        }
+        // Resource lists have no aggregated form: the plain alternative, or 406 without one.
+        let (code, _, body) = get("apis/apps/v1", &[(header::ACCEPT, KUBECTL_ACCEPT)]).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap()["kind"],
+            "APIResourceList"
+        );
+        let (code, _, body) = get("apis/apps/v1", &[(header::ACCEPT, V2_JSON)]).await;
+        assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap()["reason"],
+            "NotAcceptable"
+        );
+        assert!(respond("apis/nope.example.com", &HeaderMap::new(), "").is_none());
+    }
+
+    #[tokio::test]
+    async fn protobuf_alternatives_fall_through_and_yaml_is_written() {
+        let protobuf = "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let (code, _, body) = get("apis", &[(header::ACCEPT, protobuf)]).await;
+        assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+        let status: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            status["message"],
+            "only the following media types are accepted: application/json, application/yaml"
+        );
+        let (code, headers, _) = get(
+            "apis",
+            &[(header::ACCEPT, &format!("{protobuf},{V2_JSON}"))],
+        )
+        .await;
+        assert_eq!(
+            (code, &headers[header::CONTENT_TYPE]),
+            (StatusCode::OK, &HeaderValue::from_static(V2_JSON))
+        );
+        let (code, headers, _) = get(
+            "apis",
+            &[(header::ACCEPT, &format!("{protobuf},application/json"))],
+        )
+        .await;
+        assert_eq!(
+            (code, &headers[header::CONTENT_TYPE]),
+            (
+                StatusCode::OK,
+                &HeaderValue::from_static("application/json")
+            )
+        );
+
+        let yaml = "application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let (code, headers, body) = get("api", &[(header::ACCEPT, yaml)]).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(headers[header::CONTENT_TYPE], yaml);
+        let body = String::from_utf8(body).unwrap();
+        assert!(
+            body.starts_with("kind: APIGroupDiscoveryList\napiVersion: apidiscovery.k8s.io/v2\n"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn negotiation_follows_upstream() {
+        use Format::{Json, Yaml};
+        use Negotiated::{Aggregated as Agg, Legacy, NotAcceptable as No};
+        const PB: &str = "application/vnd.kubernetes.protobuf";
+        let any_order = "application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io";
+        let nopeer = format!("{V2_JSON};profile=nopeer,{KUBECTL_ACCEPT}");
+        let plain_first = format!("application/json,{V2_JSON}");
+        let wildcard = "*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        let v1 = "application/json;g=apidiscovery.k8s.io;v=v1;as=APIGroupDiscoveryList";
+        let yaml = "application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let pb_then_json = format!("{PB},application/json");
+        // (Accept, served at /api or /apis, answer)
+        let cases: &[(Option<&str>, bool, Negotiated)] = &[
+            (None, true, Legacy(Json)),
+            (Some(""), true, Legacy(Json)),
+            (Some("application/json"), true, Legacy(Json)),
+            (Some("application/json, */*"), true, Legacy(Json)),
+            (Some(KUBECTL_ACCEPT), true, Agg(Json)),
+            (Some(KUBECTL_ACCEPT), false, Legacy(Json)),
+            (Some(V2_JSON), false, No),
+            // Parameters in any order; unknown ones (client-go 1.35's `profile`) are ignored.
+            (Some(any_order), true, Agg(Json)),
+            (Some(&nopeer), true, Agg(Json)),
+            (Some(wildcard), true, Agg(Json)),
+            // The aggregated form wins wherever it stands: upstream's wrapper looks for it first.
+            (Some(&plain_first), true, Agg(Json)),
+            (Some(beta), true, No),
+            (Some(v1), true, No),
+            (Some(yaml), true, Agg(Yaml)),
+            // Quality orders the alternatives.
+            (
+                Some("application/json;q=0.5,application/yaml"),
+                true,
+                Legacy(Yaml),
+            ),
+            (
+                Some("application/yaml;q=0.1,application/json"),
+                true,
+                Legacy(Json),
+            ),
+            (Some(PB), true, No),
+            (Some(&pb_then_json), true, Legacy(Json)),
+            (
+                Some("application/json;as=Table;g=meta.k8s.io;v=v1"),
+                true,
+                No,
+            ),
+            (Some("text/html"), false, No),
+        ];
+        for (accept, aggregated_here, expected) in cases {
+            assert_eq!(
+                negotiate(*accept, *aggregated_here),
+                *expected,
+                "{accept:?} {aggregated_here}"
+            );
+        }
     }
 
     #[test]

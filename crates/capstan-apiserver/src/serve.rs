@@ -168,19 +168,12 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
     if let Some(response) = openapi(path, request.headers()) {
         return response;
     }
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let document = match parts.as_slice() {
-        ["api"] => Some(discovery::api_versions(server_address)),
-        ["api", version] => discovery::api_resource_list("", version),
-        ["apis"] => Some(discovery::api_group_list()),
-        ["apis", group] => discovery::api_group(group),
-        ["apis", group, version] => discovery::api_resource_list(group, version),
-        _ => None,
-    };
-    match document {
-        Some(document) => axum::Json(document).into_response(),
-        None => ApiError::not_found().into_response(),
-    }
+    discovery::respond(
+        path.trim_start_matches('/'),
+        request.headers(),
+        server_address,
+    )
+    .unwrap_or_else(|| ApiError::not_found().into_response())
 }
 
 /// Paths every client may read, authenticated or not (upstream's `system:public-info-viewer`).
