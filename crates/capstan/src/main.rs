@@ -17,6 +17,11 @@ use anyhow::{Context, bail};
 use capstan_store::Endpoint;
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: under request load glibc's malloc spent about a
+/// quarter of the API server's CPU consolidating and unlinking free chunks (see BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "capstan", version, about = "Kubernetes in one binary")]
 struct Cli {
