@@ -128,8 +128,9 @@ async fn compaction_purges_history_and_shrinks_the_file() {
     store.compact(current).await.unwrap();
     // The purge runs in the writer's idle time; one more write wakes the writer up.
     store.create("/after", "compaction").await.unwrap();
+    // What stays: the row of each live key's current value (the churned keys and `/after`).
     let deadline = Instant::now() + Duration::from_secs(60);
-    while log_rows(&path) > 2 {
+    while log_rows(&path) > KEYS as i64 + 1 {
         assert!(Instant::now() < deadline, "history was not purged");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -154,6 +155,19 @@ async fn compaction_purges_history_and_shrinks_the_file() {
     }
     let listed = store.list(&ListOptions::prefix("/churn/")).await.unwrap();
     assert_eq!(listed.kvs.len(), KEYS);
+    for kv in &listed.kvs {
+        assert!(kv.value.ends_with(value.as_bytes()), "{} lost its value", kv.key);
+    }
+    // A kept row goes once its key changes again.
+    let rows = log_rows(&path);
+    store
+        .update_or_create_for_test("/churn/0", "changed")
+        .await;
+    assert_eq!(log_rows(&path), rows, "the superseded value's row was not dropped");
+    assert_eq!(
+        &store.get("/churn/0", None).await.unwrap().kv.unwrap().value[..],
+        b"changed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,30 +197,40 @@ async fn databases_without_expiry_are_migrated() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     {
-        // The first schema, before keys could expire.
+        // The first schema: before keys could expire, and with each live value in `kv` as
+        // well as in `log`. `/purged` was last written before the compacted revision, so its
+        // log row is gone.
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER NOT NULL,
                                 compacted INTEGER NOT NULL);
-             INSERT INTO meta VALUES (1, 1, 0);
+             INSERT INTO meta VALUES (1, 3, 2);
              CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL,
                               mod_rev INTEGER NOT NULL) WITHOUT ROWID;
-             INSERT INTO kv VALUES (CAST('/old' AS BLOB), CAST('kept' AS BLOB), 1, 1);
+             INSERT INTO kv VALUES (CAST('/purged' AS BLOB), CAST('compacted' AS BLOB), 1, 1);
+             INSERT INTO kv VALUES (CAST('/old' AS BLOB), CAST('kept' AS BLOB), 2, 3);
              CREATE TABLE log (rev INTEGER PRIMARY KEY, key BLOB NOT NULL, value BLOB,
                                create_rev INTEGER NOT NULL, prev_value BLOB,
                                prev_create_rev INTEGER, prev_mod_rev INTEGER);
-             INSERT INTO log VALUES (1, CAST('/old' AS BLOB), CAST('kept' AS BLOB), 1, NULL, NULL, NULL);",
+             INSERT INTO log VALUES (3, CAST('/old' AS BLOB), CAST('kept' AS BLOB), 2,
+                                     CAST('first' AS BLOB), 2, 2);",
         )
         .unwrap();
     }
     let store = open(&path).await;
     let old = store.get("/old", None).await.unwrap().kv.unwrap();
-    assert_eq!(&old.value[..], b"kept");
+    assert_eq!((&old.value[..], old.create_revision, old.mod_revision), (&b"kept"[..], 2, 3));
+    let purged = store.get("/purged", None).await.unwrap().kv.unwrap();
+    assert_eq!((&purged.value[..], purged.mod_revision), (&b"compacted"[..], 1));
+    let at_2 = store.get("/old", Some(2)).await.unwrap().kv.unwrap();
+    assert_eq!(&at_2.value[..], b"first", "history survives the migration");
+    let listed = store.list(&ListOptions::prefix("/")).await.unwrap();
+    assert_eq!(listed.kvs.len(), 2);
     let short = store
         .create_with_ttl("/new", "v", Duration::from_secs(1))
         .await
         .unwrap();
-    assert_eq!(short.mod_revision, 2);
+    assert_eq!(short.mod_revision, 4);
     let deadline = Instant::now() + Duration::from_secs(10);
     while store.get("/new", None).await.unwrap().kv.is_some() {
         assert!(

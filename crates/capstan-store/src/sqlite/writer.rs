@@ -21,7 +21,7 @@ use super::{key_bytes, read_kv};
 use crate::watch::Hub;
 use crate::{DeleteResponse, EventKind, KeyValue, Result, Revision, StoreError, WatchEvent};
 
-/// Log rows deleted per purge transaction.
+/// Log rows examined per purge transaction.
 const PURGE_CHUNK: i64 = 4096;
 /// Free pages returned to the file system per vacuum step.
 const VACUUM_CHUNK: i64 = 1024;
@@ -174,16 +174,11 @@ impl Writer {
     /// One small step of compaction work: purge a chunk of history, or vacuum a chunk of pages.
     fn maintenance_step(&mut self) {
         let result = if self.purged_below < self.compacted {
-            let upto = self.compacted.min(self.purged_below + PURGE_CHUNK);
-            self.conn
-                .prepare_cached("DELETE FROM log WHERE rev < ?1")
-                .and_then(|mut stmt| stmt.execute(params![upto]))
-                .map(|_| {
-                    self.purged_below = upto;
-                    if upto == self.compacted {
-                        self.vacuum_pending = true;
-                    }
-                })
+            self.purge_step().map(|()| {
+                if self.purged_below >= self.compacted {
+                    self.vacuum_pending = true;
+                }
+            })
         } else {
             self.vacuum_step()
         };
@@ -193,6 +188,36 @@ impl Writer {
             self.purged_below = self.compacted;
             self.vacuum_pending = false;
         }
+    }
+
+    /// Deletes the log rows of up to [`PURGE_CHUNK`] revisions from `purged_below` on, short of
+    /// the compacted revision, except those holding a live key's current value.
+    fn purge_step(&mut self) -> rusqlite::Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let rows: Vec<(Revision, bool)> = tx
+            .prepare_cached(
+                "SELECT rev, EXISTS (SELECT 1 FROM kv WHERE kv.key = log.key AND kv.mod_rev = log.rev)
+                 FROM log WHERE rev >= ?1 AND rev < ?2 ORDER BY rev LIMIT ?3",
+            )?
+            .query_map(
+                params![self.purged_below, self.compacted, PURGE_CHUNK],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        {
+            let mut delete = tx.prepare_cached("DELETE FROM log WHERE rev = ?1")?;
+            for (rev, _) in rows.iter().filter(|(_, live)| !live) {
+                delete.execute(params![rev])?;
+            }
+        }
+        tx.commit()?;
+        self.purged_below = match rows.last() {
+            Some((last, _)) if rows.len() as i64 == PURGE_CHUNK => last + 1,
+            _ => self.compacted,
+        };
+        Ok(())
     }
 
     fn vacuum_step(&mut self) -> rusqlite::Result<()> {
@@ -231,20 +256,17 @@ fn apply(
             value,
             expires_at,
         } => {
-            if current(tx, key)?.is_some() {
+            if tx
+                .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")?
+                .exists(params![key_bytes(key)])?
+            {
                 return Ok(Err(StoreError::AlreadyExists { key: key.clone() }));
             }
             let revision = state.revision + 1;
             tx.prepare_cached(
-                "INSERT INTO kv (key, value, create_rev, mod_rev, expires_at)
-                 VALUES (?1, ?2, ?3, ?3, ?4)",
+                "INSERT INTO kv (key, create_rev, mod_rev, expires_at) VALUES (?1, ?2, ?2, ?3)",
             )?
-            .execute(params![
-                key_bytes(key),
-                value.as_ref(),
-                revision,
-                expires_at
-            ])?;
+            .execute(params![key_bytes(key), revision, expires_at])?;
             append_log(tx, revision, key, Some(value), revision, None)?;
             state.revision = revision;
             let kv = KeyValue {
@@ -274,15 +296,9 @@ fn apply(
                 return Ok(Ok(WriteOutcome::Put(prev)));
             }
             let revision = state.revision + 1;
-            tx.prepare_cached(
-                "UPDATE kv SET value = ?2, mod_rev = ?3, expires_at = ?4 WHERE key = ?1",
-            )?
-            .execute(params![
-                key_bytes(key),
-                value.as_ref(),
-                revision,
-                expires_at
-            ])?;
+            tx.prepare_cached("UPDATE kv SET mod_rev = ?2, expires_at = ?3 WHERE key = ?1")?
+                .execute(params![key_bytes(key), revision, expires_at])?;
+            superseded(tx, state, &prev)?;
             append_log(
                 tx,
                 revision,
@@ -315,10 +331,9 @@ fn apply(
         }
         WriteOp::Expire { now } => {
             let expired: Vec<KeyValue> = tx
-                .prepare_cached(
-                    "SELECT key, value, create_rev, mod_rev FROM kv
-                     WHERE expires_at <= ?1 ORDER BY expires_at LIMIT 1024",
-                )?
+                .prepare_cached(live!(
+                    "WHERE kv.expires_at <= ?1 ORDER BY kv.expires_at LIMIT 1024"
+                ))?
                 .query_map(params![now], read_kv)?
                 .collect::<rusqlite::Result<_>>()?;
             let count = expired.len();
@@ -350,6 +365,7 @@ fn delete(
     let revision = state.revision + 1;
     tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
         .execute(params![key_bytes(&prev.key)])?;
+    superseded(tx, state, &prev)?;
     append_log(tx, revision, &prev.key, None, 0, Some(&prev))?;
     state.revision = revision;
     events.push(WatchEvent {
@@ -365,8 +381,23 @@ fn delete(
     Ok(DeleteResponse { prev, revision })
 }
 
+/// Drops the log row of a value that was current until now if compaction has passed it: the
+/// purge kept it for as long as it was current, and nothing at or after the compacted revision
+/// reads it (the new row holds it as the previous value).
+fn superseded(
+    tx: &Transaction<'_>,
+    state: &BatchState,
+    prev: &KeyValue,
+) -> rusqlite::Result<()> {
+    if prev.mod_revision < state.compacted {
+        tx.prepare_cached("DELETE FROM log WHERE rev = ?1")?
+            .execute(params![prev.mod_revision])?;
+    }
+    Ok(())
+}
+
 fn current(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<KeyValue>> {
-    tx.prepare_cached("SELECT key, value, create_rev, mod_rev FROM kv WHERE key = ?1")?
+    tx.prepare_cached(live!("WHERE kv.key = ?1"))?
         .query_row(params![key_bytes(key)], read_kv)
         .optional()
 }
