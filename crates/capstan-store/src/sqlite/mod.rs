@@ -514,13 +514,20 @@ fn list_snapshot(snapshot: &Snapshot<'_>, options: &ListOptions) -> Result<ListR
     } else {
         BTreeMap::new()
     };
+    // Two statements, because SQLite bounds an index search only by plain comparisons: with
+    // `(?2 IS NULL OR key < ?2)` it would walk every key after the range, filtering each out.
     let mut stmt = snapshot
         .conn
-        .prepare_cached(
-            live!("WHERE kv.key >= ?1 AND (?2 IS NULL OR kv.key < ?2) ORDER BY kv.key"),
-        )
+        .prepare_cached(match end {
+            Some(_) => LIST_RANGE,
+            None => LIST_FROM,
+        })
         .map_err(read_error)?;
-    let mut rows = stmt.query(params![start, end]).map_err(read_error)?;
+    let mut rows = match &end {
+        Some(end) => stmt.query(params![start, end]),
+        None => stmt.query(params![start]),
+    }
+    .map_err(read_error)?;
     let wanted = limit.map_or(usize::MAX, |l| l + 1);
     let mut kvs = Vec::with_capacity(limit.unwrap_or(0).min(4096) + 1);
     let mut earlier = changed.values().filter_map(Option::as_ref).peekable();
@@ -558,6 +565,27 @@ fn list_snapshot(snapshot: &Snapshot<'_>, options: &ListOptions) -> Result<ListR
     })
 }
 
+/// Live keys (with values) in `[?1, ?2)`, in key order.
+const LIST_RANGE: &str = live!("WHERE kv.key >= ?1 AND kv.key < ?2 ORDER BY kv.key");
+/// Live keys (with values) from `?1` on, in key order.
+const LIST_FROM: &str = live!("WHERE kv.key >= ?1 ORDER BY kv.key");
+/// The number of live keys in `[?1, ?2)`.
+const COUNT_RANGE: &str = "SELECT COUNT(*) FROM kv WHERE key >= ?1 AND key < ?2";
+/// The number of live keys from `?1` on.
+const COUNT_FROM: &str = "SELECT COUNT(*) FROM kv WHERE key >= ?1";
+
+/// The number of live keys in `[start, end)` (to the last key without `end`).
+fn count_range(conn: &Connection, start: &[u8], end: Option<&[u8]>) -> rusqlite::Result<i64> {
+    match end {
+        Some(end) => conn
+            .prepare_cached(COUNT_RANGE)?
+            .query_row(params![start, end], |row| row.get(0)),
+        None => conn
+            .prepare_cached(COUNT_FROM)?
+            .query_row(params![start], |row| row.get(0)),
+    }
+}
+
 /// The number of keys in `[start, end)` at the revision `changed` was computed for: the live
 /// keys, less those changed since that did not exist then, plus those that existed then and are
 /// gone now.
@@ -567,12 +595,7 @@ fn count_at(
     start: &[u8],
     end: Option<&[u8]>,
 ) -> Result<u64> {
-    let live: i64 = snapshot
-        .conn
-        .prepare_cached("SELECT COUNT(*) FROM kv WHERE key >= ?1 AND (?2 IS NULL OR key < ?2)")
-        .and_then(|mut stmt| stmt.query_row(params![start, end], |row| row.get(0)))
-        .map_err(read_error)?;
-    let mut count = live;
+    let mut count = count_range(snapshot.conn, start, end).map_err(read_error)?;
     if !changed.is_empty() {
         let mut exists = snapshot
             .conn
@@ -726,14 +749,7 @@ impl Backend for SqliteBackend {
         let (start, end) = range(prefix, None);
         self.readers
             .read(move |snapshot| {
-                snapshot
-                    .conn
-                    .prepare_cached(
-                        "SELECT COUNT(*) FROM kv WHERE key >= ?1 AND (?2 IS NULL OR key < ?2)",
-                    )
-                    .and_then(|mut stmt| {
-                        stmt.query_row(params![start, end], |row| row.get::<_, i64>(0))
-                    })
+                count_range(snapshot.conn, &start, end.as_deref())
                     .map(|n| n.max(0) as u64)
                     .map_err(read_error)
             })
@@ -822,5 +838,43 @@ impl Backend for SqliteBackend {
 
     async fn current_revision(&self) -> Result<Revision> {
         Ok(self.committed.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A range read must be a search bounded at both ends: a bound SQLite cannot use (such as
+    /// `(?2 IS NULL OR key < ?2)`) makes it walk every key after the range, and a list of one
+    /// namespace then costs as much as the whole store.
+    #[test]
+    fn range_reads_search_between_both_bounds() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        migrate(&conn).unwrap();
+        let plan = |sql: &str| -> String {
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut stmt = conn.prepare(&explain).unwrap();
+            let key: Vec<u8> = b"/k".to_vec();
+            let params: Vec<&dyn rusqlite::ToSql> = (0..stmt.parameter_count())
+                .map(|_| &key as &dyn rusqlite::ToSql)
+                .collect();
+            let rows: Vec<String> = stmt
+                .query_map(params.as_slice(), |row| row.get::<_, String>(3))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            rows.join("; ")
+        };
+        for sql in [LIST_RANGE, COUNT_RANGE] {
+            let plan = plan(sql);
+            assert!(plan.contains("key>? AND key<?"), "{sql}: {plan}");
+        }
+        for sql in [LIST_FROM, COUNT_FROM] {
+            let plan = plan(sql);
+            assert!(plan.contains("key>?"), "{sql}: {plan}");
+        }
+        assert!(plan(LIST_RANGE).contains("log USING INTEGER PRIMARY KEY"));
     }
 }
