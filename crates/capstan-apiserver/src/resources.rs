@@ -258,6 +258,12 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             default: d::core::default_persistent_volume,
             validate: v::storage::validate_persistent_volume,
             validate_update: v::storage::validate_persistent_volume_update,
+            prepare_create: d::core::prepare_persistent_volume_for_create,
+            prepare_update: |pv, old, subresource| {
+                if subresource == Some("status") {
+                    d::core::prepare_persistent_volume_status_update(pv, old);
+                }
+            },
             ..with_status()
         }),
         ("", "Pod") => strategy::<core::v1::Pod>(Hooks {

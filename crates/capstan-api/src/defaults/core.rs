@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ClientIPConfig, Endpoints, LimitRange, Namespace, Node, PersistentVolume,
-    PersistentVolumeClaim, PodTemplate, ReplicationController, ResourceQuota, Secret, Service,
-    SessionAffinityConfig,
+    PersistentVolumeClaim, PersistentVolumeStatus, PodTemplate, ReplicationController,
+    ResourceQuota, Secret, Service, SessionAffinityConfig,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -160,6 +160,29 @@ pub fn default_replication_controller(rc: &mut ReplicationController) {
 /// PodTemplate defaults: the template's pod-spec defaults.
 pub fn default_pod_template(template: &mut PodTemplate) {
     default_pod_template_spec(template.template.get_or_insert_with(Default::default));
+}
+
+/// What upstream's PersistentVolume strategy sets on create: a status of phase `Pending` alone,
+/// entered now.
+pub fn prepare_persistent_volume_for_create(pv: &mut PersistentVolume) {
+    pv.status = Some(PersistentVolumeStatus {
+        phase: Some("Pending".to_owned()),
+        last_phase_transition_time: Some(super::now()),
+        ..Default::default()
+    });
+}
+
+/// On a write through `/status`, a new phase is entered now, unless the writer gave the time
+/// of the transition itself (upstream's status strategy).
+pub fn prepare_persistent_volume_status_update(pv: &mut PersistentVolume, old: &PersistentVolume) {
+    let old = old.status.clone().unwrap_or_default();
+    let status = pv.status.get_or_insert_with(Default::default);
+    if status.phase != old.phase
+        && (status.last_phase_transition_time.is_none()
+            || status.last_phase_transition_time == old.last_phase_transition_time)
+    {
+        status.last_phase_transition_time = Some(super::now());
+    }
 }
 
 /// PersistentVolume defaults: phase Pending, reclaim policy Retain, volume mode Filesystem,
@@ -363,5 +386,43 @@ mod tests {
             json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}, "min": {"memory": "1000Mi"},
                 "default": {"cpu": "2"}, "defaultRequest": {"cpu": "2", "memory": "1000Mi"}}]}}),
         );
+    }
+
+    #[test]
+    fn persistent_volume_phases_carry_their_transition_time() {
+        let pv = |status: serde_json::Value| -> PersistentVolume {
+            serde_json::from_value(json!({"status": status})).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let mut created = pv(json!({"phase": "Bound", "message": "client's"}));
+        prepare_persistent_volume_for_create(&mut created);
+        let status = created.status.clone().unwrap_or_default();
+        assert_eq!(status.phase.as_deref(), Some("Pending"));
+        assert!(status.message.is_none());
+        assert!(status.last_phase_transition_time.is_some());
+
+        let old = pv(json!({"phase": "Pending", "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}));
+        let time = |pv: &PersistentVolume| {
+            serde_json::to_value(pv.status.clone().unwrap_or_default())
+                .unwrap_or_default()["lastPhaseTransitionTime"]
+                .clone()
+        };
+        // Same phase: the time stays.
+        let mut same = old.clone();
+        prepare_persistent_volume_status_update(&mut same, &old);
+        assert_eq!(time(&same), "2020-01-01T00:00:00Z");
+        // A new phase with the old time (or none) is entered now.
+        for status in [
+            json!({"phase": "Available", "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}),
+            json!({"phase": "Available"}),
+        ] {
+            let mut moved = pv(status);
+            prepare_persistent_volume_status_update(&mut moved, &old);
+            let now = time(&moved);
+            assert!(now.as_str().is_some_and(|t| t > "2020-01-01T00:00:00Z"), "{now}");
+        }
+        // A new phase with a time of the writer's own keeps that time.
+        let mut given = pv(json!({"phase": "Available", "lastPhaseTransitionTime": "2021-05-05T00:00:00Z"}));
+        prepare_persistent_volume_status_update(&mut given, &old);
+        assert_eq!(time(&given), "2021-05-05T00:00:00Z");
     }
 }

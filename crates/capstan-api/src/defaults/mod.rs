@@ -12,3 +12,16 @@ pub use pod::{
 pub mod apps;
 pub mod batch;
 pub mod misc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// The current time, as the strategies stamp it on conditions and phases.
+pub(crate) fn now() -> Time {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Time(
+        jiff::Timestamp::from_second(i64::try_from(since_epoch.as_secs()).unwrap_or(0))
+            .unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+    )
+}

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EphemeralContainer, HostIP, LifecycleHandler, Pod, PodIP, PodSpec, PodStatus,
-    PodTemplateSpec, Probe, ResourceRequirements, Volume,
+    Container, EphemeralContainer, HostIP, LifecycleHandler, Pod, PodCondition, PodIP, PodSpec,
+    PodStatus, PodTemplateSpec, Probe, ResourceRequirements, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
@@ -440,13 +440,28 @@ pub fn pod_qos_class(spec: &PodSpec) -> &'static str {
     "Burstable"
 }
 
-/// What upstream's pod strategy sets on create: phase `Pending` and the QoS class (the status a
-/// client sent is gone by then).
+/// What upstream's pod strategy sets on create: phase `Pending`, the QoS class, and for a pod
+/// with scheduling gates a `PodScheduled=False` condition saying so (the status a client sent
+/// is gone by then).
 pub fn prepare_pod_for_create(pod: &mut Pod) {
-    let qos = pod_qos_class(&pod.spec.clone().unwrap_or_default());
+    let spec = pod.spec.clone().unwrap_or_default();
+    let gated = spec
+        .scheduling_gates
+        .as_ref()
+        .is_some_and(|gates| !gates.is_empty());
     pod.status = Some(PodStatus {
         phase: Some("Pending".to_owned()),
-        qos_class: Some(qos.to_owned()),
+        qos_class: Some(pod_qos_class(&spec).to_owned()),
+        conditions: gated.then(|| {
+            vec![PodCondition {
+                type_: "PodScheduled".to_owned(),
+                status: "False".to_owned(),
+                reason: Some("SchedulingGated".to_owned()),
+                message: Some("Scheduling is blocked due to non-empty scheduling gates".to_owned()),
+                last_transition_time: Some(super::now()),
+                ..Default::default()
+            }]
+        }),
         ..Default::default()
     });
 }
@@ -719,5 +734,36 @@ mod tests {
                 .allocated_resources_status
                 .is_none()
         );
+    }
+
+    #[test]
+    fn new_pods_are_pending_with_their_qos_and_gated_ones_say_so() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "spec": {"containers": [{"name": "c", "image": "i"}],
+                     "schedulingGates": [{"name": "example.com/quota"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        prepare_pod_for_create(&mut pod);
+        let status = serde_json::to_value(pod.status.unwrap_or_default()).unwrap_or_default();
+        assert_eq!(status["phase"], "Pending");
+        assert_eq!(status["qosClass"], "BestEffort");
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        assert_eq!(conditions.len(), 1, "{conditions:?}");
+        assert_eq!(conditions[0]["type"], "PodScheduled");
+        assert_eq!(conditions[0]["status"], "False");
+        assert_eq!(conditions[0]["reason"], "SchedulingGated");
+        assert_eq!(
+            conditions[0]["message"],
+            "Scheduling is blocked due to non-empty scheduling gates"
+        );
+        assert!(conditions[0]["lastTransitionTime"].is_string());
+
+        let mut ungated: Pod = serde_json::from_value(json!({
+            "spec": {"containers": [{"name": "c", "image": "i"}], "schedulingGates": []}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        prepare_pod_for_create(&mut ungated);
+        assert!(ungated.status.unwrap_or_default().conditions.is_none());
     }
 }
