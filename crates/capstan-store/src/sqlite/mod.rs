@@ -235,6 +235,10 @@ impl SqliteBackend {
         })?;
 
         let conn = Connection::open(&path).map_err(|e| sqlite_error("cannot open", &path, e))?;
+        // The writer checkpoints the WAL every 4,000 pages (32 MiB) rather than SQLite's usual
+        // 1,000: a checkpoint holds every write while it runs, and at 1,000 pages about one
+        // create in ten waited behind one (API creates at 32 clients, p99: 16-17 ms at 1,000
+        // pages, 13-14 ms at 4,000). The price is a rarer and longer wait, up to ~0.2 s.
         conn.execute_batch(
             "PRAGMA page_size = 8192;
              PRAGMA auto_vacuum = INCREMENTAL;
@@ -242,6 +246,7 @@ impl SqliteBackend {
              PRAGMA synchronous = FULL;
              PRAGMA busy_timeout = 10000;
              PRAGMA journal_size_limit = 67108864;
+             PRAGMA wal_autocheckpoint = 4000;
              PRAGMA cache_size = -65536;",
         )
         .and_then(|()| conn.execute_batch(SCHEMA))
