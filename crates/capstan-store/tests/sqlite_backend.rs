@@ -156,14 +156,20 @@ async fn compaction_purges_history_and_shrinks_the_file() {
     let listed = store.list(&ListOptions::prefix("/churn/")).await.unwrap();
     assert_eq!(listed.kvs.len(), KEYS);
     for kv in &listed.kvs {
-        assert!(kv.value.ends_with(value.as_bytes()), "{} lost its value", kv.key);
+        assert!(
+            kv.value.ends_with(value.as_bytes()),
+            "{} lost its value",
+            kv.key
+        );
     }
     // A kept row goes once its key changes again.
     let rows = log_rows(&path);
-    store
-        .update_or_create_for_test("/churn/0", "changed")
-        .await;
-    assert_eq!(log_rows(&path), rows, "the superseded value's row was not dropped");
+    store.update_or_create_for_test("/churn/0", "changed").await;
+    assert_eq!(
+        log_rows(&path),
+        rows,
+        "the superseded value's row was not dropped"
+    );
     assert_eq!(
         &store.get("/churn/0", None).await.unwrap().kv.unwrap().value[..],
         b"changed"
@@ -219,9 +225,15 @@ async fn databases_without_expiry_are_migrated() {
     }
     let store = open(&path).await;
     let old = store.get("/old", None).await.unwrap().kv.unwrap();
-    assert_eq!((&old.value[..], old.create_revision, old.mod_revision), (&b"kept"[..], 2, 3));
+    assert_eq!(
+        (&old.value[..], old.create_revision, old.mod_revision),
+        (&b"kept"[..], 2, 3)
+    );
     let purged = store.get("/purged", None).await.unwrap().kv.unwrap();
-    assert_eq!((&purged.value[..], purged.mod_revision), (&b"compacted"[..], 1));
+    assert_eq!(
+        (&purged.value[..], purged.mod_revision),
+        (&b"compacted"[..], 1)
+    );
     let at_2 = store.get("/old", Some(2)).await.unwrap().kv.unwrap();
     assert_eq!(&at_2.value[..], b"first", "history survives the migration");
     let listed = store.list(&ListOptions::prefix("/")).await.unwrap();

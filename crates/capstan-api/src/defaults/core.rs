@@ -400,7 +400,8 @@ mod tests {
         assert!(status.message.is_none());
         assert!(status.last_phase_transition_time.is_some());
 
-        let old = pv(json!({"phase": "Pending", "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}));
+        let old =
+            pv(json!({"phase": "Pending", "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}));
         let time = |pv: &PersistentVolume| {
             serde_json::to_value(pv.status.clone().unwrap_or_default())
                 .unwrap_or_default()["lastPhaseTransitionTime"]
@@ -418,10 +419,14 @@ mod tests {
             let mut moved = pv(status);
             prepare_persistent_volume_status_update(&mut moved, &old);
             let now = time(&moved);
-            assert!(now.as_str().is_some_and(|t| t > "2020-01-01T00:00:00Z"), "{now}");
+            assert!(
+                now.as_str().is_some_and(|t| t > "2020-01-01T00:00:00Z"),
+                "{now}"
+            );
         }
         // A new phase with a time of the writer's own keeps that time.
-        let mut given = pv(json!({"phase": "Available", "lastPhaseTransitionTime": "2021-05-05T00:00:00Z"}));
+        let mut given =
+            pv(json!({"phase": "Available", "lastPhaseTransitionTime": "2021-05-05T00:00:00Z"}));
         prepare_persistent_volume_status_update(&mut given, &old);
         assert_eq!(time(&given), "2021-05-05T00:00:00Z");
     }

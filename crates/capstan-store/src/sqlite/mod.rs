@@ -159,7 +159,6 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
-
 /// How often expired keys are looked for.
 const EXPIRY_INTERVAL: Duration = Duration::from_millis(500);
 

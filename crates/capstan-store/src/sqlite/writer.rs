@@ -384,11 +384,7 @@ fn delete(
 /// Drops the log row of a value that was current until now if compaction has passed it: the
 /// purge kept it for as long as it was current, and nothing at or after the compacted revision
 /// reads it (the new row holds it as the previous value).
-fn superseded(
-    tx: &Transaction<'_>,
-    state: &BatchState,
-    prev: &KeyValue,
-) -> rusqlite::Result<()> {
+fn superseded(tx: &Transaction<'_>, state: &BatchState, prev: &KeyValue) -> rusqlite::Result<()> {
     if prev.mod_revision < state.compacted {
         tx.prepare_cached("DELETE FROM log WHERE rev = ?1")?
             .execute(params![prev.mod_revision])?;
