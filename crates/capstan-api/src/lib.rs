@@ -37,6 +37,20 @@ pub fn kubernetes_version() -> String {
     format!("v1.{KUBERNETES_MINOR}.0")
 }
 
+/// The SHA-512 of `bytes` in upper-case hex: the hash upstream puts in the ETags of discovery
+/// and of OpenAPI v3 documents.
+pub fn sha512_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
+    digest
+        .as_ref()
+        .iter()
+        .fold(String::with_capacity(128), |mut out, byte| {
+            let _ = write!(out, "{byte:02X}");
+            out
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

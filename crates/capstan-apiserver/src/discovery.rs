@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::status::ApiError;
+use capstan_api::sha512_hex;
 
 /// `/api`: the core group's versions.
 fn api_versions(server_address: &str) -> Value {
@@ -318,18 +319,6 @@ impl Aggregated {
     }
 }
 
-fn sha512_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
-    digest
-        .as_ref()
-        .iter()
-        .fold(String::with_capacity(128), |mut out, byte| {
-            let _ = write!(out, "{byte:02X}");
-            out
-        })
-}
-
 /// The encodings discovery documents are written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
@@ -603,16 +592,7 @@ mod tests {
             .unwrap_or_else(|| panic!("no {key} {name} in {list}"))
     }
 
-    const ALL: [&str; 8] = [
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    ];
+    const ALL: &[&str] = capstan_api::catalog::ALL_VERBS;
 
     #[tokio::test]
     async fn apis_lists_named_groups_with_deployments_as_upstream_writes_them() {

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use crate::sha512_hex;
 use definitions::{Definitions, sorted};
 
 /// The media types a client asks for the protobuf form of the v2 document ([`v2_protobuf`])
@@ -128,18 +129,6 @@ fn build() -> Documents {
         v2_protobuf,
         stats,
     }
-}
-
-fn sha512_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
-    digest
-        .as_ref()
-        .iter()
-        .fold(String::with_capacity(128), |mut out, byte| {
-            let _ = write!(out, "{byte:02X}");
-            out
-        })
 }
 
 /// The path of the v3 document of a group-version: `api/v1`, `apis/apps/v1`.
