@@ -1,7 +1,8 @@
 //! The watch caches: one storage watch over the whole registry feeds, for every resource, the
 //! current state of each object and a window of recent events. They serve watches and reads
-//! without touching the store. Each object is decoded and serialised once, when its event
-//! arrives, and the bytes are shared by every reader and watcher that receives it.
+//! without touching the store. Each object's JSON is made once, when its event arrives (the
+//! stored bytes with `resourceVersion` put in and `kind` first, without decoding the object),
+//! and the bytes are shared by every reader and watcher that receives it.
 //!
 //! Because one watch sees every revision of the registry in order, the caches know how far they
 //! have caught up with the store as a whole (their *progress*), not only with their own kind. A
