@@ -11,6 +11,7 @@
 
 pub use k8s_openapi;
 
+pub mod apply;
 pub mod catalog;
 pub mod defaults;
 mod duration;

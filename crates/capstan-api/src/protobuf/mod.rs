@@ -15,7 +15,7 @@
 //! the canonical form; Capstan's JSON path sees the same string either way).
 
 mod gotime;
-mod model;
+pub(crate) mod model;
 mod render;
 #[rustfmt::skip]
 mod schema;

@@ -119,8 +119,12 @@ pub(crate) fn message(index: u16) -> Option<&'static Message> {
     MESSAGES.get(usize::from(index))
 }
 
+/// Every message, sorted by name (indices are those of [`Ty::M`]).
+pub(crate) fn messages() -> &'static [Message] {
+    MESSAGES
+}
+
 /// The message with the full proto name `name`.
-#[cfg(test)]
 pub(crate) fn message_by_name(name: &str) -> Option<u16> {
     let i = MESSAGES.binary_search_by(|m| m.name.cmp(name)).ok()?;
     u16::try_from(i).ok()
