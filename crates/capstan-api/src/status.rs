@@ -143,6 +143,29 @@ impl StatusError {
         )
     }
 
+    /// 409: a server-side apply would change fields other managers own; one
+    /// `FieldManagerConflict` cause per (field, "conflict with ...") pair.
+    pub fn apply_conflict(message: &str, causes: &[(String, String)]) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            message.to_owned(),
+            Some(StatusDetails {
+                causes: Some(
+                    causes
+                        .iter()
+                        .map(|(field, message)| StatusCause {
+                            field: Some(field.clone()),
+                            message: Some(message.clone()),
+                            reason: Some("FieldManagerConflict".to_owned()),
+                        })
+                        .collect(),
+                ),
+                ..StatusDetails::default()
+            }),
+        )
+    }
+
     /// The message of a conflict caused by a stale `resourceVersion`.
     pub const OBJECT_MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
 

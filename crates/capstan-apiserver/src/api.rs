@@ -119,7 +119,75 @@ impl Query {
             dry_run: self.dry_run()?,
             field_validation: self.field_validation()?,
             source: Source::Opaque,
+            writer: None,
+            force_allow_create: false,
         })
+    }
+
+    /// The options of a create, update or patch, with the field manager that records it:
+    /// `fieldManager` (at most 128 printable characters; required for an apply), or else the
+    /// `User-Agent` up to its first `/`. `options_kind` names the options type in errors
+    /// (`CreateOptions`, `UpdateOptions`, `PatchOptions`); `apply` is set for patches.
+    fn recorded_write_options(
+        &self,
+        headers: &HeaderMap,
+        options_kind: &str,
+        apply: Option<bool>,
+    ) -> Result<WriteOptions, ApiError> {
+        use capstan_api::field::{FieldError, Path};
+        let mut options = self.write_options()?;
+        let manager = self.get("fieldManager").unwrap_or_default();
+        let path = Path::new("fieldManager");
+        let mut errors = Vec::new();
+        match apply {
+            Some(true) if manager.is_empty() => {
+                errors.push(FieldError::required(&path, "is required for apply patch"));
+            }
+            Some(false) if self.get("force").is_some() => {
+                errors.push(FieldError::forbidden(
+                    &Path::new("force"),
+                    "may not be specified for non-apply patch",
+                ));
+            }
+            _ => {}
+        }
+        if manager.len() > 128 {
+            errors.push(FieldError::too_long(&path, 128));
+        }
+        for (i, c) in manager.chars().enumerate() {
+            if c.is_control() {
+                errors.push(FieldError::invalid(
+                    &path,
+                    manager,
+                    &format!("invalid character U+{:04X} (at position {i})", u32::from(c)),
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(StatusError::invalid("meta.k8s.io", options_kind, "", &errors).into());
+        }
+        let manager = if manager.is_empty() {
+            let agent = headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let prefix = agent.split('/').next().unwrap_or_default();
+            let mut out = String::new();
+            for c in prefix.chars().filter(|c| !c.is_control()) {
+                if out.len() + c.len_utf8() > 128 {
+                    break;
+                }
+                out.push(c);
+            }
+            out
+        } else {
+            manager.to_owned()
+        };
+        options.writer = Some(crate::fields::Writer {
+            manager,
+            force: self.flag("force"),
+        });
+        Ok(options)
     }
 
     fn selectors(&self) -> Result<Selectors, ApiError> {
@@ -427,7 +495,12 @@ impl Api {
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
             ("update" | "patch", Some("scale")) => {
-                let options = query.write_options()?;
+                let options = if verb == "update" {
+                    query.recorded_write_options(request.headers(), "UpdateOptions", None)?
+                } else {
+                    let apply = crate::patch::is_apply(content_type.as_deref());
+                    query.recorded_write_options(request.headers(), "PatchOptions", Some(apply))?
+                };
                 let bytes = read_bytes(request.into_body()).await?;
                 let change = if verb == "update" {
                     crate::scale::ScaleChange::Replace(parse_document(
@@ -499,7 +572,8 @@ impl Api {
                 if request.method() != Method::POST {
                     return Err(ApiError::not_found());
                 }
-                let mut options = query.write_options()?;
+                let mut options =
+                    query.recorded_write_options(request.headers(), "CreateOptions", None)?;
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
@@ -528,7 +602,8 @@ impl Api {
                 )
             }
             ("update", None | Some("status" | "finalize")) => {
-                let mut options = query.write_options()?;
+                let mut options =
+                    query.recorded_write_options(request.headers(), "UpdateOptions", None)?;
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
@@ -562,16 +637,25 @@ impl Api {
                 written_response(resource, written, output, &query)
             }
             ("patch", None | Some("status")) => {
-                let options = query.write_options()?;
-                let bytes = read_bytes(request.into_body()).await?;
                 let ct = content_type.as_deref();
+                let apply = crate::patch::is_apply(ct);
+                let options =
+                    query.recorded_write_options(request.headers(), "PatchOptions", Some(apply))?;
+                if apply
+                    && let Some(ns) = namespace.filter(|_| subresource.is_none())
+                    && registry.read(namespace, name, Some("0")).await.is_err()
+                {
+                    // An apply may create the object: the namespace must accept content.
+                    self.admit_namespace(ns, resource, name).await?;
+                }
+                let bytes = read_bytes(request.into_body()).await?;
                 let written = match (resource.kind, namespace, subresource) {
                     // A patch may change a service's type: its addresses are admitted too.
                     ("Service", Some(ns), None) if resource.group.is_empty() => {
                         self.services
                             .admit_patch(&registry, ns, name, async |used| {
-                                let admit = |svc: &mut Value, old: &Value| {
-                                    self.services.assign(svc, Some(old), used)
+                                let admit = |svc: &mut Value, old: Option<&Value>| {
+                                    self.services.assign(svc, old, used)
                                 };
                                 let body = crate::patch::PatchBody {
                                     content_type: ct,

@@ -1433,3 +1433,282 @@ async fn service_and_namespace_status_and_finalize() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(h.get(&format!("{namespaces}/gone")).await.0, 404);
 }
+
+// Server-side apply and managedFields.
+
+const APPLY: &str = "application/apply-patch+yaml";
+
+fn entries(object: &Value) -> Vec<(String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|e| {
+                    (
+                        e["manager"].as_str().unwrap_or_default().to_owned(),
+                        e["operation"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn fields_of<'a>(object: &'a Value, manager: &str) -> &'a Value {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|list| list.iter().find(|e| e["manager"] == manager))
+        .map_or(&Value::Null, |e| &e["fieldsV1"])
+}
+
+#[tokio::test]
+async fn creates_and_updates_record_their_managers() {
+    let h = Harness::new().await;
+    let (code, created) = h
+        .post(
+            &format!("{CMS}?fieldManager=creator"),
+            cm("owned", json!({"a": "1"})),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(entries(&created), [("creator".into(), "Update".into())]);
+    assert_eq!(
+        fields_of(&created, "creator"),
+        &json!({"f:data": {".": {}, "f:a": {}}})
+    );
+    // Without fieldManager, the User-Agent's product names the manager.
+    let (code, patched) = h
+        .patch(
+            &format!("{CMS}/owned"),
+            "application/merge-patch+json",
+            json!({"data": {"b": "2"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(
+        entries(&patched),
+        [
+            ("creator".into(), "Update".into()),
+            (String::new(), "Update".into())
+        ]
+        .iter()
+        .map(|(m, o): &(String, String)| (
+            if m.is_empty() {
+                "unknown".into()
+            } else {
+                m.clone()
+            },
+            o.clone()
+        ))
+        .collect::<Vec<_>>()
+    );
+    // A write that changes nothing changes no entry and takes no revision.
+    let (code, again) = h
+        .patch(
+            &format!("{CMS}/owned?fieldManager=other"),
+            "application/merge-patch+json",
+            json!({"data": {"b": "2"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(rv(&again), rv(&patched));
+    // managedFields: [{}] clears them.
+    let mut body = again.clone();
+    body["metadata"]["managedFields"] = json!([{}]);
+    let (code, cleared) = h.put(&format!("{CMS}/owned"), body).await;
+    assert_eq!(code, 200, "{cleared}");
+    assert!(
+        cleared["metadata"].get("managedFields").is_none(),
+        "{cleared}"
+    );
+}
+
+#[tokio::test]
+async fn apply_creates_shares_conflicts_and_forces() {
+    let h = Harness::new().await;
+    let uri = |manager: &str, force: bool| {
+        format!(
+            "{CMS}/shared?fieldManager={manager}{}",
+            if force { "&force=true" } else { "" }
+        )
+    };
+    let config = |data: Value| cm("shared", data);
+    let (code, created) = h
+        .patch(
+            &uri("alice", false),
+            APPLY,
+            config(json!({"a": "1", "b": "1"})),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(entries(&created), [("alice".into(), "Apply".into())]);
+    assert_eq!(
+        fields_of(&created, "alice"),
+        &json!({"f:data": {"f:a": {}, "f:b": {}}})
+    );
+    // Applying the same configuration again is a no-op.
+    let (code, same) = h
+        .patch(
+            &uri("alice", false),
+            APPLY,
+            config(json!({"a": "1", "b": "1"})),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(rv(&same), rv(&created));
+    // Bob applies the same value of "a": shared ownership, no conflict.
+    let (code, shared) = h
+        .patch(&uri("bob", false), APPLY, config(json!({"a": "1"})))
+        .await;
+    assert_eq!(code, 200, "{shared}");
+    assert_eq!(fields_of(&shared, "bob"), &json!({"f:data": {"f:a": {}}}));
+    // Bob applies a different value of "b": 409 naming alice and the field.
+    let (code, status) = h
+        .patch(
+            &uri("bob", false),
+            APPLY,
+            config(json!({"a": "1", "b": "2"})),
+        )
+        .await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(status["reason"], "Conflict");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"alice\": .data.b"
+    );
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"alice\"", "field": ".data.b"}])
+    );
+    // Forced, bob takes "b".
+    let (code, forced) = h
+        .patch(
+            &uri("bob", true),
+            APPLY,
+            config(json!({"a": "1", "b": "2"})),
+        )
+        .await;
+    assert_eq!(code, 200, "{forced}");
+    assert_eq!(forced["data"], json!({"a": "1", "b": "2"}));
+    assert_eq!(fields_of(&forced, "alice"), &json!({"f:data": {"f:a": {}}}));
+    // Alice stops applying "a": bob still owns it, so it stays. (Applying `data: {}` would
+    // make her the owner of the map itself, as upstream.)
+    let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}});
+    let (code, kept) = h.patch(&uri("alice", false), APPLY, bare).await;
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["data"], json!({"a": "1", "b": "2"}));
+    assert!(fields_of(&kept, "alice").is_null(), "{kept}");
+    // Bob stops applying "b": nobody else owns it, so it goes.
+    let (code, dropped) = h
+        .patch(&uri("bob", false), APPLY, config(json!({"a": "1"})))
+        .await;
+    assert_eq!(code, 200, "{dropped}");
+    assert_eq!(dropped["data"], json!({"a": "1"}));
+}
+
+#[tokio::test]
+async fn apply_merges_keyed_lists_and_reports_bad_configurations() {
+    let h = Harness::new().await;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let deployment = |containers: Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": containers}}}})
+    };
+    let (code, created) = h
+        .patch(
+            &format!("{deployments}/web?fieldManager=base"),
+            APPLY,
+            deployment(json!([{"name": "app", "image": "app:1"}])),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    // Defaults apply to the result.
+    assert_eq!(created["spec"]["replicas"], 1);
+    // A second manager adds a sidecar to the keyed list without touching "app".
+    let (code, both) = h
+        .patch(
+            &format!("{deployments}/web?fieldManager=sidecar"),
+            APPLY,
+            deployment(json!([{"name": "log", "image": "log:1"}])),
+        )
+        .await;
+    assert_eq!(code, 200, "{both}");
+    let names: Vec<&str> = both["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app", "log"]);
+    // Scaling through /scale records an Update entry for the scale subresource.
+    let (code, _) = h
+        .patch(
+            &format!("{deployments}/web/scale?fieldManager=scaler"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (_, scaled) = h.get(&format!("{deployments}/web")).await;
+    let entry = scaled["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "scaler")
+        .unwrap()
+        .clone();
+    assert_eq!(entry["subresource"], "scale");
+    assert_eq!(entry["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+    // Errors, in upstream's shapes.
+    let (code, status) = h
+        .patch(&format!("{CMS}/x"), APPLY, cm("x", json!({})))
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
+    let (code, status) = h
+        .patch(
+            &format!("{CMS}/x?fieldManager=m"),
+            APPLY,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["message"], "invalid object type: /v1, Kind=Secret");
+    let (code, status) = h
+        .patch(
+            &format!("{CMS}/x?fieldManager=m"),
+            APPLY,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "spec": 1}),
+        )
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        "failed to create typed patch object (/x; /v1, Kind=ConfigMap): .spec: field not declared in schema"
+    );
+    let (code, status) = h
+        .patch(
+            &format!("{CMS}/x?fieldManager=m&force=true"),
+            "application/merge-patch+json",
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    // YAML configurations are read too.
+    let (code, created, _) = h
+        .send(
+            "PATCH",
+            &format!("{CMS}/yaml?fieldManager=m"),
+            APPLY,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml\ndata:\n  k: v\n",
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["data"]["k"], "v");
+}

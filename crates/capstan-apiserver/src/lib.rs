@@ -14,6 +14,7 @@
 mod api;
 mod auth;
 mod discovery;
+mod fields;
 mod health;
 mod kubeconfig;
 mod lifecycle;

@@ -13,17 +13,25 @@ use crate::strict::{self, Problem};
 
 /// The patch formats a PATCH request may carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PatchType {
+pub(crate) enum PatchType {
     Json,
     Merge,
     Strategic,
+    /// Server-side apply: a YAML or JSON configuration.
+    Apply,
 }
 
 const ACCEPTED: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
 ];
+
+/// Whether a `Content-Type` is server-side apply's.
+pub(crate) fn is_apply(content_type: Option<&str>) -> bool {
+    matches!(patch_type(content_type), Ok(PatchType::Apply))
+}
 
 fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
     let mime = content_type
@@ -36,6 +44,7 @@ fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/merge-patch+json" => Ok(PatchType::Merge),
         "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+        "application/apply-patch+yaml" => Ok(PatchType::Apply),
         _ => Err(StatusError::unsupported_media_type(ACCEPTED).into()),
     }
 }
@@ -47,6 +56,9 @@ pub(crate) fn apply_to_scale(
     body: &[u8],
 ) -> Result<Value, ApiError> {
     let kind = patch_type(content_type)?;
+    if kind == PatchType::Apply {
+        return Err(StatusError::unsupported_media_type(&ACCEPTED[..3]).into());
+    }
     let patch = decode_patch(kind, body)?;
     match kind {
         PatchType::Strategic => {
@@ -61,6 +73,20 @@ pub(crate) fn apply_to_scale(
 
 /// Parses a patch body and checks its shape for its type.
 fn decode_patch(kind: PatchType, body: &[u8]) -> Result<Value, ApiError> {
+    if kind == PatchType::Apply {
+        let config: Value = serde_saphyr::from_slice(body).map_err(|e| {
+            ApiError::from(StatusError::bad_request(&format!(
+                "error decoding patch: {e}"
+            )))
+        })?;
+        if !config.is_object() {
+            return Err(StatusError::bad_request(
+                "error decoding patch: the configuration must be an object",
+            )
+            .into());
+        }
+        return Ok(config);
+    }
     let patch: Value = serde_json::from_slice(body).map_err(|e| {
         ApiError::from(StatusError::bad_request(&format!(
             "error decoding patch: {e}"
@@ -112,7 +138,7 @@ fn apply(
 
 /// A check run on the patched object (with the stored one) before it is written, such as the
 /// service address admission.
-pub(crate) type Admit<'a> = &'a (dyn Fn(&mut Value, &Value) -> Result<(), ApiError> + Sync);
+pub(crate) type Admit<'a> = &'a (dyn Fn(&mut Value, Option<&Value>) -> Result<(), ApiError> + Sync);
 
 /// A PATCH body and its content type.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +164,7 @@ fn patch_problems(kind: PatchType, body: &[u8], validation: FieldValidation) -> 
             .iter()
             .map(Problem::to_string)
             .collect(),
+        PatchType::Apply => Vec::new(),
     }
 }
 
@@ -210,6 +237,22 @@ pub(crate) async fn patch(
         })
         .transpose()?;
     let key = registry.resource.storage_key(namespace, name);
+    if kind == PatchType::Apply {
+        return apply_configuration(
+            registry,
+            ApplyTarget {
+                key: &key,
+                namespace,
+                name,
+                subresource,
+                pinned,
+            },
+            &patch,
+            options,
+            admit,
+        )
+        .await;
+    }
     let mut warnings = Vec::new();
     let mut written = registry
         .guaranteed_update(&key, name, pinned, subresource, options, |old| {
@@ -244,10 +287,74 @@ pub(crate) async fn patch(
                 &mut warnings,
             )?;
             if let Some(admit) = admit {
-                admit(&mut decoded, old)?;
+                admit(&mut decoded, Some(old))?;
             }
             Ok(decoded)
         })
+        .await?;
+    written.warnings = warnings;
+    Ok(written)
+}
+
+/// Where an apply goes.
+struct ApplyTarget<'a> {
+    key: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    subresource: Option<&'a str>,
+    pinned: Option<capstan_store::Revision>,
+}
+
+/// Server-side apply of `config`, creating the object when it does not exist.
+async fn apply_configuration(
+    registry: &Registry,
+    target: ApplyTarget<'_>,
+    config: &Value,
+    options: &WriteOptions,
+    admit: Option<Admit<'_>>,
+) -> Result<Written, ApiError> {
+    let writer = options.writer.clone().unwrap_or_default();
+    let name = target.name;
+    let endpoint = registry.endpoint(target.subresource);
+    // The apply records itself; the update loop must not record it again.
+    let inner = WriteOptions {
+        writer: None,
+        force_allow_create: true,
+        ..options.clone()
+    };
+    let mut warnings = Vec::new();
+    let mut written = registry
+        .guaranteed_update(
+            target.key,
+            name,
+            target.pinned,
+            target.subresource,
+            &inner,
+            |old| {
+                let mut applied = endpoint.apply(old, config, &writer)?;
+                registry.check_namespace(&mut applied, target.namespace)?;
+                if meta_str(&applied, "name") != name {
+                    return Err(StatusError::bad_request(&format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        meta_str(&applied, "name")
+                    ))
+                    .into());
+                }
+                warnings.clear();
+                let (mut decoded, unknown) = registry.decode_patched(&mut applied)?;
+                report(
+                    options.field_validation,
+                    &[],
+                    &unknown,
+                    || applied.to_string(),
+                    &mut warnings,
+                )?;
+                if let Some(admit) = admit {
+                    admit(&mut decoded, old)?;
+                }
+                Ok(decoded)
+            },
+        )
         .await?;
     written.warnings = warnings;
     Ok(written)

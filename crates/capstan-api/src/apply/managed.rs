@@ -322,18 +322,66 @@ impl Conflicts {
         )
     }
 
-    /// The `Status` details causes: one `FieldManagerConflict` per field.
-    pub fn causes(&self) -> Vec<Value> {
+    /// The `Status` causes: (field, message) for each conflicting field.
+    pub fn causes(&self) -> Vec<(String, String)> {
         self.0
             .iter()
             .map(|(manager, path)| {
-                json!({
-                    "reason": "FieldManagerConflict",
-                    "message": format!("conflict with {}", manager.describe()),
-                    "field": path_text(path),
-                })
+                (
+                    path_text(path),
+                    format!("conflict with {}", manager.describe()),
+                )
             })
             .collect()
+    }
+}
+
+/// Merges the oldest Update entries beyond `max` into one `ancient-changes` entry per API
+/// version, as upstream caps them.
+pub fn cap_update_managers(managed: &mut Managed, max: usize) {
+    let mut updaters: Vec<(Manager, Option<String>)> = managed
+        .iter()
+        .filter(|(m, _)| m.operation == Operation::Update)
+        .map(|(m, o)| (m.clone(), o.time.clone()))
+        .collect();
+    if updaters.len() <= max {
+        return;
+    }
+    updaters.sort_by(|(a, ta), (b, tb)| {
+        ta.clone()
+            .unwrap_or_default()
+            .cmp(&tb.clone().unwrap_or_default())
+            .then_with(|| a.cmp(b))
+    });
+    let mut count = updaters.len();
+    let mut first_by_version: BTreeMap<String, Manager> = BTreeMap::new();
+    for (manager, time) in updaters {
+        if count <= max {
+            break;
+        }
+        let Some(owned) = managed.get(&manager).cloned() else {
+            continue;
+        };
+        let version = owned.api_version.clone();
+        let bucket = Manager::new("ancient-changes", Operation::Update, &version, "");
+        match first_by_version.get(&version) {
+            Some(first) => {
+                if !managed.contains_key(&bucket)
+                    && let Some(first_owned) = managed.remove(first)
+                {
+                    managed.insert(bucket.clone(), first_owned);
+                }
+                if let Some(entry) = managed.get_mut(&bucket) {
+                    entry.set.union_in_place(&owned.set);
+                    entry.time = time;
+                }
+                managed.remove(&manager);
+                count -= 1;
+            }
+            None => {
+                first_by_version.insert(version, manager);
+            }
+        }
     }
 }
 

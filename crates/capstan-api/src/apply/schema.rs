@@ -106,6 +106,14 @@ fn build() -> Tables {
         collect_fields(message, &lists, &atomic_maps, &mut info.fields, 0);
         structs.push(info);
     }
+    // Top-level kinds carry `apiVersion` and `kind` (Go's inline TypeMeta, which protobuf
+    // leaves to its envelope).
+    for (_, _, index) in model::kinds() {
+        if let Some(info) = structs.get_mut(usize::from(*index)) {
+            info.fields.insert("apiVersion", Type::Scalar);
+            info.fields.insert("kind", Type::Scalar);
+        }
+    }
     let defaults = KEY_DEFAULTS
         .iter()
         .filter_map(|(m, _, json, value)| {

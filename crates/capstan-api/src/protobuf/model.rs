@@ -119,6 +119,11 @@ pub(crate) fn message(index: u16) -> Option<&'static Message> {
     MESSAGES.get(usize::from(index))
 }
 
+/// Every (apiVersion, kind, message) of the top-level types.
+pub(crate) fn kinds() -> &'static [(&'static str, &'static str, u16)] {
+    KINDS
+}
+
 /// Every message, sorted by name (indices are those of [`Ty::M`]).
 pub(crate) fn messages() -> &'static [Message] {
     MESSAGES

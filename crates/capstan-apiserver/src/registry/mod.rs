@@ -55,6 +55,12 @@ pub(crate) struct WriteOptions {
     /// The body's document, for the repeated fields and the order of the problems
     /// `fieldValidation` reports.
     pub source: Source,
+    /// The field manager recording this write in `managedFields` (`None`: not recorded, as for
+    /// the server's own writes and for applies, which record themselves).
+    pub writer: Option<crate::fields::Writer>,
+    /// Create the object when it does not exist even where the kind does not allow create on
+    /// update (server-side apply).
+    pub force_allow_create: bool,
 }
 
 /// Options of a delete.
@@ -162,6 +168,16 @@ impl Registry {
         &self.store
     }
 
+    /// The field manager's view of one of this resource's endpoints.
+    pub(crate) fn endpoint<'a>(&self, subresource: Option<&'a str>) -> crate::fields::Endpoint<'a> {
+        crate::fields::Endpoint {
+            resource: self.resource,
+            subresource,
+            status_subresource: self.strategy.status_policy()
+                == strategy::StatusPolicy::Subresource,
+        }
+    }
+
     fn group_resource(&self) -> GroupResource<'static> {
         GroupResource::new(self.resource.group, self.resource.plural)
     }
@@ -251,7 +267,11 @@ impl Registry {
     }
 
     /// Checks and fills in the namespace of a body against the request's.
-    fn check_namespace(&self, object: &mut Value, namespace: Option<&str>) -> Result<(), ApiError> {
+    pub(crate) fn check_namespace(
+        &self,
+        object: &mut Value,
+        namespace: Option<&str>,
+    ) -> Result<(), ApiError> {
         let in_body = meta_str(object, "namespace").to_owned();
         if self.resource.namespaced {
             let ns = namespace.unwrap_or_default();
@@ -422,6 +442,10 @@ impl Registry {
             &options.source,
             &mut warnings,
         )?;
+        if let Some(writer) = &options.writer {
+            self.endpoint(None)
+                .update(None, &mut object, &writer.manager);
+        }
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
             if !prefix.is_empty() {
@@ -594,6 +618,10 @@ impl Registry {
             }
             let mut new = modify(Some(&old))?;
             self.check_type(&mut new)?;
+            if let Some(writer) = &options.writer {
+                self.endpoint(subresource)
+                    .update(Some(&old), &mut new, &writer.manager);
+            }
             self.prepare_update(&mut new, &old, subresource);
             let errors = self.strategy.validate_update(&new, &old, subresource);
             if !errors.is_empty() {
@@ -671,10 +699,15 @@ impl Registry {
     where
         F: FnMut(Option<&Value>) -> Result<Value, ApiError>,
     {
-        if !main_endpoint || !self.strategy.allow_create_on_update() || expected.is_some() {
+        let allowed = self.strategy.allow_create_on_update() || options.force_allow_create;
+        if !main_endpoint || !allowed || expected.is_some() {
             return Err(StatusError::not_found(self.group_resource(), name).into());
         }
         let mut object = modify(None)?;
+        if let Some(writer) = &options.writer {
+            self.endpoint(None)
+                .update(None, &mut object, &writer.manager);
+        }
         self.prepare_new(&mut object);
         let errors = self.validate_new(&object);
         if !errors.is_empty() {
