@@ -491,6 +491,93 @@ async fn streaming_list_events(cms: &Api<ConfigMap>) {
     assert!(!bookmark.metadata.resource_version.is_empty());
 }
 
+/// Server-side apply through `Patch::Apply`, as controllers use it: create, re-apply, take a
+/// field from another manager with `force`, drop a field, and a conflict as a 409.
+async fn server_side_apply(client: &Client) {
+    let ns = "kube-rs-apply";
+    create_namespace(client, ns).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let desired = |image: &str, replicas: Option<i32>| {
+        let mut spec = json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]}}
+        });
+        if let Some(replicas) = replicas {
+            spec["replicas"] = replicas.into();
+        }
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"}, "spec": spec})
+    };
+    let operator = PatchParams::apply("web-operator");
+    let created = deployments
+        .patch("web", &operator, &Patch::Apply(desired("web:1", Some(2))))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.as_ref().unwrap().replicas, Some(2));
+    let managers: Vec<(String, String)> = created
+        .managed_fields()
+        .iter()
+        .map(|e| {
+            (
+                e.manager.clone().unwrap_or_default(),
+                e.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(managers, [("web-operator".to_owned(), "Apply".to_owned())]);
+    // Re-applying the same configuration writes nothing.
+    let again = deployments
+        .patch("web", &operator, &Patch::Apply(desired("web:1", Some(2))))
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), created.resource_version());
+    // Another manager scales with a strategic merge patch; the operator's next apply of a
+    // different replica count conflicts, and wins with force.
+    deployments
+        .patch(
+            "web",
+            &PatchParams {
+                field_manager: Some("autoscaler".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Strategic(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    let conflict = deployments
+        .patch("web", &operator, &Patch::Apply(desired("web:2", Some(3))))
+        .await;
+    let Err(kube::Error::Api(status)) = conflict else {
+        panic!("expected a conflict, got {conflict:?}");
+    };
+    let message = status.message;
+    assert_eq!(status.code, 409, "{message}");
+    assert!(
+        message.contains("\"autoscaler\" using apps/v1: .spec.replicas"),
+        "{message}"
+    );
+    let forced = deployments
+        .patch(
+            "web",
+            &operator.clone().force(),
+            &Patch::Apply(desired("web:2", Some(3))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.spec.as_ref().unwrap().replicas, Some(3));
+    // Dropping replicas from the configuration gives it up; the default comes back.
+    let dropped = deployments
+        .patch("web", &operator, &Patch::Apply(desired("web:2", None)))
+        .await
+        .unwrap();
+    assert_eq!(dropped.spec.as_ref().unwrap().replicas, Some(1));
+    let image = dropped.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone();
+    assert_eq!(image.as_deref(), Some("web:2"));
+}
+
 fn run_on(datastore: &str) {
     let store = Datastore::start(datastore);
     let dir = tempfile::tempdir().unwrap();
@@ -509,6 +596,7 @@ fn run_on(datastore: &str) {
 
     runtime.block_on(async {
         typed_crud(&client).await;
+        server_side_apply(&client).await;
         reflector_follows(&client, "kube-rs-watch", watcher::Config::default()).await;
         reflector_follows(
             &client,

@@ -457,6 +457,44 @@ def errors(core, apps):
     check_eq(body.get("message"), 'configmaps "settings" already exists', "the AlreadyExists message")
 
 
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def server_side_apply(core, apps):
+    """6. Server-side apply: create, share a field, conflict, force, drop a field."""
+    def apply(name, data, manager, force=None):
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+        kwargs = {"field_manager": manager, "_content_type": APPLY_PATCH}
+        if force is not None:
+            kwargs["force"] = force
+        return core.patch_namespaced_config_map(name, NS, body, **kwargs)
+
+    created = apply("ssa", {"a": "1", "b": "1"}, "py-one")
+    check_eq(created.data, {"a": "1", "b": "1"}, "an apply creates the object")
+    entries = [(e.manager, e.operation) for e in created.metadata.managed_fields]
+    check_eq(entries, [("py-one", "Apply")], "the applier is recorded")
+    shared = apply("ssa", {"a": "1"}, "py-two")
+    managers = sorted(e.manager for e in shared.metadata.managed_fields)
+    check_eq(managers, ["py-one", "py-two"], "the same value is shared without conflict")
+    body = expect_status("a different value owned by another manager", 409, "Conflict",
+                         apply, "ssa", {"a": "1", "b": "2"}, "py-two")
+    check(body["message"] == 'Apply failed with 1 conflict: conflict with "py-one": .data.b',
+          "the conflict names the manager and the field", body)
+    check_eq(body["details"]["causes"][0]["reason"], "FieldManagerConflict", "conflict cause")
+    forced = apply("ssa", {"a": "1", "b": "2"}, "py-two", force=True)
+    check_eq(forced.data, {"a": "1", "b": "2"}, "force takes the field")
+    dropped = apply("ssa", {"a": "1"}, "py-two")
+    check_eq(dropped.data, {"a": "1"}, "a field its only owner stops applying is removed")
+    kept = apply("ssa", {}, "py-two")
+    check_eq(kept.data, {"a": "1"}, "a field another manager still owns stays")
+    missing = expect_status("an apply without fieldManager", 422, "Invalid",
+                            core.patch_namespaced_config_map, "ssa", NS,
+                            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}},
+                            _content_type=APPLY_PATCH)
+    check("fieldManager" in missing["message"], "the error names fieldManager", missing)
+    core.delete_namespaced_config_map("ssa", NS)
+
+
 def delete_namespace(core):
     core.delete_namespace(NS)
     try:
@@ -481,6 +519,7 @@ def main():
         ("watch", lambda: watch_changes(core)),
         ("compacted watch", lambda: compacted_watch(core)),
         ("errors", lambda: errors(core, apps)),
+        ("server-side apply", lambda: server_side_apply(core, apps)),
         ("namespace deletion", lambda: delete_namespace(core)),
     ]
     for title, step in steps:

@@ -1,0 +1,281 @@
+//! End to end: server-side apply, `kubectl diff` and `kubectl edit` with stock kubectl 1.27 and
+//! 1.33 against the real `capstan server` (SQLite): applies with and without conflicts and with
+//! `--force-conflicts`, two managers sharing a field, a field that disappears only when its last
+//! manager stops applying it, server dry-run diffs that change nothing, and an edit through a
+//! scripted editor.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use common::*;
+
+const VERSIONS: [&str; 2] = ["1.27", "1.33"];
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn deployment(ns: &str, replicas: u32, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: web\n        image: {image}\n        ports:\n        - containerPort: 80\n"
+    )
+}
+
+fn config_map(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
+    let mut text =
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n");
+    if !data.is_empty() {
+        text.push_str("data:\n");
+        for (k, v) in data {
+            text.push_str(&format!("  {k}: \"{v}\"\n"));
+        }
+    }
+    text
+}
+
+fn json_of(version: &str, kubeconfig: &Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json", "--show-managed-fields"]);
+    serde_json::from_str(&kubectl_ok(version, kubeconfig, &all)).unwrap()
+}
+
+fn managers(object: &Value) -> Vec<(String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap().to_owned(),
+                e["operation"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn failed(output: &std::process::Output) -> String {
+    assert!(!output.status.success(), "expected kubectl to fail");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn server_side_apply(version: &str, kubeconfig: &Path, dir: &Path, ns: &str) {
+    let k = |args: &[&str]| kubectl_ok(version, kubeconfig, args);
+    let applied = write(dir, "web.yaml", &deployment(ns, 2, "web:1"));
+    let out = k(&["apply", "--server-side", "-f", &applied]);
+    assert!(
+        out.contains("deployment.apps/web serverside-applied"),
+        "{out}"
+    );
+    let live = json_of(version, kubeconfig, &["-n", ns, "get", "deployment", "web"]);
+    assert_eq!(managers(&live), [("kubectl".into(), "Apply".into())]);
+    assert_eq!(
+        live["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+            ["k:{\"name\":\"web\"}"]["f:ports"]["k:{\"containerPort\":80,\"protocol\":\"TCP\"}"],
+        serde_json::json!({".": {}, "f:containerPort": {}})
+    );
+
+    // Another manager takes the replicas; applying a different count conflicts.
+    k(&["-n", ns, "scale", "deployment", "web", "--replicas=3"]);
+    let five = write(dir, "web5.yaml", &deployment(ns, 5, "web:1"));
+    let error = failed(&kubectl_any(
+        version,
+        kubeconfig,
+        &["apply", "--server-side", "-f", &five],
+    ));
+    assert!(
+        error.contains("Apply failed with 1 conflict: conflict with")
+            && error.contains(".spec.replicas"),
+        "{error}"
+    );
+    assert_eq!(
+        k(&[
+            "-n",
+            ns,
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "3"
+    );
+    k(&["apply", "--server-side", "--force-conflicts", "-f", &five]);
+    assert_eq!(
+        k(&[
+            "-n",
+            ns,
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "5"
+    );
+
+    // Two managers share a field; it goes only when the last of them stops applying it.
+    let both = write(
+        dir,
+        "both.yaml",
+        &config_map(ns, "shared", &[("x", "1"), ("z", "1")]),
+    );
+    let only_x = write(dir, "x.yaml", &config_map(ns, "shared", &[("x", "1")]));
+    let only_z = write(dir, "z.yaml", &config_map(ns, "shared", &[("z", "1")]));
+    let none = write(dir, "none.yaml", &config_map(ns, "shared", &[]));
+    k(&[
+        "apply",
+        "--server-side",
+        "--field-manager=team-a",
+        "-f",
+        &both,
+    ]);
+    k(&[
+        "apply",
+        "--server-side",
+        "--field-manager=team-b",
+        "-f",
+        &only_x,
+    ]);
+    let shared = json_of(version, kubeconfig, &["-n", ns, "get", "cm", "shared"]);
+    let mut names: Vec<String> = managers(&shared).into_iter().map(|(m, _)| m).collect();
+    names.sort();
+    assert_eq!(names, ["team-a", "team-b"]);
+    k(&[
+        "apply",
+        "--server-side",
+        "--field-manager=team-a",
+        "-f",
+        &only_z,
+    ]);
+    let data = k(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.data}"]);
+    assert!(
+        data.contains("\"x\":\"1\"") && data.contains("\"z\":\"1\""),
+        "{data}"
+    );
+    k(&[
+        "apply",
+        "--server-side",
+        "--field-manager=team-b",
+        "-f",
+        &none,
+    ]);
+    let data = k(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.data}"]);
+    assert!(
+        !data.contains("\"x\"") && data.contains("\"z\":\"1\""),
+        "{data}"
+    );
+}
+
+fn diff(version: &str, kubeconfig: &Path, dir: &Path, ns: &str) {
+    let k = |args: &[&str]| kubectl_ok(version, kubeconfig, args);
+    let original = write(
+        dir,
+        "settings.yaml",
+        &config_map(ns, "settings", &[("color", "blue")]),
+    );
+    k(&["apply", "-f", &original]);
+    let before = k(&[
+        "-n",
+        ns,
+        "get",
+        "cm",
+        "settings",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    // Nothing to change: exit 0, no output.
+    let same = kubectl_any(version, kubeconfig, &["diff", "-f", &original]);
+    assert!(
+        same.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&same.stdout),
+        String::from_utf8_lossy(&same.stderr)
+    );
+    // A change: exit 1 and a unified diff, computed by a server dry run that writes nothing.
+    let changed = write(
+        dir,
+        "settings2.yaml",
+        &config_map(ns, "settings", &[("color", "green")]),
+    );
+    for extra in [&[][..], &["--server-side", "--force-conflicts"][..]] {
+        let mut args = vec!["diff", "-f", changed.as_str()];
+        args.extend_from_slice(extra);
+        let output = kubectl_any(version, kubeconfig, &args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            text.contains("-  color: blue") && text.contains("+  color: green"),
+            "{text}"
+        );
+    }
+    let after = k(&[
+        "-n",
+        ns,
+        "get",
+        "cm",
+        "settings",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    assert_eq!(before, after, "a diff must not write");
+}
+
+fn edit(version: &str, kubeconfig: &Path, ns: &str) {
+    let binary = if version == "default" {
+        kubectl_dir().join("kubectl")
+    } else {
+        kubectl_dir().join(format!("kubectl.{version}"))
+    };
+    let output = Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["-n", ns, "edit", "configmap", "settings"])
+        .env("EDITOR", "sed -i s/color:\\ blue/color:\\ purple/")
+        .env("KUBE_EDITOR", "sed -i s/color:\\ blue/color:\\ purple/")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("configmap/settings edited"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let live = json_of(version, kubeconfig, &["-n", ns, "get", "cm", "settings"]);
+    assert_eq!(live["data"]["color"], "purple");
+    assert!(
+        managers(&live).contains(&("kubectl-edit".into(), "Update".into())),
+        "{live}"
+    );
+}
+
+#[test]
+fn apply_diff_and_edit_with_stock_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), free_port());
+    let kubeconfig = server.kubeconfig();
+    for version in VERSIONS {
+        let ns = format!("apply-{}", version.replace('.', "-"));
+        kubectl_ok(version, &kubeconfig, &["create", "namespace", &ns]);
+        server_side_apply(version, &kubeconfig, dir.path(), &ns);
+        diff(version, &kubeconfig, dir.path(), &ns);
+        edit(version, &kubeconfig, &ns);
+    }
+    server.stop();
+}
