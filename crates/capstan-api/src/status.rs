@@ -321,6 +321,11 @@ impl StatusError {
         )
     }
 
+    /// 406 with upstream's explanation, e.g. a list asked for as a single object's metadata.
+    pub fn not_acceptable_because(message: &str) -> Self {
+        Self::new(406, "NotAcceptable", message.to_owned(), None)
+    }
+
     /// 413: the request body is too large.
     pub fn request_entity_too_large(message: &str) -> Self {
         Self::new(

@@ -211,6 +211,14 @@ enum Output {
     Yaml,
     /// A `meta.k8s.io` Table (JSON), rows printed for the resource.
     Table,
+    /// Only the metadata: `PartialObjectMetadata` (`list: false`) or `PartialObjectMetadataList`
+    /// of `meta.k8s.io` `version` (JSON), as metadata-only informers ask for.
+    Metadata {
+        /// Whether the list kind was asked for.
+        list: bool,
+        /// `v1` or `v1beta1`.
+        version: &'static str,
+    },
 }
 
 impl Output {
@@ -242,8 +250,27 @@ fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
             }
             continue;
         }
+        let partial = has("as=PartialObjectMetadata");
+        if partial || has("as=PartialObjectMetadataList") {
+            if matches!(mime, "application/json" | "*/*" | "application/*") && has("g=meta.k8s.io")
+            {
+                if has("v=v1") {
+                    return Ok(Output::Metadata {
+                        list: !partial,
+                        version: "v1",
+                    });
+                }
+                if has("v=v1beta1") {
+                    return Ok(Output::Metadata {
+                        list: !partial,
+                        version: "v1beta1",
+                    });
+                }
+            }
+            continue;
+        }
         if params.iter().any(|p| p.starts_with("as=")) {
-            // Other conversions (PartialObjectMetadata, discovery kinds) are not served here.
+            // Other conversions (discovery kinds) are not served here.
             continue;
         }
         match mime {
@@ -272,6 +299,19 @@ fn respond_object(
     query: &Query,
     warnings: &[String],
 ) -> Result<Response, ApiError> {
+    if let Output::Metadata { list, version } = output
+        && object["kind"] != "Status"
+    {
+        if list {
+            return Err(metadata_arity_error(resource, true));
+        }
+        return Ok(respond(
+            code,
+            &partial_metadata(object, version),
+            output,
+            warnings,
+        ));
+    }
     if output == Output::Table && object["kind"] != "Status" {
         let table = printers::object_table(
             resource.group,
@@ -285,9 +325,34 @@ fn respond_object(
     Ok(respond(code, object, output, warnings))
 }
 
+/// The `PartialObjectMetadata` of an object.
+fn partial_metadata(object: &Value, version: &str) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// Upstream's 406 for metadata asked for in the wrong arity: a list kind for one object, or
+/// the reverse.
+fn metadata_arity_error(resource: &Resource, asked_list: bool) -> ApiError {
+    let go_type = format!("*{}.{}", resource.version, resource.kind);
+    let message = if asked_list {
+        format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({go_type})"
+        )
+    } else {
+        format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({go_type}List)"
+        )
+    };
+    StatusError::not_acceptable_because(&message).into()
+}
+
 fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String]) -> Response {
     match output {
-        Output::Json | Output::Table => respond_bytes(
+        Output::Json | Output::Table | Output::Metadata { .. } => respond_bytes(
             code,
             serde_json::to_vec(value).unwrap_or_default().into(),
             warnings,
@@ -792,8 +857,11 @@ impl Api {
             resource_version: query.get("resourceVersion").map(str::to_owned),
             resource_version_match: query.get("resourceVersionMatch").map(str::to_owned),
         };
-        let list = registry.list(namespace, &options).await?;
         let resource = registry.resource;
+        if let Output::Metadata { list: false, .. } = output {
+            return Err(metadata_arity_error(resource, false));
+        }
+        let list = registry.list(namespace, &options).await?;
         if output == Output::Table {
             let meta = printers::ListMeta {
                 resource_version: Some(list.resource_version.to_string()),
@@ -817,6 +885,19 @@ impl Api {
         }
         if let Some(remaining) = list.remaining_item_count {
             metadata["remainingItemCount"] = remaining.into();
+        }
+        if let Output::Metadata { version, .. } = output {
+            let body = json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": format!("meta.k8s.io/{version}"),
+                "metadata": metadata,
+                "items": list
+                    .items
+                    .iter()
+                    .map(|item| partial_metadata(&item.object(), version))
+                    .collect::<Vec<_>>(),
+            });
+            return Ok(respond(StatusCode::OK, &body, output, &[]));
         }
         if output == Output::Yaml {
             let body = json!({
@@ -859,6 +940,13 @@ impl Api {
             _ => None,
         };
         let resource = registry.resource;
+        let metadata_only = match output {
+            Output::Metadata { list: true, .. } => {
+                return Err(metadata_arity_error(resource, true));
+            }
+            Output::Metadata { version, .. } => Some(version),
+            _ => None,
+        };
         let timeout = match query.int("timeoutSeconds")? {
             Some(seconds) if seconds > 0 => Duration::from_secs(seconds.unsigned_abs()),
             // Upstream spreads watch lifetimes between the minimum request timeout and twice it.
@@ -910,6 +998,12 @@ impl Api {
                     // Column definitions come once, with the first event.
                     options.no_headers = true;
                     line.extend_from_slice(&serde_json::to_vec(&converted).unwrap_or_default());
+                }
+                _ if event.kind != "ERROR"
+                    && let Some(version) = metadata_only =>
+                {
+                    let partial = partial_metadata(&event.object.object(), version);
+                    line.extend_from_slice(&serde_json::to_vec(&partial).unwrap_or_default());
                 }
                 // The object's JSON, serialised once for every watcher.
                 _ => line.extend_from_slice(&event.object.json),

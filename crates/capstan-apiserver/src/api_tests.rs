@@ -1712,3 +1712,58 @@ async fn apply_merges_keyed_lists_and_reports_bad_configurations() {
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["data"]["k"], "v");
 }
+
+async fn get_as(h: &Harness, uri: &str, accept: &str) -> (u16, Vec<u8>) {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let info = RequestInfo::new("GET", path, query);
+    let request = Request::get(uri)
+        .header("accept", accept)
+        .body(Body::empty())
+        .unwrap();
+    let response = h.api.serve(&info, request).await;
+    let code = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (code, bytes.to_vec())
+}
+
+#[tokio::test]
+async fn metadata_only_reads_answer_partial_object_metadata() {
+    let h = Harness::new().await;
+    h.post(CMS, cm("m1", json!({"secret": "not in metadata"})))
+        .await;
+    let one = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let many = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let (code, body) = get_as(&h, &format!("{CMS}/m1"), one).await;
+    assert_eq!(code, 200);
+    let partial: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(partial["kind"], "PartialObjectMetadata");
+    assert_eq!(partial["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(partial["metadata"]["name"], "m1");
+    assert!(partial.get("data").is_none());
+    let (code, body) = get_as(&h, CMS, &format!("{many}, application/json")).await;
+    assert_eq!(code, 200);
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(list["items"][0]["metadata"]["name"], "m1");
+    assert!(list["metadata"]["resourceVersion"].is_string());
+    // The wrong arity is 406, as upstream.
+    let (code, _) = get_as(&h, CMS, one).await;
+    assert_eq!(code, 406);
+    let (code, _) = get_as(&h, &format!("{CMS}/m1"), many).await;
+    assert_eq!(code, 406);
+    // Watches send each object's metadata.
+    let (code, body) = get_as(
+        &h,
+        &format!("{CMS}?watch=1&resourceVersion=0&timeoutSeconds=1"),
+        one,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let first: Value = serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["kind"], "PartialObjectMetadata");
+    assert!(first["object"].get("data").is_none());
+}

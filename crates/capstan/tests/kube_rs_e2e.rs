@@ -578,6 +578,34 @@ async fn server_side_apply(client: &Client) {
     assert_eq!(image.as_deref(), Some("web:2"));
 }
 
+/// Metadata-only reads (`PartialObjectMetadata`), as metadata informers make them.
+async fn metadata_only(client: &Client) {
+    let ns = "kube-rs-meta";
+    create_namespace(client, ns).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    cms.create(
+        &PostParams::default(),
+        &config_map("m", &[("tier", "x")], &[("big", "data")]),
+    )
+    .await
+    .unwrap();
+    let one = cms.get_metadata("m").await.unwrap();
+    assert_eq!(one.labels().get("tier").map(String::as_str), Some("x"));
+    let list = cms.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].name_any(), "m");
+    let mut events = watcher::metadata_watcher(cms.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let seen = tokio::time::timeout(CONVERGE, events.next())
+        .await
+        .expect("a metadata watcher event")
+        .expect("the stream goes on")
+        .expect("no watcher error");
+    assert_eq!(seen.name_any(), "m");
+}
+
 fn run_on(datastore: &str) {
     let store = Datastore::start(datastore);
     let dir = tempfile::tempdir().unwrap();
@@ -597,6 +625,7 @@ fn run_on(datastore: &str) {
     runtime.block_on(async {
         typed_crud(&client).await;
         server_side_apply(&client).await;
+        metadata_only(&client).await;
         reflector_follows(&client, "kube-rs-watch", watcher::Config::default()).await;
         reflector_follows(
             &client,
