@@ -594,7 +594,9 @@ async fn metadata_only(client: &Client) {
     let list = cms.list_metadata(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
     assert_eq!(list.items[0].name_any(), "m");
-    let mut events = watcher::metadata_watcher(cms.clone(), watcher::Config::default())
+    let metadata: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(client.clone(), ns);
+    let mut events = watcher::watcher(metadata, watcher::Config::default())
         .default_backoff()
         .applied_objects()
         .boxed();
