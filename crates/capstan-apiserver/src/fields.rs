@@ -86,14 +86,7 @@ impl Endpoint<'_> {
         if owned.is_empty() && old.is_some_and(|o| !meta_str(o, "uid").is_empty()) {
             return;
         }
-        let zero;
-        let old = match old {
-            Some(old) => old,
-            None => {
-                zero = schema::zero(ty);
-                &zero
-            }
-        };
+        let old = old.unwrap_or_else(|| schema::zero(ty));
         let now = now_rfc3339();
         let api_version = self.resource.api_version();
         let ignored = self.ignored();
@@ -187,7 +180,7 @@ impl Endpoint<'_> {
             // An object nobody manages yet: what it has belongs to "before-first-apply".
             managed::update(
                 &ctx,
-                &schema::zero(ty),
+                schema::zero(ty),
                 &live,
                 &mut owned,
                 &self.manager("before-first-apply", Operation::Update),
@@ -244,8 +237,8 @@ fn last_applied_fields(
     if last.get("apiVersion") != live.get("apiVersion") {
         return None;
     }
-    let set = typed::field_set(ty, &last);
-    let diff = typed::compare(ty, &last, live);
+    let set = typed::field_set(ty, &last, &|_| false);
+    let diff = typed::compare(ty, &last, live, &|_| false);
     Some(
         set.difference(&diff.modified)
             .difference(&diff.added)

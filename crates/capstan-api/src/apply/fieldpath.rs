@@ -344,6 +344,24 @@ impl Set {
         self.children.iter()
     }
 
+    /// Removes `path` as a member (what is under it stays).
+    pub fn remove(&mut self, path: &[PathElement]) {
+        match path {
+            [] => {}
+            [last] => {
+                self.members.remove(last);
+            }
+            [first, rest @ ..] => {
+                if let Some(child) = self.children.get_mut(first) {
+                    child.remove(rest);
+                    if child.is_empty() {
+                        self.children.remove(first);
+                    }
+                }
+            }
+        }
+    }
+
     pub(crate) fn insert_member(&mut self, pe: PathElement) {
         self.members.insert(pe);
     }

@@ -201,13 +201,12 @@ pub fn encode(object: &mut Value, managed: &Managed) {
     }
 }
 
-/// The fields no manager owns: the type and the system-set metadata.
-fn strip_meta(set: &Set) -> Set {
+/// Removes the fields no manager owns: the type and the system-set metadata.
+fn strip_meta(set: &mut Set) {
     let f = |name: &str| PathElement::Field(name.into());
-    let mut strip = Set::new();
-    strip.insert(&[f("apiVersion")]);
-    strip.insert(&[f("kind")]);
-    strip.insert(&[f("metadata")]);
+    set.remove(&[f("apiVersion")]);
+    set.remove(&[f("kind")]);
+    set.remove(&[f("metadata")]);
     for field in [
         "name",
         "namespace",
@@ -219,9 +218,8 @@ fn strip_meta(set: &Set) -> Set {
         "managedFields",
         "resourceVersion",
     ] {
-        strip.insert(&[f("metadata"), f(field)]);
+        set.remove(&[f("metadata"), f(field)]);
     }
-    set.difference(&strip)
 }
 
 /// Fields a write through an endpoint never owns, because the endpoint resets them (`status` on
@@ -255,23 +253,13 @@ impl Ignored {
         }
     }
 
-    fn filter(&self, set: &Set) -> Set {
-        let mut remove = Set::new();
-        let mut names: Vec<String> = self.top_level.clone();
-        if let Some(keep) = &self.keep_only {
-            names.extend(
-                set.members()
-                    .chain(set.children().map(|(pe, _)| pe))
-                    .filter_map(|pe| match pe {
-                        PathElement::Field(name) if !keep.contains(name) => Some(name.clone()),
-                        _ => None,
-                    }),
-            );
-        }
-        for name in names {
-            remove.insert(&[PathElement::Field(name)]);
-        }
-        set.recursive_difference(&remove)
+    /// Whether top-level field `name` is ignored.
+    pub fn skips(&self, name: &str) -> bool {
+        self.top_level.iter().any(|n| n == name)
+            || self
+                .keep_only
+                .as_ref()
+                .is_some_and(|keep| !keep.iter().any(|n| n == name))
     }
 }
 
@@ -431,24 +419,28 @@ pub fn update(
     managed: &mut Managed,
     writer: &Manager,
 ) {
-    let mut comparison = typed::compare(ctx.ty, old, new);
-    comparison.added = ctx.ignored.filter(&comparison.added);
-    comparison.modified = ctx.ignored.filter(&comparison.modified);
-    comparison.removed = ctx.ignored.filter(&comparison.removed);
+    let comparison = typed::compare(ctx.ty, old, new, &|name| ctx.ignored.skips(name));
     // The operation's own fields, as upstream computes them for a fresh "current operation".
-    let current = comparison.modified.union(&comparison.added);
+    let mut current = comparison.modified.union(&comparison.added);
     // Updates never conflict.
-    let _ = take_changed(&comparison, managed, writer, true);
-    let current = strip_meta(&current);
-    if let Some(owned) = managed.get_mut(writer) {
+    if !managed.is_empty() {
+        let _ = take_changed(&comparison, managed, writer, true);
+    }
+    strip_meta(&mut current);
+    if let Some(owned) = managed.get_mut(writer)
+        && !comparison.removed.is_empty()
+    {
         owned.set = owned.set.difference(&comparison.removed);
     }
     if !current.is_empty() {
-        let previous = managed.remove(writer).map(|o| o.set).unwrap_or_default();
+        if let Some(previous) = managed.remove(writer) {
+            current.union_in_place(&previous.set);
+            strip_meta(&mut current);
+        }
         managed.insert(
             writer.clone(),
             Owned {
-                set: strip_meta(&current.union(&previous)),
+                set: current,
                 api_version: ctx.api_version.to_owned(),
                 time: Some(ctx.now.to_owned()),
             },
@@ -469,7 +461,8 @@ pub fn apply(
 ) -> Result<Option<Value>, Conflicts> {
     let merged = typed::merge(ctx.ty, Some(live), Some(config)).unwrap_or_else(|| json!({}));
     let last = managed.get(writer).map(|o| o.set.clone());
-    let applied = strip_meta(&ctx.ignored.filter(&typed::field_set(ctx.ty, config)));
+    let mut applied = typed::field_set(ctx.ty, config, &|name| ctx.ignored.skips(name));
+    strip_meta(&mut applied);
     let previous_time = managed.get(writer).and_then(|o| o.time.clone());
     managed.insert(
         writer.clone(),
@@ -483,10 +476,7 @@ pub fn apply(
         Some(last) if !last.is_empty() => prune(ctx.ty, &merged, managed, last),
         _ => merged,
     };
-    let mut comparison = typed::compare(ctx.ty, live, &new);
-    comparison.added = ctx.ignored.filter(&comparison.added);
-    comparison.modified = ctx.ignored.filter(&comparison.modified);
-    comparison.removed = ctx.ignored.filter(&comparison.removed);
+    let comparison = typed::compare(ctx.ty, live, &new, &|name| ctx.ignored.skips(name));
     take_changed(&comparison, managed, writer, force)?;
     // The applier keeps what it applied even when the result is empty.
     if typed::values_equal(live, &new) {
@@ -501,6 +491,7 @@ pub fn apply(
 /// Removes from `merged` the fields the applier applied last time (`last`) and no longer
 /// applies, unless another manager (or the new configuration) owns them.
 fn prune(ty: Type, merged: &Value, managed: &Managed, last: &Set) -> Value {
+    let no_skip = |_: &str| false;
     let last = typed::with_named_fields(ty, last);
     let pruned = typed::remove(ty, merged, &last).unwrap_or_else(|| json!({}));
     // Add back what someone owns.
@@ -508,8 +499,8 @@ fn prune(ty: Type, merged: &Value, managed: &Managed, last: &Set) -> Value {
     for o in managed.values() {
         owned.union_in_place(&o.set);
     }
-    let merged_set = typed::with_named_fields(ty, &typed::field_set(ty, merged));
-    let pruned_set = typed::with_named_fields(ty, &typed::field_set(ty, &pruned));
+    let merged_set = typed::with_named_fields(ty, &typed::field_set(ty, merged, &no_skip));
+    let pruned_set = typed::with_named_fields(ty, &typed::field_set(ty, &pruned, &no_skip));
     let owned = typed::with_named_fields(ty, &owned);
     let pruned = typed::remove(
         ty,
@@ -518,7 +509,7 @@ fn prune(ty: Type, merged: &Value, managed: &Managed, last: &Set) -> Value {
     )
     .unwrap_or_else(|| json!({}));
     // Only what the applier owned may go.
-    let pruned_set = typed::with_named_fields(ty, &typed::field_set(ty, &pruned));
+    let pruned_set = typed::with_named_fields(ty, &typed::field_set(ty, &pruned, &no_skip));
     typed::remove(
         ty,
         merged,
@@ -686,7 +677,7 @@ mod tests {
         let mut managed = Managed::new();
         let creator = Manager::new("kubectl-create", Operation::Update, "v1", "");
         let mut object = cm(json!({"a": "1"}));
-        update(&ctx, &schema::zero(ty), &object, &mut managed, &creator);
+        update(&ctx, schema::zero(ty), &object, &mut managed, &creator);
         encode(&mut object, &managed);
         assert_eq!(
             object["metadata"]["managedFields"],

@@ -226,6 +226,15 @@ pub fn key_default(elem: Elem, name: &str) -> Option<&'static Value> {
     }
 }
 
+/// Whether `ty` is `ObjectMeta`, whose `managedFields` the field manager itself writes (and
+/// never compares or owns).
+pub fn is_object_meta(ty: Type) -> bool {
+    static OBJECT_META: OnceLock<Option<u16>> = OnceLock::new();
+    let meta = *OBJECT_META
+        .get_or_init(|| model::message_by_name("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+    matches!((ty, meta), (Type::Struct(m), Some(meta)) if m == meta)
+}
+
 /// The root type of objects of `api_version` and `kind`, if the kind is built in.
 pub fn for_kind(api_version: &str, kind: &str) -> Option<Type> {
     model::message_for_kind(api_version, kind).map(Type::Struct)
@@ -235,14 +244,20 @@ pub fn for_kind(api_version: &str, kind: &str) -> Option<Type> {
 /// values (not pointers) are present even when empty, lists and maps without `omitempty` are
 /// `null`, scalars without `omitempty` are their zero value. Server-side apply compares a new
 /// object with this when it is created, so what counts as added matches upstream's.
-pub fn zero(ty: Type) -> Value {
-    match ty {
-        Type::Struct(m) => model::message(m).map_or(Value::Null, |msg| {
+pub fn zero(ty: Type) -> &'static Value {
+    static NULL: Value = Value::Null;
+    static ZEROS: OnceLock<Vec<OnceLock<Value>>> = OnceLock::new();
+    let Type::Struct(m) = ty else {
+        return &NULL;
+    };
+    let zeros = ZEROS.get_or_init(|| model::messages().iter().map(|_| OnceLock::new()).collect());
+    match (zeros.get(usize::from(m)), model::message(m)) {
+        (Some(slot), Some(msg)) => slot.get_or_init(|| {
             let mut out = Map::new();
             zero_fields(msg, &mut out, 0);
             Value::Object(out)
         }),
-        _ => Value::Null,
+        _ => &NULL,
     }
 }
 

@@ -248,44 +248,48 @@ pub struct Comparison {
     pub removed: Set,
 }
 
-/// Compares `lhs` (old) with `rhs` (new).
-pub fn compare(ty: Type, lhs: &Value, rhs: &Value) -> Comparison {
+/// Compares `lhs` (old) with `rhs` (new). Top-level fields for which `skip` is true are left
+/// out (the fields an endpoint resets).
+pub fn compare(ty: Type, lhs: &Value, rhs: &Value, skip: &dyn Fn(&str) -> bool) -> Comparison {
     let mut out = Comparison::default();
-    compare_at(ty, Some(lhs), Some(rhs), &mut Vec::new(), &mut out);
+    let shape = shape(ty, Some(lhs), Some(rhs));
+    compare_children(shape, Some(lhs), Some(rhs), skip, &mut out);
     out
 }
 
-fn compare_at(
-    ty: Type,
+/// Compares the children of two values of one shape into `out` (relative to the values).
+fn compare_children(
+    shape: Shape,
     lhs: Option<&Value>,
     rhs: Option<&Value>,
-    path: &mut Path,
+    skip: &dyn Fn(&str) -> bool,
     out: &mut Comparison,
 ) {
-    match shape(ty, lhs, rhs) {
-        Shape::Leaf => {
-            match (lhs, rhs) {
-                (None, Some(_)) => out.added.insert(path),
-                (Some(_), None) => out.removed.insert(path),
-                (Some(l), Some(r)) if !values_equal(l, r) => out.modified.insert(path),
-                _ => {}
-            }
-            return;
-        }
+    let no_skip = |_: &str| false;
+    match shape {
+        Shape::Leaf => {}
         Shape::Object { ty } => {
             let empty = Map::new();
             let l = as_object(lhs).unwrap_or(&empty);
             let r = as_object(rhs).unwrap_or(&empty);
+            let meta = schema::is_object_meta(ty);
             for (key, lv) in l {
-                path.push(PathElement::Field(key.clone()));
-                compare_at(schema::child(ty, key), Some(lv), r.get(key), path, out);
-                path.pop();
+                if !skip(key) && !(meta && key == "managedFields") {
+                    let pe = PathElement::Field(key.clone());
+                    compare_child(
+                        schema::child(ty, key),
+                        pe,
+                        Some(lv),
+                        r.get(key),
+                        &no_skip,
+                        out,
+                    );
+                }
             }
             for (key, rv) in r {
-                if !l.contains_key(key) {
-                    path.push(PathElement::Field(key.clone()));
-                    compare_at(schema::child(ty, key), None, Some(rv), path, out);
-                    path.pop();
+                if !l.contains_key(key) && !skip(key) && !(meta && key == "managedFields") {
+                    let pe = PathElement::Field(key.clone());
+                    compare_child(schema::child(ty, key), pe, None, Some(rv), &no_skip, out);
                 }
             }
         }
@@ -293,24 +297,45 @@ fn compare_at(
             let l = index_items(elem, kind, as_list(lhs));
             let r = index_items(elem, kind, as_list(rhs));
             for (pe, lv) in &l {
-                path.push(pe.clone());
-                compare_at(elem.ty(), Some(lv), find(&r, pe), path, out);
-                path.pop();
+                compare_child(elem.ty(), pe.clone(), Some(lv), find(&r, pe), &no_skip, out);
             }
             for (pe, rv) in &r {
                 if find(&l, pe).is_none() {
-                    path.push(pe.clone());
-                    compare_at(elem.ty(), None, Some(rv), path, out);
-                    path.pop();
+                    compare_child(elem.ty(), pe.clone(), None, Some(rv), &no_skip, out);
                 }
             }
         }
     }
+}
+
+fn compare_child(
+    ty: Type,
+    pe: PathElement,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    skip: &dyn Fn(&str) -> bool,
+    out: &mut Comparison,
+) {
+    let shape = shape(ty, lhs, rhs);
+    if matches!(shape, Shape::Leaf) {
+        match (lhs, rhs) {
+            (None, Some(_)) => out.added.insert_member(pe),
+            (Some(_), None) => out.removed.insert_member(pe),
+            (Some(l), Some(r)) if !values_equal(l, r) => out.modified.insert_member(pe),
+            _ => {}
+        }
+        return;
+    }
+    let mut sub = Comparison::default();
+    compare_children(shape, lhs, rhs, skip, &mut sub);
     match (lhs, rhs) {
-        (None, Some(_)) => out.added.insert(path),
-        (Some(_), None) => out.removed.insert(path),
+        (None, Some(_)) => out.added.insert_member(pe.clone()),
+        (Some(_), None) => out.removed.insert_member(pe.clone()),
         _ => {}
     }
+    out.added.set_child(pe.clone(), sub.added);
+    out.modified.set_child(pe.clone(), sub.modified);
+    out.removed.set_child(pe, sub.removed);
 }
 
 /// Equality of JSON values with numbers compared by value (`1` equals `1.0`).
@@ -332,34 +357,43 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// The fields `value` sets: every leaf, every list item, every map entry, and every field whose
-/// value is null or an empty object.
-pub fn field_set(ty: Type, value: &Value) -> Set {
+/// value is null or an empty object. Top-level fields for which `skip` is true are left out.
+pub fn field_set(ty: Type, value: &Value, skip: &dyn Fn(&str) -> bool) -> Set {
     let mut set = Set::new();
-    field_set_at(ty, value, &mut Vec::new(), &mut set);
+    field_set_node(ty, value, skip, &mut set);
     set
 }
 
-fn field_set_at(ty: Type, value: &Value, path: &mut Path, set: &mut Set) {
+/// Adds the fields under `value` to `set` (relative to `value`); returns whether `value` itself
+/// is a leaf (owned whole).
+fn field_set_node(ty: Type, value: &Value, skip: &dyn Fn(&str) -> bool, set: &mut Set) -> bool {
     let atomic_list = matches!(ty, Type::List { kind: None, .. });
+    let no_skip = |_: &str| false;
     match (ty, value) {
-        (Type::Scalar, _) => set.insert(path),
-        _ if atomic_list || schema::is_atomic_object(ty) => set.insert(path),
-        (Type::Untyped, Value::Null) => {}
+        (Type::Scalar, _) => true,
+        _ if atomic_list || schema::is_atomic_object(ty) => true,
+        (Type::Untyped, Value::Null) => false,
         (Type::Untyped, Value::Object(_)) | (Type::Struct(_) | Type::Map { .. }, _) => {
             let Value::Object(map) = value else {
-                return;
+                return false;
             };
+            let meta = schema::is_object_meta(ty);
             for (key, v) in map {
-                path.push(PathElement::Field(key.clone()));
-                field_set_at(schema::child(ty, key), v, path, set);
-                let empty_map = matches!(v, Value::Object(m) if m.is_empty());
-                if v.is_null() || empty_map || !schema::is_declared(ty, key) {
-                    set.insert(path);
+                if skip(key) || (meta && key == "managedFields") {
+                    continue;
                 }
-                path.pop();
+                let pe = PathElement::Field(key.clone());
+                let mut sub = Set::new();
+                let leaf = field_set_node(schema::child(ty, key), v, &no_skip, &mut sub);
+                let empty_map = matches!(v, Value::Object(m) if m.is_empty());
+                if leaf || v.is_null() || empty_map || !schema::is_declared(ty, key) {
+                    set.insert_member(pe.clone());
+                }
+                set.set_child(pe, sub);
             }
+            false
         }
-        (Type::Untyped, _) => set.insert(path),
+        (Type::Untyped, _) => true,
         (
             Type::List {
                 elem,
@@ -367,35 +401,29 @@ fn field_set_at(ty: Type, value: &Value, path: &mut Path, set: &mut Set) {
             },
             Value::Array(items),
         ) => {
-            let mut seen: Vec<PathElement> = Vec::with_capacity(items.len());
-            let mut repeated: Vec<PathElement> = Vec::new();
-            for item in items {
-                if let Ok(pe) = item_element(elem, kind, item) {
-                    if seen.contains(&pe) {
-                        if !repeated.contains(&pe) {
-                            path.push(pe.clone());
-                            set.insert(path);
-                            path.pop();
-                            repeated.push(pe);
-                        }
-                    } else {
-                        seen.push(pe);
-                    }
+            let elements: Vec<Option<PathElement>> = items
+                .iter()
+                .map(|item| item_element(elem, kind, item).ok())
+                .collect();
+            for (i, pe) in elements.iter().enumerate() {
+                let Some(pe) = pe else { continue };
+                let repeated = elements
+                    .iter()
+                    .enumerate()
+                    .any(|(j, other)| j != i && other.as_ref() == Some(pe));
+                if repeated {
+                    // A repeated item is owned whole, once.
+                    set.insert_member(pe.clone());
+                    continue;
                 }
+                let mut sub = Set::new();
+                field_set_node(elem.ty(), &items[i], &no_skip, &mut sub);
+                set.insert_member(pe.clone());
+                set.set_child(pe.clone(), sub);
             }
-            for item in items {
-                if let Ok(pe) = item_element(elem, kind, item) {
-                    if repeated.contains(&pe) {
-                        continue;
-                    }
-                    path.push(pe);
-                    field_set_at(elem.ty(), item, path, set);
-                    set.insert(path);
-                    path.pop();
-                }
-            }
+            false
         }
-        (Type::List { .. }, _) => {}
+        (Type::List { .. }, _) => false,
     }
 }
 
@@ -618,7 +646,7 @@ mod tests {
                 "template": {"spec": {"containers": [{"name": "c", "image": "i",
                     "ports": [{"containerPort": 80}]}]}}}
         });
-        let set = field_set(deployment(), &config);
+        let set = field_set(deployment(), &config, &|_| false);
         assert_eq!(
             set.to_fields_v1(),
             json!({
@@ -640,7 +668,7 @@ mod tests {
         let old = json!({"metadata": {"labels": {"a": "1", "b": "1"}}, "spec": {"replicas": 1}});
         let new = json!({"metadata": {"labels": {"a": "2", "c": "1"}}, "spec": {"replicas": 1,
             "paused": true}});
-        let c = compare(deployment(), &old, &new);
+        let c = compare(deployment(), &old, &new, &|_| false);
         assert_eq!(
             c.modified.to_fields_v1(),
             json!({"f:metadata": {"f:labels": {"f:a": {}}}})

@@ -456,12 +456,7 @@ impl Registry {
                 );
             }
         }
-        self.prepare_new(&mut object);
-        let name = meta_str(&object, "name").to_owned();
-        let errors = self.validate_new(&object);
-        if !errors.is_empty() {
-            return Err(self.invalid(&name, &errors));
-        }
+        let name = self.prepare_and_validate_new(&mut object)?;
         let key = self.key(namespace, &name);
         if options.dry_run {
             if self.get_kv(&key, &name).await?.is_some() {
@@ -488,6 +483,20 @@ impl Registry {
             created: true,
             warnings,
         })
+    }
+
+    /// Prepares and validates a new object (its managed fields kept aside meanwhile); returns
+    /// its name.
+    fn prepare_and_validate_new(&self, object: &mut Value) -> Result<String, ApiError> {
+        let managed = object::take_managed(object);
+        self.prepare_new(object);
+        let name = meta_str(object, "name").to_owned();
+        let errors = self.validate_new(object);
+        if !errors.is_empty() {
+            return Err(self.invalid(&name, &errors));
+        }
+        object::put_managed(object, managed);
+        Ok(name)
     }
 
     /// Fills in the system fields of a new object.
@@ -605,7 +614,7 @@ impl Registry {
                     )
                     .await;
             };
-            let old = self.decode_stored(&kv)?;
+            let mut old = self.decode_stored(&kv)?;
             if let Some(expected) = expected
                 && expected != kv.mod_revision
             {
@@ -622,12 +631,19 @@ impl Registry {
                 self.endpoint(subresource)
                     .update(Some(&old), &mut new, &writer.manager);
             }
+            // The strategies never look at managed fields: kept aside while they run.
+            let old_managed = object::take_managed(&mut old);
+            let new_managed = object::take_managed(&mut new);
             self.prepare_update(&mut new, &old, subresource);
             let errors = self.strategy.validate_update(&new, &old, subresource);
             if !errors.is_empty() {
                 return Err(self.invalid(name, &errors));
             }
-            if strip_version(&new) == strip_version(&old) {
+            let unchanged =
+                new_managed == old_managed && strip_version(&new) == strip_version(&old);
+            object::put_managed(&mut old, old_managed);
+            object::put_managed(&mut new, new_managed);
+            if unchanged {
                 return Ok(Written {
                     object: old,
                     created: false,
@@ -708,11 +724,7 @@ impl Registry {
             self.endpoint(None)
                 .update(None, &mut object, &writer.manager);
         }
-        self.prepare_new(&mut object);
-        let errors = self.validate_new(&object);
-        if !errors.is_empty() {
-            return Err(self.invalid(name, &errors));
-        }
+        self.prepare_and_validate_new(&mut object)?;
         if options.dry_run {
             return Ok(Written {
                 object,
