@@ -273,8 +273,9 @@ fn compare_children(
             let l = as_object(lhs).unwrap_or(&empty);
             let r = as_object(rhs).unwrap_or(&empty);
             let meta = schema::is_object_meta(ty);
+            let left_out = |key: &str| skip(key) || (meta && key == "managedFields");
             for (key, lv) in l {
-                if !skip(key) && !(meta && key == "managedFields") {
+                if !left_out(key) {
                     let pe = PathElement::Field(key.clone());
                     compare_child(
                         schema::child(ty, key),
@@ -287,7 +288,7 @@ fn compare_children(
                 }
             }
             for (key, rv) in r {
-                if !l.contains_key(key) && !skip(key) && !(meta && key == "managedFields") {
+                if !l.contains_key(key) && !left_out(key) {
                     let pe = PathElement::Field(key.clone());
                     compare_child(schema::child(ty, key), pe, None, Some(rv), &no_skip, out);
                 }

@@ -116,6 +116,25 @@ pub(crate) fn desired_state_changed(new: &Value, old: &Value) -> bool {
     strip(new) != strip(old)
 }
 
+/// Takes `metadata.managedFields` out of an object. The strategies decode objects into their
+/// types several times per write; the field manager's entries, which they never look at, are
+/// kept aside meanwhile (see [`put_managed`]).
+pub(crate) fn take_managed(object: &mut Value) -> Option<Value> {
+    object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("managedFields"))
+}
+
+/// Puts back what [`take_managed`] took.
+pub(crate) fn put_managed(object: &mut Value, managed: Option<Value>) {
+    if let Some(managed) = managed
+        && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("managedFields".into(), managed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,24 +160,5 @@ mod tests {
     fn timestamps_have_second_precision() {
         let t = time::macros::datetime!(2026-01-02 03:04:05.678 UTC);
         assert_eq!(timestamp(t), "2026-01-02T03:04:05Z");
-    }
-}
-
-/// Takes `metadata.managedFields` out of an object. The strategies decode objects into their
-/// types several times per write; the field manager's entries, which they never look at, are
-/// kept aside meanwhile (see [`put_managed`]).
-pub(crate) fn take_managed(object: &mut Value) -> Option<Value> {
-    object
-        .get_mut("metadata")
-        .and_then(Value::as_object_mut)
-        .and_then(|m| m.remove("managedFields"))
-}
-
-/// Puts back what [`take_managed`] took.
-pub(crate) fn put_managed(object: &mut Value, managed: Option<Value>) {
-    if let Some(managed) = managed
-        && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
-    {
-        meta.insert("managedFields".into(), managed);
     }
 }
