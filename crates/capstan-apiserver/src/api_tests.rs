@@ -1767,3 +1767,55 @@ async fn metadata_only_reads_answer_partial_object_metadata() {
     assert_eq!(first["object"]["kind"], "PartialObjectMetadata");
     assert!(first["object"].get("data").is_none());
 }
+
+#[tokio::test]
+async fn the_first_apply_to_an_unmanaged_object_meets_before_first_apply() {
+    let h = Harness::new().await;
+    let (_, created) = h.post(CMS, cm("legacy", json!({"a": "1"}))).await;
+    // Clearing managedFields leaves an object nobody manages, like one written before them.
+    let mut body = created.clone();
+    body["metadata"]["managedFields"] = json!([]);
+    let (code, cleared) = h.put(&format!("{CMS}/legacy"), body).await;
+    assert_eq!(code, 200);
+    assert!(cleared["metadata"].get("managedFields").is_none());
+    // Updates keep it unmanaged.
+    let (_, patched) = h
+        .patch(
+            &format!("{CMS}/legacy?fieldManager=x"),
+            "application/merge-patch+json",
+            json!({"data": {"b": "2"}}),
+        )
+        .await;
+    assert!(
+        patched["metadata"].get("managedFields").is_none(),
+        "{patched}"
+    );
+    // The first apply: what the object had belongs to before-first-apply.
+    let (code, status) = h
+        .patch(
+            &format!("{CMS}/legacy?fieldManager=applier"),
+            APPLY,
+            cm("legacy", json!({"a": "changed"})),
+        )
+        .await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"
+    );
+    let (code, applied) = h
+        .patch(
+            &format!("{CMS}/legacy?fieldManager=applier"),
+            APPLY,
+            cm("legacy", json!({"a": "1"})),
+        )
+        .await;
+    assert_eq!(code, 200, "{applied}");
+    assert_eq!(
+        entries(&applied),
+        [
+            ("applier".to_owned(), "Apply".to_owned()),
+            ("before-first-apply".to_owned(), "Update".to_owned())
+        ]
+    );
+}
