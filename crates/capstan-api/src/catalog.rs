@@ -232,6 +232,18 @@ pub static RESOURCES: &[Resource] = &[
     resource!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
         namespaced: true, short: ["pdb"], categories: [], verbs: ALL_VERBS,
         sub: [status("PodDisruptionBudget")], storage: "poddisruptionbudgets"),
+    // rbac.authorization.k8s.io/v1
+    resource!("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings",
+        "clusterrolebinding", namespaced: false, short: [], categories: [], verbs: ALL_VERBS,
+        sub: [], storage: "clusterrolebindings"),
+    resource!("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole",
+        namespaced: false, short: [], categories: [], verbs: ALL_VERBS, sub: [],
+        storage: "clusterroles"),
+    resource!("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding",
+        namespaced: true, short: [], categories: [], verbs: ALL_VERBS, sub: [],
+        storage: "rolebindings"),
+    resource!("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", namespaced: true,
+        short: [], categories: [], verbs: ALL_VERBS, sub: [], storage: "roles"),
     // scheduling.k8s.io/v1
     resource!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass",
         namespaced: false, short: ["pc"], categories: [], verbs: ALL_VERBS, sub: [],

@@ -8,7 +8,9 @@ use capstan_api::catalog::Resource;
 use capstan_api::defaults as d;
 use capstan_api::validation as v;
 use k8s_openapi::Metadata;
-use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, scheduling};
+use k8s_openapi::api::{
+    apps, batch, coordination, core, discovery, events, policy, rbac, scheduling,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::registry::Strategy;
@@ -446,6 +448,30 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                 validate: v::misc::validate_priority_class,
                 validate_update: v::misc::validate_priority_class_update,
                 ..plain()
+            })
+        }
+        ("rbac.authorization.k8s.io", "Role") => strategy::<rbac::v1::Role>(Hooks {
+            validate: v::rbac::validate_role,
+            validate_update: v::rbac::validate_role_update,
+            ..creatable_by_put()
+        }),
+        ("rbac.authorization.k8s.io", "ClusterRole") => strategy::<rbac::v1::ClusterRole>(Hooks {
+            validate: v::rbac::validate_cluster_role,
+            validate_update: v::rbac::validate_cluster_role_update,
+            ..creatable_by_put()
+        }),
+        ("rbac.authorization.k8s.io", "RoleBinding") => strategy::<rbac::v1::RoleBinding>(Hooks {
+            default: d::misc::default_role_binding,
+            validate: v::rbac::validate_role_binding,
+            validate_update: v::rbac::validate_role_binding_update,
+            ..creatable_by_put()
+        }),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            strategy::<rbac::v1::ClusterRoleBinding>(Hooks {
+                default: d::misc::default_cluster_role_binding,
+                validate: v::rbac::validate_cluster_role_binding,
+                validate_update: v::rbac::validate_cluster_role_binding_update,
+                ..creatable_by_put()
             })
         }
         ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(Hooks {

@@ -493,6 +493,55 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     k(&["delete", "secret", "creds"]);
     k(&["delete", "cm", "typed"]);
 
+    // RBAC objects, as operators' manifests create them.
+    k(&[
+        "create",
+        "role",
+        "pod-reader",
+        "--verb=get,list",
+        "--resource=pods",
+    ]);
+    k(&[
+        "create",
+        "rolebinding",
+        "read-pods",
+        "--role=pod-reader",
+        "--user=alice",
+        &format!("--serviceaccount={ns}:robot"),
+    ]);
+    let wide = k(&["get", "rolebinding", "read-pods", "-o", "wide"]);
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"],
+        "{wide}"
+    );
+    assert!(
+        wide.contains("Role/pod-reader") && wide.contains(&format!("{ns}/robot")),
+        "{wide}"
+    );
+    let changed = kubectl_any(
+        version,
+        kubeconfig,
+        &[
+            "-n",
+            ns.as_str(),
+            "patch",
+            "rolebinding",
+            "read-pods",
+            "--type=merge",
+            "-p",
+            r#"{"roleRef":{"name":"other"}}"#,
+        ],
+    );
+    let error = String::from_utf8_lossy(&changed.stderr);
+    assert!(
+        !changed.status.success() && error.contains("cannot change roleRef"),
+        "{error}"
+    );
+    k(&["delete", "rolebinding", "read-pods"]);
+    k(&["delete", "role", "pod-reader"]);
+
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);
     k(&["delete", "cm", "-l", "app=shop"]);

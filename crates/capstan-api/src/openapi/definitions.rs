@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, autoscaling, batch, coordination, core, discovery, events, policy, scheduling,
+    apps, autoscaling, batch, coordination, core, discovery, events, policy, rbac, scheduling,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
@@ -222,6 +222,11 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     // policy/v1
     kind::<policy::v1::Eviction>(g, k);
     kind::<policy::v1::PodDisruptionBudget>(g, k);
+    // rbac.authorization.k8s.io/v1
+    kind::<rbac::v1::ClusterRole>(g, k);
+    kind::<rbac::v1::ClusterRoleBinding>(g, k);
+    kind::<rbac::v1::Role>(g, k);
+    kind::<rbac::v1::RoleBinding>(g, k);
     // scheduling.k8s.io/v1
     kind::<scheduling::v1::PriorityClass>(g, k);
     // meta/v1, as served under the core group

@@ -165,3 +165,8 @@ pub(super) const EPS_ADDRESS_TYPE: &str = "addressType specifies the type of add
 pub(super) const EPS_PORTS: &str = "ports specifies the list of network ports exposed by each endpoint in this slice. Each port must have a unique name. When ports is empty, it indicates that there are no defined ports. When a port is defined with a nil port value, it indicates \"all ports\". Each slice may include a maximum of 100 ports.";
 /// `discovery/v1beta1` `EndpointSlice.endpoints`.
 pub(super) const EPS_ENDPOINTS: &str = "endpoints is a list of unique endpoints in this slice. Each slice may include a maximum of 1000 endpoints.";
+
+pub(super) const RB_ROLE: &str = "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.";
+pub(super) const RB_USERS: &str = "Users in the roleBinding";
+pub(super) const RB_GROUPS: &str = "Groups in the roleBinding";
+pub(super) const RB_SERVICE_ACCOUNTS: &str = "ServiceAccounts in the roleBinding";

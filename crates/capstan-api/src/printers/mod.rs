@@ -173,6 +173,9 @@ fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> 
         ("batch", "jobs") => (batch::JOB_COLUMNS, batch::job),
         ("batch", "cronjobs") => (batch::CRON_JOB_COLUMNS, batch::cron_job),
         ("coordination.k8s.io", "leases") => (other::LEASE_COLUMNS, other::lease),
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            (other::ROLE_BINDING_COLUMNS, other::role_binding)
+        }
         ("discovery.k8s.io", "endpointslices") => {
             (other::ENDPOINT_SLICE_COLUMNS, other::endpoint_slice)
         }

@@ -21,6 +21,53 @@ const fn col(name: &'static str, type_: &'static str, description: &'static str)
     }
 }
 
+const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Column {
+    Column {
+        priority: 1,
+        ..col(name, type_, description)
+    }
+}
+
+pub(super) const ROLE_BINDING_COLUMNS: &[Column] = &[
+    NAME,
+    col("Role", "string", RB_ROLE),
+    AGE,
+    wide("Users", "string", RB_USERS),
+    wide("Groups", "string", RB_GROUPS),
+    wide("ServiceAccounts", "string", RB_SERVICE_ACCOUNTS),
+];
+
+/// A RoleBinding or ClusterRoleBinding: `Kind/name` of its role, then its subjects by kind
+/// (service accounts as `namespace/name`).
+pub(super) fn role_binding(object: &Value, now: Timestamp) -> Row {
+    let role = format!(
+        "{}/{}",
+        text(object, &["roleRef", "kind"]),
+        text(object, &["roleRef", "name"])
+    );
+    let (mut users, mut groups, mut accounts) = (Vec::new(), Vec::new(), Vec::new());
+    for subject in list(object, &["subjects"]) {
+        let name = text(subject, &["name"]).to_owned();
+        match text(subject, &["kind"]) {
+            "User" => users.push(name),
+            "Group" => groups.push(name),
+            "ServiceAccount" => match opt_text(subject, &["namespace"]) {
+                Some(ns) if !ns.is_empty() => accounts.push(format!("{ns}/{name}")),
+                _ => accounts.push(name),
+            },
+            _ => {}
+        }
+    }
+    Row::of(vec![
+        name(object),
+        Value::from(role),
+        age(object, now),
+        Value::from(users.join(", ")),
+        Value::from(groups.join(", ")),
+        Value::from(accounts.join(", ")),
+    ])
+}
+
 pub(super) const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "string", LEASE_HOLDER), AGE];
 
 pub(super) fn lease(object: &Value, now: Timestamp) -> Row {

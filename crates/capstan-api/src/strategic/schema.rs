@@ -345,7 +345,7 @@ macro_rules! served {
 /// The built-in kinds that accept strategic merge patches.
 static SERVED: &[ServedKind] = {
     use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
-    use k8s_openapi::api::{policy, scheduling};
+    use k8s_openapi::api::{policy, rbac, scheduling};
     served![
         core::v1::Pod,
         core::v1::PodTemplate,
@@ -374,6 +374,10 @@ static SERVED: &[ServedKind] = {
         events::v1::Event,
         discovery::v1::EndpointSlice,
         policy::v1::PodDisruptionBudget,
+        rbac::v1::ClusterRole,
+        rbac::v1::ClusterRoleBinding,
+        rbac::v1::Role,
+        rbac::v1::RoleBinding,
         scheduling::v1::PriorityClass,
     ]
 };

@@ -17,6 +17,7 @@ pub(crate) mod gofmt;
 pub mod misc;
 pub mod node;
 pub mod pod;
+pub mod rbac;
 pub mod resources;
 pub mod service;
 pub mod storage;
