@@ -20,6 +20,39 @@ pub fn default_endpoint_slice(slice: &mut EndpointSlice) {
     }
 }
 
+/// The API group of RBAC objects, which `roleRef` and user and group subjects name.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// RBAC binding defaults: `roleRef.apiGroup` is the RBAC group; a subject without an API group
+/// gets the RBAC group for users and groups and the core group for service accounts.
+pub fn default_rbac_binding(
+    role_ref: &mut k8s_openapi::api::rbac::v1::RoleRef,
+    subjects: Option<&mut Vec<k8s_openapi::api::rbac::v1::Subject>>,
+) {
+    if role_ref.api_group.is_empty() {
+        role_ref.api_group = RBAC_GROUP.to_owned();
+    }
+    for subject in subjects.into_iter().flatten() {
+        if subject.api_group.as_deref().unwrap_or_default().is_empty() {
+            subject.api_group = Some(match subject.kind.as_str() {
+                "ServiceAccount" => String::new(),
+                "User" | "Group" => RBAC_GROUP.to_owned(),
+                _ => continue,
+            });
+        }
+    }
+}
+
+/// RoleBinding defaults (see [`default_rbac_binding`]).
+pub fn default_role_binding(binding: &mut k8s_openapi::api::rbac::v1::RoleBinding) {
+    default_rbac_binding(&mut binding.role_ref, binding.subjects.as_mut());
+}
+
+/// ClusterRoleBinding defaults (see [`default_rbac_binding`]).
+pub fn default_cluster_role_binding(binding: &mut k8s_openapi::api::rbac::v1::ClusterRoleBinding) {
+    default_rbac_binding(&mut binding.role_ref, binding.subjects.as_mut());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,37 +87,4 @@ mod tests {
             json!([{"name": "", "port": 80, "protocol": "TCP"}, {"name": "dns", "port": 53, "protocol": "UDP"}])
         );
     }
-}
-
-/// The API group of RBAC objects, which `roleRef` and user and group subjects name.
-pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-
-/// RBAC binding defaults: `roleRef.apiGroup` is the RBAC group; a subject without an API group
-/// gets the RBAC group for users and groups and the core group for service accounts.
-pub fn default_rbac_binding(
-    role_ref: &mut k8s_openapi::api::rbac::v1::RoleRef,
-    subjects: Option<&mut Vec<k8s_openapi::api::rbac::v1::Subject>>,
-) {
-    if role_ref.api_group.is_empty() {
-        role_ref.api_group = RBAC_GROUP.to_owned();
-    }
-    for subject in subjects.into_iter().flatten() {
-        if subject.api_group.as_deref().unwrap_or_default().is_empty() {
-            subject.api_group = Some(match subject.kind.as_str() {
-                "ServiceAccount" => String::new(),
-                "User" | "Group" => RBAC_GROUP.to_owned(),
-                _ => continue,
-            });
-        }
-    }
-}
-
-/// RoleBinding defaults (see [`default_rbac_binding`]).
-pub fn default_role_binding(binding: &mut k8s_openapi::api::rbac::v1::RoleBinding) {
-    default_rbac_binding(&mut binding.role_ref, binding.subjects.as_mut());
-}
-
-/// ClusterRoleBinding defaults (see [`default_rbac_binding`]).
-pub fn default_cluster_role_binding(binding: &mut k8s_openapi::api::rbac::v1::ClusterRoleBinding) {
-    default_rbac_binding(&mut binding.role_ref, binding.subjects.as_mut());
 }
