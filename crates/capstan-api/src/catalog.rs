@@ -228,6 +228,16 @@ pub static RESOURCES: &[Resource] = &[
     resource!("batch", "v1", "Job", "jobs", "job", namespaced: true,
         short: [], categories: ["all"], verbs: ALL_VERBS,
         sub: [status("Job")], storage: "jobs"),
+    // networking.k8s.io/v1
+    resource!("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass",
+        namespaced: false, short: [], categories: [], verbs: ALL_VERBS, sub: [],
+        storage: "ingressclasses"),
+    resource!("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", namespaced: true,
+        short: ["ing"], categories: [], verbs: ALL_VERBS, sub: [status("Ingress")],
+        storage: "ingress"),
+    resource!("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "networkpolicy",
+        namespaced: true, short: ["netpol"], categories: [], verbs: ALL_VERBS, sub: [],
+        storage: "networkpolicies"),
     // policy/v1
     resource!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
         namespaced: true, short: ["pdb"], categories: [], verbs: ALL_VERBS,

@@ -9,7 +9,7 @@ use capstan_api::defaults as d;
 use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{
-    apps, batch, coordination, core, discovery, events, policy, rbac, scheduling,
+    apps, batch, coordination, core, discovery, events, networking, policy, rbac, scheduling,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -447,6 +447,28 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                 default: d::misc::default_priority_class,
                 validate: v::misc::validate_priority_class,
                 validate_update: v::misc::validate_priority_class_update,
+                ..plain()
+            })
+        }
+        ("networking.k8s.io", "Ingress") => strategy::<networking::v1::Ingress>(Hooks {
+            validate: v::networking::validate_ingress,
+            validate_update: v::networking::validate_ingress_update,
+            validate_status_update: v::networking::validate_ingress_status_update,
+            ..workload()
+        }),
+        ("networking.k8s.io", "IngressClass") => strategy::<networking::v1::IngressClass>(Hooks {
+            default: d::misc::default_ingress_class,
+            validate: v::networking::validate_ingress_class,
+            validate_update: v::networking::validate_ingress_class_update,
+            generation: true,
+            ..plain()
+        }),
+        ("networking.k8s.io", "NetworkPolicy") => {
+            strategy::<networking::v1::NetworkPolicy>(Hooks {
+                default: d::misc::default_network_policy,
+                validate: v::networking::validate_network_policy,
+                validate_update: v::networking::validate_network_policy_update,
+                generation: true,
                 ..plain()
             })
         }

@@ -542,6 +542,66 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     k(&["delete", "rolebinding", "read-pods"]);
     k(&["delete", "role", "pod-reader"]);
 
+    // Ingresses and network policies.
+    k(&[
+        "create",
+        "ingress",
+        "web",
+        "--class=nginx",
+        "--rule=shop.example.com/*=web:80,tls=web-cert",
+    ]);
+    let row = k(&["get", "ingress", "web", "--no-headers"]);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..5],
+        ["web", "nginx", "shop.example.com", "80,", "443"],
+        "{row}"
+    );
+    let path_type = k(&[
+        "get",
+        "ingress",
+        "web",
+        "-o",
+        "jsonpath={.spec.rules[0].http.paths[0].pathType}",
+    ]);
+    assert_eq!(path_type, "Prefix");
+    let bad = kubectl_any(
+        version,
+        kubeconfig,
+        &[
+            "-n",
+            ns.as_str(),
+            "create",
+            "ingress",
+            "bad",
+            "--rule=10.0.0.1/=web:80",
+        ],
+    );
+    let error = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && error.contains("must be a DNS name, not an IP address"),
+        "{error}"
+    );
+    let policy = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: db\n  namespace: {ns}\nspec:\n  podSelector:\n    matchLabels: {{tier: db}}\n  ingress:\n  - ports:\n    - port: 5432\n"
+    );
+    let out = kubectl_stdin(version, kubeconfig, &["apply", "-f", "-"], &policy);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spec = k(&[
+        "get",
+        "netpol",
+        "db",
+        "-o",
+        "jsonpath={.spec.policyTypes} {.spec.ingress[0].ports[0].protocol}",
+    ]);
+    assert_eq!(spec, r#"["Ingress"] TCP"#);
+    k(&["delete", "ingress", "web"]);
+    k(&["delete", "networkpolicy", "db"]);
+
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);
     k(&["delete", "cm", "-l", "app=shop"]);

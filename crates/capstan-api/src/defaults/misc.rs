@@ -53,6 +53,41 @@ pub fn default_cluster_role_binding(binding: &mut k8s_openapi::api::rbac::v1::Cl
     default_rbac_binding(&mut binding.role_ref, binding.subjects.as_mut());
 }
 
+/// NetworkPolicy defaults: ports are TCP unless said otherwise; without `policyTypes` a policy
+/// is an Ingress policy, and an Egress one too when it has egress rules.
+pub fn default_network_policy(policy: &mut k8s_openapi::api::networking::v1::NetworkPolicy) {
+    let Some(spec) = policy.spec.as_mut() else {
+        return;
+    };
+    let rules = spec
+        .ingress
+        .iter_mut()
+        .flatten()
+        .flat_map(|r| r.ports.iter_mut().flatten());
+    let egress = spec
+        .egress
+        .iter_mut()
+        .flatten()
+        .flat_map(|r| r.ports.iter_mut().flatten());
+    for port in rules.chain(egress) {
+        port.protocol.get_or_insert_with(|| "TCP".to_owned());
+    }
+    if spec.policy_types.as_ref().is_none_or(Vec::is_empty) {
+        let mut types = vec!["Ingress".to_owned()];
+        if spec.egress.as_ref().is_some_and(|e| !e.is_empty()) {
+            types.push("Egress".to_owned());
+        }
+        spec.policy_types = Some(types);
+    }
+}
+
+/// IngressClass defaults: parameters without a scope are cluster-scoped.
+pub fn default_ingress_class(class: &mut k8s_openapi::api::networking::v1::IngressClass) {
+    if let Some(parameters) = class.spec.as_mut().and_then(|s| s.parameters.as_mut()) {
+        parameters.scope.get_or_insert_with(|| "Cluster".to_owned());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, autoscaling, batch, coordination, core, discovery, events, policy, rbac, scheduling,
+    apps, autoscaling, batch, coordination, core, discovery, events, networking, policy, rbac,
+    scheduling,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
@@ -219,6 +220,10 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<discovery::v1::EndpointSlice>(g, k);
     // events.k8s.io/v1
     kind::<events::v1::Event>(g, k);
+    // networking.k8s.io/v1
+    kind::<networking::v1::Ingress>(g, k);
+    kind::<networking::v1::IngressClass>(g, k);
+    kind::<networking::v1::NetworkPolicy>(g, k);
     // policy/v1
     kind::<policy::v1::Eviction>(g, k);
     kind::<policy::v1::PodDisruptionBudget>(g, k);

@@ -170,3 +170,14 @@ pub(super) const RB_ROLE: &str = "RoleRef can reference a Role in the current na
 pub(super) const RB_USERS: &str = "Users in the roleBinding";
 pub(super) const RB_GROUPS: &str = "Groups in the roleBinding";
 pub(super) const RB_SERVICE_ACCOUNTS: &str = "ServiceAccounts in the roleBinding";
+
+pub(super) const ING_CLASS: &str =
+    "The name of the IngressClass resource that should be used for additional configuration";
+pub(super) const ING_HOSTS: &str =
+    "Hosts that incoming requests are matched against before the ingress rule";
+pub(super) const ING_ADDRESS: &str =
+    "Address is a list containing ingress points for the load-balancer";
+pub(super) const ING_PORTS: &str = "Ports of TLS configurations that open";
+pub(super) const IC_CONTROLLER: &str = "Controller that is responsible for handling this class";
+pub(super) const IC_PARAMETERS: &str = "A reference to a resource with additional parameters";
+pub(super) const NP_POD_SELECTOR: &str = "podSelector selects the pods to which this NetworkPolicy object applies. The array of rules is applied to any pods selected by this field. An empty selector matches all pods in the policy's namespace. Multiple network policies can select the same set of pods. In this case, the ingress rules for each are combined additively. This field is optional. If it is not specified, it defaults to an empty selector.";

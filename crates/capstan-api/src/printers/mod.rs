@@ -173,6 +173,13 @@ fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> 
         ("batch", "jobs") => (batch::JOB_COLUMNS, batch::job),
         ("batch", "cronjobs") => (batch::CRON_JOB_COLUMNS, batch::cron_job),
         ("coordination.k8s.io", "leases") => (other::LEASE_COLUMNS, other::lease),
+        ("networking.k8s.io", "ingresses") => (other::INGRESS_COLUMNS, other::ingress),
+        ("networking.k8s.io", "ingressclasses") => {
+            (other::INGRESS_CLASS_COLUMNS, other::ingress_class)
+        }
+        ("networking.k8s.io", "networkpolicies") => {
+            (other::NETWORK_POLICY_COLUMNS, other::network_policy)
+        }
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
             (other::ROLE_BINDING_COLUMNS, other::role_binding)
         }

@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::descriptions::*;
 use super::format::{
-    age, at, flag, int, int_or_string, list, list_with_more, name, opt_text, text,
+    age, at, flag, format_label_selector, int, int_or_string, list, list_with_more, name, opt_text,
+    text,
 };
 use super::{AGE, Column, NAME, Row};
 
@@ -65,6 +66,98 @@ pub(super) fn role_binding(object: &Value, now: Timestamp) -> Row {
         Value::from(users.join(", ")),
         Value::from(groups.join(", ")),
         Value::from(accounts.join(", ")),
+    ])
+}
+
+pub(super) const INGRESS_COLUMNS: &[Column] = &[
+    NAME,
+    col("Class", "string", ING_CLASS),
+    col("Hosts", "string", ING_HOSTS),
+    col("Address", "string", ING_ADDRESS),
+    col("Ports", "string", ING_PORTS),
+    AGE,
+];
+
+/// An Ingress: its class, up to three hosts (`*` for none), the load balancer's addresses
+/// (sorted, distinct), and `80` or `80, 443` with TLS.
+pub(super) fn ingress(object: &Value, now: Timestamp) -> Row {
+    let rules = list(object, &["spec", "rules"]);
+    let mut hosts: Vec<&str> = Vec::new();
+    let mut more = false;
+    for rule in rules {
+        if hosts.len() == 3 {
+            more = true;
+        }
+        let host = text(rule, &["host"]);
+        if !more && !host.is_empty() {
+            hosts.push(host);
+        }
+    }
+    let hosts = if hosts.is_empty() {
+        "*".to_owned()
+    } else if more {
+        format!("{} + {} more...", hosts.join(","), rules.len() - 3)
+    } else {
+        hosts.join(",")
+    };
+    let mut addresses: Vec<&str> = list(object, &["status", "loadBalancer", "ingress"])
+        .iter()
+        .filter_map(|i| opt_text(i, &["ip"]).or_else(|| opt_text(i, &["hostname"])))
+        .filter(|a| !a.is_empty())
+        .collect();
+    addresses.sort_unstable();
+    addresses.dedup();
+    let ports = if list(object, &["spec", "tls"]).is_empty() {
+        "80"
+    } else {
+        "80, 443"
+    };
+    Row::of(vec![
+        name(object),
+        Value::from(opt_text(object, &["spec", "ingressClassName"]).unwrap_or("<none>")),
+        Value::from(hosts),
+        Value::from(addresses.join(",")),
+        Value::from(ports),
+        age(object, now),
+    ])
+}
+
+pub(super) const INGRESS_CLASS_COLUMNS: &[Column] = &[
+    NAME,
+    col("Controller", "string", IC_CONTROLLER),
+    col("Parameters", "string", IC_PARAMETERS),
+    AGE,
+];
+
+/// An IngressClass: its controller and `Kind[.apiGroup]/name` of its parameters.
+pub(super) fn ingress_class(object: &Value, now: Timestamp) -> Row {
+    let parameters = match at(object, &["spec", "parameters"]) {
+        Some(p) if p.is_object() => {
+            let mut text_ = text(p, &["kind"]).to_owned();
+            if let Some(group) = opt_text(p, &["apiGroup"]) {
+                text_ = format!("{text_}.{group}");
+            }
+            format!("{text_}/{}", text(p, &["name"]))
+        }
+        _ => "<none>".to_owned(),
+    };
+    Row::of(vec![
+        name(object),
+        Value::from(text(object, &["spec", "controller"])),
+        Value::from(parameters),
+        age(object, now),
+    ])
+}
+
+pub(super) const NETWORK_POLICY_COLUMNS: &[Column] =
+    &[NAME, col("Pod-Selector", "string", NP_POD_SELECTOR), AGE];
+
+/// A NetworkPolicy: its pod selector.
+pub(super) fn network_policy(object: &Value, now: Timestamp) -> Row {
+    Row::of(vec![
+        name(object),
+        Value::from(format_label_selector(at(object, &["spec", "podSelector"]))),
+        age(object, now),
     ])
 }
 

@@ -345,7 +345,7 @@ macro_rules! served {
 /// The built-in kinds that accept strategic merge patches.
 static SERVED: &[ServedKind] = {
     use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
-    use k8s_openapi::api::{policy, rbac, scheduling};
+    use k8s_openapi::api::{networking, policy, rbac, scheduling};
     served![
         core::v1::Pod,
         core::v1::PodTemplate,
@@ -373,6 +373,9 @@ static SERVED: &[ServedKind] = {
         coordination::v1::Lease,
         events::v1::Event,
         discovery::v1::EndpointSlice,
+        networking::v1::Ingress,
+        networking::v1::IngressClass,
+        networking::v1::NetworkPolicy,
         policy::v1::PodDisruptionBudget,
         rbac::v1::ClusterRole,
         rbac::v1::ClusterRoleBinding,

@@ -6,6 +6,7 @@
 
 pub mod meta;
 pub mod names;
+pub mod networking;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;

@@ -147,6 +147,73 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
+/// A DNS-1123 subdomain after `*.`, as Ingress hosts and TLS hosts may be.
+pub fn is_wildcard_dns1123_subdomain(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
+    }
+    let valid = value
+        .strip_prefix("*.")
+        .is_some_and(matches_dns1123_subdomain);
+    if !valid {
+        errs.push(regex_error(
+            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character",
+            &format!("\\*\\.{DNS1123_SUBDOMAIN_FMT}"),
+            &["*.example.com"],
+        ));
+    }
+    errs
+}
+
+/// A domain-prefixed path such as `acme.io/foo` (IngressClass controllers).
+pub fn validate_domain_prefixed_path(path: &Path, value: &str) -> Vec<FieldError> {
+    if value.is_empty() {
+        return vec![FieldError::required(path, "")];
+    }
+    let Some((host, rest)) = value
+        .split_once('/')
+        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
+    else {
+        return vec![FieldError::invalid(
+            path,
+            value,
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        )];
+    };
+    let mut errs: Vec<FieldError> = is_dns1123_subdomain(host)
+        .into_iter()
+        .map(|msg| FieldError::invalid(path, host, &msg))
+        .collect();
+    let http_path_char = |c: char| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c);
+    if !rest.chars().all(http_path_char) {
+        errs.push(FieldError::invalid(
+            path,
+            rest,
+            &regex_error("Invalid path", "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+", &[]),
+        ));
+    }
+    errs
+}
+
+/// Whether CIDR `inner` lies strictly inside CIDR `outer` (same family, longer prefix, and
+/// `inner`'s address within `outer`).
+pub fn cidr_strictly_inside(outer: (ParsedIp, u8), inner: (ParsedIp, u8)) -> bool {
+    fn bits(ip: &ParsedIp) -> (u128, u8) {
+        match ip {
+            ParsedIp::V4(v4) => (u128::from(u32::from(*v4)), 32),
+            ParsedIp::V6(v6) => (u128::from(*v6), 128),
+        }
+    }
+    let ((o, o_width), (i, i_width)) = (bits(&outer.0), bits(&inner.0));
+    if o_width != i_width || outer.1 >= inner.1 {
+        return false;
+    }
+    let shift = u32::from(o_width - outer.1);
+    let mask = if shift >= 128 { 0 } else { (!0u128) << shift };
+    (o & mask) == (i & mask)
+}
+
 /// A DNS-1123 subdomain whose labels may also contain `_` (and start with one), as relaxed DNS
 /// search paths allow.
 pub fn is_dns1123_subdomain_with_underscore(value: &str) -> Vec<String> {
