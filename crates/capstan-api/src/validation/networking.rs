@@ -200,10 +200,10 @@ fn validate_ingress_spec(
                 ));
             }
         }
-        if !wildcard || !options.allow_invalid_wildcard_host_rule {
-            if let Some(http) = &rule.http {
-                errs.extend(validate_http_paths(&http.paths, &at.child("http"), options));
-            }
+        if (!wildcard || !options.allow_invalid_wildcard_host_rule)
+            && let Some(http) = &rule.http
+        {
+            errs.extend(validate_http_paths(&http.paths, &at.child("http"), options));
         }
     }
     for (i, tls) in spec.tls.iter().flatten().enumerate() {
