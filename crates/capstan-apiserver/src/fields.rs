@@ -48,6 +48,11 @@ impl Endpoint<'_> {
         }
     }
 
+    /// What a field manager context borrows: the time now, the API version, what is ignored.
+    fn context_parts(&self) -> (String, String, Ignored) {
+        (now_rfc3339(), self.resource.api_version(), self.ignored())
+    }
+
     fn manager(&self, name: &str, operation: Operation) -> Manager {
         Manager::new(
             name,
@@ -87,9 +92,7 @@ impl Endpoint<'_> {
             return;
         }
         let old = old.unwrap_or_else(|| schema::zero(ty));
-        let now = now_rfc3339();
-        let api_version = self.resource.api_version();
-        let ignored = self.ignored();
+        let (now, api_version, ignored) = self.context_parts();
         let ctx = Context {
             ty,
             api_version: &api_version,
@@ -165,9 +168,7 @@ impl Endpoint<'_> {
                 "failed to decode managed fields: {e}"
             )))
         })?;
-        let now = now_rfc3339();
-        let api_version = resource.api_version();
-        let ignored = self.ignored();
+        let (now, api_version, ignored) = self.context_parts();
         let ctx = Context {
             ty,
             api_version: &api_version,

@@ -25,9 +25,7 @@ use crate::validation::meta::{
     FIELD_IMMUTABLE, validate_label_selector, validate_nonnegative, validate_object_meta,
     validate_object_meta_update,
 };
-use crate::validation::names::{
-    NameValidator, is_dns1123_label, is_dns1123_subdomain, regex_error, validate_qualified_name,
-};
+use crate::validation::names::{NameValidator, is_dns1123_label, validate_qualified_name};
 use crate::validation::pod::{PodValidationOptions, validate_pod_template_spec};
 
 const MAX_PARALLELISM_FOR_INDEXED_JOB: i32 = 100_000;
@@ -48,7 +46,6 @@ const POD_FAILURE_POLICY_ACTIONS: &[&str] = &["Count", "FailIndex", "FailJob", "
 const ON_EXIT_CODES_OPERATORS: &[&str] = &["In", "NotIn"];
 const CONDITION_STATUSES: &[&str] = &["False", "True", "Unknown"];
 const POD_REPLACEMENT_POLICIES: &[&str] = &["Failed", "TerminatingOrFailed"];
-const HTTP_PATH_FMT: &str = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+";
 
 fn meta_path() -> Path {
     Path::new("metadata")
@@ -230,37 +227,6 @@ pub fn validate_job_spec(
     errs
 }
 
-fn validate_domain_prefixed_path(value: &str, path: &Path) -> Vec<FieldError> {
-    if value.is_empty() {
-        return vec![FieldError::required(path, "")];
-    }
-    let Some((host, rest)) = value
-        .split_once('/')
-        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
-    else {
-        return vec![FieldError::invalid(
-            path,
-            value,
-            "must be a domain-prefixed path (such as \"acme.io/foo\")",
-        )];
-    };
-    let mut errs: Vec<FieldError> = is_dns1123_subdomain(host)
-        .into_iter()
-        .map(|msg| FieldError::invalid(path, host, &msg))
-        .collect();
-    let path_ok = rest
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/-._~%!$&'()*+,;=:".contains(&b));
-    if !path_ok {
-        errs.push(FieldError::invalid(
-            path,
-            rest,
-            &regex_error("Invalid path", HTTP_PATH_FMT, &[]),
-        ));
-    }
-    errs
-}
-
 /// The checks a Job spec and a CronJob's job template share.
 fn validate_job_spec_common(spec: &JobSpec, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -297,7 +263,9 @@ fn validate_job_spec_common(spec: &JobSpec, path: &Path) -> Vec<FieldError> {
     }
     if let Some(managed_by) = &spec.managed_by {
         let p = path.child("managedBy");
-        errs.extend(validate_domain_prefixed_path(managed_by, &p));
+        errs.extend(crate::validation::names::validate_domain_prefixed_path(
+            &p, managed_by,
+        ));
         if managed_by.len() > MAX_MANAGED_BY_LENGTH {
             errs.push(FieldError::too_long(&p, MAX_MANAGED_BY_LENGTH));
         }

@@ -166,6 +166,9 @@ pub fn is_wildcard_dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
+/// The characters of the path of a domain-prefixed path.
+const HTTP_PATH_FMT: &str = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+";
+
 /// A domain-prefixed path such as `acme.io/foo` (IngressClass controllers).
 pub fn validate_domain_prefixed_path(path: &Path, value: &str) -> Vec<FieldError> {
     if value.is_empty() {
@@ -190,7 +193,7 @@ pub fn validate_domain_prefixed_path(path: &Path, value: &str) -> Vec<FieldError
         errs.push(FieldError::invalid(
             path,
             rest,
-            &regex_error("Invalid path", "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+", &[]),
+            &regex_error("Invalid path", HTTP_PATH_FMT, &[]),
         ));
     }
     errs
