@@ -254,6 +254,10 @@ pub static RESOURCES: &[Resource] = &[
         storage: "rolebindings"),
     resource!("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", namespaced: true,
         short: [], categories: [], verbs: ALL_VERBS, sub: [], storage: "roles"),
+    // storage.k8s.io/v1
+    resource!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass",
+        namespaced: false, short: ["sc"], categories: [], verbs: ALL_VERBS, sub: [],
+        storage: "storageclasses"),
     // scheduling.k8s.io/v1
     resource!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass",
         namespaced: false, short: ["pc"], categories: [], verbs: ALL_VERBS, sub: [],

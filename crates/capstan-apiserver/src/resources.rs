@@ -10,6 +10,7 @@ use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{
     apps, batch, coordination, core, discovery, events, networking, policy, rbac, scheduling,
+    storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -496,6 +497,12 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                 ..creatable_by_put()
             })
         }
+        ("storage.k8s.io", "StorageClass") => strategy::<storage::v1::StorageClass>(Hooks {
+            default: d::misc::default_storage_class,
+            validate: v::storage_class::validate_storage_class,
+            validate_update: v::storage_class::validate_storage_class_update,
+            ..plain()
+        }),
         ("coordination.k8s.io", "Lease") => strategy::<coordination::v1::Lease>(Hooks {
             validate: v::misc::validate_lease,
             validate_update: v::misc::validate_lease_update,

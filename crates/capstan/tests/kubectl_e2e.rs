@@ -602,6 +602,37 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     k(&["delete", "ingress", "web"]);
     k(&["delete", "networkpolicy", "db"]);
 
+    // A storage class (cluster-scoped), defaulted and printed as upstream.
+    let class_name = format!("fast-{ns}");
+    let class = format!(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: {class_name}\n  annotations:\n    storageclass.kubernetes.io/is-default-class: \"true\"\nprovisioner: example.com/fast\n"
+    );
+    let out = kubectl_stdin(version, kubeconfig, &["apply", "-f", "-"], &class);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = kubectl_ok(
+        version,
+        kubeconfig,
+        &["get", "sc", &class_name, "--no-headers"],
+    );
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..6],
+        [
+            class_name.as_str(),
+            "(default)",
+            "example.com/fast",
+            "Delete",
+            "Immediate",
+            "false"
+        ],
+        "{row}"
+    );
+    kubectl_ok(version, kubeconfig, &["delete", "sc", &class_name]);
+
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);
     k(&["delete", "cm", "-l", "app=shop"]);

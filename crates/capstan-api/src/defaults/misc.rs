@@ -88,6 +88,16 @@ pub fn default_ingress_class(class: &mut k8s_openapi::api::networking::v1::Ingre
     }
 }
 
+/// StorageClass defaults: reclaim policy Delete, binding mode Immediate.
+pub fn default_storage_class(class: &mut k8s_openapi::api::storage::v1::StorageClass) {
+    class
+        .reclaim_policy
+        .get_or_insert_with(|| "Delete".to_owned());
+    class
+        .volume_binding_mode
+        .get_or_insert_with(|| "Immediate".to_owned());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
     apps, autoscaling, batch, coordination, core, discovery, events, networking, policy, rbac,
-    scheduling,
+    scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
@@ -234,6 +234,8 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<rbac::v1::RoleBinding>(g, k);
     // scheduling.k8s.io/v1
     kind::<scheduling::v1::PriorityClass>(g, k);
+    // storage.k8s.io/v1
+    kind::<storage::v1::StorageClass>(g, k);
     // meta/v1, as served under the core group
     kind::<meta::APIGroup>(g, k);
     kind::<meta::APIGroupList>(g, k);

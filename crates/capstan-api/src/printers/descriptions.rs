@@ -181,3 +181,9 @@ pub(super) const ING_PORTS: &str = "Ports of TLS configurations that open";
 pub(super) const IC_CONTROLLER: &str = "Controller that is responsible for handling this class";
 pub(super) const IC_PARAMETERS: &str = "A reference to a resource with additional parameters";
 pub(super) const NP_POD_SELECTOR: &str = "podSelector selects the pods to which this NetworkPolicy object applies. The array of rules is applied to any pods selected by this field. An empty selector matches all pods in the policy's namespace. Multiple network policies can select the same set of pods. In this case, the ingress rules for each are combined additively. This field is optional. If it is not specified, it defaults to an empty selector.";
+
+pub(super) const SC_PROVISIONER: &str = "provisioner indicates the type of the provisioner.";
+pub(super) const SC_RECLAIM: &str = "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.";
+pub(super) const SC_BINDING: &str = "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.";
+pub(super) const SC_EXPANSION: &str =
+    "allowVolumeExpansion shows whether the storage class allow volume expand.";

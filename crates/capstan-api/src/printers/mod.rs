@@ -180,6 +180,9 @@ fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> 
         ("networking.k8s.io", "networkpolicies") => {
             (other::NETWORK_POLICY_COLUMNS, other::network_policy)
         }
+        ("storage.k8s.io", "storageclasses") => {
+            (other::STORAGE_CLASS_COLUMNS, other::storage_class)
+        }
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
             (other::ROLE_BINDING_COLUMNS, other::role_binding)
         }

@@ -161,6 +161,39 @@ pub(super) fn network_policy(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
+pub(super) const STORAGE_CLASS_COLUMNS: &[Column] = &[
+    NAME,
+    col("Provisioner", "string", SC_PROVISIONER),
+    col("ReclaimPolicy", "string", SC_RECLAIM),
+    col("VolumeBindingMode", "string", SC_BINDING),
+    col("AllowVolumeExpansion", "string", SC_EXPANSION),
+    AGE,
+];
+
+/// A StorageClass: `(default)` after the name of the default class, its provisioner, reclaim
+/// policy and binding mode (upstream's defaults when unset) and whether volumes may grow.
+pub(super) fn storage_class(object: &Value, now: Timestamp) -> Row {
+    let annotations = [
+        "storageclass.kubernetes.io/is-default-class",
+        "storageclass.beta.kubernetes.io/is-default-class",
+    ];
+    let is_default = annotations
+        .iter()
+        .any(|a| opt_text(object, &["metadata", "annotations", a]) == Some("true"));
+    let mut class_name = text(object, &["metadata", "name"]).to_owned();
+    if is_default {
+        class_name.push_str(" (default)");
+    }
+    Row::of(vec![
+        Value::from(class_name),
+        Value::from(text(object, &["provisioner"])),
+        Value::from(opt_text(object, &["reclaimPolicy"]).unwrap_or("Delete")),
+        Value::from(opt_text(object, &["volumeBindingMode"]).unwrap_or("Immediate")),
+        Value::from(flag(object, &["allowVolumeExpansion"])),
+        age(object, now),
+    ])
+}
+
 pub(super) const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "string", LEASE_HOLDER), AGE];
 
 pub(super) fn lease(object: &Value, now: Timestamp) -> Row {

@@ -345,7 +345,7 @@ macro_rules! served {
 /// The built-in kinds that accept strategic merge patches.
 static SERVED: &[ServedKind] = {
     use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
-    use k8s_openapi::api::{networking, policy, rbac, scheduling};
+    use k8s_openapi::api::{networking, policy, rbac, scheduling, storage};
     served![
         core::v1::Pod,
         core::v1::PodTemplate,
@@ -382,6 +382,7 @@ static SERVED: &[ServedKind] = {
         rbac::v1::Role,
         rbac::v1::RoleBinding,
         scheduling::v1::PriorityClass,
+        storage::v1::StorageClass,
     ]
 };
 

@@ -22,4 +22,5 @@ pub mod rbac;
 pub mod resources;
 pub mod service;
 pub mod storage;
+pub mod storage_class;
 pub mod volumes;
