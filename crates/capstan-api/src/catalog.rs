@@ -19,6 +19,9 @@ const NO_COLLECTION_DELETE: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
 
+/// The verbs of the review APIs, which answer a question and store nothing.
+const CREATE_ONLY: &[&str] = &["create"];
+
 /// The verbs of `status` and `scale` subresources.
 const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
 
@@ -221,6 +224,14 @@ pub static RESOURCES: &[Resource] = &[
     // events.k8s.io/v1
     resource!("events.k8s.io", "v1", "Event", "events", "event", namespaced: true,
         short: ["ev"], categories: [], verbs: ALL_VERBS, sub: [], storage: "events.k8s.io/events"),
+    // authentication.k8s.io/v1
+    resource!("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews",
+        "selfsubjectreview", namespaced: false, short: [], categories: [], verbs: CREATE_ONLY,
+        sub: [], storage: "selfsubjectreviews"),
+    // authorization.k8s.io/v1
+    resource!("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews", "selfsubjectaccessreview", namespaced: false, short: [],
+        categories: [], verbs: CREATE_ONLY, sub: [], storage: "selfsubjectaccessreviews"),
     // batch/v1
     resource!("batch", "v1", "CronJob", "cronjobs", "cronjob", namespaced: true,
         short: ["cj"], categories: ["all"], verbs: ALL_VERBS,

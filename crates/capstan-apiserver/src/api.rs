@@ -633,6 +633,22 @@ impl Api {
             }
             ("list", None) => self.list(&registry, namespace, &query, output).await,
             ("watch", None) => self.watch(&registry, namespace, &query, output).await,
+            ("create", None)
+                if matches!(
+                    resource.group,
+                    "authentication.k8s.io" | "authorization.k8s.io"
+                ) =>
+            {
+                // A review answers; nothing is stored.
+                let user = request
+                    .extensions()
+                    .get::<crate::auth::User>()
+                    .cloned()
+                    .unwrap_or_else(crate::auth::User::anonymous);
+                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                let answer = crate::reviews::answer(resource.kind, &body, &user)?;
+                Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
+            }
             ("create", None) => {
                 if request.method() != Method::POST {
                     return Err(ApiError::not_found());

@@ -24,6 +24,7 @@ pub mod pki;
 mod pods;
 mod registry;
 mod resources;
+mod reviews;
 mod scale;
 mod selectors;
 mod serve;

@@ -9,8 +9,8 @@ use capstan_api::defaults as d;
 use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{
-    apps, batch, coordination, core, discovery, events, networking, policy, rbac, scheduling,
-    storage,
+    apps, authentication, authorization, batch, coordination, core, discovery, events, networking,
+    policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -496,6 +496,13 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                 validate_update: v::rbac::validate_cluster_role_binding_update,
                 ..creatable_by_put()
             })
+        }
+        // Reviews are answered by `reviews.rs`, never stored; the strategy decodes their bodies.
+        ("authentication.k8s.io", "SelfSubjectReview") => {
+            strategy::<authentication::v1::SelfSubjectReview>(Hooks::plain())
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            strategy::<authorization::v1::SelfSubjectAccessReview>(Hooks::plain())
         }
         ("storage.k8s.io", "StorageClass") => strategy::<storage::v1::StorageClass>(Hooks {
             default: d::misc::default_storage_class,

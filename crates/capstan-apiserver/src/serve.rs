@@ -179,22 +179,27 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
 /// Paths every client may read, authenticated or not (upstream's `system:public-info-viewer`).
 const PUBLIC_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
 
-/// Until RBAC: the public paths for everyone, everything for `system:masters`, nothing else.
+/// Whether everyone may GET `path` (health and version).
+pub(crate) fn is_public_path(path: &str) -> bool {
+    PUBLIC_PATHS
+        .iter()
+        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+}
+
+/// Until RBAC: the public paths for everyone, everything for `system:masters`, the self
+/// reviews for every authenticated user, nothing else.
 fn authorize(user: &User, info: &RequestInfo) -> Result<(), ApiError> {
-    let public = !info.is_resource_request
-        && info.verb == "get"
-        && PUBLIC_PATHS.iter().any(|p| {
-            info.path == *p
-                || info
-                    .path
-                    .strip_prefix(p)
-                    .is_some_and(|r| r.starts_with('/'))
-        });
-    if public {
+    if !info.is_resource_request && info.verb == "get" && is_public_path(&info.path) {
         return Ok(());
     }
     if user.is_anonymous() {
         return Err(ApiError::unauthorized());
+    }
+    let attributes = serde_json::json!({
+        "verb": info.verb, "group": info.api_group, "resource": info.resource,
+    });
+    if info.is_resource_request && crate::reviews::allowed(user, &attributes) {
+        return Ok(());
     }
     if user.groups.iter().any(|g| g == "system:masters") {
         return Ok(());

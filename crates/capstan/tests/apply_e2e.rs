@@ -2,7 +2,7 @@
 //! 1.33 against the real `capstan server` (SQLite): applies with and without conflicts and with
 //! `--force-conflicts`, two managers sharing a field, a field that disappears only when its last
 //! manager stops applying it, server dry-run diffs that change nothing, and an edit through a
-//! scripted editor.
+//! scripted editor; and `kubectl auth can-i` and `whoami`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -265,6 +265,19 @@ fn edit(version: &str, kubeconfig: &Path, ns: &str) {
     );
 }
 
+/// `kubectl auth can-i` and `auth whoami` through the review APIs.
+fn reviews(version: &str, kubeconfig: &Path) {
+    let can = kubectl_any(version, kubeconfig, &["auth", "can-i", "create", "pods"]);
+    assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "yes");
+    if version != "1.27" {
+        let me = kubectl_ok(version, kubeconfig, &["auth", "whoami", "-o", "json"]);
+        let me: Value = serde_json::from_str(&me).unwrap();
+        assert_eq!(me["kind"], "SelfSubjectReview");
+        let groups = me["status"]["userInfo"]["groups"].as_array().unwrap();
+        assert!(groups.iter().any(|g| g == "system:masters"), "{me}");
+    }
+}
+
 #[test]
 fn apply_diff_and_edit_with_stock_kubectl() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,6 +289,7 @@ fn apply_diff_and_edit_with_stock_kubectl() {
         server_side_apply(version, &kubeconfig, dir.path(), &ns);
         diff(version, &kubeconfig, dir.path(), &ns);
         edit(version, &kubeconfig, &ns);
+        reviews(version, &kubeconfig);
     }
     server.stop();
 }

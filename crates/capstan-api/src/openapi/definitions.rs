@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, autoscaling, batch, coordination, core, discovery, events, networking, policy, rbac,
-    scheduling, storage,
+    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
+    networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
@@ -209,6 +209,9 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<apps::v1::Deployment>(g, k);
     kind::<apps::v1::ReplicaSet>(g, k);
     kind::<apps::v1::StatefulSet>(g, k);
+    // authentication.k8s.io/v1, authorization.k8s.io/v1
+    kind::<authentication::v1::SelfSubjectReview>(g, k);
+    kind::<authorization::v1::SelfSubjectAccessReview>(g, k);
     // autoscaling/v1 (the scale subresource)
     kind::<autoscaling::v1::Scale>(g, k);
     // batch/v1

@@ -345,7 +345,9 @@ macro_rules! served {
 /// The built-in kinds that accept strategic merge patches.
 static SERVED: &[ServedKind] = {
     use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
-    use k8s_openapi::api::{networking, policy, rbac, scheduling, storage};
+    use k8s_openapi::api::{
+        authentication, authorization, networking, policy, rbac, scheduling, storage,
+    };
     served![
         core::v1::Pod,
         core::v1::PodTemplate,
@@ -383,6 +385,8 @@ static SERVED: &[ServedKind] = {
         rbac::v1::RoleBinding,
         scheduling::v1::PriorityClass,
         storage::v1::StorageClass,
+        authentication::v1::SelfSubjectReview,
+        authorization::v1::SelfSubjectAccessReview,
     ]
 };
 

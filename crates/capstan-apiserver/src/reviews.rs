@@ -1,0 +1,140 @@
+//! The review APIs, which answer a question instead of storing an object:
+//! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`) and
+//! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`). The
+//! answers come from the same authenticator and authorizer every request goes through.
+
+use capstan_api::StatusError;
+use capstan_api::field::{FieldError, Path};
+use serde_json::{Value, json};
+
+use crate::auth::User;
+use crate::status::ApiError;
+
+/// The resources of the review APIs that every authenticated user may create, as upstream's
+/// `system:basic-user` role allows.
+pub(crate) const SELF_REVIEWS: [(&str, &str); 2] = [
+    ("authentication.k8s.io", "selfsubjectreviews"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+];
+
+/// Whether `user` may do what the resource or non-resource attributes describe (the
+/// authorizer's rule: `system:masters` may do anything, and any authenticated user may create
+/// the self reviews).
+pub(crate) fn allowed(user: &User, attributes: &Value) -> bool {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return true;
+    }
+    let text = |key: &str| attributes.get(key).and_then(Value::as_str).unwrap_or("");
+    !user.is_anonymous()
+        && text("verb") == "create"
+        && SELF_REVIEWS
+            .iter()
+            .any(|(group, resource)| text("group") == *group && text("resource") == *resource)
+}
+
+/// Answers a review of `kind` for `user`.
+pub(crate) fn answer(kind: &str, body: &Value, user: &User) -> Result<Value, ApiError> {
+    match kind {
+        "SelfSubjectReview" => Ok(json!({
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": null},
+            "status": {"userInfo": {"username": user.name, "groups": user.groups}},
+        })),
+        "SelfSubjectAccessReview" => {
+            let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+            let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
+            let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
+            let allowed = match (resource, non_resource) {
+                (Some(attributes), None) => allowed(user, attributes),
+                (None, Some(attributes)) => {
+                    user.groups.iter().any(|g| g == "system:masters")
+                        || (attributes.get("verb").and_then(Value::as_str) == Some("get")
+                            && crate::serve::is_public_path(
+                                attributes.get("path").and_then(Value::as_str).unwrap_or(""),
+                            ))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid_spec(
+                        "nonResourceAttributes",
+                        "cannot be specified in combination with resourceAttributes",
+                    ));
+                }
+                (None, None) => {
+                    return Err(invalid_spec(
+                        "resourceAttributes",
+                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                    ));
+                }
+            };
+            let mut metadata = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            if metadata.get("creationTimestamp").is_none() {
+                metadata["creationTimestamp"] = Value::Null;
+            }
+            Ok(json!({
+                "kind": "SelfSubjectAccessReview",
+                "apiVersion": "authorization.k8s.io/v1",
+                "metadata": metadata,
+                "spec": spec,
+                "status": {"allowed": allowed},
+            }))
+        }
+        other => Err(StatusError::internal(&format!("no review for {other}")).into()),
+    }
+}
+
+/// Upstream's 422 for a SelfSubjectAccessReview spec without exactly one kind of attributes.
+fn invalid_spec(field: &str, detail: &str) -> ApiError {
+    let value = if field == "resourceAttributes" {
+        capstan_api::field::BadValue::Null
+    } else {
+        capstan_api::field::BadValue::Other("{...}".into())
+    };
+    StatusError::invalid(
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "",
+        &[FieldError::invalid(
+            &Path::new("spec").child(field),
+            value,
+            detail,
+        )],
+    )
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(groups: &[&str]) -> User {
+        User {
+            name: "alice".into(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn access_reviews_follow_the_authorizer() {
+        let ask = |user: &User, spec: Value| {
+            answer("SelfSubjectAccessReview", &json!({"spec": spec}), user)
+        };
+        let pods = json!({"resourceAttributes": {"verb": "create", "resource": "pods"}});
+        let admin = user(&["system:masters", "system:authenticated"]);
+        let plain = user(&["devs", "system:authenticated"]);
+        assert_eq!(
+            ask(&admin, pods.clone()).unwrap()["status"]["allowed"],
+            true
+        );
+        assert_eq!(ask(&plain, pods).unwrap()["status"]["allowed"], false);
+        let own = json!({"resourceAttributes": {"verb": "create",
+            "group": "authorization.k8s.io", "resource": "selfsubjectaccessreviews"}});
+        assert_eq!(ask(&plain, own).unwrap()["status"]["allowed"], true);
+        let health = json!({"nonResourceAttributes": {"verb": "get", "path": "/healthz"}});
+        assert_eq!(ask(&plain, health).unwrap()["status"]["allowed"], true);
+        let error = ask(&plain, json!({})).unwrap_err();
+        assert_eq!(error.status().code(), 422);
+        let who = answer("SelfSubjectReview", &json!({}), &plain).unwrap();
+        assert_eq!(who["status"]["userInfo"]["username"], "alice");
+    }
+}
