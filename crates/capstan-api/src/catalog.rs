@@ -276,6 +276,10 @@ pub static RESOURCES: &[Resource] = &[
     // coordination.k8s.io/v1
     resource!("coordination.k8s.io", "v1", "Lease", "leases", "lease", namespaced: true,
         short: [], categories: [], verbs: ALL_VERBS, sub: [], storage: "leases"),
+    // node.k8s.io/v1
+    resource!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass",
+        namespaced: false, short: [], categories: [], verbs: ALL_VERBS, sub: [],
+        storage: "runtimeclasses"),
     // discovery.k8s.io/v1
     resource!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice",
         namespaced: true, short: [], categories: [], verbs: ALL_VERBS, sub: [],

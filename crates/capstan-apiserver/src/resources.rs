@@ -10,7 +10,7 @@ use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{
     apps, authentication, authorization, batch, coordination, core, discovery, events, networking,
-    policy, rbac, scheduling, storage,
+    node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -504,6 +504,11 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         ("authorization.k8s.io", "SelfSubjectAccessReview") => {
             strategy::<authorization::v1::SelfSubjectAccessReview>(Hooks::plain())
         }
+        ("node.k8s.io", "RuntimeClass") => strategy::<node::v1::RuntimeClass>(Hooks {
+            validate: v::runtime_class::validate_runtime_class,
+            validate_update: v::runtime_class::validate_runtime_class_update,
+            ..plain()
+        }),
         ("storage.k8s.io", "StorageClass") => strategy::<storage::v1::StorageClass>(Hooks {
             default: d::misc::default_storage_class,
             validate: v::storage_class::validate_storage_class,

@@ -632,6 +632,31 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
         "{row}"
     );
     kubectl_ok(version, kubeconfig, &["delete", "sc", &class_name]);
+    let runtime = format!(
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor-{ns}\nhandler: runsc\n"
+    );
+    let out = kubectl_stdin(version, kubeconfig, &["apply", "-f", "-"], &runtime);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = kubectl_ok(
+        version,
+        kubeconfig,
+        &[
+            "get",
+            "runtimeclass",
+            &format!("gvisor-{ns}"),
+            "--no-headers",
+        ],
+    );
+    assert_eq!(row.split_whitespace().nth(1), Some("runsc"), "{row}");
+    kubectl_ok(
+        version,
+        kubeconfig,
+        &["delete", "runtimeclass", &format!("gvisor-{ns}")],
+    );
 
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);

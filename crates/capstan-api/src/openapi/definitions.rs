@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
     apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
-    networking, policy, rbac, scheduling, storage,
+    networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
@@ -227,6 +227,8 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<networking::v1::Ingress>(g, k);
     kind::<networking::v1::IngressClass>(g, k);
     kind::<networking::v1::NetworkPolicy>(g, k);
+    // node.k8s.io/v1
+    kind::<node::v1::RuntimeClass>(g, k);
     // policy/v1
     kind::<policy::v1::Eviction>(g, k);
     kind::<policy::v1::PodDisruptionBudget>(g, k);

@@ -187,3 +187,5 @@ pub(super) const SC_RECLAIM: &str = "reclaimPolicy controls the reclaimPolicy fo
 pub(super) const SC_BINDING: &str = "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.";
 pub(super) const SC_EXPANSION: &str =
     "allowVolumeExpansion shows whether the storage class allow volume expand.";
+
+pub(super) const RC_HANDLER: &str = "handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class. The possible values are specific to the node & CRI configuration.  It is assumed that all handlers are available on every node, and handlers of the same name are equivalent on every node. For example, a handler called \"runc\" might specify that the runc OCI runtime (using native Linux containers) will be used to run the containers in a pod. The Handler must be lowercase, conform to the DNS Label (RFC 1123) requirements, and is immutable.";

@@ -180,6 +180,7 @@ fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> 
         ("networking.k8s.io", "networkpolicies") => {
             (other::NETWORK_POLICY_COLUMNS, other::network_policy)
         }
+        ("node.k8s.io", "runtimeclasses") => (other::RUNTIME_CLASS_COLUMNS, other::runtime_class),
         ("storage.k8s.io", "storageclasses") => {
             (other::STORAGE_CLASS_COLUMNS, other::storage_class)
         }

@@ -194,6 +194,18 @@ pub(super) fn storage_class(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
+pub(super) const RUNTIME_CLASS_COLUMNS: &[Column] =
+    &[NAME, col("Handler", "string", RC_HANDLER), AGE];
+
+/// A RuntimeClass: its handler.
+pub(super) fn runtime_class(object: &Value, now: Timestamp) -> Row {
+    Row::of(vec![
+        name(object),
+        Value::from(text(object, &["handler"])),
+        age(object, now),
+    ])
+}
+
 pub(super) const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "string", LEASE_HOLDER), AGE];
 
 pub(super) fn lease(object: &Value, now: Timestamp) -> Row {

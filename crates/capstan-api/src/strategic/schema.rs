@@ -346,7 +346,7 @@ macro_rules! served {
 static SERVED: &[ServedKind] = {
     use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
     use k8s_openapi::api::{
-        authentication, authorization, networking, policy, rbac, scheduling, storage,
+        authentication, authorization, networking, node, policy, rbac, scheduling, storage,
     };
     served![
         core::v1::Pod,
@@ -385,6 +385,7 @@ static SERVED: &[ServedKind] = {
         rbac::v1::RoleBinding,
         scheduling::v1::PriorityClass,
         storage::v1::StorageClass,
+        node::v1::RuntimeClass,
         authentication::v1::SelfSubjectReview,
         authorization::v1::SelfSubjectAccessReview,
     ]

@@ -20,6 +20,7 @@ pub mod node;
 pub mod pod;
 pub mod rbac;
 pub mod resources;
+pub mod runtime_class;
 pub mod service;
 pub mod storage;
 pub mod storage_class;

@@ -1008,7 +1008,7 @@ fn check_host_port_conflicts(
     errs
 }
 
-fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> Vec<FieldError> {
+pub(crate) fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, t) in tolerations.iter().enumerate() {
         let p = path.index(i);
