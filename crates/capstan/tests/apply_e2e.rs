@@ -234,12 +234,7 @@ fn diff(version: &str, kubeconfig: &Path, dir: &Path, ns: &str) {
 }
 
 fn edit(version: &str, kubeconfig: &Path, ns: &str) {
-    let binary = if version == "default" {
-        kubectl_dir().join("kubectl")
-    } else {
-        kubectl_dir().join(format!("kubectl.{version}"))
-    };
-    let output = Command::new(binary)
+    let output = Command::new(kubectl_binary(version))
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["-n", ns, "edit", "configmap", "settings"])

@@ -664,14 +664,6 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     assert_eq!(k(&["get", "cm", "-o", "name"]).trim(), "");
 }
 
-fn kubectl_binary(version: &str) -> std::path::PathBuf {
-    if version == "default" {
-        kubectl_dir().join("kubectl")
-    } else {
-        kubectl_dir().join(format!("kubectl.{version}"))
-    }
-}
-
 /// Discovery-driven commands print as against upstream.
 fn discovery_commands(version: &str, kubeconfig: &Path) {
     let resources = kubectl_ok(version, kubeconfig, &["api-resources"]);

@@ -137,13 +137,18 @@ pub fn kubectl_ok(version: &str, kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Runs kubectl `version` and returns what it did, success or not.
-pub fn kubectl_any(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
-    let binary = if version == "default" {
+/// The kubectl of `version` ("default" for the machine's `kubectl`).
+pub fn kubectl_binary(version: &str) -> PathBuf {
+    if version == "default" {
         kubectl_dir().join("kubectl")
     } else {
         kubectl_dir().join(format!("kubectl.{version}"))
-    };
+    }
+}
+
+/// Runs kubectl `version` and returns what it did, success or not.
+pub fn kubectl_any(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
+    let binary = kubectl_binary(version);
     Command::new(&binary)
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -155,11 +160,7 @@ pub fn kubectl_any(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
 /// Runs kubectl with `stdin` as its input.
 pub fn kubectl_stdin(version: &str, kubeconfig: &Path, args: &[&str], stdin: &str) -> Output {
     use std::io::Write;
-    let binary = if version == "default" {
-        kubectl_dir().join("kubectl")
-    } else {
-        kubectl_dir().join(format!("kubectl.{version}"))
-    };
+    let binary = kubectl_binary(version);
     let mut child = Command::new(&binary)
         .arg("--kubeconfig")
         .arg(kubeconfig)
