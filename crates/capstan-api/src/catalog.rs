@@ -70,7 +70,7 @@ const FINALIZE: Subresource = Subresource {
 pub struct Resource {
     /// The API group; empty for the core group.
     pub group: &'static str,
-    /// The version served (and stored).
+    /// The version served.
     pub version: &'static str,
     /// The kind of a single object.
     pub kind: &'static str,
@@ -90,6 +90,9 @@ pub struct Resource {
     pub subresources: &'static [Subresource],
     /// The first segment of the storage key after `/registry/`, as upstream lays out etcd.
     pub storage_prefix: &'static str,
+    /// The version objects are stored in when it is not this one: this version is then served
+    /// by conversion (see [`crate::convert`]) from the stored one, which shares the storage key.
+    pub stored_as: Option<&'static str>,
 }
 
 impl Resource {
@@ -110,6 +113,12 @@ impl Resource {
     /// The subresource called `name`, if served.
     pub fn subresource(&self, name: &str) -> Option<&'static Subresource> {
         self.subresources.iter().find(|s| s.name == name)
+    }
+
+    /// Whether objects are stored in this version (otherwise they are converted from
+    /// [`Resource::stored_as`]).
+    pub fn is_stored_version(&self) -> bool {
+        self.stored_as.is_none()
     }
 
     /// Whether the resource supports `verb`.
@@ -142,7 +151,8 @@ impl Resource {
 macro_rules! resource {
     ($group:literal, $version:literal, $kind:literal, $plural:literal, $singular:literal,
      namespaced: $ns:literal, short: [$($short:literal),*], categories: [$($cat:literal),*],
-     verbs: $verbs:expr, sub: [$($sub:expr),*], storage: $storage:literal) => {
+     verbs: $verbs:expr, sub: [$($sub:expr),*], storage: $storage:literal
+     $(, stored_as: $stored_as:literal)?) => {
         Resource {
             group: $group,
             version: $version,
@@ -155,6 +165,12 @@ macro_rules! resource {
             verbs: $verbs,
             subresources: &[$($sub),*],
             storage_prefix: $storage,
+            stored_as: {
+                #[allow(unused_mut, unused_assignments)]
+                let mut stored_as = None;
+                $(stored_as = Some($stored_as);)?
+                stored_as
+            },
         }
     };
 }
@@ -232,6 +248,15 @@ pub static RESOURCES: &[Resource] = &[
     resource!("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
         "selfsubjectaccessreviews", "selfsubjectaccessreview", namespaced: false, short: [],
         categories: [], verbs: CREATE_ONLY, sub: [], storage: "selfsubjectaccessreviews"),
+    // autoscaling/v2, stored; autoscaling/v1 converted from it
+    resource!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+        "horizontalpodautoscaler", namespaced: true, short: ["hpa"], categories: ["all"],
+        verbs: ALL_VERBS, sub: [status("HorizontalPodAutoscaler")],
+        storage: "horizontalpodautoscalers"),
+    resource!("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+        "horizontalpodautoscaler", namespaced: true, short: ["hpa"], categories: ["all"],
+        verbs: ALL_VERBS, sub: [status("HorizontalPodAutoscaler")],
+        storage: "horizontalpodautoscalers", stored_as: "v2"),
     // batch/v1
     resource!("batch", "v1", "CronJob", "cronjobs", "cronjob", namespaced: true,
         short: ["cj"], categories: ["all"], verbs: ALL_VERBS,
@@ -339,7 +364,19 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         let mut shorts = std::collections::BTreeSet::new();
         for r in RESOURCES {
-            assert!(seen.insert((r.group, r.plural)), "{} twice", r.plural);
+            assert!(
+                seen.insert((r.group, r.version, r.plural)),
+                "{} twice",
+                r.plural
+            );
+            // Every version of a kind after the first repeats its short names.
+            if !r.is_stored_version() {
+                let stored = RESOURCES
+                    .iter()
+                    .find(|s| s.group == r.group && s.kind == r.kind && s.is_stored_version());
+                assert_eq!(stored.map(|s| s.storage_prefix), Some(r.storage_prefix));
+                continue;
+            }
             for s in r.short_names {
                 // `ev` is shared by the two Event APIs, as upstream.
                 if *s != "ev" {
@@ -366,5 +403,6 @@ mod tests {
         assert_eq!(deploy.subresource("scale").unwrap().kind, "Scale");
         assert_eq!(groups()[0], "apps");
         assert_eq!(versions("batch"), ["v1"]);
+        assert_eq!(versions("autoscaling"), ["v2", "v1"]);
     }
 }

@@ -469,8 +469,10 @@ impl Api {
     pub(crate) fn with_services(store: &Store, service_cidr: Cidr) -> Self {
         let caches = Caches::start(
             store.clone(),
+            // One cache per stored kind: versions served by conversion share it.
             catalog::RESOURCES
                 .iter()
+                .filter(|r| r.is_stored_version())
                 .map(|r| (r.storage_key_prefix(), r.kind, r.api_version())),
         );
         let registries = catalog::RESOURCES

@@ -1819,3 +1819,155 @@ async fn the_first_apply_to_an_unmanaged_object_meets_before_first_apply() {
         ]
     );
 }
+
+const HPAS_V1: &str = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+const HPAS_V2: &str = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
+
+/// Reads watch events from `body` until `count` arrived.
+async fn watch_events(
+    body: &mut (impl futures::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin),
+    count: usize,
+) -> Vec<Value> {
+    use futures::StreamExt;
+    let mut events = Vec::new();
+    let mut buffer = Vec::new();
+    while events.len() < count {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn autoscalers_are_one_object_in_two_versions() {
+    let h = Harness::new().await;
+    let info = RequestInfo::new("GET", HPAS_V1, "watch=1");
+    let request = Request::get(format!("{HPAS_V1}?watch=1"))
+        .body(Body::empty())
+        .unwrap();
+    let response = h.api.serve(&info, request).await;
+    let mut v1_watch = response.into_body().into_data_stream();
+
+    // Written as v2 with metrics v1 cannot hold...
+    let (code, created) = h
+        .post(
+            HPAS_V2,
+            json!({
+                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                    "maxReplicas": 5,
+                    "metrics": [
+                        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}},
+                        {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+                    ],
+                },
+            }),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["minReplicas"], 1);
+    // ...it reads as v1 with the CPU target in its field and the rest in the annotation.
+    let (code, v1) = h.get(&format!("{HPAS_V1}/web")).await;
+    assert_eq!(code, 200, "{v1}");
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 60);
+    assert_eq!(
+        v1["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        v1["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/metrics"],
+        r#"[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"500Mi"}}]"#
+    );
+    // The v1 watcher saw the v2 create as v1.
+    let events = watch_events(&mut v1_watch, 1).await;
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        events[0]["object"]["spec"]["targetCPUUtilizationPercentage"],
+        60
+    );
+
+    // Writing it back as v1 (a new CPU target) keeps the memory metric.
+    let mut changed = v1.clone();
+    changed["spec"]["targetCPUUtilizationPercentage"] = json!(70);
+    let (code, updated) = h.put(&format!("{HPAS_V1}/web"), changed).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["apiVersion"], "autoscaling/v1");
+    let (_, v2) = h.get(&format!("{HPAS_V2}/web")).await;
+    let metrics = v2["spec"]["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 2, "{v2}");
+    assert_eq!(metrics[0]["resource"]["name"], "memory");
+    assert_eq!(metrics[1]["resource"]["target"]["averageUtilization"], 70);
+    assert!(v2["metadata"].get("annotations").is_none(), "{v2}");
+    let events = watch_events(&mut v1_watch, 1).await;
+    assert_eq!(events[0]["type"], "MODIFIED");
+    assert_eq!(
+        events[0]["object"]["spec"]["targetCPUUtilizationPercentage"],
+        70
+    );
+
+    // A v1 create without a target gets v1's implied 80% CPU; lists in either version see both.
+    let (code, _) = h
+        .post(
+            HPAS_V1,
+            json!({
+                "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "api"},
+                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "api"}, "maxReplicas": 3},
+            }),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (_, list) = h.get(HPAS_V2).await;
+    assert_eq!(list["apiVersion"], "autoscaling/v2");
+    let api = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "api")
+        .unwrap();
+    assert_eq!(
+        api["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        80
+    );
+    let (_, list) = h.get(&format!("{HPAS_V1}?resourceVersion=0")).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    assert!(list["items"][0].get("apiVersion").is_none());
+    assert_eq!(list["items"][0]["metadata"]["name"], "api");
+    assert_eq!(
+        list["items"][0]["spec"]["targetCPUUtilizationPercentage"],
+        80
+    );
+
+    // Validation speaks v2 paths for a v1 body, as upstream's internal validation does.
+    let (code, status) = h
+        .post(
+            HPAS_V1,
+            json!({
+                "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "bad"},
+                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "x"}, "maxReplicas": 1,
+                         "targetCPUUtilizationPercentage": 0},
+            }),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        causes(&status),
+        [(
+            "spec.metrics[0].resource.target.averageUtilization".to_owned(),
+            "FieldValueInvalid".to_owned()
+        )]
+    );
+}

@@ -9,13 +9,13 @@ use capstan_api::defaults as d;
 use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{
-    apps, authentication, authorization, batch, coordination, core, discovery, events, networking,
-    node, policy, rbac, scheduling, storage,
+    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
+    networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::registry::Strategy;
-use crate::registry::strategy::{Hooks, StatusPolicy, Typed};
+use crate::registry::strategy::{Converted, Hooks, StatusPolicy, Typed};
 
 fn plain<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks::plain()
@@ -141,6 +141,35 @@ fn event_fields(event: &core::v1::Event) -> Vec<(&'static str, String)> {
         ),
         ("type", opt_str(event.type_.as_ref())),
     ]
+}
+
+/// Drops scaling tolerances, behind the `HPAConfigurableTolerance` gate (alpha in 1.33, off), unless
+/// the stored autoscaler already has one, as upstream drops disabled fields.
+fn drop_tolerance(
+    hpa: &mut autoscaling::v2::HorizontalPodAutoscaler,
+    old: Option<&autoscaling::v2::HorizontalPodAutoscaler>,
+) {
+    let uses = |hpa: &autoscaling::v2::HorizontalPodAutoscaler| {
+        hpa.spec
+            .as_ref()
+            .and_then(|s| s.behavior.as_ref())
+            .is_some_and(|b| {
+                [&b.scale_up, &b.scale_down]
+                    .iter()
+                    .any(|r| r.as_ref().is_some_and(|r| r.tolerance.is_some()))
+            })
+    };
+    if old.is_some_and(uses) {
+        return;
+    }
+    if let Some(behavior) = hpa.spec.as_mut().and_then(|s| s.behavior.as_mut()) {
+        for rules in [&mut behavior.scale_up, &mut behavior.scale_down]
+            .into_iter()
+            .flatten()
+        {
+            rules.tolerance = None;
+        }
+    }
 }
 
 /// The strategy of a catalogue resource (every catalogue resource has one; a test checks).
@@ -407,6 +436,37 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate_update: v::misc::validate_events_v1_event_update,
             ..creatable_by_put()
         }),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            let hub = strategy::<autoscaling::v2::HorizontalPodAutoscaler>(Hooks {
+                default: d::autoscaling::default_hpa_v2,
+                validate: v::autoscaling::validate_horizontal_pod_autoscaler,
+                validate_update: v::autoscaling::validate_horizontal_pod_autoscaler_update,
+                validate_status_update:
+                    v::autoscaling::validate_horizontal_pod_autoscaler_status_update,
+                prepare_create: |hpa| drop_tolerance(hpa, None),
+                prepare_update: |hpa, old, subresource| match subresource {
+                    // Status written through the object of another version (whose status is
+                    // partly in annotations) stays the stored one, as upstream.
+                    None => {
+                        hpa.status.clone_from(&old.status);
+                        drop_tolerance(hpa, Some(old));
+                    }
+                    Some("status") => hpa.spec.clone_from(&old.spec),
+                    Some(_) => {}
+                },
+                ..with_status()
+            })?;
+            match capstan_api::convert::conversion(&resource.api_version(), resource.kind) {
+                None => Some(hub),
+                Some(conversion) => {
+                    let served = strategy::<autoscaling::v1::HorizontalPodAutoscaler>(Hooks {
+                        default: d::autoscaling::default_hpa_v1,
+                        ..plain()
+                    })?;
+                    Some(Arc::new(Converted::new(served, hub, conversion)))
+                }
+            }
+        }
         ("batch", "CronJob") => strategy::<batch::v1::CronJob>(Hooks {
             default: d::batch::default_cron_job,
             validate: v::batch::validate_cron_job,

@@ -10,6 +10,7 @@ pub use pod::{
     prepare_pod_for_create, prepare_pod_status_update,
 };
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod misc;
 

@@ -212,8 +212,10 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     // authentication.k8s.io/v1, authorization.k8s.io/v1
     kind::<authentication::v1::SelfSubjectReview>(g, k);
     kind::<authorization::v1::SelfSubjectAccessReview>(g, k);
-    // autoscaling/v1 (the scale subresource)
+    // autoscaling/v1 (with the scale subresource's Scale), autoscaling/v2
+    kind::<autoscaling::v1::HorizontalPodAutoscaler>(g, k);
     kind::<autoscaling::v1::Scale>(g, k);
+    kind::<autoscaling::v2::HorizontalPodAutoscaler>(g, k);
     // batch/v1
     kind::<batch::v1::CronJob>(g, k);
     kind::<batch::v1::Job>(g, k);

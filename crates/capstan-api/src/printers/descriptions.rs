@@ -189,3 +189,13 @@ pub(super) const SC_EXPANSION: &str =
     "allowVolumeExpansion shows whether the storage class allow volume expand.";
 
 pub(super) const RC_HANDLER: &str = "handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class. The possible values are specific to the node & CRI configuration.  It is assumed that all handlers are available on every node, and handlers of the same name are equivalent on every node. For example, a handler called \"runc\" might specify that the runc OCI runtime (using native Linux containers) will be used to run the containers in a pod. The Handler must be lowercase, conform to the DNS Label (RFC 1123) requirements, and is immutable.";
+/// `autoscaling/v2beta1` `HorizontalPodAutoscalerSpec.scaleTargetRef`.
+pub(super) const HPA_REFERENCE: &str = "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.";
+/// `autoscaling/v2beta1` `HorizontalPodAutoscalerSpec.metrics`.
+pub(super) const HPA_TARGETS: &str = "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).  The desired replica count is calculated multiplying the ratio between the target value and the current value by the current number of pods.  Ergo, metrics used must decrease as the pod count is increased, and vice-versa.  See the individual metric source types for more information about how each type of metric must respond.";
+/// `autoscaling/v2beta1` `HorizontalPodAutoscalerSpec.minReplicas`.
+pub(super) const HPA_MIN_PODS: &str = "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature gate HPAScaleToZero is enabled and at least one Object or External metric is configured.  Scaling is active as long as at least one metric value is available.";
+/// `autoscaling/v2beta1` `HorizontalPodAutoscalerSpec.maxReplicas`.
+pub(super) const HPA_MAX_PODS: &str = "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up. It cannot be less that minReplicas.";
+/// `autoscaling/v2beta1` `HorizontalPodAutoscalerStatus.currentReplicas`.
+pub(super) const HPA_REPLICAS: &str = "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.";

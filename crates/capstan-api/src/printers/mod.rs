@@ -170,6 +170,9 @@ fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> 
         ("apps", "controllerrevisions") => {
             (apps::CONTROLLER_REVISION_COLUMNS, apps::controller_revision)
         }
+        ("autoscaling", "horizontalpodautoscalers") => {
+            (other::HPA_COLUMNS, other::horizontal_pod_autoscaler)
+        }
         ("batch", "jobs") => (batch::JOB_COLUMNS, batch::job),
         ("batch", "cronjobs") => (batch::CRON_JOB_COLUMNS, batch::cron_job),
         ("coordination.k8s.io", "leases") => (other::LEASE_COLUMNS, other::lease),

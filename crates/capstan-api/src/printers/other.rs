@@ -7,9 +7,10 @@ use serde_json::Value;
 
 use super::descriptions::*;
 use super::format::{
-    age, at, flag, format_label_selector, int, int_or_string, list, list_with_more, name, opt_text,
-    text,
+    age, at, flag, format_label_selector, int, int_or_string, list, list_with_more, name, opt_int,
+    opt_text, text,
 };
+use super::quantity::quantity_string;
 use super::{AGE, Column, NAME, Row};
 
 const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
@@ -306,4 +307,146 @@ pub(super) fn priority_class(object: &Value, now: Timestamp) -> Row {
         // The v1 defaults set `PreemptLowerPriority`.
         Value::from(opt_text(object, &["preemptionPolicy"]).unwrap_or("PreemptLowerPriority")),
     ])
+}
+
+pub(super) const HPA_COLUMNS: &[Column] = &[
+    NAME,
+    col("Reference", "string", HPA_REFERENCE),
+    col("Targets", "string", HPA_TARGETS),
+    col("MinPods", "string", HPA_MIN_PODS),
+    col("MaxPods", "string", HPA_MAX_PODS),
+    col("Replicas", "string", HPA_REPLICAS),
+    AGE,
+];
+
+/// A HorizontalPodAutoscaler (of either version, printed from its `autoscaling/v2` form): its
+/// target, each metric as `current/target` (two at most), the replica bounds and count.
+pub(super) fn horizontal_pod_autoscaler(object: &Value, now: Timestamp) -> Row {
+    let converted;
+    let hpa = match crate::convert::conversion(
+        object["apiVersion"].as_str().unwrap_or_default(),
+        "HorizontalPodAutoscaler",
+    )
+    .and_then(|c| (c.to_hub)(object).ok())
+    {
+        Some(hub) => {
+            converted = hub;
+            &converted
+        }
+        None => object,
+    };
+    let reference = format!(
+        "{}/{}",
+        text(hpa, &["spec", "scaleTargetRef", "kind"]),
+        text(hpa, &["spec", "scaleTargetRef", "name"])
+    );
+    let min =
+        opt_int(hpa, &["spec", "minReplicas"]).map_or("<unset>".to_owned(), |n| n.to_string());
+    Row::of(vec![
+        name(object),
+        Value::from(reference),
+        Value::from(hpa_metrics(
+            list(hpa, &["spec", "metrics"]),
+            list(hpa, &["status", "currentMetrics"]),
+        )),
+        Value::from(min),
+        Value::from(int(hpa, &["spec", "maxReplicas"])),
+        Value::from(int(hpa, &["status", "currentReplicas"])),
+        age(object, now),
+    ])
+}
+
+/// A quantity pointer as Go prints it: `<nil>` when unset.
+fn quantity_ptr(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "<nil>".to_owned(),
+        some => quantity_string(some),
+    }
+}
+
+/// Upstream's `formatHPAMetrics`: each metric's current value (from the status at the same
+/// index) against its target.
+fn hpa_metrics(specs: &[Value], statuses: &[Value]) -> String {
+    if specs.is_empty() {
+        return "<none>".to_owned();
+    }
+    let status = |i: usize, source: &str| statuses.get(i).and_then(|s| at(s, &[source]));
+    let unknown = || "<unknown>".to_owned();
+    let items: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| match text(spec, &["type"]) {
+            "External" => {
+                let target = &spec["external"]["target"];
+                match at(target, &["averageValue"]) {
+                    Some(average) if !average.is_null() => {
+                        let current = status(i, "external")
+                            .and_then(|s| at(s, &["current", "averageValue"]))
+                            .map_or_else(unknown, |q| quantity_ptr(Some(q)));
+                        format!("{current}/{} (avg)", quantity_ptr(Some(average)))
+                    }
+                    _ => {
+                        let current = status(i, "external")
+                            .map_or_else(unknown, |s| quantity_ptr(at(s, &["current", "value"])));
+                        format!("{current}/{}", quantity_ptr(at(target, &["value"])))
+                    }
+                }
+            }
+            "Pods" => {
+                let current = status(i, "pods").map_or_else(unknown, |s| {
+                    quantity_ptr(at(s, &["current", "averageValue"]))
+                });
+                format!(
+                    "{current}/{}",
+                    quantity_ptr(at(spec, &["pods", "target", "averageValue"]))
+                )
+            }
+            "Object" => {
+                let target = &spec["object"]["target"];
+                match at(target, &["averageValue"]) {
+                    Some(average) if !average.is_null() => {
+                        let current = status(i, "object")
+                            .and_then(|s| at(s, &["current", "averageValue"]))
+                            .map_or_else(unknown, |q| quantity_ptr(Some(q)));
+                        format!("{current}/{} (avg)", quantity_ptr(Some(average)))
+                    }
+                    _ => {
+                        let current = status(i, "object")
+                            .map_or_else(unknown, |s| quantity_ptr(at(s, &["current", "value"])));
+                        format!("{current}/{}", quantity_ptr(at(target, &["value"])))
+                    }
+                }
+            }
+            kind @ ("Resource" | "ContainerResource") => {
+                let source = if kind == "Resource" {
+                    "resource"
+                } else {
+                    "containerResource"
+                };
+                let resource = text(spec, &[source, "name"]);
+                let target = &spec[source]["target"];
+                match at(target, &["averageValue"]) {
+                    Some(average) if !average.is_null() => {
+                        let current = status(i, source).map_or_else(unknown, |s| {
+                            quantity_ptr(at(s, &["current", "averageValue"]))
+                        });
+                        format!("{resource}: {current}/{}", quantity_ptr(Some(average)))
+                    }
+                    _ => {
+                        let current = status(i, source)
+                            .and_then(|s| opt_int(s, &["current", "averageUtilization"]))
+                            .map_or_else(unknown, |n| format!("{n}%"));
+                        let target = opt_int(target, &["averageUtilization"])
+                            .map_or("<auto>".to_owned(), |n| format!("{n}%"));
+                        format!("{resource}: {current}/{target}")
+                    }
+                }
+            }
+            _ => "<unknown type>".to_owned(),
+        })
+        .collect();
+    if items.len() > 2 {
+        return format!("{} + {} more...", items[..2].join(", "), items.len() - 2);
+    }
+    items.join(", ")
 }

@@ -370,6 +370,8 @@ static SERVED: &[ServedKind] = {
         apps::v1::DaemonSet,
         apps::v1::ControllerRevision,
         autoscaling::v1::Scale,
+        autoscaling::v1::HorizontalPodAutoscaler,
+        autoscaling::v2::HorizontalPodAutoscaler,
         batch::v1::Job,
         batch::v1::CronJob,
         coordination::v1::Lease,

@@ -11,6 +11,7 @@ pub mod networking;
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod core;
 pub mod cron;

@@ -260,7 +260,7 @@ impl Registry {
             .enumerate()
             .filter(|(_, o)| self.matches_cached(&options.selectors, o));
         for (i, object) in matching.by_ref() {
-            items.push(object);
+            items.push(self.view(object));
             if items.len() < limit {
                 continue;
             }
@@ -310,6 +310,7 @@ impl Registry {
             let items = objects
                 .into_iter()
                 .filter(|o| self.matches_cached(&options.selectors, o))
+                .map(|o| self.view(o))
                 .collect();
             return Ok(ListResult {
                 items,

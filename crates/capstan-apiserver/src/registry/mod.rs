@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_api::catalog::Resource;
+use capstan_api::convert::Conversion;
 use capstan_api::field::{FieldError, Path};
 use capstan_api::{GroupResource, StatusError};
 use capstan_store::{KeyValue, Revision, Store, StoreError};
@@ -123,6 +124,10 @@ pub(crate) struct Registry {
     strategy: Arc<dyn Strategy>,
     store: Store,
     cache: Option<Arc<cache::WatchCache>>,
+    /// For a version served by conversion: how its objects convert to and from the stored
+    /// version. The registry works in the served version; objects are converted on their way
+    /// into the store and out of the store and the watch cache.
+    conversion: Option<&'static Conversion>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -146,11 +151,23 @@ impl Registry {
         strategy: Arc<dyn Strategy>,
         store: Store,
     ) -> Self {
+        let conversion = resource
+            .stored_as
+            .and_then(|_| capstan_api::convert::conversion(&resource.api_version(), resource.kind));
         Registry {
             resource,
             strategy,
             store,
             cache: None,
+            conversion,
+        }
+    }
+
+    /// A cached object (stored version) as this registry serves it.
+    pub(crate) fn view(&self, cached: Arc<Cached>) -> Arc<Cached> {
+        match self.conversion {
+            Some(conversion) => Cached::of((conversion.from_hub)(&cached.object())),
+            None => cached,
         }
     }
 
@@ -186,7 +203,7 @@ impl Registry {
         self.resource.storage_key(namespace, name)
     }
 
-    /// Decodes a stored value and stamps its `resourceVersion`.
+    /// Decodes a stored value (into the served version) and stamps its `resourceVersion`.
     pub(crate) fn decode_stored(&self, kv: &KeyValue) -> Result<Value, ApiError> {
         let mut object: Value = serde_json::from_slice(&kv.value).map_err(|e| {
             ApiError::from(StatusError::internal(&format!(
@@ -194,6 +211,9 @@ impl Registry {
                 kv.key
             )))
         })?;
+        if let Some(conversion) = self.conversion {
+            object = (conversion.from_hub)(&object);
+        }
         set_meta(
             &mut object,
             "resourceVersion",
@@ -202,9 +222,16 @@ impl Registry {
         Ok(object)
     }
 
-    /// The stored form of an object: without `resourceVersion` (a create has none, so it is
-    /// copied only when there is one to drop).
-    fn encode(object: &Value) -> Result<Vec<u8>, ApiError> {
+    /// The stored form of an object: in the stored version, without `resourceVersion` (a
+    /// create has none, so it is copied only when there is one to drop).
+    fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
+        if let Some(conversion) = self.conversion {
+            let mut stored = (conversion.to_hub)(object)
+                .map_err(|e| ApiError::from(StatusError::internal(&e)))?;
+            set_meta(&mut stored, "resourceVersion", None);
+            return serde_json::to_vec(&stored)
+                .map_err(|e| StatusError::internal(&format!("encoding object: {e}")).into());
+        }
         let encoded = if object["metadata"].get("resourceVersion").is_some() {
             let mut object = object.clone();
             set_meta(&mut object, "resourceVersion", None);
@@ -398,7 +425,7 @@ impl Registry {
             },
         };
         if let Some((object, _)) = cache.and_then(|c| c.get(&key)) {
-            return object.ok_or_else(not_found);
+            return object.map(|o| self.view(o)).ok_or_else(not_found);
         }
         let response = self
             .store
@@ -470,7 +497,7 @@ impl Registry {
         }
         let kv = self
             .store
-            .create(&key, Self::encode(&object)?)
+            .create(&key, self.encode(&object)?)
             .await
             .map_err(|e| self.store_error(&name, e))?;
         set_meta(
@@ -679,7 +706,7 @@ impl Registry {
             }
             match self
                 .store
-                .update(key, Self::encode(&new)?, Some(kv.mod_revision))
+                .update(key, self.encode(&new)?, Some(kv.mod_revision))
                 .await
             {
                 Ok(stored) => {
@@ -734,7 +761,7 @@ impl Registry {
         }
         let kv = self
             .store
-            .create(key, Self::encode(&object)?)
+            .create(key, self.encode(&object)?)
             .await
             .map_err(|e| self.store_error(name, e))?;
         set_meta(
@@ -821,7 +848,7 @@ impl Registry {
                 }
                 match self
                     .store
-                    .update(&key, Self::encode(&pending)?, Some(kv.mod_revision))
+                    .update(&key, self.encode(&pending)?, Some(kv.mod_revision))
                     .await
                 {
                     Ok(stored) => {

@@ -8,7 +8,9 @@
 //! type, and encoded back to JSON.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
+use capstan_api::convert::Conversion;
 use capstan_api::field::FieldError;
 use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -321,6 +323,120 @@ where
 
     fn mark_terminating(&self, object: &mut Value) {
         rewrite::<K>(object, |k| (self.hooks.mark_terminating)(k));
+    }
+}
+
+/// The strategy of a version served by conversion: bodies are decoded and defaulted as the
+/// served version, then every rule (preparation, validation, selectable fields, deletion) is the
+/// hub's, run on the object converted to the hub and converted back, as upstream runs its
+/// strategies on the internal version. Validation errors therefore name hub paths, as
+/// upstream's name internal ones.
+pub struct Converted {
+    served: Arc<dyn Strategy>,
+    hub: Arc<dyn Strategy>,
+    conversion: &'static Conversion,
+}
+
+impl Converted {
+    /// The strategy of the version `conversion` serves: `served` decodes it, `hub` rules.
+    pub fn new(
+        served: Arc<dyn Strategy>,
+        hub: Arc<dyn Strategy>,
+        conversion: &'static Conversion,
+    ) -> Self {
+        Converted {
+            served,
+            hub,
+            conversion,
+        }
+    }
+
+    /// `object` in the hub version (objects already there are taken as they are).
+    fn to_hub(&self, object: &Value) -> Value {
+        self.conversion
+            .convert(object, self.conversion.hub)
+            .unwrap_or_else(|_| object.clone())
+    }
+
+    fn served(&self, object: &Value) -> Value {
+        (self.conversion.from_hub)(object)
+    }
+
+    /// Runs `change` on the hub form of `object` and converts the result back.
+    fn in_hub(&self, object: &mut Value, change: impl FnOnce(&mut Value)) {
+        let mut hub = self.to_hub(object);
+        change(&mut hub);
+        *object = self.served(&hub);
+    }
+}
+
+impl Strategy for Converted {
+    fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError> {
+        let (served, unknown) = self.served.decode(object)?;
+        let hub = (self.conversion.to_hub)(&served).map_err(DecodeError::Invalid)?;
+        let (hub, _) = self.hub.decode(&hub)?;
+        Ok((self.served(&hub), unknown))
+    }
+
+    fn prepare_for_create(&self, object: &mut Value) {
+        self.in_hub(object, |hub| self.hub.prepare_for_create(hub));
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, subresource: Option<&str>) {
+        let old = self.to_hub(old);
+        self.in_hub(new, |hub| {
+            self.hub.prepare_for_update(hub, &old, subresource)
+        });
+    }
+
+    fn validate(&self, object: &Value) -> Vec<FieldError> {
+        self.hub.validate(&self.to_hub(object))
+    }
+
+    fn validate_update(
+        &self,
+        new: &Value,
+        old: &Value,
+        subresource: Option<&str>,
+    ) -> Vec<FieldError> {
+        self.hub
+            .validate_update(&self.to_hub(new), &self.to_hub(old), subresource)
+    }
+
+    fn status_policy(&self) -> StatusPolicy {
+        self.hub.status_policy()
+    }
+
+    fn tracks_generation(&self) -> bool {
+        self.hub.tracks_generation()
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        self.hub.allow_create_on_update()
+    }
+
+    fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
+        self.hub.selectable_fields(&self.to_hub(object))
+    }
+
+    fn selectable_field_names(&self) -> &'static [&'static str] {
+        self.hub.selectable_field_names()
+    }
+
+    fn default_grace_period(&self, object: &Value) -> Option<i64> {
+        self.hub.default_grace_period(&self.to_hub(object))
+    }
+
+    fn deletion_held(&self, object: &Value) -> bool {
+        self.hub.deletion_held(&self.to_hub(object))
+    }
+
+    fn mark_terminating(&self, object: &mut Value) {
+        self.in_hub(object, |hub| self.hub.mark_terminating(hub));
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        self.hub.returns_deleted_object()
     }
 }
 

@@ -189,7 +189,7 @@ impl Registry {
         };
         Some(WatchEventOut {
             kind,
-            object: object.clone(),
+            object: self.view(object.clone()),
         })
     }
 
@@ -286,7 +286,7 @@ impl Registry {
                 && tx
                     .send(WatchEventOut {
                         kind: "ADDED",
-                        object,
+                        object: self.view(object),
                     })
                     .await
                     .is_err()
