@@ -1971,3 +1971,66 @@ async fn autoscalers_are_one_object_in_two_versions() {
         )]
     );
 }
+
+#[tokio::test]
+async fn managers_of_one_autoscaler_conflict_across_versions() {
+    let h = Harness::new().await;
+    let v2 = |max: i64| {
+        json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": max},
+        })
+    };
+    let (code, created) = h
+        .patch(&format!("{HPAS_V2}/web?fieldManager=alice"), APPLY, v2(5))
+        .await;
+    assert_eq!(code, 201, "{created}");
+    // Bob applies another maximum in v1: Alice's field, compared in v2 terms, conflicts.
+    let v1 = json!({
+        "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 7},
+    });
+    let (code, status) = h
+        .patch(
+            &format!("{HPAS_V1}/web?fieldManager=bob"),
+            APPLY,
+            v1.clone(),
+        )
+        .await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"alice\": .spec.maxReplicas"
+    );
+    // Forced, the field changes hands: Alice keeps what she still holds, in v2 terms.
+    let (code, forced) = h
+        .patch(
+            &format!("{HPAS_V1}/web?fieldManager=bob&force=true"),
+            APPLY,
+            v1,
+        )
+        .await;
+    assert_eq!(code, 200, "{forced}");
+    assert_eq!(forced["spec"]["maxReplicas"], 7);
+    let entries = forced["metadata"]["managedFields"].as_array().unwrap();
+    let alice = entries.iter().find(|e| e["manager"] == "alice").unwrap();
+    assert_eq!(alice["apiVersion"], "autoscaling/v2");
+    assert!(
+        alice["fieldsV1"]["f:spec"].get("f:maxReplicas").is_none(),
+        "{alice}"
+    );
+    assert!(
+        alice["fieldsV1"]["f:spec"]
+            .get("f:scaleTargetRef")
+            .is_some(),
+        "{alice}"
+    );
+    let bob = entries.iter().find(|e| e["manager"] == "bob").unwrap();
+    assert_eq!(bob["apiVersion"], "autoscaling/v1");
+    assert!(
+        bob["fieldsV1"]["f:spec"].get("f:maxReplicas").is_some(),
+        "{bob}"
+    );
+}

@@ -62,6 +62,19 @@ impl Endpoint<'_> {
         )
     }
 
+    /// Converts an object of this endpoint's version to another version of its kind, with
+    /// that version's type: how the fields of managers that wrote in another version are
+    /// compared.
+    fn other_versions(&self) -> impl Fn(&Value, &str) -> Option<(schema::Type, Value)> + use<> {
+        let kind = self.resource.kind;
+        move |object: &Value, version: &str| {
+            let from = object.get("apiVersion").and_then(Value::as_str)?;
+            let conversion = capstan_api::convert::between(kind, from, version)?;
+            let converted = conversion.convert(object, version).ok()?;
+            Some((schema::for_kind(version, kind)?, converted))
+        }
+    }
+
     fn ty(&self) -> Option<schema::Type> {
         schema::for_kind(&self.resource.api_version(), self.resource.kind)
     }
@@ -93,11 +106,13 @@ impl Endpoint<'_> {
         }
         let old = old.unwrap_or_else(|| schema::zero(ty));
         let (now, api_version, ignored) = self.context_parts();
+        let other_versions = self.other_versions();
         let ctx = Context {
             ty,
             api_version: &api_version,
             ignored: &ignored,
             now: &now,
+            other_versions: Some(&other_versions),
         };
         managed::update(
             &ctx,
@@ -169,11 +184,13 @@ impl Endpoint<'_> {
             )))
         })?;
         let (now, api_version, ignored) = self.context_parts();
+        let other_versions = self.other_versions();
         let ctx = Context {
             ty,
             api_version: &api_version,
             ignored: &ignored,
             now: &now,
+            other_versions: Some(&other_versions),
         };
         let mut live = live.clone();
         remove_managed_fields(&mut live);

@@ -264,7 +264,7 @@ impl Ignored {
 }
 
 /// A write's view of the object's type and version, shared by [`update`] and [`apply`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Context<'a> {
     /// The object's type.
     pub ty: Type,
@@ -274,7 +274,53 @@ pub struct Context<'a> {
     pub ignored: &'a Ignored,
     /// The current time, RFC 3339, for the writer's entry.
     pub now: &'a str,
+    /// For kinds served in several versions: an object of `api_version` in another version,
+    /// with that version's type, so that the fields of managers who wrote in that version are
+    /// compared in their own terms (as upstream converts for each manager's version).
+    pub other_versions: Option<&'a VersionConverter>,
 }
+
+impl std::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("api_version", &self.api_version)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context<'_> {
+    /// How a write from `old` to `new` looks in each version other than the request's that
+    /// some manager wrote in.
+    fn other_comparisons(
+        &self,
+        managed: &Managed,
+        old: &Value,
+        new: &Value,
+    ) -> BTreeMap<String, Comparison> {
+        let mut out = BTreeMap::new();
+        let Some(convert) = self.other_versions else {
+            return out;
+        };
+        for owned in managed.values() {
+            let version = owned.api_version.as_str();
+            if version == self.api_version || version.is_empty() || out.contains_key(version) {
+                continue;
+            }
+            let (Some((ty, old)), Some((_, new))) = (convert(old, version), convert(new, version))
+            else {
+                continue;
+            };
+            let comparison = typed::compare(ty, &old, &new, &|name| self.ignored.skips(name));
+            out.insert(version.to_owned(), comparison);
+        }
+        out
+    }
+}
+
+/// Converts an object to another version of its kind (named by `apiVersion`), with that
+/// version's type; `None` when the versions are not related.
+pub type VersionConverter = dyn Fn(&Value, &str) -> Option<(Type, Value)>;
 
 /// An apply that other managers' fields stand in the way of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -377,17 +423,20 @@ pub fn cap_update_managers(managed: &mut Managed, max: usize) {
 /// updates) conflicting fields change hands; without it they are reported.
 fn take_changed(
     comparison: &Comparison,
+    others: &BTreeMap<String, Comparison>,
     managed: &mut Managed,
     writer: &Manager,
     force: bool,
 ) -> Result<(), Conflicts> {
-    let changed = comparison.modified.union(&comparison.added);
     let mut conflicts = Vec::new();
     let mut lost: Vec<(Manager, Set)> = Vec::new();
     for (manager, owned) in managed.iter() {
         if manager == writer {
             continue;
         }
+        // A manager's fields are in the terms of the version it wrote in.
+        let comparison = others.get(&owned.api_version).unwrap_or(comparison);
+        let changed = comparison.modified.union(&comparison.added);
         let conflict = owned.set.intersection(&changed);
         if !conflict.is_empty() {
             conflicts.extend(conflict.paths().into_iter().map(|p| (manager.clone(), p)));
@@ -424,7 +473,8 @@ pub fn update(
     let mut current = comparison.modified.union(&comparison.added);
     // Updates never conflict.
     if !managed.is_empty() {
-        let _ = take_changed(&comparison, managed, writer, true);
+        let others = ctx.other_comparisons(managed, old, new);
+        let _ = take_changed(&comparison, &others, managed, writer, true);
     }
     strip_meta(&mut current);
     if let Some(owned) = managed.get_mut(writer)
@@ -477,7 +527,8 @@ pub fn apply(
         _ => merged,
     };
     let comparison = typed::compare(ctx.ty, live, &new, &|name| ctx.ignored.skips(name));
-    take_changed(&comparison, managed, writer, force)?;
+    let others = ctx.other_comparisons(managed, live, &new);
+    take_changed(&comparison, &others, managed, writer, force)?;
     // The applier keeps what it applied even when the result is empty.
     if typed::values_equal(live, &new) {
         return Ok(None);
@@ -555,6 +606,7 @@ mod tests {
             api_version: "v1",
             ignored: &ignored,
             now: NOW,
+            other_versions: None,
         };
         let mut managed = Managed::new();
         let live = cm(json!({}));
@@ -629,6 +681,7 @@ mod tests {
             api_version: "v1",
             ignored: &ignored,
             now: NOW,
+            other_versions: None,
         };
         let mut managed = Managed::new();
         let live = apply(
@@ -673,6 +726,7 @@ mod tests {
             api_version: "v1",
             ignored: &ignored,
             now: NOW,
+            other_versions: None,
         };
         let mut managed = Managed::new();
         let creator = Manager::new("kubectl-create", Operation::Update, "v1", "");
