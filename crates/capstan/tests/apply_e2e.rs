@@ -2,7 +2,8 @@
 //! 1.33 against the real `capstan server` (SQLite): applies with and without conflicts and with
 //! `--force-conflicts`, two managers sharing a field, a field that disappears only when its last
 //! manager stops applying it, server dry-run diffs that change nothing, and an edit through a
-//! scripted editor; and `kubectl auth can-i` and `whoami`.
+//! scripted editor; HorizontalPodAutoscalers read and written in autoscaling/v1 and v2; and
+//! `kubectl auth can-i` and `whoami`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -260,6 +261,126 @@ fn edit(version: &str, kubeconfig: &Path, ns: &str) {
     );
 }
 
+/// HorizontalPodAutoscalers, one object in autoscaling/v1 and autoscaling/v2: `kubectl
+/// autoscale`, a v2 manifest whose extra metrics v1 keeps in annotations, a v1 replace that
+/// keeps them, and the table.
+fn autoscalers(version: &str, kubeconfig: &Path, dir: &Path, ns: &str) {
+    let file = write(dir, "web-deploy.yaml", &deployment(ns, 1, "nginx"));
+    kubectl_ok(version, kubeconfig, &["apply", "-f", &file]);
+    kubectl_ok(
+        version,
+        kubeconfig,
+        &[
+            "-n",
+            ns,
+            "autoscale",
+            "deployment",
+            "web",
+            "--min=2",
+            "--max=5",
+            "--cpu-percent=60",
+        ],
+    );
+    let get = |resource: &str, name: &str| -> Value {
+        let text = kubectl_ok(
+            version,
+            kubeconfig,
+            &["-n", ns, "get", resource, name, "-o", "json"],
+        );
+        serde_json::from_str(&text).unwrap()
+    };
+    // Full resource names: kubectl 1.30+ drops the version of a short name (`hpa.v1.autoscaling`
+    // reads the preferred version), against any API server.
+    let v1 = get("horizontalpodautoscalers.v1.autoscaling", "web");
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 60, "{v1}");
+    assert_eq!(v1["spec"]["minReplicas"], 2);
+    let v2 = get("horizontalpodautoscalers.v2.autoscaling", "web");
+    assert_eq!(v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 60,
+        "{v2}"
+    );
+
+    let manifest = format!(
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: mem\n  namespace: {ns}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n  maxReplicas: 4\n  metrics:\n  - type: Resource\n    resource: {{name: memory, target: {{type: AverageValue, averageValue: 512Mi}}}}\n  behavior:\n    scaleDown: {{stabilizationWindowSeconds: 60}}\n"
+    );
+    let file = write(dir, "mem-hpa.yaml", &manifest);
+    kubectl_ok(version, kubeconfig, &["apply", "-f", &file]);
+    let mut v1 = get("horizontalpodautoscalers.v1.autoscaling", "mem");
+    let annotations = &v1["metadata"]["annotations"];
+    assert_eq!(
+        annotations["autoscaling.alpha.kubernetes.io/metrics"],
+        r#"[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"512Mi"}}]"#,
+        "{v1}"
+    );
+    assert!(
+        annotations["autoscaling.alpha.kubernetes.io/behavior"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"{"ScaleUp":{"StabilizationWindowSeconds":0,"SelectPolicy":"Max""#),
+        "{v1}"
+    );
+    assert!(v1["spec"].get("targetCPUUtilizationPercentage").is_none());
+    // Replaced as v1 with another maximum, the v2 object keeps its metric and behavior.
+    v1["spec"]["maxReplicas"] = 6.into();
+    let file = write(dir, "mem-v1.json", &v1.to_string());
+    kubectl_ok(version, kubeconfig, &["replace", "-f", &file]);
+    let v2 = get("horizontalpodautoscalers.v2.autoscaling", "mem");
+    assert_eq!(v2["spec"]["maxReplicas"], 6);
+    assert_eq!(
+        v2["spec"]["metrics"][0]["resource"]["name"], "memory",
+        "{v2}"
+    );
+    assert_eq!(
+        v2["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+        60
+    );
+    assert!(
+        v2["metadata"]["annotations"]
+            .get("autoscaling.alpha.kubernetes.io/metrics")
+            .is_none()
+    );
+
+    let table = kubectl_ok(version, kubeconfig, &["-n", ns, "get", "hpa"]);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAME",
+            "REFERENCE",
+            "TARGETS",
+            "MINPODS",
+            "MAXPODS",
+            "REPLICAS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    let web = lines.iter().find(|l| l[0] == "web").expect("web row");
+    assert_eq!(
+        &web[1..6],
+        ["Deployment/web", "cpu:", "<unknown>/60%", "2", "5"],
+        "{table}"
+    );
+    let mem = lines.iter().find(|l| l[0] == "mem").expect("mem row");
+    assert_eq!(
+        &mem[1..6],
+        ["Deployment/web", "memory:", "<unknown>/512Mi", "1", "6"],
+        "{table}"
+    );
+
+    let resources = kubectl_ok(
+        version,
+        kubeconfig,
+        &["api-resources", "--api-group=autoscaling"],
+    );
+    assert!(resources.contains("autoscaling/v2"), "{resources}");
+}
+
 /// `kubectl auth can-i` and `auth whoami` through the review APIs.
 fn reviews(version: &str, kubeconfig: &Path) {
     let can = kubectl_any(version, kubeconfig, &["auth", "can-i", "create", "pods"]);
@@ -284,6 +405,7 @@ fn apply_diff_and_edit_with_stock_kubectl() {
         server_side_apply(version, &kubeconfig, dir.path(), &ns);
         diff(version, &kubeconfig, dir.path(), &ns);
         edit(version, &kubeconfig, &ns);
+        autoscalers(version, &kubeconfig, dir.path(), &ns);
         reviews(version, &kubeconfig);
     }
     server.stop();
