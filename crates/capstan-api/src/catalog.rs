@@ -264,6 +264,14 @@ pub static RESOURCES: &[Resource] = &[
     resource!("batch", "v1", "Job", "jobs", "job", namespaced: true,
         short: [], categories: ["all"], verbs: ALL_VERBS,
         sub: [status("Job")], storage: "jobs"),
+    // flowcontrol.apiserver.k8s.io/v1
+    resource!("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", "flowschema",
+        namespaced: false, short: [], categories: [], verbs: ALL_VERBS,
+        sub: [status("FlowSchema")], storage: "flowschemas"),
+    resource!("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration",
+        "prioritylevelconfigurations", "prioritylevelconfiguration", namespaced: false, short: [],
+        categories: [], verbs: ALL_VERBS, sub: [status("PriorityLevelConfiguration")],
+        storage: "prioritylevelconfigurations"),
     // networking.k8s.io/v1
     resource!("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass",
         namespaced: false, short: [], categories: [], verbs: ALL_VERBS, sub: [],

@@ -492,7 +492,12 @@ impl Api {
         }
     }
 
-    fn registry(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Registry>> {
+    pub(crate) fn registry(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<&Arc<Registry>> {
         let resource = catalog::lookup(group, version, resource)?;
         self.registries
             .get(&(resource.group, resource.version, resource.plural))

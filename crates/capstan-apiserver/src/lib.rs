@@ -15,6 +15,7 @@ mod api;
 mod auth;
 mod discovery;
 mod fields;
+mod flowcontrol;
 mod health;
 mod kubeconfig;
 mod lifecycle;

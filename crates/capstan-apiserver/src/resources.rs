@@ -10,7 +10,7 @@ use capstan_api::validation as v;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::{
     apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
-    networking, node, policy, rbac, scheduling, storage,
+    flowcontrol, networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -466,6 +466,24 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                     Some(Arc::new(Converted::new(served, hub, conversion)))
                 }
             }
+        }
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => {
+            strategy::<flowcontrol::v1::FlowSchema>(Hooks {
+                default: d::flowcontrol::default_flow_schema,
+                validate: v::flowcontrol::validate_flow_schema,
+                validate_update: v::flowcontrol::validate_flow_schema_update,
+                validate_status_update: v::flowcontrol::validate_flow_schema_status_update,
+                ..with_status()
+            })
+        }
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            strategy::<flowcontrol::v1::PriorityLevelConfiguration>(Hooks {
+                default: d::flowcontrol::default_priority_level,
+                validate: v::flowcontrol::validate_priority_level,
+                validate_update: v::flowcontrol::validate_priority_level_update,
+                validate_status_update: v::flowcontrol::validate_priority_level_status_update,
+                ..with_status()
+            })
         }
         ("batch", "CronJob") => strategy::<batch::v1::CronJob>(Hooks {
             default: d::batch::default_cron_job,

@@ -26,6 +26,7 @@ use capstan_api::RequestInfo;
 
 use crate::api::Api;
 use crate::auth::{Authenticated, TokenFile, User, authenticate};
+use crate::flowcontrol::{Classification, Flowcontrol};
 use crate::metrics::Metrics;
 use crate::pki::Pki;
 use crate::status::ApiError;
@@ -207,38 +208,31 @@ fn authorize(user: &User, info: &RequestInfo) -> Result<(), ApiError> {
     Err(ApiError::forbidden(info, &user.name))
 }
 
-/// The most requests (other than watches) served at once; more are answered 429, as
-/// upstream's max-in-flight filter (400 read-only + 200 mutating by default).
-const MAX_IN_FLIGHT: usize = 600;
 /// How long a request (other than a watch) may take unless it asks for less, as upstream's
 /// default `--request-timeout`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn in_flight() -> &'static tokio::sync::Semaphore {
-    static SEMAPHORE: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    SEMAPHORE.get_or_init(|| tokio::sync::Semaphore::new(MAX_IN_FLIGHT))
-}
 
 /// Watches stream for as long as they last; they are neither counted nor timed out here.
 fn is_long_running(info: &RequestInfo) -> bool {
     info.verb == "watch"
 }
 
-/// Serves a short request under the in-flight cap and the request timeout (`?timeout=`,
-/// at most the default).
-async fn bounded(info: &RequestInfo, query: &str, request: Request<Body>, app: Router) -> Response {
-    let Ok(_permit) = in_flight().try_acquire() else {
-        let mut response = ApiError::from(capstan_api::StatusError::too_many_requests(
-            "please try again later",
-            1,
-        ))
-        .into_response();
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            axum::http::HeaderValue::from_static("1"),
-        );
-        return response;
-    };
+/// The answer to a request that API Priority and Fairness turned away.
+fn too_many_requests() -> Response {
+    let mut response = ApiError::from(capstan_api::StatusError::too_many_requests(
+        "please try again later",
+        1,
+    ))
+    .into_response();
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    response
+}
+
+/// Serves a short request under the request timeout (`?timeout=`, at most the default).
+async fn timed(info: &RequestInfo, query: &str, request: Request<Body>, app: Router) -> Response {
     let asked = form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "timeout")
         .and_then(|(_, v)| capstan_api::parse_go_duration(&v));
@@ -257,14 +251,76 @@ async fn bounded(info: &RequestInfo, query: &str, request: Request<Body>, app: R
     }
 }
 
-/// The chain every request goes through, as upstream's handler chain: authentication, request
-/// info, authorization, then the handler; metrics record the outcome of all of it.
-async fn handle(
+/// What follows authentication: a seat of the request's priority level (API Priority and
+/// Fairness, which upstream runs before authorization too), authorization, then the handler.
+async fn dispatch(
     mut request: Request<Body>,
+    user: User,
+    info: &RequestInfo,
+    query: &str,
+    app: Router,
+    flowcontrol: &Flowcontrol,
+) -> Response {
+    let classification = flowcontrol.classify(&user, info);
+    let seat = match &classification {
+        Some(classification) if !is_long_running(info) => match classification.admit().await {
+            Ok(seat) => seat,
+            Err(rejected) => {
+                tracing::debug!(user = %user.name, ?rejected, "request rejected by flow control");
+                let mut response = too_many_requests();
+                pf_headers(&mut response, classification);
+                return response;
+            }
+        },
+        _ => None,
+    };
+    let mut response = match authorize(&user, info) {
+        Err(error) => error.into_response(),
+        Ok(()) => {
+            request.extensions_mut().insert(user);
+            request.extensions_mut().insert(info.clone());
+            if is_long_running(info) {
+                match app.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(infallible) => match infallible {},
+                }
+            } else {
+                timed(info, query, request, app).await
+            }
+        }
+    };
+    drop(seat);
+    if let Some(classification) = &classification {
+        pf_headers(&mut response, classification);
+    }
+    response
+}
+
+/// The `X-Kubernetes-PF-*` headers naming the FlowSchema and priority level of a request.
+fn pf_headers(response: &mut Response, classification: &Classification) {
+    for (name, value) in [
+        ("x-kubernetes-pf-flowschema-uid", &classification.schema_uid),
+        (
+            "x-kubernetes-pf-prioritylevel-uid",
+            &classification.level_uid,
+        ),
+    ] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+}
+
+/// The chain every request goes through, as upstream's handler chain: authentication, request
+/// info, priority and fairness, authorization, then the handler; metrics record the outcome of
+/// all of it.
+async fn handle(
+    request: Request<Body>,
     certificate_user: Option<&User>,
     tokens: &TokenFile,
     app: Router,
     metrics: &Metrics,
+    flowcontrol: &Flowcontrol,
 ) -> Response {
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
@@ -282,21 +338,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok());
     let response = match authenticate(certificate_user, authorization, tokens) {
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
-        Authenticated::User(user) => match authorize(&user, &info) {
-            Err(error) => error.into_response(),
-            Ok(()) => {
-                request.extensions_mut().insert(user);
-                request.extensions_mut().insert(info.clone());
-                if is_long_running(&info) {
-                    match app.oneshot(request).await {
-                        Ok(response) => response,
-                        Err(infallible) => match infallible {},
-                    }
-                } else {
-                    bounded(&info, &query, request, app).await
-                }
-            }
-        },
+        Authenticated::User(user) => dispatch(request, user, &info, &query, app, flowcontrol).await,
     };
     metrics.observe(
         &info,
@@ -330,6 +372,14 @@ pub(crate) async fn listen(
     crate::api::ensure_defaults(&api, local_addr.port())
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    crate::flowcontrol::ensure_bootstrap(&api)
+        .await
+        .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    let flowcontrol = Flowcontrol::start(api.clone());
+    flowcontrol
+        .refresh(&api)
+        .await
+        .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
     let metrics = Metrics::new();
     let app = router(store, metrics.clone(), api, local_addr.to_string());
     let accept_loop = tokio::spawn(async move {
@@ -346,11 +396,12 @@ pub(crate) async fn listen(
             if let Err(error) = tcp.set_nodelay(true) {
                 tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
             }
-            let (acceptor, app, tokens, metrics) = (
+            let (acceptor, app, tokens, metrics, flowcontrol) = (
                 acceptor.clone(),
                 app.clone(),
                 tokens.clone(),
                 metrics.clone(),
+                flowcontrol.clone(),
             );
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
@@ -368,7 +419,12 @@ pub(crate) async fn listen(
                     .and_then(|cert| User::from_certificate(cert));
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let (app, tokens, metrics) = (app.clone(), tokens.clone(), metrics.clone());
+                        let (app, tokens, metrics, flowcontrol) = (
+                            app.clone(),
+                            tokens.clone(),
+                            metrics.clone(),
+                            flowcontrol.clone(),
+                        );
                         let certificate_user = certificate_user.clone();
                         async move {
                             let response = handle(
@@ -377,6 +433,7 @@ pub(crate) async fn listen(
                                 &tokens,
                                 app,
                                 &metrics,
+                                &flowcontrol,
                             )
                             .await;
                             Ok::<_, std::convert::Infallible>(response)
@@ -402,33 +459,58 @@ mod tests {
     use super::*;
     use axum::http::StatusCode;
 
-    /// The in-flight cap is one semaphore for the whole process: the test that exhausts it
-    /// runs while no other test here sends a request.
-    fn cap_lock() -> &'static tokio::sync::RwLock<()> {
-        static LOCK: std::sync::OnceLock<tokio::sync::RwLock<()>> = std::sync::OnceLock::new();
-        LOCK.get_or_init(|| tokio::sync::RwLock::new(()))
-    }
-
     async fn call(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
-        let _shared = cap_lock().read().await;
         send(user, path).await
     }
 
-    async fn send(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
+    /// A server's API with its default objects and flow control configuration.
+    async fn started() -> (tempfile::TempDir, Store, Arc<Api>, Arc<Flowcontrol>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
             dir.path().join("state.db"),
         ))
         .await
         .unwrap();
-        let metrics = Metrics::new();
-        let request = Request::get(path).body(Body::empty()).unwrap();
         let api = Arc::new(Api::with_services(
             &store,
             crate::services::Cidr::parse("10.43.0.0/16").unwrap(),
         ));
-        let app = router(store, metrics.clone(), api, "127.0.0.1:6443".into());
-        let response = handle(request, user.as_ref(), &TokenFile::default(), app, &metrics).await;
+        crate::api::ensure_defaults(&api, 6443).await.unwrap();
+        crate::flowcontrol::ensure_bootstrap(&api).await.unwrap();
+        let flowcontrol = Arc::new(Flowcontrol::default());
+        flowcontrol.refresh(&api).await.unwrap();
+        (dir, store, api, flowcontrol)
+    }
+
+    async fn send_to(
+        store: &Store,
+        api: &Arc<Api>,
+        flowcontrol: &Flowcontrol,
+        user: Option<&User>,
+        path: &str,
+    ) -> Response {
+        let metrics = Metrics::new();
+        let request = Request::get(path).body(Body::empty()).unwrap();
+        let app = router(
+            store.clone(),
+            metrics.clone(),
+            api.clone(),
+            "127.0.0.1:6443".into(),
+        );
+        handle(
+            request,
+            user,
+            &TokenFile::default(),
+            app,
+            &metrics,
+            flowcontrol,
+        )
+        .await
+    }
+
+    async fn send(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
+        let (_dir, store, api, flowcontrol) = started().await;
+        let response = send_to(&store, &api, &flowcontrol, user.as_ref(), path).await;
         let code = response.status();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20)
             .await
@@ -476,23 +558,95 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn requests_over_the_in_flight_cap_get_429_with_retry_after() {
+    async fn priority_levels_admit_name_themselves_and_reject_with_429() {
+        let (_dir, store, api, flowcontrol) = started().await;
         let admin = User {
             name: "system:admin".into(),
             groups: vec!["system:masters".into()],
         };
-        let _alone = cap_lock().write().await;
-        let held = in_flight()
-            .acquire_many(MAX_IN_FLIGHT as u32)
+        let response = send_to(
+            &store,
+            &api,
+            &flowcontrol,
+            Some(&admin),
+            "/api/v1/namespaces",
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let exempt = api
+            .registry("flowcontrol.apiserver.k8s.io", "v1", "flowschemas")
+            .unwrap()
+            .get(None, "exempt")
             .await
             .unwrap();
-        let (code, body) = send(Some(admin.clone()), "/api/v1/namespaces").await;
-        assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            response.headers()["x-kubernetes-pf-flowschema-uid"],
+            exempt["metadata"]["uid"].as_str().unwrap()
+        );
+        // A level without seats that rejects, and a schema sending one user there.
+        let levels = api
+            .registry(
+                "flowcontrol.apiserver.k8s.io",
+                "v1",
+                "prioritylevelconfigurations",
+            )
+            .unwrap();
+        let level = serde_json::json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": "jail"},
+            "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 0,
+                     "limitResponse": {"type": "Reject"}}},
+        });
+        let level = levels
+            .create(None, level, &Default::default())
+            .await
+            .unwrap()
+            .object;
+        let schema = serde_json::json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": {"name": "jailed"},
+            "spec": {"priorityLevelConfiguration": {"name": "jail"}, "matchingPrecedence": 100,
+                     "rules": [{"subjects": [{"kind": "User", "user": {"name": "mallory"}}],
+                                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
+                                                   "resources": ["*"], "namespaces": ["*"],
+                                                   "clusterScope": true}]}]},
+        });
+        api.registry("flowcontrol.apiserver.k8s.io", "v1", "flowschemas")
+            .unwrap()
+            .create(None, schema, &Default::default())
+            .await
+            .unwrap();
+        flowcontrol.refresh(&api).await.unwrap();
+        let mallory = User {
+            name: "mallory".into(),
+            groups: vec!["system:authenticated".into()],
+        };
+        let response = send_to(&store, &api, &flowcontrol, Some(&mallory), "/api/v1/pods").await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(
+            response.headers()["x-kubernetes-pf-prioritylevel-uid"],
+            level["metadata"]["uid"].as_str().unwrap()
+        );
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["reason"], "TooManyRequests");
         assert_eq!(body["details"]["retryAfterSeconds"], 1);
-        drop(held);
-        let (code, body) = send(Some(admin), "/api/v1/namespaces").await;
-        assert_eq!(code, StatusCode::OK, "{body}");
+        // The schema records that its level exists.
+        let jailed = api
+            .registry("flowcontrol.apiserver.k8s.io", "v1", "flowschemas")
+            .unwrap()
+            .get(None, "jailed")
+            .await
+            .unwrap();
+        assert_eq!(jailed["status"]["conditions"][0]["type"], "Dangling");
+        assert_eq!(jailed["status"]["conditions"][0]["status"], "False");
+        // Everyone else is unaffected.
+        let response = send_to(&store, &api, &flowcontrol, Some(&admin), "/api/v1/pods").await;
+        assert_eq!(response.status(), StatusCode::OK);
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ pub use pod::{
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;
+pub mod flowcontrol;
 pub mod misc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
     apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
-    networking, node, policy, rbac, scheduling, storage,
+    flowcontrol, networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
@@ -225,6 +225,9 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<discovery::v1::EndpointSlice>(g, k);
     // events.k8s.io/v1
     kind::<events::v1::Event>(g, k);
+    // flowcontrol.apiserver.k8s.io/v1
+    kind::<flowcontrol::v1::FlowSchema>(g, k);
+    kind::<flowcontrol::v1::PriorityLevelConfiguration>(g, k);
     // networking.k8s.io/v1
     kind::<networking::v1::Ingress>(g, k);
     kind::<networking::v1::IngressClass>(g, k);

@@ -174,6 +174,12 @@ fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> 
             (other::HPA_COLUMNS, other::horizontal_pod_autoscaler)
         }
         ("batch", "jobs") => (batch::JOB_COLUMNS, batch::job),
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
+            (other::FLOW_SCHEMA_COLUMNS, other::flow_schema)
+        }
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            (other::PRIORITY_LEVEL_COLUMNS, other::priority_level)
+        }
         ("batch", "cronjobs") => (batch::CRON_JOB_COLUMNS, batch::cron_job),
         ("coordination.k8s.io", "leases") => (other::LEASE_COLUMNS, other::lease),
         ("networking.k8s.io", "ingresses") => (other::INGRESS_COLUMNS, other::ingress),

@@ -450,3 +450,64 @@ fn hpa_metrics(specs: &[Value], statuses: &[Value]) -> String {
     }
     items.join(", ")
 }
+
+pub(super) const FLOW_SCHEMA_COLUMNS: &[Column] = &[
+    NAME,
+    col("PriorityLevel", "string", FS_PRIORITY_LEVEL),
+    col("MatchingPrecedence", "string", FS_MATCHING_PRECEDENCE),
+    col("DistinguisherMethod", "string", FS_DISTINGUISHER),
+    AGE,
+    col("MissingPL", "string", FS_MISSING_PL),
+];
+
+/// A FlowSchema: its priority level, precedence, distinguisher, and whether the level is
+/// missing (its `Dangling` condition, `?` before the server has judged it).
+pub(super) fn flow_schema(object: &Value, now: Timestamp) -> Row {
+    let dangling = list(object, &["status", "conditions"])
+        .iter()
+        .find(|c| text(c, &["type"]) == "Dangling")
+        .map_or("?", |c| text(c, &["status"]));
+    Row::of(vec![
+        name(object),
+        Value::from(text(
+            object,
+            &["spec", "priorityLevelConfiguration", "name"],
+        )),
+        Value::from(int(object, &["spec", "matchingPrecedence"])),
+        Value::from(opt_text(object, &["spec", "distinguisherMethod", "type"]).unwrap_or("<none>")),
+        age(object, now),
+        Value::from(dangling),
+    ])
+}
+
+pub(super) const PRIORITY_LEVEL_COLUMNS: &[Column] = &[
+    NAME,
+    col("Type", "string", PL_TYPE),
+    col("NominalConcurrencyShares", "string", PL_NCS),
+    col("Queues", "string", PL_QUEUES),
+    col("HandSize", "string", PL_HAND_SIZE),
+    col("QueueLengthLimit", "string", PL_QUEUE_LENGTH_LIMIT),
+    AGE,
+];
+
+/// A PriorityLevelConfiguration: its type, and for limited levels their shares and queuing
+/// (`<none>` where there is none).
+pub(super) fn priority_level(object: &Value, now: Timestamp) -> Row {
+    let none = || Value::from("<none>");
+    let limited = at(object, &["spec", "limited"]).filter(|l| l.is_object());
+    let queuing = limited
+        .and_then(|l| at(l, &["limitResponse", "queuing"]))
+        .filter(|q| q.is_object());
+    let number = |v: Option<&Value>, path: &[&str]| {
+        v.map_or_else(none, |v| Value::from(opt_int(v, path).unwrap_or(0)))
+    };
+    Row::of(vec![
+        name(object),
+        Value::from(text(object, &["spec", "type"])),
+        number(limited, &["nominalConcurrencyShares"]),
+        number(queuing, &["queues"]),
+        number(queuing, &["handSize"]),
+        number(queuing, &["queueLengthLimit"]),
+        age(object, now),
+    ])
+}

@@ -346,7 +346,8 @@ macro_rules! served {
 static SERVED: &[ServedKind] = {
     use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
     use k8s_openapi::api::{
-        authentication, authorization, networking, node, policy, rbac, scheduling, storage,
+        authentication, authorization, flowcontrol, networking, node, policy, rbac, scheduling,
+        storage,
     };
     served![
         core::v1::Pod,
@@ -377,6 +378,8 @@ static SERVED: &[ServedKind] = {
         coordination::v1::Lease,
         events::v1::Event,
         discovery::v1::EndpointSlice,
+        flowcontrol::v1::FlowSchema,
+        flowcontrol::v1::PriorityLevelConfiguration,
         networking::v1::Ingress,
         networking::v1::IngressClass,
         networking::v1::NetworkPolicy,

@@ -15,6 +15,7 @@ pub mod autoscaling;
 pub mod batch;
 pub mod core;
 pub mod cron;
+pub mod flowcontrol;
 pub(crate) mod gofmt;
 pub mod misc;
 pub mod node;
