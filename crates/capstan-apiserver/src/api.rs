@@ -652,8 +652,13 @@ impl Api {
                     .get::<crate::auth::User>()
                     .cloned()
                     .unwrap_or_else(crate::auth::User::anonymous);
+                let authorizer = request
+                    .extensions()
+                    .get::<Arc<crate::authz::Authorizer>>()
+                    .cloned()
+                    .unwrap_or_default();
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                let answer = crate::reviews::answer(resource.kind, &body, &user)?;
+                let answer = crate::reviews::answer(resource.kind, &body, &user, &authorizer)?;
                 Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
             }
             ("create", None) => {

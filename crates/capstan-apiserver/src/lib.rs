@@ -13,6 +13,7 @@
 
 mod api;
 mod auth;
+mod authz;
 mod discovery;
 mod fields;
 mod flowcontrol;

@@ -1,39 +1,51 @@
 //! The review APIs, which answer a question instead of storing an object:
 //! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`) and
 //! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`). The
-//! answers come from the same authenticator and authorizer every request goes through.
+//! answers come from the same authenticator and authorizer ([`Authorizer`]) every request goes
+//! through.
 
 use capstan_api::StatusError;
 use capstan_api::field::{FieldError, Path};
 use serde_json::{Value, json};
 
 use crate::auth::User;
+use crate::authz::{Attributes, Authorizer};
 use crate::status::ApiError;
 
-/// The resources of the review APIs that every authenticated user may create, as upstream's
-/// `system:basic-user` role allows.
-pub(crate) const SELF_REVIEWS: [(&str, &str); 2] = [
-    ("authentication.k8s.io", "selfsubjectreviews"),
-    ("authorization.k8s.io", "selfsubjectaccessreviews"),
-];
-
-/// Whether `user` may do what the resource or non-resource attributes describe (the
-/// authorizer's rule: `system:masters` may do anything, and any authenticated user may create
-/// the self reviews).
-pub(crate) fn allowed(user: &User, attributes: &Value) -> bool {
-    if user.groups.iter().any(|g| g == "system:masters") {
-        return true;
+/// The attributes a SelfSubjectAccessReview asks about.
+fn attributes(resource: Option<&Value>, non_resource: Option<&Value>) -> Attributes {
+    let text = |v: Option<&Value>, key: &str| {
+        v.and_then(|v| v.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    match resource {
+        Some(_) => Attributes {
+            resource_request: true,
+            verb: text(resource, "verb"),
+            group: text(resource, "group"),
+            resource: text(resource, "resource"),
+            subresource: text(resource, "subresource"),
+            name: text(resource, "name"),
+            namespace: text(resource, "namespace"),
+            path: String::new(),
+        },
+        None => Attributes {
+            verb: text(non_resource, "verb"),
+            path: text(non_resource, "path"),
+            ..Attributes::default()
+        },
     }
-    let text = |key: &str| attributes.get(key).and_then(Value::as_str).unwrap_or("");
-    !user.is_anonymous()
-        && text("verb") == "create"
-        && SELF_REVIEWS
-            .iter()
-            .any(|(group, resource)| text("group") == *group && text("resource") == *resource)
 }
 
-/// Answers a review of `kind` for `user`.
-pub(crate) fn answer(kind: &str, body: &Value, user: &User) -> Result<Value, ApiError> {
+/// Answers a review of `kind` for `user`, asking `authorizer`.
+pub(crate) fn answer(
+    kind: &str,
+    body: &Value,
+    user: &User,
+    authorizer: &Authorizer,
+) -> Result<Value, ApiError> {
     match kind {
         "SelfSubjectReview" => Ok(json!({
             "kind": "SelfSubjectReview",
@@ -46,13 +58,8 @@ pub(crate) fn answer(kind: &str, body: &Value, user: &User) -> Result<Value, Api
             let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
             let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
             let allowed = match (resource, non_resource) {
-                (Some(attributes), None) => allowed(user, attributes),
-                (None, Some(attributes)) => {
-                    user.groups.iter().any(|g| g == "system:masters")
-                        || (attributes.get("verb").and_then(Value::as_str) == Some("get")
-                            && crate::serve::is_public_path(
-                                attributes.get("path").and_then(Value::as_str).unwrap_or(""),
-                            ))
+                (Some(_), None) | (None, Some(_)) => {
+                    authorizer.allows(user, &attributes(resource, non_resource))
                 }
                 (Some(_), Some(_)) => {
                     return Err(invalid_spec(
@@ -116,8 +123,14 @@ mod tests {
 
     #[test]
     fn access_reviews_follow_the_authorizer() {
+        let authorizer = crate::authz::tests_support::bootstrapped();
         let ask = |user: &User, spec: Value| {
-            answer("SelfSubjectAccessReview", &json!({"spec": spec}), user)
+            answer(
+                "SelfSubjectAccessReview",
+                &json!({"spec": spec}),
+                user,
+                &authorizer,
+            )
         };
         let pods = json!({"resourceAttributes": {"verb": "create", "resource": "pods"}});
         let admin = user(&["system:masters", "system:authenticated"]);
@@ -134,7 +147,7 @@ mod tests {
         assert_eq!(ask(&plain, health).unwrap()["status"]["allowed"], true);
         let error = ask(&plain, json!({})).unwrap_err();
         assert_eq!(error.status().code(), 422);
-        let who = answer("SelfSubjectReview", &json!({}), &plain).unwrap();
+        let who = answer("SelfSubjectReview", &json!({}), &plain, &authorizer).unwrap();
         assert_eq!(who["status"]["userInfo"]["username"], "alice");
     }
 }

@@ -26,6 +26,7 @@ use capstan_api::RequestInfo;
 
 use crate::api::Api;
 use crate::auth::{Authenticated, TokenFile, User, authenticate};
+use crate::authz::{Attributes, Authorizer};
 use crate::flowcontrol::{Classification, Flowcontrol};
 use crate::metrics::Metrics;
 use crate::pki::Pki;
@@ -177,33 +178,14 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
     .unwrap_or_else(|| ApiError::not_found().into_response())
 }
 
-/// Paths every client may read, authenticated or not (upstream's `system:public-info-viewer`).
-const PUBLIC_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
-
-/// Whether everyone may GET `path` (health and version).
-pub(crate) fn is_public_path(path: &str) -> bool {
-    PUBLIC_PATHS
-        .iter()
-        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
-}
-
-/// Until RBAC: the public paths for everyone, everything for `system:masters`, the self
-/// reviews for every authenticated user, nothing else.
-fn authorize(user: &User, info: &RequestInfo) -> Result<(), ApiError> {
-    if !info.is_resource_request && info.verb == "get" && is_public_path(&info.path) {
+/// Asks `authorizer` whether `user` may make the request: anonymous users who may not are
+/// told to authenticate (401), others are forbidden (403).
+fn authorize(user: &User, info: &RequestInfo, authorizer: &Authorizer) -> Result<(), ApiError> {
+    if authorizer.allows(user, &Attributes::from(info)) {
         return Ok(());
     }
     if user.is_anonymous() {
         return Err(ApiError::unauthorized());
-    }
-    let attributes = serde_json::json!({
-        "verb": info.verb, "group": info.api_group, "resource": info.resource,
-    });
-    if info.is_resource_request && crate::reviews::allowed(user, &attributes) {
-        return Ok(());
-    }
-    if user.groups.iter().any(|g| g == "system:masters") {
-        return Ok(());
     }
     Err(ApiError::forbidden(info, &user.name))
 }
@@ -259,9 +241,9 @@ async fn dispatch(
     info: &RequestInfo,
     query: &str,
     app: Router,
-    flowcontrol: &Flowcontrol,
+    control: &Control,
 ) -> Response {
-    let classification = flowcontrol.classify(&user, info);
+    let classification = control.flowcontrol.classify(&user, info);
     let seat = match &classification {
         Some(classification) if !is_long_running(info) => match classification.admit().await {
             Ok(seat) => seat,
@@ -274,9 +256,10 @@ async fn dispatch(
         },
         _ => None,
     };
-    let mut response = match authorize(&user, info) {
+    let mut response = match authorize(&user, info, &control.authorizer) {
         Err(error) => error.into_response(),
         Ok(()) => {
+            request.extensions_mut().insert(control.authorizer.clone());
             request.extensions_mut().insert(user);
             request.extensions_mut().insert(info.clone());
             if is_long_running(info) {
@@ -294,6 +277,15 @@ async fn dispatch(
         pf_headers(&mut response, classification);
     }
     response
+}
+
+/// What decides whether a request runs: API Priority and Fairness, then authorization.
+#[derive(Clone, Debug)]
+pub(crate) struct Control {
+    /// The classifier and priority levels.
+    pub flowcontrol: Arc<Flowcontrol>,
+    /// The authorizer.
+    pub authorizer: Arc<Authorizer>,
 }
 
 /// The `X-Kubernetes-PF-*` headers naming the FlowSchema and priority level of a request.
@@ -320,7 +312,7 @@ async fn handle(
     tokens: &TokenFile,
     app: Router,
     metrics: &Metrics,
-    flowcontrol: &Flowcontrol,
+    control: &Control,
 ) -> Response {
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
@@ -338,7 +330,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok());
     let response = match authenticate(certificate_user, authorization, tokens) {
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
-        Authenticated::User(user) => dispatch(request, user, &info, &query, app, flowcontrol).await,
+        Authenticated::User(user) => dispatch(request, user, &info, &query, app, control).await,
     };
     metrics.observe(
         &info,
@@ -375,11 +367,20 @@ pub(crate) async fn listen(
     crate::flowcontrol::ensure_bootstrap(&api)
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
-    let flowcontrol = Flowcontrol::start(api.clone());
-    flowcontrol
-        .refresh(&api)
+    crate::authz::ensure_bootstrap(&api)
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    let flowcontrol = Flowcontrol::start(api.clone());
+    let authorizer = Authorizer::start(api.clone());
+    let loaded = match flowcontrol.refresh(&api).await {
+        Ok(()) => authorizer.refresh(&api).await,
+        Err(error) => Err(error),
+    };
+    loaded.map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    let control = Control {
+        flowcontrol,
+        authorizer,
+    };
     let metrics = Metrics::new();
     let app = router(store, metrics.clone(), api, local_addr.to_string());
     let accept_loop = tokio::spawn(async move {
@@ -396,12 +397,12 @@ pub(crate) async fn listen(
             if let Err(error) = tcp.set_nodelay(true) {
                 tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
             }
-            let (acceptor, app, tokens, metrics, flowcontrol) = (
+            let (acceptor, app, tokens, metrics, control) = (
                 acceptor.clone(),
                 app.clone(),
                 tokens.clone(),
                 metrics.clone(),
-                flowcontrol.clone(),
+                control.clone(),
             );
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
@@ -419,11 +420,11 @@ pub(crate) async fn listen(
                     .and_then(|cert| User::from_certificate(cert));
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let (app, tokens, metrics, flowcontrol) = (
+                        let (app, tokens, metrics, control) = (
                             app.clone(),
                             tokens.clone(),
                             metrics.clone(),
-                            flowcontrol.clone(),
+                            control.clone(),
                         );
                         let certificate_user = certificate_user.clone();
                         async move {
@@ -433,7 +434,7 @@ pub(crate) async fn listen(
                                 &tokens,
                                 app,
                                 &metrics,
-                                &flowcontrol,
+                                &control,
                             )
                             .await;
                             Ok::<_, std::convert::Infallible>(response)
@@ -464,7 +465,7 @@ mod tests {
     }
 
     /// A server's API with its default objects and flow control configuration.
-    async fn started() -> (tempfile::TempDir, Store, Arc<Api>, Arc<Flowcontrol>) {
+    async fn started() -> (tempfile::TempDir, Store, Arc<Api>, Control) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
             dir.path().join("state.db"),
@@ -477,15 +478,20 @@ mod tests {
         ));
         crate::api::ensure_defaults(&api, 6443).await.unwrap();
         crate::flowcontrol::ensure_bootstrap(&api).await.unwrap();
-        let flowcontrol = Arc::new(Flowcontrol::default());
-        flowcontrol.refresh(&api).await.unwrap();
-        (dir, store, api, flowcontrol)
+        crate::authz::ensure_bootstrap(&api).await.unwrap();
+        let control = Control {
+            flowcontrol: Arc::new(Flowcontrol::default()),
+            authorizer: Arc::new(Authorizer::default()),
+        };
+        control.flowcontrol.refresh(&api).await.unwrap();
+        control.authorizer.refresh(&api).await.unwrap();
+        (dir, store, api, control)
     }
 
     async fn send_to(
         store: &Store,
         api: &Arc<Api>,
-        flowcontrol: &Flowcontrol,
+        control: &Control,
         user: Option<&User>,
         path: &str,
     ) -> Response {
@@ -497,20 +503,12 @@ mod tests {
             api.clone(),
             "127.0.0.1:6443".into(),
         );
-        handle(
-            request,
-            user,
-            &TokenFile::default(),
-            app,
-            &metrics,
-            flowcontrol,
-        )
-        .await
+        handle(request, user, &TokenFile::default(), app, &metrics, control).await
     }
 
     async fn send(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
-        let (_dir, store, api, flowcontrol) = started().await;
-        let response = send_to(&store, &api, &flowcontrol, user.as_ref(), path).await;
+        let (_dir, store, api, control) = started().await;
+        let response = send_to(&store, &api, &control, user.as_ref(), path).await;
         let code = response.status();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20)
             .await
@@ -559,19 +557,12 @@ mod tests {
 
     #[tokio::test]
     async fn priority_levels_admit_name_themselves_and_reject_with_429() {
-        let (_dir, store, api, flowcontrol) = started().await;
+        let (_dir, store, api, control) = started().await;
         let admin = User {
             name: "system:admin".into(),
             groups: vec!["system:masters".into()],
         };
-        let response = send_to(
-            &store,
-            &api,
-            &flowcontrol,
-            Some(&admin),
-            "/api/v1/namespaces",
-        )
-        .await;
+        let response = send_to(&store, &api, &control, Some(&admin), "/api/v1/namespaces").await;
         assert_eq!(response.status(), StatusCode::OK);
         let exempt = api
             .registry("flowcontrol.apiserver.k8s.io", "v1", "flowschemas")
@@ -617,12 +608,12 @@ mod tests {
             .create(None, schema, &Default::default())
             .await
             .unwrap();
-        flowcontrol.refresh(&api).await.unwrap();
+        control.flowcontrol.refresh(&api).await.unwrap();
         let mallory = User {
             name: "mallory".into(),
             groups: vec!["system:authenticated".into()],
         };
-        let response = send_to(&store, &api, &flowcontrol, Some(&mallory), "/api/v1/pods").await;
+        let response = send_to(&store, &api, &control, Some(&mallory), "/api/v1/pods").await;
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[header::RETRY_AFTER], "1");
         assert_eq!(
@@ -645,8 +636,67 @@ mod tests {
         assert_eq!(jailed["status"]["conditions"][0]["type"], "Dangling");
         assert_eq!(jailed["status"]["conditions"][0]["status"], "False");
         // Everyone else is unaffected.
-        let response = send_to(&store, &api, &flowcontrol, Some(&admin), "/api/v1/pods").await;
+        let response = send_to(&store, &api, &control, Some(&admin), "/api/v1/pods").await;
         assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn role_bindings_grant_what_their_roles_allow() {
+        let (_dir, store, api, control) = started().await;
+        let jane = User {
+            name: "jane".into(),
+            groups: vec!["system:authenticated".into()],
+        };
+        let get = async |path: &str| {
+            send_to(&store, &api, &control, Some(&jane), path)
+                .await
+                .status()
+        };
+        assert_eq!(
+            get("/api/v1/namespaces/default/configmaps").await,
+            StatusCode::FORBIDDEN
+        );
+        // Discovery and version come with the bootstrap roles.
+        assert_eq!(get("/apis").await, StatusCode::OK);
+        assert_eq!(get("/version").await, StatusCode::OK);
+        let rbac = |plural: &str| {
+            api.registry("rbac.authorization.k8s.io", "v1", plural)
+                .unwrap()
+        };
+        rbac("roles")
+            .create(
+                Some("default"),
+                serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                    "metadata": {"name": "cm-reader"},
+                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+        rbac("rolebindings")
+            .create(
+                Some("default"),
+                serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "jane-reads"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}]}),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+        control.authorizer.refresh(&api).await.unwrap();
+        assert_eq!(
+            get("/api/v1/namespaces/default/configmaps").await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            get("/api/v1/namespaces/kube-system/configmaps").await,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            get("/api/v1/namespaces/default/secrets").await,
+            StatusCode::FORBIDDEN
+        );
     }
 
     #[tokio::test]
