@@ -272,11 +272,41 @@ async fn dispatch(
             }
         }
     };
-    drop(seat);
     if let Some(classification) = &classification {
         pf_headers(&mut response, classification);
     }
-    response
+    match seat {
+        // The seat is held until the answer has been written, as upstream's handlers write
+        // theirs before they return: a large or slowly read answer keeps its seat.
+        Some(seat) => response.map(|body| Body::new(Seated { body, _seat: seat })),
+        None => response,
+    }
+}
+
+/// A response body that holds its request's seat until it is dropped (sent, or abandoned).
+struct Seated {
+    body: Body,
+    _seat: crate::flowcontrol::Seat,
+}
+
+impl hyper::body::Body for Seated {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// What decides whether a request runs: API Priority and Fairness, then authorization.
