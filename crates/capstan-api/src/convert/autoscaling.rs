@@ -108,28 +108,67 @@ fn object_reference(reference: &Value) -> Value {
     Value::Object(out)
 }
 
-/// A v2 metric spec as v1's annotation holds it.
-fn metric_spec_to_v1(metric: &Value) -> Value {
+/// Which half of an autoscaler a metric comes from: its spec (targets) or its status (current
+/// values). The two convert alike, under other names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Spec,
+    Status,
+}
+
+impl Side {
+    /// The v2 member holding the values, and the prefix of v1's names for them.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Side::Spec => ("target", "target"),
+            Side::Status => ("current", "current"),
+        }
+    }
+}
+
+/// Puts a quantity under `name`: always when v1 holds it in a Go value (zero when unset),
+/// otherwise only when set.
+fn put_quantity(out: &mut Map<String, Value>, name: &str, value: &Value, always: bool) {
+    if always {
+        out.insert(name.to_owned(), quantity_or_zero(value));
+    } else if !value.is_null() {
+        out.insert(name.to_owned(), value.clone());
+    }
+}
+
+fn identifier(name: &Value, selector: &Value) -> Value {
+    let mut id = Map::new();
+    id.insert("name".into(), name.clone());
+    if !selector.is_null() {
+        id.insert("selector".into(), selector.clone());
+    }
+    Value::Object(id)
+}
+
+/// A v2 metric (spec or status) as v1's annotation holds it.
+fn metric_to_v1(metric: &Value, side: Side) -> Value {
+    let (values, prefix) = side.names();
+    let name = |suffix: &str| format!("{prefix}{suffix}");
+    let status = side == Side::Status;
     let mut out = Map::new();
     out.insert("type".into(), metric["type"].clone());
     if let Some(src) = metric.get("object").filter(|v| v.is_object()) {
         let mut o = Map::new();
         o.insert("target".into(), object_reference(&src["describedObject"]));
         o.insert("metricName".into(), src["metric"]["name"].clone());
-        o.insert(
-            "targetValue".into(),
-            quantity_or_zero(&src["target"]["value"]),
-        );
+        put_quantity(&mut o, &name("Value"), &src[values]["value"], true);
         copy(&mut o, "selector", &src["metric"], "selector");
-        copy(&mut o, "averageValue", &src["target"], "averageValue");
+        copy(&mut o, "averageValue", &src[values], "averageValue");
         out.insert("object".into(), Value::Object(o));
     }
     if let Some(src) = metric.get("pods").filter(|v| v.is_object()) {
         let mut o = Map::new();
         o.insert("metricName".into(), src["metric"]["name"].clone());
-        o.insert(
-            "targetAverageValue".into(),
-            quantity_or_zero(&src["target"]["averageValue"]),
+        put_quantity(
+            &mut o,
+            &name("AverageValue"),
+            &src[values]["averageValue"],
+            true,
         );
         copy(&mut o, "selector", &src["metric"], "selector");
         out.insert("pods".into(), Value::Object(o));
@@ -140,11 +179,16 @@ fn metric_spec_to_v1(metric: &Value) -> Value {
             o.insert("name".into(), src["name"].clone());
             copy(
                 &mut o,
-                "targetAverageUtilization",
-                &src["target"],
+                &name("AverageUtilization"),
+                &src[values],
                 "averageUtilization",
             );
-            copy(&mut o, "targetAverageValue", &src["target"], "averageValue");
+            put_quantity(
+                &mut o,
+                &name("AverageValue"),
+                &src[values]["averageValue"],
+                status,
+            );
             if field == "containerResource" {
                 o.insert("container".into(), src["container"].clone());
             }
@@ -155,217 +199,84 @@ fn metric_spec_to_v1(metric: &Value) -> Value {
         let mut o = Map::new();
         o.insert("metricName".into(), src["metric"]["name"].clone());
         copy(&mut o, "metricSelector", &src["metric"], "selector");
-        copy(&mut o, "targetValue", &src["target"], "value");
-        copy(&mut o, "targetAverageValue", &src["target"], "averageValue");
+        put_quantity(&mut o, &name("Value"), &src[values]["value"], status);
+        put_quantity(
+            &mut o,
+            &name("AverageValue"),
+            &src[values]["averageValue"],
+            false,
+        );
         out.insert("external".into(), Value::Object(o));
     }
     Value::Object(out)
 }
 
-/// A v1 annotation's metric spec as v2 has it.
-fn metric_spec_to_v2(metric: &Value) -> Value {
+/// A v1 annotation's metric (spec or status) as v2 has it; spec targets get their type, as
+/// upstream infers it from which values are set.
+fn metric_to_v2(metric: &Value, side: Side) -> Value {
+    let (values, prefix) = side.names();
+    let name = |suffix: &str| format!("{prefix}{suffix}");
+    let status = side == Side::Status;
+    let typed = |mut vals: Map<String, Value>, kind: &str| {
+        if !status {
+            vals.insert("type".into(), kind.into());
+        }
+        Value::Object(vals)
+    };
     let mut out = Map::new();
     out.insert("type".into(), metric["type"].clone());
-    let identifier = |name: &Value, selector: &Value| {
-        let mut id = Map::new();
-        id.insert("name".into(), name.clone());
-        if !selector.is_null() {
-            id.insert("selector".into(), selector.clone());
-        }
-        Value::Object(id)
-    };
     if let Some(src) = metric.get("object").filter(|v| v.is_object()) {
-        let mut target = Map::new();
+        let mut vals = Map::new();
+        put_quantity(&mut vals, "value", &src[name("Value")], true);
+        copy(&mut vals, "averageValue", src, "averageValue");
         let kind = if src["averageValue"].is_null() {
             "Value"
         } else {
             "AverageValue"
         };
-        target.insert("type".into(), kind.into());
-        target.insert("value".into(), quantity_or_zero(&src["targetValue"]));
-        copy(&mut target, "averageValue", src, "averageValue");
-        out.insert(
-            "object".into(),
-            json!({
-                "describedObject": object_reference(&src["target"]),
-                "target": target,
-                "metric": identifier(&src["metricName"], &src["selector"]),
-            }),
-        );
-    }
-    if let Some(src) = metric.get("pods").filter(|v| v.is_object()) {
-        out.insert(
-            "pods".into(),
-            json!({
-                "metric": identifier(&src["metricName"], &src["selector"]),
-                "target": {
-                    "type": "AverageValue",
-                    "averageValue": quantity_or_zero(&src["targetAverageValue"]),
-                },
-            }),
-        );
-    }
-    for field in ["resource", "containerResource"] {
-        if let Some(src) = metric.get(field).filter(|v| v.is_object()) {
-            let mut target = Map::new();
-            let kind = if src["targetAverageUtilization"].is_null() {
-                "AverageValue"
-            } else {
-                "Utilization"
-            };
-            target.insert("type".into(), kind.into());
-            copy(&mut target, "averageValue", src, "targetAverageValue");
-            copy(
-                &mut target,
-                "averageUtilization",
-                src,
-                "targetAverageUtilization",
-            );
-            let mut o = Map::new();
-            o.insert("name".into(), src["name"].clone());
-            o.insert("target".into(), Value::Object(target));
-            if field == "containerResource" {
-                o.insert("container".into(), src["container"].clone());
-            }
-            out.insert(field.into(), Value::Object(o));
-        }
-    }
-    if let Some(src) = metric.get("external").filter(|v| v.is_object()) {
-        let mut target = Map::new();
-        let kind = if src["targetValue"].is_null() {
-            "AverageValue"
-        } else {
-            "Value"
-        };
-        target.insert("type".into(), kind.into());
-        copy(&mut target, "value", src, "targetValue");
-        copy(&mut target, "averageValue", src, "targetAverageValue");
-        out.insert(
-            "external".into(),
-            json!({
-                "metric": identifier(&src["metricName"], &src["metricSelector"]),
-                "target": target,
-            }),
-        );
-    }
-    Value::Object(out)
-}
-
-/// A v2 metric status as v1's annotation holds it.
-fn metric_status_to_v1(metric: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), metric["type"].clone());
-    if let Some(src) = metric.get("object").filter(|v| v.is_object()) {
         let mut o = Map::new();
-        o.insert("target".into(), object_reference(&src["describedObject"]));
-        o.insert("metricName".into(), src["metric"]["name"].clone());
+        o.insert("describedObject".into(), object_reference(&src["target"]));
         o.insert(
-            "currentValue".into(),
-            quantity_or_zero(&src["current"]["value"]),
+            "metric".into(),
+            identifier(&src["metricName"], &src["selector"]),
         );
-        copy(&mut o, "selector", &src["metric"], "selector");
-        copy(&mut o, "averageValue", &src["current"], "averageValue");
+        o.insert(values.into(), typed(vals, kind));
         out.insert("object".into(), Value::Object(o));
     }
     if let Some(src) = metric.get("pods").filter(|v| v.is_object()) {
+        let mut vals = Map::new();
+        put_quantity(&mut vals, "averageValue", &src[name("AverageValue")], true);
         let mut o = Map::new();
-        o.insert("metricName".into(), src["metric"]["name"].clone());
         o.insert(
-            "currentAverageValue".into(),
-            quantity_or_zero(&src["current"]["averageValue"]),
+            "metric".into(),
+            identifier(&src["metricName"], &src["selector"]),
         );
-        copy(&mut o, "selector", &src["metric"], "selector");
+        o.insert(values.into(), typed(vals, "AverageValue"));
         out.insert("pods".into(), Value::Object(o));
     }
     for field in ["resource", "containerResource"] {
         if let Some(src) = metric.get(field).filter(|v| v.is_object()) {
-            let mut o = Map::new();
-            o.insert("name".into(), src["name"].clone());
-            copy(
-                &mut o,
-                "currentAverageUtilization",
-                &src["current"],
-                "averageUtilization",
-            );
-            o.insert(
-                "currentAverageValue".into(),
-                quantity_or_zero(&src["current"]["averageValue"]),
-            );
-            if field == "containerResource" {
-                o.insert("container".into(), src["container"].clone());
-            }
-            out.insert(field.into(), Value::Object(o));
-        }
-    }
-    if let Some(src) = metric.get("external").filter(|v| v.is_object()) {
-        let mut o = Map::new();
-        o.insert("metricName".into(), src["metric"]["name"].clone());
-        copy(&mut o, "metricSelector", &src["metric"], "selector");
-        o.insert(
-            "currentValue".into(),
-            quantity_or_zero(&src["current"]["value"]),
-        );
-        copy(
-            &mut o,
-            "currentAverageValue",
-            &src["current"],
-            "averageValue",
-        );
-        out.insert("external".into(), Value::Object(o));
-    }
-    Value::Object(out)
-}
-
-/// A v1 annotation's metric status as v2 has it.
-fn metric_status_to_v2(metric: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), metric["type"].clone());
-    let identifier = |name: &Value, selector: &Value| {
-        let mut id = Map::new();
-        id.insert("name".into(), name.clone());
-        if !selector.is_null() {
-            id.insert("selector".into(), selector.clone());
-        }
-        Value::Object(id)
-    };
-    if let Some(src) = metric.get("object").filter(|v| v.is_object()) {
-        let mut current = Map::new();
-        current.insert("value".into(), quantity_or_zero(&src["currentValue"]));
-        copy(&mut current, "averageValue", src, "averageValue");
-        out.insert(
-            "object".into(),
-            json!({
-                "metric": identifier(&src["metricName"], &src["selector"]),
-                "current": current,
-                "describedObject": object_reference(&src["target"]),
-            }),
-        );
-    }
-    if let Some(src) = metric.get("pods").filter(|v| v.is_object()) {
-        out.insert(
-            "pods".into(),
-            json!({
-                "metric": identifier(&src["metricName"], &src["selector"]),
-                "current": {"averageValue": quantity_or_zero(&src["currentAverageValue"])},
-            }),
-        );
-    }
-    for field in ["resource", "containerResource"] {
-        if let Some(src) = metric.get(field).filter(|v| v.is_object()) {
-            let mut current = Map::new();
-            current.insert(
-                "averageValue".into(),
-                quantity_or_zero(&src["currentAverageValue"]),
+            let mut vals = Map::new();
+            put_quantity(
+                &mut vals,
+                "averageValue",
+                &src[name("AverageValue")],
+                status,
             );
             copy(
-                &mut current,
+                &mut vals,
                 "averageUtilization",
                 src,
-                "currentAverageUtilization",
+                &name("AverageUtilization"),
             );
+            let kind = if src[name("AverageUtilization")].is_null() {
+                "AverageValue"
+            } else {
+                "Utilization"
+            };
             let mut o = Map::new();
             o.insert("name".into(), src["name"].clone());
-            o.insert("current".into(), Value::Object(current));
+            o.insert(values.into(), typed(vals, kind));
             if field == "containerResource" {
                 o.insert("container".into(), src["container"].clone());
             }
@@ -373,16 +284,21 @@ fn metric_status_to_v2(metric: &Value) -> Value {
         }
     }
     if let Some(src) = metric.get("external").filter(|v| v.is_object()) {
-        let mut current = Map::new();
-        current.insert("value".into(), quantity_or_zero(&src["currentValue"]));
-        copy(&mut current, "averageValue", src, "currentAverageValue");
-        out.insert(
-            "external".into(),
-            json!({
-                "metric": identifier(&src["metricName"], &src["metricSelector"]),
-                "current": current,
-            }),
+        let mut vals = Map::new();
+        put_quantity(&mut vals, "value", &src[name("Value")], status);
+        put_quantity(&mut vals, "averageValue", &src[name("AverageValue")], false);
+        let kind = if src[name("Value")].is_null() {
+            "AverageValue"
+        } else {
+            "Value"
+        };
+        let mut o = Map::new();
+        o.insert(
+            "metric".into(),
+            identifier(&src["metricName"], &src["metricSelector"]),
         );
+        o.insert(values.into(), typed(vals, kind));
+        out.insert("external".into(), Value::Object(o));
     }
     Value::Object(out)
 }
@@ -606,7 +522,7 @@ pub(super) fn v2_to_v1(hub: &Value) -> Value {
     let others: Vec<Value> = metrics
         .iter()
         .filter(|m| !is_cpu_resource(m) || m["resource"]["target"]["averageUtilization"].is_null())
-        .map(metric_spec_to_v1)
+        .map(|m| metric_to_v1(m, Side::Spec))
         .collect();
     if !others.is_empty() {
         annotations.insert(
@@ -646,7 +562,10 @@ pub(super) fn v2_to_v1(hub: &Value) -> Value {
             );
         }
         if !current.is_empty() {
-            let v1: Vec<Value> = current.iter().map(metric_status_to_v1).collect();
+            let v1: Vec<Value> = current
+                .iter()
+                .map(|m| metric_to_v1(m, Side::Status))
+                .collect();
             annotations.insert(
                 CURRENT_METRICS.into(),
                 go_json(&Value::Array(v1), GO_ORDER).into(),
@@ -709,7 +628,7 @@ pub(super) fn v1_to_v2(v1: &Value) -> Result<Value, String> {
     };
     let mut metrics: Vec<Value> = Vec::new();
     if let Some(others) = parse_list(&annotations, METRICS)? {
-        metrics.extend(others.iter().map(metric_spec_to_v2));
+        metrics.extend(others.iter().map(|m| metric_to_v2(m, Side::Spec)));
     }
     if let Some(target) = spec
         .get("targetCPUUtilizationPercentage")
@@ -745,7 +664,7 @@ pub(super) fn v1_to_v2(v1: &Value) -> Result<Value, String> {
         );
         match &current {
             Some(list) => {
-                let v2: Vec<Value> = list.iter().map(metric_status_to_v2).collect();
+                let v2: Vec<Value> = list.iter().map(|m| metric_to_v2(m, Side::Status)).collect();
                 out.insert("currentMetrics".into(), Value::Array(v2));
             }
             None => {
@@ -854,6 +773,46 @@ mod tests {
             original["status"]["conditions"]
         );
         assert_eq!(back["status"]["currentReplicas"], 3);
+    }
+
+    #[test]
+    fn every_metric_source_survives_a_round_trip() {
+        let selector = json!({"matchLabels": {"app": "web"}});
+        let spec_metrics = json!([
+            {"type": "Object", "object": {"describedObject": {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": "main"},
+             "metric": {"name": "hits", "selector": selector}, "target": {"type": "Value", "value": "10k"}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "1k"}}},
+            {"type": "ContainerResource", "containerResource": {"name": "memory", "container": "app",
+             "target": {"type": "AverageValue", "averageValue": "1Gi"}}},
+            {"type": "External", "external": {"metric": {"name": "queue", "selector": selector},
+             "target": {"type": "AverageValue", "averageValue": "30"}}},
+        ]);
+        let status_metrics = json!([
+            {"type": "Object", "object": {"describedObject": {"kind": "Ingress", "name": "main"},
+             "metric": {"name": "hits"}, "current": {"value": "9k"}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "current": {"averageValue": "900"}}},
+            {"type": "ContainerResource", "containerResource": {"name": "memory", "container": "app",
+             "current": {"averageValue": "800Mi", "averageUtilization": 40}}},
+            {"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "12", "averageValue": "4"}}},
+        ]);
+        let hub = json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 4,
+                     "metrics": spec_metrics},
+            "status": {"desiredReplicas": 2, "currentMetrics": status_metrics},
+        });
+        let v1 = v2_to_v1(&hub);
+        assert_eq!(
+            v1["metadata"]["annotations"][METRICS].as_str().unwrap(),
+            r#"[{"type":"Object","object":{"target":{"kind":"Ingress","name":"main","apiVersion":"networking.k8s.io/v1"},"metricName":"hits","targetValue":"10k","selector":{"matchLabels":{"app":"web"}}}},{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"1k"}},{"type":"ContainerResource","containerResource":{"name":"memory","targetAverageValue":"1Gi","container":"app"}},{"type":"External","external":{"metricName":"queue","metricSelector":{"matchLabels":{"app":"web"}},"targetAverageValue":"30"}}]"#
+        );
+        let back = v1_to_v2(&v1).unwrap();
+        assert_eq!(back["spec"]["metrics"], hub["spec"]["metrics"]);
+        assert_eq!(
+            back["status"]["currentMetrics"],
+            hub["status"]["currentMetrics"]
+        );
     }
 
     #[test]

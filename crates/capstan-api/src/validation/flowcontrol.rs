@@ -172,96 +172,72 @@ fn validate_rule(rule: &PolicyRulesWithSubjects, path: &Path) -> Vec<FieldError>
 
 fn validate_subject(subject: &Subject, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let forbid = |errs: &mut Vec<FieldError>, present: bool, field: &str, kind: &str| {
-        if present {
-            errs.push(FieldError::forbidden(
-                &path.child(field),
-                &format!("{field} is forbidden when subject kind is not '{kind}'"),
+    // Each kind's member, in upstream's order of the "forbidden" checks.
+    let members = [
+        (
+            "serviceAccount",
+            "ServiceAccount",
+            subject.service_account.is_some(),
+        ),
+        ("user", "User", subject.user.is_some()),
+        ("group", "Group", subject.group.is_some()),
+    ];
+    let Some(&(own, kind, _)) = members.iter().find(|(_, kind, _)| *kind == subject.kind) else {
+        errs.push(FieldError::not_supported(
+            &path.child("kind"),
+            subject.kind.as_str(),
+            &["Group", "ServiceAccount", "User"],
+        ));
+        return errs;
+    };
+    let p = path.child(own);
+    let name = match own {
+        "serviceAccount" => subject.service_account.as_ref().map(|sa| &sa.name),
+        "user" => subject.user.as_ref().map(|u| &u.name),
+        _ => subject.group.as_ref().map(|g| &g.name),
+    };
+    match name {
+        None => errs.push(FieldError::required(
+            &p,
+            &format!("{own} is required when subject kind is '{kind}'"),
+        )),
+        Some(name) if name.is_empty() => errs.push(FieldError::required(&p.child("name"), "")),
+        Some(name) if own == "serviceAccount" && name != "*" => {
+            for msg in is_dns1123_subdomain(name) {
+                errs.push(FieldError::invalid(&p.child("name"), name.as_str(), &msg));
+            }
+        }
+        Some(_) => {}
+    }
+    if let Some(sa) = subject
+        .service_account
+        .as_ref()
+        .filter(|_| own == "serviceAccount")
+    {
+        if sa.namespace.is_empty() {
+            errs.push(FieldError::required(
+                &p.child("namespace"),
+                "must specify namespace for service account",
             ));
         }
-    };
-    match subject.kind.as_str() {
-        "ServiceAccount" => {
-            let p = path.child("serviceAccount");
-            match &subject.service_account {
-                None => errs.push(FieldError::required(
-                    &p,
-                    "serviceAccount is required when subject kind is 'ServiceAccount'",
-                )),
-                Some(sa) => {
-                    if sa.name.is_empty() {
-                        errs.push(FieldError::required(&p.child("name"), ""));
-                    } else if sa.name != "*" {
-                        for msg in is_dns1123_subdomain(&sa.name) {
-                            errs.push(FieldError::invalid(
-                                &p.child("name"),
-                                sa.name.as_str(),
-                                &msg,
-                            ));
-                        }
-                    }
-                    if sa.namespace.is_empty() {
-                        errs.push(FieldError::required(
-                            &p.child("namespace"),
-                            "must specify namespace for service account",
-                        ));
-                    } else {
-                        for msg in is_dns1123_label(&sa.namespace) {
-                            errs.push(FieldError::invalid(
-                                &p.child("namespace"),
-                                sa.namespace.as_str(),
-                                &msg,
-                            ));
-                        }
-                    }
-                }
-            }
-            forbid(&mut errs, subject.user.is_some(), "user", "User");
-            forbid(&mut errs, subject.group.is_some(), "group", "Group");
+        for msg in is_dns1123_label(&sa.namespace)
+            .into_iter()
+            .filter(|_| !sa.namespace.is_empty())
+        {
+            errs.push(FieldError::invalid(
+                &p.child("namespace"),
+                sa.namespace.as_str(),
+                &msg,
+            ));
         }
-        "User" => {
-            match &subject.user {
-                None => errs.push(FieldError::required(
-                    &path.child("user"),
-                    "user is required when subject kind is 'User'",
-                )),
-                Some(u) if u.name.is_empty() => {
-                    errs.push(FieldError::required(&path.child("user").child("name"), ""));
-                }
-                Some(_) => {}
-            }
-            forbid(
-                &mut errs,
-                subject.service_account.is_some(),
-                "serviceAccount",
-                "ServiceAccount",
-            );
-            forbid(&mut errs, subject.group.is_some(), "group", "Group");
+    }
+    for (field, other, present) in members {
+        if present && field != own {
+            errs.push(FieldError::forbidden(
+                &path.child(field),
+                &format!("{field} is forbidden when subject kind is not '{other}'"),
+            ));
         }
-        "Group" => {
-            match &subject.group {
-                None => errs.push(FieldError::required(
-                    &path.child("group"),
-                    "group is required when subject kind is 'Group'",
-                )),
-                Some(g) if g.name.is_empty() => {
-                    errs.push(FieldError::required(&path.child("group").child("name"), ""));
-                }
-                Some(_) => {}
-            }
-            forbid(
-                &mut errs,
-                subject.service_account.is_some(),
-                "serviceAccount",
-                "ServiceAccount",
-            );
-            forbid(&mut errs, subject.user.is_some(), "user", "User");
-        }
-        other => errs.push(FieldError::not_supported(
-            &path.child("kind"),
-            other,
-            &["Group", "ServiceAccount", "User"],
-        )),
     }
     errs
 }
