@@ -495,22 +495,28 @@ fn finish(
     Value::Object(out)
 }
 
+/// What the spec of both versions holds alike: the target and the replica bounds.
+fn shared_spec(spec: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert(
+        "scaleTargetRef".into(),
+        object_reference(&spec["scaleTargetRef"]),
+    );
+    copy(&mut out, "minReplicas", spec, "minReplicas");
+    out.insert(
+        "maxReplicas".into(),
+        spec["maxReplicas"].as_i64().unwrap_or(0).into(),
+    );
+    out
+}
+
 /// An `autoscaling/v2` HorizontalPodAutoscaler as `autoscaling/v1`.
 pub(super) fn v2_to_v1(hub: &Value) -> Value {
     let (metadata, mut annotations) = metadata_without_round_trip(hub);
     let spec = &hub["spec"];
     let metrics = spec["metrics"].as_array().cloned().unwrap_or_default();
 
-    let mut out_spec = Map::new();
-    out_spec.insert(
-        "scaleTargetRef".into(),
-        object_reference(&spec["scaleTargetRef"]),
-    );
-    copy(&mut out_spec, "minReplicas", spec, "minReplicas");
-    out_spec.insert(
-        "maxReplicas".into(),
-        spec["maxReplicas"].as_i64().unwrap_or(0).into(),
-    );
+    let mut out_spec = shared_spec(spec);
     if let Some(cpu) = metrics.iter().find(|m| is_cpu_resource(m)) {
         copy(
             &mut out_spec,
@@ -607,16 +613,7 @@ pub(super) fn v1_to_v2(v1: &Value) -> Result<Value, String> {
     let (metadata, kept) = metadata_without_round_trip(v1);
     let spec = &v1["spec"];
 
-    let mut out_spec = Map::new();
-    out_spec.insert(
-        "scaleTargetRef".into(),
-        object_reference(&spec["scaleTargetRef"]),
-    );
-    copy(&mut out_spec, "minReplicas", spec, "minReplicas");
-    out_spec.insert(
-        "maxReplicas".into(),
-        spec["maxReplicas"].as_i64().unwrap_or(0).into(),
-    );
+    let mut out_spec = shared_spec(spec);
     let cpu = |utilization: &Value| {
         json!({
             "type": "Resource",
