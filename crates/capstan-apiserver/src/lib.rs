@@ -18,6 +18,7 @@ mod discovery;
 mod fields;
 mod flowcontrol;
 mod health;
+mod impersonate;
 mod kubeconfig;
 mod lifecycle;
 mod metrics;

@@ -334,10 +334,10 @@ fn pf_headers(response: &mut Response, classification: &Classification) {
 }
 
 /// The chain every request goes through, as upstream's handler chain: authentication, request
-/// info, priority and fairness, authorization, then the handler; metrics record the outcome of
-/// all of it.
+/// info, impersonation, priority and fairness, authorization, then the handler; metrics record
+/// the outcome of all of it.
 async fn handle(
-    request: Request<Body>,
+    mut request: Request<Body>,
     certificate_user: Option<&User>,
     tokens: &TokenFile,
     app: Router,
@@ -360,7 +360,13 @@ async fn handle(
         .and_then(|v| v.to_str().ok());
     let response = match authenticate(certificate_user, authorization, tokens) {
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
-        Authenticated::User(user) => dispatch(request, user, &info, &query, app, control).await,
+        Authenticated::User(user) => {
+            match crate::impersonate::acting_user(user, request.headers_mut(), &control.authorizer)
+            {
+                Ok(user) => dispatch(request, user, &info, &query, app, control).await,
+                Err(error) => error.into_response(),
+            }
+        }
     };
     metrics.observe(
         &info,

@@ -3,7 +3,8 @@
 //! FlowSchema and PriorityLevelConfiguration written with stock kubectl send the flooder to a
 //! small level of its own; the flood gets 429s while every write of the other identity goes
 //! through (its latencies are printed; their budget lives in BENCHMARKS.md, not here). Stock
-//! kubectl lists the bootstrap configuration with upstream's columns.
+//! kubectl lists the bootstrap configuration with upstream's columns, and answers `auth can-i`
+//! and `get` for each user through impersonation (`--as`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -165,6 +166,58 @@ fn a_flooding_user_gets_429s_while_another_keeps_writing() {
         "--role=cm-writer",
         "--user=writer",
     ]);
+    // What RBAC now allows, asked as each user through impersonation (`--as`).
+    for version in VERSIONS {
+        let can = |args: &[&str]| {
+            let mut all = vec!["auth", "can-i"];
+            all.extend_from_slice(args);
+            let output = kubectl_any(version, &kubeconfig, &all);
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        assert_eq!(
+            can(&[
+                "list",
+                "configmaps",
+                "-n",
+                NS,
+                "--as=flooder",
+                "--as-group=flooders"
+            ]),
+            "yes"
+        );
+        assert_eq!(
+            can(&[
+                "create",
+                "configmaps",
+                "-n",
+                NS,
+                "--as=flooder",
+                "--as-group=flooders"
+            ]),
+            "no"
+        );
+        assert_eq!(
+            can(&["create", "configmaps", "-n", NS, "--as=writer"]),
+            "yes"
+        );
+        assert_eq!(
+            can(&["create", "configmaps", "-n", "default", "--as=writer"]),
+            "no"
+        );
+        let denied = kubectl_any(
+            version,
+            &kubeconfig,
+            &["-n", NS, "get", "configmaps", "--as=writer"],
+        );
+        assert!(!denied.status.success());
+        assert!(
+            String::from_utf8_lossy(&denied.stderr).contains(
+                "User \"writer\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"flood\""
+            ),
+            "{}",
+            String::from_utf8_lossy(&denied.stderr)
+        );
+    }
     // A level of three seats and one short queue, and a schema sending the flooders there.
     apply(
         "1.33",
