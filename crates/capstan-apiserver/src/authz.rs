@@ -87,7 +87,7 @@ struct Policy {
 #[derive(Debug, Default)]
 pub(crate) struct Authorizer {
     policy: RwLock<Arc<Policy>>,
-    built_from: RwLock<[i64; 4]>,
+    built_from: RwLock<[u64; 4]>,
 }
 
 fn matches(values: &[String], value: &str) -> bool {
@@ -239,7 +239,7 @@ impl Authorizer {
                 return Ok(());
             };
             let list = registry.list(None, &ListOptions::default()).await?;
-            versions[i] = list.resource_version;
+            versions[i] = list.fingerprint();
             lists.push(list.items.iter().map(|c| c.object()).collect::<Vec<_>>());
         }
         if *self.built_from.read().unwrap_or_else(|e| e.into_inner()) == versions {

@@ -83,8 +83,8 @@ pub(crate) struct Flowcontrol {
     /// The levels by name, kept across rebuilds while their configuration is unchanged so that
     /// their queues and seats carry over.
     levels: RwLock<BTreeMap<String, Arc<Level>>>,
-    /// The resource versions of the configuration last built.
-    built_from: RwLock<(i64, i64)>,
+    /// The fingerprints of the configuration objects last built from.
+    built_from: RwLock<(u64, u64)>,
 }
 
 impl Flowcontrol {
@@ -119,7 +119,7 @@ impl Flowcontrol {
         let options = ListOptions::default();
         let level_list = levels.list(None, &options).await?;
         let schema_list = schemas.list(None, &options).await?;
-        let versions = (schema_list.resource_version, level_list.resource_version);
+        let versions = (schema_list.fingerprint(), level_list.fingerprint());
         let unchanged = *self.built_from.read().unwrap_or_else(|e| e.into_inner()) == versions;
         if unchanged && !self.schemas_read().is_empty() {
             return Ok(());

@@ -44,6 +44,19 @@ pub(crate) struct ListResult {
     pub remaining_item_count: Option<i64>,
 }
 
+impl ListResult {
+    /// A fingerprint of the items (their JSON, versions included): equal fingerprints mean, with
+    /// overwhelming likelihood, the same objects at the same versions.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        for item in &self.items {
+            item.json.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+}
+
 /// Where a read is served from, decided from `resourceVersion` and `resourceVersionMatch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReadAt {
