@@ -202,6 +202,44 @@ fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
     by_labels && by_expressions
 }
 
+/// Each ClusterRole's rules, an aggregated one's gathered (transitively, as the aggregation
+/// controller's writes would cascade) from the ClusterRoles its selectors pick.
+fn aggregate(roles: &[ClusterRole]) -> BTreeMap<String, Vec<PolicyRule>> {
+    fn gather(
+        role: &ClusterRole,
+        roles: &[ClusterRole],
+        visiting: &mut Vec<String>,
+        out: &mut Vec<PolicyRule>,
+    ) {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        if visiting.contains(&name) {
+            return;
+        }
+        visiting.push(name);
+        out.extend(role.rules.clone().unwrap_or_default());
+        if let Some(aggregation) = &role.aggregation_rule {
+            let selectors = serde_json::to_value(&aggregation.cluster_role_selectors)
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default();
+            for other in roles {
+                let labels = other.metadata.labels.clone().unwrap_or_default();
+                if selectors.iter().any(|s| selects(s, &labels)) {
+                    gather(other, roles, visiting, out);
+                }
+            }
+        }
+    }
+    roles
+        .iter()
+        .map(|role| {
+            let mut rules = Vec::new();
+            gather(role, roles, &mut Vec::new(), &mut rules);
+            (role.metadata.name.clone().unwrap_or_default(), rules)
+        })
+        .collect()
+}
+
 impl Authorizer {
     /// An authorizer kept current from `api`'s RBAC objects in the background.
     pub(crate) fn start(api: Arc<Api>) -> Arc<Authorizer> {
@@ -249,26 +287,10 @@ impl Authorizer {
             .iter()
             .filter_map(|o| serde_json::from_value(o.clone()).ok())
             .collect();
-        let mut policy = Policy::default();
-        for role in &cluster_roles {
-            let name = role.metadata.name.clone().unwrap_or_default();
-            let mut rules = role.rules.clone().unwrap_or_default();
-            if let Some(aggregation) = &role.aggregation_rule {
-                let selectors = serde_json::to_value(&aggregation.cluster_role_selectors)
-                    .ok()
-                    .and_then(|v| v.as_array().cloned())
-                    .unwrap_or_default();
-                for other in &cluster_roles {
-                    let labels = other.metadata.labels.clone().unwrap_or_default();
-                    if other.metadata.name != role.metadata.name
-                        && selectors.iter().any(|s| selects(s, &labels))
-                    {
-                        rules.extend(other.rules.clone().unwrap_or_default());
-                    }
-                }
-            }
-            policy.cluster_roles.insert(name, rules);
-        }
+        let mut policy = Policy {
+            cluster_roles: aggregate(&cluster_roles),
+            ..Policy::default()
+        };
         for object in &lists[1] {
             if let Ok(binding) = serde_json::from_value::<ClusterRoleBinding>(object.clone()) {
                 policy.cluster_bindings.push(Binding {
@@ -324,7 +346,8 @@ impl Authorizer {
 
 /// The bootstrap roles and bindings: cluster-admin for `system:masters`, discovery and the self
 /// reviews for every authenticated user, health and version for everyone, as upstream's
-/// bootstrap policy grants them.
+/// bootstrap policy grants them; and the user-facing `admin`, `edit` and `view` roles, which
+/// aggregate upstream's `system:aggregate-to-*` rules (`rbac_bootstrap.json`).
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -353,7 +376,13 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                    "subjects": subjects}),
         )
     };
-    vec![
+    let aggregated: Vec<Value> =
+        serde_json::from_str(include_str!("rbac_bootstrap.json")).unwrap_or_default();
+    let mut objects: Vec<(&'static str, Value)> = aggregated
+        .into_iter()
+        .map(|role| ("clusterroles", role))
+        .collect();
+    objects.extend([
         role(
             "cluster-admin",
             json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
@@ -387,7 +416,8 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
         ),
-    ]
+    ]);
+    objects
 }
 
 /// Creates the bootstrap roles and bindings that are missing.
@@ -415,13 +445,10 @@ pub(crate) mod tests_support {
     /// An authorizer holding the bootstrap policy.
     pub(crate) fn bootstrapped() -> Authorizer {
         let mut policy = Policy::default();
+        let mut roles = Vec::new();
         for (plural, object) in bootstrap_objects() {
-            let name = object["metadata"]["name"].as_str().unwrap().to_owned();
             if plural == "clusterroles" {
-                let role: ClusterRole = serde_json::from_value(object).unwrap();
-                policy
-                    .cluster_roles
-                    .insert(name, role.rules.unwrap_or_default());
+                roles.push(serde_json::from_value::<ClusterRole>(object).unwrap());
             } else {
                 let binding: ClusterRoleBinding = serde_json::from_value(object).unwrap();
                 policy.cluster_bindings.push(Binding {
@@ -431,6 +458,7 @@ pub(crate) mod tests_support {
                 });
             }
         }
+        policy.cluster_roles = aggregate(&roles);
         let authorizer = Authorizer::default();
         *authorizer.policy.write().unwrap() = Arc::new(policy);
         authorizer
@@ -504,6 +532,29 @@ mod tests {
         assert!(rule_allows(&paths, &path("/apis/apps/v1")));
         assert!(rule_allows(&paths, &path("/version")));
         assert!(!rule_allows(&paths, &path("/api/v1")));
+    }
+
+    #[test]
+    fn admin_edit_and_view_aggregate_upstreams_rules() {
+        let roles: Vec<ClusterRole> = bootstrap_objects()
+            .into_iter()
+            .filter(|(plural, _)| *plural == "clusterroles")
+            .map(|(_, o)| serde_json::from_value(o).unwrap())
+            .collect();
+        let rules = aggregate(&roles);
+        let allows =
+            |role: &str, attrs: &Attributes| rules[role].iter().any(|r| rule_allows(r, attrs));
+        let list_pods = resource("list", "", "pods", "", "");
+        let create_deploy = resource("create", "apps", "deployments", "", "");
+        let create_role = resource("create", "rbac.authorization.k8s.io", "roles", "", "");
+        let read_secret = resource("get", "", "secrets", "", "s");
+        assert!(allows("view", &list_pods));
+        assert!(!allows("view", &create_deploy));
+        assert!(!allows("view", &read_secret));
+        assert!(allows("edit", &list_pods) && allows("edit", &create_deploy));
+        assert!(allows("edit", &read_secret));
+        assert!(!allows("edit", &create_role));
+        assert!(allows("admin", &list_pods) && allows("admin", &create_role));
     }
 
     #[test]

@@ -166,6 +166,25 @@ fn a_flooding_user_gets_429s_while_another_keeps_writing() {
         "--role=cm-writer",
         "--user=writer",
     ]);
+    // The bootstrap `view` and `edit` roles, bound in the namespace.
+    admin(&[
+        "-n",
+        NS,
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=view",
+        "--user=viewer",
+    ]);
+    admin(&[
+        "-n",
+        NS,
+        "create",
+        "rolebinding",
+        "editor",
+        "--clusterrole=edit",
+        "--user=editor",
+    ]);
     // What RBAC now allows, asked as each user through impersonation (`--as`).
     for version in VERSIONS {
         let can = |args: &[&str]| {
@@ -204,6 +223,20 @@ fn a_flooding_user_gets_429s_while_another_keeps_writing() {
             can(&["create", "configmaps", "-n", "default", "--as=writer"]),
             "no"
         );
+        for (verb, resource, user, answer) in [
+            ("list", "deployments.apps", "viewer", "yes"),
+            ("create", "deployments.apps", "viewer", "no"),
+            ("get", "secrets", "viewer", "no"),
+            ("create", "deployments.apps", "editor", "yes"),
+            ("create", "roles.rbac.authorization.k8s.io", "editor", "no"),
+        ] {
+            let who = format!("--as={user}");
+            assert_eq!(
+                can(&[verb, resource, "-n", NS, &who]),
+                answer,
+                "{user} {verb} {resource}"
+            );
+        }
         let denied = kubectl_any(
             version,
             &kubeconfig,
