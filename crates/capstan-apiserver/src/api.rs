@@ -675,6 +675,15 @@ impl Api {
                         .await?;
                 }
                 let written = match (resource.kind, namespace) {
+                    ("Pod", Some(_)) if resource.group.is_empty() => {
+                        let mut body = body;
+                        if let Some(classes) =
+                            self.registry("scheduling.k8s.io", "v1", "priorityclasses")
+                        {
+                            crate::priority::admit(classes, &mut body).await?;
+                        }
+                        registry.create(namespace, body, &options).await?
+                    }
                     ("Service", Some(ns)) if resource.group.is_empty() => {
                         let mut body = body;
                         self.services
@@ -1156,8 +1165,8 @@ pub(crate) fn delete_options_from(query: &Query, body: &Value) -> Result<DeleteO
     Ok(options)
 }
 
-/// Default objects every cluster has at start: the system namespaces, and the `kubernetes`
-/// service pointing at the API server's `port`.
+/// Default objects every cluster has at start: the system namespaces, the system priority
+/// classes, and the `kubernetes` service pointing at the API server's `port`.
 pub(crate) async fn ensure_defaults(api: &Api, port: u16) -> Result<(), ApiError> {
     let Some(namespaces) = api.namespaces() else {
         return Ok(());
@@ -1171,6 +1180,15 @@ pub(crate) async fn ensure_defaults(api: &Api, port: u16) -> Result<(), ApiError
             Ok(_) => {}
             Err(error) if error.status().code() == 409 => {}
             Err(error) => return Err(error),
+        }
+    }
+    if let Some(classes) = api.registry("scheduling.k8s.io", "v1", "priorityclasses") {
+        for class in crate::priority::system_classes() {
+            match classes.create(None, class, &WriteOptions::default()).await {
+                Ok(_) => {}
+                Err(error) if error.status().code() == 409 => {}
+                Err(error) => return Err(error),
+            }
         }
     }
     if let Some(services) = api.registry("", "v1", "services")

@@ -347,7 +347,9 @@ impl Authorizer {
 /// The bootstrap roles and bindings: cluster-admin for `system:masters`, discovery and the self
 /// reviews for every authenticated user, health and version for everyone, as upstream's
 /// bootstrap policy grants them; and the user-facing `admin`, `edit` and `view` roles, which
-/// aggregate upstream's `system:aggregate-to-*` rules (`rbac_bootstrap.json`).
+/// aggregate upstream's `system:aggregate-to-*` rules, and the scheduler's roles
+/// (`system:kube-scheduler`, `system:volume-scheduler`) bound to its user
+/// (`rbac_bootstrap.json`).
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -374,6 +376,15 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                    "metadata": meta(name),
                    "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": name},
                    "subjects": subjects}),
+        )
+    };
+    let user_binding = |name: &str, role: &str, user: &str| {
+        (
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": meta(name),
+                   "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
+                   "subjects": [{"apiGroup": GROUP, "kind": "User", "name": user}]}),
         )
     };
     let aggregated: Vec<Value> =
@@ -415,6 +426,16 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
         binding(
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
+        ),
+        user_binding(
+            "system:kube-scheduler",
+            "system:kube-scheduler",
+            "system:kube-scheduler",
+        ),
+        user_binding(
+            "system:volume-scheduler",
+            "system:volume-scheduler",
+            "system:kube-scheduler",
         ),
     ]);
     objects

@@ -14,6 +14,17 @@ pub(crate) fn write_admin(
     server_url: &str,
     pki: &Pki,
 ) -> Result<(), PkiError> {
+    write(path, mode, server_url, &pki.ca_cert_pem, &pki.admin)
+}
+
+/// Writes a kubeconfig that authenticates with `client` and trusts the CA `ca_cert_pem`.
+pub(crate) fn write(
+    path: &Path,
+    mode: u32,
+    server_url: &str,
+    ca_cert_pem: &str,
+    client: &crate::pki::CertAndKey,
+) -> Result<(), PkiError> {
     let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let text = format!(
         "apiVersion: v1
@@ -36,9 +47,9 @@ users:
     client-certificate-data: {cert}
     client-key-data: {key}
 ",
-        ca = b64(&pki.ca_cert_pem),
-        cert = b64(&pki.admin.cert_pem),
-        key = b64(&pki.admin.key_pem),
+        ca = b64(ca_cert_pem),
+        cert = b64(&client.cert_pem),
+        key = b64(&client.key_pem),
     );
     write_file(path, &text, mode)
 }

@@ -25,6 +25,7 @@ mod metrics;
 mod patch;
 pub mod pki;
 mod pods;
+mod priority;
 mod registry;
 mod resources;
 mod reviews;

@@ -198,6 +198,37 @@ fn issue(
     })
 }
 
+/// Loads the client certificate of a control-plane component (`<file>.crt` under `dir`, user
+/// `user`, no groups), issuing it with the cluster CA on first use. Components that talk to the
+/// API server (the scheduler as `system:kube-scheduler`, ...) authenticate with these and are
+/// authorized by upstream's bootstrap roles for those users.
+pub fn component_client(dir: &Path, file: &str, user: &str) -> Result<CertAndKey, PkiError> {
+    let path = |ext: &str| dir.join(format!("{file}.{ext}"));
+    if let (Some(cert_pem), Some(key_pem)) = (read(&path("crt"))?, read(&path("key"))?) {
+        return Ok(CertAndKey { cert_pem, key_pem });
+    }
+    let (Some(ca_cert_pem), Some(ca_key)) =
+        (read(&dir.join("ca.crt"))?, read(&dir.join("ca.key"))?)
+    else {
+        return Err(PkiError::Io {
+            path: dir.join("ca.crt"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "the cluster CA is missing"),
+        });
+    };
+    let ca_key = KeyPair::from_pem(&ca_key).map_err(cert_error("reading ca.key"))?;
+    let issuer =
+        Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))?;
+    let cert = issue(
+        &issuer,
+        name(user, None),
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    )?;
+    write_file(&path("key"), &cert.key_pem, 0o600)?;
+    write_file(&path("crt"), &cert.cert_pem, 0o644)?;
+    Ok(cert)
+}
+
 /// Loads the certificates under `dir`, creating what is missing, and issues a serving
 /// certificate for `names`.
 pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
@@ -215,7 +246,7 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
             write_file(&path("ca.key"), &key.serialize_pem(), 0o600)?;
             write_file(&path("ca.crt"), &cert.pem(), 0o644)?;
             // A new CA invalidates every certificate signed by an old one.
-            for stale in ["admin.crt", "admin.key"] {
+            for stale in ["admin.crt", "admin.key", "scheduler.crt", "scheduler.key"] {
                 let _ = fs::remove_file(path(stale));
             }
             (cert.pem(), key)

@@ -266,6 +266,14 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate_update: v::node::validate_node_update,
             // Upstream's node status strategy runs the full update rules.
             validate_status_update: v::node::validate_node_update,
+            // A kubelet registers its node with its status; only `status.config` is the
+            // server's to set.
+            status_on_create: true,
+            prepare_create: |n| {
+                if let Some(status) = n.status.as_mut() {
+                    status.config = None;
+                }
+            },
             field_names: &["spec.unschedulable"],
             fields: |n| {
                 vec![(

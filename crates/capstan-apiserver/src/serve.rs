@@ -38,6 +38,8 @@ use crate::{Config, StartError, discovery, health};
 pub struct RunningServer {
     local_addr: SocketAddr,
     accept_loop: JoinHandle<()>,
+    /// Where the certificates live (component credentials are issued there).
+    pub(crate) tls_dir: std::path::PathBuf,
 }
 
 impl RunningServer {
@@ -48,6 +50,30 @@ impl RunningServer {
 
     /// Stops accepting connections.
     pub fn shutdown(self) {}
+
+    /// Writes a kubeconfig at `path` for a control-plane component that authenticates as
+    /// `user` with a client certificate of its own (`<tls>/<file>.crt`, issued once), to reach
+    /// this server over loopback. The component is authorized as upstream authorizes that user
+    /// (bootstrap RBAC roles).
+    pub fn write_component_kubeconfig(
+        &self,
+        file: &str,
+        user: &str,
+        path: &std::path::Path,
+    ) -> Result<(), crate::pki::PkiError> {
+        let cert = crate::pki::component_client(&self.tls_dir, file, user)?;
+        let ca = std::fs::read_to_string(self.tls_dir.join("ca.crt")).map_err(|source| {
+            crate::pki::PkiError::Io {
+                path: self.tls_dir.join("ca.crt"),
+                source,
+            }
+        })?;
+        let url = match self.local_addr.ip() {
+            ip if ip.is_unspecified() => format!("https://127.0.0.1:{}", self.local_addr.port()),
+            _ => format!("https://{}", self.local_addr),
+        };
+        crate::kubeconfig::write(path, 0o600, &url, &ca, &cert)
+    }
 }
 
 impl Drop for RunningServer {
@@ -488,6 +514,7 @@ pub(crate) async fn listen(
     Ok(RunningServer {
         local_addr,
         accept_loop,
+        tls_dir: config.data_dir.join("tls"),
     })
 }
 

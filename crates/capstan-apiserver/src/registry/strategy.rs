@@ -157,6 +157,9 @@ pub struct Hooks<K> {
     pub validate_finalize_update: fn(&K, &K) -> Vec<FieldError>,
     /// The status policy.
     pub status: StatusPolicy,
+    /// Whether a create may set the status although the kind has a status subresource (nodes:
+    /// a kubelet registers with its status, as upstream's node strategy allows).
+    pub status_on_create: bool,
     /// Whether generation is tracked.
     pub generation: bool,
     /// Whether PUT creates.
@@ -198,6 +201,7 @@ impl<K: Metadata<Ty = ObjectMeta>> Hooks<K> {
             validate_status_update: metadata_update::<K>,
             validate_finalize_update: metadata_update::<K>,
             status: StatusPolicy::None,
+            status_on_create: false,
             generation: false,
             create_on_update: false,
             field_names: &[],
@@ -305,6 +309,7 @@ where
 
     fn prepare_for_create(&self, object: &mut Value) {
         if self.hooks.status == StatusPolicy::Subresource
+            && !self.hooks.status_on_create
             && let Some(map) = object.as_object_mut()
         {
             map.remove("status");
