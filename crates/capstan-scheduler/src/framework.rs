@@ -1,0 +1,741 @@
+//! The scheduling framework: the extension points a plugin may implement (upstream's
+//! PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore), the status they answer
+//! with, the per-cycle state they share, and the cycle itself — filter the nodes (stopping at
+//! upstream's `percentageOfNodesToScore`), score the feasible ones, pick the best — with the
+//! diagnosis that becomes a `FailedScheduling` message.
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::snapshot::{NodeInfo, PodInfo, Snapshot};
+
+/// The highest score a plugin may give a node after normalisation (upstream's `MaxNodeScore`).
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// How an extension point answered (upstream's `framework.Code`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// The pod may go on.
+    Success,
+    /// Something went wrong that is not the pod's fault; the attempt is retried.
+    Error,
+    /// The pod does not fit, but preemption might make room.
+    Unschedulable,
+    /// The pod does not fit and preemption cannot help.
+    UnschedulableAndUnresolvable,
+    /// The plugin has nothing to do for this pod (PreFilter, PreScore): its later extension
+    /// points are skipped for the cycle.
+    Skip,
+}
+
+/// An extension point's answer: a code, the reasons shown to users, and who said it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The outcome.
+    pub code: Code,
+    /// Reasons, in upstream's words (`Insufficient cpu`).
+    pub reasons: Vec<String>,
+    /// The plugin that answered (set by the framework).
+    pub plugin: &'static str,
+}
+
+impl Status {
+    /// Success.
+    pub fn success() -> Status {
+        Status::new(Code::Success, Vec::new())
+    }
+
+    /// Skip (see [`Code::Skip`]).
+    pub fn skip() -> Status {
+        Status::new(Code::Skip, Vec::new())
+    }
+
+    /// A status with a code and reasons.
+    pub fn new(code: Code, reasons: Vec<String>) -> Status {
+        Status {
+            code,
+            reasons,
+            plugin: "",
+        }
+    }
+
+    /// Unschedulable for one reason.
+    pub fn unschedulable(reason: impl Into<String>) -> Status {
+        Status::new(Code::Unschedulable, vec![reason.into()])
+    }
+
+    /// Unschedulable and unresolvable for one reason.
+    pub fn unresolvable(reason: impl Into<String>) -> Status {
+        Status::new(Code::UnschedulableAndUnresolvable, vec![reason.into()])
+    }
+
+    /// An internal error.
+    pub fn error(message: impl Into<String>) -> Status {
+        Status::new(Code::Error, vec![message.into()])
+    }
+
+    /// Whether the code is success.
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    /// Whether the pod was found not to fit (either unschedulable code).
+    pub fn is_rejected(&self) -> bool {
+        matches!(
+            self.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable
+        )
+    }
+
+    /// The reasons joined as upstream's `Status.Message`.
+    pub fn message(&self) -> String {
+        self.reasons.join(", ")
+    }
+
+    fn with_plugin(mut self, plugin: &'static str) -> Status {
+        self.plugin = plugin;
+        self
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message())
+    }
+}
+
+/// State plugins keep for one scheduling cycle (upstream's `CycleState`), each under its own
+/// key; a plugin's PreFilter writes what its Filter reads.
+#[derive(Default)]
+pub struct CycleState {
+    data: HashMap<&'static str, Box<dyn Any + Send + Sync>>,
+    /// Plugins whose PreFilter said Skip: their Filter is not run.
+    pub(crate) skip_filter: Vec<&'static str>,
+    /// Plugins whose PreScore said Skip: their Score is not run.
+    pub(crate) skip_score: Vec<&'static str>,
+}
+
+impl fmt::Debug for CycleState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CycleState")
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CycleState {
+    /// An empty state.
+    pub fn new() -> CycleState {
+        CycleState::default()
+    }
+
+    /// Stores a value under `key`.
+    pub fn write<T: Any + Send + Sync>(&mut self, key: &'static str, value: T) {
+        self.data.insert(key, Box::new(value));
+    }
+
+    /// Reads the value under `key`, if it has that type.
+    pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
+        self.data.get(key).and_then(|v| v.downcast_ref())
+    }
+
+    /// Reads the value under `key` for changing it.
+    pub fn read_mut<T: Any + Send + Sync>(&mut self, key: &'static str) -> Option<&mut T> {
+        self.data.get_mut(key).and_then(|v| v.downcast_mut())
+    }
+}
+
+/// What PreFilter may say besides its status: the only nodes worth filtering (upstream's
+/// `PreFilterResult.NodeNames`), e.g. when node affinity names nodes by `metadata.name`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreFilterResult {
+    /// `None`: every node.
+    pub node_names: Option<std::collections::BTreeSet<String>>,
+}
+
+/// A node's score from one plugin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeScore {
+    /// The node.
+    pub name: String,
+    /// The score.
+    pub score: i64,
+}
+
+/// Cluster events a plugin cares about: when one happens, pods it rejected are tried again
+/// (upstream's `EventsToRegister`, without the finer queueing hints).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClusterEvent {
+    /// A node was added.
+    NodeAdd,
+    /// A node's labels, taints, allocatable, conditions or schedulability changed.
+    NodeUpdate,
+    /// A pod bound to a node was deleted (or finished).
+    AssignedPodDelete,
+    /// A pod was bound to a node, or an assigned pod's labels changed.
+    AssignedPodAdd,
+    /// A namespace appeared or its labels changed.
+    NamespaceChange,
+    /// Anything else of interest (volumes, claims, ...).
+    Other,
+}
+
+/// What the framework asks of PostFilter (preemption): to free a node for the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostFilterResult {
+    /// The node the pod is nominated to once victims are gone.
+    pub nominated_node: Option<String>,
+    /// The pods to evict from it.
+    pub victims: Vec<Arc<PodInfo>>,
+}
+
+impl PartialEq for PodInfo {
+    fn eq(&self, other: &PodInfo) -> bool {
+        self.uid() == other.uid()
+    }
+}
+impl Eq for PodInfo {}
+
+/// A scheduling plugin. Each extension point has a default that does nothing, so a plugin
+/// implements only its own; which points a profile calls it at is said by [`Plugin::points`].
+pub trait Plugin: Send + Sync + fmt::Debug {
+    /// The upstream name the plugin is registered and configured under.
+    fn name(&self) -> &'static str;
+
+    /// The extension points the plugin implements.
+    fn points(&self) -> &'static [Point];
+
+    /// The cluster events that may make a pod it rejected schedulable.
+    fn events(&self) -> &'static [ClusterEvent] {
+        &[]
+    }
+
+    /// Computes what Filter will need for this pod, or rejects it for every node.
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _snapshot: &Snapshot,
+    ) -> (Status, PreFilterResult) {
+        (Status::success(), PreFilterResult::default())
+    }
+
+    /// Whether the pod fits on the node.
+    fn filter(&self, _state: &CycleState, _pod: &PodInfo, _node: &NodeInfo) -> Status {
+        Status::success()
+    }
+
+    /// Frees room for a pod that fits nowhere (preemption): the nominated node and victims,
+    /// or a status saying why not. `statuses` has each node's filter status; `framework` is
+    /// the profile, whose filters tell whether the pod would fit once victims are gone.
+    fn post_filter(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _snapshot: &Snapshot,
+        _statuses: &BTreeMap<String, Status>,
+        _framework: &Framework,
+    ) -> (Status, Option<PostFilterResult>) {
+        (Status::unschedulable(""), None)
+    }
+
+    /// Computes what Score will need for this pod, given the feasible nodes.
+    fn pre_score(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _nodes: &[&NodeInfo],
+        _snapshot: &Snapshot,
+    ) -> Status {
+        Status::success()
+    }
+
+    /// The node's raw score for the pod.
+    fn score(&self, _state: &CycleState, _pod: &PodInfo, _node: &NodeInfo) -> Result<i64, Status> {
+        Ok(0)
+    }
+
+    /// Brings raw scores into `0..=MAX_NODE_SCORE`.
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) {}
+}
+
+/// An extension point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Point {
+    /// PreFilter.
+    PreFilter,
+    /// Filter.
+    Filter,
+    /// PostFilter.
+    PostFilter,
+    /// PreScore.
+    PreScore,
+    /// Score (and NormalizeScore).
+    Score,
+}
+
+/// Divides raw scores so the best is [`MAX_NODE_SCORE`] (and, `reverse`, so that the lowest
+/// raw score is best), as upstream's `helper.DefaultNormalizeScore`.
+pub fn default_normalize(scores: &mut [NodeScore], reverse: bool) {
+    let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+    if max == 0 {
+        if reverse {
+            for s in scores.iter_mut() {
+                s.score = MAX_NODE_SCORE;
+            }
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        let mut score = MAX_NODE_SCORE * s.score / max;
+        if reverse {
+            score = MAX_NODE_SCORE - score;
+        }
+        s.score = score;
+    }
+}
+
+/// A plugin with its weight in one profile.
+#[derive(Clone, Debug)]
+pub struct Weighted {
+    /// The plugin.
+    pub plugin: Arc<dyn Plugin>,
+    /// Its score weight (1 when not configured).
+    pub weight: i64,
+}
+
+/// A scheduling profile: a scheduler name and the plugins at each extension point, in order
+/// (upstream's `frameworkImpl`).
+#[derive(Clone, Debug)]
+pub struct Framework {
+    /// The `spec.schedulerName` pods must have for this profile to schedule them.
+    pub scheduler_name: String,
+    /// PreFilter plugins.
+    pub pre_filter: Vec<Arc<dyn Plugin>>,
+    /// Filter plugins.
+    pub filter: Vec<Arc<dyn Plugin>>,
+    /// PostFilter plugins.
+    pub post_filter: Vec<Arc<dyn Plugin>>,
+    /// PreScore plugins.
+    pub pre_score: Vec<Arc<dyn Plugin>>,
+    /// Score plugins with weights.
+    pub score: Vec<Weighted>,
+    /// `percentageOfNodesToScore`: 0 means upstream's adaptive default.
+    pub percentage_of_nodes_to_score: u32,
+}
+
+/// Why a pod fits on no node (upstream's `FitError` with its `Diagnosis`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FitError {
+    /// The number of nodes considered.
+    pub num_all_nodes: usize,
+    /// Each rejected node's status.
+    pub node_statuses: BTreeMap<String, Status>,
+    /// A PreFilter rejection's message (then the node statuses are not listed).
+    pub pre_filter_msg: String,
+    /// What PostFilter (preemption) said.
+    pub post_filter_msg: String,
+}
+
+impl fmt::Display for FitError {
+    /// Upstream's message: `0/N nodes are available: <count> <reason>, ....` with the reasons
+    /// counted across nodes and sorted as strings, then PostFilter's message.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0/{} nodes are available:", self.num_all_nodes)?;
+        if !self.pre_filter_msg.is_empty() {
+            write!(f, " {}.", self.pre_filter_msg)?;
+        } else {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for status in self.node_statuses.values() {
+                for reason in &status.reasons {
+                    *counts.entry(reason.as_str()).or_default() += 1;
+                }
+            }
+            let mut reasons: Vec<String> = counts
+                .into_iter()
+                .map(|(reason, count)| format!("{count} {reason}"))
+                .collect();
+            reasons.sort();
+            if !reasons.is_empty() {
+                write!(f, " {}.", reasons.join(", "))?;
+            }
+        }
+        if !self.post_filter_msg.is_empty() {
+            write!(f, " {}.", self.post_filter_msg)?;
+        }
+        Ok(())
+    }
+}
+
+/// How a scheduling attempt ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The pod goes to this node.
+    Suggested {
+        /// The chosen node.
+        node: String,
+        /// How many nodes were evaluated (filtered).
+        evaluated: usize,
+        /// How many of them fit.
+        feasible: usize,
+    },
+    /// It fits nowhere; preemption may have nominated a node and chosen victims.
+    Unschedulable {
+        /// Why.
+        error: FitError,
+        /// Whether any rejection was resolvable (preemption or a cluster change could help),
+        /// and the plugins that rejected it.
+        rejected_by: Vec<&'static str>,
+        /// What preemption decided.
+        preemption: Option<PostFilterResult>,
+    },
+    /// Something failed that is not about fit.
+    Error(String),
+}
+
+/// Upstream's `numFeasibleNodesToFind`: every node in small clusters, else a share that falls
+/// with size (50% − nodes/125, at least 5%) unless configured, and never fewer than 100.
+pub fn num_feasible_nodes_to_find(percentage: u32, num_all: usize) -> usize {
+    const MIN_FEASIBLE: usize = 100;
+    const MIN_PERCENTAGE: i64 = 5;
+    if num_all < MIN_FEASIBLE || percentage >= 100 {
+        return num_all;
+    }
+    let mut pct = i64::from(percentage);
+    if pct == 0 {
+        pct = (50 - (num_all as i64) / 125).max(MIN_PERCENTAGE);
+    }
+    let found = (num_all as i64 * pct / 100) as usize;
+    found.max(MIN_FEASIBLE)
+}
+
+impl Framework {
+    /// Runs the filter plugins on one node, stopping at the first rejection, as upstream's
+    /// `RunFilterPlugins`.
+    pub fn run_filters(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for plugin in &self.filter {
+            if state.skip_filter.contains(&plugin.name()) {
+                continue;
+            }
+            let status = plugin.filter(state, pod, node);
+            if !status.is_success() {
+                let mut status = status.with_plugin(plugin.name());
+                if status.code == Code::Error {
+                    status.reasons = vec![format!(
+                        "running {:?} filter plugin: {}",
+                        plugin.name(),
+                        status.message()
+                    )];
+                }
+                return status;
+            }
+        }
+        Status::success()
+    }
+
+    /// One scheduling cycle for `pod` over `snapshot`: PreFilter, Filter from
+    /// `*next_start` (round robin across cycles), PostFilter when nothing fits, then PreScore,
+    /// Score and host selection. `pick` chooses among equally best nodes (upstream picks at
+    /// random).
+    pub fn schedule(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        next_start: &mut usize,
+        pick: &mut dyn FnMut(usize) -> usize,
+    ) -> Outcome {
+        let num_all = snapshot.num_nodes();
+        let mut state = CycleState::new();
+        if num_all == 0 {
+            return Outcome::Unschedulable {
+                error: FitError {
+                    num_all_nodes: 0,
+                    ..FitError::default()
+                },
+                rejected_by: Vec::new(),
+                preemption: None,
+            };
+        }
+        // PreFilter.
+        let mut allowed: Option<std::collections::BTreeSet<String>> = None;
+        for plugin in &self.pre_filter {
+            let (status, result) = plugin.pre_filter(&mut state, pod, snapshot);
+            match status.code {
+                Code::Success => {}
+                Code::Skip => {
+                    state.skip_filter.push(plugin.name());
+                    continue;
+                }
+                Code::Error => {
+                    return Outcome::Error(format!(
+                        "running PreFilter plugin {:?}: {}",
+                        plugin.name(),
+                        status.message()
+                    ));
+                }
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                    let status = status.with_plugin(plugin.name());
+                    let node_statuses = snapshot
+                        .nodes()
+                        .map(|n| (n.name.clone(), status.clone()))
+                        .collect();
+                    let mut error = FitError {
+                        num_all_nodes: num_all,
+                        node_statuses,
+                        pre_filter_msg: status.message(),
+                        post_filter_msg: String::new(),
+                    };
+                    let preemption = self.run_post_filter(&state, pod, snapshot, &mut error);
+                    return Outcome::Unschedulable {
+                        error,
+                        rejected_by: vec![plugin.name()],
+                        preemption,
+                    };
+                }
+            }
+            if let Some(names) = result.node_names {
+                allowed = Some(match allowed {
+                    Some(prev) => prev.intersection(&names).cloned().collect(),
+                    None => names,
+                });
+            }
+        }
+        // Filter.
+        let mut statuses: BTreeMap<String, Status> = BTreeMap::new();
+        let mut feasible: Vec<&NodeInfo> = Vec::new();
+        let evaluated;
+        if let Some(names) = &allowed {
+            // Only the named nodes; the others are rejected by the PreFilter result.
+            for node in snapshot.nodes() {
+                if !names.contains(&node.name) {
+                    statuses.insert(
+                        node.name.clone(),
+                        Status::unresolvable(
+                            "node(s) didn't satisfy plugin(s) [NodeAffinity]".to_owned(),
+                        )
+                        .with_plugin("NodeAffinity"),
+                    );
+                    continue;
+                }
+                let status = self.run_filters(&state, pod, node);
+                if status.is_success() {
+                    feasible.push(node);
+                } else if status.code == Code::Error {
+                    return Outcome::Error(status.message());
+                } else {
+                    statuses.insert(node.name.clone(), status);
+                }
+            }
+            evaluated = names.len();
+        } else {
+            let wanted = if self.score.is_empty() {
+                1
+            } else {
+                num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, num_all)
+            };
+            let start = *next_start % num_all;
+            let mut processed = 0;
+            for i in 0..num_all {
+                if feasible.len() >= wanted {
+                    break;
+                }
+                let Some(node) = snapshot.node_at((start + i) % num_all) else {
+                    continue;
+                };
+                processed += 1;
+                let status = self.run_filters(&state, pod, node);
+                if status.is_success() {
+                    feasible.push(node);
+                } else if status.code == Code::Error {
+                    return Outcome::Error(status.message());
+                } else {
+                    statuses.insert(node.name.clone(), status);
+                }
+            }
+            *next_start = (start + processed) % num_all;
+            evaluated = processed;
+        }
+        if feasible.is_empty() {
+            let mut rejected_by: Vec<&'static str> = statuses.values().map(|s| s.plugin).collect();
+            rejected_by.sort_unstable();
+            rejected_by.dedup();
+            let mut error = FitError {
+                num_all_nodes: num_all,
+                node_statuses: statuses,
+                pre_filter_msg: String::new(),
+                post_filter_msg: String::new(),
+            };
+            let preemption = self.run_post_filter(&state, pod, snapshot, &mut error);
+            return Outcome::Unschedulable {
+                error,
+                rejected_by,
+                preemption,
+            };
+        }
+        if feasible.len() == 1 || self.score.is_empty() {
+            return Outcome::Suggested {
+                node: feasible[0].name.clone(),
+                evaluated,
+                feasible: feasible.len(),
+            };
+        }
+        // PreScore and Score.
+        for plugin in &self.pre_score {
+            let status = plugin.pre_score(&mut state, pod, &feasible, snapshot);
+            match status.code {
+                Code::Skip => state.skip_score.push(plugin.name()),
+                Code::Success => {}
+                _ => {
+                    return Outcome::Error(format!(
+                        "running PreScore plugin {:?}: {}",
+                        plugin.name(),
+                        status.message()
+                    ));
+                }
+            }
+        }
+        let mut totals = vec![0i64; feasible.len()];
+        for weighted in &self.score {
+            let plugin = &weighted.plugin;
+            if state.skip_score.contains(&plugin.name()) {
+                continue;
+            }
+            let mut scores = Vec::with_capacity(feasible.len());
+            for node in &feasible {
+                match plugin.score(&state, pod, node) {
+                    Ok(score) => scores.push(NodeScore {
+                        name: node.name.clone(),
+                        score,
+                    }),
+                    Err(status) => {
+                        return Outcome::Error(format!(
+                            "running Score plugin {:?}: {}",
+                            plugin.name(),
+                            status.message()
+                        ));
+                    }
+                }
+            }
+            plugin.normalize(&state, pod, &mut scores);
+            for (total, score) in totals.iter_mut().zip(&scores) {
+                *total += score.score * weighted.weight;
+            }
+        }
+        let best = totals.iter().copied().max().unwrap_or(0);
+        let top: Vec<usize> = (0..totals.len()).filter(|i| totals[*i] == best).collect();
+        let chosen = top[pick(top.len()).min(top.len() - 1)];
+        Outcome::Suggested {
+            node: feasible[chosen].name.clone(),
+            evaluated,
+            feasible: feasible.len(),
+        }
+    }
+
+    fn run_post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        error: &mut FitError,
+    ) -> Option<PostFilterResult> {
+        let mut messages = Vec::new();
+        for plugin in &self.post_filter {
+            let (status, result) =
+                plugin.post_filter(state, pod, snapshot, &error.node_statuses, self);
+            if status.is_success() {
+                return result;
+            }
+            if !status.message().is_empty() {
+                messages.push(status.message());
+            }
+        }
+        error.post_filter_msg = messages.join(", ");
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(reasons: &[&str]) -> Status {
+        Status::new(
+            Code::Unschedulable,
+            reasons.iter().map(|r| r.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn fit_error_message_is_upstreams() {
+        let error = FitError {
+            num_all_nodes: 3,
+            node_statuses: [
+                (
+                    "a",
+                    status(&["node(s) didn't match Pod's node affinity/selector"]),
+                ),
+                ("b", status(&["Insufficient cpu"])),
+                ("c", status(&["Insufficient cpu", "Insufficient memory"])),
+            ]
+            .into_iter()
+            .map(|(n, s)| (n.to_owned(), s))
+            .collect(),
+            pre_filter_msg: String::new(),
+            post_filter_msg:
+                "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling"
+                    .to_owned(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "0/3 nodes are available: 1 Insufficient memory, 1 node(s) didn't match Pod's node \
+             affinity/selector, 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 \
+             Preemption is not helpful for scheduling."
+        );
+        let none = FitError {
+            num_all_nodes: 0,
+            ..FitError::default()
+        };
+        assert_eq!(none.to_string(), "0/0 nodes are available:");
+    }
+
+    #[test]
+    fn feasible_nodes_to_find_follows_upstream() {
+        assert_eq!(num_feasible_nodes_to_find(0, 50), 50);
+        assert_eq!(num_feasible_nodes_to_find(0, 500), 230); // 46%
+        assert_eq!(num_feasible_nodes_to_find(0, 5000), 500); // 10%
+        assert_eq!(num_feasible_nodes_to_find(0, 10000), 500); // 5% floor
+        assert_eq!(num_feasible_nodes_to_find(0, 150), 100); // never under 100
+        assert_eq!(num_feasible_nodes_to_find(100, 5000), 5000);
+        assert_eq!(num_feasible_nodes_to_find(20, 5000), 1000);
+    }
+
+    #[test]
+    fn normalisation_scales_to_the_best() {
+        let mut scores = vec![
+            NodeScore {
+                name: "a".into(),
+                score: 5,
+            },
+            NodeScore {
+                name: "b".into(),
+                score: 10,
+            },
+            NodeScore {
+                name: "c".into(),
+                score: 0,
+            },
+        ];
+        default_normalize(&mut scores, false);
+        assert_eq!(
+            scores.iter().map(|s| s.score).collect::<Vec<_>>(),
+            [50, 100, 0]
+        );
+        default_normalize(&mut scores, true);
+        assert_eq!(
+            scores.iter().map(|s| s.score).collect::<Vec<_>>(),
+            [50, 0, 100]
+        );
+    }
+}

@@ -1,0 +1,684 @@
+//! The scheduler itself: watches feed one loop, which keeps the snapshot and the queue and
+//! runs one scheduling cycle at a time (as upstream's `scheduleOne`); bindings, status updates,
+//! preemption deletes and events go to the API in the background.
+//!
+//! The loop runs on its own thread: a cycle is pure computation over the snapshot, and the
+//! loop is the snapshot's only writer, so no lock is taken.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{
+    Binding, Namespace, Node, ObjectReference, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use rand::Rng;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use crate::config::Config;
+use crate::framework::{ClusterEvent, Outcome, PostFilterResult};
+use crate::queue::{QueuedPod, SchedulingQueue};
+use crate::snapshot::{Labels, PodInfo, Snapshot};
+use capstan_client::events::{EventRecorder, EventType};
+
+/// How many bindings may be in flight at once.
+const BIND_CONCURRENCY: usize = 64;
+/// How often the loop wakes without input (to flush long-unschedulable pods).
+const TICK: Duration = Duration::from_secs(1);
+
+/// What the loop is told.
+#[derive(Debug)]
+enum Input {
+    Pod(Arc<Pod>),
+    PodGone(Arc<Pod>),
+    Node(Arc<Node>),
+    NodeGone(String),
+    Namespace(String, Labels),
+    NamespaceGone(String),
+    Pdb(Arc<PodDisruptionBudget>),
+    PdbGone(String, String),
+    Pvc(Arc<PersistentVolumeClaim>),
+    PvcGone(String, String),
+    /// A binding finished.
+    Bound {
+        pod: Box<QueuedPod>,
+        node: String,
+        result: Result<(), BindFailure>,
+    },
+    Stop,
+}
+
+#[derive(Debug)]
+enum BindFailure {
+    /// The pod is gone or already bound: nothing to retry.
+    Moot,
+    /// Worth retrying.
+    Retry(String),
+}
+
+/// Scheduler statistics, read by benchmarks and tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// Pods bound.
+    pub bound: u64,
+    /// Attempts that found no node.
+    pub unschedulable: u64,
+    /// Attempts that failed otherwise.
+    pub errors: u64,
+}
+
+/// The running scheduler; dropping it stops it.
+#[derive(Debug)]
+pub struct Scheduler {
+    tx: mpsc::Sender<Input>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Scheduler {
+    /// Starts watching and scheduling with `client`; must be called within a Tokio runtime.
+    pub fn start(client: Client, config: Config, instance: String) -> Scheduler {
+        let (tx, rx) = mpsc::channel();
+        let mut watchers = Vec::new();
+        watchers.push(spawn_watch::<Pod>(
+            client.clone(),
+            tx.clone(),
+            |pod| Input::Pod(Arc::new(pod)),
+            |pod| Input::PodGone(Arc::new(pod)),
+        ));
+        watchers.push(spawn_watch::<Node>(
+            client.clone(),
+            tx.clone(),
+            |n| Input::Node(Arc::new(n)),
+            |n| Input::NodeGone(n.metadata.name.unwrap_or_default()),
+        ));
+        watchers.push(spawn_watch::<Namespace>(
+            client.clone(),
+            tx.clone(),
+            |ns| {
+                Input::Namespace(
+                    ns.metadata.name.unwrap_or_default(),
+                    ns.metadata.labels.unwrap_or_default(),
+                )
+            },
+            |ns| Input::NamespaceGone(ns.metadata.name.unwrap_or_default()),
+        ));
+        watchers.push(spawn_watch::<PodDisruptionBudget>(
+            client.clone(),
+            tx.clone(),
+            |p| Input::Pdb(Arc::new(p)),
+            |p| {
+                Input::PdbGone(
+                    p.metadata.namespace.unwrap_or_default(),
+                    p.metadata.name.unwrap_or_default(),
+                )
+            },
+        ));
+        watchers.push(spawn_watch::<PersistentVolumeClaim>(
+            client.clone(),
+            tx.clone(),
+            |p| Input::Pvc(Arc::new(p)),
+            |p| {
+                Input::PvcGone(
+                    p.metadata.namespace.unwrap_or_default(),
+                    p.metadata.name.unwrap_or_default(),
+                )
+            },
+        ));
+        let runtime = tokio::runtime::Handle::current();
+        let recorder = EventRecorder::start(client.clone(), "default-scheduler", &instance);
+        let loop_tx = tx.clone();
+        let thread = std::thread::Builder::new()
+            .name("scheduler".to_owned())
+            .spawn(move || {
+                let mut state = Loop {
+                    config,
+                    snapshot: Snapshot::new(),
+                    queue: SchedulingQueue::new(),
+                    next_start: 0,
+                    client,
+                    runtime,
+                    tx: loop_tx,
+                    binds: Arc::new(Semaphore::new(BIND_CONCURRENCY)),
+                    recorder,
+                    conditions: HashMap::new(),
+                    stats: Stats::default(),
+                    rng: rand::rng(),
+                };
+                state.run(rx);
+            })
+            .ok();
+        Scheduler {
+            tx,
+            thread,
+            watchers,
+        }
+    }
+
+    /// Stops watching and scheduling, and waits for the loop to end.
+    pub fn stop(mut self) {
+        self.halt();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn halt(&mut self) {
+        for w in &self.watchers {
+            w.abort();
+        }
+        let _ = self.tx.send(Input::Stop);
+    }
+}
+
+impl Drop for Scheduler {
+    /// Stops the scheduler without waiting for its loop to finish the cycle it is in.
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Watches every object of kind `K` and turns what it sees into inputs. After a relist, objects
+/// that disappeared meanwhile are reported gone.
+fn spawn_watch<K>(
+    client: Client,
+    tx: mpsc::Sender<Input>,
+    applied: fn(K) -> Input,
+    gone: fn(K) -> Input,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    tokio::spawn(async move {
+        let api: Api<K> = Api::all(client);
+        let mut known: HashMap<String, K> = HashMap::new();
+        let mut relisted: Option<HashMap<String, K>> = None;
+        let key = |k: &K| {
+            let meta = k.meta();
+            format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default()
+            )
+        };
+        let mut stream = watcher(api, watcher::Config::default().any_semantic()).boxed();
+        while let Some(event) = stream.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    tracing::warn!(kind = %K::kind(&()), error = %e, "scheduler watch failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let sent = match event {
+                watcher::Event::Init => {
+                    relisted = Some(HashMap::new());
+                    Ok(())
+                }
+                watcher::Event::InitApply(obj) => {
+                    if let Some(seen) = relisted.as_mut() {
+                        seen.insert(key(&obj), obj.clone());
+                    }
+                    tx.send(applied(obj))
+                }
+                watcher::Event::InitDone => {
+                    let seen = relisted.take().unwrap_or_default();
+                    let mut result = Ok(());
+                    for (k, obj) in known.drain() {
+                        if !seen.contains_key(&k) {
+                            result = result.and(tx.send(gone(obj)));
+                        }
+                    }
+                    known = seen;
+                    result
+                }
+                watcher::Event::Apply(obj) => {
+                    known.insert(key(&obj), obj.clone());
+                    tx.send(applied(obj))
+                }
+                watcher::Event::Delete(obj) => {
+                    known.remove(&key(&obj));
+                    tx.send(gone(obj))
+                }
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+struct Loop {
+    config: Config,
+    snapshot: Snapshot,
+    queue: SchedulingQueue,
+    next_start: usize,
+    client: Client,
+    runtime: tokio::runtime::Handle,
+    tx: mpsc::Sender<Input>,
+    binds: Arc<Semaphore>,
+    recorder: EventRecorder,
+    /// The last PodScheduled=False message written per pod uid (not rewritten when the same).
+    conditions: HashMap<String, String>,
+    stats: Stats,
+    rng: rand::rngs::ThreadRng,
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// Whether a node changed in a way that may make a pod fit (labels, taints, allocatable,
+/// schedulability, conditions), as upstream's node update events distinguish.
+fn node_changed(old: &Node, new: &Node) -> bool {
+    let status = |n: &Node| {
+        n.status.as_ref().map(|s| {
+            (
+                s.allocatable.clone(),
+                s.conditions.as_ref().map(|c| {
+                    c.iter()
+                        .map(|c| (c.type_.clone(), c.status.clone()))
+                        .collect::<Vec<_>>()
+                }),
+            )
+        })
+    };
+    old.metadata.labels != new.metadata.labels
+        || old.spec.as_ref().map(|s| (&s.taints, s.unschedulable))
+            != new.spec.as_ref().map(|s| (&s.taints, s.unschedulable))
+        || status(old) != status(new)
+}
+
+impl Loop {
+    fn run(&mut self, rx: mpsc::Receiver<Input>) {
+        let mut last_flush = Instant::now();
+        loop {
+            // Apply everything that has arrived before the next cycle.
+            loop {
+                match rx.try_recv() {
+                    Ok(Input::Stop) | Err(mpsc::TryRecvError::Disconnected) => return,
+                    Ok(input) => self.apply(input),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                }
+            }
+            let now = Instant::now();
+            if now.duration_since(last_flush) >= TICK {
+                self.queue.flush_unschedulable(now);
+                last_flush = now;
+            }
+            if let Some(pod) = self.queue.pop(now) {
+                self.schedule_one(pod);
+                continue;
+            }
+            let wait = self
+                .queue
+                .next_backoff_expiry()
+                .map(|at| at.saturating_duration_since(now))
+                .unwrap_or(TICK)
+                .min(TICK);
+            match rx.recv_timeout(wait) {
+                Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Ok(input) => self.apply(input),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    fn responsible_for(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or(crate::config::DEFAULT_SCHEDULER_NAME);
+        self.config.profile(name).is_some()
+    }
+
+    fn event(&mut self, event: ClusterEvent) {
+        let profiles = &self.config.profiles;
+        let interested = |plugin: &'static str, event: ClusterEvent| {
+            profiles.iter().any(|p| {
+                p.filter
+                    .iter()
+                    .chain(p.pre_filter.iter())
+                    .any(|f| f.name() == plugin && f.events().contains(&event))
+            })
+        };
+        self.queue.on_event(event, interested, Instant::now());
+    }
+
+    fn apply(&mut self, input: Input) {
+        match input {
+            Input::Pod(pod) => {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                if let Some(node) = node_name(&pod) {
+                    self.queue.delete(&uid);
+                    self.conditions.remove(&uid);
+                    if is_terminal(&pod) {
+                        if self.snapshot.is_placed(&uid) {
+                            self.snapshot.remove_pod(&uid);
+                            self.event(ClusterEvent::AssignedPodDelete);
+                        }
+                        return;
+                    }
+                    let was_placed =
+                        self.snapshot.is_placed(&uid) && !self.snapshot.is_assumed(&uid);
+                    let node = node.to_owned();
+                    self.snapshot.upsert_bound_pod(pod, &node);
+                    if !was_placed {
+                        self.event(ClusterEvent::AssignedPodAdd);
+                    }
+                    return;
+                }
+                if self.snapshot.is_assumed(&uid) {
+                    // Our binding is in flight; this is an older view of the pod.
+                    return;
+                }
+                let gated = pod
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| s.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()));
+                if pod.metadata.deletion_timestamp.is_some()
+                    || is_terminal(&pod)
+                    || gated
+                    || !self.responsible_for(&pod)
+                {
+                    self.queue.delete(&uid);
+                    return;
+                }
+                self.queue.add(Arc::new(PodInfo::new(pod)), Instant::now());
+            }
+            Input::PodGone(pod) => {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                self.queue.delete(&uid);
+                self.conditions.remove(&uid);
+                if self.snapshot.is_placed(&uid) {
+                    self.snapshot.remove_pod(&uid);
+                    self.event(ClusterEvent::AssignedPodDelete);
+                }
+            }
+            Input::Node(node) => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let event = match self.snapshot.node(&name).and_then(|n| n.node.clone()) {
+                    None => Some(ClusterEvent::NodeAdd),
+                    Some(old) if node_changed(&old, &node) => Some(ClusterEvent::NodeUpdate),
+                    Some(_) => None,
+                };
+                self.snapshot.upsert_node(node);
+                if let Some(event) = event {
+                    self.event(event);
+                }
+            }
+            Input::NodeGone(name) => self.snapshot.remove_node(&name),
+            Input::Namespace(name, labels) => {
+                if self.snapshot.namespace_labels(&name) != Some(&labels) {
+                    self.snapshot.upsert_namespace(&name, labels);
+                    self.event(ClusterEvent::NamespaceChange);
+                }
+            }
+            Input::NamespaceGone(name) => self.snapshot.remove_namespace(&name),
+            Input::Pdb(pdb) => self.snapshot.upsert_pdb(pdb),
+            Input::PdbGone(ns, name) => self.snapshot.remove_pdb(&ns, &name),
+            Input::Pvc(pvc) => {
+                self.snapshot.upsert_pvc(pvc);
+                self.event(ClusterEvent::Other);
+            }
+            Input::PvcGone(ns, name) => self.snapshot.remove_pvc(&ns, &name),
+            Input::Bound { pod, node, result } => match result {
+                Ok(()) => {
+                    self.stats.bound += 1;
+                    let info = &pod.info;
+                    self.recorder.record(
+                        pod_reference(&info.pod),
+                        EventType::Normal,
+                        "Scheduled",
+                        format!(
+                            "Successfully assigned {}/{} to {node}",
+                            info.namespace(),
+                            info.name()
+                        ),
+                    );
+                }
+                Err(failure) => {
+                    let uid = pod.uid().to_owned();
+                    if self.snapshot.is_assumed(&uid) {
+                        self.snapshot.remove_pod(&uid);
+                    }
+                    if let BindFailure::Retry(message) = failure {
+                        self.stats.errors += 1;
+                        tracing::warn!(pod = %pod.info.name(), namespace = %pod.info.namespace(), %node, error = %message, "binding failed; retrying");
+                        self.recorder.record(
+                            pod_reference(&pod.info.pod),
+                            EventType::Warning,
+                            "FailedScheduling",
+                            format!("Binding rejected: {message}"),
+                        );
+                        self.queue.readd_after_failure(*pod, Instant::now());
+                    }
+                    self.event(ClusterEvent::AssignedPodDelete);
+                }
+            },
+            Input::Stop => {}
+        }
+    }
+
+    fn schedule_one(&mut self, queued: QueuedPod) {
+        let info = queued.info.clone();
+        let scheduler_name = info
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.clone())
+            .unwrap_or_else(|| crate::config::DEFAULT_SCHEDULER_NAME.to_owned());
+        let Some(profile) = self.config.profile(&scheduler_name) else {
+            self.queue.delete(queued.uid());
+            return;
+        };
+        let rng = &mut self.rng;
+        let mut pick = |n: usize| if n <= 1 { 0 } else { rng.random_range(0..n) };
+        let outcome = profile.schedule(&info, &self.snapshot, &mut self.next_start, &mut pick);
+        match outcome {
+            Outcome::Suggested { node, .. } => {
+                self.snapshot.assume(info.clone(), &node);
+                self.queue.done(queued.uid());
+                self.bind(queued, node);
+            }
+            Outcome::Unschedulable {
+                error,
+                rejected_by,
+                preemption,
+            } => {
+                self.stats.unschedulable += 1;
+                let message = error.to_string();
+                tracing::debug!(pod = %info.name(), namespace = %info.namespace(), %message, "unschedulable");
+                let nominated = preemption.as_ref().and_then(|p| p.nominated_node.clone());
+                if let Some(result) = preemption {
+                    self.preempt(&info, result);
+                }
+                self.queue
+                    .requeue_unschedulable(queued.uid(), rejected_by, Instant::now());
+                self.report_unschedulable(&info, message, nominated);
+            }
+            Outcome::Error(message) => {
+                self.stats.errors += 1;
+                tracing::warn!(pod = %info.name(), namespace = %info.namespace(), error = %message, "scheduling failed");
+                self.queue.requeue_error(queued.uid(), Instant::now());
+                self.report_unschedulable(&info, message, None);
+            }
+        }
+    }
+
+    fn bind(&mut self, pod: QueuedPod, node: String) {
+        let client = self.client.clone();
+        let tx = self.tx.clone();
+        let binds = self.binds.clone();
+        self.runtime.spawn(async move {
+            let _permit = binds.acquire().await;
+            let info = &pod.info;
+            let api: Api<Pod> = Api::namespaced(client, info.namespace());
+            let binding = Binding {
+                metadata: ObjectMeta {
+                    name: Some(info.name().to_owned()),
+                    namespace: Some(info.namespace().to_owned()),
+                    uid: Some(info.uid().to_owned()),
+                    ..ObjectMeta::default()
+                },
+                target: ObjectReference {
+                    kind: Some("Node".to_owned()),
+                    name: Some(node.clone()),
+                    ..ObjectReference::default()
+                },
+            };
+            let result = api
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    info.name(),
+                    &PostParams::default(),
+                    &binding,
+                )
+                .await;
+            let result = match result {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                    Err(BindFailure::Moot)
+                }
+                Err(e) => Err(BindFailure::Retry(e.to_string())),
+            };
+            let _ = tx.send(Input::Bound {
+                pod: Box::new(pod),
+                node,
+                result,
+            });
+        });
+    }
+
+    /// Writes the `FailedScheduling` event and, when it changed, the `PodScheduled=False`
+    /// condition (with the nominated node, when preemption chose one).
+    fn report_unschedulable(&mut self, info: &PodInfo, message: String, nominated: Option<String>) {
+        self.recorder.record(
+            pod_reference(&info.pod),
+            EventType::Warning,
+            "FailedScheduling",
+            message.clone(),
+        );
+        let uid = info.uid().to_owned();
+        let current = info.pod.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled")
+                .map(|c| (c.status.clone(), c.message.clone().unwrap_or_default()))
+        });
+        let unchanged = self.conditions.get(&uid) == Some(&message)
+            || current
+                .as_ref()
+                .is_some_and(|(s, m)| s == "False" && *m == message);
+        if unchanged && nominated.is_none() {
+            return;
+        }
+        self.conditions.insert(uid, message.clone());
+        let transitioned = current.as_ref().is_none_or(|(s, _)| s != "False");
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+        let name = info.name().to_owned();
+        let now = jiff_now();
+        let mut condition = json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": null,
+        });
+        if transitioned {
+            condition["lastTransitionTime"] = json!(now);
+        }
+        let mut status = json!({"conditions": [condition]});
+        if let Some(node) = nominated {
+            status["nominatedNodeName"] = json!(node);
+        }
+        let patch = json!({"status": status});
+        self.runtime.spawn(async move {
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+            {
+                tracing::debug!(pod = %name, error = %e, "could not update PodScheduled");
+            }
+        });
+    }
+
+    /// Evicts preemption victims (a delete each, as upstream does) with a `Preempted` event.
+    fn preempt(&mut self, preemptor: &PodInfo, result: PostFilterResult) {
+        let Some(node) = result.nominated_node else {
+            return;
+        };
+        for victim in result.victims {
+            self.recorder.record(
+                pod_reference(&victim.pod),
+                EventType::Normal,
+                "Preempted",
+                format!("Preempted by pod {} on node {node}", preemptor.uid()),
+            );
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), victim.namespace());
+            let name = victim.name().to_owned();
+            let uid = victim.uid().to_owned();
+            self.runtime.spawn(async move {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                if let Err(e) = api.delete(&name, &params).await {
+                    tracing::debug!(pod = %name, error = %e, "could not delete preemption victim");
+                }
+            });
+        }
+    }
+}
+
+/// The current time in the API's RFC 3339 form (seconds).
+pub(crate) fn jiff_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    k8s_openapi::jiff::Timestamp::from_second(now.as_secs() as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn pod_reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Pod".to_owned()),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}

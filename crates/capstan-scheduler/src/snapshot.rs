@@ -1,0 +1,716 @@
+//! The scheduler's picture of the cluster: every node with the pods placed on it and their
+//! summed requests, ports and images (upstream's `NodeInfo`), kept current from the watches and
+//! from the scheduler's own assumptions, and read by the plugins during a scheduling cycle.
+//!
+//! Upstream keeps a cache that event handlers mutate and takes a snapshot of it per cycle. Here
+//! the scheduling loop is the only writer and applies events between cycles, so the cache is
+//! the snapshot: a cycle borrows it immutably.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use capstan_api::selector::LabelSelector;
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolumeClaim, Pod, PodAffinityTerm, Taint, Toleration,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::resource::{self, Resource};
+
+/// Labels, as the API holds them.
+pub type Labels = BTreeMap<String, String>;
+
+static NO_LABELS: Labels = BTreeMap::new();
+
+/// One pod affinity or anti-affinity term, parsed once (upstream's `framework.AffinityTerm`).
+#[derive(Clone, Debug)]
+pub struct AffinityTerm {
+    /// Which pods the term is about.
+    pub selector: LabelSelector,
+    /// The namespaces it looks in (the pod's own when neither these nor a selector are given).
+    pub namespaces: BTreeSet<String>,
+    /// Namespaces whose labels match this are looked in too.
+    pub namespace_selector: Option<LabelSelector>,
+    /// The node label that defines "the same place".
+    pub topology_key: String,
+    /// The weight of a preferred term (0 for a required one).
+    pub weight: i32,
+}
+
+impl AffinityTerm {
+    fn parse(term: &PodAffinityTerm, pod_namespace: &str, weight: i32) -> Option<AffinityTerm> {
+        let selector = LabelSelector::from_api(term.label_selector.as_ref()).ok()?;
+        let mut namespaces: BTreeSet<String> = term.namespaces.iter().flatten().cloned().collect();
+        let namespace_selector = match term.namespace_selector.as_ref() {
+            Some(s) => Some(LabelSelector::from_api(Some(s)).ok()?),
+            None => None,
+        };
+        if namespaces.is_empty() && namespace_selector.is_none() {
+            namespaces.insert(pod_namespace.to_owned());
+        }
+        Some(AffinityTerm {
+            selector,
+            namespaces,
+            namespace_selector,
+            topology_key: term.topology_key.clone(),
+            weight,
+        })
+    }
+
+    /// Whether `pod` (in a namespace with `namespace_labels`) is one this term is about.
+    pub fn matches(&self, pod: &PodInfo, namespace_labels: Option<&Labels>) -> bool {
+        let in_namespace = self.namespaces.contains(pod.namespace())
+            || self
+                .namespace_selector
+                .as_ref()
+                .is_some_and(|s| s.matches(namespace_labels.unwrap_or(&NO_LABELS)));
+        in_namespace && self.selector.matches(pod.labels())
+    }
+}
+
+/// A pod with what the scheduler derives from it once: its requests and its affinity terms.
+#[derive(Debug)]
+pub struct PodInfo {
+    /// The pod as last seen.
+    pub pod: Arc<Pod>,
+    /// What it requests (for fit).
+    pub requests: Resource,
+    /// What it counts as for scoring (non-zero CPU and memory defaults).
+    pub non_zero_requests: Resource,
+    /// Required pod affinity terms.
+    pub required_affinity: Vec<AffinityTerm>,
+    /// Required pod anti-affinity terms.
+    pub required_anti_affinity: Vec<AffinityTerm>,
+    /// Preferred pod affinity terms, with weights.
+    pub preferred_affinity: Vec<AffinityTerm>,
+    /// Preferred pod anti-affinity terms, with weights.
+    pub preferred_anti_affinity: Vec<AffinityTerm>,
+}
+
+impl PodInfo {
+    /// Derives the scheduler's view of `pod`.
+    pub fn new(pod: Arc<Pod>) -> PodInfo {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        let required = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<AffinityTerm> {
+            terms
+                .into_iter()
+                .flatten()
+                .filter_map(|t| AffinityTerm::parse(t, &namespace, 0))
+                .collect()
+        };
+        let required_affinity = required(pod_affinity.and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }));
+        let required_anti_affinity = required(anti.and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }));
+        let preferred_affinity = pod_affinity
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .into_iter()
+            .flatten()
+            .filter_map(|w| AffinityTerm::parse(&w.pod_affinity_term, &namespace, w.weight))
+            .collect();
+        let preferred_anti_affinity = anti
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .into_iter()
+            .flatten()
+            .filter_map(|w| AffinityTerm::parse(&w.pod_affinity_term, &namespace, w.weight))
+            .collect();
+        PodInfo {
+            requests: resource::pod_requests(&pod),
+            non_zero_requests: resource::pod_non_zero_requests(&pod),
+            pod,
+            required_affinity,
+            required_anti_affinity,
+            preferred_affinity,
+            preferred_anti_affinity,
+        }
+    }
+
+    /// The pod's name.
+    pub fn name(&self) -> &str {
+        self.pod.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The pod's namespace.
+    pub fn namespace(&self) -> &str {
+        self.pod.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// The pod's uid.
+    pub fn uid(&self) -> &str {
+        self.pod.metadata.uid.as_deref().unwrap_or_default()
+    }
+
+    /// The pod's labels.
+    pub fn labels(&self) -> &Labels {
+        self.pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS)
+    }
+
+    /// The pod's priority (`spec.priority`, 0 when unset).
+    pub fn priority(&self) -> i32 {
+        self.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+    }
+
+    /// The pod's tolerations.
+    pub fn tolerations(&self) -> &[Toleration] {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// Whether the pod has any pod affinity or anti-affinity terms.
+    pub fn has_affinity(&self) -> bool {
+        !self.required_affinity.is_empty()
+            || !self.required_anti_affinity.is_empty()
+            || !self.preferred_affinity.is_empty()
+            || !self.preferred_anti_affinity.is_empty()
+    }
+
+    /// The host ports the pod's containers ask for, as (host IP, protocol, port) with
+    /// upstream's defaults (`0.0.0.0`, `TCP`).
+    pub fn host_ports(&self) -> Vec<HostPort> {
+        let Some(spec) = self.pod.spec.as_ref() else {
+            return Vec::new();
+        };
+        spec.containers
+            .iter()
+            .chain(
+                spec.init_containers
+                    .iter()
+                    .flatten()
+                    .filter(|c| c.restart_policy.as_deref() == Some("Always")),
+            )
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter(|p| p.host_port.is_some_and(|port| port > 0))
+            .map(|p| HostPort {
+                ip: p
+                    .host_ip
+                    .clone()
+                    .filter(|ip| !ip.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".to_owned()),
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_owned()),
+                port: p.host_port.unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+/// A host port in use or wanted on a node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// The host IP (`0.0.0.0` for every address).
+    pub ip: String,
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    /// The port.
+    pub port: i32,
+}
+
+impl HostPort {
+    /// Whether two host ports cannot both be bound (upstream's `HostPortInfo.CheckConflict`):
+    /// the same protocol and port, on the same IP or where either takes every address.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
+    }
+}
+
+/// A node and what is placed on it (upstream's `framework.NodeInfo`).
+#[derive(Debug)]
+pub struct NodeInfo {
+    /// The node's name.
+    pub name: String,
+    /// The node object; `None` while pods are known to be bound to a node not seen yet.
+    pub node: Option<Arc<Node>>,
+    /// The pods placed on the node, assumed ones included.
+    pub pods: Vec<Arc<PodInfo>>,
+    /// The sum of the pods' requests.
+    pub requested: Resource,
+    /// The sum of the pods' scoring requests (non-zero defaults).
+    pub non_zero_requested: Resource,
+    /// What the node offers (`status.allocatable`).
+    pub allocatable: Resource,
+    /// Host ports in use.
+    pub used_ports: Vec<HostPort>,
+    /// Image names on the node (every name of every image) with their sizes.
+    pub images: HashMap<String, i64>,
+    /// Bumped on every change.
+    pub generation: u64,
+}
+
+impl NodeInfo {
+    fn empty(name: &str) -> NodeInfo {
+        NodeInfo {
+            name: name.to_owned(),
+            node: None,
+            pods: Vec::new(),
+            requested: Resource::default(),
+            non_zero_requested: Resource::default(),
+            allocatable: Resource::default(),
+            used_ports: Vec::new(),
+            images: HashMap::new(),
+            generation: 0,
+        }
+    }
+
+    /// A node info for `node` holding `pods` (tests and the preemption dry run build these).
+    pub fn new(node: Arc<Node>, pods: impl IntoIterator<Item = Arc<PodInfo>>) -> NodeInfo {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut info = NodeInfo::empty(&name);
+        info.set_node(node);
+        for pod in pods {
+            info.add_pod(pod);
+        }
+        info
+    }
+
+    /// The node's labels.
+    pub fn labels(&self) -> &Labels {
+        self.node
+            .as_ref()
+            .and_then(|n| n.metadata.labels.as_ref())
+            .unwrap_or(&NO_LABELS)
+    }
+
+    /// The node's taints.
+    pub fn taints(&self) -> &[Taint] {
+        self.node
+            .as_ref()
+            .and_then(|n| n.spec.as_ref())
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn set_node(&mut self, node: Arc<Node>) {
+        self.allocatable = resource::node_allocatable(&node);
+        self.images.clear();
+        for image in node
+            .status
+            .as_ref()
+            .and_then(|s| s.images.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            for name in image.names.iter().flatten() {
+                self.images
+                    .insert(normalize_image_name(name), image.size_bytes.unwrap_or(0));
+            }
+        }
+        self.node = Some(node);
+        self.generation += 1;
+    }
+
+    /// Places a pod on the node.
+    pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.requested.add(&pod.requests);
+        self.non_zero_requested.add(&pod.non_zero_requests);
+        self.used_ports.extend(pod.host_ports());
+        self.pods.push(pod);
+        self.generation += 1;
+    }
+
+    /// Removes the pod with this uid; whether it was there.
+    pub fn remove_pod(&mut self, uid: &str) -> bool {
+        let Some(at) = self.pods.iter().position(|p| p.uid() == uid) else {
+            return false;
+        };
+        let pod = self.pods.swap_remove(at);
+        self.requested.sub(&pod.requests);
+        self.non_zero_requested.sub(&pod.non_zero_requests);
+        for port in pod.host_ports() {
+            if let Some(i) = self.used_ports.iter().position(|p| *p == port) {
+                self.used_ports.swap_remove(i);
+            }
+        }
+        self.generation += 1;
+        true
+    }
+}
+
+/// Upstream's image name normalisation for locality: a name without a tag or digest means
+/// `:latest`.
+pub fn normalize_image_name(name: &str) -> String {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    if last.contains(':') || last.contains('@') {
+        name.to_owned()
+    } else {
+        format!("{name}:latest")
+    }
+}
+
+/// Where a pod the scheduler knows of is.
+#[derive(Debug)]
+struct PlacedPod {
+    node: String,
+    assumed: bool,
+}
+
+/// Every node with its pods, the namespaces' labels, and where each placed pod is.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    nodes: HashMap<String, NodeInfo>,
+    /// Names of the nodes that exist, in a stable order (the order nodes are searched in).
+    order: Vec<String>,
+    placed: HashMap<String, PlacedPod>,
+    namespaces: HashMap<String, Labels>,
+    /// How many nodes have each image (normalised name).
+    image_nodes: HashMap<String, usize>,
+    /// PodDisruptionBudgets by namespace/name (preemption respects them).
+    pdbs: BTreeMap<(String, String), Arc<PodDisruptionBudget>>,
+    /// PersistentVolumeClaims by namespace/name (volume restrictions read their access modes).
+    pvcs: HashMap<(String, String), Arc<PersistentVolumeClaim>>,
+}
+
+impl Snapshot {
+    /// An empty snapshot.
+    pub fn new() -> Snapshot {
+        Snapshot::default()
+    }
+
+    /// A snapshot of these nodes and the pods on them (tests).
+    pub fn from_nodes(nodes: impl IntoIterator<Item = NodeInfo>) -> Snapshot {
+        let mut snapshot = Snapshot::new();
+        for info in nodes {
+            for pod in &info.pods {
+                snapshot.placed.insert(
+                    pod.uid().to_owned(),
+                    PlacedPod {
+                        node: info.name.clone(),
+                        assumed: false,
+                    },
+                );
+            }
+            snapshot.count_images(&info, 1);
+            snapshot.order.push(info.name.clone());
+            snapshot.nodes.insert(info.name.clone(), info);
+        }
+        snapshot
+    }
+
+    fn count_images(&mut self, info: &NodeInfo, delta: isize) {
+        for name in info.images.keys() {
+            let count = self.image_nodes.entry(name.clone()).or_default();
+            *count = count.saturating_add_signed(delta);
+        }
+    }
+
+    /// The number of nodes that exist.
+    pub fn num_nodes(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The nodes that exist, in search order.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodeInfo> + Clone {
+        self.order.iter().filter_map(|name| self.nodes.get(name))
+    }
+
+    /// The `i`-th node in search order.
+    pub fn node_at(&self, i: usize) -> Option<&NodeInfo> {
+        self.order.get(i).and_then(|name| self.nodes.get(name))
+    }
+
+    /// A node by name, if it exists.
+    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.get(name).filter(|n| n.node.is_some())
+    }
+
+    /// A namespace's labels, if the namespace is known.
+    pub fn namespace_labels(&self, namespace: &str) -> Option<&Labels> {
+        self.namespaces.get(namespace)
+    }
+
+    /// How many nodes hold an image (normalised name).
+    pub fn nodes_with_image(&self, image: &str) -> usize {
+        self.image_nodes.get(image).copied().unwrap_or(0)
+    }
+
+    /// Whether a pod is placed on a node (assumed or bound).
+    pub fn is_placed(&self, uid: &str) -> bool {
+        self.placed.contains_key(uid)
+    }
+
+    /// The node a pod is placed on, if any.
+    pub fn placed_on(&self, uid: &str) -> Option<&str> {
+        self.placed.get(uid).map(|p| p.node.as_str())
+    }
+
+    /// Adds or replaces a node.
+    pub fn upsert_node(&mut self, node: Arc<Node>) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut info = self
+            .nodes
+            .remove(&name)
+            .unwrap_or_else(|| NodeInfo::empty(&name));
+        if info.node.is_none() {
+            self.order.push(name.clone());
+        } else {
+            self.count_images(&info, -1);
+        }
+        info.set_node(node);
+        self.count_images(&info, 1);
+        self.nodes.insert(name, info);
+    }
+
+    /// Removes a node; its pods stay accounted for until they go.
+    pub fn remove_node(&mut self, name: &str) {
+        let Some(info) = self.nodes.get_mut(name) else {
+            return;
+        };
+        if info.node.take().is_some() {
+            info.generation += 1;
+            let images: Vec<String> = info.images.drain().map(|(k, _)| k).collect();
+            for image in images {
+                if let Some(count) = self.image_nodes.get_mut(&image) {
+                    *count = count.saturating_sub(1);
+                }
+            }
+            self.order.retain(|n| n != name);
+        }
+        if self.nodes.get(name).is_some_and(|n| n.pods.is_empty()) {
+            self.nodes.remove(name);
+        }
+    }
+
+    /// The PodDisruptionBudgets.
+    pub fn pdbs(&self) -> impl Iterator<Item = &Arc<PodDisruptionBudget>> {
+        self.pdbs.values()
+    }
+
+    /// Adds or replaces a PodDisruptionBudget.
+    pub fn upsert_pdb(&mut self, pdb: Arc<PodDisruptionBudget>) {
+        let key = (
+            pdb.metadata.namespace.clone().unwrap_or_default(),
+            pdb.metadata.name.clone().unwrap_or_default(),
+        );
+        self.pdbs.insert(key, pdb);
+    }
+
+    /// Forgets a PodDisruptionBudget.
+    pub fn remove_pdb(&mut self, namespace: &str, name: &str) {
+        self.pdbs.remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// A PersistentVolumeClaim by namespace and name.
+    pub fn pvc(&self, namespace: &str, name: &str) -> Option<&Arc<PersistentVolumeClaim>> {
+        self.pvcs.get(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    /// Adds or replaces a PersistentVolumeClaim.
+    pub fn upsert_pvc(&mut self, pvc: Arc<PersistentVolumeClaim>) {
+        let key = (
+            pvc.metadata.namespace.clone().unwrap_or_default(),
+            pvc.metadata.name.clone().unwrap_or_default(),
+        );
+        self.pvcs.insert(key, pvc);
+    }
+
+    /// Forgets a PersistentVolumeClaim.
+    pub fn remove_pvc(&mut self, namespace: &str, name: &str) {
+        self.pvcs.remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// Records a namespace's labels.
+    pub fn upsert_namespace(&mut self, name: &str, labels: Labels) {
+        self.namespaces.insert(name.to_owned(), labels);
+    }
+
+    /// Forgets a namespace.
+    pub fn remove_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+
+    /// Records a pod bound to `node` (from the watch); replaces what was known of it, and
+    /// confirms it if the scheduler had assumed it.
+    pub fn upsert_bound_pod(&mut self, pod: Arc<Pod>, node: &str) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        self.remove_pod(&uid);
+        let info = self
+            .nodes
+            .entry(node.to_owned())
+            .or_insert_with(|| NodeInfo::empty(node));
+        info.add_pod(Arc::new(PodInfo::new(pod)));
+        self.placed.insert(
+            uid,
+            PlacedPod {
+                node: node.to_owned(),
+                assumed: false,
+            },
+        );
+    }
+
+    /// Places a pod on a node before its binding is confirmed, so the next pods see it.
+    pub fn assume(&mut self, pod: Arc<PodInfo>, node: &str) {
+        let uid = pod.uid().to_owned();
+        self.remove_pod(&uid);
+        if let Some(info) = self.nodes.get_mut(node) {
+            info.add_pod(pod);
+            self.placed.insert(
+                uid,
+                PlacedPod {
+                    node: node.to_owned(),
+                    assumed: true,
+                },
+            );
+        }
+    }
+
+    /// Whether the pod is assumed (placed by the scheduler, not yet seen bound).
+    pub fn is_assumed(&self, uid: &str) -> bool {
+        self.placed.get(uid).is_some_and(|p| p.assumed)
+    }
+
+    /// Removes a pod from wherever it is placed.
+    pub fn remove_pod(&mut self, uid: &str) {
+        let Some(placed) = self.placed.remove(uid) else {
+            return;
+        };
+        let empty = match self.nodes.get_mut(&placed.node) {
+            Some(info) => {
+                info.remove_pod(uid);
+                info.node.is_none() && info.pods.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            self.nodes.remove(&placed.node);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    //! Builders for plugin tests.
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// A pod from the JSON of its spec, with name, namespace `default`, uid = name, labels.
+    pub fn pod(name: &str, labels: Value, spec: Value) -> Arc<PodInfo> {
+        let mut spec = spec;
+        if spec.get("containers").is_none() {
+            spec["containers"] = json!([{"name": "c", "image": "busybox"}]);
+        }
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name, "labels": labels},
+            "spec": spec,
+        }))
+        .unwrap_or_else(|e| panic!("bad test pod: {e}"));
+        Arc::new(PodInfo::new(Arc::new(pod)))
+    }
+
+    /// A node from its name, labels, spec and status JSON.
+    pub fn node(name: &str, labels: Value, spec: Value, status: Value) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+                "status": status,
+            }))
+            .unwrap_or_else(|e| panic!("bad test node: {e}")),
+        )
+    }
+
+    /// A node with `cpu` cores and `memory` of allocatable and room for 110 pods.
+    pub fn sized_node(name: &str, cpu: &str, memory: &str) -> Arc<Node> {
+        node(
+            name,
+            json!({"kubernetes.io/hostname": name}),
+            json!({}),
+            json!({"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_util::*;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pods_are_counted_and_uncounted() {
+        let mut snapshot = Snapshot::new();
+        snapshot.upsert_node(sized_node("n1", "4", "8Gi"));
+        let p = pod(
+            "a",
+            json!({}),
+            json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}},
+                                   "ports": [{"containerPort": 80, "hostPort": 8080}]}]}),
+        );
+        snapshot.assume(p.clone(), "n1");
+        assert!(snapshot.is_assumed("a"));
+        let n1 = snapshot
+            .node("n1")
+            .map(|n| (n.requested.milli_cpu, n.used_ports.len()));
+        assert_eq!(n1, Some((1000, 1)));
+        snapshot.upsert_bound_pod(p.pod.clone(), "n1");
+        assert!(!snapshot.is_assumed("a"));
+        assert_eq!(snapshot.node("n1").map(|n| n.pods.len()), Some(1));
+        snapshot.remove_pod("a");
+        let n1 = snapshot
+            .node("n1")
+            .map(|n| (n.requested.milli_cpu, n.used_ports.len()));
+        assert_eq!(n1, Some((0, 0)));
+    }
+
+    #[test]
+    fn pods_on_unknown_nodes_wait_for_them() {
+        let mut snapshot = Snapshot::new();
+        let p = pod("a", json!({}), json!({}));
+        snapshot.upsert_bound_pod(p.pod.clone(), "later");
+        assert_eq!(snapshot.num_nodes(), 0);
+        assert!(snapshot.node("later").is_none());
+        snapshot.upsert_node(sized_node("later", "1", "1Gi"));
+        assert_eq!(snapshot.node("later").map(|n| n.pods.len()), Some(1));
+        snapshot.remove_node("later");
+        assert_eq!(snapshot.num_nodes(), 0);
+        assert!(snapshot.is_placed("a"));
+    }
+
+    #[test]
+    fn host_ports_conflict_as_upstream() {
+        let any = |port| HostPort {
+            ip: "0.0.0.0".into(),
+            protocol: "TCP".into(),
+            port,
+        };
+        let on = |ip: &str, port| HostPort {
+            ip: ip.into(),
+            protocol: "TCP".into(),
+            port,
+        };
+        assert!(any(80).conflicts(&on("10.0.0.1", 80)));
+        assert!(!on("10.0.0.2", 80).conflicts(&on("10.0.0.1", 80)));
+        assert!(!any(80).conflicts(&any(81)));
+        let udp = HostPort {
+            protocol: "UDP".into(),
+            ..any(80)
+        };
+        assert!(!udp.conflicts(&any(80)));
+    }
+
+    #[test]
+    fn image_names_default_to_latest() {
+        assert_eq!(normalize_image_name("nginx"), "nginx:latest");
+        assert_eq!(
+            normalize_image_name("registry:5000/nginx"),
+            "registry:5000/nginx:latest"
+        );
+        assert_eq!(normalize_image_name("nginx:1.27"), "nginx:1.27");
+        assert_eq!(normalize_image_name("nginx@sha256:abc"), "nginx@sha256:abc");
+    }
+}
