@@ -37,6 +37,12 @@ enum Command {
     Server(ServerArgs),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
+    /// Run a scheduler on its own against a cluster (as kube-scheduler), e.g. a second
+    /// profile set beside the server's.
+    Scheduler(SchedulerArgs),
+    /// Register simulated nodes (like kwok) that run pods bound to them without containers,
+    /// to measure the scheduler and controllers at scale.
+    Sim(SimArgs),
     /// Print the Kubernetes API level this binary serves.
     Version,
 }
@@ -84,6 +90,59 @@ struct ServerArgs {
     /// The range pod IPs come from (checked now; used by the node agent once it lands).
     #[arg(long, default_value = "10.42.0.0/16", value_parser = parse_cidr)]
     cluster_cidr: String,
+    /// Run no scheduler in this process.
+    #[arg(long)]
+    disable_scheduler: bool,
+    /// The scheduler's configuration (a `KubeSchedulerConfiguration` file, as kube-scheduler's
+    /// `--config`); upstream's default profile when absent.
+    #[arg(long)]
+    scheduler_config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SchedulerArgs {
+    /// The kubeconfig to reach the API server with (default: `$KUBECONFIG`, then
+    /// `~/.kube/config`).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A `KubeSchedulerConfiguration` file; upstream's default profile when absent.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Take the `kube-system/kube-scheduler` Lease before scheduling, as kube-scheduler does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+}
+
+#[derive(Debug, Args)]
+struct SimArgs {
+    /// The kubeconfig to reach the API server with (default: `$KUBECONFIG`, then
+    /// `~/.kube/config`).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// How many nodes to simulate.
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Node `i` is called `<prefix><i>`.
+    #[arg(long, default_value = "sim-node-")]
+    name_prefix: String,
+    /// CPU per node.
+    #[arg(long, default_value = "32")]
+    cpu: String,
+    /// Memory per node.
+    #[arg(long, default_value = "256Gi")]
+    memory: String,
+    /// Pods per node.
+    #[arg(long, default_value = "110")]
+    pods: String,
+    /// Extra node labels, `key=value` (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    label: Vec<String>,
+    /// How often each node renews its Lease (Go duration; the kubelet's default is 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    lease_interval: Duration,
+    /// The most API writes in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
 }
 
 fn parse_cidr(text: &str) -> Result<String, String> {
@@ -135,11 +194,9 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Server(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?
-            .block_on(server(args)),
+        Command::Server(args) => runtime()?.block_on(server(args)),
+        Command::Scheduler(args) => runtime()?.block_on(scheduler(args)),
+        Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Agent(_) => bail!(
             "the node agent is not part of this build yet: `capstan agent` arrives with the node \
              agent (containerd) work; run `capstan server` for the control plane"
@@ -147,7 +204,129 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// A client from a kubeconfig file (or the usual `$KUBECONFIG` / `~/.kube/config` search).
+async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context("no kubeconfig found")?,
+    };
+    kube::Client::try_from(config).context("cannot build an API client")
+}
+
+fn scheduler_config(path: Option<&std::path::Path>) -> anyhow::Result<capstan_scheduler::Config> {
+    match path {
+        None => Ok(capstan_scheduler::Config::default_config()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            capstan_scheduler::Config::parse(&text)
+                .with_context(|| format!("invalid scheduler configuration {}", path.display()))
+        }
+    }
+}
+
+/// This process's identity in leader elections: the host name and a random suffix, as
+/// upstream's components use.
+fn leader_identity() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "capstan".to_owned());
+    let suffix: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default()
+        ^ u64::from(std::process::id());
+    format!("{host}_{suffix:016x}")
+}
+
+/// Runs the scheduler until the process stops; with `leader_elect`, only while holding the
+/// `kube-system/kube-scheduler` Lease.
+async fn run_scheduler(
+    client: kube::Client,
+    config: capstan_scheduler::Config,
+    leader_elect: bool,
+) {
+    let identity = leader_identity();
+    let work = || {
+        let (client, config, identity) = (client.clone(), config.clone(), identity.clone());
+        async move {
+            // Dropping the scheduler (when leadership is lost) stops it.
+            let _scheduler = capstan_scheduler::Scheduler::start(client, config, identity);
+            std::future::pending::<()>().await;
+        }
+    };
+    if leader_elect {
+        let election = capstan_client::leader::LeaderElection::new(
+            client.clone(),
+            "kube-system",
+            "kube-scheduler",
+            &identity,
+            capstan_client::leader::Timing::default(),
+        );
+        election.run(work).await
+    } else {
+        work().await
+    }
+}
+
+async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
+    let config = scheduler_config(args.config.as_deref())?;
+    let client = client_from(args.kubeconfig.as_deref()).await?;
+    let shutdown = shutdown_signal()?;
+    tokio::select! {
+        _ = run_scheduler(client, config, args.leader_elect) => {}
+        result = shutdown => result?,
+    }
+    Ok(())
+}
+
+async fn sim(args: SimArgs) -> anyhow::Result<()> {
+    let mut labels = std::collections::BTreeMap::new();
+    for label in &args.label {
+        let Some((key, value)) = label.split_once('=') else {
+            bail!("invalid --label {label:?}: expected key=value");
+        };
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+    let config = capstan_sim::SimConfig {
+        nodes: args.nodes,
+        name_prefix: args.name_prefix,
+        cpu: args.cpu,
+        memory: args.memory,
+        pods: args.pods,
+        labels,
+        lease_interval: args.lease_interval,
+        concurrency: args.concurrency,
+        ..capstan_sim::SimConfig::default()
+    };
+    let client = client_from(args.kubeconfig.as_deref()).await?;
+    let shutdown = shutdown_signal()?;
+    capstan_sim::run(client, config, async move {
+        let _ = shutdown.await;
+    })
+    .await
+    .context("simulated nodes stopped")
+}
+
 async fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let scheduler_settings = if args.disable_scheduler {
+        None
+    } else {
+        Some(scheduler_config(args.scheduler_config.as_deref())?)
+    };
     let endpoint = Endpoint::parse(&args.datastore_endpoint, &args.data_dir)
         .context("invalid --datastore-endpoint")?;
     std::fs::create_dir_all(&args.data_dir)
@@ -183,9 +362,23 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;
-    let _apiserver = capstan_apiserver::start(config, store)
+    let data_dir = config.data_dir.clone();
+    let leader_elect = !matches!(endpoint, Endpoint::Sqlite(_));
+    let apiserver = capstan_apiserver::start(config, store)
         .await
         .context("cannot start the API server")?;
+    // The scheduler reaches the API server like any client: over HTTPS, as its own user.
+    let _scheduler = match scheduler_settings {
+        Some(settings) => {
+            let kubeconfig = data_dir.join("cred").join("scheduler.kubeconfig");
+            apiserver
+                .write_component_kubeconfig("scheduler", "system:kube-scheduler", &kubeconfig)
+                .context("cannot write the scheduler's kubeconfig")?;
+            let client = client_from(Some(&kubeconfig)).await?;
+            Some(tokio::spawn(run_scheduler(client, settings, leader_elect)))
+        }
+        None => None,
+    };
     shutdown.await?;
     tracing::info!("shutting down");
     Ok(())
