@@ -309,7 +309,7 @@ fn client_tls(tls_dir: &Path) -> Result<Arc<rustls::ClientConfig>> {
 
 /// One HTTP/2 connection to the server (cheap to clone: clones share the connection).
 #[derive(Clone)]
-struct Conn {
+pub(crate) struct Conn {
     send: SendRequest<Full<Bytes>>,
     base: Arc<str>,
 }
@@ -359,7 +359,7 @@ impl Conn {
     }
 
     /// Sends a request; the response's body is left to the caller.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -379,7 +379,7 @@ impl Conn {
     }
 
     /// Sends a request and reads the whole body, which must come with status `expect`.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -409,9 +409,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const READY_POLL: Duration = Duration::from_millis(2);
 
 /// A running `capstan server`; dropping it kills the process.
-struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: tokio::process::Child,
-    pid: String,
+    pub(crate) pid: String,
     port: u16,
     log: PathBuf,
     tls: Arc<rustls::ClientConfig>,
@@ -426,10 +426,21 @@ impl ServerProcess {
         datastore: Option<&str>,
         log: &Path,
     ) -> Result<(ServerProcess, Duration)> {
+        Self::start_with(&s.server, data_dir, datastore, &[], log).await
+    }
+
+    /// Spawns `server` with extra flags; see [`ServerProcess::start`].
+    pub(crate) async fn start_with(
+        server: &Path,
+        data_dir: &Path,
+        datastore: Option<&str>,
+        extra: &[&str],
+        log: &Path,
+    ) -> Result<(ServerProcess, Duration)> {
         let mut last_error = None;
         // A port handed out by `free_port` may be taken by someone else meanwhile: retry.
         for _ in 0..3 {
-            match Self::try_start(s, data_dir, datastore, log).await {
+            match Self::try_start(server, data_dir, datastore, extra, log).await {
                 Ok(started) => return Ok(started),
                 Err(error) => last_error = Some(error),
             }
@@ -438,9 +449,10 @@ impl ServerProcess {
     }
 
     async fn try_start(
-        s: &Settings,
+        server: &Path,
         data_dir: &Path,
         datastore: Option<&str>,
+        extra: &[&str],
         log: &Path,
     ) -> Result<(ServerProcess, Duration)> {
         let port = capstan_testkit::free_port();
@@ -449,13 +461,14 @@ impl ServerProcess {
             .append(true)
             .open(log)
             .with_context(|| format!("opening {}", log.display()))?;
-        let mut command = tokio::process::Command::new(&s.server);
+        let mut command = tokio::process::Command::new(server);
         command
             .arg("server")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--bind-address", "127.0.0.1", "--https-listen-port"])
             .arg(port.to_string())
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -467,7 +480,7 @@ impl ServerProcess {
         let began = Instant::now();
         let mut child = command
             .spawn()
-            .with_context(|| format!("starting {}", s.server.display()))?;
+            .with_context(|| format!("starting {}", server.display()))?;
         let pid = child
             .id()
             .ok_or_else(|| anyhow!("the server exited at once"))?
@@ -510,7 +523,7 @@ impl ServerProcess {
     }
 
     /// Stops the server with SIGTERM (as a service manager would) and waits for it.
-    async fn stop(mut self) -> Result<()> {
+    pub(crate) async fn stop(mut self) -> Result<()> {
         let status = tokio::process::Command::new("kill")
             .args(["-TERM", &self.pid])
             .status()
@@ -534,15 +547,15 @@ impl ServerProcess {
         }
     }
 
-    async fn connect(&self) -> Result<Conn> {
+    pub(crate) async fn connect(&self) -> Result<Conn> {
         Conn::open(&self.tls, self.port).await
     }
 
-    async fn connect_many(&self, count: usize) -> Result<Vec<Conn>> {
+    pub(crate) async fn connect_many(&self, count: usize) -> Result<Vec<Conn>> {
         Conn::open_many(&self.tls, self.port, count).await
     }
 
-    fn memory(&self) -> Memory {
+    pub(crate) fn memory(&self) -> Memory {
         Memory::of(&self.pid)
     }
 }
@@ -571,11 +584,11 @@ fn log_tail(path: &Path) -> String {
 
 /// A process's memory, in KiB, from `/proc/<pid>/status`.
 #[derive(Clone, Copy, Debug, Default)]
-struct Memory {
-    rss: u64,
+pub(crate) struct Memory {
+    pub(crate) rss: u64,
     anon: u64,
     file: u64,
-    hwm: u64,
+    pub(crate) hwm: u64,
 }
 
 impl Memory {
@@ -590,12 +603,12 @@ impl Memory {
     }
 }
 
-fn kib(value: u64) -> String {
+pub(crate) fn kib(value: u64) -> String {
     mib(value * 1024)
 }
 
 /// CPU used by the server and by this process over a phase.
-struct CpuMeter {
+pub(crate) struct CpuMeter {
     pid: String,
     server: Option<u64>,
     bench: Option<u64>,
@@ -603,7 +616,7 @@ struct CpuMeter {
 }
 
 impl CpuMeter {
-    fn start(pid: &str) -> CpuMeter {
+    pub(crate) fn start(pid: &str) -> CpuMeter {
         CpuMeter {
             pid: pid.to_owned(),
             server: cpu_ticks(pid),
@@ -613,7 +626,7 @@ impl CpuMeter {
     }
 
     /// Server and bench CPU as a percentage of one CPU over the phase.
-    fn finish(&self) -> (String, String) {
+    pub(crate) fn finish(&self) -> (String, String) {
         let wall = self.began.elapsed().as_secs_f64().max(1e-9);
         let share = |before: Option<u64>, now: Option<u64>| match (before, now) {
             (Some(a), Some(b)) => {

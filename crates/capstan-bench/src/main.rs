@@ -27,6 +27,9 @@
 //! SQLite and on etcd, driven over HTTPS/HTTP2 (creates, gets, paginated lists, watch fan-out,
 //! memory and start-up; see the `api` module).
 //!
+//! `capstan-bench scheduler` runs upstream's scheduler_perf `SchedulingBasic` against the real
+//! server (see the `scheduler` module).
+//!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
 
@@ -57,6 +60,7 @@ use tokio::task::JoinSet;
 
 mod api;
 mod crash;
+mod scheduler;
 
 /// Command-line interface.
 #[derive(Parser, Debug)]
@@ -80,6 +84,8 @@ enum Command {
     /// Write to a SQLite store until killed, printing each acknowledged write (the process the
     /// SQLite crash test kills).
     CrashWriter(crash::CrashWriterArgs),
+    /// Benchmark the scheduler (upstream's scheduler_perf SchedulingBasic through the API).
+    Scheduler(scheduler::SchedulerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -307,6 +313,7 @@ async fn main() -> ExitCode {
         Command::Store(args) => run_store(*args).await,
         Command::Api(args) => api::run(*args).await,
         Command::CrashWriter(args) => crash::run(args).await,
+        Command::Scheduler(args) => scheduler::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
