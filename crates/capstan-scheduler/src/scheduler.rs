@@ -197,12 +197,22 @@ fn spawn_watch<K>(
 where
     K: Resource<DynamicType = ()>
         + Clone
+        + Default
         + serde::de::DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
         + 'static,
 {
+    // What is remembered of an object to report it gone after a relist: its identity only.
+    let stub = |k: &K| {
+        let mut stub = K::default();
+        let meta = stub.meta_mut();
+        meta.name = k.meta().name.clone();
+        meta.namespace = k.meta().namespace.clone();
+        meta.uid = k.meta().uid.clone();
+        stub
+    };
     tokio::spawn(async move {
         let api: Api<K> = Api::all(client);
         let mut known: HashMap<String, K> = HashMap::new();
@@ -225,6 +235,8 @@ where
                     continue;
                 }
             };
+            // The scheduler never reads managedFields (upstream's informers drop them too).
+            let event = event.modify(|k| k.meta_mut().managed_fields = None);
             let sent = match event {
                 watcher::Event::Init => {
                     relisted = Some(HashMap::new());
@@ -232,7 +244,7 @@ where
                 }
                 watcher::Event::InitApply(obj) => {
                     if let Some(seen) = relisted.as_mut() {
-                        seen.insert(key(&obj), obj.clone());
+                        seen.insert(key(&obj), stub(&obj));
                     }
                     tx.send(applied(obj))
                 }
@@ -248,7 +260,7 @@ where
                     result
                 }
                 watcher::Event::Apply(obj) => {
-                    known.insert(key(&obj), obj.clone());
+                    known.insert(key(&obj), stub(&obj));
                     tx.send(applied(obj))
                 }
                 watcher::Event::Delete(obj) => {

@@ -249,6 +249,10 @@ pub struct NodeInfo {
     pub used_ports: Vec<HostPort>,
     /// Image names on the node (every name of every image) with their sizes.
     pub images: HashMap<String, i64>,
+    /// How many of its pods have pod affinity or anti-affinity terms of any kind.
+    pub pods_with_affinity: usize,
+    /// How many of its pods have required pod anti-affinity terms.
+    pub pods_with_required_anti_affinity: usize,
     /// Bumped on every change.
     pub generation: u64,
 }
@@ -264,6 +268,8 @@ impl NodeInfo {
             allocatable: Resource::default(),
             used_ports: Vec::new(),
             images: HashMap::new(),
+            pods_with_affinity: 0,
+            pods_with_required_anti_affinity: 0,
             generation: 0,
         }
     }
@@ -320,6 +326,9 @@ impl NodeInfo {
         self.requested.add(&pod.requests);
         self.non_zero_requested.add(&pod.non_zero_requests);
         self.used_ports.extend(pod.host_ports());
+        self.pods_with_affinity += usize::from(pod.has_affinity());
+        self.pods_with_required_anti_affinity +=
+            usize::from(!pod.required_anti_affinity.is_empty());
         self.pods.push(pod);
         self.generation += 1;
     }
@@ -330,6 +339,9 @@ impl NodeInfo {
             return false;
         };
         let pod = self.pods.swap_remove(at);
+        self.pods_with_affinity -= usize::from(pod.has_affinity());
+        self.pods_with_required_anti_affinity -=
+            usize::from(!pod.required_anti_affinity.is_empty());
         self.requested.sub(&pod.requests);
         self.non_zero_requested.sub(&pod.non_zero_requests);
         for port in pod.host_ports() {
@@ -374,6 +386,11 @@ pub struct Snapshot {
     pdbs: BTreeMap<(String, String), Arc<PodDisruptionBudget>>,
     /// PersistentVolumeClaims by namespace/name (volume restrictions read their access modes).
     pvcs: HashMap<(String, String), Arc<PersistentVolumeClaim>>,
+    /// Nodes holding pods with pod affinity or anti-affinity terms (upstream's
+    /// `HavePodsWithAffinityList`), so plugins need not scan every pod for them.
+    with_affinity: BTreeSet<String>,
+    /// Nodes holding pods with required anti-affinity terms.
+    with_required_anti_affinity: BTreeSet<String>,
 }
 
 impl Snapshot {
@@ -397,7 +414,9 @@ impl Snapshot {
             }
             snapshot.count_images(&info, 1);
             snapshot.order.push(info.name.clone());
-            snapshot.nodes.insert(info.name.clone(), info);
+            let name = info.name.clone();
+            snapshot.nodes.insert(name.clone(), info);
+            snapshot.refresh_affinity(&name);
         }
         snapshot
     }
@@ -432,6 +451,43 @@ impl Snapshot {
     /// A namespace's labels, if the namespace is known.
     pub fn namespace_labels(&self, namespace: &str) -> Option<&Labels> {
         self.namespaces.get(namespace)
+    }
+
+    /// The existing nodes that hold pods with pod affinity or anti-affinity terms.
+    pub fn nodes_with_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.with_affinity.iter().filter_map(|name| self.node(name))
+    }
+
+    /// The existing nodes that hold pods with required pod anti-affinity terms.
+    pub fn nodes_with_required_anti_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.with_required_anti_affinity
+            .iter()
+            .filter_map(|name| self.node(name))
+    }
+
+    fn refresh_affinity(&mut self, node: &str) {
+        let (affinity, anti) = self
+            .nodes
+            .get(node)
+            .map(|n| {
+                (
+                    n.pods_with_affinity > 0,
+                    n.pods_with_required_anti_affinity > 0,
+                )
+            })
+            .unwrap_or((false, false));
+        for (set, present) in [
+            (&mut self.with_affinity, affinity),
+            (&mut self.with_required_anti_affinity, anti),
+        ] {
+            if present {
+                if !set.contains(node) {
+                    set.insert(node.to_owned());
+                }
+            } else {
+                set.remove(node);
+            }
+        }
     }
 
     /// How many nodes hold an image (normalised name).
@@ -551,6 +607,7 @@ impl Snapshot {
                 assumed: false,
             },
         );
+        self.refresh_affinity(node);
     }
 
     /// Places a pod on a node before its binding is confirmed, so the next pods see it.
@@ -566,6 +623,7 @@ impl Snapshot {
                     assumed: true,
                 },
             );
+            self.refresh_affinity(node);
         }
     }
 
@@ -589,6 +647,7 @@ impl Snapshot {
         if empty {
             self.nodes.remove(&placed.node);
         }
+        self.refresh_affinity(&placed.node);
     }
 }
 

@@ -171,7 +171,15 @@ impl AffinityCounts {
         };
         let incoming_terms =
             !pod.required_affinity.is_empty() || !pod.required_anti_affinity.is_empty();
-        for node in snapshot.nodes() {
+        // Without terms of its own, only existing pods' required anti-affinity matters, and
+        // only nodes holding such pods are looked at (upstream's
+        // `HavePodsWithRequiredAntiAffinityList`).
+        let nodes: Box<dyn Iterator<Item = &NodeInfo>> = if incoming_terms {
+            Box::new(snapshot.nodes())
+        } else {
+            Box::new(snapshot.nodes_with_required_anti_affinity_pods())
+        };
+        for node in nodes {
             let labels = node.labels();
             for existing in &node.pods {
                 for term in &existing.required_anti_affinity {
@@ -289,7 +297,14 @@ pub fn topology_scores(
     }
     let namespace_labels = snapshot.namespace_labels(pod.namespace());
     let mut scores = TopologyScores::new();
-    for node in snapshot.nodes() {
+    // Without preferred terms of its own, only existing pods' terms score, and only nodes
+    // holding pods with terms are looked at (upstream's `HavePodsWithAffinityList`).
+    let nodes: Box<dyn Iterator<Item = &NodeInfo>> = if has_preferred {
+        Box::new(snapshot.nodes())
+    } else {
+        Box::new(snapshot.nodes_with_affinity_pods())
+    };
+    for node in nodes {
         let labels = node.labels();
         if labels.is_empty() {
             continue;
