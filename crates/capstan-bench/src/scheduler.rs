@@ -83,6 +83,17 @@ fn pod(name: &str) -> Bytes {
     )
 }
 
+/// `count` objects named `<prefix>-<i>` with their bodies.
+fn named(prefix: &str, count: usize, body: fn(&str) -> Bytes) -> Vec<(String, Bytes)> {
+    (0..count)
+        .map(|i| {
+            let name = format!("{prefix}-{i}");
+            let b = body(&name);
+            (name, b)
+        })
+        .collect()
+}
+
 /// When each pod was seen bound, by name.
 type Bindings = Arc<Mutex<HashMap<String, Instant>>>;
 
@@ -182,7 +193,7 @@ struct Row {
 }
 
 async fn run_one(
-    server_bin: &PathBuf,
+    server_bin: &std::path::Path,
     nodes: usize,
     init: usize,
     pods: usize,
@@ -194,7 +205,7 @@ async fn run_one(
     let log = dir.path().join("server.log");
     let (server, _) =
         ServerProcess::start_with(server_bin, &dir.path().join("data"), None, &[], &log).await?;
-    let conns = server.connect_many(clients.min(16).max(1)).await?;
+    let conns = server.connect_many(clients.clamp(1, 16)).await?;
     conns[0]
         .call(
             Method::POST,
@@ -208,14 +219,7 @@ async fn run_one(
         )
         .await?;
     eprintln!("scheduler bench: creating {nodes} nodes");
-    let node_bodies = (0..nodes)
-        .map(|i| {
-            let name = format!("node-{i}");
-            let body = node(&name);
-            (name, body)
-        })
-        .collect();
-    create_all(&conns, "/api/v1/nodes", node_bodies, clients).await?;
+    create_all(&conns, "/api/v1/nodes", named("node", nodes, node), clients).await?;
     // Let the scheduler's node watch catch up before pods arrive.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let bindings: Bindings = Arc::default();
@@ -223,24 +227,12 @@ async fn run_one(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pods_path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
     eprintln!("scheduler bench: {init} initial pods");
-    let init_bodies: Vec<(String, Bytes)> = (0..init)
-        .map(|i| {
-            let name = format!("init-{i}");
-            let body = pod(&name);
-            (name, body)
-        })
-        .collect();
+    let init_bodies = named("init", init, pod);
     let init_names: Vec<String> = init_bodies.iter().map(|(n, _)| n.clone()).collect();
     create_all(&conns, &pods_path, init_bodies, clients).await?;
     wait_bound(&bindings, &init_names, Duration::from_secs(120)).await?;
     eprintln!("scheduler bench: {pods} measured pods at {clients} clients");
-    let bodies: Vec<(String, Bytes)> = (0..pods)
-        .map(|i| {
-            let name = format!("pod-{i}");
-            let body = pod(&name);
-            (name, body)
-        })
-        .collect();
+    let bodies = named("pod", pods, pod);
     let names: Vec<String> = bodies.iter().map(|(n, _)| n.clone()).collect();
     let cpu = CpuMeter::start(&server.pid);
     let began = Instant::now();

@@ -365,6 +365,16 @@ pub fn normalize_image_name(name: &str) -> String {
     }
 }
 
+/// An object's (namespace, name).
+fn namespaced_key(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
 /// Where a pod the scheduler knows of is.
 #[derive(Debug)]
 struct PlacedPod {
@@ -549,11 +559,7 @@ impl Snapshot {
 
     /// Adds or replaces a PodDisruptionBudget.
     pub fn upsert_pdb(&mut self, pdb: Arc<PodDisruptionBudget>) {
-        let key = (
-            pdb.metadata.namespace.clone().unwrap_or_default(),
-            pdb.metadata.name.clone().unwrap_or_default(),
-        );
-        self.pdbs.insert(key, pdb);
+        self.pdbs.insert(namespaced_key(&pdb.metadata), pdb);
     }
 
     /// Forgets a PodDisruptionBudget.
@@ -568,11 +574,7 @@ impl Snapshot {
 
     /// Adds or replaces a PersistentVolumeClaim.
     pub fn upsert_pvc(&mut self, pvc: Arc<PersistentVolumeClaim>) {
-        let key = (
-            pvc.metadata.namespace.clone().unwrap_or_default(),
-            pvc.metadata.name.clone().unwrap_or_default(),
-        );
-        self.pvcs.insert(key, pvc);
+        self.pvcs.insert(namespaced_key(&pvc.metadata), pvc);
     }
 
     /// Forgets a PersistentVolumeClaim.
