@@ -2034,3 +2034,111 @@ async fn managers_of_one_autoscaler_conflict_across_versions() {
         "{bob}"
     );
 }
+
+#[tokio::test]
+async fn pods_get_their_priority_from_their_class() {
+    let h = Harness::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, extra: Value| {
+        let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+    };
+    // The system classes exist at start.
+    let (code, class) = h
+        .get("/apis/scheduling.k8s.io/v1/priorityclasses/system-node-critical")
+        .await;
+    assert_eq!(code, 200, "{class}");
+    assert_eq!(class["value"], 2_000_001_000);
+    // No class and no default: priority 0.
+    let (code, plain) = h.post(pods, pod("plain", json!({}))).await;
+    assert_eq!(code, 201, "{plain}");
+    assert_eq!(plain["spec"]["priority"], 0);
+    assert_eq!(plain["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+    // A named class gives its value and policy.
+    let classes = "/apis/scheduling.k8s.io/v1/priorityclasses";
+    let (code, _) = h
+        .post(
+            classes,
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                              "metadata": {"name": "high"}, "value": 1000,
+                              "preemptionPolicy": "Never"}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (code, high) = h
+        .post(pods, pod("high", json!({"priorityClassName": "high"})))
+        .await;
+    assert_eq!(code, 201, "{high}");
+    assert_eq!(high["spec"]["priority"], 1000);
+    assert_eq!(high["spec"]["preemptionPolicy"], "Never");
+    // The global default applies to pods without a class.
+    let (code, _) = h
+        .post(
+            classes,
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                              "metadata": {"name": "normal"}, "value": 10,
+                              "globalDefault": true}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (code, defaulted) = h.post(pods, pod("defaulted", json!({}))).await;
+    assert_eq!(code, 201, "{defaulted}");
+    assert_eq!(defaulted["spec"]["priority"], 10);
+    assert_eq!(defaulted["spec"]["priorityClassName"], "normal");
+    // An unknown class, or a priority that disagrees with the class, is forbidden.
+    let (code, status) = h
+        .post(pods, pod("lost", json!({"priorityClassName": "nope"})))
+        .await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"lost\" is forbidden: no PriorityClass with name nope was found"
+    );
+    let (code, status) = h
+        .post(
+            pods,
+            pod("liar", json!({"priorityClassName": "high", "priority": 5})),
+        )
+        .await;
+    assert_eq!(code, 403, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the integer value of priority (5) must not be provided in pod spec"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn nodes_keep_their_status_on_create() {
+    let h = Harness::new().await;
+    let (code, node) = h
+        .post(
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                   "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"},
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{node}");
+    assert_eq!(node["status"]["allocatable"]["cpu"], "4");
+    assert_eq!(node["status"]["conditions"][0]["type"], "Ready");
+    // Other kinds with a status subresource still drop it on create.
+    let (code, svc) = h
+        .post(
+            "/api/v1/namespaces/default/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                   "spec": {"ports": [{"port": 80}]},
+                   "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{svc}");
+    assert!(
+        svc["status"]["loadBalancer"].get("ingress").is_none(),
+        "{svc}"
+    );
+}

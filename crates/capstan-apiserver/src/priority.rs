@@ -54,14 +54,17 @@ fn forbidden(pod: &Value, reason: &str) -> ApiError {
 
 /// The class with `globalDefault: true` (the lowest value if several claim it), if any.
 async fn default_class(classes: &Registry) -> Result<Option<Value>, ApiError> {
-    let options = ListOptions {
-        resource_version: Some("0".to_owned()),
-        ..ListOptions::default()
-    };
+    // A consistent read: from the watch cache once it has caught up with the store (cheap),
+    // so a default class created a moment ago applies to the next pod.
+    let options = ListOptions::default();
     let list = classes.list(None, &options).await?;
+    // Every pod create without a class asks this: decode only the classes whose stored
+    // bytes can be a default, not every class.
+    let marker: &[u8] = b"\"globalDefault\"";
     Ok(list
         .items
         .iter()
+        .filter(|item| item.json.windows(marker.len()).any(|w| w == marker))
         .map(|item| item.object())
         .filter(|class| class.get("globalDefault").and_then(Value::as_bool) == Some(true))
         .min_by_key(|class| class.get("value").and_then(Value::as_i64).unwrap_or(0)))

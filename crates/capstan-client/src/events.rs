@@ -101,7 +101,8 @@ impl EventRecorder {
     }
 }
 
-fn now() -> Time {
+/// The current time as the API writes event and condition timestamps (whole seconds).
+pub fn now() -> Time {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

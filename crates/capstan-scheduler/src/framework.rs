@@ -460,6 +460,8 @@ impl Framework {
         }
         // PreFilter.
         let mut allowed: Option<std::collections::BTreeSet<String>> = None;
+        // The plugins whose results restricted the nodes (named in the others' status).
+        let mut restricted_by: Vec<&'static str> = Vec::new();
         for plugin in &self.pre_filter {
             let (status, result) = plugin.pre_filter(&mut state, pod, snapshot);
             match status.code {
@@ -496,6 +498,7 @@ impl Framework {
                 }
             }
             if let Some(names) = result.node_names {
+                restricted_by.push(plugin.name());
                 allowed = Some(match allowed {
                     Some(prev) => prev.intersection(&names).cloned().collect(),
                     None => names,
@@ -507,16 +510,16 @@ impl Framework {
         let mut feasible: Vec<&NodeInfo> = Vec::new();
         let evaluated;
         if let Some(names) = &allowed {
-            // Only the named nodes; the others are rejected by the PreFilter result.
+            // Only the named nodes; the others are rejected by the PreFilter result, with
+            // upstream's reason naming the plugins that narrowed the search.
+            let excluded = Status::unresolvable(format!(
+                "node(s) didn't satisfy plugin(s) [{}]",
+                restricted_by.join(" ")
+            ))
+            .with_plugin(restricted_by.first().copied().unwrap_or_default());
             for node in snapshot.nodes() {
                 if !names.contains(&node.name) {
-                    statuses.insert(
-                        node.name.clone(),
-                        Status::unresolvable(
-                            "node(s) didn't satisfy plugin(s) [NodeAffinity]".to_owned(),
-                        )
-                        .with_plugin("NodeAffinity"),
-                    );
+                    statuses.insert(node.name.clone(), excluded.clone());
                     continue;
                 }
                 let status = self.run_filters(&state, pod, node);
@@ -736,6 +739,39 @@ mod tests {
         assert_eq!(
             scores.iter().map(|s| s.score).collect::<Vec<_>>(),
             [50, 0, 100]
+        );
+    }
+
+    #[test]
+    fn nodes_left_out_by_prefilter_name_the_plugin() {
+        use crate::snapshot::test_util::{pod, sized_node};
+        use serde_json::json;
+        let config = crate::config::Config::default_config();
+        let Some(profile) = config.profile(crate::config::DEFAULT_SCHEDULER_NAME) else {
+            panic!("no default profile");
+        };
+        let snapshot = Snapshot::from_nodes([
+            NodeInfo::new(sized_node("n1", "1", "1Gi"), []),
+            NodeInfo::new(sized_node("n2", "4", "4Gi"), []),
+        ]);
+        let p = pod(
+            "p",
+            json!({}),
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
+                   "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}),
+        );
+        let outcome = profile.schedule(&p, &snapshot, &mut 0, &mut |_| 0);
+        let Outcome::Unschedulable { error, .. } = outcome else {
+            panic!("scheduled: {outcome:?}");
+        };
+        assert!(
+            error.to_string().starts_with(
+                "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't satisfy \
+                 plugin(s) [NodeAffinity]."
+            ),
+            "{error}"
         );
     }
 }

@@ -616,7 +616,7 @@ impl Loop {
         let transitioned = current.as_ref().is_none_or(|(s, _)| s != "False");
         let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
         let name = info.name().to_owned();
-        let now = jiff_now();
+        let now = capstan_client::events::now();
         let mut condition = json!({
             "type": "PodScheduled",
             "status": "False",
@@ -671,16 +671,6 @@ impl Loop {
             });
         }
     }
-}
-
-/// The current time in the API's RFC 3339 form (seconds).
-pub(crate) fn jiff_now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    k8s_openapi::jiff::Timestamp::from_second(now.as_secs() as i64)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
 }
 
 fn pod_reference(pod: &Pod) -> ObjectReference {
