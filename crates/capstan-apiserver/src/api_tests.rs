@@ -2084,6 +2084,17 @@ async fn pods_get_their_priority_from_their_class() {
         )
         .await;
     assert_eq!(code, 201);
+    // Admission reads the cache as it stands (upstream reads an informer): wait until the
+    // cache has the new class.
+    for _ in 0..100 {
+        let (code, _) = h
+            .get("/apis/scheduling.k8s.io/v1/priorityclasses/normal?resourceVersion=0")
+            .await;
+        if code == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let (code, defaulted) = h.post(pods, pod("defaulted", json!({}))).await;
     assert_eq!(code, 201, "{defaulted}");
     assert_eq!(defaulted["spec"]["priority"], 10);

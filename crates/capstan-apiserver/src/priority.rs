@@ -54,9 +54,12 @@ fn forbidden(pod: &Value, reason: &str) -> ApiError {
 
 /// The class with `globalDefault: true` (the lowest value if several claim it), if any.
 async fn default_class(classes: &Registry) -> Result<Option<Value>, ApiError> {
-    // A consistent read: from the watch cache once it has caught up with the store (cheap),
-    // so a default class created a moment ago applies to the next pod.
-    let options = ListOptions::default();
+    // From the watch cache as it stands, as upstream's admission reads its informer: this
+    // runs for every pod create, and must not wait for the cache to catch up.
+    let options = ListOptions {
+        resource_version: Some("0".to_owned()),
+        ..ListOptions::default()
+    };
     let list = classes.list(None, &options).await?;
     // Every pod create without a class asks this: decode only the classes whose stored
     // bytes can be a default, not every class.

@@ -64,17 +64,6 @@ enum BindFailure {
     Retry(String),
 }
 
-/// Scheduler statistics, read by benchmarks and tests.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Stats {
-    /// Pods bound.
-    pub bound: u64,
-    /// Attempts that found no node.
-    pub unschedulable: u64,
-    /// Attempts that failed otherwise.
-    pub errors: u64,
-}
-
 /// The running scheduler; dropping it stops it.
 #[derive(Debug)]
 pub struct Scheduler {
@@ -150,7 +139,6 @@ impl Scheduler {
                     binds: Arc::new(Semaphore::new(BIND_CONCURRENCY)),
                     recorder,
                     conditions: HashMap::new(),
-                    stats: Stats::default(),
                     rng: rand::rng(),
                 };
                 state.run(rx);
@@ -287,7 +275,6 @@ struct Loop {
     recorder: EventRecorder,
     /// The last PodScheduled=False message written per pod uid (not rewritten when the same).
     conditions: HashMap<String, String>,
-    stats: Stats,
     rng: rand::rngs::ThreadRng,
 }
 
@@ -462,7 +449,6 @@ impl Loop {
             Input::PvcGone(ns, name) => self.snapshot.remove_pvc(&ns, &name),
             Input::Bound { pod, node, result } => match result {
                 Ok(()) => {
-                    self.stats.bound += 1;
                     let info = &pod.info;
                     self.recorder.record(
                         pod_reference(&info.pod),
@@ -481,7 +467,6 @@ impl Loop {
                         self.snapshot.remove_pod(&uid);
                     }
                     if let BindFailure::Retry(message) = failure {
-                        self.stats.errors += 1;
                         tracing::warn!(pod = %pod.info.name(), namespace = %pod.info.namespace(), %node, error = %message, "binding failed; retrying");
                         self.recorder.record(
                             pod_reference(&pod.info.pod),
@@ -524,7 +509,6 @@ impl Loop {
                 rejected_by,
                 preemption,
             } => {
-                self.stats.unschedulable += 1;
                 let message = error.to_string();
                 tracing::debug!(pod = %info.name(), namespace = %info.namespace(), %message, "unschedulable");
                 let nominated = preemption.as_ref().and_then(|p| p.nominated_node.clone());
@@ -536,7 +520,6 @@ impl Loop {
                 self.report_unschedulable(&info, message, nominated);
             }
             Outcome::Error(message) => {
-                self.stats.errors += 1;
                 tracing::warn!(pod = %info.name(), namespace = %info.namespace(), error = %message, "scheduling failed");
                 self.queue.requeue_error(queued.uid(), Instant::now());
                 self.report_unschedulable(&info, message, None);
