@@ -121,6 +121,7 @@ impl Query {
             source: Source::Opaque,
             writer: None,
             force_allow_create: false,
+            below_strategy: false,
         })
     }
 

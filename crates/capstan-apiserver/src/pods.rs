@@ -56,7 +56,13 @@ pub(crate) async fn bind(
         .cloned()
         .unwrap_or_default();
     let key = pods.resource.storage_key(namespace, name);
-    pods.guaranteed_update(&key, name, None, Some("binding"), options, |old| {
+    // Upstream writes the binding straight to storage: the pod's strategy does not run and
+    // the pod's managedFields do not change (the field manager sees only the Binding).
+    let options = WriteOptions {
+        below_strategy: true,
+        ..options.clone()
+    };
+    pods.guaranteed_update(&key, name, None, Some("binding"), &options, |old| {
         let Some(old) = old else {
             return Err(StatusError::not_found(GroupResource::new("", "pods"), name).into());
         };
@@ -82,21 +88,27 @@ pub(crate) async fn bind(
         for (key, value) in &annotations {
             pod["metadata"]["annotations"][key] = value.clone();
         }
-        // The scheduler's condition, as upstream records a binding.
-        let conditions = pod["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let mut conditions: Vec<Value> = conditions
-            .into_iter()
-            .filter(|c| c["type"] != "PodScheduled")
-            .collect();
-        conditions.push(json!({
+        // PodScheduled=True, as upstream's UpdatePodCondition records it: in the place of an
+        // earlier PodScheduled condition, keeping its transition time if it was True already.
+        let mut condition = json!({
             "type": "PodScheduled", "status": "True",
             "lastProbeTime": null,
             "lastTransitionTime": crate::registry::object::now_rfc3339(),
-        }));
-        pod["status"]["conditions"] = conditions.into();
+        });
+        if !pod["status"]["conditions"].is_array() {
+            pod["status"]["conditions"] = json!([]);
+        }
+        if let Some(conditions) = pod["status"]["conditions"].as_array_mut() {
+            match conditions.iter_mut().find(|c| c["type"] == "PodScheduled") {
+                Some(existing) => {
+                    if existing["status"] == "True" {
+                        condition["lastTransitionTime"] = existing["lastTransitionTime"].clone();
+                    }
+                    *existing = condition;
+                }
+                None => conditions.push(condition),
+            }
+        }
         Ok(pod)
     })
     .await?;

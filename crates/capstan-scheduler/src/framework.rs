@@ -5,7 +5,7 @@
 //! diagnosis that becomes a `FailedScheduling` message.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -110,7 +110,9 @@ impl fmt::Display for Status {
 /// key; a plugin's PreFilter writes what its Filter reads.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn Any + Send + Sync>>,
+    /// A handful of entries at most, read once per node per plugin: a short list searched
+    /// by key beats hashing the key every time.
+    data: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
     /// Plugins whose PreFilter said Skip: their Filter is not run.
     pub(crate) skip_filter: Vec<&'static str>,
     /// Plugins whose PreScore said Skip: their Score is not run.
@@ -120,7 +122,7 @@ pub struct CycleState {
 impl fmt::Debug for CycleState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CycleState")
-            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field("keys", &self.data.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -131,19 +133,27 @@ impl CycleState {
         CycleState::default()
     }
 
+    fn position(&self, key: &str) -> Option<usize> {
+        self.data.iter().position(|(k, _)| *k == key)
+    }
+
     /// Stores a value under `key`.
     pub fn write<T: Any + Send + Sync>(&mut self, key: &'static str, value: T) {
-        self.data.insert(key, Box::new(value));
+        match self.position(key) {
+            Some(i) => self.data[i].1 = Box::new(value),
+            None => self.data.push((key, Box::new(value))),
+        }
     }
 
     /// Reads the value under `key`, if it has that type.
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
-        self.data.get(key).and_then(|v| v.downcast_ref())
+        self.position(key).and_then(|i| self.data[i].1.downcast_ref())
     }
 
     /// Reads the value under `key` for changing it.
     pub fn read_mut<T: Any + Send + Sync>(&mut self, key: &'static str) -> Option<&mut T> {
-        self.data.get_mut(key).and_then(|v| v.downcast_mut())
+        self.position(key)
+            .and_then(|i| self.data[i].1.downcast_mut())
     }
 }
 
@@ -157,9 +167,9 @@ pub struct PreFilterResult {
 
 /// A node's score from one plugin.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeScore {
+pub struct NodeScore<'a> {
     /// The node.
-    pub name: String,
+    pub name: &'a str,
     /// The score.
     pub score: i64,
 }
@@ -258,7 +268,7 @@ pub trait Plugin: Send + Sync + fmt::Debug {
     }
 
     /// Brings raw scores into `0..=MAX_NODE_SCORE`.
-    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) {}
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore<'_>]) {}
 }
 
 /// An extension point.
@@ -278,7 +288,7 @@ pub enum Point {
 
 /// Divides raw scores so the best is [`MAX_NODE_SCORE`] (and, `reverse`, so that the lowest
 /// raw score is best), as upstream's `helper.DefaultNormalizeScore`.
-pub fn default_normalize(scores: &mut [NodeScore], reverse: bool) {
+pub fn default_normalize(scores: &mut [NodeScore<'_>], reverse: bool) {
     let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
     if max == 0 {
         if reverse {
@@ -411,28 +421,44 @@ pub fn num_feasible_nodes_to_find(percentage: u32, num_all: usize) -> usize {
     found.max(MIN_FEASIBLE)
 }
 
+/// Runs `filters` on one node, stopping at the first rejection.
+fn run_filter_list(
+    filters: &[&dyn Plugin],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+) -> Status {
+    for plugin in filters {
+        let status = plugin.filter(state, pod, node);
+        if !status.is_success() {
+            let mut status = status.with_plugin(plugin.name());
+            if status.code == Code::Error {
+                status.reasons = vec![format!(
+                    "running {:?} filter plugin: {}",
+                    plugin.name(),
+                    status.message()
+                )];
+            }
+            return status;
+        }
+    }
+    Status::success()
+}
+
 impl Framework {
     /// Runs the filter plugins on one node, stopping at the first rejection, as upstream's
     /// `RunFilterPlugins`.
     pub fn run_filters(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        for plugin in &self.filter {
-            if state.skip_filter.contains(&plugin.name()) {
-                continue;
-            }
-            let status = plugin.filter(state, pod, node);
-            if !status.is_success() {
-                let mut status = status.with_plugin(plugin.name());
-                if status.code == Code::Error {
-                    status.reasons = vec![format!(
-                        "running {:?} filter plugin: {}",
-                        plugin.name(),
-                        status.message()
-                    )];
-                }
-                return status;
-            }
-        }
-        Status::success()
+        run_filter_list(&self.active_filters(state), state, pod, node)
+    }
+
+    /// The filter plugins to run this cycle: those whose PreFilter did not say Skip.
+    fn active_filters(&self, state: &CycleState) -> Vec<&dyn Plugin> {
+        self.filter
+            .iter()
+            .filter(|p| !state.skip_filter.contains(&p.name()))
+            .map(|p| &**p)
+            .collect()
     }
 
     /// One scheduling cycle for `pod` over `snapshot`: PreFilter, Filter from
@@ -506,6 +532,7 @@ impl Framework {
             }
         }
         // Filter.
+        let filters = self.active_filters(&state);
         let mut statuses: BTreeMap<String, Status> = BTreeMap::new();
         let mut feasible: Vec<&NodeInfo> = Vec::new();
         let evaluated;
@@ -522,7 +549,7 @@ impl Framework {
                     statuses.insert(node.name.clone(), excluded.clone());
                     continue;
                 }
-                let status = self.run_filters(&state, pod, node);
+                let status = run_filter_list(&filters, &state, pod, node);
                 if status.is_success() {
                     feasible.push(node);
                 } else if status.code == Code::Error {
@@ -548,7 +575,7 @@ impl Framework {
                     continue;
                 };
                 processed += 1;
-                let status = self.run_filters(&state, pod, node);
+                let status = run_filter_list(&filters, &state, pod, node);
                 if status.is_success() {
                     feasible.push(node);
                 } else if status.code == Code::Error {
@@ -600,18 +627,21 @@ impl Framework {
             }
         }
         let mut totals = vec![0i64; feasible.len()];
+        let mut scores: Vec<NodeScore> = feasible
+            .iter()
+            .map(|node| NodeScore {
+                name: &node.name,
+                score: 0,
+            })
+            .collect();
         for weighted in &self.score {
             let plugin = &weighted.plugin;
             if state.skip_score.contains(&plugin.name()) {
                 continue;
             }
-            let mut scores = Vec::with_capacity(feasible.len());
-            for node in &feasible {
+            for (slot, node) in scores.iter_mut().zip(&feasible) {
                 match plugin.score(&state, pod, node) {
-                    Ok(score) => scores.push(NodeScore {
-                        name: node.name.clone(),
-                        score,
-                    }),
+                    Ok(score) => slot.score = score,
                     Err(status) => {
                         return Outcome::Error(format!(
                             "running Score plugin {:?}: {}",

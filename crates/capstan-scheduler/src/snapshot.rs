@@ -22,6 +22,10 @@ pub type Labels = BTreeMap<String, String>;
 
 static NO_LABELS: Labels = BTreeMap::new();
 
+/// The snapshot's hash maps: looked up per node on every cycle, with keys the API chose
+/// (names), so a fast hash rather than a DoS-resistant one.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// One pod affinity or anti-affinity term, parsed once (upstream's `framework.AffinityTerm`).
 #[derive(Clone, Debug)]
 pub struct AffinityTerm {
@@ -248,7 +252,7 @@ pub struct NodeInfo {
     /// Host ports in use.
     pub used_ports: Vec<HostPort>,
     /// Image names on the node (every name of every image) with their sizes.
-    pub images: HashMap<String, i64>,
+    pub images: FastMap<String, i64>,
     /// How many of its pods have pod affinity or anti-affinity terms of any kind.
     pub pods_with_affinity: usize,
     /// How many of its pods have required pod anti-affinity terms.
@@ -267,7 +271,7 @@ impl NodeInfo {
             non_zero_requested: Resource::default(),
             allocatable: Resource::default(),
             used_ports: Vec::new(),
-            images: HashMap::new(),
+            images: FastMap::default(),
             pods_with_affinity: 0,
             pods_with_required_anti_affinity: 0,
             generation: 0,
@@ -385,17 +389,17 @@ struct PlacedPod {
 /// Every node with its pods, the namespaces' labels, and where each placed pod is.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    nodes: HashMap<String, NodeInfo>,
+    nodes: FastMap<String, NodeInfo>,
     /// Names of the nodes that exist, in a stable order (the order nodes are searched in).
     order: Vec<String>,
-    placed: HashMap<String, PlacedPod>,
-    namespaces: HashMap<String, Labels>,
+    placed: FastMap<String, PlacedPod>,
+    namespaces: FastMap<String, Labels>,
     /// How many nodes have each image (normalised name).
-    image_nodes: HashMap<String, usize>,
+    image_nodes: FastMap<String, usize>,
     /// PodDisruptionBudgets by namespace/name (preemption respects them).
     pdbs: BTreeMap<(String, String), Arc<PodDisruptionBudget>>,
     /// PersistentVolumeClaims by namespace/name (volume restrictions read their access modes).
-    pvcs: HashMap<(String, String), Arc<PersistentVolumeClaim>>,
+    pvcs: FastMap<(String, String), Arc<PersistentVolumeClaim>>,
     /// Nodes holding pods with pod affinity or anti-affinity terms (upstream's
     /// `HavePodsWithAffinityList`), so plugins need not scan every pod for them.
     with_affinity: BTreeSet<String>,

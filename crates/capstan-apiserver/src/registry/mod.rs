@@ -62,6 +62,9 @@ pub(crate) struct WriteOptions {
     /// Create the object when it does not exist even where the kind does not allow create on
     /// update (server-side apply).
     pub force_allow_create: bool,
+    /// Write as upstream's storage-level updates do (the pod binding): no strategy and no
+    /// `managedFields` entry; the caller's `modify` enforces the rules of the change.
+    pub below_strategy: bool,
 }
 
 /// Options of a delete.
@@ -612,9 +615,15 @@ impl Registry {
         Ok(written)
     }
 
-    /// The compare-and-swap loop every update shares: read the current object, compute the new
-    /// one with `modify`, apply the strategy, write if anything changed, retry a lost race unless
-    /// the client named the revision it expected.
+    /// The compare-and-swap loop every update shares: start from the current object, compute
+    /// the new one with `modify`, apply the strategy, write if anything changed, retry a lost
+    /// race unless the client named the revision it expected.
+    ///
+    /// The starting point is the watch cache's copy when it has one, as upstream's cacher hands
+    /// its copy to the storage's GuaranteedUpdate: it saves a read per write, and a stale copy
+    /// costs nothing but a retry, because the write only succeeds at the revision it was
+    /// computed from. Whatever a stale copy could decide wrongly (a precondition that fails, an
+    /// error from `modify` or validation, "nothing changed") is decided again from the store.
     pub(crate) async fn guaranteed_update<F>(
         &self,
         key: &str,
@@ -627,9 +636,24 @@ impl Registry {
     where
         F: FnMut(Option<&Value>) -> Result<Value, ApiError>,
     {
-        let mut current = self.get_kv(key, name).await?;
+        let mut current = self.cached_current(key);
+        let mut fresh = current.is_none();
+        if fresh {
+            current = self.stored_current(key, name).await?;
+        }
+        // Re-reads the store and starts the attempt again when the copy was the cache's.
+        macro_rules! recheck_or {
+            ($result:expr) => {{
+                if !fresh {
+                    current = self.stored_current(key, name).await?;
+                    fresh = true;
+                    continue;
+                }
+                return $result;
+            }};
+        }
         for _ in 0..MAX_RETRIES {
-            let Some(kv) = current.take() else {
+            let Some((mut old, revision)) = current.take() else {
                 return self
                     .create_on_update(
                         key,
@@ -641,41 +665,48 @@ impl Registry {
                     )
                     .await;
             };
-            let mut old = self.decode_stored(&kv)?;
             if let Some(expected) = expected
-                && expected != kv.mod_revision
+                && expected != revision
             {
-                return Err(StatusError::conflict(
+                recheck_or!(Err(StatusError::conflict(
                     self.group_resource(),
                     name,
                     StatusError::OBJECT_MODIFIED,
                 )
-                .into());
+                .into()));
             }
-            let mut new = modify(Some(&old))?;
+            let mut new = match modify(Some(&old)) {
+                Ok(new) => new,
+                Err(e) => recheck_or!(Err(e)),
+            };
             self.check_type(&mut new)?;
-            if let Some(writer) = &options.writer {
-                self.endpoint(subresource)
-                    .update(Some(&old), &mut new, &writer.manager);
-            }
-            // The strategies never look at managed fields: kept aside while they run.
-            let old_managed = object::take_managed(&mut old);
-            let new_managed = object::take_managed(&mut new);
-            self.prepare_update(&mut new, &old, subresource);
-            let errors = self.strategy.validate_update(&new, &old, subresource);
-            if !errors.is_empty() {
-                return Err(self.invalid(name, &errors));
-            }
-            let unchanged =
-                new_managed == old_managed && strip_version(&new) == strip_version(&old);
-            object::put_managed(&mut old, old_managed);
-            object::put_managed(&mut new, new_managed);
+            let unchanged = if options.below_strategy {
+                strip_version(&new) == strip_version(&old)
+            } else {
+                if let Some(writer) = &options.writer {
+                    self.endpoint(subresource)
+                        .update(Some(&old), &mut new, &writer.manager);
+                }
+                // The strategies never look at managed fields: kept aside while they run.
+                let old_managed = object::take_managed(&mut old);
+                let new_managed = object::take_managed(&mut new);
+                self.prepare_update(&mut new, &old, subresource);
+                let errors = self.strategy.validate_update(&new, &old, subresource);
+                if !errors.is_empty() {
+                    recheck_or!(Err(self.invalid(name, &errors)));
+                }
+                let unchanged =
+                    new_managed == old_managed && strip_version(&new) == strip_version(&old);
+                object::put_managed(&mut old, old_managed);
+                object::put_managed(&mut new, new_managed);
+                unchanged
+            };
             if unchanged {
-                return Ok(Written {
+                recheck_or!(Ok(Written {
                     object: old,
                     created: false,
                     warnings: Vec::new(),
-                });
+                }));
             }
             if is_terminating(&new)
                 && finalizers(&new).is_empty()
@@ -683,51 +714,86 @@ impl Registry {
             {
                 // The last finalizer is gone: the object goes, as upstream does on update.
                 if options.dry_run {
-                    return Ok(Written {
+                    recheck_or!(Ok(Written {
                         object: new,
                         created: false,
                         warnings: Vec::new(),
-                    });
+                    }));
                 }
-                match self.store.delete(key, Some(kv.mod_revision)).await {
+                match self.store.delete(key, Some(revision)).await {
                     Ok(deleted) => {
                         return Ok(Written::at(new, deleted.revision, false));
                     }
                     Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
-                        current = Some(*now);
+                        current = Some(self.decoded(&now)?);
+                        fresh = true;
                         continue;
                     }
-                    Err(StoreError::NotFound { .. }) if expected.is_none() => continue,
+                    Err(StoreError::NotFound { .. }) if expected.is_none() => {
+                        fresh = true;
+                        continue;
+                    }
                     Err(e) => return Err(self.store_error(name, e)),
                 }
             }
             if options.dry_run {
-                return Ok(Written::at(new, kv.mod_revision, false));
+                recheck_or!(Ok(Written::at(new, revision, false)));
             }
             match self
                 .store
-                .update(key, self.encode(&new)?, Some(kv.mod_revision))
+                .update(key, self.encode(&new)?, Some(revision))
                 .await
             {
                 Ok(stored) => {
                     return Ok(Written::at(new, stored.mod_revision, false));
                 }
                 Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
-                    current = Some(*now);
+                    current = Some(self.decoded(&now)?);
+                    fresh = true;
                 }
                 Err(StoreError::Conflict { .. }) => {
-                    return Err(StatusError::conflict(
+                    recheck_or!(Err(StatusError::conflict(
                         self.group_resource(),
                         name,
                         StatusError::OBJECT_MODIFIED,
                     )
-                    .into());
+                    .into()));
                 }
-                Err(StoreError::NotFound { .. }) if expected.is_none() => {}
+                Err(StoreError::NotFound { .. }) if expected.is_none() => {
+                    fresh = true;
+                }
                 Err(e) => return Err(self.store_error(name, e)),
             }
         }
         Err(StatusError::conflict(self.group_resource(), name, StatusError::OBJECT_MODIFIED).into())
+    }
+
+    /// The watch cache's copy of `key` with its revision, decoded as from the store, when the
+    /// cache is loaded and has the object (an object it lacks may just be too new for it).
+    fn cached_current(&self, key: &str) -> Option<(Value, Revision)> {
+        let (cached, _) = self.cache.as_deref()?.get(key)?;
+        let mut object = cached?.object();
+        let revision = parse_resource_version(meta_str(&object, "resourceVersion")).ok()?;
+        if let Some(conversion) = self.conversion {
+            object = (conversion.from_hub)(&object);
+        }
+        Some((object, revision))
+    }
+
+    /// The stored object at `key` with its revision.
+    async fn stored_current(
+        &self,
+        key: &str,
+        name: &str,
+    ) -> Result<Option<(Value, Revision)>, ApiError> {
+        match self.get_kv(key, name).await? {
+            Some(kv) => Ok(Some(self.decoded(&kv)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn decoded(&self, kv: &KeyValue) -> Result<(Value, Revision), ApiError> {
+        Ok((self.decode_stored(kv)?, kv.mod_revision))
     }
 
     async fn create_on_update<F>(

@@ -17,51 +17,61 @@ const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 #[derive(Debug)]
 pub struct ImageLocality;
 
+/// The pod's side of the score, worked out once per cycle: each container image's
+/// normalised name with how many nodes hold it, and how many containers there are.
+#[derive(Debug, Default)]
+pub struct PodImages {
+    /// (normalised image name, nodes holding it), one per container with an image.
+    images: Vec<(String, usize)>,
+    /// Init and app containers, with or without an image (the ceiling counts them all).
+    containers: usize,
+    /// All nodes.
+    total_nodes: usize,
+}
+
+impl PodImages {
+    /// The pod's images, counted against the cluster by `nodes_with`.
+    pub fn of(pod: &PodInfo, nodes_with: impl Fn(&str) -> usize, total_nodes: usize) -> PodImages {
+        let mut out = PodImages {
+            total_nodes,
+            ..PodImages::default()
+        };
+        let Some(spec) = pod.pod.spec.as_ref() else {
+            return out;
+        };
+        for container in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter())
+        {
+            out.containers += 1;
+            if let Some(image) = container.image.as_deref() {
+                let name = normalize_image_name(image);
+                let count = nodes_with(&name);
+                out.images.push((name, count));
+            }
+        }
+        out
+    }
+}
+
 /// Upstream's score: the sum over the pod's containers' images present on the node of
 /// size × (nodes with the image / all nodes), clamped to the thresholds and scaled to 0–100.
-pub fn score(
-    pod: &PodInfo,
-    node: &NodeInfo,
-    nodes_with: impl Fn(&str) -> usize,
-    total_nodes: usize,
-) -> i64 {
-    let Some(spec) = pod.pod.spec.as_ref() else {
+pub fn score(pod: &PodImages, node: &NodeInfo) -> i64 {
+    let max_threshold = MAX_CONTAINER_THRESHOLD * pod.containers as i64;
+    if max_threshold <= MIN_THRESHOLD || node.images.is_empty() || pod.total_nodes == 0 {
         return 0;
-    };
-    let containers: Vec<_> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-        .collect();
+    }
     let mut sum = 0i64;
-    for container in &containers {
-        let Some(image) = container.image.as_deref() else {
-            continue;
-        };
-        let name = normalize_image_name(image);
-        if let Some(size) = node.images.get(&name)
-            && total_nodes > 0
-        {
-            let spread = nodes_with(&name) as f64 / total_nodes as f64;
+    for (name, nodes_with) in &pod.images {
+        if let Some(size) = node.images.get(name) {
+            let spread = *nodes_with as f64 / pod.total_nodes as f64;
             sum += (*size as f64 * spread) as i64;
         }
     }
-    let max_threshold = MAX_CONTAINER_THRESHOLD * containers.len() as i64;
-    let sum = sum.clamp(MIN_THRESHOLD, max_threshold.max(MIN_THRESHOLD));
-    if max_threshold <= MIN_THRESHOLD {
-        return 0;
-    }
+    let sum = sum.clamp(MIN_THRESHOLD, max_threshold);
     MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max_threshold - MIN_THRESHOLD)
-}
-
-/// The state the framework gives ImageLocality: how many nodes hold each image.
-#[derive(Debug, Default)]
-pub struct Spread {
-    /// Nodes per normalised image name, for the pod's images.
-    pub nodes_with: std::collections::HashMap<String, usize>,
-    /// All nodes.
-    pub total: usize,
 }
 
 const STATE: &str = "PreScoreImageLocality";
@@ -80,37 +90,16 @@ impl Plugin for ImageLocality {
         _: &[&NodeInfo],
         snapshot: &crate::snapshot::Snapshot,
     ) -> Status {
-        let mut spread = Spread {
-            total: snapshot.num_nodes(),
-            ..Spread::default()
-        };
-        if let Some(spec) = pod.pod.spec.as_ref() {
-            for c in spec
-                .init_containers
-                .iter()
-                .flatten()
-                .chain(spec.containers.iter())
-            {
-                if let Some(image) = c.image.as_deref() {
-                    let name = normalize_image_name(image);
-                    let count = snapshot.nodes_with_image(&name);
-                    spread.nodes_with.insert(name, count);
-                }
-            }
-        }
-        state.write(STATE, spread);
+        let images = PodImages::of(
+            pod,
+            |name| snapshot.nodes_with_image(name),
+            snapshot.num_nodes(),
+        );
+        state.write(STATE, images);
         Status::success()
     }
-    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        let Some(spread) = state.read::<Spread>(STATE) else {
-            return Ok(0);
-        };
-        Ok(score(
-            pod,
-            node,
-            |name| spread.nodes_with.get(name).copied().unwrap_or(0),
-            spread.total,
-        ))
+    fn score(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        Ok(state.read::<PodImages>(STATE).map_or(0, |images| score(images, node)))
     }
 }
 
@@ -140,15 +129,23 @@ mod tests {
             json!({"containers": [{"name": "c", "image": "big"}]}),
         );
         let node = node_with_images(json!([{"names": ["big:latest"], "sizeBytes": 500 * MB}]));
+        let on = |nodes_with: usize| PodImages::of(&p, |_| nodes_with, 2);
         // On every node: full size counts; (500-23)/(1000-23) of 100 = 48.
-        assert_eq!(score(&p, &node, |_| 2, 2), 48);
+        assert_eq!(score(&on(2), &node), 48);
         // On one of two nodes: half the size counts; (250-23)*100/977 = 23.
-        assert_eq!(score(&p, &node, |_| 1, 2), 23);
+        assert_eq!(score(&on(1), &node), 23);
         // Not on the node.
         let empty = node_with_images(json!([]));
-        assert_eq!(score(&p, &empty, |_| 1, 2), 0);
+        assert_eq!(score(&on(1), &empty), 0);
         // Small images stay under the threshold.
         let small = node_with_images(json!([{"names": ["big:latest"], "sizeBytes": 10 * MB}]));
-        assert_eq!(score(&p, &small, |_| 2, 2), 0);
+        assert_eq!(score(&on(2), &small), 0);
+        // A second container without a local image raises the ceiling: (500-23)*100/1977.
+        let two = pod(
+            "p",
+            json!({}),
+            json!({"containers": [{"name": "c", "image": "big"}, {"name": "d", "image": "x"}]}),
+        );
+        assert_eq!(score(&PodImages::of(&two, |_| 2, 2), &node), 24);
     }
 }

@@ -377,7 +377,7 @@ pub fn node_score(scores: &TopologyScores, labels: &Labels) -> i64 {
 
 /// Upstream's NormalizeScore: `MAX_NODE_SCORE * (score - min) / (max - min)`, truncated;
 /// all 0 when every node scores the same.
-pub fn normalize_scores(scores: &mut [NodeScore]) {
+pub fn normalize_scores(scores: &mut [NodeScore<'_>]) {
     let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
     let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
     let diff = max - min;
@@ -472,7 +472,7 @@ impl Plugin for InterPodAffinity {
             })
     }
 
-    fn normalize(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) {
+    fn normalize(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) {
         if state
             .read::<TopologyScores>(PRE_SCORE_KEY)
             .is_some_and(|s| !s.is_empty())
@@ -899,7 +899,7 @@ mod tests {
         let mut scores: Vec<NodeScore> = nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name.clone(),
+                name: &n.name,
                 score: plugin.score(&state, pod, n).unwrap(),
             })
             .collect();
@@ -1091,13 +1091,9 @@ mod tests {
 
     #[test]
     fn normalisation_truncates() {
-        let mut scores: Vec<NodeScore> = [-1, 0, 2]
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NodeScore {
-                name: i.to_string(),
-                score: *s,
-            })
+        let mut scores: Vec<NodeScore> = [("0", -1), ("1", 0), ("2", 2)]
+            .into_iter()
+            .map(|(name, score)| NodeScore { name, score })
             .collect();
         normalize_scores(&mut scores);
         assert_eq!(

@@ -253,7 +253,7 @@ impl Plugin for NodeAffinity {
         Ok(preferred_score(added, &node.name, labels)
             + preferred_score(preferred(pod), &node.name, labels))
     }
-    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) {
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore<'_>]) {
         default_normalize(scores, false);
     }
 }

@@ -380,12 +380,12 @@ pub fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
 /// Upstream's NormalizeScore: ignored nodes get 0; the others
 /// `MAX_NODE_SCORE * (max + min - score) / max` over the others' raw scores (all
 /// `MAX_NODE_SCORE` when the highest is 0).
-pub fn normalize_scores(ignored: &BTreeSet<String>, scores: &mut [NodeScore]) {
+pub fn normalize_scores(ignored: &BTreeSet<String>, scores: &mut [NodeScore<'_>]) {
     const INVALID: i64 = -1;
     let mut min = i64::MAX;
     let mut max = 0;
     for s in scores.iter_mut() {
-        if ignored.contains(&s.name) {
+        if ignored.contains(s.name) {
             s.score = INVALID;
             continue;
         }
@@ -497,7 +497,7 @@ impl Plugin for PodTopologySpread {
             })
     }
 
-    fn normalize(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) {
+    fn normalize(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore<'_>]) {
         if let Some(s) = state.read::<SpreadScores>(PRE_SCORE_KEY) {
             normalize_scores(&s.ignored, scores);
         }
@@ -908,7 +908,7 @@ mod tests {
         let mut scores: Vec<NodeScore> = nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name.clone(),
+                name: &n.name,
                 score: plugin.score(&state, pod, n).unwrap(),
             })
             .collect();
@@ -918,7 +918,7 @@ mod tests {
             scores
                 .into_iter()
                 .zip(raw)
-                .map(|(s, r)| (s.name, r, s.score))
+                .map(|(s, r)| (s.name.to_owned(), r, s.score))
                 .collect(),
         )
     }

@@ -103,7 +103,7 @@ impl Plugin for TaintToleration {
             pod.tolerations(),
         ))
     }
-    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) {
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore<'_>]) {
         default_normalize(scores, true);
     }
 }
