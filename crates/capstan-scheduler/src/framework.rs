@@ -122,7 +122,10 @@ pub struct CycleState {
 impl fmt::Debug for CycleState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CycleState")
-            .field("keys", &self.data.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field(
+                "keys",
+                &self.data.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -147,7 +150,8 @@ impl CycleState {
 
     /// Reads the value under `key`, if it has that type.
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
-        self.position(key).and_then(|i| self.data[i].1.downcast_ref())
+        self.position(key)
+            .and_then(|i| self.data[i].1.downcast_ref())
     }
 
     /// Reads the value under `key` for changing it.

@@ -241,6 +241,11 @@ pub struct NodeInfo {
     pub name: String,
     /// The node object; `None` while pods are known to be bound to a node not seen yet.
     pub node: Option<Arc<Node>>,
+    /// `spec.unschedulable` (kept here, beside the sums, so that filtering a node reads one
+    /// place in memory).
+    pub unschedulable: bool,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
     /// The pods placed on the node, assumed ones included.
     pub pods: Vec<Arc<PodInfo>>,
     /// The sum of the pods' requests.
@@ -266,6 +271,8 @@ impl NodeInfo {
         NodeInfo {
             name: name.to_owned(),
             node: None,
+            unschedulable: false,
+            taints: Vec::new(),
             pods: Vec::new(),
             requested: Resource::default(),
             non_zero_requested: Resource::default(),
@@ -299,15 +306,14 @@ impl NodeInfo {
 
     /// The node's taints.
     pub fn taints(&self) -> &[Taint] {
-        self.node
-            .as_ref()
-            .and_then(|n| n.spec.as_ref())
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default()
+        &self.taints
     }
 
     fn set_node(&mut self, node: Arc<Node>) {
         self.allocatable = resource::node_allocatable(&node);
+        let spec = node.spec.as_ref();
+        self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        self.taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
         self.images.clear();
         for image in node
             .status
@@ -389,9 +395,14 @@ struct PlacedPod {
 /// Every node with its pods, the namespaces' labels, and where each placed pod is.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    nodes: FastMap<String, NodeInfo>,
-    /// Names of the nodes that exist, in a stable order (the order nodes are searched in).
-    order: Vec<String>,
+    /// Every node info, the placeholders of nodes not seen yet included, in no particular
+    /// order: a cycle walks hundreds of them, so they lie side by side rather than behind a
+    /// hash map's pointers.
+    slots: Vec<NodeInfo>,
+    /// The slot of each node info by node name.
+    index: FastMap<String, usize>,
+    /// The slots of the nodes that exist, in a stable order (the order nodes are searched in).
+    order: Vec<usize>,
     placed: FastMap<String, PlacedPod>,
     namespaces: FastMap<String, Labels>,
     /// How many nodes have each image (normalised name).
@@ -427,12 +438,42 @@ impl Snapshot {
                 );
             }
             snapshot.count_images(&info, 1);
-            snapshot.order.push(info.name.clone());
             let name = info.name.clone();
-            snapshot.nodes.insert(name.clone(), info);
+            let slot = snapshot.insert_slot(info);
+            snapshot.order.push(slot);
             snapshot.refresh_affinity(&name);
         }
         snapshot
+    }
+
+    fn info(&self, name: &str) -> Option<&NodeInfo> {
+        self.index.get(name).map(|slot| &self.slots[*slot])
+    }
+
+    fn info_mut(&mut self, name: &str) -> Option<&mut NodeInfo> {
+        self.index.get(name).map(|slot| &mut self.slots[*slot])
+    }
+
+    fn insert_slot(&mut self, info: NodeInfo) -> usize {
+        let slot = self.slots.len();
+        self.index.insert(info.name.clone(), slot);
+        self.slots.push(info);
+        slot
+    }
+
+    /// Drops a node info that is not in the search order; the last slot moves into its place.
+    fn remove_slot(&mut self, name: &str) {
+        let Some(slot) = self.index.remove(name) else {
+            return;
+        };
+        self.slots.swap_remove(slot);
+        let moved_from = self.slots.len();
+        if slot < moved_from {
+            self.index.insert(self.slots[slot].name.clone(), slot);
+            if let Some(at) = self.order.iter().position(|s| *s == moved_from) {
+                self.order[at] = slot;
+            }
+        }
     }
 
     fn count_images(&mut self, info: &NodeInfo, delta: isize) {
@@ -449,17 +490,17 @@ impl Snapshot {
 
     /// The nodes that exist, in search order.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeInfo> + Clone {
-        self.order.iter().filter_map(|name| self.nodes.get(name))
+        self.order.iter().map(|slot| &self.slots[*slot])
     }
 
     /// The `i`-th node in search order.
     pub fn node_at(&self, i: usize) -> Option<&NodeInfo> {
-        self.order.get(i).and_then(|name| self.nodes.get(name))
+        self.order.get(i).map(|slot| &self.slots[*slot])
     }
 
     /// A node by name, if it exists.
     pub fn node(&self, name: &str) -> Option<&NodeInfo> {
-        self.nodes.get(name).filter(|n| n.node.is_some())
+        self.info(name).filter(|n| n.node.is_some())
     }
 
     /// A namespace's labels, if the namespace is known.
@@ -481,8 +522,7 @@ impl Snapshot {
 
     fn refresh_affinity(&mut self, node: &str) {
         let (affinity, anti) = self
-            .nodes
-            .get(node)
+            .info(node)
             .map(|n| {
                 (
                     n.pods_with_affinity > 0,
@@ -522,25 +562,27 @@ impl Snapshot {
     /// Adds or replaces a node.
     pub fn upsert_node(&mut self, node: Arc<Node>) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let mut info = self
-            .nodes
-            .remove(&name)
-            .unwrap_or_else(|| NodeInfo::empty(&name));
+        let slot = match self.index.get(&name) {
+            Some(slot) => *slot,
+            None => self.insert_slot(NodeInfo::empty(&name)),
+        };
+        let mut info = std::mem::replace(&mut self.slots[slot], NodeInfo::empty(""));
         if info.node.is_none() {
-            self.order.push(name.clone());
+            self.order.push(slot);
         } else {
             self.count_images(&info, -1);
         }
         info.set_node(node);
         self.count_images(&info, 1);
-        self.nodes.insert(name, info);
+        self.slots[slot] = info;
     }
 
     /// Removes a node; its pods stay accounted for until they go.
     pub fn remove_node(&mut self, name: &str) {
-        let Some(info) = self.nodes.get_mut(name) else {
+        let Some(&slot) = self.index.get(name) else {
             return;
         };
+        let info = &mut self.slots[slot];
         if info.node.take().is_some() {
             info.generation += 1;
             let images: Vec<String> = info.images.drain().map(|(k, _)| k).collect();
@@ -549,10 +591,10 @@ impl Snapshot {
                     *count = count.saturating_sub(1);
                 }
             }
-            self.order.retain(|n| n != name);
+            self.order.retain(|s| *s != slot);
         }
-        if self.nodes.get(name).is_some_and(|n| n.pods.is_empty()) {
-            self.nodes.remove(name);
+        if self.slots[slot].pods.is_empty() {
+            self.remove_slot(name);
         }
     }
 
@@ -601,11 +643,11 @@ impl Snapshot {
     pub fn upsert_bound_pod(&mut self, pod: Arc<Pod>, node: &str) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         self.remove_pod(&uid);
-        let info = self
-            .nodes
-            .entry(node.to_owned())
-            .or_insert_with(|| NodeInfo::empty(node));
-        info.add_pod(Arc::new(PodInfo::new(pod)));
+        let slot = match self.index.get(node) {
+            Some(slot) => *slot,
+            None => self.insert_slot(NodeInfo::empty(node)),
+        };
+        self.slots[slot].add_pod(Arc::new(PodInfo::new(pod)));
         self.placed.insert(
             uid,
             PlacedPod {
@@ -620,7 +662,7 @@ impl Snapshot {
     pub fn assume(&mut self, pod: Arc<PodInfo>, node: &str) {
         let uid = pod.uid().to_owned();
         self.remove_pod(&uid);
-        if let Some(info) = self.nodes.get_mut(node) {
+        if let Some(info) = self.info_mut(node) {
             info.add_pod(pod);
             self.placed.insert(
                 uid,
@@ -643,7 +685,7 @@ impl Snapshot {
         let Some(placed) = self.placed.remove(uid) else {
             return;
         };
-        let empty = match self.nodes.get_mut(&placed.node) {
+        let empty = match self.info_mut(&placed.node) {
             Some(info) => {
                 info.remove_pod(uid);
                 info.node.is_none() && info.pods.is_empty()
@@ -651,7 +693,7 @@ impl Snapshot {
             None => false,
         };
         if empty {
-            self.nodes.remove(&placed.node);
+            self.remove_slot(&placed.node);
         }
         self.refresh_affinity(&placed.node);
     }
@@ -744,6 +786,38 @@ mod tests {
         snapshot.remove_node("later");
         assert_eq!(snapshot.num_nodes(), 0);
         assert!(snapshot.is_placed("a"));
+    }
+
+    #[test]
+    fn nodes_keep_their_search_order_through_removals() {
+        let mut snapshot = Snapshot::new();
+        for name in ["a", "b", "c", "d"] {
+            snapshot.upsert_node(sized_node(name, "1", "1Gi"));
+        }
+        // A placeholder for a node not seen yet sits among the slots, outside the order.
+        let p = pod("p", json!({}), json!({}));
+        snapshot.upsert_bound_pod(p.pod.clone(), "later");
+        let names = |s: &Snapshot| s.nodes().map(|n| n.name.clone()).collect::<Vec<_>>();
+        // Removing "a" moves the last slot (the placeholder) into its place.
+        snapshot.remove_node("a");
+        assert_eq!(names(&snapshot), ["b", "c", "d"]);
+        assert_eq!(snapshot.node_at(2).map(|n| n.name.as_str()), Some("d"));
+        // Removing "b" moves "d", which must stay last in the search order.
+        snapshot.remove_node("b");
+        assert_eq!(names(&snapshot), ["c", "d"]);
+        assert!(snapshot.node("b").is_none());
+        // The placeholder still holds its pod and becomes a node when the node shows up.
+        snapshot.upsert_node(sized_node("later", "1", "1Gi"));
+        assert_eq!(names(&snapshot), ["c", "d", "later"]);
+        assert_eq!(snapshot.node("later").map(|n| n.pods.len()), Some(1));
+        // A node with pods stays a placeholder when removed, and goes with its last pod.
+        snapshot.remove_node("later");
+        assert_eq!(snapshot.placed_on("p"), Some("later"));
+        snapshot.remove_pod("p");
+        assert_eq!(names(&snapshot), ["c", "d"]);
+        assert_eq!(snapshot.node("d").map(|n| n.name.as_str()), Some("d"));
+        snapshot.upsert_node(sized_node("e", "1", "1Gi"));
+        assert_eq!(names(&snapshot), ["c", "d", "e"]);
     }
 
     #[test]

@@ -99,7 +99,9 @@ impl Plugin for ImageLocality {
         Status::success()
     }
     fn score(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        Ok(state.read::<PodImages>(STATE).map_or(0, |images| score(images, node)))
+        Ok(state
+            .read::<PodImages>(STATE)
+            .map_or(0, |images| score(images, node)))
     }
 }
 

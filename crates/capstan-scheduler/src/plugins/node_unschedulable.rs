@@ -18,13 +18,7 @@ pub struct NodeUnschedulable;
 
 /// Whether the pod may go on the node.
 pub fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
-    let cordoned = node
-        .node
-        .as_ref()
-        .and_then(|n| n.spec.as_ref())
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    if !cordoned {
+    if !node.unschedulable {
         return true;
     }
     let taint = Taint {
