@@ -23,7 +23,7 @@ use futures::StreamExt;
 use hdrhistogram::Histogram;
 use http_body_util::BodyExt;
 use hyper::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::api::{Conn, CpuMeter, ServerProcess, kib};
 
@@ -94,6 +94,31 @@ fn named(prefix: &str, count: usize, body: fn(&str) -> Bytes) -> Vec<(String, By
         .collect()
 }
 
+/// The part of a pod watch event the benchmark reads.
+#[derive(serde::Deserialize)]
+struct WatchedPod {
+    object: PodFields,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct PodFields {
+    metadata: PodMeta,
+    spec: PodSpecFields,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct PodMeta {
+    name: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct PodSpecFields {
+    node_name: Option<String>,
+}
+
 /// When each pod was seen bound, by name.
 type Bindings = Arc<Mutex<HashMap<String, Instant>>>;
 
@@ -110,18 +135,16 @@ async fn watch_bindings(conn: Conn, bindings: Bindings) -> Result<()> {
         pending.extend_from_slice(&chunk?);
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+            // Only the two fields looked at are decoded: the load generator shares the cores
+            // with the server it measures.
+            let Ok(event) = serde_json::from_slice::<WatchedPod>(&line) else {
                 continue;
             };
-            let object = &event["object"];
-            if object["spec"]["nodeName"]
-                .as_str()
-                .is_some_and(|n| !n.is_empty())
-                && let Some(name) = object["metadata"]["name"].as_str()
-            {
+            let object = event.object;
+            if object.spec.node_name.is_some_and(|n| !n.is_empty()) {
                 let now = Instant::now();
                 if let Ok(mut b) = bindings.lock() {
-                    b.entry(name.to_owned()).or_insert(now);
+                    b.entry(object.metadata.name).or_insert(now);
                 }
             }
         }
