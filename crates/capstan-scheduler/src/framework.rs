@@ -449,6 +449,34 @@ fn run_filter_list(
     Status::success()
 }
 
+/// Runs `filters` on one node as upstream's `RunFilterPluginsWithNominatedPods`: where pods
+/// of at least the pod's priority are nominated to the node, the pod must fit beside them, and
+/// also without them (they may never come).
+fn filter_node(
+    filters: &[&dyn Plugin],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    snapshot: &Snapshot,
+) -> Status {
+    if snapshot.has_nominations() {
+        let mut nominated = snapshot
+            .nominated_for(&node.name, pod.uid(), pod.priority())
+            .peekable();
+        if nominated.peek().is_some() {
+            let mut with = node.clone();
+            for other in nominated {
+                with.add_pod(other.clone());
+            }
+            let status = run_filter_list(filters, state, pod, &with);
+            if !status.is_success() {
+                return status;
+            }
+        }
+    }
+    run_filter_list(filters, state, pod, node)
+}
+
 impl Framework {
     /// Runs the filter plugins on one node, stopping at the first rejection, as upstream's
     /// `RunFilterPlugins`.
@@ -538,6 +566,28 @@ impl Framework {
         // Filter.
         let filters = self.active_filters(&state);
         let mut statuses: BTreeMap<String, Status> = BTreeMap::new();
+        // A node preemption nominated the pod to is tried first, on its own: it is likely the
+        // only one with room, and when the pod fits there it goes there (upstream's
+        // evaluateNominatedNode).
+        let nominated = pod
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        if let Some(node) = nominated.and_then(|name| snapshot.node(name)) {
+            let status = filter_node(&filters, &state, pod, node, snapshot);
+            if status.is_success() {
+                return Outcome::Suggested {
+                    node: node.name.clone(),
+                    evaluated: 1,
+                    feasible: 1,
+                };
+            }
+            if status.code == Code::Error {
+                return Outcome::Error(status.message());
+            }
+        }
         let mut feasible: Vec<&NodeInfo> = Vec::new();
         let evaluated;
         if let Some(names) = &allowed {
@@ -553,7 +603,7 @@ impl Framework {
                     statuses.insert(node.name.clone(), excluded.clone());
                     continue;
                 }
-                let status = run_filter_list(&filters, &state, pod, node);
+                let status = filter_node(&filters, &state, pod, node, snapshot);
                 if status.is_success() {
                     feasible.push(node);
                 } else if status.code == Code::Error {
@@ -579,7 +629,7 @@ impl Framework {
                     continue;
                 };
                 processed += 1;
-                let status = run_filter_list(&filters, &state, pod, node);
+                let status = filter_node(&filters, &state, pod, node, snapshot);
                 if status.is_success() {
                     feasible.push(node);
                 } else if status.code == Code::Error {
@@ -735,6 +785,77 @@ mod tests {
             ..FitError::default()
         };
         assert_eq!(none.to_string(), "0/0 nodes are available:");
+    }
+
+    /// A pod of `priority` asking for `cpu`, nominated to `nominated` if given.
+    fn wanting(name: &str, priority: i32, cpu: &str, nominated: Option<&str>) -> Arc<PodInfo> {
+        use crate::snapshot::test_util::pod;
+        let p = pod(
+            name,
+            serde_json::json!({}),
+            serde_json::json!({"priority": priority,
+                   "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}),
+        );
+        let mut raw = (*p.pod).clone();
+        raw.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            nominated_node_name: nominated.map(str::to_owned),
+            ..Default::default()
+        });
+        Arc::new(PodInfo::new(Arc::new(raw)))
+    }
+
+    fn chosen(outcome: Outcome) -> String {
+        match outcome {
+            Outcome::Suggested { node, .. } => node,
+            other => panic!("not scheduled: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn nominated_pods_keep_their_room_from_lower_priorities() {
+        use crate::snapshot::test_util::sized_node;
+        let config = crate::config::Config::default_config();
+        let Some(fw) = config.profile(crate::config::DEFAULT_SCHEDULER_NAME) else {
+            panic!("no default profile");
+        };
+        let mut snapshot = Snapshot::new();
+        snapshot.upsert_node(sized_node("small", "2", "4Gi"));
+        snapshot.upsert_node(sized_node("big", "4", "4Gi"));
+        // A preemptor of priority 100 is nominated to "big" and needs 3 of its 4 CPUs.
+        snapshot.nominate(wanting("preemptor", 100, "3", Some("big")), "big");
+        let mut start = 0;
+        // Alone, "big" would score best for a 1.5-CPU pod; with the room kept it goes to
+        // "small".
+        let low = wanting("low", 10, "1500m", None);
+        assert_eq!(
+            chosen(fw.schedule(&low, &snapshot, &mut start, &mut |_| 0)),
+            "small"
+        );
+        // A pod of higher priority than the nominated one does not leave it room.
+        let high = wanting("high", 1000, "1500m", None);
+        assert_eq!(
+            chosen(fw.schedule(&high, &snapshot, &mut start, &mut |_| 0)),
+            "big"
+        );
+        // When nothing else fits, the low pod is rejected with the nominated pod counted.
+        let too_big = wanting("too-big", 10, "2", None);
+        snapshot.nominate(wanting("other", 100, "1", Some("small")), "small");
+        match fw.schedule(&too_big, &snapshot, &mut start, &mut |_| 0) {
+            Outcome::Unschedulable { error, .. } => assert!(
+                error
+                    .to_string()
+                    .starts_with("0/2 nodes are available: 2 Insufficient cpu. preemption:"),
+                "{error}"
+            ),
+            other => panic!("scheduled: {other:?}"),
+        }
+        // The preemptor itself goes to its nominated node first, though "small" is free now.
+        snapshot.unnominate("other");
+        let preemptor = wanting("preemptor", 100, "1", Some("big"));
+        assert_eq!(
+            chosen(fw.schedule(&preemptor, &snapshot, &mut start, &mut |_| 0)),
+            "big"
+        );
     }
 
     #[test]

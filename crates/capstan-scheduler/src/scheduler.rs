@@ -377,6 +377,7 @@ impl Loop {
                 if let Some(node) = node_name(&pod) {
                     self.queue.delete(&uid);
                     self.conditions.remove(&uid);
+                    self.snapshot.unnominate(&uid);
                     if is_terminal(&pod) {
                         if self.snapshot.is_placed(&uid) {
                             self.snapshot.remove_pod(&uid);
@@ -407,13 +408,26 @@ impl Loop {
                     || !self.responsible_for(&pod)
                 {
                     self.queue.delete(&uid);
+                    self.snapshot.unnominate(&uid);
                     return;
                 }
-                self.queue.add(Arc::new(PodInfo::new(pod)), Instant::now());
+                let info = Arc::new(PodInfo::new(pod));
+                let nominated = info
+                    .pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.nominated_node_name.clone())
+                    .filter(|n| !n.is_empty());
+                match nominated {
+                    Some(node) => self.snapshot.nominate(info.clone(), &node),
+                    None => self.snapshot.unnominate(&uid),
+                }
+                self.queue.add(info, Instant::now());
             }
             Input::PodGone(pod) => {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
                 self.queue.delete(&uid);
+                self.snapshot.unnominate(&uid);
                 self.conditions.remove(&uid);
                 if self.snapshot.is_placed(&uid) {
                     self.snapshot.remove_pod(&uid);
@@ -501,6 +515,7 @@ impl Loop {
         match outcome {
             Outcome::Suggested { node, .. } => {
                 self.snapshot.assume(info.clone(), &node);
+                self.snapshot.unnominate(info.uid());
                 self.queue.done(queued.uid());
                 self.bind(queued, node);
             }
@@ -625,11 +640,35 @@ impl Loop {
         });
     }
 
-    /// Evicts preemption victims (a delete each, as upstream does) with a `Preempted` event.
-    fn preempt(&mut self, preemptor: &PodInfo, result: PostFilterResult) {
+    /// Evicts preemption victims (a delete each, as upstream does) with a `Preempted` event,
+    /// nominates the preemptor to the node, and takes the node's nomination from pods of
+    /// lower priority nominated there (they would not fit beside the preemptor; upstream's
+    /// prepareCandidate does the same).
+    fn preempt(&mut self, preemptor: &Arc<PodInfo>, result: PostFilterResult) {
         let Some(node) = result.nominated_node else {
             return;
         };
+        let lower: Vec<Arc<PodInfo>> = self
+            .snapshot
+            .nominated_for(&node, preemptor.uid(), i32::MIN)
+            .filter(|p| p.priority() < preemptor.priority())
+            .cloned()
+            .collect();
+        for pod in lower {
+            self.snapshot.unnominate(pod.uid());
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), pod.namespace());
+            let name = pod.name().to_owned();
+            let patch = json!({"status": {"nominatedNodeName": null}});
+            self.runtime.spawn(async move {
+                if let Err(e) = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                {
+                    tracing::debug!(pod = %name, error = %e, "could not clear nominatedNodeName");
+                }
+            });
+        }
+        self.snapshot.nominate(preemptor.clone(), &node);
         for victim in result.victims {
             self.recorder.record(
                 pod_reference(&victim.pod),

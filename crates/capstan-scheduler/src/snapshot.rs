@@ -235,7 +235,7 @@ impl HostPort {
 }
 
 /// A node and what is placed on it (upstream's `framework.NodeInfo`).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct NodeInfo {
     /// The node's name.
     pub name: String,
@@ -416,6 +416,11 @@ pub struct Snapshot {
     with_affinity: BTreeSet<String>,
     /// Nodes holding pods with required anti-affinity terms.
     with_required_anti_affinity: BTreeSet<String>,
+    /// Pending pods nominated to a node by preemption, by node (upstream's PodNominator):
+    /// filters count them on their node for pods of no higher priority.
+    nominated: FastMap<String, Vec<Arc<PodInfo>>>,
+    /// The node each nominated pod is nominated to, by uid.
+    nominated_to: FastMap<String, String>,
 }
 
 impl Snapshot {
@@ -673,6 +678,48 @@ impl Snapshot {
             );
             self.refresh_affinity(node);
         }
+    }
+
+    /// Records that a pending pod is nominated to `node` (replacing an earlier nomination).
+    pub fn nominate(&mut self, pod: Arc<PodInfo>, node: &str) {
+        let uid = pod.uid().to_owned();
+        self.unnominate(&uid);
+        self.nominated.entry(node.to_owned()).or_default().push(pod);
+        self.nominated_to.insert(uid, node.to_owned());
+    }
+
+    /// Forgets a pod's nomination, if it has one.
+    pub fn unnominate(&mut self, uid: &str) {
+        let Some(node) = self.nominated_to.remove(uid) else {
+            return;
+        };
+        if let Some(pods) = self.nominated.get_mut(&node) {
+            pods.retain(|p| p.uid() != uid);
+            if pods.is_empty() {
+                self.nominated.remove(&node);
+            }
+        }
+    }
+
+    /// The pods nominated to `node` that a pod of `priority` (uid `uid`) must leave room
+    /// for: the others of at least its priority (upstream's `addGENominatedPods`).
+    pub fn nominated_for<'a>(
+        &'a self,
+        node: &str,
+        uid: &'a str,
+        priority: i32,
+    ) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
+        self.nominated
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter(move |p| p.uid() != uid && p.priority() >= priority)
+    }
+
+    /// Whether any pod is nominated anywhere (the common case is none, and filtering then
+    /// skips looking).
+    pub fn has_nominations(&self) -> bool {
+        !self.nominated.is_empty()
     }
 
     /// Whether the pod is assumed (placed by the scheduler, not yet seen bound).
