@@ -873,15 +873,15 @@ mod tests {
     fn normalisation_scales_to_the_best() {
         let mut scores = vec![
             NodeScore {
-                name: "a".into(),
+                name: "a",
                 score: 5,
             },
             NodeScore {
-                name: "b".into(),
+                name: "b",
                 score: 10,
             },
             NodeScore {
-                name: "c".into(),
+                name: "c",
                 score: 0,
             },
         ];

@@ -11,8 +11,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Binding, Namespace, Node, ObjectReference, PersistentVolumeClaim, Pod,
+    Binding, Namespace, Node, ObjectReference, PersistentVolumeClaim, Pod, ReplicationController,
+    Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -26,7 +28,7 @@ use tokio::sync::Semaphore;
 use crate::config::Config;
 use crate::framework::{ClusterEvent, Outcome, PostFilterResult};
 use crate::queue::{QueuedPod, SchedulingQueue};
-use crate::snapshot::{Labels, PodInfo, Snapshot};
+use crate::snapshot::{Labels, PodInfo, Snapshot, WorkloadKind, WorkloadSelector};
 use capstan_client::events::{EventRecorder, EventType};
 
 /// How many bindings may be in flight at once.
@@ -47,6 +49,9 @@ enum Input {
     PdbGone(String, String),
     Pvc(Arc<PersistentVolumeClaim>),
     PvcGone(String, String),
+    /// A Service's, ReplicationController's, ReplicaSet's or StatefulSet's selector (`None`:
+    /// gone), for the default spread constraints.
+    Workload(WorkloadKind, String, String, Option<WorkloadSelector>),
     /// A binding finished.
     Bound {
         pod: Box<QueuedPod>,
@@ -122,6 +127,47 @@ impl Scheduler {
                 )
             },
         ));
+        watchers.push(spawn_watch::<Service>(
+            client.clone(),
+            tx.clone(),
+            |s| {
+                let selector = s.spec.and_then(|spec| spec.selector).unwrap_or_default();
+                workload(
+                    WorkloadKind::Service,
+                    s.metadata,
+                    Some(WorkloadSelector::Labels(selector)),
+                )
+            },
+            |s| workload(WorkloadKind::Service, s.metadata, None),
+        ));
+        watchers.push(spawn_watch::<ReplicationController>(
+            client.clone(),
+            tx.clone(),
+            |rc| {
+                let selector = rc.spec.and_then(|spec| spec.selector).unwrap_or_default();
+                let selector = Some(WorkloadSelector::Labels(selector));
+                workload(WorkloadKind::ReplicationController, rc.metadata, selector)
+            },
+            |rc| workload(WorkloadKind::ReplicationController, rc.metadata, None),
+        ));
+        watchers.push(spawn_watch::<ReplicaSet>(
+            client.clone(),
+            tx.clone(),
+            |rs| {
+                let selector = rs.spec.map(|spec| parsed(spec.selector));
+                workload(WorkloadKind::ReplicaSet, rs.metadata, selector)
+            },
+            |rs| workload(WorkloadKind::ReplicaSet, rs.metadata, None),
+        ));
+        watchers.push(spawn_watch::<StatefulSet>(
+            client.clone(),
+            tx.clone(),
+            |ss| {
+                let selector = ss.spec.map(|spec| parsed(spec.selector));
+                workload(WorkloadKind::StatefulSet, ss.metadata, selector)
+            },
+            |ss| workload(WorkloadKind::StatefulSet, ss.metadata, None),
+        ));
         let runtime = tokio::runtime::Handle::current();
         let recorder = EventRecorder::start(client.clone(), "default-scheduler", &instance);
         let loop_tx = tx.clone();
@@ -172,6 +218,21 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         self.halt();
     }
+}
+
+fn workload(kind: WorkloadKind, meta: ObjectMeta, selector: Option<WorkloadSelector>) -> Input {
+    Input::Workload(
+        kind,
+        meta.namespace.unwrap_or_default(),
+        meta.name.unwrap_or_default(),
+        selector,
+    )
+}
+
+fn parsed(
+    selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> WorkloadSelector {
+    WorkloadSelector::Selector(capstan_api::selector::LabelSelector::from_api(Some(&selector)).ok())
 }
 
 /// Watches every object of kind `K` and turns what it sees into inputs. After a relist, objects
@@ -461,6 +522,9 @@ impl Loop {
                 self.event(ClusterEvent::Other);
             }
             Input::PvcGone(ns, name) => self.snapshot.remove_pvc(&ns, &name),
+            Input::Workload(kind, ns, name, selector) => {
+                self.snapshot.set_workload(kind, &ns, &name, selector);
+            }
             Input::Bound { pod, node, result } => match result {
                 Ok(()) => {
                     let info = &pod.info;

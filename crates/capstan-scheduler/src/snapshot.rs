@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use capstan_api::selector::LabelSelector;
+use capstan_api::selector::{LabelOperator, LabelRequirement, LabelSelector};
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolumeClaim, Pod, PodAffinityTerm, Taint, Toleration,
 };
@@ -385,6 +385,30 @@ fn namespaced_key(
     )
 }
 
+/// The kinds whose selectors give a pod without spread constraints of its own its default
+/// spread selector (upstream's `helper.DefaultSelector`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    /// A Service: every Service whose selector matches the pod contributes.
+    Service,
+    /// A ReplicationController controlling the pod.
+    ReplicationController,
+    /// A ReplicaSet (`apps/v1`) controlling the pod.
+    ReplicaSet,
+    /// A StatefulSet (`apps/v1`) controlling the pod.
+    StatefulSet,
+}
+
+/// A workload's selector as the default spread selector reads it.
+#[derive(Clone, Debug)]
+pub enum WorkloadSelector {
+    /// A Service's or ReplicationController's label map.
+    Labels(Labels),
+    /// A ReplicaSet's or StatefulSet's selector (`None` when absent or unparsable: it adds
+    /// nothing, as upstream's).
+    Selector(Option<LabelSelector>),
+}
+
 /// Where a pod the scheduler knows of is.
 #[derive(Debug)]
 struct PlacedPod {
@@ -421,6 +445,10 @@ pub struct Snapshot {
     nominated: FastMap<String, Vec<Arc<PodInfo>>>,
     /// The node each nominated pod is nominated to, by uid.
     nominated_to: FastMap<String, String>,
+    /// Services' selectors by (namespace, name).
+    services: BTreeMap<(String, String), Labels>,
+    /// ReplicationControllers', ReplicaSets' and StatefulSets' selectors.
+    controllers: FastMap<(WorkloadKind, String, String), WorkloadSelector>,
 }
 
 impl Snapshot {
@@ -678,6 +706,85 @@ impl Snapshot {
             );
             self.refresh_affinity(node);
         }
+    }
+
+    /// Records a workload's selector (`None`: the workload is gone).
+    pub fn set_workload(
+        &mut self,
+        kind: WorkloadKind,
+        namespace: &str,
+        name: &str,
+        selector: Option<WorkloadSelector>,
+    ) {
+        let key = (namespace.to_owned(), name.to_owned());
+        match (kind, selector) {
+            (WorkloadKind::Service, Some(WorkloadSelector::Labels(labels))) => {
+                self.services.insert(key, labels);
+            }
+            (WorkloadKind::Service, _) => {
+                self.services.remove(&key);
+            }
+            (kind, Some(selector)) => {
+                self.controllers.insert((kind, key.0, key.1), selector);
+            }
+            (kind, None) => {
+                self.controllers.remove(&(kind, key.0, key.1));
+            }
+        }
+    }
+
+    /// The selector upstream's `DefaultSelector` gives a pod: the union of the selectors of the
+    /// Services in its namespace that select it, then of the ReplicationController,
+    /// ReplicaSet or StatefulSet controlling it (found by the owner reference's name). Empty
+    /// when nothing selects it.
+    pub fn default_spread_selector(&self, pod: &PodInfo) -> LabelSelector {
+        let namespace = pod.namespace();
+        let labels = pod.labels();
+        let mut set = Labels::new();
+        let start = (namespace.to_owned(), String::new());
+        for ((ns, _), selector) in self.services.range(start..) {
+            if ns != namespace {
+                break;
+            }
+            if selector.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+                set.extend(selector.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        let owner = pod
+            .pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true));
+        let kind = owner.and_then(|o| match (o.api_version.as_str(), o.kind.as_str()) {
+            ("v1", "ReplicationController") => Some(WorkloadKind::ReplicationController),
+            ("apps/v1", "ReplicaSet") => Some(WorkloadKind::ReplicaSet),
+            ("apps/v1", "StatefulSet") => Some(WorkloadKind::StatefulSet),
+            _ => None,
+        });
+        let controller = owner.zip(kind).and_then(|(o, kind)| {
+            self.controllers
+                .get(&(kind, namespace.to_owned(), o.name.clone()))
+        });
+        let mut extra: &[LabelRequirement] = &[];
+        match controller {
+            Some(WorkloadSelector::Labels(map)) => {
+                set.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            Some(WorkloadSelector::Selector(Some(selector))) => extra = selector.requirements(),
+            _ => {}
+        }
+        let mut selector = LabelSelector::everything();
+        for (key, value) in set {
+            if let Ok(r) = LabelRequirement::new(&key, LabelOperator::Equals, vec![value]) {
+                selector = selector.with_requirement(r);
+            }
+        }
+        for r in extra {
+            selector = selector.with_requirement(r.clone());
+        }
+        selector
     }
 
     /// Records that a pending pod is nominated to `node` (replacing an earlier nomination).

@@ -44,7 +44,12 @@ pub fn build(name: &str, args: Option<&Args>) -> Option<Result<Arc<dyn Plugin>, 
             }
         }
         image_locality::NAME => Arc::new(image_locality::ImageLocality),
-        pod_topology_spread::NAME => Arc::new(pod_topology_spread::PodTopologySpread),
+        pod_topology_spread::NAME => {
+            match pod_topology_spread::PodTopologySpread::from_args(args) {
+                Ok(plugin) => Arc::new(plugin),
+                Err(e) => return Some(Err(e)),
+            }
+        }
         inter_pod_affinity::NAME => match inter_pod_affinity::InterPodAffinity::from_args(args) {
             Ok(plugin) => Arc::new(plugin),
             Err(e) => return Some(Err(e)),

@@ -16,12 +16,15 @@
 //! `NoExecute` taint the pod does not tolerate. Only pods in the incoming pod's namespace that
 //! are not terminating count; `matchLabelKeys` add `key=<the pod's value>` to the selector.
 //!
-//! Not done here: upstream's system default constraints (`kubernetes.io/hostname` with
-//! `maxSkew` 3 and `topology.kubernetes.io/zone` with `maxSkew` 5, both `ScheduleAnyway`)
-//! apply only to pods without constraints that belong to a Service, ReplicationController,
-//! ReplicaSet or StatefulSet, whose selectors this scheduler does not watch; such pods are
-//! treated as having no constraints. Nor are the PreFilter counts adjusted for pods added or
-//! removed during preemption (upstream's `AddPod`/`RemovePod` extensions).
+//! A pod without constraints of its own gets the default constraints (`PodTopologySpreadArgs`:
+//! `defaultingType: System`, the default, gives upstream's `kubernetes.io/hostname` with
+//! `maxSkew` 3 and `topology.kubernetes.io/zone` with `maxSkew` 5, both `ScheduleAnyway`;
+//! `List` gives `defaultConstraints`), selecting the pods the Services, ReplicationController,
+//! ReplicaSet or StatefulSet that select it select (none: no defaults). With the system
+//! defaults, scoring does not require a node to have every topology label.
+//!
+//! Not done here: the PreFilter counts are not adjusted for pods added or removed during
+//! preemption or for nominated pods (upstream's `AddPod`/`RemovePod` extensions).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -98,8 +101,8 @@ impl Constraint {
     }
 }
 
-/// The pod's constraints with `whenUnsatisfiable` equal to `action`, parsed; an unparsable
-/// selector is an error.
+/// The pod's own constraints with `whenUnsatisfiable` equal to `action`, parsed; an
+/// unparsable selector is an error.
 pub fn constraints_of(pod: &PodInfo, action: &str) -> Result<Vec<Constraint>, String> {
     let api = pod
         .pod
@@ -283,12 +286,13 @@ impl SpreadScores {
         constraints: Vec<Constraint>,
         nodes: &[&NodeInfo],
         snapshot: &Snapshot,
+        require_all: bool,
     ) -> SpreadScores {
         let mut ignored = BTreeSet::new();
         let mut counts: Vec<BTreeMap<String, i64>> = vec![BTreeMap::new(); constraints.len()];
         for node in nodes {
             let labels = node.labels();
-            if !has_all_keys(labels, &constraints) {
+            if require_all && !has_all_keys(labels, &constraints) {
                 ignored.insert(node.name.clone());
                 continue;
             }
@@ -315,7 +319,7 @@ impl SpreadScores {
             .collect();
         for node in snapshot.nodes() {
             let labels = node.labels();
-            if !has_all_keys(labels, &constraints) {
+            if require_all && !has_all_keys(labels, &constraints) {
                 continue;
             }
             for (i, c) in constraints.iter().enumerate() {
@@ -403,9 +407,152 @@ pub fn normalize_scores(ignored: &BTreeSet<String>, scores: &mut [NodeScore<'_>]
     }
 }
 
-/// The plugin.
-#[derive(Debug, Default)]
-pub struct PodTopologySpread;
+/// A default constraint (`PodTopologySpreadArgs.defaultConstraints`): no selector of its own.
+#[derive(Clone, Debug, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultConstraint {
+    /// The most the domains may differ by.
+    pub max_skew: i32,
+    /// The node label whose values are the domains.
+    pub topology_key: String,
+    /// `DoNotSchedule` or `ScheduleAnyway`.
+    pub when_unsatisfiable: String,
+}
+
+/// The plugin, with the default constraints for pods that have none.
+#[derive(Debug)]
+pub struct PodTopologySpread {
+    defaults: Vec<DefaultConstraint>,
+    /// Whether the defaults are the system's (`defaultingType: System`).
+    system_defaulted: bool,
+}
+
+impl Default for PodTopologySpread {
+    fn default() -> PodTopologySpread {
+        PodTopologySpread {
+            defaults: system_default_constraints(),
+            system_defaulted: true,
+        }
+    }
+}
+
+/// Upstream's `systemDefaultConstraints`.
+fn system_default_constraints() -> Vec<DefaultConstraint> {
+    [(HOSTNAME_KEY, 3), ("topology.kubernetes.io/zone", 5)]
+        .into_iter()
+        .map(|(key, skew)| DefaultConstraint {
+            max_skew: skew,
+            topology_key: key.to_owned(),
+            when_unsatisfiable: SCHEDULE_ANYWAY.to_owned(),
+        })
+        .collect()
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawArgs {
+    defaulting_type: Option<String>,
+    #[serde(default)]
+    default_constraints: Vec<DefaultConstraint>,
+}
+
+impl PodTopologySpread {
+    /// Reads `PodTopologySpreadArgs` (`defaultingType`, `defaultConstraints`), with upstream's
+    /// validation of the constraints.
+    pub fn from_args(args: Option<&serde_json::Value>) -> Result<PodTopologySpread, String> {
+        let raw: RawArgs = match args {
+            Some(value) => serde_json::from_value(value.clone())
+                .map_err(|e| format!("PodTopologySpreadArgs: {e}"))?,
+            None => RawArgs::default(),
+        };
+        match raw.defaulting_type.as_deref().unwrap_or("System") {
+            "System" => {
+                if !raw.default_constraints.is_empty() {
+                    return Err("defaultConstraints: Invalid value: \"array\": when \
+                                .defaultingType is \"System\", .defaultConstraints must be empty"
+                        .to_owned());
+                }
+                Ok(PodTopologySpread::default())
+            }
+            "List" => {
+                for (i, c) in raw.default_constraints.iter().enumerate() {
+                    if c.max_skew <= 0 {
+                        return Err(format!(
+                            "defaultConstraints[{i}].maxSkew: Invalid value: {}: must be \
+                             greater than zero",
+                            c.max_skew
+                        ));
+                    }
+                    if c.topology_key.is_empty() {
+                        return Err(format!(
+                            "defaultConstraints[{i}].topologyKey: Required value: can not be empty"
+                        ));
+                    }
+                    if ![DO_NOT_SCHEDULE, SCHEDULE_ANYWAY].contains(&c.when_unsatisfiable.as_str())
+                    {
+                        return Err(format!(
+                            "defaultConstraints[{i}].whenUnsatisfiable: Unsupported value: \
+                             \"{}\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+                            c.when_unsatisfiable
+                        ));
+                    }
+                }
+                Ok(PodTopologySpread {
+                    defaults: raw.default_constraints,
+                    system_defaulted: false,
+                })
+            }
+            other => Err(format!(
+                "defaultingType: Unsupported value: \"{other}\": supported values: \"List\", \
+                 \"System\""
+            )),
+        }
+    }
+
+    /// The constraints that apply to `pod` for `action`: its own when it has any, else the
+    /// defaults with the selector of the workloads that select it (none when none do).
+    fn constraints(
+        &self,
+        pod: &PodInfo,
+        action: &str,
+        snapshot: &Snapshot,
+    ) -> Result<Vec<Constraint>, String> {
+        if Self::has_own(pod) {
+            return constraints_of(pod, action);
+        }
+        let defaults: Vec<&DefaultConstraint> = self
+            .defaults
+            .iter()
+            .filter(|c| c.when_unsatisfiable == action)
+            .collect();
+        if defaults.is_empty() {
+            return Ok(Vec::new());
+        }
+        let selector = snapshot.default_spread_selector(pod);
+        if selector.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(defaults
+            .into_iter()
+            .map(|c| Constraint {
+                max_skew: c.max_skew,
+                topology_key: c.topology_key.clone(),
+                selector: selector.clone(),
+                min_domains: 1,
+                honor_node_affinity: true,
+                honor_node_taints: false,
+            })
+            .collect())
+    }
+
+    fn has_own(pod: &PodInfo) -> bool {
+        pod.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.topology_spread_constraints.as_ref())
+            .is_some_and(|c| !c.is_empty())
+    }
+}
 
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
@@ -436,7 +583,7 @@ impl Plugin for PodTopologySpread {
         pod: &PodInfo,
         snapshot: &Snapshot,
     ) -> (Status, PreFilterResult) {
-        let constraints = match constraints_of(pod, DO_NOT_SCHEDULE) {
+        let constraints = match self.constraints(pod, DO_NOT_SCHEDULE, snapshot) {
             Ok(c) => c,
             Err(e) => return (Status::error(e), PreFilterResult::default()),
         };
@@ -469,16 +616,19 @@ impl Plugin for PodTopologySpread {
         if snapshot.num_nodes() == 0 {
             return Status::skip();
         }
-        let constraints = match constraints_of(pod, SCHEDULE_ANYWAY) {
+        let constraints = match self.constraints(pod, SCHEDULE_ANYWAY, snapshot) {
             Ok(c) => c,
             Err(e) => return Status::error(e),
         };
         if constraints.is_empty() {
             return Status::skip();
         }
+        // Nodes lacking some topology label are left out of scoring, except under the system
+        // defaults (upstream's requireAllTopologies).
+        let require_all = Self::has_own(pod) || !self.system_defaulted;
         state.write(
             PRE_SCORE_KEY,
-            SpreadScores::compute(pod, constraints, nodes, snapshot),
+            SpreadScores::compute(pod, constraints, nodes, snapshot, require_all),
         );
         Status::success()
     }
@@ -565,7 +715,7 @@ mod tests {
     /// Runs PreFilter and Filter on every node: the PreFilter code and, per node, the filter
     /// outcome ("" when it fits, else the reason).
     fn run_filter(pod: &PodInfo, snap: &Snapshot) -> (Code, Vec<(String, String)>) {
-        let plugin = PodTopologySpread;
+        let plugin = PodTopologySpread::default();
         let mut state = CycleState::new();
         let (status, _) = plugin.pre_filter(&mut state, pod, snap);
         if status.code != Code::Success {
@@ -853,7 +1003,7 @@ mod tests {
             (zoned("n2", "z2"), vec![]),
             (labelled("n3", json!({}), json!([])), vec![]),
         ]);
-        let plugin = PodTopologySpread;
+        let plugin = PodTopologySpread::default();
         let mut state = CycleState::new();
         assert!(plugin.pre_filter(&mut state, &p, &snap).0.is_success());
         let status = |name: &str| {
@@ -897,7 +1047,7 @@ mod tests {
 
     /// Runs PreScore, Score and NormalizeScore over every node of the snapshot as feasible.
     fn run_score(pod: &PodInfo, snap: &Snapshot) -> Option<Vec<(String, i64, i64)>> {
-        let plugin = PodTopologySpread;
+        let plugin = PodTopologySpread::default();
         let mut state = CycleState::new();
         let nodes: Vec<&NodeInfo> = snap.nodes().collect();
         let status = plugin.pre_score(&mut state, pod, &nodes, snap);
@@ -1026,6 +1176,157 @@ mod tests {
         }
     }
 
+    /// A pod labelled `app=web` controlled by the ReplicaSet `web` (when `owned`).
+    fn web_pod(name: &str, owned: bool, spec: Value) -> Arc<PodInfo> {
+        let p = pod(name, json!({"app": "web", "pod-template-hash": "1"}), spec);
+        let mut raw = (*p.pod).clone();
+        if owned {
+            raw.metadata.owner_references = Some(vec![
+                serde_json::from_value(json!({
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                    "uid": "rs-uid", "controller": true,
+                }))
+                .unwrap(),
+            ]);
+        }
+        Arc::new(PodInfo::new(Arc::new(raw)))
+    }
+
+    fn with_web_workloads(snap: &mut Snapshot) {
+        use crate::snapshot::{WorkloadKind, WorkloadSelector};
+        let rs = LabelSelector::from_api(Some(
+            &serde_json::from_value(
+                json!({"matchLabels": {"app": "web", "pod-template-hash": "1"}}),
+            )
+            .unwrap(),
+        ))
+        .ok();
+        snap.set_workload(
+            WorkloadKind::ReplicaSet,
+            "default",
+            "web",
+            Some(WorkloadSelector::Selector(rs)),
+        );
+        let service = |selector: Value| {
+            Some(WorkloadSelector::Labels(
+                serde_json::from_value(selector).unwrap(),
+            ))
+        };
+        // Selects the pod: its selector joins. Does not select it, or in another namespace:
+        // left out.
+        snap.set_workload(
+            WorkloadKind::Service,
+            "default",
+            "web",
+            service(json!({"app": "web"})),
+        );
+        snap.set_workload(
+            WorkloadKind::Service,
+            "default",
+            "db",
+            service(json!({"app": "db"})),
+        );
+        snap.set_workload(
+            WorkloadKind::Service,
+            "other",
+            "web",
+            service(json!({"tier": "x"})),
+        );
+    }
+
+    #[test]
+    fn default_selector_joins_services_and_the_controller() {
+        let mut snap = Snapshot::new();
+        let p = web_pod("p", true, json!({}));
+        assert!(snap.default_spread_selector(&p).is_empty());
+        with_web_workloads(&mut snap);
+        assert_eq!(
+            snap.default_spread_selector(&p).to_string(),
+            "app=web,app=web,pod-template-hash=1"
+        );
+        // Without an owner only the Service counts.
+        let orphan = web_pod("q", false, json!({}));
+        assert_eq!(snap.default_spread_selector(&orphan).to_string(), "app=web");
+    }
+
+    #[test]
+    fn system_defaults_spread_a_workloads_pods_over_hosts() {
+        let h = hosts(&["a", "b", "c"]);
+        let mut snap = snapshot(vec![
+            (
+                h[0].clone(),
+                vec![
+                    web_pod("w1", true, json!({})),
+                    web_pod("w2", true, json!({})),
+                ],
+            ),
+            (h[1].clone(), vec![web_pod("w3", true, json!({}))]),
+            (h[2].clone(), vec![]),
+        ]);
+        let p = web_pod("p", true, json!({}));
+        // Nothing selects the pod yet: no default constraints.
+        assert_eq!(run_score(&p, &snap), None);
+        with_web_workloads(&mut snap);
+        // Hostname, maxSkew 3, weight ln(3 + 2); the nodes lack the zone label, which under
+        // the system defaults leaves them scored rather than ignored: 2*1.609+2 -> 5,
+        // 1.609+2 -> 4, 2; normalised 100*(5+2-s)/5.
+        assert_eq!(
+            run_score(&p, &snap),
+            Some(vec![
+                ("a".to_owned(), 5, 40),
+                ("b".to_owned(), 4, 60),
+                ("c".to_owned(), 2, 100)
+            ])
+        );
+        // A pod with constraints of its own does not get the defaults.
+        let own = web_pod(
+            "own",
+            true,
+            json!({"topologySpreadConstraints": [constraint(1, "zone", DO_NOT_SCHEDULE)]}),
+        );
+        assert_eq!(run_score(&own, &snap), None);
+    }
+
+    #[test]
+    fn listed_defaults_are_validated_and_used() {
+        let system_with_list = PodTopologySpread::from_args(Some(&json!({
+            "defaultingType": "System",
+            "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                    "whenUnsatisfiable": "DoNotSchedule"}],
+        })));
+        assert!(system_with_list.is_err());
+        let bad = PodTopologySpread::from_args(Some(&json!({
+            "defaultingType": "List",
+            "defaultConstraints": [{"maxSkew": 0, "topologyKey": "zone",
+                                    "whenUnsatisfiable": "DoNotSchedule"}],
+        })));
+        assert!(bad.is_err());
+        let Ok(plugin) = PodTopologySpread::from_args(Some(&json!({
+            "defaultingType": "List",
+            "defaultConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                    "whenUnsatisfiable": "DoNotSchedule"}],
+        }))) else {
+            panic!("valid arguments refused");
+        };
+        let h = hosts(&["a", "b"]);
+        let mut snap = snapshot(vec![
+            (h[0].clone(), vec![web_pod("w1", true, json!({}))]),
+            (h[1].clone(), vec![]),
+        ]);
+        with_web_workloads(&mut snap);
+        let p = web_pod("p", true, json!({}));
+        let mut state = CycleState::new();
+        let (status, _) = plugin.pre_filter(&mut state, &p, &snap);
+        assert!(status.is_success(), "{status}");
+        let a = snap.node("a").map(|n| plugin.filter(&state, &p, n));
+        assert_eq!(
+            a.map(|s| s.message()),
+            Some(REASON_CONSTRAINTS_NOT_MATCH.to_owned())
+        );
+        let b = snap.node("b").map(|n| plugin.filter(&state, &p, n));
+        assert!(b.is_some_and(|s| s.is_success()));
+    }
+
     #[test]
     fn score_counts_domains_of_feasible_nodes_only() {
         // n3 (zone z2) is not feasible: zone z2 is no domain, so its pods are not counted and
@@ -1038,7 +1339,7 @@ mod tests {
         ]);
         let feasible: Vec<&NodeInfo> = snap.nodes().filter(|n| n.name != "n3").collect();
         let constraints = constraints_of(&p, SCHEDULE_ANYWAY).unwrap();
-        let scores = SpreadScores::compute(&p, constraints, &feasible, &snap);
+        let scores = SpreadScores::compute(&p, constraints, &feasible, &snap, true);
         assert_eq!(scores.counts[0], BTreeMap::from([("z1".to_owned(), 2)]));
         assert!((scores.weights[0] - 3f64.ln()).abs() < 1e-9);
     }
@@ -1047,19 +1348,19 @@ mod tests {
     fn normalisation_follows_upstream() {
         let mut scores = vec![
             NodeScore {
-                name: "a".into(),
+                name: "a",
                 score: 10,
             },
             NodeScore {
-                name: "b".into(),
+                name: "b",
                 score: 4,
             },
             NodeScore {
-                name: "c".into(),
+                name: "c",
                 score: 7,
             },
             NodeScore {
-                name: "d".into(),
+                name: "d",
                 score: 99,
             },
         ];

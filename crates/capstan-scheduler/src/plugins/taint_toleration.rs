@@ -185,15 +185,15 @@ mod tests {
         assert_eq!(intolerable_prefer_no_schedule(&taints, &tolerations), 1);
         let mut scores = vec![
             NodeScore {
-                name: "a".into(),
+                name: "a",
                 score: 2,
             },
             NodeScore {
-                name: "b".into(),
+                name: "b",
                 score: 0,
             },
             NodeScore {
-                name: "c".into(),
+                name: "c",
                 score: 1,
             },
         ];
