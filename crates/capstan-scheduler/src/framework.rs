@@ -112,11 +112,45 @@ impl fmt::Display for Status {
 pub struct CycleState {
     /// A handful of entries at most, read once per node per plugin: a short list searched
     /// by key beats hashing the key every time.
-    data: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
+    data: Vec<(&'static str, Box<dyn StateData>)>,
     /// Plugins whose PreFilter said Skip: their Filter is not run.
     pub(crate) skip_filter: Vec<&'static str>,
     /// Plugins whose PreScore said Skip: their Score is not run.
     pub(crate) skip_score: Vec<&'static str>,
+}
+
+/// A value kept in a [`CycleState`]: any cloneable type, so that preemption's dry runs and
+/// nominated pods can work on a copy of the state (upstream's `StateData.Clone`).
+trait StateData: Any + Send + Sync {
+    fn clone_data(&self) -> Box<dyn StateData>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + Send + Sync> StateData for T {
+    fn clone_data(&self) -> Box<dyn StateData> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Clone for CycleState {
+    fn clone(&self) -> CycleState {
+        CycleState {
+            data: self
+                .data
+                .iter()
+                .map(|(k, v)| (*k, (**v).clone_data()))
+                .collect(),
+            skip_filter: self.skip_filter.clone(),
+            skip_score: self.skip_score.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for CycleState {
@@ -141,7 +175,7 @@ impl CycleState {
     }
 
     /// Stores a value under `key`.
-    pub fn write<T: Any + Send + Sync>(&mut self, key: &'static str, value: T) {
+    pub fn write<T: Any + Clone + Send + Sync>(&mut self, key: &'static str, value: T) {
         match self.position(key) {
             Some(i) => self.data[i].1 = Box::new(value),
             None => self.data.push((key, Box::new(value))),
@@ -151,13 +185,13 @@ impl CycleState {
     /// Reads the value under `key`, if it has that type.
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
         self.position(key)
-            .and_then(|i| self.data[i].1.downcast_ref())
+            .and_then(|i| self.data[i].1.as_any().downcast_ref())
     }
 
     /// Reads the value under `key` for changing it.
     pub fn read_mut<T: Any + Send + Sync>(&mut self, key: &'static str) -> Option<&mut T> {
         self.position(key)
-            .and_then(|i| self.data[i].1.downcast_mut())
+            .and_then(|i| self.data[i].1.as_any_mut().downcast_mut())
     }
 }
 
@@ -234,6 +268,32 @@ pub trait Plugin: Send + Sync + fmt::Debug {
         _snapshot: &Snapshot,
     ) -> (Status, PreFilterResult) {
         (Status::success(), PreFilterResult::default())
+    }
+
+    /// PreFilter extension: updates what PreFilter computed as if `other` were placed on
+    /// `node` (upstream's `AddPod`), for preemption's dry runs and nominated pods.
+    fn add_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _other: &PodInfo,
+        _node: &NodeInfo,
+        _snapshot: &Snapshot,
+    ) -> Status {
+        Status::success()
+    }
+
+    /// PreFilter extension: updates what PreFilter computed as if `other` were gone from
+    /// `node` (upstream's `RemovePod`).
+    fn remove_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _other: &PodInfo,
+        _node: &NodeInfo,
+        _snapshot: &Snapshot,
+    ) -> Status {
+        Status::success()
     }
 
     /// Whether the pod fits on the node.
@@ -449,39 +509,86 @@ fn run_filter_list(
     Status::success()
 }
 
-/// Runs `filters` on one node as upstream's `RunFilterPluginsWithNominatedPods`: where pods
-/// of at least the pod's priority are nominated to the node, the pod must fit beside them, and
-/// also without them (they may never come).
-fn filter_node(
-    filters: &[&dyn Plugin],
-    state: &CycleState,
-    pod: &PodInfo,
-    node: &NodeInfo,
-    snapshot: &Snapshot,
-) -> Status {
-    if snapshot.has_nominations() {
-        let mut nominated = snapshot
-            .nominated_for(&node.name, pod.uid(), pod.priority())
-            .peekable();
-        if nominated.peek().is_some() {
-            let mut with = node.clone();
-            for other in nominated {
-                with.add_pod(other.clone());
-            }
-            let status = run_filter_list(filters, state, pod, &with);
-            if !status.is_success() {
-                return status;
-            }
-        }
-    }
-    run_filter_list(filters, state, pod, node)
-}
-
 impl Framework {
     /// Runs the filter plugins on one node, stopping at the first rejection, as upstream's
     /// `RunFilterPlugins`.
     pub fn run_filters(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         run_filter_list(&self.active_filters(state), state, pod, node)
+    }
+
+    /// Runs the PreFilter extensions for `other` placed on (`added`) or gone from `node`
+    /// (upstream's `RunPreFilterExtensionAddPod` / `RemovePod`), skipping the plugins whose
+    /// PreFilter said Skip.
+    pub fn run_pre_filter_extension(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        other: &PodInfo,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+        added: bool,
+    ) -> Status {
+        for plugin in &self.pre_filter {
+            if state.skip_filter.contains(&plugin.name()) {
+                continue;
+            }
+            let status = if added {
+                plugin.add_pod(state, pod, other, node, snapshot)
+            } else {
+                plugin.remove_pod(state, pod, other, node, snapshot)
+            };
+            if !status.is_success() {
+                return Status::error(format!(
+                    "running {} on PreFilter plugin {:?}: {}",
+                    if added { "AddPod" } else { "RemovePod" },
+                    plugin.name(),
+                    status.message()
+                ));
+            }
+        }
+        Status::success()
+    }
+
+    /// Runs `filters` on one node as upstream's `RunFilterPluginsWithNominatedPods`: where
+    /// pods of at least the pod's priority are nominated to the node, the pod must fit beside
+    /// them (with the PreFilter state updated for them), and also without them (they may
+    /// never come).
+    fn filter_node(
+        &self,
+        filters: &[&dyn Plugin],
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
+        if snapshot.has_nominations() {
+            let mut nominated = snapshot
+                .nominated_for(&node.name, pod.uid(), pod.priority())
+                .peekable();
+            if nominated.peek().is_some() {
+                let mut with = node.clone();
+                let mut with_state = state.clone();
+                for other in nominated {
+                    with.add_pod(other.clone());
+                    let status = self.run_pre_filter_extension(
+                        &mut with_state,
+                        pod,
+                        other,
+                        &with,
+                        snapshot,
+                        true,
+                    );
+                    if !status.is_success() {
+                        return status;
+                    }
+                }
+                let status = run_filter_list(filters, &with_state, pod, &with);
+                if !status.is_success() {
+                    return status;
+                }
+            }
+        }
+        run_filter_list(filters, state, pod, node)
     }
 
     /// The filter plugins to run this cycle: those whose PreFilter did not say Skip.
@@ -576,7 +683,7 @@ impl Framework {
             .and_then(|s| s.nominated_node_name.as_deref())
             .filter(|n| !n.is_empty());
         if let Some(node) = nominated.and_then(|name| snapshot.node(name)) {
-            let status = filter_node(&filters, &state, pod, node, snapshot);
+            let status = self.filter_node(&filters, &state, pod, node, snapshot);
             if status.is_success() {
                 return Outcome::Suggested {
                     node: node.name.clone(),
@@ -603,7 +710,7 @@ impl Framework {
                     statuses.insert(node.name.clone(), excluded.clone());
                     continue;
                 }
-                let status = filter_node(&filters, &state, pod, node, snapshot);
+                let status = self.filter_node(&filters, &state, pod, node, snapshot);
                 if status.is_success() {
                     feasible.push(node);
                 } else if status.code == Code::Error {
@@ -629,7 +736,7 @@ impl Framework {
                     continue;
                 };
                 processed += 1;
-                let status = filter_node(&filters, &state, pod, node, snapshot);
+                let status = self.filter_node(&filters, &state, pod, node, snapshot);
                 if status.is_success() {
                     feasible.push(node);
                 } else if status.code == Code::Error {
@@ -856,6 +963,50 @@ mod tests {
             chosen(fw.schedule(&preemptor, &snapshot, &mut start, &mut |_| 0)),
             "big"
         );
+    }
+
+    #[test]
+    fn preemption_sees_anti_affinity_go_with_its_victims() {
+        use crate::snapshot::test_util::{pod, sized_node};
+        use serde_json::json;
+        let config = crate::config::Config::default_config();
+        let Some(fw) = config.profile(crate::config::DEFAULT_SCHEDULER_NAME) else {
+            panic!("no default profile");
+        };
+        let anti = |labels: serde_json::Value| {
+            json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": labels},
+                 "topologyKey": "kubernetes.io/hostname"}]}})
+        };
+        for (blocker_spec, incoming_spec) in [
+            // The incoming pod's own anti-affinity rules out the node while the victim is there.
+            (
+                json!({"priority": 1}),
+                json!({"priority": 100, "affinity": anti(json!({"app": "db"}))}),
+            ),
+            // The victim's anti-affinity rules out the incoming pod.
+            (
+                json!({"priority": 1, "affinity": anti(json!({"app": "web"}))}),
+                json!({"priority": 100}),
+            ),
+        ] {
+            let blocker = pod("blocker", json!({"app": "db"}), blocker_spec);
+            let snapshot =
+                Snapshot::from_nodes([NodeInfo::new(sized_node("n", "4", "8Gi"), [blocker])]);
+            let incoming = pod("incoming", json!({"app": "web"}), incoming_spec);
+            let mut start = 0;
+            match fw.schedule(&incoming, &snapshot, &mut start, &mut |_| 0) {
+                Outcome::Unschedulable {
+                    preemption: Some(result),
+                    ..
+                } => {
+                    assert_eq!(result.nominated_node.as_deref(), Some("n"));
+                    let victims: Vec<&str> = result.victims.iter().map(|v| v.name()).collect();
+                    assert_eq!(victims, ["blocker"]);
+                }
+                other => panic!("no preemption: {other:?}"),
+            }
+        }
     }
 
     #[test]

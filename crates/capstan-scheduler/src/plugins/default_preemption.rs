@@ -192,7 +192,7 @@ impl DefaultPreemption {
         } else {
             let pdbs: Vec<&PodDisruptionBudget> = snapshot.pdbs().map(Arc::as_ref).collect();
             let wanted = self.num_candidates(potential.len());
-            dry_run(framework, state, pod, &potential, &pdbs, wanted)
+            dry_run(framework, state, pod, &potential, &pdbs, wanted, snapshot)
         };
         let Some(best) = pick_one_node(&run.candidates) else {
             if !run.errors.is_empty() {
@@ -365,6 +365,7 @@ pub fn select_victims_on_node(
     pod: &PodInfo,
     node: &NodeInfo,
     pdbs: &[&PodDisruptionBudget],
+    snapshot: &Snapshot,
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
     let priority = pod.priority();
     let (mut potential, kept): (Vec<Arc<PodInfo>>, Vec<Arc<PodInfo>>) = node
@@ -379,7 +380,17 @@ pub fn select_victims_on_node(
         return Err(Status::error(format!("node {:?} not found", node.name)));
     };
     let mut info = NodeInfo::new(object, kept);
-    let status = framework.run_filters(state, pod, &info);
+    // The PreFilter state follows every pod taken away or put back (on a copy: each node's
+    // dry run starts from the cycle's state).
+    let mut state = state.clone();
+    for victim in &potential {
+        let status =
+            framework.run_pre_filter_extension(&mut state, pod, victim, &info, snapshot, false);
+        if !status.is_success() {
+            return Err(status);
+        }
+    }
+    let status = framework.run_filters(&state, pod, &info);
     if !status.is_success() {
         return Err(status);
     }
@@ -388,10 +399,15 @@ pub fn select_victims_on_node(
     let mut victims = Vec::new();
     let mut reprieve = |candidate: &Arc<PodInfo>, info: &mut NodeInfo| -> bool {
         info.add_pod(candidate.clone());
-        if framework.run_filters(state, pod, info).is_success() {
+        let added =
+            framework.run_pre_filter_extension(&mut state, pod, candidate, info, snapshot, true);
+        if added.is_success() && framework.run_filters(&state, pod, info).is_success() {
             return true;
         }
         info.remove_pod(candidate.uid());
+        if added.is_success() {
+            framework.run_pre_filter_extension(&mut state, pod, candidate, info, snapshot, false);
+        }
         victims.push(candidate.clone());
         false
     };
@@ -441,13 +457,14 @@ pub fn dry_run(
     nodes: &[&NodeInfo],
     pdbs: &[&PodDisruptionBudget],
     wanted: usize,
+    snapshot: &Snapshot,
 ) -> DryRun {
     let mut non_violating = Vec::new();
     let mut violating = Vec::new();
     let mut statuses = BTreeMap::new();
     let mut errors = Vec::new();
     for node in nodes {
-        let status = match select_victims_on_node(framework, state, pod, node, pdbs) {
+        let status = match select_victims_on_node(framework, state, pod, node, pdbs, snapshot) {
             Ok((victims, pdb_violations)) if !victims.is_empty() => {
                 let list = if pdb_violations == 0 {
                     &mut non_violating
@@ -967,8 +984,15 @@ mod tests {
         for (name, cpu, budgets, want) in cases {
             let info = NodeInfo::new(node.clone(), pods());
             let preemptor = prio("p", 10, cpu, json!({}), None);
-            let got = select_victims_on_node(&fw, &CycleState::new(), &preemptor, &info, &budgets)
-                .map(|(victims, n)| (names(&victims).join(","), n));
+            let got = select_victims_on_node(
+                &fw,
+                &CycleState::new(),
+                &preemptor,
+                &info,
+                &budgets,
+                &Snapshot::new(),
+            )
+            .map(|(victims, n)| (names(&victims).join(","), n));
             let want = want.map(|(v, n)| (v.join(","), n));
             match (&got, &want) {
                 (Err(g), Err(w)) => {
@@ -979,7 +1003,14 @@ mod tests {
         }
         let only_higher = NodeInfo::new(node, [low("high", 100, "4")]);
         let preemptor = prio("p", 10, "1", json!({}), None);
-        let status = select_victims_on_node(&fw, &CycleState::new(), &preemptor, &only_higher, &[]);
+        let status = select_victims_on_node(
+            &fw,
+            &CycleState::new(),
+            &preemptor,
+            &only_higher,
+            &[],
+            &Snapshot::new(),
+        );
         assert_eq!(status, Err(Status::unresolvable(REASON_NO_VICTIMS)));
     }
 
@@ -994,7 +1025,14 @@ mod tests {
         );
         let fw = framework(DefaultPreemption::default());
         let preemptor = prio("p", 10, "1", json!({}), None);
-        let got = select_victims_on_node(&fw, &CycleState::new(), &preemptor, &info, &[]);
+        let got = select_victims_on_node(
+            &fw,
+            &CycleState::new(),
+            &preemptor,
+            &info,
+            &[],
+            &Snapshot::new(),
+        );
         assert_eq!(
             got.map(|(v, _)| names(&v).join(",")),
             Ok("young".to_owned())

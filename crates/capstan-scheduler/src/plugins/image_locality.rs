@@ -19,7 +19,7 @@ pub struct ImageLocality;
 
 /// The pod's side of the score, worked out once per cycle: each container image's
 /// normalised name with how many nodes hold it, and how many containers there are.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PodImages {
     /// (normalised image name, nodes holding it), one per container with an image.
     images: Vec<(String, usize)>,

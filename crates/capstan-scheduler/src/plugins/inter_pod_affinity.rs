@@ -140,10 +140,36 @@ fn matches_all(terms: &[AffinityTerm], pod: &PodInfo, snapshot: &Snapshot) -> bo
             .all(|t| incoming_term_matches(t, pod, snapshot))
 }
 
-/// Adds `value` to the node's pair for `key`, if it has the label.
+/// Adds `value` to the node's pair for `key`, if it has the label; a pair that drops to 0 is
+/// removed (an empty map means "no such pods anywhere").
 fn bump(counts: &mut TopologyCounts, labels: &Labels, key: &str, value: i64) {
     if let Some(v) = labels.get(key) {
-        *counts.entry((key.to_owned(), v.clone())).or_insert(0) += value;
+        let pair = (key.to_owned(), v.clone());
+        let count = counts.entry(pair.clone()).or_insert(0);
+        *count += value;
+        if *count == 0 {
+            counts.remove(&pair);
+        }
+    }
+}
+
+/// The PreFilter extensions' update of the counts in `state`.
+fn update_counts(
+    state: &mut CycleState,
+    pod: &PodInfo,
+    other: &PodInfo,
+    node: &NodeInfo,
+    snapshot: &Snapshot,
+    delta: i64,
+) -> Status {
+    match state.read_mut::<AffinityCounts>(PRE_FILTER_KEY) {
+        Some(counts) => {
+            counts.update_with(pod, other, node.labels(), snapshot, delta);
+            Status::success()
+        }
+        None => Status::error(format!(
+            "reading {PRE_FILTER_KEY:?} from cycleState: not found"
+        )),
     }
 }
 
@@ -164,7 +190,6 @@ pub struct AffinityCounts {
 impl AffinityCounts {
     /// Counts over every placed pod of the snapshot.
     pub fn compute(pod: &PodInfo, snapshot: &Snapshot) -> AffinityCounts {
-        let namespace_labels = snapshot.namespace_labels(pod.namespace());
         let mut counts = AffinityCounts {
             matches_own_affinity: matches_all(&pod.required_affinity, pod, snapshot),
             ..AffinityCounts::default()
@@ -180,34 +205,46 @@ impl AffinityCounts {
             Box::new(snapshot.nodes_with_required_anti_affinity_pods())
         };
         for node in nodes {
-            let labels = node.labels();
             for existing in &node.pods {
-                for term in &existing.required_anti_affinity {
-                    if term.matches(pod, namespace_labels) {
-                        bump(
-                            &mut counts.existing_anti_affinity,
-                            labels,
-                            &term.topology_key,
-                            1,
-                        );
-                    }
-                }
-                if !incoming_terms {
-                    continue;
-                }
-                if matches_all(&pod.required_affinity, existing, snapshot) {
-                    for term in &pod.required_affinity {
-                        bump(&mut counts.affinity, labels, &term.topology_key, 1);
-                    }
-                }
-                for term in &pod.required_anti_affinity {
-                    if incoming_term_matches(term, existing, snapshot) {
-                        bump(&mut counts.anti_affinity, labels, &term.topology_key, 1);
-                    }
-                }
+                counts.update_with(pod, existing, node.labels(), snapshot, 1);
             }
         }
         counts
+    }
+
+    /// Counts `existing` on a node with `labels` for the incoming `pod`, `delta` times (1 when
+    /// placed, -1 when taken away: upstream's `updateWithPod`).
+    pub fn update_with(
+        &mut self,
+        pod: &PodInfo,
+        existing: &PodInfo,
+        labels: &Labels,
+        snapshot: &Snapshot,
+        delta: i64,
+    ) {
+        let namespace_labels = snapshot.namespace_labels(pod.namespace());
+        for term in &existing.required_anti_affinity {
+            if term.matches(pod, namespace_labels) {
+                bump(
+                    &mut self.existing_anti_affinity,
+                    labels,
+                    &term.topology_key,
+                    delta,
+                );
+            }
+        }
+        if !pod.required_affinity.is_empty()
+            && matches_all(&pod.required_affinity, existing, snapshot)
+        {
+            for term in &pod.required_affinity {
+                bump(&mut self.affinity, labels, &term.topology_key, delta);
+            }
+        }
+        for term in &pod.required_anti_affinity {
+            if incoming_term_matches(term, existing, snapshot) {
+                bump(&mut self.anti_affinity, labels, &term.topology_key, delta);
+            }
+        }
     }
 
     /// Whether the node's domains hold what the pod's required affinity terms ask for.
@@ -429,6 +466,28 @@ impl Plugin for InterPodAffinity {
         }
         state.write(PRE_FILTER_KEY, counts);
         (Status::success(), PreFilterResult::default())
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        other: &PodInfo,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
+        update_counts(state, pod, other, node, snapshot, 1)
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        other: &PodInfo,
+        node: &NodeInfo,
+        snapshot: &Snapshot,
+    ) -> Status {
+        update_counts(state, pod, other, node, snapshot, -1)
     }
 
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {

@@ -23,8 +23,8 @@
 //! ReplicaSet or StatefulSet that select it select (none: no defaults). With the system
 //! defaults, scoring does not require a node to have every topology label.
 //!
-//! Not done here: the PreFilter counts are not adjusted for pods added or removed during
-//! preemption or for nominated pods (upstream's `AddPod`/`RemovePod` extensions).
+//! The PreFilter counts follow pods added or removed by preemption's dry runs and nominated
+//! pods (upstream's `AddPod`/`RemovePod` extensions).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -223,6 +223,29 @@ impl SpreadCounts {
         }
     }
 
+    /// Counts `other` on `node`, `delta` times, for the incoming `pod` (upstream's
+    /// `updateWithPod`): only a pod of the same namespace, on a node with every topology
+    /// label, for the constraints whose selector and inclusion policies it passes.
+    pub fn update_with(&mut self, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, delta: i64) {
+        if other.namespace() != pod.namespace() {
+            return;
+        }
+        let labels = node.labels();
+        if !has_all_keys(labels, &self.constraints) {
+            return;
+        }
+        for (i, c) in self.constraints.iter().enumerate() {
+            if !c.selector.matches(other.labels()) || !c.includes(pod, node) {
+                continue;
+            }
+            if let (Some(value), Some(domains)) =
+                (labels.get(&c.topology_key), self.counts.get_mut(i))
+            {
+                *domains.entry(value.clone()).or_insert(0) += delta;
+            }
+        }
+    }
+
     /// The least count over the domains of constraint `i`, or 0 when there are fewer domains
     /// than its `minDomains`.
     fn min_match(&self, i: usize) -> i64 {
@@ -261,6 +284,25 @@ impl SpreadCounts {
             }
         }
         Status::success()
+    }
+}
+
+/// The PreFilter extensions' update of the counts in `state`.
+fn update_counts(
+    state: &mut CycleState,
+    pod: &PodInfo,
+    other: &PodInfo,
+    node: &NodeInfo,
+    delta: i64,
+) -> Status {
+    match state.read_mut::<SpreadCounts>(PRE_FILTER_KEY) {
+        Some(counts) => {
+            counts.update_with(pod, other, node, delta);
+            Status::success()
+        }
+        None => Status::error(format!(
+            "reading {PRE_FILTER_KEY:?} from cycleState: not found"
+        )),
     }
 }
 
@@ -595,6 +637,28 @@ impl Plugin for PodTopologySpread {
             SpreadCounts::compute(pod, constraints, snapshot),
         );
         (Status::success(), PreFilterResult::default())
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        other: &PodInfo,
+        node: &NodeInfo,
+        _: &Snapshot,
+    ) -> Status {
+        update_counts(state, pod, other, node, 1)
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        other: &PodInfo,
+        node: &NodeInfo,
+        _: &Snapshot,
+    ) -> Status {
+        update_counts(state, pod, other, node, -1)
     }
 
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
