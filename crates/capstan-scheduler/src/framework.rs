@@ -188,6 +188,22 @@ impl CycleState {
             .and_then(|i| self.data[i].1.as_any().downcast_ref())
     }
 
+    /// Changes the value under `key` with `change`; an error status when there is none (a
+    /// PreFilter extension run without its PreFilter's state).
+    pub fn update<T: Any + Send + Sync>(
+        &mut self,
+        key: &'static str,
+        change: impl FnOnce(&mut T),
+    ) -> Status {
+        match self.read_mut::<T>(key) {
+            Some(value) => {
+                change(value);
+                Status::success()
+            }
+            None => Status::error(format!("reading {key:?} from cycleState: not found")),
+        }
+    }
+
     /// Reads the value under `key` for changing it.
     pub fn read_mut<T: Any + Send + Sync>(&mut self, key: &'static str) -> Option<&mut T> {
         self.position(key)
@@ -676,13 +692,7 @@ impl Framework {
         // A node preemption nominated the pod to is tried first, on its own: it is likely the
         // only one with room, and when the pod fits there it goes there (upstream's
         // evaluateNominatedNode).
-        let nominated = pod
-            .pod
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.as_deref())
-            .filter(|n| !n.is_empty());
-        if let Some(node) = nominated.and_then(|name| snapshot.node(name)) {
+        if let Some(node) = pod.nominated_node().and_then(|name| snapshot.node(name)) {
             let status = self.filter_node(&filters, &state, pod, node, snapshot);
             if status.is_success() {
                 return Outcome::Suggested {

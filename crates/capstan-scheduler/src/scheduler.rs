@@ -473,13 +473,7 @@ impl Loop {
                     return;
                 }
                 let info = Arc::new(PodInfo::new(pod));
-                let nominated = info
-                    .pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.nominated_node_name.clone())
-                    .filter(|n| !n.is_empty());
-                match nominated {
+                match info.nominated_node().map(str::to_owned) {
                     Some(node) => self.snapshot.nominate(info.clone(), &node),
                     None => self.snapshot.unnominate(&uid),
                 }

@@ -167,6 +167,15 @@ impl PodInfo {
         self.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
     }
 
+    /// The node preemption nominated the pod to (`status.nominatedNodeName`), if any.
+    pub fn nominated_node(&self) -> Option<&str> {
+        self.pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty())
+    }
+
     /// The pod's tolerations.
     pub fn tolerations(&self) -> &[Toleration] {
         self.pod

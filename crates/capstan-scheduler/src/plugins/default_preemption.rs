@@ -240,13 +240,7 @@ pub fn eligible_to_preempt(
     if spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
         return Err(NOT_ELIGIBLE_NEVER);
     }
-    let nominated = pod
-        .pod
-        .status
-        .as_ref()
-        .and_then(|s| s.nominated_node_name.as_deref())
-        .filter(|n| !n.is_empty());
-    let Some(nominated) = nominated else {
+    let Some(nominated) = pod.nominated_node() else {
         return Ok(());
     };
     // A node the filters now find unresolvable (or that no longer exists) frees the pod to

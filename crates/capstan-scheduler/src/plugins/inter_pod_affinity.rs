@@ -153,26 +153,6 @@ fn bump(counts: &mut TopologyCounts, labels: &Labels, key: &str, value: i64) {
     }
 }
 
-/// The PreFilter extensions' update of the counts in `state`.
-fn update_counts(
-    state: &mut CycleState,
-    pod: &PodInfo,
-    other: &PodInfo,
-    node: &NodeInfo,
-    snapshot: &Snapshot,
-    delta: i64,
-) -> Status {
-    match state.read_mut::<AffinityCounts>(PRE_FILTER_KEY) {
-        Some(counts) => {
-            counts.update_with(pod, other, node.labels(), snapshot, delta);
-            Status::success()
-        }
-        None => Status::error(format!(
-            "reading {PRE_FILTER_KEY:?} from cycleState: not found"
-        )),
-    }
-}
-
 /// What PreFilter computes.
 #[derive(Clone, Debug, Default)]
 pub struct AffinityCounts {
@@ -476,7 +456,9 @@ impl Plugin for InterPodAffinity {
         node: &NodeInfo,
         snapshot: &Snapshot,
     ) -> Status {
-        update_counts(state, pod, other, node, snapshot, 1)
+        state.update(PRE_FILTER_KEY, |c: &mut AffinityCounts| {
+            c.update_with(pod, other, node.labels(), snapshot, 1);
+        })
     }
 
     fn remove_pod(
@@ -487,7 +469,9 @@ impl Plugin for InterPodAffinity {
         node: &NodeInfo,
         snapshot: &Snapshot,
     ) -> Status {
-        update_counts(state, pod, other, node, snapshot, -1)
+        state.update(PRE_FILTER_KEY, |c: &mut AffinityCounts| {
+            c.update_with(pod, other, node.labels(), snapshot, -1);
+        })
     }
 
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {

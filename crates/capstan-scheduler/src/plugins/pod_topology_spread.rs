@@ -287,25 +287,6 @@ impl SpreadCounts {
     }
 }
 
-/// The PreFilter extensions' update of the counts in `state`.
-fn update_counts(
-    state: &mut CycleState,
-    pod: &PodInfo,
-    other: &PodInfo,
-    node: &NodeInfo,
-    delta: i64,
-) -> Status {
-    match state.read_mut::<SpreadCounts>(PRE_FILTER_KEY) {
-        Some(counts) => {
-            counts.update_with(pod, other, node, delta);
-            Status::success()
-        }
-        None => Status::error(format!(
-            "reading {PRE_FILTER_KEY:?} from cycleState: not found"
-        )),
-    }
-}
-
 /// What PreScore computes for the soft constraints.
 #[derive(Clone, Debug, Default)]
 pub struct SpreadScores {
@@ -647,7 +628,9 @@ impl Plugin for PodTopologySpread {
         node: &NodeInfo,
         _: &Snapshot,
     ) -> Status {
-        update_counts(state, pod, other, node, 1)
+        state.update(PRE_FILTER_KEY, |c: &mut SpreadCounts| {
+            c.update_with(pod, other, node, 1);
+        })
     }
 
     fn remove_pod(
@@ -658,7 +641,9 @@ impl Plugin for PodTopologySpread {
         node: &NodeInfo,
         _: &Snapshot,
     ) -> Status {
-        update_counts(state, pod, other, node, -1)
+        state.update(PRE_FILTER_KEY, |c: &mut SpreadCounts| {
+            c.update_with(pod, other, node, -1);
+        })
     }
 
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
