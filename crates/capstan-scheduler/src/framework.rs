@@ -287,27 +287,16 @@ pub trait Plugin: Send + Sync + fmt::Debug {
     }
 
     /// PreFilter extension: updates what PreFilter computed as if `other` were placed on
-    /// `node` (upstream's `AddPod`), for preemption's dry runs and nominated pods.
-    fn add_pod(
+    /// `node` (`delta` 1, upstream's `AddPod`) or gone from it (`delta` -1, `RemovePod`), for
+    /// preemption's dry runs and nominated pods.
+    fn update_for_pod(
         &self,
         _state: &mut CycleState,
         _pod: &PodInfo,
         _other: &PodInfo,
         _node: &NodeInfo,
         _snapshot: &Snapshot,
-    ) -> Status {
-        Status::success()
-    }
-
-    /// PreFilter extension: updates what PreFilter computed as if `other` were gone from
-    /// `node` (upstream's `RemovePod`).
-    fn remove_pod(
-        &self,
-        _state: &mut CycleState,
-        _pod: &PodInfo,
-        _other: &PodInfo,
-        _node: &NodeInfo,
-        _snapshot: &Snapshot,
+        _delta: i64,
     ) -> Status {
         Status::success()
     }
@@ -532,9 +521,9 @@ impl Framework {
         run_filter_list(&self.active_filters(state), state, pod, node)
     }
 
-    /// Runs the PreFilter extensions for `other` placed on (`added`) or gone from `node`
-    /// (upstream's `RunPreFilterExtensionAddPod` / `RemovePod`), skipping the plugins whose
-    /// PreFilter said Skip.
+    /// Runs the PreFilter extensions for `other` placed on (`delta` 1) or gone from (`delta`
+    /// -1) `node` (upstream's `RunPreFilterExtensionAddPod` / `RemovePod`), skipping the
+    /// plugins whose PreFilter said Skip.
     pub fn run_pre_filter_extension(
         &self,
         state: &mut CycleState,
@@ -542,21 +531,17 @@ impl Framework {
         other: &PodInfo,
         node: &NodeInfo,
         snapshot: &Snapshot,
-        added: bool,
+        delta: i64,
     ) -> Status {
         for plugin in &self.pre_filter {
             if state.skip_filter.contains(&plugin.name()) {
                 continue;
             }
-            let status = if added {
-                plugin.add_pod(state, pod, other, node, snapshot)
-            } else {
-                plugin.remove_pod(state, pod, other, node, snapshot)
-            };
+            let status = plugin.update_for_pod(state, pod, other, node, snapshot, delta);
             if !status.is_success() {
                 return Status::error(format!(
                     "running {} on PreFilter plugin {:?}: {}",
-                    if added { "AddPod" } else { "RemovePod" },
+                    if delta > 0 { "AddPod" } else { "RemovePod" },
                     plugin.name(),
                     status.message()
                 ));
@@ -592,7 +577,7 @@ impl Framework {
                         other,
                         &with,
                         snapshot,
-                        true,
+                        1,
                     );
                     if !status.is_success() {
                         return status;

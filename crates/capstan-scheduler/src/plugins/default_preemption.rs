@@ -379,7 +379,7 @@ pub fn select_victims_on_node(
     let mut state = state.clone();
     for victim in &potential {
         let status =
-            framework.run_pre_filter_extension(&mut state, pod, victim, &info, snapshot, false);
+            framework.run_pre_filter_extension(&mut state, pod, victim, &info, snapshot, -1);
         if !status.is_success() {
             return Err(status);
         }
@@ -394,13 +394,13 @@ pub fn select_victims_on_node(
     let mut reprieve = |candidate: &Arc<PodInfo>, info: &mut NodeInfo| -> bool {
         info.add_pod(candidate.clone());
         let added =
-            framework.run_pre_filter_extension(&mut state, pod, candidate, info, snapshot, true);
+            framework.run_pre_filter_extension(&mut state, pod, candidate, info, snapshot, 1);
         if added.is_success() && framework.run_filters(&state, pod, info).is_success() {
             return true;
         }
         info.remove_pod(candidate.uid());
         if added.is_success() {
-            framework.run_pre_filter_extension(&mut state, pod, candidate, info, snapshot, false);
+            framework.run_pre_filter_extension(&mut state, pod, candidate, info, snapshot, -1);
         }
         victims.push(candidate.clone());
         false

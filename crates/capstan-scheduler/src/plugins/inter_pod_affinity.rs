@@ -448,29 +448,17 @@ impl Plugin for InterPodAffinity {
         (Status::success(), PreFilterResult::default())
     }
 
-    fn add_pod(
+    fn update_for_pod(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
         other: &PodInfo,
         node: &NodeInfo,
         snapshot: &Snapshot,
+        delta: i64,
     ) -> Status {
         state.update(PRE_FILTER_KEY, |c: &mut AffinityCounts| {
-            c.update_with(pod, other, node.labels(), snapshot, 1);
-        })
-    }
-
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        other: &PodInfo,
-        node: &NodeInfo,
-        snapshot: &Snapshot,
-    ) -> Status {
-        state.update(PRE_FILTER_KEY, |c: &mut AffinityCounts| {
-            c.update_with(pod, other, node.labels(), snapshot, -1);
+            c.update_with(pod, other, node.labels(), snapshot, delta);
         })
     }
 

@@ -620,29 +620,17 @@ impl Plugin for PodTopologySpread {
         (Status::success(), PreFilterResult::default())
     }
 
-    fn add_pod(
+    fn update_for_pod(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
         other: &PodInfo,
         node: &NodeInfo,
         _: &Snapshot,
+        delta: i64,
     ) -> Status {
         state.update(PRE_FILTER_KEY, |c: &mut SpreadCounts| {
-            c.update_with(pod, other, node, 1);
-        })
-    }
-
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        other: &PodInfo,
-        node: &NodeInfo,
-        _: &Snapshot,
-    ) -> Status {
-        state.update(PRE_FILTER_KEY, |c: &mut SpreadCounts| {
-            c.update_with(pod, other, node, -1);
+            c.update_with(pod, other, node, delta);
         })
     }
 
