@@ -690,59 +690,63 @@ impl Framework {
                 return Outcome::Error(status.message());
             }
         }
-        let mut feasible: Vec<&NodeInfo> = Vec::new();
-        let evaluated;
-        if let Some(names) = &allowed {
-            // Only the named nodes; the others are rejected by the PreFilter result, with
-            // upstream's reason naming the plugins that narrowed the search.
+        // The nodes to search: the PreFilter result's when it named some (the others are
+        // rejected with upstream's reason naming the plugins that narrowed the search), else
+        // every node. Either way one search, as upstream's findNodesThatPassFilters: from a
+        // rotating start until enough nodes fit.
+        let restricted: Option<Vec<&NodeInfo>> = allowed.as_ref().map(|names| {
+            let mut plugins = restricted_by.clone();
+            plugins.sort_unstable();
             let excluded = Status::unresolvable(format!(
                 "node(s) didn't satisfy plugin(s) [{}]",
-                restricted_by.join(" ")
+                plugins.join(" ")
             ))
             .with_plugin(restricted_by.first().copied().unwrap_or_default());
+            let mut nodes = Vec::new();
             for node in snapshot.nodes() {
-                if !names.contains(&node.name) {
+                if names.contains(&node.name) {
+                    nodes.push(node);
+                } else {
                     statuses.insert(node.name.clone(), excluded.clone());
-                    continue;
-                }
-                let status = self.filter_node(&filters, &state, pod, node, snapshot);
-                if status.is_success() {
-                    feasible.push(node);
-                } else if status.code == Code::Error {
-                    return Outcome::Error(status.message());
-                } else {
-                    statuses.insert(node.name.clone(), status);
                 }
             }
-            evaluated = names.len();
+            nodes
+        });
+        let num_searched = restricted.as_ref().map_or(num_all, Vec::len);
+        let node_at = |i: usize| match &restricted {
+            Some(nodes) => nodes.get(i).copied(),
+            None => snapshot.node_at(i),
+        };
+        let wanted = if self.score.is_empty() {
+            1
         } else {
-            let wanted = if self.score.is_empty() {
-                1
-            } else {
-                num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, num_all)
-            };
-            let start = *next_start % num_all;
-            let mut processed = 0;
-            for i in 0..num_all {
-                if feasible.len() >= wanted {
-                    break;
-                }
-                let Some(node) = snapshot.node_at((start + i) % num_all) else {
-                    continue;
-                };
-                processed += 1;
-                let status = self.filter_node(&filters, &state, pod, node, snapshot);
-                if status.is_success() {
-                    feasible.push(node);
-                } else if status.code == Code::Error {
-                    return Outcome::Error(status.message());
-                } else {
-                    statuses.insert(node.name.clone(), status);
-                }
+            num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, num_searched)
+        };
+        let mut feasible: Vec<&NodeInfo> = Vec::new();
+        let start = if num_searched == 0 {
+            0
+        } else {
+            *next_start % num_searched
+        };
+        let mut evaluated = 0;
+        for i in 0..num_searched {
+            if feasible.len() >= wanted {
+                break;
             }
-            *next_start = (start + processed) % num_all;
-            evaluated = processed;
+            let Some(node) = node_at((start + i) % num_searched) else {
+                continue;
+            };
+            evaluated += 1;
+            let status = self.filter_node(&filters, &state, pod, node, snapshot);
+            if status.is_success() {
+                feasible.push(node);
+            } else if status.code == Code::Error {
+                return Outcome::Error(status.message());
+            } else {
+                statuses.insert(node.name.clone(), status);
+            }
         }
+        *next_start = (*next_start + evaluated) % num_all;
         if feasible.is_empty() {
             let mut rejected_by: Vec<&'static str> = statuses.values().map(|s| s.plugin).collect();
             rejected_by.sort_unstable();
