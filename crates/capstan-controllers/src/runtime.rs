@@ -1,0 +1,388 @@
+//! The controller runtime: shared informers and work queues on top of kube-runtime.
+//!
+//! Upstream's controllers share one informer per resource type and get add, update and
+//! delete notifications, which they turn into keys on their own work queue. kube-runtime's
+//! `Controller` owns its watches and cannot hand deletions of shared objects to several
+//! controllers, so the pieces are put together here: one [`watcher`] and reflector [`Store`] per
+//! type ([`Informer`]), change handlers that map an event to keys ([`Change`]), and per
+//! controller a [`Queue`] driven by kube-runtime's [`applier`] (deduplicated keys, one
+//! reconcile per key at a time, delayed requeue), with client-go's per-key exponential
+//! backoff on errors.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::{StreamExt, TryFutureExt};
+use kube::api::Api;
+use kube::runtime::controller::{Action, Config as ApplierConfig, applier};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+/// A notification from an informer.
+#[derive(Debug)]
+pub enum Change<'a, K> {
+    /// An object was added (`old` is `None`) or updated, or seen again by a relist.
+    Applied {
+        /// The cached object before this event.
+        old: Option<Arc<K>>,
+        /// The object now.
+        new: &'a K,
+    },
+    /// An object was deleted (or found gone by a relist): its last known state.
+    Deleted(&'a K),
+}
+
+impl<K> Change<'_, K> {
+    /// The object as it is now (or was last, for a deletion).
+    pub fn object(&self) -> &K {
+        match self {
+            Change::Applied { new, .. } => new,
+            Change::Deleted(object) => object,
+        }
+    }
+}
+
+type Handler<K> = Box<dyn Fn(&Change<'_, K>) + Send + Sync>;
+
+/// One watch of a resource type shared by every controller: a cache ([`Store`]) and the change
+/// handlers the controllers registered before the informer started.
+pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    state: Arc<Mutex<Option<(Writer<K>, Vec<Handler<K>>)>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Informer {
+            store: self.store.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Debug for Informer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informer")
+            .field("kind", &K::kind(&()))
+            .field("objects", &self.store.len())
+            .finish()
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn new() -> Self {
+        let writer = Writer::<K>::default();
+        Informer {
+            store: writer.as_reader(),
+            state: Arc::new(Mutex::new(Some((writer, Vec::new())))),
+        }
+    }
+
+    /// The cache (complete once [`Store::wait_until_ready`] returns).
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// Calls `handler` for every change from now on; only before the informer starts.
+    pub fn on_change(&self, handler: impl Fn(&Change<'_, K>) + Send + Sync + 'static) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match state.as_mut() {
+            Some((_, handlers)) => handlers.push(Box::new(handler)),
+            None => tracing::error!(kind = %K::kind(&()), "handler added after the informer started"),
+        }
+    }
+
+    /// Watches all objects of the type until the returned future is dropped.
+    fn run(&self, client: Client) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let taken = self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some((mut writer, handlers)) = taken else {
+            return Box::pin(async {});
+        };
+        let store = self.store.clone();
+        Box::pin(async move {
+            let api: Api<K> = Api::all(client);
+            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            // Objects seen by the relist in progress, announced once the cache holds them all.
+            let mut relisted: Vec<K> = Vec::new();
+            while let Some(event) = stream.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => {
+                        tracing::warn!(kind = %K::kind(&()), %error, "watch failed; retrying");
+                        continue;
+                    }
+                };
+                match &event {
+                    Event::Apply(object) => {
+                        let old = store.get(&ObjectRef::from_obj(object));
+                        writer.apply_watcher_event(&event);
+                        let change = Change::Applied { old, new: object };
+                        handlers.iter().for_each(|h| h(&change));
+                    }
+                    Event::Delete(object) => {
+                        writer.apply_watcher_event(&event);
+                        handlers.iter().for_each(|h| h(&Change::Deleted(object)));
+                    }
+                    Event::Init => {
+                        relisted.clear();
+                        writer.apply_watcher_event(&event);
+                    }
+                    Event::InitApply(object) => {
+                        relisted.push(object.clone());
+                        writer.apply_watcher_event(&event);
+                    }
+                    Event::InitDone => {
+                        let before: HashMap<ObjectRef<K>, Arc<K>> = store
+                            .state()
+                            .into_iter()
+                            .map(|o| (ObjectRef::from_obj(&*o), o))
+                            .collect();
+                        writer.apply_watcher_event(&event);
+                        let mut gone = before;
+                        for object in relisted.drain(..) {
+                            let old = gone.remove(&ObjectRef::from_obj(&object));
+                            let change = Change::Applied { old, new: &object };
+                            handlers.iter().for_each(|h| h(&change));
+                        }
+                        // Deleted while the watch was down: upstream's DeletedFinalStateUnknown.
+                        for object in gone.into_values() {
+                            handlers.iter().for_each(|h| h(&Change::Deleted(&object)));
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// The informers of one controller manager, one per resource type, created on first use.
+#[derive(Default)]
+pub struct Informers {
+    by_type: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    starters: Vec<Box<dyn Fn(Client) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>>,
+}
+
+impl Debug for Informers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informers")
+            .field("types", &self.by_type.len())
+            .finish()
+    }
+}
+
+impl Informers {
+    /// The shared informer for `K`.
+    pub fn get<K>(&mut self) -> Informer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        if let Some(existing) = self
+            .by_type
+            .get(&TypeId::of::<K>())
+            .and_then(|any| any.downcast_ref::<Informer<K>>())
+        {
+            return existing.clone();
+        }
+        let informer = Informer::<K>::new();
+        self.by_type
+            .insert(TypeId::of::<K>(), Box::new(informer.clone()));
+        let starter = informer.clone();
+        self.starters
+            .push(Box::new(move |client| starter.run(client)));
+        informer
+    }
+
+    /// Starts every informer; they run until the returned handles are dropped.
+    pub fn start(&self, client: &Client) -> Vec<AbortOnDrop> {
+        self.starters
+            .iter()
+            .map(|start| AbortOnDrop(tokio::spawn(start(client.clone()))))
+            .collect()
+    }
+}
+
+/// A spawned task that stops when this handle is dropped.
+#[derive(Debug)]
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A controller's work queue: keys of objects to reconcile, deduplicated.
+#[derive(Debug)]
+pub struct Queue<K: Resource<DynamicType = ()> + 'static> {
+    tx: mpsc::UnboundedSender<ObjectRef<K>>,
+}
+
+impl<K: Resource<DynamicType = ()> + 'static> Clone for Queue<K> {
+    fn clone(&self) -> Self {
+        Queue {
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + 'static> Queue<K> {
+    /// A queue and the receiving end the runner drains.
+    pub fn new() -> (Queue<K>, QueueReceiver<K>) {
+        let (tx, rx) = mpsc::unbounded();
+        (Queue { tx }, QueueReceiver(rx))
+    }
+
+    /// Asks for `key` to be reconciled.
+    pub fn add(&self, key: ObjectRef<K>) {
+        let _ = self.tx.unbounded_send(key);
+    }
+
+    /// Asks for the object `name` in `namespace` to be reconciled.
+    pub fn add_name(&self, namespace: Option<&str>, name: &str) {
+        let key = ObjectRef::new(name);
+        self.add(match namespace {
+            Some(ns) => key.within(ns),
+            None => key,
+        });
+    }
+}
+
+/// The receiving end of a [`Queue`].
+#[derive(Debug)]
+pub struct QueueReceiver<K: Resource<DynamicType = ()> + 'static>(
+    mpsc::UnboundedReceiver<ObjectRef<K>>,
+);
+
+/// client-go's default per-item rate limiter: 5 ms doubling to 1000 s.
+pub fn backoff(failures: u32) -> Duration {
+    let base = Duration::from_millis(5);
+    let cap = Duration::from_secs(1000);
+    base.checked_mul(1u32 << failures.min(20))
+        .map_or(cap, |d| d.min(cap))
+}
+
+/// What a reconcile can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Api(#[from] kube::Error),
+    /// The object cannot be handled as it is.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// Whether the error is an optimistic-concurrency conflict (expected; retried quietly).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 409)
+    }
+}
+
+/// Whether an API error is a 404.
+pub fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code == 404)
+}
+
+struct Shared<K: Resource + 'static, Ctx> {
+    ctx: Arc<Ctx>,
+    failures: Mutex<HashMap<ObjectRef<K>, u32>>,
+    name: &'static str,
+}
+
+/// Runs a controller until the returned future is dropped: waits for `store` (and whatever
+/// else the reconciler reads, through `ready`) to be synced, then reconciles every key that
+/// comes through `queue`, `concurrency` at a time, one at a time per key. A failed reconcile is
+/// retried after a per-key exponential backoff; a successful one resets it and may ask for a
+/// delayed requeue.
+pub async fn run_controller<K, Ctx, F, Fut>(
+    name: &'static str,
+    store: Store<K>,
+    ready: impl Future<Output = ()>,
+    queue: QueueReceiver<K>,
+    concurrency: u16,
+    ctx: Arc<Ctx>,
+    reconcile: F,
+) where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Debug + Eq + Hash + Clone + Unpin,
+    Ctx: Send + Sync + 'static,
+    F: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    ready.await;
+    let _ = store.wait_until_ready().await;
+    tracing::info!(controller = name, "caches synced; starting");
+    let shared = Arc::new(Shared {
+        ctx,
+        failures: Mutex::new(HashMap::new()),
+        name,
+    });
+    let reconcile = Arc::new(reconcile);
+    let stream = applier(
+        move |object: Arc<K>, shared: Arc<Shared<K, Ctx>>| {
+            let key = ObjectRef::from_obj(&*object);
+            let fut = reconcile(object, shared.ctx.clone());
+            Box::pin(fut.map_ok(move |action| {
+                shared
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                action
+            }))
+        },
+        |object: Arc<K>, error: &Error, shared: Arc<Shared<K, Ctx>>| {
+            let key = ObjectRef::from_obj(&*object);
+            let mut failures = shared.failures.lock().unwrap_or_else(|e| e.into_inner());
+            let count = failures.entry(key.clone()).or_default();
+            let delay = backoff(*count);
+            *count += 1;
+            if error.is_conflict() {
+                tracing::debug!(controller = shared.name, object = %key, %error, "conflict; retrying");
+            } else {
+                tracing::warn!(controller = shared.name, object = %key, %error, ?delay, "reconcile failed; retrying");
+            }
+            Action::requeue(delay)
+        },
+        shared,
+        store,
+        queue.0.map(Ok::<_, Infallible>),
+        ApplierConfig::default().concurrency(concurrency),
+    );
+    futures::pin_mut!(stream);
+    while stream.next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_5ms_to_1000s() {
+        assert_eq!(backoff(0), Duration::from_millis(5));
+        assert_eq!(backoff(1), Duration::from_millis(10));
+        assert_eq!(backoff(10), Duration::from_millis(5120));
+        assert_eq!(backoff(18), Duration::from_secs(1000));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(1000));
+    }
+}
