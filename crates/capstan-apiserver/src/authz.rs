@@ -349,7 +349,7 @@ impl Authorizer {
 /// bootstrap policy grants them; and the user-facing `admin`, `edit` and `view` roles, which
 /// aggregate upstream's `system:aggregate-to-*` rules, and the scheduler's roles
 /// (`system:kube-scheduler`, `system:volume-scheduler`) bound to its user
-/// (`rbac_bootstrap.json`).
+/// (`rbac_bootstrap.json`); and `cluster-admin` for the controller manager's user.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -436,6 +436,14 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:volume-scheduler",
             "system:volume-scheduler",
             "system:kube-scheduler",
+        ),
+        // The controllers read, write and delete every kind (the garbage collector and the
+        // namespace controller reach custom resources too) under one identity; upstream
+        // splits them into a service account per controller.
+        user_binding(
+            "capstan:controller-manager",
+            "cluster-admin",
+            "system:kube-controller-manager",
         ),
     ]);
     objects

@@ -1,5 +1,87 @@
 //! Capstan's controller manager: upstream kube-controller-manager's controllers, each a
 //! level-triggered reconciler that reads the desired and the current state from shared
 //! informer caches and acts on the difference through the API (never on storage).
+//!
+//! [`runtime`] holds the informers and work queues; every other module is one controller (or
+//! helpers shared by several). [`start`] runs the enabled ones.
 
+pub mod expectations;
+pub mod pods;
+pub mod replicaset;
 pub mod runtime;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+
+use capstan_client::events::EventRecorder;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::ReplicationController;
+use kube::Client;
+
+use crate::runtime::{AbortOnDrop, Informers};
+
+/// Every controller by its upstream name, as `--disable-controllers` takes them.
+pub const CONTROLLERS: &[&str] = &["replicaset", "replicationcontroller"];
+
+/// Which controllers run.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Controllers not to run (upstream names).
+    pub disabled: BTreeSet<String>,
+}
+
+impl Config {
+    /// Checks that every disabled name is a controller's.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.disabled.iter().find(|n| !CONTROLLERS.contains(&n.as_str())) {
+            Some(unknown) => Err(format!(
+                "unknown controller {unknown:?}; known controllers: {}",
+                CONTROLLERS.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn enabled(&self, name: &str) -> bool {
+        !self.disabled.contains(name)
+    }
+}
+
+/// The running controllers; dropping it stops them and their informers.
+#[derive(Debug)]
+pub struct ControllerManager {
+    _tasks: Vec<AbortOnDrop>,
+}
+
+/// Starts the enabled controllers as `identity` (the events' reporting instance). Must be
+/// called within a Tokio runtime.
+pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManager {
+    // Each controller reports its events under its upstream component name.
+    let recorder = |component: &str| EventRecorder::start(client.clone(), component, identity);
+    let mut informers = Informers::default();
+    let mut controllers: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
+    if config.enabled("replicaset") {
+        controllers.push(Box::pin(replicaset::start::<ReplicaSet>(
+            &mut informers,
+            client.clone(),
+            recorder("replicaset-controller"),
+            5,
+        )));
+    }
+    if config.enabled("replicationcontroller") {
+        controllers.push(Box::pin(replicaset::start::<ReplicationController>(
+            &mut informers,
+            client.clone(),
+            recorder("replication-controller"),
+            5,
+        )));
+    }
+    let mut tasks = informers.start(&client);
+    tasks.extend(
+        controllers
+            .into_iter()
+            .map(|c| AbortOnDrop(tokio::spawn(c))),
+    );
+    ControllerManager { _tasks: tasks }
+}

@@ -55,11 +55,19 @@ impl<K> Change<'_, K> {
 
 type Handler<K> = Box<dyn Fn(&Change<'_, K>) + Send + Sync>;
 
+/// A boxed future that runs until dropped or done.
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// An informer's cache writer and handlers until it starts.
+type Unstarted<K> = Option<(Writer<K>, Vec<Handler<K>>)>;
+
 /// One watch of a resource type shared by every controller: a cache ([`Store`]) and the change
 /// handlers the controllers registered before the informer started.
 pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<K>,
-    state: Arc<Mutex<Option<(Writer<K>, Vec<Handler<K>>)>>>,
+    state: Arc<Mutex<Unstarted<K>>>,
+    // kube-runtime's `Store::wait_until_ready` wakes only one of several waiters.
+    synced: tokio::sync::watch::Sender<bool>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Informer<K> {
@@ -67,6 +75,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Informer<K> {
         Informer {
             store: self.store.clone(),
             state: self.state.clone(),
+            synced: self.synced.clone(),
         }
     }
 }
@@ -89,12 +98,21 @@ where
         Informer {
             store: writer.as_reader(),
             state: Arc::new(Mutex::new(Some((writer, Vec::new())))),
+            synced: tokio::sync::watch::Sender::new(false),
         }
     }
 
-    /// The cache (complete once [`Store::wait_until_ready`] returns).
+    /// The cache (complete once [`Informer::synced`] is done).
     pub fn store(&self) -> Store<K> {
         self.store.clone()
+    }
+
+    /// Done once the cache holds a complete list (upstream's `HasSynced`).
+    pub fn synced(&self) -> Task {
+        let mut rx = self.synced.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|synced| *synced).await;
+        })
     }
 
     /// Calls `handler` for every change from now on; only before the informer starts.
@@ -107,7 +125,7 @@ where
     }
 
     /// Watches all objects of the type until the returned future is dropped.
-    fn run(&self, client: Client) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    fn run(&self, client: Client) -> Task {
         let taken = self
             .state
             .lock()
@@ -117,6 +135,7 @@ where
             return Box::pin(async {});
         };
         let store = self.store.clone();
+        let synced = self.synced.clone();
         Box::pin(async move {
             let api: Api<K> = Api::all(client);
             let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
@@ -151,6 +170,7 @@ where
                         writer.apply_watcher_event(&event);
                     }
                     Event::InitDone => {
+                        tracing::debug!(kind = %K::kind(&()), objects = relisted.len(), "listed");
                         let before: HashMap<ObjectRef<K>, Arc<K>> = store
                             .state()
                             .into_iter()
@@ -167,6 +187,7 @@ where
                         for object in gone.into_values() {
                             handlers.iter().for_each(|h| h(&Change::Deleted(&object)));
                         }
+                        synced.send_replace(true);
                     }
                 }
             }
@@ -174,11 +195,16 @@ where
     }
 }
 
+/// Done once every one of `informers` is synced.
+pub async fn all_synced(informers: Vec<Task>) {
+    futures::future::join_all(informers).await;
+}
+
 /// The informers of one controller manager, one per resource type, created on first use.
 #[derive(Default)]
 pub struct Informers {
     by_type: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
-    starters: Vec<Box<dyn Fn(Client) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>>,
+    starters: Vec<Box<dyn Fn(Client) -> Task + Send + Sync>>,
 }
 
 impl Debug for Informers {
@@ -198,7 +224,7 @@ impl Informers {
         if let Some(existing) = self
             .by_type
             .get(&TypeId::of::<K>())
-            .and_then(|any| any.downcast_ref::<Informer<K>>())
+            .and_then(|any| (**any).downcast_ref::<Informer<K>>())
         {
             return existing.clone();
         }
@@ -309,8 +335,8 @@ struct Shared<K: Resource + 'static, Ctx> {
     name: &'static str,
 }
 
-/// Runs a controller until the returned future is dropped: waits for `store` (and whatever
-/// else the reconciler reads, through `ready`) to be synced, then reconciles every key that
+/// Runs a controller until the returned future is dropped: waits for `ready` (every informer
+/// the reconciler reads synced), then reconciles every key that
 /// comes through `queue`, `concurrency` at a time, one at a time per key. A failed reconcile is
 /// retried after a per-key exponential backoff; a successful one resets it and may ask for a
 /// delayed requeue.
@@ -330,7 +356,6 @@ pub async fn run_controller<K, Ctx, F, Fut>(
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
     ready.await;
-    let _ = store.wait_until_ready().await;
     tracing::info!(controller = name, "caches synced; starting");
     let shared = Arc::new(Shared {
         ctx,

@@ -97,6 +97,10 @@ struct ServerArgs {
     /// `--config`); upstream's default profile when absent.
     #[arg(long)]
     scheduler_config: Option<PathBuf>,
+    /// Controllers not to run, by their upstream names (comma-separated, repeatable), e.g.
+    /// `--disable-controllers=replicaset,deployment`.
+    #[arg(long, value_delimiter = ',')]
+    disable_controllers: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -252,34 +256,58 @@ fn leader_identity() -> String {
     format!("{host}_{suffix:016x}")
 }
 
-/// Runs the scheduler until the process stops; with `leader_elect`, only while holding the
-/// `kube-system/kube-scheduler` Lease.
+/// Runs `work` until the process stops; with `leader_elect`, only while holding the
+/// `kube-system/<lease>` Lease (`work`'s future is dropped when leadership is lost).
+async fn run_elected<F, Fut>(client: kube::Client, lease: &str, leader_elect: bool, work: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let identity = leader_identity();
+    if leader_elect {
+        let election = capstan_client::leader::LeaderElection::new(
+            client,
+            "kube-system",
+            lease,
+            &identity,
+            capstan_client::leader::Timing::default(),
+        );
+        election.run(|| work(identity.clone())).await
+    } else {
+        work(identity).await
+    }
+}
+
+/// Runs the scheduler (as kube-scheduler, under its Lease when electing).
 async fn run_scheduler(
     client: kube::Client,
     config: capstan_scheduler::Config,
     leader_elect: bool,
 ) {
-    let identity = leader_identity();
-    let work = || {
-        let (client, config, identity) = (client.clone(), config.clone(), identity.clone());
+    run_elected(client.clone(), "kube-scheduler", leader_elect, |identity| {
+        let (client, config) = (client.clone(), config.clone());
         async move {
-            // Dropping the scheduler (when leadership is lost) stops it.
             let _scheduler = capstan_scheduler::Scheduler::start(client, config, identity);
             std::future::pending::<()>().await;
         }
-    };
-    if leader_elect {
-        let election = capstan_client::leader::LeaderElection::new(
-            client.clone(),
-            "kube-system",
-            "kube-scheduler",
-            &identity,
-            capstan_client::leader::Timing::default(),
-        );
-        election.run(work).await
-    } else {
-        work().await
-    }
+    })
+    .await
+}
+
+/// Runs the controllers (as kube-controller-manager, under its Lease when electing).
+async fn run_controllers(
+    client: kube::Client,
+    config: capstan_controllers::Config,
+    leader_elect: bool,
+) {
+    run_elected(client.clone(), "kube-controller-manager", leader_elect, |identity| {
+        let (client, config) = (client.clone(), config.clone());
+        async move {
+            let _manager = capstan_controllers::start(client, &config, &identity);
+            std::future::pending::<()>().await;
+        }
+    })
+    .await
 }
 
 async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
@@ -327,6 +355,12 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     } else {
         Some(scheduler_config(args.scheduler_config.as_deref())?)
     };
+    let controllers = capstan_controllers::Config {
+        disabled: args.disable_controllers.iter().cloned().collect(),
+    };
+    controllers
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid --disable-controllers: {e}"))?;
     let endpoint = Endpoint::parse(&args.datastore_endpoint, &args.data_dir)
         .context("invalid --datastore-endpoint")?;
     std::fs::create_dir_all(&args.data_dir)
@@ -379,6 +413,13 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // So do the controllers, as user system:kube-controller-manager.
+    let kubeconfig = data_dir.join("cred").join("controller.kubeconfig");
+    apiserver
+        .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
+        .context("cannot write the controller manager's kubeconfig")?;
+    let client = client_from(Some(&kubeconfig)).await?;
+    let _controllers = tokio::spawn(run_controllers(client, controllers, leader_elect));
     shutdown.await?;
     tracing::info!("shutting down");
     Ok(())

@@ -1,0 +1,310 @@
+//! What upstream's `controller_utils` and pod helpers decide about pods, shared by the
+//! controllers that own pods: activity, readiness and availability, controller references,
+//! pods made from a template, and the order in which surplus pods are deleted.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+
+/// The controller reference among an object's owners.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_deref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+/// `namespace/name`, upstream's cache key.
+pub fn key(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// A pod that has not terminated and is not being deleted (upstream's `IsPodActive`).
+pub fn is_active(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    !matches!(phase, Some("Succeeded" | "Failed")) && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// When the pod became ready, if it is ready.
+pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
+    let condition = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_deref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    (condition.status == "True").then(|| condition.last_transition_time.as_ref().map(|t| t.0))
+}
+
+/// The pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    ready_since(pod).is_some()
+}
+
+/// Ready for at least `min_ready_seconds` at `now` (upstream's `IsPodAvailable`).
+pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+    match ready_since(pod) {
+        None => false,
+        Some(_) if min_ready_seconds <= 0 => true,
+        Some(None) => false,
+        Some(Some(since)) => {
+            since.as_second() + i64::from(min_ready_seconds) < now.as_second()
+        }
+    }
+}
+
+/// The current time.
+pub fn now() -> Timestamp {
+    Timestamp::now()
+}
+
+/// A controller reference to the owner `meta` of kind `kind` in `api_version`.
+pub fn controller_ref(api_version: &str, kind: &str, meta: &ObjectMeta) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A pod for `owner` made from `template` (upstream's `GetPodFromTemplate`): the template's
+/// labels, annotations, finalizers and spec, named after the owner's `prefix`.
+pub fn pod_from_template(
+    template: &PodTemplateSpec,
+    namespace: &str,
+    prefix: &str,
+    owner: OwnerReference,
+) -> Pod {
+    let meta = template.metadata.clone().unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{prefix}-")),
+            namespace: Some(namespace.to_owned()),
+            labels: meta.labels,
+            annotations: meta.annotations,
+            finalizers: meta.finalizers,
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
+
+/// Whether `labels` hold every label of `wanted` (upstream's fully-labeled check).
+pub fn has_labels(labels: Option<&BTreeMap<String, String>>, wanted: Option<&BTreeMap<String, String>>) -> bool {
+    let Some(wanted) = wanted else { return true };
+    wanted
+        .iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+fn phase_ordinal(pod: &Pod) -> u8 {
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Pending") => 0,
+        Some("Unknown") => 1,
+        Some("Running") => 2,
+        _ => 0,
+    }
+}
+
+fn deletion_cost(pod: &Pod) -> i32 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("controller.kubernetes.io/pod-deletion-cost"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn max_restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.restart_count)
+        .max()
+        .unwrap_or(0)
+}
+
+fn creation(pod: &Pod) -> Option<Timestamp> {
+    pod.metadata.creation_timestamp.as_ref().map(|t: &Time| t.0)
+}
+
+/// Upstream's logarithmic comparison of two times' ages at `now`: 0 when in the same power
+/// of two (of nanoseconds), negative when `a` is younger.
+fn log_rank_diff(a: Timestamp, b: Timestamp, now: Timestamp) -> i64 {
+    let rank = |t: Timestamp| {
+        let age = now.as_nanosecond() - t.as_nanosecond();
+        if age > 0 { (age as f64).log2() as i64 } else { -1 }
+    };
+    rank(a) - rank(b)
+}
+
+/// `a` first when it is more recent, or zero; `None` when equal.
+fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>, now: Timestamp, uids: (&str, &str)) -> Option<bool> {
+    if a == b {
+        return None;
+    }
+    match (a, b) {
+        (None, _) => Some(true),
+        (_, None) => Some(false),
+        (Some(a), Some(b)) => match log_rank_diff(a, b, now) {
+            0 => Some(uids.0 < uids.1),
+            d => Some(d < 0),
+        },
+    }
+}
+
+/// Whether `a` should be deleted before `b` (upstream's `ActivePodsWithRanks.Less` with
+/// PodDeletionCost and LogarithmicScaleDown, both on in 1.33); `rank` is the number of related
+/// active pods on the pod's node.
+pub fn delete_first(a: (&Pod, usize), b: (&Pod, usize), now: Timestamp) -> bool {
+    let ((a, rank_a), (b, rank_b)) = (a, b);
+    let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let (node_a, node_b) = (node(a), node(b));
+    if node_a != node_b && (node_a.is_empty() || node_b.is_empty()) {
+        return node_a.is_empty();
+    }
+    if phase_ordinal(a) != phase_ordinal(b) {
+        return phase_ordinal(a) < phase_ordinal(b);
+    }
+    if is_ready(a) != is_ready(b) {
+        return !is_ready(a);
+    }
+    if deletion_cost(a) != deletion_cost(b) {
+        return deletion_cost(a) < deletion_cost(b);
+    }
+    if rank_a != rank_b {
+        return rank_a > rank_b;
+    }
+    let uids = (
+        a.metadata.uid.as_deref().unwrap_or_default(),
+        b.metadata.uid.as_deref().unwrap_or_default(),
+    );
+    if let (Some(ready_a), Some(ready_b)) = (ready_since(a), ready_since(b))
+        && let Some(first) = after_or_zero(ready_a, ready_b, now, uids)
+    {
+        return first;
+    }
+    if max_restarts(a) != max_restarts(b) {
+        return max_restarts(a) > max_restarts(b);
+    }
+    after_or_zero(creation(a), creation(b), now, uids).unwrap_or(false)
+}
+
+/// The `count` pods of `pods` to delete first, ranked by how many of `related` (active pods of
+/// the same owner and its siblings) share their node.
+pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize, now: Timestamp) -> Vec<&'a Pod> {
+    if count >= pods.len() {
+        return pods.to_vec();
+    }
+    let mut on_node: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in related.iter().filter(|p| is_active(p)) {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        *on_node.entry(node).or_default() += 1;
+    }
+    let mut ranked: Vec<(&Pod, usize)> = pods
+        .iter()
+        .map(|p| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            (*p, on_node.get(&node).copied().unwrap_or(0))
+        })
+        .collect();
+    ranked.sort_by(|x, y| {
+        if delete_first(*x, *y, now) {
+            Ordering::Less
+        } else if delete_first(*y, *x, now) {
+            Ordering::Greater
+        } else {
+            Ordering::Equal
+        }
+    });
+    ranked.into_iter().take(count).map(|(p, _)| p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("bad pod: {e}"))
+    }
+
+    fn ready(name: &str, node: &str, since: &str) -> Pod {
+        pod(json!({"metadata": {"name": name, "uid": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                   "spec": {"nodeName": node, "containers": []},
+                   "status": {"phase": "Running", "conditions": [
+                       {"type": "Ready", "status": "True", "lastTransitionTime": since}]}}))
+    }
+
+    #[test]
+    fn activity_readiness_availability() {
+        let now: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap_or_default();
+        let p = ready("a", "n1", "2026-01-01T00:00:30Z");
+        assert!(is_active(&p) && is_ready(&p));
+        assert!(is_available(&p, 0, now));
+        assert!(is_available(&p, 29, now));
+        assert!(!is_available(&p, 30, now), "upstream needs strictly more than minReadySeconds");
+        let done = pod(json!({"metadata": {"name": "d"}, "status": {"phase": "Succeeded"}}));
+        assert!(!is_active(&done) && !is_ready(&done));
+        let deleting = pod(json!({"metadata": {"name": "x", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
+        assert!(!is_active(&deleting));
+    }
+
+    #[test]
+    fn surplus_pods_are_chosen_as_upstream() {
+        let now: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap_or_default();
+        let unscheduled = pod(json!({"metadata": {"name": "unscheduled", "uid": "u1"},
+                                      "spec": {"containers": []}, "status": {"phase": "Pending"}}));
+        let pending = pod(json!({"metadata": {"name": "pending", "uid": "u2"},
+                                  "spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Pending"}}));
+        let not_ready = pod(json!({"metadata": {"name": "not-ready", "uid": "u3"},
+                                    "spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Running"}}));
+        let old = ready("old", "n2", "2026-01-01T00:00:00Z");
+        let young = ready("young", "n3", "2026-01-01T23:59:00Z");
+        let mut cheap = ready("cheap", "n4", "2026-01-01T00:00:00Z");
+        cheap.metadata.annotations = Some(
+            [("controller.kubernetes.io/pod-deletion-cost".to_owned(), "-5".to_owned())].into(),
+        );
+        let all = [&old, &young, &cheap, &not_ready, &pending, &unscheduled];
+        let names = |count| {
+            pods_to_delete(&all, &all, count, now)
+                .iter()
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(6).len(), 6);
+        assert_eq!(names(5), ["unscheduled", "pending", "not-ready", "cheap", "young"]);
+
+        // Doubled-up pods go first; among equals the one ready for less time.
+        let a = ready("a", "n1", "2026-01-01T00:00:00Z");
+        let b = ready("b", "n1", "2026-01-01T00:00:00Z");
+        let c = ready("c", "n2", "2026-01-01T00:00:00Z");
+        let chosen = pods_to_delete(&[&c, &a, &b], &[&a, &b, &c], 1, now);
+        let name = chosen[0].metadata.name.as_deref();
+        assert!(matches!(name, Some("a" | "b")), "a pod on the doubled-up node: {name:?}");
+    }
+
+    #[test]
+    fn fully_labeled() {
+        let labels: BTreeMap<String, String> = [("a".into(), "1".into()), ("b".into(), "2".into())].into();
+        let wanted: BTreeMap<String, String> = [("a".into(), "1".into())].into();
+        assert!(has_labels(Some(&labels), Some(&wanted)));
+        assert!(!has_labels(Some(&wanted), Some(&labels)));
+        assert!(has_labels(None, None));
+    }
+}
