@@ -6,9 +6,11 @@
 //! helpers shared by several). [`start`] runs the enabled ones.
 
 pub mod expectations;
+pub mod namespace;
 pub mod pods;
 pub mod replicaset;
 pub mod runtime;
+pub mod serviceaccount;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -22,7 +24,12 @@ use kube::Client;
 use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
-pub const CONTROLLERS: &[&str] = &["replicaset", "replicationcontroller"];
+pub const CONTROLLERS: &[&str] = &[
+    "namespace",
+    "replicaset",
+    "replicationcontroller",
+    "serviceaccount",
+];
 
 /// Which controllers run.
 #[derive(Debug, Clone, Default)]
@@ -76,6 +83,12 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             recorder("replication-controller"),
             5,
         )));
+    }
+    if config.enabled("namespace") {
+        controllers.push(Box::pin(namespace::start(&mut informers, client.clone(), 5)));
+    }
+    if config.enabled("serviceaccount") {
+        controllers.push(Box::pin(serviceaccount::start(&mut informers, client.clone(), 5)));
     }
     let mut tasks = informers.start(&client);
     tasks.extend(

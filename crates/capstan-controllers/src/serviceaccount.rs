@@ -1,0 +1,92 @@
+//! The service account controller (upstream's `serviceaccounts-controller`): every active
+//! namespace has a `default` ServiceAccount; one deleted is made again.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::Client;
+
+use crate::runtime::{self, Change, Error, Informers, Queue};
+
+/// The service accounts every namespace gets.
+const NAMES: [&str; 1] = ["default"];
+
+/// The controller's shared state.
+pub struct Context {
+    client: Client,
+    accounts: Store<ServiceAccount>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+/// Registers the informer handlers and returns the controller's run future.
+pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> impl Future<Output = ()> + Send + 'static {
+    let namespaces = informers.get::<Namespace>();
+    let accounts = informers.get::<ServiceAccount>();
+    let (queue, rx) = Queue::<Namespace>::new();
+    {
+        let queue = queue.clone();
+        namespaces.on_change(move |change| {
+            if let Change::Applied { .. } = change {
+                queue.add(ObjectRef::from_obj(change.object()));
+            }
+        });
+    }
+    accounts.on_change(move |change| {
+        let account = change.object();
+        if let (Change::Deleted(_), Some(namespace)) = (change, account.metadata.namespace.as_deref())
+            && NAMES.contains(&account.metadata.name.as_deref().unwrap_or_default())
+        {
+            queue.add_name(None, namespace);
+        }
+    });
+    runtime::run_controller(
+        "serviceaccount",
+        namespaces.store(),
+        runtime::all_synced(vec![namespaces.synced(), accounts.synced()]),
+        rx,
+        concurrency,
+        Arc::new(Context { client, accounts: accounts.store() }),
+        reconcile,
+    )
+}
+
+/// Creates the missing service accounts of an active namespace.
+pub async fn reconcile(namespace: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let active = namespace.metadata.deletion_timestamp.is_none()
+        && namespace.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
+    if !active {
+        return Ok(Action::await_change());
+    }
+    let name = namespace.metadata.name.clone().unwrap_or_default();
+    let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &name);
+    for account in NAMES {
+        if ctx.accounts.get(&ObjectRef::new(account).within(&name)).is_some() {
+            continue;
+        }
+        let object = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(account.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ServiceAccount::default()
+        };
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            // Already there, or the namespace began terminating meanwhile.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 => {}
+            Err(error) if runtime::is_not_found(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(Action::await_change())
+}
