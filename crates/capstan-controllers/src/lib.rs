@@ -6,6 +6,7 @@
 //! helpers shared by several). [`start`] runs the enabled ones.
 
 pub mod expectations;
+pub mod gc;
 pub mod namespace;
 pub mod pods;
 pub mod replicaset;
@@ -25,6 +26,7 @@ use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
+    "garbagecollector",
     "namespace",
     "replicaset",
     "replicationcontroller",
@@ -83,6 +85,9 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             recorder("replication-controller"),
             5,
         )));
+    }
+    if config.enabled("garbagecollector") {
+        controllers.push(Box::pin(gc::run(client.clone())));
     }
     if config.enabled("namespace") {
         controllers.push(Box::pin(namespace::start(&mut informers, client.clone(), 5)));
