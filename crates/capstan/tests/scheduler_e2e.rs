@@ -13,46 +13,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Datastore, Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
-
-/// A `capstan sim` process, killed when dropped.
-struct Sim(Child);
-
-impl Sim {
-    fn start(kubeconfig: &Path, args: &[&str]) -> Sim {
-        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .arg("sim")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start capstan sim");
-        Sim(child)
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 const KUBECTL: &str = "default";
-
-/// Polls `probe` until it returns `Some`, for up to 30 s.
-fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 fn jsonpath(kc: &Path, ns: &str, object: &str, path: &str) -> String {
     let out = kubectl_any(

@@ -541,6 +541,7 @@ impl Registry {
         set_meta(object, "deletionTimestamp", None);
         set_meta(object, "deletionGracePeriodSeconds", None);
         set_meta(object, "resourceVersion", None);
+        object::drop_empty_meta(object);
         if !self.strategy.tracks_generation() {
             set_meta(object, "generation", None);
         }
@@ -860,6 +861,7 @@ impl Registry {
             "resourceVersion",
             old["metadata"].get("resourceVersion").cloned(),
         );
+        object::drop_empty_meta(new);
         if self.strategy.status_policy() == strategy::StatusPolicy::Subresource {
             if main_endpoint {
                 match old.get("status") {

@@ -22,6 +22,24 @@ pub(crate) fn set_meta(object: &mut Value, field: &str, value: Option<Value>) {
     }
 }
 
+/// Drops empty metadata lists and maps, as Go's `omitempty` does when upstream writes an
+/// object (a client sending `ownerReferences: []` reads back no `ownerReferences`).
+pub(crate) fn drop_empty_meta(object: &mut Value) {
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        for field in ["labels", "annotations", "ownerReferences", "finalizers"] {
+            let empty = match meta.get(field) {
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Object(o)) => o.is_empty(),
+                Some(Value::Null) => true,
+                _ => false,
+            };
+            if empty {
+                meta.remove(field);
+            }
+        }
+    }
+}
+
 /// The object's labels.
 pub(crate) fn labels(object: &Value) -> std::collections::BTreeMap<String, String> {
     object["metadata"]["labels"]

@@ -205,3 +205,41 @@ impl Datastore {
         }
     }
 }
+
+/// A `capstan sim` process, killed when dropped.
+pub struct Sim(Child);
+
+impl Sim {
+    pub fn start(kubeconfig: &Path, args: &[&str]) -> Sim {
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .arg("sim")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start capstan sim");
+        Sim(child)
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `probe` until it returns `Some`, for up to 30 s.
+pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+

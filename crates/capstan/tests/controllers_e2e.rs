@@ -1,0 +1,221 @@
+//! End to end: the controllers inside `capstan server`, with simulated nodes (`capstan sim`),
+//! driven by stock kubectl. ReplicaSets and ReplicationControllers scale up and down, adopt
+//! matching orphans and release pods that stop matching; cascading deletion works in all three
+//! modes; a deleted namespace takes everything in it, of every kind; every
+//! namespace gets its `default` ServiceAccount; on etcd the controllers take their Lease.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+
+const KUBECTL: &str = "default";
+
+fn apply(kc: &Path, manifest: &str) {
+    let out = kubectl_stdin(KUBECTL, kc, &["apply", "-f", "-"], manifest);
+    assert!(out.status.success(), "apply failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn get(kc: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&kubectl_any(KUBECTL, kc, args).stdout).into_owned()
+}
+
+/// The pods labelled `app=<app>` that are not being deleted, with their first owner's name.
+fn pods_of(kc: &Path, ns: &str, app: &str) -> Vec<(String, String)> {
+    let out = get(
+        kc,
+        &[
+            "-n", ns, "get", "pods", "-l", &format!("app={app}"), "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].name} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+        ],
+    );
+    out.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let (name, owner, deleting) = (fields.next()?, fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+            deleting.is_empty().then(|| (name.to_owned(), owner.to_owned()))
+        })
+        .collect()
+}
+
+/// Waits until `count` pods labelled `app=<app>` exist, all owned by `owner` (or by none
+/// when `owner` is empty).
+fn wait_pods(kc: &Path, ns: &str, app: &str, owner: &str, count: usize) -> Vec<String> {
+    eventually(&format!("{count} pods of {app} owned by {owner:?}"), || {
+        let pods = pods_of(kc, ns, app);
+        (pods.len() == count && pods.iter().all(|(_, o)| o == owner))
+            .then(|| pods.into_iter().map(|(n, _)| n).collect())
+    })
+}
+
+fn replica_set(ns: &str, name: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: busybox}}]}}\n"
+    )
+}
+
+fn scaling(kc: &Path) {
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "scale"]);
+    apply(kc, &replica_set("scale", "web", 3));
+    wait_pods(kc, "scale", "web", "web", 3);
+    eventually("readyReplicas 3", || {
+        (get(kc, &["-n", "scale", "get", "rs", "web", "-o", "jsonpath={.status.readyReplicas}"]) == "3").then_some(())
+    });
+    let events = get(kc, &["-n", "scale", "get", "events", "--field-selector", "reason=SuccessfulCreate", "-o", "name"]);
+    assert_eq!(events.lines().count(), 3, "one SuccessfulCreate event per pod: {events}");
+
+    kubectl_ok(KUBECTL, kc, &["-n", "scale", "scale", "rs", "web", "--replicas=5"]);
+    wait_pods(kc, "scale", "web", "web", 5);
+    kubectl_ok(KUBECTL, kc, &["-n", "scale", "scale", "rs", "web", "--replicas=2"]);
+    wait_pods(kc, "scale", "web", "web", 2);
+    eventually("a SuccessfulDelete event", || {
+        get(kc, &["-n", "scale", "get", "events", "--field-selector", "reason=SuccessfulDelete", "-o", "name"])
+            .contains("event")
+            .then_some(())
+    });
+    let status = eventually("status of 2", || {
+        let s = get(kc, &["-n", "scale", "get", "rs", "web", "-o",
+            "jsonpath={.status.replicas}/{.status.readyReplicas}/{.status.availableReplicas}/{.status.fullyLabeledReplicas}"]);
+        (s == "2/2/2/2").then_some(s)
+    });
+    assert_eq!(status, "2/2/2/2");
+
+    // A pod that stops matching is released and replaced.
+    let pods = wait_pods(kc, "scale", "web", "web", 2);
+    kubectl_ok(KUBECTL, kc, &["-n", "scale", "label", "pod", &pods[0], "app=stray", "--overwrite"]);
+    wait_pods(kc, "scale", "web", "web", 2);
+    eventually("the released pod without owner", || {
+        get(kc, &["-n", "scale", "get", "pod", &pods[0], "-o", "jsonpath={.metadata.ownerReferences[?(@.controller==true)].name}"])
+            .is_empty()
+            .then_some(())
+    });
+    // An orphan that matches is adopted; the surplus is deleted.
+    kubectl_ok(KUBECTL, kc, &["-n", "scale", "label", "pod", &pods[0], "app=web", "--overwrite"]);
+    wait_pods(kc, "scale", "web", "web", 2);
+
+    // A ReplicationController, scaled with kubectl.
+    apply(
+        kc,
+        "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: legacy, namespace: scale}\nspec:\n  replicas: 2\n  selector: {app: legacy}\n  template:\n    metadata: {labels: {app: legacy}}\n    spec: {containers: [{name: c, image: busybox}]}\n",
+    );
+    wait_pods(kc, "scale", "legacy", "legacy", 2);
+    kubectl_ok(KUBECTL, kc, &["-n", "scale", "scale", "rc", "legacy", "--replicas=1"]);
+    wait_pods(kc, "scale", "legacy", "legacy", 1);
+    let table = kubectl_ok(KUBECTL, kc, &["-n", "scale", "get", "rc", "legacy"]);
+    assert!(table.lines().nth(1).is_some_and(|l| l.split_whitespace().take(4).collect::<Vec<_>>() == ["legacy", "1", "1", "1"]), "{table}");
+}
+
+fn cascading(kc: &Path) {
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "cascade"]);
+    // Orphan: the pods stay, without their owner.
+    apply(kc, &replica_set("cascade", "a", 2));
+    wait_pods(kc, "cascade", "a", "a", 2);
+    kubectl_ok(KUBECTL, kc, &["-n", "cascade", "delete", "rs", "a", "--cascade=orphan"]);
+    let orphans = wait_pods(kc, "cascade", "a", "", 2);
+    // A new owner adopts them instead of creating more.
+    apply(kc, &replica_set("cascade", "a", 2));
+    let adopted = wait_pods(kc, "cascade", "a", "a", 2);
+    assert_eq!(orphans.len(), adopted.len());
+    assert!(orphans.iter().all(|p| adopted.contains(p)), "{orphans:?} adopted as {adopted:?}");
+
+    // Foreground: kubectl returns once the owner is gone, and the pods went first.
+    kubectl_ok(KUBECTL, kc, &["-n", "cascade", "delete", "rs", "a", "--cascade=foreground"]);
+    assert!(pods_of(kc, "cascade", "a").is_empty(), "dependents deleted before the owner");
+
+    // Background (kubectl's default): the pods follow the owner.
+    apply(kc, &replica_set("cascade", "b", 2));
+    wait_pods(kc, "cascade", "b", "b", 2);
+    kubectl_ok(KUBECTL, kc, &["-n", "cascade", "delete", "rs", "b"]);
+    wait_pods(kc, "cascade", "b", "", 0);
+
+    // A dangling owner reference (owner gone before the dependent was created) is collected.
+    apply(
+        kc,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dangling\n  namespace: cascade\n  ownerReferences:\n  - {apiVersion: v1, kind: ConfigMap, name: ghost, uid: 00000000-0000-0000-0000-000000000001}\n",
+    );
+    eventually("the dangling dependent collected", || {
+        let out = kubectl_any(KUBECTL, kc, &["-n", "cascade", "get", "configmap", "dangling"]);
+        (!out.status.success()).then_some(())
+    });
+}
+
+fn namespaces(kc: &Path) {
+    // Every namespace gets its default ServiceAccount.
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "doomed"]);
+    eventually("the default ServiceAccount", || {
+        kubectl_any(KUBECTL, kc, &["-n", "doomed", "get", "serviceaccount", "default"])
+            .status
+            .success()
+            .then_some(())
+    });
+    // Content of several kinds in several groups.
+    apply(
+        kc,
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: l, namespace: doomed}\nspec: {holderIdentity: me}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: r, namespace: doomed}\nrules: []\n",
+    );
+    kubectl_ok(KUBECTL, kc, &["-n", "doomed", "create", "configmap", "c", "--from-literal=k=v"]);
+    apply(kc, &replica_set("doomed", "web", 2));
+    wait_pods(kc, "doomed", "web", "web", 2);
+
+    kubectl_ok(KUBECTL, kc, &["delete", "namespace", "doomed", "--timeout=60s"]);
+    let out = kubectl_any(KUBECTL, kc, &["get", "namespace", "doomed"]);
+    assert!(!out.status.success(), "the namespace is gone once kubectl returns");
+    // Recreated, it is empty.
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "doomed"]);
+    assert_eq!(get(kc, &["-n", "doomed", "get", "leases,roles,configmaps,replicasets,pods", "-o", "name"]).trim(), "");
+}
+
+#[test]
+fn controllers_manage_replicas_cascades_and_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let _sim = Sim::start(&kc, &["--nodes", "3", "--lease-interval", "2s"]);
+    eventually("three nodes", || {
+        (get(&kc, &["get", "nodes", "-o", "name"]).lines().count() == 3).then_some(())
+    });
+    scaling(&kc);
+    cascading(&kc);
+    namespaces(&kc);
+    server.stop();
+}
+
+#[test]
+fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
+    let etcd = Datastore::start("etcd");
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags: Vec<String> = etcd.flags();
+    flags.push("--disable-controllers=replicaset,serviceaccount".into());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start_with(dir.path(), free_port(), &flags);
+    let kc = server.kubeconfig();
+    let holder = eventually("the controller manager's Lease", || {
+        let holder = get(&kc, &["-n", "kube-system", "get", "lease", "kube-controller-manager", "-o", "jsonpath={.spec.holderIdentity}"]);
+        (!holder.is_empty()).then_some(holder)
+    });
+    assert!(!holder.is_empty());
+    // The replication controller runs; the ReplicaSet controller does not.
+    apply(&kc, &replica_set("default", "idle", 1));
+    apply(
+        &kc,
+        "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: busy}\nspec:\n  replicas: 1\n  selector: {app: busy}\n  template:\n    metadata: {labels: {app: busy}}\n    spec: {containers: [{name: c, image: busybox}]}\n",
+    );
+    wait_pods(&kc, "default", "busy", "busy", 1);
+    assert!(pods_of(&kc, "default", "idle").is_empty());
+    kubectl_ok(KUBECTL, &kc, &["create", "namespace", "quiet"]);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(!kubectl_any(KUBECTL, &kc, &["-n", "quiet", "get", "serviceaccount", "default"]).status.success());
+    server.stop();
+
+    // An unknown controller name is refused at start.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["server", "--disable-controllers=replicaset,nonesuch", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller \"nonesuch\""));
+}
