@@ -273,31 +273,27 @@ fn enqueue(queue: &Queue<Deployment>, d: &Deployment) {
     queue.add(ObjectRef::from_obj(d));
 }
 
-/// Upstream's replica set handlers: a controlled replica set wakes its deployment; an orphan
-/// wakes every deployment that may adopt it.
-fn on_replica_set(
-    queue: &Queue<Deployment>,
+/// Upstream's replica set handlers: the deployments to wake for a replica set change. A
+/// controlled replica set wakes its deployment (and the previous controller when that
+/// changed); an orphan wakes every deployment that may adopt it.
+fn deployments_for_rs_change(
     deployments: &Store<Deployment>,
     change: &Change<'_, ReplicaSet>,
-) {
+) -> Vec<Arc<Deployment>> {
+    let resolve = |rs: &ReplicaSet| {
+        util::controller_of(&rs.metadata)
+            .and_then(|r| resolve_controller_ref(deployments, rs.metadata.namespace.as_deref(), r))
+    };
     match change {
         Change::Applied { old: None, new } => {
             let rs = *new;
             if rs.metadata.deletion_timestamp.is_some() {
-                on_replica_set(queue, deployments, &Change::Deleted(rs));
-                return;
+                return deployments_for_rs_change(deployments, &Change::Deleted(rs));
             }
-            if let Some(owner) = util::controller_of(&rs.metadata) {
-                if let Some(d) =
-                    resolve_controller_ref(deployments, rs.metadata.namespace.as_deref(), owner)
-                {
-                    enqueue(queue, &d);
-                }
-                return;
+            if util::controller_of(&rs.metadata).is_some() {
+                return resolve(rs).into_iter().collect();
             }
-            for d in deployments_for_replica_set(deployments, rs) {
-                enqueue(queue, &d);
-            }
+            deployments_for_replica_set(deployments, rs)
         }
         Change::Applied {
             old: Some(old),
@@ -305,75 +301,50 @@ fn on_replica_set(
         } => {
             let (old, cur) = (&**old, *new);
             if old.metadata.resource_version == cur.metadata.resource_version {
-                return;
+                return Vec::new();
             }
-            let cur_ref = util::controller_of(&cur.metadata);
-            let old_ref = util::controller_of(&old.metadata);
-            let ref_changed = cur_ref != old_ref;
-            if ref_changed
-                && let Some(d) = old_ref.and_then(|r| {
-                    resolve_controller_ref(deployments, old.metadata.namespace.as_deref(), r)
-                })
-            {
-                enqueue(queue, &d);
+            let mut wake = Vec::new();
+            let ref_changed =
+                util::controller_of(&cur.metadata) != util::controller_of(&old.metadata);
+            if ref_changed {
+                wake.extend(resolve(old));
             }
-            if let Some(owner) = cur_ref {
-                if let Some(d) =
-                    resolve_controller_ref(deployments, cur.metadata.namespace.as_deref(), owner)
-                {
-                    enqueue(queue, &d);
-                }
-                return;
+            if util::controller_of(&cur.metadata).is_some() {
+                wake.extend(resolve(cur));
+                return wake;
             }
             if ref_changed || old.metadata.labels != cur.metadata.labels {
-                for d in deployments_for_replica_set(deployments, cur) {
-                    enqueue(queue, &d);
-                }
+                wake.extend(deployments_for_replica_set(deployments, cur));
             }
+            wake
         }
-        Change::Deleted(rs) => {
-            if let Some(d) = util::controller_of(&rs.metadata).and_then(|r| {
-                resolve_controller_ref(deployments, rs.metadata.namespace.as_deref(), r)
-            }) {
-                enqueue(queue, &d);
-            }
-        }
+        Change::Deleted(rs) => resolve(rs).into_iter().collect(),
     }
 }
 
 /// Upstream's pod deletion handler: a `Recreate` deployment waits for its old pods to be gone,
-/// so it is woken when it has none left.
-fn on_pod_deleted(
-    queue: &Queue<Deployment>,
+/// so it is woken when it has none left. `pods` no longer holds the deleted pod.
+fn deployment_for_pod_deletion(
     deployments: &Store<Deployment>,
     replica_sets: &Store<ReplicaSet>,
     pods: &Store<Pod>,
     pod: &Pod,
-) {
-    let Some(owner) = util::controller_of(&pod.metadata) else {
-        return;
-    };
+) -> Option<Arc<Deployment>> {
+    let owner = util::controller_of(&pod.metadata)?;
     if owner.kind != "ReplicaSet" {
-        return;
+        return None;
     }
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let Some(rs) = replica_sets.get(&ObjectRef::new(&owner.name).within(namespace)) else {
-        return;
-    };
+    let rs = replica_sets.get(&ObjectRef::new(&owner.name).within(namespace))?;
     if rs.metadata.uid.as_deref() != Some(owner.uid.as_str()) {
-        return;
+        return None;
     }
-    let Some(d) = util::controller_of(&rs.metadata)
-        .and_then(|r| resolve_controller_ref(deployments, rs.metadata.namespace.as_deref(), r))
-    else {
-        return;
-    };
+    let d = util::controller_of(&rs.metadata)
+        .and_then(|r| resolve_controller_ref(deployments, rs.metadata.namespace.as_deref(), r))?;
     if util::strategy_type(&d) != util::RECREATE {
-        return;
+        return None;
     }
-    let Ok(selector) = selector_of(&d) else {
-        return;
-    };
+    let selector = selector_of(&d).ok()?;
     // The deployment's replica sets: selected by it and controlled by it.
     let owned: Vec<String> = replica_sets
         .state()
@@ -390,9 +361,7 @@ fn on_pod_deleted(
         .filter(|p| selector.matches(&labels(&p.metadata)))
         .filter(|p| util::controller_of(&p.metadata).is_some_and(|r| owned.contains(&r.uid)))
         .count();
-    if remaining == 0 {
-        enqueue(queue, &d);
-    }
+    (remaining == 0).then_some(d)
 }
 
 /// Registers the informer handlers and returns the controller's run future.
@@ -414,15 +383,21 @@ pub fn start(
     {
         let queue = queue.clone();
         let store = deployments.store();
-        replica_sets.on_change(move |change| on_replica_set(&queue, &store, change));
+        replica_sets.on_change(move |change| {
+            for d in deployments_for_rs_change(&store, change) {
+                enqueue(&queue, &d);
+            }
+        });
     }
     {
         let queue = queue.clone();
         let (d_store, rs_store, pod_store) =
             (deployments.store(), replica_sets.store(), pods.store());
         pods.on_change(move |change| {
-            if let Change::Deleted(pod) = change {
-                on_pod_deleted(&queue, &d_store, &rs_store, &pod_store, pod);
+            if let Change::Deleted(pod) = change
+                && let Some(d) = deployment_for_pod_deletion(&d_store, &rs_store, &pod_store, pod)
+            {
+                enqueue(&queue, &d);
             }
         });
     }

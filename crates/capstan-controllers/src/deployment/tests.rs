@@ -1134,3 +1134,168 @@ fn a_deleted_deployment_only_syncs_status() {
         .unwrap_or_default();
     assert_eq!((status.replicas, status.updated_replicas), (Some(3), None));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Informer handlers.
+
+fn store_of<K>(objects: &[K]) -> kube::runtime::reflector::Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer = kube::runtime::reflector::store::Writer::<K>::default();
+    for object in objects {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(object.clone()));
+    }
+    writer.as_reader()
+}
+
+fn names(ds: &[Arc<Deployment>]) -> Vec<String> {
+    ds.iter().filter_map(|d| d.metadata.name.clone()).collect()
+}
+
+#[test]
+fn replica_set_changes_wake_their_deployments() {
+    use super::deployments_for_rs_change;
+    use crate::runtime::Change;
+    let foo = deployment(1, "a");
+    let mut bar = deployment(1, "a");
+    bar.metadata.name = Some("bar".into());
+    bar.metadata.uid = Some("bar-uid".into());
+    let deployments = store_of(&[foo.clone(), bar.clone()]);
+    let owned = rs(&foo, "a", 1, 1, 1, 1);
+    let mut orphan = owned.clone();
+    orphan.metadata.owner_references = None;
+    let mut stranger = owned.clone();
+    stranger
+        .metadata
+        .owner_references
+        .iter_mut()
+        .flatten()
+        .for_each(|r| r.uid = "gone".into());
+
+    #[track_caller]
+    fn check(
+        deployments: &kube::runtime::reflector::Store<Deployment>,
+        change: Change<'_, ReplicaSet>,
+        expected: &[&str],
+    ) {
+        let mut got = names(&deployments_for_rs_change(deployments, &change));
+        got.sort();
+        assert_eq!(got, expected);
+    }
+    check(
+        &deployments,
+        Change::Applied {
+            old: None,
+            new: &owned,
+        },
+        &["foo"],
+    );
+    // An orphan wakes every deployment selecting it.
+    check(
+        &deployments,
+        Change::Applied {
+            old: None,
+            new: &orphan,
+        },
+        &["bar", "foo"],
+    );
+    check(
+        &deployments,
+        Change::Applied {
+            old: None,
+            new: &stranger,
+        },
+        &[],
+    );
+    check(&deployments, Change::Deleted(&owned), &["foo"]);
+    check(&deployments, Change::Deleted(&orphan), &[]);
+    // A relist's unchanged copy: nothing.
+    check(
+        &deployments,
+        Change::Applied {
+            old: Some(Arc::new(owned.clone())),
+            new: &owned,
+        },
+        &[],
+    );
+    let mut newer = owned.clone();
+    newer.metadata.resource_version = Some("2".into());
+    check(
+        &deployments,
+        Change::Applied {
+            old: Some(Arc::new(owned.clone())),
+            new: &newer,
+        },
+        &["foo"],
+    );
+    // Moved from foo to bar: both.
+    let mut moved = newer.clone();
+    moved
+        .metadata
+        .owner_references
+        .iter_mut()
+        .flatten()
+        .for_each(|r| {
+            r.uid = "bar-uid".into();
+            r.name = "bar".into();
+        });
+    check(
+        &deployments,
+        Change::Applied {
+            old: Some(Arc::new(owned.clone())),
+            new: &moved,
+        },
+        &["bar", "foo"],
+    );
+    // Released and relabelled: the old owner and nobody else.
+    let mut released = newer.clone();
+    released.metadata.owner_references = None;
+    released.metadata.labels = Some([("app".to_owned(), "other".to_owned())].into());
+    check(
+        &deployments,
+        Change::Applied {
+            old: Some(Arc::new(owned.clone())),
+            new: &released,
+        },
+        &["foo"],
+    );
+    // Being deleted when first seen: as a deletion.
+    let mut deleting = owned.clone();
+    deleting.metadata.deletion_timestamp = Some(Time(at(1)));
+    check(
+        &deployments,
+        Change::Applied {
+            old: None,
+            new: &deleting,
+        },
+        &["foo"],
+    );
+}
+
+#[test]
+fn the_last_pod_gone_wakes_a_recreate_deployment() {
+    use super::deployment_for_pod_deletion;
+    let d = recreate(deployment(1, "b"));
+    let old = rs(&d, "a", 0, 0, 1, 1);
+    let gone = pod(&old, "p1", "Running");
+    let other = pod(&old, "p2", "Running");
+    let deployments = store_of(std::slice::from_ref(&d));
+    let replica_sets = store_of(std::slice::from_ref(&old));
+    let wake = |pods: &[Arc<Pod>]| {
+        let pods: Vec<Pod> = pods.iter().map(|p| (**p).clone()).collect();
+        names(
+            &deployment_for_pod_deletion(&deployments, &replica_sets, &store_of(&pods), &gone)
+                .into_iter()
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(wake(std::slice::from_ref(&other)), Vec::<String>::new());
+    assert_eq!(wake(&[]), ["foo"]);
+    // Rolling deployments do not wait for pods.
+    let rolling = deployment(1, "b");
+    let deployments = store_of(std::slice::from_ref(&rolling));
+    let found =
+        deployment_for_pod_deletion(&deployments, &replica_sets, &store_of::<Pod>(&[]), &gone);
+    assert!(found.is_none());
+}
