@@ -1,3 +1,6 @@
+//! Table tests of the pure helpers: fenceposts, hashing, template equality, sizes,
+//! proportions, revisions, annotations, conditions and the status calculation.
+
 use super::*;
 use crate::deployment::fixtures::*;
 
