@@ -5,6 +5,7 @@
 //! [`runtime`] holds the informers and work queues; every other module is one controller (or
 //! helpers shared by several). [`start`] runs the enabled ones.
 
+pub mod deployment;
 pub mod expectations;
 pub mod gc;
 pub mod namespace;
@@ -26,6 +27,7 @@ use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
+    "deployment",
     "garbagecollector",
     "namespace",
     "replicaset",
@@ -83,6 +85,14 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             &mut informers,
             client.clone(),
             recorder("replication-controller"),
+            5,
+        )));
+    }
+    if config.enabled("deployment") {
+        controllers.push(Box::pin(deployment::start(
+            &mut informers,
+            client.clone(),
+            recorder("deployment-controller"),
             5,
         )));
     }
