@@ -219,3 +219,131 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller \"nonesuch\""));
 }
+
+/// Watches the pods labelled `app=<app>` and records, from the first complete list on, the
+/// most pods alive (not being deleted) at once and the fewest of them ready.
+#[derive(Debug, Default)]
+struct Observed {
+    most_alive: usize,
+    fewest_ready: Option<usize>,
+}
+
+fn observe_pods(kubeconfig: &Path, app: &str) -> (std::sync::Arc<std::sync::Mutex<Observed>>, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::watcher;
+    let observed = std::sync::Arc::new(std::sync::Mutex::new(Observed::default()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (kubeconfig, app) = (kubeconfig.to_owned(), app.to_owned());
+    let (out, done) = (observed.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let pods: kube::Api<Pod> = kube::Api::namespaced(common::kube_client(&kubeconfig).await, "default");
+            let config = watcher::Config::default().labels(&format!("app={app}"));
+            let stream = watcher::watcher(pods, config);
+            futures::pin_mut!(stream);
+            let mut alive: std::collections::BTreeMap<String, bool> = Default::default();
+            let mut listed = false;
+            while let Some(event) = stream.next().await {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let (pod, gone) = match event {
+                    Ok(watcher::Event::InitDone) => {
+                        listed = true;
+                        continue;
+                    }
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => (pod, false),
+                    Ok(watcher::Event::Delete(pod)) => (pod, true),
+                    _ => continue,
+                };
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if gone || pod.metadata.deletion_timestamp.is_some() {
+                    alive.remove(&name);
+                } else {
+                    let ready = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+                        c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                    alive.insert(name, ready);
+                }
+                if !listed {
+                    continue;
+                }
+                let mut seen = out.lock().unwrap();
+                seen.most_alive = seen.most_alive.max(alive.len());
+                let ready = alive.values().filter(|r| **r).count();
+                seen.fewest_ready = Some(seen.fewest_ready.map_or(ready, |f| f.min(ready)));
+            }
+        });
+    });
+    (observed, stop)
+}
+
+fn rollout_status(kc: &Path) -> String {
+    kubectl_ok(KUBECTL, kc, &["rollout", "status", "deployment/web", "--timeout=60s"])
+}
+
+#[test]
+fn deployments_roll_out_within_surge_and_unavailability() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let _sim = Sim::start(&kc, &["--nodes", "3", "--lease-interval", "2s"]);
+    kubectl_ok(KUBECTL, &kc, &["create", "deployment", "web", "--image=busybox:1", "--replicas=6"]);
+    kubectl_ok(
+        KUBECTL,
+        &kc,
+        &["patch", "deployment", "web", "-p", r#"{"spec":{"strategy":{"rollingUpdate":{"maxSurge":2,"maxUnavailable":1}}}}"#],
+    );
+    assert!(rollout_status(&kc).contains("deployment \"web\" successfully rolled out"));
+    let ready = get(&kc, &["get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}/{.status.updatedReplicas}/{.status.availableReplicas}"]);
+    assert_eq!(ready, "6/6/6");
+
+    // A rolling update, watched pod by pod: never more than 6 + 2 pods, never fewer than
+    // 6 - 1 ready.
+    let (observed, stop) = observe_pods(&kc, "web");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kubectl_ok(KUBECTL, &kc, &["set", "image", "deployment/web", "busybox=busybox:2"]);
+    let status = rollout_status(&kc);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = observed.lock().unwrap();
+    assert!(seen.most_alive <= 8, "at most replicas + maxSurge pods: {seen:?}");
+    assert!(seen.most_alive > 6, "the rollout surged: {seen:?}");
+    assert!(seen.fewest_ready.is_some_and(|r| r >= 5), "at least replicas - maxUnavailable ready: {seen:?}");
+    drop(seen);
+    let replica_sets = get(&kc, &["get", "rs", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.spec.replicas} {.metadata.annotations.deployment\\.kubernetes\\.io/revision}{\"\\n\"}{end}"]);
+    let mut sizes: Vec<&str> = replica_sets.lines().collect();
+    sizes.sort();
+    assert_eq!(sizes, ["0 1", "6 2"], "the old ReplicaSet scaled to 0 and kept as revision 1");
+    let events = get(&kc, &["get", "events", "--field-selector", "reason=ScalingReplicaSet", "-o", "jsonpath={.items[*].message}"]);
+    assert!(events.contains("Scaled up replica set web-") && events.contains("Scaled down replica set web-"), "{events}");
+
+    // Undo brings back revision 1's template as revision 3.
+    kubectl_ok(KUBECTL, &kc, &["rollout", "undo", "deployment/web"]);
+    rollout_status(&kc);
+    let image = get(&kc, &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\\.kubernetes\\.io/revision}"]);
+    assert_eq!(image, "busybox:1 3");
+
+    // Paused: a template change rolls nothing out until resumed.
+    kubectl_ok(KUBECTL, &kc, &["rollout", "pause", "deployment/web"]);
+    kubectl_ok(KUBECTL, &kc, &["set", "image", "deployment/web", "busybox=busybox:3"]);
+    eventually("the Progressing condition to say paused", || {
+        (get(&kc, &["get", "deployment", "web", "-o", "jsonpath={.status.conditions[?(@.type==\"Progressing\")].reason}"]) == "DeploymentPaused").then_some(())
+    });
+    assert_eq!(get(&kc, &["get", "rs", "-l", "app=web", "-o", "name"]).lines().count(), 2, "no new ReplicaSet while paused");
+    kubectl_ok(KUBECTL, &kc, &["rollout", "resume", "deployment/web"]);
+    rollout_status(&kc);
+    assert_eq!(get(&kc, &["get", "rs", "-l", "app=web", "-o", "name"]).lines().count(), 3);
+
+    // Restart: a new ReplicaSet with the same image.
+    kubectl_ok(KUBECTL, &kc, &["rollout", "restart", "deployment/web"]);
+    rollout_status(&kc);
+    let history = kubectl_ok(KUBECTL, &kc, &["rollout", "history", "deployment/web"]);
+    let revisions: Vec<&str> = history.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(revisions, ["2", "3", "4", "5"], "{history}");
+    let available = get(&kc, &["get", "deployment", "web", "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status} {.status.conditions[?(@.type==\"Progressing\")].reason}"]);
+    assert_eq!(available, "True NewReplicaSetAvailable");
+    server.stop();
+}

@@ -9,7 +9,6 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery};
 
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -87,12 +86,7 @@ fn summary(discovery: &Discovery) -> Vec<String> {
 }
 
 async fn kube_rs_discoveries(kubeconfig: &Path) -> (Vec<String>, Vec<String>) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(config).unwrap();
+    let client = common::kube_client(kubeconfig).await;
     let legacy = Discovery::new(client.clone()).run().await.unwrap();
     let aggregated = Discovery::new(client).run_aggregated().await.unwrap();
     (summary(&legacy), summary(&aggregated))

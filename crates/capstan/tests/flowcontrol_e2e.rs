@@ -278,12 +278,7 @@ fn a_flooding_user_gets_429s_while_another_keeps_writing() {
         .unwrap();
     // Something sizeable to list (about 1 MB), so that answers take a while to write.
     runtime.block_on(async {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .unwrap();
-        let admin: Api<ConfigMap> = Api::namespaced(Client::try_from(config).unwrap(), NS);
+        let admin: Api<ConfigMap> = Api::namespaced(common::kube_client(&kubeconfig).await, NS);
         let filler = "x".repeat(4096);
         for i in 0..250 {
             let cm: ConfigMap = serde_json::from_value(json!({

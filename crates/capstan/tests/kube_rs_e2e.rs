@@ -18,10 +18,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use common::*;
@@ -30,12 +29,7 @@ use common::*;
 const CONVERGE: Duration = Duration::from_secs(30);
 
 async fn client(kubeconfig: &Path) -> Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("read the server's kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("a kube config from the server's kubeconfig");
-    Client::try_from(config).expect("a kube client")
+    common::kube_client(kubeconfig).await
 }
 
 async fn create_namespace(client: &Client, name: &str) {

@@ -10,8 +10,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
