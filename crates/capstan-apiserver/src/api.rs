@@ -678,6 +678,7 @@ impl Api {
                 let written = match (resource.kind, namespace) {
                     ("Pod", Some(_)) if resource.group.is_empty() => {
                         let mut body = body;
+                        crate::tolerations::admit(&mut body);
                         if let Some(classes) =
                             self.registry("scheduling.k8s.io", "v1", "priorityclasses")
                         {

@@ -36,6 +36,7 @@ pub mod services;
 mod status;
 mod strategic;
 mod strict;
+mod tolerations;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

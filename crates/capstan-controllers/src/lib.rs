@@ -9,14 +9,19 @@ pub mod deployment;
 pub mod expectations;
 pub mod gc;
 pub mod namespace;
+pub mod nodeipam;
+pub mod nodelifecycle;
+pub mod podgc;
 pub mod pods;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod tainteviction;
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use capstan_client::events::EventRecorder;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -30,21 +35,43 @@ pub const CONTROLLERS: &[&str] = &[
     "deployment",
     "garbagecollector",
     "namespace",
+    "nodeipam",
+    "nodelifecycle",
+    "podgc",
     "replicaset",
     "replicationcontroller",
     "serviceaccount",
+    "taint-eviction-controller",
 ];
 
-/// Which controllers run.
-#[derive(Debug, Clone, Default)]
+/// Which controllers run, and their settings.
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Controllers not to run (upstream names).
     pub disabled: BTreeSet<String>,
+    /// The range node pod CIDRs come from (`--cluster-cidr`).
+    pub cluster_cidr: String,
+    /// How long a silent kubelet is trusted (`--node-monitor-grace-period`).
+    pub node_monitor_grace_period: Duration,
+    /// Terminated pods kept before the oldest are deleted (`--terminated-pod-gc-threshold`).
+    pub terminated_pod_gc_threshold: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            disabled: BTreeSet::new(),
+            cluster_cidr: "10.42.0.0/16".into(),
+            node_monitor_grace_period: Duration::from_secs(50),
+            terminated_pod_gc_threshold: podgc::TERMINATED_THRESHOLD,
+        }
+    }
 }
 
 impl Config {
-    /// Checks that every disabled name is a controller's.
+    /// Checks that every disabled name is a controller's and the cluster CIDR parses.
     pub fn validate(&self) -> Result<(), String> {
+        nodeipam::ClusterCidr::parse(&self.cluster_cidr)?;
         match self.disabled.iter().find(|n| !CONTROLLERS.contains(&n.as_str())) {
             Some(unknown) => Err(format!(
                 "unknown controller {unknown:?}; known controllers: {}",
@@ -72,6 +99,34 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     let recorder = |component: &str| EventRecorder::start(client.clone(), component, identity);
     let mut informers = Informers::default();
     let mut controllers: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
+    if config.enabled("nodeipam")
+        && let Ok(cidr) = nodeipam::ClusterCidr::parse(&config.cluster_cidr)
+    {
+        controllers.push(Box::pin(nodeipam::start(&mut informers, client.clone(), cidr)));
+    }
+    if config.enabled("nodelifecycle") {
+        controllers.push(Box::pin(nodelifecycle::start(
+            &mut informers,
+            client.clone(),
+            config.node_monitor_grace_period,
+            5,
+        )));
+    }
+    if config.enabled("podgc") {
+        controllers.push(Box::pin(podgc::start(
+            &mut informers,
+            client.clone(),
+            config.terminated_pod_gc_threshold,
+        )));
+    }
+    if config.enabled("taint-eviction-controller") {
+        controllers.push(Box::pin(tainteviction::start(
+            &mut informers,
+            client.clone(),
+            recorder("taint-eviction-controller"),
+            5,
+        )));
+    }
     if config.enabled("replicaset") {
         controllers.push(Box::pin(replicaset::start::<ReplicaSet>(
             &mut informers,

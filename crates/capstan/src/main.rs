@@ -87,7 +87,7 @@ struct ServerArgs {
     /// `kubernetes` service's.
     #[arg(long, default_value = "10.43.0.0/16", value_parser = parse_cidr)]
     service_cidr: String,
-    /// The range pod IPs come from (checked now; used by the node agent once it lands).
+    /// The range pod IPs come from: each node gets a /24 of it as its `podCIDR`.
     #[arg(long, default_value = "10.42.0.0/16", value_parser = parse_cidr)]
     cluster_cidr: String,
     /// Run no scheduler in this process.
@@ -101,6 +101,13 @@ struct ServerArgs {
     /// `--disable-controllers=replicaset,deployment`.
     #[arg(long, value_delimiter = ',')]
     disable_controllers: Vec<String>,
+    /// How long a node may stay silent (no status heartbeat, no Lease renewal) before it is
+    /// marked unreachable (Go duration, kube-controller-manager's flag).
+    #[arg(long, default_value = "50s", value_parser = parse_duration)]
+    node_monitor_grace_period: Duration,
+    /// How many terminated pods are kept before the oldest are deleted.
+    #[arg(long, default_value_t = 12500)]
+    terminated_pod_gc_threshold: usize,
 }
 
 #[derive(Debug, Args)]
@@ -216,8 +223,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// A client from a kubeconfig file (or the usual `$KUBECONFIG` / `~/.kube/config` search).
-async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+/// A client of the API server for `component`, which names it in its User-Agent (upstream's
+/// API server takes the field manager of its writes from there, e.g. `kube-scheduler`).
+async fn client_from(
+    kubeconfig: Option<&std::path::Path>,
+    component: &str,
+) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
@@ -227,6 +239,10 @@ async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
         }
         None => kube::Config::infer().await.context("no kubeconfig found")?,
     };
+    let agent = format!("{component}/v1.33.0 (linux/amd64) capstan/{}", env!("CARGO_PKG_VERSION"));
+    if let Ok(value) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, value));
+    }
     kube::Client::try_from(config).context("cannot build an API client")
 }
 
@@ -312,7 +328,7 @@ async fn run_controllers(
 
 async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
     let config = scheduler_config(args.config.as_deref())?;
-    let client = client_from(args.kubeconfig.as_deref()).await?;
+    let client = client_from(args.kubeconfig.as_deref(), "kube-scheduler").await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
         _ = run_scheduler(client, config, args.leader_elect) => {}
@@ -340,7 +356,7 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         ..capstan_sim::SimConfig::default()
     };
-    let client = client_from(args.kubeconfig.as_deref()).await?;
+    let client = client_from(args.kubeconfig.as_deref(), "capstan-sim").await?;
     let shutdown = shutdown_signal()?;
     capstan_sim::run(client, config, async move {
         let _ = shutdown.await;
@@ -357,6 +373,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     };
     let controllers = capstan_controllers::Config {
         disabled: args.disable_controllers.iter().cloned().collect(),
+        cluster_cidr: args.cluster_cidr.clone(),
+        node_monitor_grace_period: args.node_monitor_grace_period,
+        terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
     };
     controllers
         .validate()
@@ -408,7 +427,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             apiserver
                 .write_component_kubeconfig("scheduler", "system:kube-scheduler", &kubeconfig)
                 .context("cannot write the scheduler's kubeconfig")?;
-            let client = client_from(Some(&kubeconfig)).await?;
+            let client = client_from(Some(&kubeconfig), "kube-scheduler").await?;
             Some(tokio::spawn(run_scheduler(client, settings, leader_elect)))
         }
         None => None,
@@ -418,7 +437,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     apiserver
         .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
         .context("cannot write the controller manager's kubeconfig")?;
-    let client = client_from(Some(&kubeconfig)).await?;
+    let client = client_from(Some(&kubeconfig), "kube-controller-manager").await?;
     let _controllers = tokio::spawn(run_controllers(client, controllers, leader_elect));
     shutdown.await?;
     tracing::info!("shutting down");

@@ -347,3 +347,65 @@ fn deployments_roll_out_within_surge_and_unavailability() {
     assert_eq!(available, "True NewReplicaSetAvailable");
     server.stop();
 }
+
+#[test]
+fn lost_nodes_are_tainted_and_their_pods_evicted_after_their_toleration() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), free_port(), &["--node-monitor-grace-period=4s"]);
+    let kc = server.kubeconfig();
+    let _steady = Sim::start(&kc, &["--nodes", "2", "--name-prefix", "steady-", "--lease-interval", "1s"]);
+    let lost = Sim::start(&kc, &["--nodes", "1", "--name-prefix", "lost-", "--lease-interval", "1s"]);
+    // Node IPAM: every node gets a /24 of the cluster CIDR of its own.
+    let cidrs = eventually("three pod CIDRs", || {
+        let out = get(&kc, &["get", "nodes", "-o", "jsonpath={.items[*].spec.podCIDR}"]);
+        let cidrs: std::collections::BTreeSet<String> = out.split_whitespace().map(str::to_owned).collect();
+        (cidrs.len() == 3).then_some(cidrs)
+    });
+    assert!(cidrs.iter().all(|c| c.starts_with("10.42.") && c.ends_with(".0/24")), "{cidrs:?}");
+
+    // Two pods on the node about to be lost: one tolerating unreachability for 2 s, one with
+    // the 300 s the admission adds.
+    let pod = |name: &str, tolerations: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: lost-0\n{tolerations}  containers: [{{name: c, image: busybox}}]\n")
+    };
+    apply(&kc, &pod("quick", "  tolerations: [{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}]\n"));
+    apply(&kc, &pod("slow", ""));
+    let defaults = get(&kc, &["get", "pod", "slow", "-o", "jsonpath={.spec.tolerations[*].key}={.spec.tolerations[*].tolerationSeconds}"]);
+    assert_eq!(defaults, "node.kubernetes.io/not-ready node.kubernetes.io/unreachable=300 300");
+    eventually("both pods running", || {
+        (get(&kc, &["get", "pods", "-o", "jsonpath={.items[*].status.phase}"]) == "Running Running").then_some(())
+    });
+
+    drop(lost);
+    let ready = eventually("the lost node to turn Unknown", || {
+        let ready = get(&kc, &["get", "node", "lost-0", "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}/{.status.conditions[?(@.type==\"Ready\")].reason}"]);
+        (ready.starts_with("Unknown")).then_some(ready)
+    });
+    assert_eq!(ready, "Unknown/NodeStatusUnknown");
+    let taints = eventually("the unreachable taints", || {
+        let taints = get(&kc, &["get", "node", "lost-0", "-o", "jsonpath={range .spec.taints[*]}{.key}:{.effect} {end}"]);
+        taints.contains("NoExecute").then_some(taints)
+    });
+    assert!(taints.contains("node.kubernetes.io/unreachable:NoSchedule"), "{taints}");
+    assert!(taints.contains("node.kubernetes.io/unreachable:NoExecute"), "{taints}");
+    assert!(!get(&kc, &["get", "node", "steady-0", "-o", "jsonpath={.spec.taints}"]).contains("unreachable"));
+
+    eventually("the pod with a 2 s toleration to be evicted", || {
+        (!get(&kc, &["get", "pod", "quick", "-o", "jsonpath={.metadata.deletionTimestamp}"]).is_empty()).then_some(())
+    });
+    let condition = get(&kc, &["get", "pod", "quick", "-o", "jsonpath={.status.conditions[?(@.type==\"DisruptionTarget\")].reason}"]);
+    assert_eq!(condition, "DeletionByTaintManager");
+    assert!(get(&kc, &["get", "events", "--field-selector", "reason=TaintManagerEviction", "-o", "jsonpath={.items[*].message}"])
+        .contains("Marking for deletion Pod default/quick"));
+    assert!(get(&kc, &["get", "pod", "slow", "-o", "jsonpath={.metadata.deletionTimestamp}"]).is_empty(), "300 s not over");
+
+    // The node comes back: its taints go and the pending eviction is cancelled.
+    let _back = Sim::start(&kc, &["--nodes", "1", "--name-prefix", "lost-", "--lease-interval", "1s"]);
+    eventually("the node Ready and untainted again", || {
+        let taints = get(&kc, &["get", "node", "lost-0", "-o", "jsonpath={.spec.taints}"]);
+        let ready = get(&kc, &["get", "node", "lost-0", "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
+        (ready == "True" && !taints.contains("unreachable")).then_some(())
+    });
+    assert!(get(&kc, &["get", "pod", "slow", "-o", "jsonpath={.metadata.deletionTimestamp}"]).is_empty());
+    server.stop();
+}

@@ -1,0 +1,418 @@
+//! The node lifecycle controller (upstream's `pkg/controller/nodelifecycle`): node health from
+//! status heartbeats and Lease renewals. A node not heard from for the grace period gets its
+//! conditions set to Unknown; nodes carry the `NoSchedule` taints their conditions call for
+//! (upstream's TaintNodesByCondition) and the `NoExecute` taints `not-ready` or `unreachable`
+//! while their zone is not disrupted as a whole (upstream stops evicting when a whole zone, or
+//! every zone, looks down: the control plane's network is the likelier culprit then). The
+//! taint eviction controller ([`crate::tainteviction`]) acts on the `NoExecute` taints.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::Client;
+use serde_json::json;
+
+use crate::runtime::{self, Change, Error, Informers, Queue};
+
+/// How often every node's health is looked at (upstream's `--node-monitor-period`).
+const MONITOR_PERIOD: Duration = Duration::from_secs(5);
+/// Upstream's `--unhealthy-zone-threshold`.
+const UNHEALTHY_ZONE_THRESHOLD: f64 = 0.55;
+
+/// The taint keys this controller manages.
+pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
+/// Ready is Unknown.
+pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+const CONDITION_TAINTS: [(&str, &str); 4] = [
+    ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+    ("DiskPressure", "node.kubernetes.io/disk-pressure"),
+    ("PIDPressure", "node.kubernetes.io/pid-pressure"),
+    ("NetworkUnavailable", "node.kubernetes.io/network-unavailable"),
+];
+const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+/// The conditions set to Unknown when the kubelet falls silent.
+const WATCHED_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+
+/// When this controller last saw a node's kubelet alive.
+#[derive(Debug, Clone)]
+struct Probe {
+    heartbeat: Option<Timestamp>,
+    renew: Option<Timestamp>,
+    seen_at: Instant,
+}
+
+/// A zone's state (upstream's `ZoneState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ZoneState {
+    Normal,
+    PartialDisruption,
+    FullDisruption,
+}
+
+/// The controller's shared state.
+pub struct Context {
+    client: Client,
+    leases: Store<Lease>,
+    nodes: Store<Node>,
+    grace: Duration,
+    probes: Mutex<HashMap<String, Probe>>,
+    /// Zone states, computed at most once a second (each takes a pass over all nodes).
+    zones: Mutex<Option<(Instant, Arc<Zones>)>>,
+}
+
+/// Every zone's state, and whether all are fully disrupted.
+#[derive(Debug)]
+struct Zones {
+    states: BTreeMap<String, ZoneState>,
+    all_down: bool,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("grace", &self.grace).finish_non_exhaustive()
+    }
+}
+
+/// Registers the informer handlers and returns the controller's run future.
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    grace: Duration,
+    concurrency: u16,
+) -> impl Future<Output = ()> + Send + 'static {
+    let nodes = informers.get::<Node>();
+    let leases = informers.get::<Lease>();
+    let (queue, rx) = Queue::<Node>::new();
+    {
+        let queue = queue.clone();
+        nodes.on_change(move |change| {
+            if let Change::Applied { .. } = change {
+                queue.add(ObjectRef::from_obj(change.object()));
+            }
+        });
+    }
+    let ctx = Arc::new(Context {
+        client,
+        leases: leases.store(),
+        nodes: nodes.store(),
+        grace,
+        probes: Mutex::new(HashMap::new()),
+        zones: Mutex::new(None),
+    });
+    let store = nodes.store();
+    let ticker = async move {
+        // Every node is looked at each period, heard from or not.
+        loop {
+            tokio::time::sleep(MONITOR_PERIOD).await;
+            for node in store.state() {
+                queue.add(ObjectRef::from_obj(&*node));
+            }
+        }
+    };
+    let run = runtime::run_controller(
+        "nodelifecycle",
+        nodes.store(),
+        runtime::all_synced(vec![nodes.synced(), leases.synced()]),
+        rx,
+        concurrency,
+        ctx,
+        reconcile,
+    );
+    async move {
+        tokio::select! {
+            () = run => {}
+            () = ticker => {}
+        }
+    }
+}
+
+fn condition<'a>(node: &'a Node, kind: &str) -> Option<&'a NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_deref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+}
+
+/// The Ready condition's status ("True", "False", "Unknown"; absent reads as Unknown).
+fn ready(node: &Node) -> &str {
+    condition(node, "Ready").map_or("Unknown", |c| c.status.as_str())
+}
+
+/// The node's zone key (region and zone labels), as upstream's `GetZoneKey`.
+fn zone(node: &Node) -> String {
+    let labels = node.metadata.labels.as_ref();
+    let get = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    format!("{}:\u{0}:{}", get("topology.kubernetes.io/region"), get("topology.kubernetes.io/zone"))
+}
+
+/// Upstream's `ComputeZoneState` over `(ready?)` of a zone's nodes.
+fn zone_state(readiness: &[bool]) -> ZoneState {
+    let not_ready = readiness.iter().filter(|r| !**r).count();
+    let ready = readiness.len() - not_ready;
+    if ready == 0 && not_ready > 0 {
+        ZoneState::FullDisruption
+    } else if not_ready > 2 && not_ready as f64 / readiness.len().max(1) as f64 >= UNHEALTHY_ZONE_THRESHOLD {
+        ZoneState::PartialDisruption
+    } else {
+        ZoneState::Normal
+    }
+}
+
+/// The taints `node` should carry from this controller: the NoSchedule ones of its
+/// conditions always, the NoExecute one of its readiness when evictions are on.
+fn desired_taints(node: &Node, evicting: bool) -> Vec<(&'static str, &'static str)> {
+    let mut taints = Vec::new();
+    match ready(node) {
+        "False" => taints.push((NOT_READY, "NoSchedule")),
+        "True" => {}
+        _ => taints.push((UNREACHABLE, "NoSchedule")),
+    }
+    for (kind, key) in CONDITION_TAINTS {
+        if condition(node, kind).is_some_and(|c| c.status == "True") {
+            taints.push((key, "NoSchedule"));
+        }
+    }
+    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+        taints.push((UNSCHEDULABLE, "NoSchedule"));
+    }
+    if evicting {
+        match ready(node) {
+            "False" => taints.push((NOT_READY, "NoExecute")),
+            "True" => {}
+            _ => taints.push((UNREACHABLE, "NoExecute")),
+        }
+    }
+    taints
+}
+
+fn managed(taint: &Taint) -> bool {
+    let key = taint.key.as_str();
+    key == NOT_READY
+        || key == UNREACHABLE
+        || key == UNSCHEDULABLE
+        || CONDITION_TAINTS.iter().any(|(_, k)| *k == key)
+}
+
+/// The node's taints with this controller's set to `desired` (others kept, existing ones kept
+/// with their time); `None` when nothing changes. A NoExecute taint is only removed when
+/// `keep_no_execute` is false (in a disrupted zone upstream neither adds nor removes them).
+fn merge_taints(
+    current: &[Taint],
+    desired: &[(&str, &str)],
+    keep_no_execute: bool,
+    now: Timestamp,
+) -> Option<Vec<Taint>> {
+    let mut out: Vec<Taint> = current
+        .iter()
+        .filter(|t| {
+            !managed(t)
+                || desired.iter().any(|(k, e)| t.key == *k && t.effect == *e)
+                || (keep_no_execute && t.effect == "NoExecute")
+        })
+        .cloned()
+        .collect();
+    for (key, effect) in desired {
+        if !out.iter().any(|t| t.key == *key && t.effect == *effect) {
+            out.push(Taint {
+                key: (*key).to_owned(),
+                effect: (*effect).to_owned(),
+                time_added: (*effect == "NoExecute").then_some(Time(now)),
+                value: None,
+            });
+        }
+    }
+    (out != current).then_some(out)
+}
+
+/// The node's conditions after the kubelet has been silent past the grace period: every
+/// watched condition Unknown (upstream's `tryUpdateNodeHealth`); `None` when already so.
+fn silenced_conditions(node: &Node, now: Timestamp) -> Option<Vec<NodeCondition>> {
+    let mut conditions = node.status.as_ref()?.conditions.clone().unwrap_or_default();
+    let mut changed = false;
+    for kind in WATCHED_CONDITIONS {
+        match conditions.iter_mut().find(|c| c.type_ == kind) {
+            Some(c) if c.status != "Unknown" => {
+                c.status = "Unknown".into();
+                c.reason = Some("NodeStatusUnknown".into());
+                c.message = Some("Kubelet stopped posting node status.".into());
+                c.last_transition_time = Some(Time(now));
+                changed = true;
+            }
+            Some(_) => {}
+            None => {
+                conditions.push(NodeCondition {
+                    type_: kind.into(),
+                    status: "Unknown".into(),
+                    reason: Some("NodeStatusNeverUpdated".into()),
+                    message: Some("Kubelet never posted node status.".into()),
+                    last_heartbeat_time: node.metadata.creation_timestamp.clone(),
+                    last_transition_time: Some(Time(now)),
+                });
+                changed = true;
+            }
+        }
+    }
+    changed.then_some(conditions)
+}
+
+impl Context {
+    /// Whether the kubelet was heard from within the grace period: a new heartbeat or Lease
+    /// renewal since the last look counts from the moment this controller saw it.
+    fn heard_from(&self, node: &Node) -> bool {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let heartbeat = condition(node, "Ready").and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0);
+        let renew = self
+            .leases
+            .get(&ObjectRef::new(&name).within("kube-node-lease"))
+            .and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
+        let now = Instant::now();
+        let mut probes = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        let probe = probes.entry(name).or_insert(Probe { heartbeat, renew, seen_at: now });
+        if probe.heartbeat != heartbeat || probe.renew != renew {
+            *probe = Probe { heartbeat, renew, seen_at: now };
+        }
+        now.duration_since(probe.seen_at) <= self.grace
+    }
+
+    /// Whether NoExecute taints may change in `node`'s zone, from every node's readiness.
+    fn zone_allows_eviction(&self, node: &Node) -> (bool, bool) {
+        let zones = {
+            let mut cached = self.zones.lock().unwrap_or_else(|e| e.into_inner());
+            match cached.as_ref() {
+                Some((at, zones)) if at.elapsed() < Duration::from_secs(1) => zones.clone(),
+                _ => {
+                    let mut readiness: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+                    for other in self.nodes.state() {
+                        readiness.entry(zone(&other)).or_default().push(ready(&other) == "True");
+                    }
+                    let states: BTreeMap<String, ZoneState> =
+                        readiness.into_iter().map(|(z, r)| (z, zone_state(&r))).collect();
+                    let all_down =
+                        !states.is_empty() && states.values().all(|s| *s == ZoneState::FullDisruption);
+                    let zones = Arc::new(Zones { states, all_down });
+                    *cached = Some((Instant::now(), zones.clone()));
+                    zones
+                }
+            }
+        };
+        let own = zones.states.get(&zone(node)).copied().unwrap_or(ZoneState::Normal);
+        (own == ZoneState::Normal && !zones.all_down, zones.all_down)
+    }
+}
+
+/// One look at a node: conditions when the kubelet fell silent, then its taints.
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let now = crate::pods::now();
+    let mut node = (*node).clone();
+    if !ctx.heard_from(&node)
+        && let Some(conditions) = silenced_conditions(&node, now)
+    {
+        tracing::info!(node = %name, "node stopped posting status; conditions now Unknown");
+        if let Some(status) = node.status.as_mut() {
+            status.conditions = Some(conditions);
+        }
+        node = match api.replace_status(&name, &PostParams::default(), &node).await {
+            Ok(updated) => updated,
+            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
+            Err(error) => return Err(error.into()),
+        };
+    }
+    let (evicting, all_down) = ctx.zone_allows_eviction(&node);
+    let desired = desired_taints(&node, evicting);
+    let current = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    // In a disrupted zone NoExecute taints stay as they are; when every zone is down they go.
+    let merged = if all_down {
+        merge_taints(&current, &desired, false, now)
+    } else {
+        merge_taints(&current, &desired, !evicting, now)
+    };
+    if let Some(taints) = merged {
+        let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
+                           "spec": {"taints": taints}});
+        match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+            Ok(_) => {}
+            Err(error) if runtime::is_not_found(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(ready: &str, extra: serde_json::Value) -> Node {
+        let mut value = json!({"metadata": {"name": "n", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": ready, "lastHeartbeatTime": "2026-01-01T00:00:00Z"},
+                {"type": "MemoryPressure", "status": "False"}]}});
+        if let (Some(v), Some(e)) = (value.as_object_mut(), extra.as_object()) {
+            for (k, x) in e {
+                v.insert(k.clone(), x.clone());
+            }
+        }
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn taints_follow_conditions() {
+        assert!(desired_taints(&node("True", json!({})), true).is_empty());
+        assert_eq!(desired_taints(&node("False", json!({})), true), [(NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute")]);
+        assert_eq!(desired_taints(&node("Unknown", json!({})), false), [(UNREACHABLE, "NoSchedule")]);
+        let cordoned = node("True", json!({"spec": {"unschedulable": true}}));
+        assert_eq!(desired_taints(&cordoned, true), [(UNSCHEDULABLE, "NoSchedule")]);
+    }
+
+    #[test]
+    fn merging_keeps_foreign_taints_and_swaps_ours() {
+        let now = Timestamp::UNIX_EPOCH;
+        let taint = |k: &str, e: &str| Taint { key: k.into(), effect: e.into(), time_added: None, value: None };
+        let current = vec![taint("dedicated", "NoSchedule"), taint(NOT_READY, "NoExecute")];
+        let merged = merge_taints(&current, &[(UNREACHABLE, "NoExecute")], false, now).unwrap_or_default();
+        let keys: Vec<(&str, &str)> = merged.iter().map(|t| (t.key.as_str(), t.effect.as_str())).collect();
+        assert_eq!(keys, [("dedicated", "NoSchedule"), (UNREACHABLE, "NoExecute")]);
+        assert!(merged[1].time_added.is_some(), "NoExecute taints carry their time");
+        assert_eq!(merge_taints(&merged, &[(UNREACHABLE, "NoExecute")], false, now), None);
+        // In a disrupted zone, NoExecute taints are neither removed nor added.
+        assert_eq!(merge_taints(&current, &[], true, now), None);
+    }
+
+    #[test]
+    fn silence_makes_conditions_unknown() {
+        let now = Timestamp::UNIX_EPOCH;
+        let conditions = silenced_conditions(&node("True", json!({})), now).unwrap_or_default();
+        let by = |k: &str| conditions.iter().find(|c| c.type_ == k).cloned().unwrap_or_else(|| panic!("{k}"));
+        assert_eq!(by("Ready").status, "Unknown");
+        assert_eq!(by("Ready").reason.as_deref(), Some("NodeStatusUnknown"));
+        assert_eq!(by("Ready").message.as_deref(), Some("Kubelet stopped posting node status."));
+        assert_eq!(by("DiskPressure").reason.as_deref(), Some("NodeStatusNeverUpdated"));
+        let mut again = node("Unknown", json!({}));
+        if let Some(s) = again.status.as_mut() {
+            s.conditions = Some(conditions);
+        }
+        assert_eq!(silenced_conditions(&again, now), None);
+    }
+
+    #[test]
+    fn zone_states_as_upstream() {
+        assert_eq!(zone_state(&[true, true, false]), ZoneState::Normal);
+        assert_eq!(zone_state(&[false]), ZoneState::FullDisruption);
+        assert_eq!(zone_state(&[true, false, false]), ZoneState::Normal, "needs more than 2 not ready");
+        assert_eq!(zone_state(&[true, false, false, false]), ZoneState::PartialDisruption);
+    }
+}
