@@ -115,6 +115,38 @@ pub(crate) async fn bind(
     Ok(())
 }
 
+/// Refuses an eviction with upstream's 429 when the budget is not processed yet or allows no
+/// disruption.
+fn check_budget(pdb: &Value, pdb_name: &str) -> Result<(), ApiError> {
+    let generation = pdb["metadata"]["generation"].as_i64().unwrap_or(0);
+    let observed = pdb["status"]["observedGeneration"].as_i64().unwrap_or(0);
+    let message = if observed < generation {
+        format!(
+            "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} is still being processed by the server."
+        )
+    } else if pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0) <= 0 {
+        format!(
+            "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+            pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0),
+            pdb["status"]["currentHealthy"].as_i64().unwrap_or(0)
+        )
+    } else {
+        return Ok(());
+    };
+    let mut error = StatusError::too_many_requests(&message, 10);
+    error.status.message = Some(message);
+    if let Some(details) = error.status.details.as_mut() {
+        details.causes = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
+                reason: Some("DisruptionBudget".into()),
+                message: Some(format!("The disruption budget {pdb_name} needs more healthy pods")),
+                field: None,
+            },
+        ]);
+    }
+    Err(error.into())
+}
+
 /// Evicts the pod `name`: refused with 429 while a disruption budget covering it allows no
 /// disruption (or has not been processed yet), otherwise a delete with the eviction's options.
 pub(crate) async fn evict(
@@ -141,45 +173,45 @@ pub(crate) async fn evict(
     if let (true, Some(budgets)) = (needs_budget, budgets) {
         let list = budgets.list(namespace, &ListOptions::default()).await?;
         let pod_labels = labels(&pod);
-        for pdb in list.items.iter().map(|item| item.object()) {
-            let pdb = &pdb;
-            let selector = serde_json::from_value(pdb["spec"]["selector"].clone()).ok();
-            let Ok(selector) = LabelSelector::from_api(selector.as_ref()) else {
-                continue;
-            };
-            if selector.is_empty() || !selector.matches(&pod_labels) {
-                continue;
-            }
-            let pdb_name = meta_str(pdb, "name");
-            let generation = pdb["metadata"]["generation"].as_i64().unwrap_or(0);
-            let observed = pdb["status"]["observedGeneration"].as_i64().unwrap_or(0);
-            let message = if observed < generation {
-                format!(
-                    "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} is still being processed by the server."
-                )
-            } else if pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0) <= 0 {
-                format!(
-                    "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
-                    pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0),
-                    pdb["status"]["currentHealthy"].as_i64().unwrap_or(0)
-                )
-            } else {
-                continue;
-            };
-            let mut error = StatusError::too_many_requests(&message, 10);
-            error.status.message = Some(message);
-            if let Some(details) = error.status.details.as_mut() {
-                details.causes = Some(vec![
-                    k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
-                        reason: Some("DisruptionBudget".into()),
-                        message: Some(format!(
-                            "The disruption budget {pdb_name} needs more healthy pods"
-                        )),
-                        field: None,
-                    },
-                ]);
-            }
-            return Err(error.into());
+        let covering: Vec<Value> = list
+            .items
+            .iter()
+            .map(|item| item.object())
+            .filter(|pdb| {
+                let selector = serde_json::from_value(pdb["spec"]["selector"].clone()).ok();
+                LabelSelector::from_api(selector.as_ref())
+                    .is_ok_and(|s| !s.is_empty() && s.matches(&pod_labels))
+            })
+            .collect();
+        if covering.len() > 1 {
+            return Err(StatusError::internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            )
+            .into());
+        }
+        if let Some(pdb) = covering.first() {
+            let pdb_name = meta_str(pdb, "name").to_owned();
+            // Upstream's check and record in one write: the budget's status counts the
+            // eviction (one disruption fewer, the pod among `disruptedPods`) before the pod
+            // is deleted, so that concurrent evictions cannot both pass.
+            let key = budgets.resource.storage_key(namespace, &pdb_name);
+            let write = WriteOptions { dry_run: options.dry_run, below_strategy: true, ..WriteOptions::default() };
+            budgets
+                .guaranteed_update(&key, &pdb_name, None, Some("status"), &write, |current| {
+                    let Some(current) = current else {
+                        return Err(StatusError::not_found(GroupResource::new("policy", "poddisruptionbudgets"), &pdb_name).into());
+                    };
+                    check_budget(current, &pdb_name)?;
+                    let mut pdb = current.clone();
+                    let allowed = pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+                    pdb["status"]["disruptionsAllowed"] = (allowed - 1).into();
+                    if !pdb["status"]["disruptedPods"].is_object() {
+                        pdb["status"]["disruptedPods"] = json!({});
+                    }
+                    pdb["status"]["disruptedPods"][name] = crate::registry::object::now_rfc3339().into();
+                    Ok(pdb)
+                })
+                .await?;
         }
     }
     pods.delete(namespace, name, &options).await?;

@@ -6,6 +6,7 @@
 //! helpers shared by several). [`start`] runs the enabled ones.
 
 pub mod deployment;
+pub mod disruption;
 pub mod expectations;
 pub mod gc;
 pub mod namespace;
@@ -33,6 +34,7 @@ use crate::runtime::{AbortOnDrop, Informers};
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
     "deployment",
+    "disruption",
     "garbagecollector",
     "namespace",
     "nodeipam",
@@ -150,6 +152,9 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             recorder("deployment-controller"),
             5,
         )));
+    }
+    if config.enabled("disruption") {
+        controllers.push(Box::pin(disruption::start(&mut informers, client.clone(), 5)));
     }
     if config.enabled("garbagecollector") {
         controllers.push(Box::pin(gc::run(client.clone())));

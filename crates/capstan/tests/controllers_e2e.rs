@@ -1,6 +1,7 @@
 //! End to end: the controllers inside `capstan server`, with simulated nodes (`capstan sim`),
 //! driven by stock kubectl. ReplicaSets and ReplicationControllers scale up and down, adopt
-//! matching orphans and release pods that stop matching; cascading deletion works in all three
+//! matching orphans and release pods that stop matching; disruption budgets keep their status and
+//! refuse an eviction that would break them; cascading deletion works in all three
 //! modes; a deleted namespace takes everything in it, of every kind; every
 //! namespace gets its `default` ServiceAccount; on etcd the controllers take their Lease.
 
@@ -108,6 +109,36 @@ fn scaling(kc: &Path) {
     assert!(table.lines().nth(1).is_some_and(|l| l.split_whitespace().take(4).collect::<Vec<_>>() == ["legacy", "1", "1", "1"]), "{table}");
 }
 
+/// Evicts `pod`; kubectl's output (stdout and stderr) and whether it succeeded.
+fn evict(kc: &Path, ns: &str, pod: &str) -> (bool, String) {
+    let body = format!(r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{ns}"}}}}"#);
+    let out = kubectl_stdin(KUBECTL, kc, &["create", "--raw", &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"), "-f", "-"], &body);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+fn budgets(kc: &Path) {
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "budget"]);
+    // Bare pods: nothing replaces an evicted one, so the budget's arithmetic stays put.
+    for i in 0..3 {
+        apply(kc, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: db-{i}, namespace: budget, labels: {{app: db}}}}\nspec: {{containers: [{{name: c, image: busybox}}]}}\n"));
+    }
+    apply(kc, "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: db, namespace: budget}\nspec:\n  minAvailable: 2\n  selector: {matchLabels: {app: db}}\n");
+    let allowed = |kc: &Path| get(kc, &["-n", "budget", "get", "pdb", "db", "-o", "jsonpath={.status.currentHealthy}/{.status.desiredHealthy}/{.status.disruptionsAllowed}"]);
+    eventually("the budget's status", || (allowed(kc) == "3/2/1").then_some(()));
+    let table = kubectl_ok(KUBECTL, kc, &["-n", "budget", "get", "pdb", "db"]);
+    assert!(table.lines().nth(1).is_some_and(|l| l.split_whitespace().take(4).collect::<Vec<_>>() == ["db", "2", "N/A", "1"]), "{table}");
+    // One eviction is allowed; it is counted in the budget at once, so the next is refused.
+    let (ok, out) = evict(kc, "budget", "db-0");
+    assert!(ok, "{out}");
+    let (ok, out) = evict(kc, "budget", "db-1");
+    assert!(!ok, "the second eviction must be refused: {out}");
+    assert!(out.contains("Cannot evict pod as it would violate the pod's disruption budget"), "{out}");
+    eventually("the budget after the eviction", || (allowed(kc) == "2/2/0").then_some(()));
+    let (ok, out) = evict(kc, "budget", "db-1");
+    assert!(!ok && out.contains("needs 2 healthy pods and has 2 currently"), "{out}");
+}
+
 fn cascading(kc: &Path) {
     kubectl_ok(KUBECTL, kc, &["create", "namespace", "cascade"]);
     // Orphan: the pods stay, without their owner.
@@ -178,6 +209,7 @@ fn controllers_manage_replicas_cascades_and_namespaces() {
         (get(&kc, &["get", "nodes", "-o", "name"]).lines().count() == 3).then_some(())
     });
     scaling(&kc);
+    budgets(&kc);
     cascading(&kc);
     namespaces(&kc);
     server.stop();
