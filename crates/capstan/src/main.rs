@@ -40,6 +40,8 @@ enum Command {
     /// Run a scheduler on its own against a cluster (as kube-scheduler), e.g. a second
     /// profile set beside the server's.
     Scheduler(SchedulerArgs),
+    /// Run the controllers on their own against a cluster (as kube-controller-manager).
+    ControllerManager(ControllerManagerArgs),
     /// Register simulated nodes (like kwok) that run pods bound to them without containers,
     /// to measure the scheduler and controllers at scale.
     Sim(SimArgs),
@@ -87,9 +89,6 @@ struct ServerArgs {
     /// `kubernetes` service's.
     #[arg(long, default_value = "10.43.0.0/16", value_parser = parse_cidr)]
     service_cidr: String,
-    /// The range pod IPs come from: each node gets a /24 of it as its `podCIDR`.
-    #[arg(long, default_value = "10.42.0.0/16", value_parser = parse_cidr)]
-    cluster_cidr: String,
     /// Run no scheduler in this process.
     #[arg(long)]
     disable_scheduler: bool,
@@ -97,6 +96,20 @@ struct ServerArgs {
     /// `--config`); upstream's default profile when absent.
     #[arg(long)]
     scheduler_config: Option<PathBuf>,
+    /// Run no controllers in this process (k3s's flag), e.g. to run `capstan
+    /// controller-manager` on its own.
+    #[arg(long)]
+    disable_controller_manager: bool,
+    #[command(flatten)]
+    controllers: ControllerFlags,
+}
+
+/// The controllers' settings, shared by `capstan server` and `capstan controller-manager`.
+#[derive(Debug, Args)]
+struct ControllerFlags {
+    /// The range pod IPs come from: each node gets a /24 of it as its `podCIDR`.
+    #[arg(long, default_value = "10.42.0.0/16", value_parser = parse_cidr)]
+    cluster_cidr: String,
     /// Controllers not to run, by their upstream names (comma-separated, repeatable), e.g.
     /// `--disable-controllers=replicaset,deployment`.
     #[arg(long, value_delimiter = ',')]
@@ -108,6 +121,35 @@ struct ServerArgs {
     /// How many terminated pods are kept before the oldest are deleted.
     #[arg(long, default_value_t = 12500)]
     terminated_pod_gc_threshold: usize,
+}
+
+impl ControllerFlags {
+    fn config(&self) -> anyhow::Result<capstan_controllers::Config> {
+        let config = capstan_controllers::Config {
+            disabled: self.disable_controllers.iter().cloned().collect(),
+            cluster_cidr: self.cluster_cidr.clone(),
+            node_monitor_grace_period: self.node_monitor_grace_period,
+            terminated_pod_gc_threshold: self.terminated_pod_gc_threshold,
+        };
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid controller settings: {e}"))?;
+        Ok(config)
+    }
+}
+
+#[derive(Debug, Args)]
+struct ControllerManagerArgs {
+    /// The kubeconfig to reach the API server with (default: `$KUBECONFIG`, then
+    /// `~/.kube/config`).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Take the `kube-system/kube-controller-manager` Lease before working, as
+    /// kube-controller-manager does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    #[command(flatten)]
+    controllers: ControllerFlags,
 }
 
 #[derive(Debug, Args)]
@@ -207,6 +249,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Server(args) => runtime()?.block_on(server(args)),
         Command::Scheduler(args) => runtime()?.block_on(scheduler(args)),
+        Command::ControllerManager(args) => runtime()?.block_on(controller_manager(args)),
         Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Agent(_) => bail!(
             "the node agent is not part of this build yet: `capstan agent` arrives with the node \
@@ -337,6 +380,17 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
+    let config = args.controllers.config()?;
+    let client = client_from(args.kubeconfig.as_deref(), "kube-controller-manager").await?;
+    let shutdown = shutdown_signal()?;
+    tokio::select! {
+        _ = run_controllers(client, config, args.leader_elect) => {}
+        result = shutdown => result?,
+    }
+    Ok(())
+}
+
 async fn sim(args: SimArgs) -> anyhow::Result<()> {
     let mut labels = std::collections::BTreeMap::new();
     for label in &args.label {
@@ -371,15 +425,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     } else {
         Some(scheduler_config(args.scheduler_config.as_deref())?)
     };
-    let controllers = capstan_controllers::Config {
-        disabled: args.disable_controllers.iter().cloned().collect(),
-        cluster_cidr: args.cluster_cidr.clone(),
-        node_monitor_grace_period: args.node_monitor_grace_period,
-        terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
-    };
-    controllers
-        .validate()
-        .map_err(|e| anyhow::anyhow!("invalid --disable-controllers: {e}"))?;
+    let controllers = args.controllers.config()?;
     let endpoint = Endpoint::parse(&args.datastore_endpoint, &args.data_dir)
         .context("invalid --datastore-endpoint")?;
     std::fs::create_dir_all(&args.data_dir)
@@ -390,7 +436,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the datastore at {endpoint}"))?;
     let revision = store.current_revision().await?;
     if !args.disable_agent {
-        tracing::info!(cluster_cidr = %args.cluster_cidr, "no node agent in this build: running the control plane only");
+        tracing::info!(cluster_cidr = %args.controllers.cluster_cidr, "no node agent in this build: running the control plane only");
     }
     let _compactor = (!args.etcd_compaction_interval.is_zero())
         .then(|| store.spawn_compactor(args.etcd_compaction_interval));
@@ -433,12 +479,16 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         None => None,
     };
     // So do the controllers, as user system:kube-controller-manager.
-    let kubeconfig = data_dir.join("cred").join("controller.kubeconfig");
-    apiserver
-        .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
-        .context("cannot write the controller manager's kubeconfig")?;
-    let client = client_from(Some(&kubeconfig), "kube-controller-manager").await?;
-    let _controllers = tokio::spawn(run_controllers(client, controllers, leader_elect));
+    let _controllers = if args.disable_controller_manager {
+        None
+    } else {
+        let kubeconfig = data_dir.join("cred").join("controller.kubeconfig");
+        apiserver
+            .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
+            .context("cannot write the controller manager's kubeconfig")?;
+        let client = client_from(Some(&kubeconfig), "kube-controller-manager").await?;
+        Some(tokio::spawn(run_controllers(client, controllers, leader_elect)))
+    };
     shutdown.await?;
     tracing::info!("shutting down");
     Ok(())
