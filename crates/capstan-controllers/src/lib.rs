@@ -5,9 +5,11 @@
 //! [`runtime`] holds the informers and work queues; every other module is one controller (or
 //! helpers shared by several). [`start`] runs the enabled ones.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod expectations;
 pub mod gc;
+pub mod history;
 pub mod namespace;
 pub mod pods;
 pub mod replicaset;
@@ -27,6 +29,7 @@ use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
+    "daemonset",
     "deployment",
     "garbagecollector",
     "namespace",
@@ -94,6 +97,14 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             client.clone(),
             recorder("deployment-controller"),
             5,
+        )));
+    }
+    if config.enabled("daemonset") {
+        controllers.push(Box::pin(daemonset::start(
+            &mut informers,
+            client.clone(),
+            recorder("daemonset-controller"),
+            2,
         )));
     }
     if config.enabled("garbagecollector") {
