@@ -15,6 +15,7 @@ pub mod pods;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod statefulset;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -36,6 +37,7 @@ pub const CONTROLLERS: &[&str] = &[
     "replicaset",
     "replicationcontroller",
     "serviceaccount",
+    "statefulset",
 ];
 
 /// Which controllers run.
@@ -115,6 +117,14 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     }
     if config.enabled("serviceaccount") {
         controllers.push(Box::pin(serviceaccount::start(&mut informers, client.clone(), 5)));
+    }
+    if config.enabled("statefulset") {
+        controllers.push(Box::pin(statefulset::start(
+            &mut informers,
+            client.clone(),
+            recorder("statefulset-controller"),
+            5,
+        )));
     }
     let mut tasks = informers.start(&client);
     tasks.extend(
