@@ -72,6 +72,21 @@ impl Expectations {
         })
     }
 
+    /// Expects `adds` creations and the deletion of `pods` at once (replacing what was
+    /// expected before), as controllers that create and delete in one sync do.
+    pub fn expect(&self, key: &str, adds: usize, pods: impl IntoIterator<Item = String>) {
+        self.with(|records| {
+            records.insert(
+                key.to_owned(),
+                Record {
+                    adds: adds as i64,
+                    deletes: pods.into_iter().collect(),
+                    at: Instant::now(),
+                },
+            );
+        })
+    }
+
     /// One expected creation was observed (or will never happen).
     pub fn creation_observed(&self, key: &str) {
         self.with(|records| {
@@ -121,6 +136,16 @@ mod tests {
         assert!(!e.satisfied("ns/rs"), "a twice or another pod does not count for b");
         e.deletion_observed("ns/rs", "ns/b");
         assert!(e.satisfied("ns/rs"));
+    }
+
+    #[test]
+    fn creations_and_deletions_together() {
+        let e = Expectations::default();
+        e.expect("ns/ds", 1, ["ns/old".to_owned()]);
+        e.creation_observed("ns/ds");
+        assert!(!e.satisfied("ns/ds"), "the deletion is still awaited");
+        e.deletion_observed("ns/ds", "ns/old");
+        assert!(e.satisfied("ns/ds"));
     }
 
     #[test]

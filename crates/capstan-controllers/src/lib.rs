@@ -5,10 +5,12 @@
 //! [`runtime`] holds the informers and work queues; every other module is one controller (or
 //! helpers shared by several). [`start`] runs the enabled ones.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod expectations;
 pub mod gc;
+pub mod history;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
@@ -17,6 +19,7 @@ pub mod pods;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tainteviction;
 
 use std::collections::BTreeSet;
@@ -33,6 +36,7 @@ use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
+    "daemonset",
     "deployment",
     "disruption",
     "garbagecollector",
@@ -43,6 +47,7 @@ pub const CONTROLLERS: &[&str] = &[
     "replicaset",
     "replicationcontroller",
     "serviceaccount",
+    "statefulset",
     "taint-eviction-controller",
 ];
 
@@ -156,6 +161,14 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     if config.enabled("disruption") {
         controllers.push(Box::pin(disruption::start(&mut informers, client.clone(), 5)));
     }
+    if config.enabled("daemonset") {
+        controllers.push(Box::pin(daemonset::start(
+            &mut informers,
+            client.clone(),
+            recorder("daemonset-controller"),
+            2,
+        )));
+    }
     if config.enabled("garbagecollector") {
         controllers.push(Box::pin(gc::run(client.clone())));
     }
@@ -164,6 +177,14 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     }
     if config.enabled("serviceaccount") {
         controllers.push(Box::pin(serviceaccount::start(&mut informers, client.clone(), 5)));
+    }
+    if config.enabled("statefulset") {
+        controllers.push(Box::pin(statefulset::start(
+            &mut informers,
+            client.clone(),
+            recorder("statefulset-controller"),
+            5,
+        )));
     }
     let mut tasks = informers.start(&client);
     tasks.extend(

@@ -1,13 +1,24 @@
 //! What upstream's `controller_utils` and pod helpers decide about pods, shared by the
 //! controllers that own pods: activity, readiness and availability, controller references,
-//! pods made from a template, and the order in which surplus pods are deleted.
+//! pods made from a template, the order in which surplus pods are deleted, and the claim
+//! (adopt/release), slow-start and event helpers every owner of pods or revisions uses.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use std::fmt::Debug;
+use std::future::Future;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::{Selector, SelectorExt};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::runtime::{self, Error};
 
 /// The controller reference among an object's owners.
 pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
@@ -233,6 +244,125 @@ pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize, now:
         }
     });
     ranked.into_iter().take(count).map(|(p, _)| p).collect()
+}
+
+/// What an owner keeps, adopts and releases among the objects of its namespace (upstream's
+/// `ControllerRefManager.ClaimObject`, for pods and ControllerRevisions alike).
+#[derive(Debug)]
+pub struct Claims<'a, T> {
+    /// Owned and selected.
+    pub owned: Vec<&'a T>,
+    /// Orphans the selector matches, to adopt.
+    pub adopt: Vec<&'a T>,
+    /// Owned but no longer selected, to release.
+    pub release: Vec<&'a T>,
+}
+
+/// Upstream's claim rules: an object controlled by someone else is ignored; an owned one is
+/// kept while selected and released otherwise; a selected orphan that is not being deleted is
+/// adopted. An owner being deleted neither adopts nor releases.
+pub fn claim<'a, T: Resource>(owner: &ObjectMeta, selector: &Selector, candidates: &[&'a T]) -> Claims<'a, T> {
+    let mut claims = Claims { owned: Vec::new(), adopt: Vec::new(), release: Vec::new() };
+    let uid = owner.uid.as_deref().unwrap_or_default();
+    let deleting = owner.deletion_timestamp.is_some();
+    for object in candidates.iter().copied() {
+        let meta = object.meta();
+        let labels = meta.labels.clone().unwrap_or_default();
+        let matches = selector.matches(&labels);
+        match controller_of(meta) {
+            Some(r) if r.uid != uid => {}
+            Some(_) if matches => claims.owned.push(object),
+            Some(_) if deleting => {}
+            Some(_) => claims.release.push(object),
+            None if matches && !deleting && meta.deletion_timestamp.is_none() => claims.adopt.push(object),
+            None => {}
+        }
+    }
+    claims
+}
+
+/// The strategic merge patch that makes `reference` the controller of the object `uid`.
+pub fn adopt_patch(reference: &OwnerReference, uid: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"metadata": {"ownerReferences": [reference], "uid": uid}})
+}
+
+/// The strategic merge patch that drops the owner `owner_uid` from the object `uid`.
+pub fn release_patch(owner_uid: Option<&str>, uid: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid}})
+}
+
+/// Applies an ownership patch; `false` when the object is gone or was replaced.
+pub async fn patch_ownership<K>(api: &Api<K>, name: &str, patch: serde_json::Value) -> Result<bool, Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+        Ok(_) => Ok(true),
+        Err(error) if runtime::is_not_found(&error) => Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Upstream's `RecheckDeletionTimestamp`: before adopting, the owner read afresh must still be
+/// the same object and not being deleted.
+pub async fn can_adopt<K>(client: &Client, owner: &K) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+{
+    let meta = owner.meta();
+    let api: Api<K> = Api::namespaced(client.clone(), meta.namespace.as_deref().unwrap_or_default());
+    match api.get(meta.name.as_deref().unwrap_or_default()).await {
+        Ok(fresh) => Ok(fresh.meta().uid == meta.uid && fresh.meta().deletion_timestamp.is_none()),
+        Err(error) if runtime::is_not_found(&error) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A reference to `object` for events.
+pub fn object_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
+    let meta = object.meta();
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// The message of an API error as upstream prints it in events.
+pub fn error_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Runs `total` calls of `call` in batches of 1, 2, 4, ... (upstream's `slowStartBatch`),
+/// stopping after the first batch with a failure; returns how many succeeded and the first
+/// error.
+pub async fn slow_start<F, Fut, E>(total: usize, call: F) -> (usize, Result<(), E>)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let mut done = 0;
+    let mut batch = 1;
+    while done < total {
+        let size = batch.min(total - done);
+        let results = futures::future::join_all((0..size).map(|i| call(done + i))).await;
+        let succeeded = results.iter().filter(|r| r.is_ok()).count();
+        let first_error = results.into_iter().find_map(Result::err);
+        done += size;
+        if let Some(error) = first_error {
+            return (done - size + succeeded, Err(error));
+        }
+        batch *= 2;
+    }
+    (done, Ok(()))
 }
 
 #[cfg(test)]
