@@ -437,4 +437,50 @@ mod tests {
         assert!(!has_labels(Some(&wanted), Some(&labels)));
         assert!(has_labels(None, None));
     }
+
+    #[test]
+    fn claims_keep_adopt_release_and_ignore() {
+        let selector: Selector = [("app", "web")].into_iter().collect();
+        let owner = |uid: &str, deleting: bool| -> ObjectMeta {
+            serde_json::from_value(json!({"name": "rs", "namespace": "ns", "uid": uid,
+                "deletionTimestamp": deleting.then_some("2026-01-01T00:00:00Z")}))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let owned = |name: &str, app: &str, uid: &str| {
+            pod(json!({"metadata": {"name": name, "labels": {"app": app},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                                     "uid": uid, "controller": true}]}}))
+        };
+        let mine = owned("mine", "web", "u1");
+        let strayed = owned("strayed", "db", "u1");
+        let others = owned("others", "web", "u2");
+        let orphan = pod(json!({"metadata": {"name": "orphan", "labels": {"app": "web"}}}));
+        let stranger = pod(json!({"metadata": {"name": "stranger", "labels": {"app": "db"}}}));
+        let all = [&mine, &strayed, &others, &orphan, &stranger];
+        let names = |v: &[&Pod]| v.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>();
+        let claims = claim(&owner("u1", false), &selector, &all);
+        assert_eq!(names(&claims.owned), ["mine"]);
+        assert_eq!(names(&claims.adopt), ["orphan"]);
+        assert_eq!(names(&claims.release), ["strayed"]);
+        // An owner being deleted neither adopts nor releases.
+        let claims = claim(&owner("u1", true), &selector, &all);
+        assert_eq!(names(&claims.owned), ["mine"]);
+        assert!(claims.adopt.is_empty() && claims.release.is_empty());
+    }
+
+    #[tokio::test]
+    async fn slow_start_batches_double_and_stop_at_a_failure() {
+        let calls = std::sync::Mutex::new(Vec::new());
+        let (done, result) = slow_start(10, |i| {
+            calls.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+            async move { if i == 4 { Err("boom") } else { Ok(()) } }
+        })
+        .await;
+        // Batches 1, 2, 4: the third batch (3..7) holds the failure; 7 and later never run.
+        assert_eq!(calls.lock().unwrap_or_else(|e| e.into_inner()).len(), 7);
+        assert_eq!(done, 6);
+        assert!(result.is_err());
+        let (done, result) = slow_start(5, |_| async { Ok::<(), ()>(()) }).await;
+        assert_eq!((done, result.is_ok()), (5, true));
+    }
 }

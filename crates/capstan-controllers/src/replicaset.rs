@@ -13,18 +13,16 @@ use std::time::Duration;
 use capstan_client::events::{EventRecorder, EventType};
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec, ReplicationController};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
-
 use crate::expectations::Expectations;
 use crate::pods;
 use crate::runtime::{self, Change, Error, Informers, Queue};
@@ -253,37 +251,6 @@ fn on_pod_change<K: Replicated>(
     }
 }
 
-/// What a sync decided about the pods in the owner's namespace.
-#[derive(Debug, Default)]
-struct Claims<'a> {
-    /// Active pods owned and selected.
-    owned: Vec<&'a Pod>,
-    /// Orphans to adopt.
-    adopt: Vec<&'a Pod>,
-    /// Owned pods that stopped matching.
-    release: Vec<&'a Pod>,
-}
-
-/// Upstream's `ClaimPods`: which active pods the owner keeps, adopts and releases.
-fn claim<'a>(owner: &ObjectMeta, selector: Option<&Selector>, candidates: &[&'a Pod]) -> Claims<'a> {
-    let mut claims = Claims::default();
-    let uid = owner.uid.as_deref().unwrap_or_default();
-    let deleting = owner.deletion_timestamp.is_some();
-    for pod in candidates.iter().copied().filter(|p| pods::is_active(p)) {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let matches = selector.is_some_and(|s| s.matches(&labels));
-        match pods::controller_of(&pod.metadata) {
-            Some(r) if r.uid != uid => {}
-            Some(_) if matches => claims.owned.push(pod),
-            Some(_) if deleting => {}
-            Some(_) => claims.release.push(pod),
-            None if matches && !deleting => claims.adopt.push(pod),
-            None => {}
-        }
-    }
-    claims
-}
-
 /// The new status (upstream's `calculateStatus`).
 fn calculate_status(
     spec: &Spec,
@@ -358,19 +325,6 @@ fn next_available(owned: &[&Pod], min_ready_seconds: i32, now: Timestamp) -> Opt
         .map(|secs| Duration::from_secs(secs.max(1) as u64))
 }
 
-fn reference<K: Replicated>(owner: &K) -> ObjectReference {
-    let meta = owner.meta();
-    ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
-        kind: Some(K::kind(&()).into_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
-
 /// One sync of a ReplicaSet or ReplicationController (upstream's `syncReplicaSet`).
 pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Result<Action, Error> {
     let meta = owner.meta();
@@ -383,14 +337,20 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
         .pods
         .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&Pod> = candidates.iter().map(|p| &**p).collect();
-    let claims = claim(meta, spec.selector.as_ref(), &candidates);
+    let active: Vec<&Pod> = candidates.iter().copied().filter(|p| pods::is_active(p)).collect();
+    let claims = match &spec.selector {
+        Some(selector) => pods::claim(meta, selector, &active),
+        // An invalid selector selects nothing.
+        None => pods::Claims { owned: Vec::new(), adopt: Vec::new(), release: Vec::new() },
+    };
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut owned = claims.owned.clone();
-    if !claims.adopt.is_empty() && still_owner(&ctx, &owner).await? {
+    if !claims.adopt.is_empty() && pods::can_adopt(&ctx.client, &*owner).await? {
         let reference = pods::controller_ref(K::API_VERSION, &K::kind(&()), meta);
         for pod in claims.adopt {
-            let patch = json!({"metadata": {"ownerReferences": [reference], "uid": pod.metadata.uid}});
-            match patch_pod(&pod_api, pod, patch).await {
+            let patch = pods::adopt_patch(&reference, pod.metadata.uid.as_deref());
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            match pods::patch_ownership(&pod_api, name, patch).await {
                 Ok(true) => owned.push(pod),
                 Ok(false) => {}
                 Err(error) => return Err(error),
@@ -398,11 +358,8 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
         }
     }
     for pod in claims.release {
-        let patch = json!({"metadata": {
-            "ownerReferences": [{"$patch": "delete", "uid": meta.uid}],
-            "uid": pod.metadata.uid,
-        }});
-        patch_pod(&pod_api, pod, patch).await?;
+        let patch = pods::release_patch(meta.uid.as_deref(), pod.metadata.uid.as_deref());
+        pods::patch_ownership(&pod_api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await?;
     }
 
     let mut failure = None;
@@ -436,30 +393,6 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
     })
 }
 
-/// Upstream's `RecheckDeletionTimestamp`: before adopting, the owner read afresh must still be
-/// the same object and not being deleted.
-async fn still_owner<K: Replicated>(ctx: &Context<K>, owner: &K) -> Result<bool, Error> {
-    let meta = owner.meta();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), meta.namespace.as_deref().unwrap_or_default());
-    match api.get(meta.name.as_deref().unwrap_or_default()).await {
-        Ok(fresh) => Ok(fresh.meta().uid == meta.uid && fresh.meta().deletion_timestamp.is_none()),
-        Err(error) if runtime::is_not_found(&error) => Ok(false),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// Applies an ownership patch to a pod; `false` when the pod is gone.
-async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> Result<bool, Error> {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    match api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
-        Ok(_) => Ok(true),
-        Err(error) if runtime::is_not_found(&error) => Ok(false),
-        // The pod was replaced by another of the same name (uid mismatch).
-        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => Ok(false),
-        Err(error) => Err(error.into()),
-    }
-}
-
 /// Creates or deletes pods to close `diff` (upstream's `manageReplicas`).
 async fn manage_replicas<K: Replicated>(
     ctx: &Context<K>,
@@ -480,8 +413,8 @@ async fn manage_replicas<K: Replicated>(
         ctx.expectations.expect_creations(&key, wanted);
         let controller = pods::controller_ref(K::API_VERSION, &K::kind(&()), meta);
         let pod = pods::pod_from_template(template, &namespace, meta.name.as_deref().unwrap_or_default(), controller);
-        let (created, result) = slow_start(wanted, |_| {
-            let (api, pod, recorder, owner_ref) = (pod_api.clone(), pod.clone(), ctx.recorder.clone(), reference(owner));
+        let (created, result) = pods::slow_start(wanted, |_| {
+            let (api, pod, recorder, owner_ref) = (pod_api.clone(), pod.clone(), ctx.recorder.clone(), pods::object_reference(owner));
             async move {
                 match api.create(&PostParams::default(), &pod).await {
                     Ok(made) => {
@@ -494,7 +427,7 @@ async fn manage_replicas<K: Replicated>(
                         let terminating = matches!(&error, kube::Error::Api(s)
                             if s.code == 403 && s.message.contains("being terminated"));
                         if !terminating {
-                            recorder.record(owner_ref, EventType::Warning, "FailedCreate", format!("Error creating: {}", message(&error)));
+                            recorder.record(owner_ref, EventType::Warning, "FailedCreate", format!("Error creating: {}", pods::error_message(&error)));
                         }
                         Err(error)
                     }
@@ -516,7 +449,7 @@ async fn manage_replicas<K: Replicated>(
         ctx.expectations
             .expect_deletions(&key, victims.iter().map(|p| pods::key(&p.metadata)));
         let results = join_all(victims.iter().map(|pod| {
-            let (api, recorder, owner_ref) = (pod_api.clone(), ctx.recorder.clone(), reference(owner));
+            let (api, recorder, owner_ref) = (pod_api.clone(), ctx.recorder.clone(), pods::object_reference(owner));
             let name = pod.metadata.name.clone().unwrap_or_default();
             let pod_key = pods::key(&pod.metadata);
             let expectations = ctx.expectations.clone();
@@ -532,7 +465,7 @@ async fn manage_replicas<K: Replicated>(
                         if runtime::is_not_found(&error) {
                             return Ok(());
                         }
-                        recorder.record(owner_ref, EventType::Warning, "FailedDelete", format!("Error deleting: {}", message(&error)));
+                        recorder.record(owner_ref, EventType::Warning, "FailedDelete", format!("Error deleting: {}", pods::error_message(&error)));
                         Err(error)
                     }
                 }
@@ -542,13 +475,6 @@ async fn manage_replicas<K: Replicated>(
         return results.into_iter().collect::<Result<Vec<()>, _>>().map(|_| ()).map_err(Error::from);
     }
     Ok(())
-}
-
-fn message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// The active pods of the owner and of its siblings under the same controller (upstream's
@@ -575,30 +501,6 @@ fn related_pods<K: Replicated>(ctx: &Context<K>, owner: &K, owned: &[&Pod]) -> V
     })
 }
 
-/// Runs `total` calls of `call` in batches of 1, 2, 4, ... (upstream's `slowStartBatch`),
-/// stopping after the first batch with a failure; returns how many succeeded and the first
-/// error.
-async fn slow_start<F, Fut>(total: usize, call: F) -> (usize, Result<(), kube::Error>)
-where
-    F: Fn(usize) -> Fut,
-    Fut: Future<Output = Result<(), kube::Error>>,
-{
-    let mut done = 0;
-    let mut batch = 1;
-    while done < total {
-        let size = batch.min(total - done);
-        let results = join_all((0..size).map(|i| call(done + i))).await;
-        let succeeded = results.iter().filter(|r| r.is_ok()).count();
-        let first_error = results.into_iter().find_map(Result::err);
-        done += size;
-        if let Some(error) = first_error {
-            return (done - size + succeeded, Err(error));
-        }
-        batch *= 2;
-    }
-    (done, Ok(()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,43 +508,6 @@ mod tests {
 
     fn pod(value: serde_json::Value) -> Pod {
         serde_json::from_value(value).unwrap_or_else(|e| panic!("bad pod: {e}"))
-    }
-
-    fn owner_meta(uid: &str, deleting: bool) -> ObjectMeta {
-        serde_json::from_value(json!({
-            "name": "rs", "namespace": "ns", "uid": uid,
-            "deletionTimestamp": deleting.then_some("2026-01-01T00:00:00Z"),
-        }))
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    #[test]
-    fn claims_keep_adopt_release_and_ignore() {
-        let selector: Selector = [("app", "web")].into_iter().collect();
-        let owned = |name: &str, app: &str, uid: &str| {
-            pod(json!({"metadata": {"name": name, "labels": {"app": app},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                                     "uid": uid, "controller": true}]}}))
-        };
-        let mine = owned("mine", "web", "u1");
-        let strayed = owned("strayed", "db", "u1");
-        let others = owned("others", "web", "u2");
-        let orphan = pod(json!({"metadata": {"name": "orphan", "labels": {"app": "web"}}}));
-        let stranger = pod(json!({"metadata": {"name": "stranger", "labels": {"app": "db"}}}));
-        let done = pod(json!({"metadata": {"name": "done", "labels": {"app": "web"}},
-                              "status": {"phase": "Failed"}}));
-        let all = [&mine, &strayed, &others, &orphan, &stranger, &done];
-        let names = |v: &[&Pod]| v.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>();
-
-        let claims = claim(&owner_meta("u1", false), Some(&selector), &all);
-        assert_eq!(names(&claims.owned), ["mine"]);
-        assert_eq!(names(&claims.adopt), ["orphan"]);
-        assert_eq!(names(&claims.release), ["strayed"]);
-
-        // An owner being deleted neither adopts nor releases.
-        let claims = claim(&owner_meta("u1", true), Some(&selector), &all);
-        assert_eq!(names(&claims.owned), ["mine"]);
-        assert!(claims.adopt.is_empty() && claims.release.is_empty());
     }
 
     #[test]
@@ -682,28 +547,6 @@ mod tests {
         let mut again = spec.clone();
         again.status = failed;
         assert_eq!(calculate_status(&again, Some(4), &owned, None, now).conditions, None, "cleared once it works");
-    }
-
-    #[tokio::test]
-    async fn slow_start_batches_double_and_stop_at_a_failure() {
-        let calls = std::sync::Mutex::new(Vec::new());
-        let (done, result) = slow_start(10, |i| {
-            calls.lock().unwrap_or_else(|e| e.into_inner()).push(i);
-            async move {
-                if i == 4 {
-                    Err(kube::Error::LinesCodecMaxLineLengthExceeded)
-                } else {
-                    Ok(())
-                }
-            }
-        })
-        .await;
-        // Batches 1, 2, 4: the third batch (3..7) holds the failure; 8 and more never run.
-        assert_eq!(calls.lock().unwrap_or_else(|e| e.into_inner()).len(), 7);
-        assert_eq!(done, 6);
-        assert!(result.is_err());
-        let (done, result) = slow_start(5, |_| async { Ok(()) }).await;
-        assert_eq!((done, result.is_ok()), (5, true));
     }
 
     #[test]
