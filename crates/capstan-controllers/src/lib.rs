@@ -8,11 +8,13 @@
 pub mod deployment;
 pub mod expectations;
 pub mod gc;
+pub mod job;
 pub mod namespace;
 pub mod pods;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod ttlafterfinished;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -29,10 +31,12 @@ use crate::runtime::{AbortOnDrop, Informers};
 pub const CONTROLLERS: &[&str] = &[
     "deployment",
     "garbagecollector",
+    "job",
     "namespace",
     "replicaset",
     "replicationcontroller",
     "serviceaccount",
+    "ttl-after-finished",
 ];
 
 /// Which controllers run.
@@ -95,6 +99,17 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             recorder("deployment-controller"),
             5,
         )));
+    }
+    if config.enabled("job") {
+        controllers.push(Box::pin(job::start(
+            &mut informers,
+            client.clone(),
+            recorder("job-controller"),
+            5,
+        )));
+    }
+    if config.enabled("ttl-after-finished") {
+        controllers.push(Box::pin(ttlafterfinished::start(&mut informers, client.clone(), 5)));
     }
     if config.enabled("garbagecollector") {
         controllers.push(Box::pin(gc::run(client.clone())));
