@@ -8,6 +8,7 @@
 pub mod deployment;
 pub mod expectations;
 pub mod gc;
+pub mod cronjob;
 pub mod job;
 pub mod namespace;
 pub mod pods;
@@ -29,6 +30,7 @@ use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
+    "cronjob",
     "deployment",
     "garbagecollector",
     "job",
@@ -105,6 +107,14 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             &mut informers,
             client.clone(),
             recorder("job-controller"),
+            5,
+        )));
+    }
+    if config.enabled("cronjob") {
+        controllers.push(Box::pin(cronjob::start(
+            &mut informers,
+            client.clone(),
+            recorder("cronjob-controller"),
             5,
         )));
     }
