@@ -5,12 +5,14 @@
 //! [`runtime`] holds the informers and work queues; every other module is one controller (or
 //! helpers shared by several). [`start`] runs the enabled ones.
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod expectations;
 pub mod gc;
 pub mod history;
+pub mod job;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
@@ -21,6 +23,7 @@ pub mod runtime;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;
+pub mod ttlafterfinished;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -36,10 +39,12 @@ use crate::runtime::{AbortOnDrop, Informers};
 
 /// Every controller by its upstream name, as `--disable-controllers` takes them.
 pub const CONTROLLERS: &[&str] = &[
+    "cronjob",
     "daemonset",
     "deployment",
     "disruption",
     "garbagecollector",
+    "job",
     "namespace",
     "nodeipam",
     "nodelifecycle",
@@ -49,6 +54,7 @@ pub const CONTROLLERS: &[&str] = &[
     "serviceaccount",
     "statefulset",
     "taint-eviction-controller",
+    "ttl-after-finished",
 ];
 
 /// Which controllers run, and their settings.
@@ -168,6 +174,25 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             recorder("daemonset-controller"),
             2,
         )));
+    }
+    if config.enabled("job") {
+        controllers.push(Box::pin(job::start(
+            &mut informers,
+            client.clone(),
+            recorder("job-controller"),
+            5,
+        )));
+    }
+    if config.enabled("cronjob") {
+        controllers.push(Box::pin(cronjob::start(
+            &mut informers,
+            client.clone(),
+            recorder("cronjob-controller"),
+            5,
+        )));
+    }
+    if config.enabled("ttl-after-finished") {
+        controllers.push(Box::pin(ttlafterfinished::start(&mut informers, client.clone(), 5)));
     }
     if config.enabled("garbagecollector") {
         controllers.push(Box::pin(gc::run(client.clone())));
