@@ -3,7 +3,10 @@
 //! matching orphans and release pods that stop matching; disruption budgets keep their status and
 //! refuse an eviction that would break them; cascading deletion works in all three
 //! modes; a deleted namespace takes everything in it, of every kind; every
-//! namespace gets its `default` ServiceAccount; on etcd the controllers take their Lease.
+//! namespace gets its `default` ServiceAccount; Deployments roll out within maxSurge and
+//! maxUnavailable under `kubectl rollout`; lost nodes are tainted and their pods evicted; a
+//! DaemonSet follows nodes, a StatefulSet scales in order, a Job completes through a failure and
+//! a CronJob fires; on etcd the controllers take their Lease.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -439,5 +442,124 @@ fn lost_nodes_are_tainted_and_their_pods_evicted_after_their_toleration() {
         (ready == "True" && !taints.contains("unreachable")).then_some(())
     });
     assert!(get(&kc, &["get", "pod", "slow", "-o", "jsonpath={.metadata.deletionTimestamp}"]).is_empty());
+    server.stop();
+}
+
+/// Sets a pod's phase as its kubelet would when its containers end.
+fn finish_pod(kc: &Path, ns: &str, pod: &str, phase: &str) {
+    kubectl_ok(KUBECTL, kc, &["-n", ns, "patch", "pod", pod, "--subresource=status", "--type=merge", "-p", &format!(r#"{{"status":{{"phase":"{phase}"}}}}"#)]);
+}
+
+fn daemon_sets(kc: &Path) {
+    apply(kc, "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: default}\nspec:\n  selector: {matchLabels: {app: agent}}\n  template:\n    metadata: {labels: {app: agent}}\n    spec: {containers: [{name: c, image: busybox}]}\n");
+    let on_nodes = |kc: &Path| {
+        let mut nodes: Vec<String> = get(kc, &["get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}"])
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        nodes.sort();
+        nodes
+    };
+    eventually("a daemon pod per node", || (on_nodes(kc) == ["sim-node-0", "sim-node-1"]).then_some(()));
+    // A node joins: it gets its daemon pod.
+    let extra = Sim::start(kc, &["--nodes", "1", "--name-prefix", "late-", "--lease-interval", "2s"]);
+    eventually("the daemon pod on the new node", || (on_nodes(kc) == ["late-0", "sim-node-0", "sim-node-1"]).then_some(()));
+    let status = eventually("the DaemonSet's status", || {
+        let s = get(kc, &["get", "ds", "agent", "-o", "jsonpath={.status.desiredNumberScheduled}/{.status.currentNumberScheduled}/{.status.numberReady}"]);
+        (s == "3/3/3").then_some(s)
+    });
+    assert_eq!(status, "3/3/3");
+    // The node leaves: it no longer counts.
+    drop(extra);
+    kubectl_ok(KUBECTL, kc, &["delete", "node", "late-0"]);
+    eventually("two desired daemon pods", || {
+        (get(kc, &["get", "ds", "agent", "-o", "jsonpath={.status.desiredNumberScheduled}"]) == "2").then_some(())
+    });
+}
+
+fn stateful_sets(kc: &Path) {
+    apply(kc, "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, namespace: default}\nspec:\n  replicas: 3\n  serviceName: db\n  selector: {matchLabels: {app: sts}}\n  template:\n    metadata: {labels: {app: sts}}\n    spec: {containers: [{name: c, image: busybox}]}\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n");
+    eventually("three ready replicas", || {
+        (get(kc, &["get", "sts", "db", "-o", "jsonpath={.status.readyReplicas}"]) == "3").then_some(())
+    });
+    let names = get(kc, &["get", "pods", "-l", "app=sts", "-o", "jsonpath={.items[*].metadata.name}"]);
+    assert_eq!(names, "db-0 db-1 db-2");
+    let claims = get(kc, &["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"]);
+    assert_eq!(claims, "data-db-0 data-db-1 data-db-2");
+    // OrderedReady: created in order, each after the previous was ready.
+    let created = |kc: &Path| -> Vec<String> {
+        get(kc, &["get", "events", "--field-selector", "involvedObject.kind=StatefulSet,involvedObject.name=db", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let pods_created: Vec<String> = created(kc).into_iter().filter(|m| m.starts_with("create Pod")).collect();
+    assert_eq!(pods_created, [
+        "create Pod db-0 in StatefulSet db successful",
+        "create Pod db-1 in StatefulSet db successful",
+        "create Pod db-2 in StatefulSet db successful",
+    ]);
+    // Scaled down, the highest ordinals go first; the claims stay.
+    kubectl_ok(KUBECTL, kc, &["scale", "sts", "db", "--replicas=1"]);
+    eventually("one replica left", || {
+        (get(kc, &["get", "pods", "-l", "app=sts", "-o", "jsonpath={.items[*].metadata.name}"]) == "db-0").then_some(())
+    });
+    let deleted: Vec<String> = created(kc).into_iter().filter(|m| m.starts_with("delete Pod")).collect();
+    assert_eq!(deleted, ["delete Pod db-2 in StatefulSet db successful", "delete Pod db-1 in StatefulSet db successful"]);
+    assert_eq!(get(kc, &["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"]), "data-db-0 data-db-1 data-db-2");
+}
+
+fn jobs(kc: &Path) {
+    // Two completions one at a time; the first pod fails and is replaced after the backoff.
+    apply(kc, "apiVersion: batch/v1\nkind: Job\nmetadata: {name: work, namespace: default}\nspec:\n  completions: 2\n  parallelism: 1\n  backoffLimit: 2\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n");
+    let running = |kc: &Path| -> Option<String> {
+        let out = get(kc, &["get", "pods", "-l", "job-name=work", "-o", "jsonpath={range .items[?(@.status.phase==\"Running\")]}{.metadata.name} {end}"]);
+        let names: Vec<&str> = out.split_whitespace().collect();
+        (names.len() == 1).then(|| names[0].to_owned())
+    };
+    let first = eventually("the first job pod running", || running(kc));
+    finish_pod(kc, "default", &first, "Failed");
+    eventually("the failure counted", || {
+        (get(kc, &["get", "job", "work", "-o", "jsonpath={.status.failed}"]) == "1").then_some(())
+    });
+    let second = eventually("a replacement pod", || running(kc).filter(|p| *p != first));
+    finish_pod(kc, "default", &second, "Succeeded");
+    let third = eventually("the pod for the second completion", || running(kc).filter(|p| *p != second && *p != first));
+    finish_pod(kc, "default", &third, "Succeeded");
+    eventually("the Job complete", || {
+        let s = get(kc, &["get", "job", "work", "-o", "jsonpath={.status.succeeded}/{.status.failed}/{.status.conditions[?(@.type==\"Complete\")].status}"]);
+        (s == "2/1/True").then_some(())
+    });
+    let table = kubectl_ok(KUBECTL, kc, &["get", "job", "work"]);
+    assert!(table.contains("Complete") && table.contains("2/2"), "{table}");
+    // Counted pods lose the tracking finalizer.
+    let finalizers = get(kc, &["get", "pods", "-l", "job-name=work", "-o", "jsonpath={.items[*].metadata.finalizers}"]);
+    assert!(!finalizers.contains("job-tracking"), "{finalizers}");
+
+    // A CronJob fires and records it.
+    apply(kc, "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: tick, namespace: default}\nspec:\n  schedule: \"@every 2s\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers: [{name: c, image: busybox}]\n");
+    let job = eventually("a Job from the CronJob", || {
+        let owned = get(kc, &["get", "jobs", "-o", "jsonpath={range .items[?(@.metadata.ownerReferences[0].name==\"tick\")]}{.metadata.name} {end}"]);
+        owned.split_whitespace().next().map(str::to_owned)
+    });
+    assert!(job.starts_with("tick-"), "{job}");
+    eventually("lastScheduleTime and the event", || {
+        let last = get(kc, &["get", "cronjob", "tick", "-o", "jsonpath={.status.lastScheduleTime}"]);
+        let events = get(kc, &["get", "events", "--field-selector", "involvedObject.kind=CronJob,reason=SuccessfulCreate", "-o", "jsonpath={.items[*].message}"]);
+        (!last.is_empty() && events.contains(&format!("Created job {job}"))).then_some(())
+    });
+    kubectl_ok(KUBECTL, kc, &["patch", "cronjob", "tick", "-p", r#"{"spec":{"suspend":true}}"#]);
+}
+
+#[test]
+fn daemon_sets_stateful_sets_jobs_and_cron_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let _sim = Sim::start(&kc, &["--nodes", "2", "--lease-interval", "2s"]);
+    eventually("two nodes", || (get(&kc, &["get", "nodes", "-o", "name"]).lines().count() == 2).then_some(()));
+    daemon_sets(&kc);
+    stateful_sets(&kc);
+    jobs(&kc);
     server.stop();
 }
