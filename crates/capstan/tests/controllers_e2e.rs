@@ -261,6 +261,8 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
 struct Observed {
     most_alive: usize,
     fewest_ready: Option<usize>,
+    /// Every pod seen alive.
+    names: std::collections::BTreeSet<String>,
 }
 
 fn observe_pods(kubeconfig: &Path, app: &str) -> (std::sync::Arc<std::sync::Mutex<Observed>>, std::sync::Arc<std::sync::atomic::AtomicBool>) {
@@ -297,6 +299,7 @@ fn observe_pods(kubeconfig: &Path, app: &str) -> (std::sync::Arc<std::sync::Mute
                 if gone || pod.metadata.deletion_timestamp.is_some() {
                     alive.remove(&name);
                 } else {
+                    out.lock().unwrap().names.insert(name.clone());
                     let ready = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
                         c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
                     });
@@ -561,5 +564,43 @@ fn daemon_sets_stateful_sets_jobs_and_cron_jobs() {
     daemon_sets(&kc);
     stateful_sets(&kc);
     jobs(&kc);
+    server.stop();
+}
+
+#[test]
+fn a_server_restart_mid_rollout_neither_creates_nor_deletes_extra_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let server = Server::start(&data, port);
+    let kc = server.kubeconfig();
+    let _sim = Sim::start(&kc, &["--nodes", "3", "--lease-interval", "2s"]);
+    kubectl_ok(KUBECTL, &kc, &["create", "deployment", "web", "--image=busybox:1", "--replicas=6"]);
+    // One new pod at a time, each ready for 2 s before the next step: a rollout of some 15 s.
+    kubectl_ok(
+        KUBECTL,
+        &kc,
+        &["patch", "deployment", "web", "-p", r#"{"spec":{"minReadySeconds":2,"strategy":{"rollingUpdate":{"maxSurge":1,"maxUnavailable":0}}}}"#],
+    );
+    assert!(rollout_status(&kc).contains("successfully rolled out"));
+    let (observed, stop) = observe_pods(&kc, "web");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kubectl_ok(KUBECTL, &kc, &["set", "image", "deployment/web", "busybox=busybox:2"]);
+    eventually("the rollout under way", || {
+        let updated: u32 = get(&kc, &["get", "deployment", "web", "-o", "jsonpath={.status.updatedReplicas}"]).parse().unwrap_or(0);
+        (2..6).contains(&updated).then_some(())
+    });
+    server.stop();
+    let server = Server::start(&data, port);
+    let status = rollout_status(&kc);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = observed.lock().unwrap();
+    // Six old pods and six new ones, never a seventh extra nor one ready pod fewer than six.
+    assert_eq!(seen.names.len(), 12, "{:?}", seen.names);
+    assert!(seen.most_alive <= 7, "{seen:?}");
+    assert!(seen.fewest_ready.is_some_and(|r| r >= 6), "{seen:?}");
+    drop(seen);
+    assert_eq!(pods_of(&kc, "default", "web").len(), 6);
     server.stop();
 }
