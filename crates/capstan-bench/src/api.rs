@@ -365,6 +365,17 @@ impl Conn {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<Response<Incoming>> {
+        self.send_typed(method, path, body, "application/json").await
+    }
+
+    /// Sends a request whose body has the content type `content_type`.
+    pub(crate) async fn send_typed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        content_type: &str,
+    ) -> Result<Response<Incoming>> {
         let mut send = self.send.clone();
         send.ready().await.context("connection closed")?;
         let mut request = Request::builder()
@@ -372,7 +383,7 @@ impl Conn {
             .uri(format!("{}{path}", self.base))
             .header(ACCEPT, "application/json");
         if body.is_some() {
-            request = request.header(CONTENT_TYPE, "application/json");
+            request = request.header(CONTENT_TYPE, content_type);
         }
         let request = request.body(Full::new(body.unwrap_or_default()))?;
         Ok(send.send_request(request).await?)
@@ -592,7 +603,7 @@ pub(crate) struct Memory {
 }
 
 impl Memory {
-    fn of(pid: &str) -> Memory {
+    pub(crate) fn of(pid: &str) -> Memory {
         let field = |name| status_kib(pid, name).unwrap_or(0);
         Memory {
             rss: field("VmRSS"),

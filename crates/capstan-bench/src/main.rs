@@ -59,6 +59,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 
 mod api;
+mod controllers;
 mod crash;
 mod scheduler;
 
@@ -86,6 +87,8 @@ enum Command {
     CrashWriter(crash::CrashWriterArgs),
     /// Benchmark the scheduler (upstream's scheduler_perf SchedulingBasic through the API).
     Scheduler(scheduler::SchedulerArgs),
+    /// Benchmark the controllers (Deployments created and rolled out on simulated nodes).
+    Controllers(controllers::ControllersArgs),
 }
 
 #[derive(Args, Debug)]
@@ -314,6 +317,7 @@ async fn main() -> ExitCode {
         Command::Api(args) => api::run(*args).await,
         Command::CrashWriter(args) => crash::run(args).await,
         Command::Scheduler(args) => scheduler::run(args).await,
+        Command::Controllers(args) => controllers::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

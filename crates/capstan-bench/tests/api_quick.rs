@@ -1,44 +1,20 @@
 //! Smoke test of `capstan-bench api`: a scaled-down run of every scenario against the real
 //! `capstan server` binary on SQLite and on etcd, so that the driver keeps working as the server
-//! changes. The server binary is the one cargo built next to the bench binary (`cargo test
-//! --workspace` and `scripts/test` build it; with `-p capstan-bench` alone, build it first with
-//! `cargo build -p capstan`).
+//! changes.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
 #[test]
 fn the_quick_api_benchmark_runs_every_scenario_on_both_backends() {
-    let bench = env!("CARGO_BIN_EXE_capstan-bench");
-    let server = Path::new(bench).with_file_name("capstan");
-    assert!(
-        server.is_file(),
-        "no server binary at {}: build it with `cargo build -p capstan`",
-        server.display()
-    );
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(bench)
-        .args(["api", "--quick", "--duration", "100ms", "--objects", "600"])
-        .args([
-            "--watchers",
-            "20",
-            "--watch-events",
-            "10",
-            "--list-walks",
-            "1",
-        ])
-        .arg("--server")
-        .arg(&server)
-        .arg("--dir")
-        .arg(dir.path())
-        .output()
-        .expect("run capstan-bench api");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("**error**"), "{stdout}\n{stderr}");
+    let stdout = common::run_bench(
+        &["api", "--quick", "--duration", "100ms", "--objects", "600", "--watchers", "20",
+          "--watch-events", "10", "--list-walks", "1"],
+        &["--dir".as_ref(), dir.path().as_os_str()],
+    );
+    assert!(!stdout.contains("**error**"), "{stdout}");
     for section in [
         "### Start-up",
         "### Memory",
