@@ -22,12 +22,12 @@ use serde_json::{Value, json};
 
 use crate::api::Api;
 use crate::auth::User;
-use crate::registry::{ListOptions, WriteOptions};
+use crate::registry::{Changes, ListOptions, WriteOptions};
 use crate::status::ApiError;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
-/// How often the policy is checked for changes.
-const REFRESH: Duration = Duration::from_millis(250);
+/// How often the policy is reread when no change was seen (a safety net: changes arrive by watch).
+const REFRESH: Duration = Duration::from_secs(30);
 
 /// What a request asks to do (upstream's authorizer attributes).
 #[derive(Clone, Debug, Default)]
@@ -245,8 +245,14 @@ impl Authorizer {
     pub(crate) fn start(api: Arc<Api>) -> Arc<Authorizer> {
         let authorizer = Arc::new(Authorizer::default());
         let weak = Arc::downgrade(&authorizer);
+        let registries = ["clusterroles", "clusterrolebindings", "roles", "rolebindings"]
+            .into_iter()
+            .filter_map(|plural| api.registry(GROUP, "v1", plural).cloned())
+            .collect();
+        let mut changes = Changes::new(registries);
         tokio::spawn(async move {
             loop {
+                changes.changed(REFRESH).await;
                 let Some(authorizer) = weak.upgrade() else {
                     return;
                 };
@@ -254,7 +260,6 @@ impl Authorizer {
                     tracing::debug!(?error, "cannot read the RBAC policy");
                 }
                 drop(authorizer);
-                tokio::time::sleep(REFRESH).await;
             }
         });
         authorizer

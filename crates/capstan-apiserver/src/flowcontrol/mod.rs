@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::api::Api;
 use crate::auth::User;
-use crate::registry::{ListOptions, Registry, WriteOptions};
+use crate::registry::{Changes, ListOptions, Registry, WriteOptions};
 pub(crate) use levels::{Level, Rejected, Seat};
 
 /// The server's concurrency limit, shared among the limited priority levels (upstream's
@@ -37,8 +37,9 @@ pub(crate) use levels::{Level, Rejected, Seat};
 pub(crate) const SERVER_CONCURRENCY_LIMIT: usize = 600;
 /// The longest a request waits in a queue (upstream: a quarter of the request timeout).
 pub(crate) const QUEUE_WAIT_LIMIT: Duration = Duration::from_secs(15);
-/// How often the classifier checks the configuration objects for changes.
-const REFRESH: Duration = Duration::from_millis(250);
+/// How often the configuration is reread when no change was seen (a safety net: changes arrive
+/// by watch).
+const REFRESH: Duration = Duration::from_secs(30);
 /// The annotation that lets the server keep a bootstrap object's spec current.
 const AUTO_UPDATE: &str = "apf.kubernetes.io/autoupdate-spec";
 /// The field manager of the status the server writes.
@@ -92,8 +93,14 @@ impl Flowcontrol {
     pub(crate) fn start(api: Arc<Api>) -> Arc<Flowcontrol> {
         let flowcontrol = Arc::new(Flowcontrol::default());
         let weak = Arc::downgrade(&flowcontrol);
+        let registries = ["flowschemas", "prioritylevelconfigurations"]
+            .into_iter()
+            .filter_map(|plural| api.registry(GROUP, "v1", plural).cloned())
+            .collect();
+        let mut changes = Changes::new(registries);
         tokio::spawn(async move {
             loop {
+                changes.changed(REFRESH).await;
                 let Some(flowcontrol) = weak.upgrade() else {
                     return;
                 };
@@ -101,7 +108,6 @@ impl Flowcontrol {
                     tracing::debug!(?error, "cannot read the flow control configuration");
                 }
                 drop(flowcontrol);
-                tokio::time::sleep(REFRESH).await;
             }
         });
         flowcontrol

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 pub(crate) use list::ListOptions;
 pub(crate) use strategy::Strategy;
-pub(crate) use watch::WatchOptions;
+pub(crate) use watch::{Changes, WatchOptions};
 
 use crate::status::ApiError;
 use crate::strict::{Problem, Source, strict_decoding_error};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use capstan_api::StatusError;
 use capstan_store::{EventKind, Revision, StoreError};
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -482,5 +482,54 @@ impl Registry {
                 }
             }
         }
+    }
+}
+
+/// A signal that fires when any object of a few resources changes, for the API server's own
+/// consumers of its configuration (the RBAC authorizer, flow control) that keep a derived form of
+/// it current. It is built on ordinary watches, reopened when they end, so a change is seen as
+/// soon as it is written rather than at the next poll.
+pub(crate) struct Changes {
+    registries: Vec<Arc<Registry>>,
+    events: futures::stream::SelectAll<futures::stream::BoxStream<'static, WatchEventOut>>,
+}
+
+impl Changes {
+    /// How long each underlying watch lasts before it is reopened.
+    const WATCH_TIMEOUT: Duration = Duration::from_secs(3600);
+
+    /// Follows every object of `registries`.
+    pub(crate) fn new(registries: Vec<Arc<Registry>>) -> Changes {
+        Changes {
+            registries,
+            events: futures::stream::SelectAll::new(),
+        }
+    }
+
+    /// Waits until something changed (or `fallback` passed), then swallows the events already
+    /// queued so that a burst of writes costs one wake-up. The first call returns at once: a new
+    /// watch starts with the current objects.
+    pub(crate) async fn changed(&mut self, fallback: Duration) {
+        if self.events.len() < self.registries.len() {
+            // A watch ended (or none is open yet): reopen them all.
+            self.events.clear();
+            for registry in &self.registries {
+                let options = WatchOptions {
+                    timeout: Self::WATCH_TIMEOUT,
+                    ..WatchOptions::default()
+                };
+                match registry.watch(None, options).await {
+                    Ok(stream) => self.events.push(stream.boxed()),
+                    Err(error) => {
+                        tracing::debug!(?error, "cannot watch; polling instead");
+                        self.events.clear();
+                        tokio::time::sleep(fallback).await;
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tokio::time::timeout(fallback, self.events.next()).await;
+        while let Some(Some(_)) = self.events.next().now_or_never() {}
     }
 }
