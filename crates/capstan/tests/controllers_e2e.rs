@@ -70,6 +70,18 @@ fn scaling(kc: &Path) {
     });
     let events = get(kc, &["-n", "scale", "get", "events", "--field-selector", "reason=SuccessfulCreate", "-o", "name"]);
     assert_eq!(events.lines().count(), 3, "one SuccessfulCreate event per pod: {events}");
+    // Past ten similar events about one object, the rest are combined into one, counted.
+    apply(kc, &replica_set("scale", "burst", 14));
+    wait_pods(kc, "scale", "burst", "burst", 14);
+    let events = eventually("nine events and a combined one counting five", || {
+        let events = get(kc, &["-n", "scale", "get", "events", "--field-selector",
+            "reason=SuccessfulCreate,involvedObject.name=burst", "-o",
+            "jsonpath={range .items[*]}{.count} {.message}{\"\\n\"}{end}"]);
+        let combined = events.lines().filter(|l| l.starts_with("5 (combined from similar events): Created pod: burst-")).count();
+        (events.lines().count() == 10 && combined == 1).then_some(events)
+    });
+    assert_eq!(events.lines().filter(|l| l.starts_with("1 Created pod: burst-")).count(), 9, "{events}");
+    kubectl_ok(KUBECTL, kc, &["-n", "scale", "delete", "rs", "burst"]);
 
     kubectl_ok(KUBECTL, kc, &["-n", "scale", "scale", "rs", "web", "--replicas=5"]);
     wait_pods(kc, "scale", "web", "web", 5);
