@@ -396,40 +396,11 @@ pub fn start(
     )
 }
 
-fn reference(cj: &CronJob) -> ObjectReference {
-    let meta = &cj.metadata;
-    ObjectReference {
-        api_version: Some("batch/v1".to_owned()),
-        kind: Some("CronJob".to_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
 
-fn job_reference(job: &Job) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("batch/v1".to_owned()),
-        kind: Some("Job".to_owned()),
-        name: job.metadata.name.clone(),
-        namespace: job.metadata.namespace.clone(),
-        uid: job.metadata.uid.clone(),
-        resource_version: job.metadata.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
 
-fn message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
 
 fn record(ctx: &Context, cj: &CronJob, (kind, reason, message): Event) {
-    ctx.recorder.record(reference(cj), kind, reason, message);
+    ctx.recorder.record(pods::object_reference(cj), kind, reason, message);
 }
 
 /// Deletes a Job in the background and drops it from the active list (upstream's
@@ -441,7 +412,7 @@ async fn delete_job(ctx: &Context, cj: &mut CronJob, job: &Job) -> bool {
         Ok(_) => {}
         Err(error) if runtime::is_not_found(&error) => {}
         Err(error) => {
-            record(ctx, cj, (EventType::Warning, "FailedDelete", format!("Deleted job: {}", message(&error))));
+            record(ctx, cj, (EventType::Warning, "FailedDelete", format!("Deleted job: {}", pods::error_message(&error))));
             return false;
         }
     }
@@ -566,7 +537,7 @@ async fn start_job(
             let job = match api.get(&name).await {
                 Ok(job) => job,
                 Err(error) => {
-                    record(ctx, cj, (EventType::Warning, "FailedGet", format!("Get job: {}", message(&error))));
+                    record(ctx, cj, (EventType::Warning, "FailedGet", format!("Get job: {}", pods::error_message(&error))));
                     return Err(error.into());
                 }
             };
@@ -594,13 +565,13 @@ async fn start_job(
         Err(error) => {
             let terminating = matches!(&error, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"));
             if !terminating {
-                record(ctx, cj, (EventType::Warning, "FailedCreate", format!("Error creating job: {}", message(&error))));
+                record(ctx, cj, (EventType::Warning, "FailedCreate", format!("Error creating job: {}", pods::error_message(&error))));
             }
             return Err(error.into());
         }
     };
     let mut st = status(cj);
-    st.active.get_or_insert_with(Vec::new).push(job_reference(&created));
+    st.active.get_or_insert_with(Vec::new).push(pods::object_reference(&created));
     cj.status = Some(st);
     Ok(true)
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use capstan_client::events::{EventRecorder, EventType};
 use futures::future::join_all;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -966,25 +966,7 @@ async fn remove_finalizer(api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> 
     }
 }
 
-fn reference(job: &Job) -> ObjectReference {
-    let meta = &job.metadata;
-    ObjectReference {
-        api_version: Some("batch/v1".to_owned()),
-        kind: Some("Job".to_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
 
-fn message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
 
 /// What claiming decided about the pods in the Job's namespace (upstream's `ClaimPods`).
 #[derive(Debug, Default)]
@@ -1093,7 +1075,7 @@ async fn delete_pods(ctx: &Context, job: &Job, victims: &[&Pod], key: Option<&st
             .await;
             match result {
                 Ok(()) => {
-                    ctx.recorder.record(reference(job), EventType::Normal, "SuccessfulDelete", format!("Deleted pod: {name}"));
+                    ctx.recorder.record(pods::object_reference(job), EventType::Normal, "SuccessfulDelete", format!("Deleted pod: {name}"));
                     (pods::is_ready(pod), Ok(()))
                 }
                 Err(error) => {
@@ -1103,7 +1085,7 @@ async fn delete_pods(ctx: &Context, job: &Job, victims: &[&Pod], key: Option<&st
                     if runtime::is_not_found(&error) {
                         return (pods::is_ready(pod), Ok(()));
                     }
-                    ctx.recorder.record(reference(job), EventType::Warning, "FailedDelete", format!("Error deleting: {}", message(&error)));
+                    ctx.recorder.record(pods::object_reference(job), EventType::Warning, "FailedDelete", format!("Error deleting: {}", pods::error_message(&error)));
                     (false, Err(error))
                 }
             }
@@ -1149,14 +1131,14 @@ async fn create_pods(ctx: &Context, job: &Job, key: &str, indexes: &[Option<usiz
                 Ok(pod) => {
                     created += 1;
                     let name = pod.metadata.name.unwrap_or_default();
-                    ctx.recorder.record(reference(job), EventType::Normal, "SuccessfulCreate", format!("Created pod: {name}"));
+                    ctx.recorder.record(pods::object_reference(job), EventType::Normal, "SuccessfulCreate", format!("Created pod: {name}"));
                 }
                 Err(error) => {
                     ctx.expectations.creation_observed(key);
                     let terminating = matches!(&error, kube::Error::Api(s)
                         if s.code == 403 && s.message.contains("being terminated"));
                     if !terminating {
-                        ctx.recorder.record(reference(job), EventType::Warning, "FailedCreate", format!("Error creating: {}", message(&error)));
+                        ctx.recorder.record(pods::object_reference(job), EventType::Warning, "FailedCreate", format!("Error creating: {}", pods::error_message(&error)));
                         first_error.get_or_insert(error);
                     }
                 }
@@ -1202,7 +1184,7 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
     }
     let mode = shared.spec.as_ref().and_then(|s| s.completion_mode.as_deref());
     if !matches!(mode, None | Some("NonIndexed" | "Indexed")) {
-        ctx.recorder.record(reference(&shared), EventType::Warning, "UnknownCompletionMode",
+        ctx.recorder.record(pods::object_reference(&*shared), EventType::Warning, "UnknownCompletionMode",
             "Skipped Job sync because completion mode is unknown".to_owned());
         return Ok(Action::await_change());
     }
@@ -1264,11 +1246,11 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
             if is_suspended(&job) {
                 if ensure_condition(conditions, SUSPENDED, "True", "JobSuspended", "Job suspended", now) {
                     suspend_changed = true;
-                    ctx.recorder.record(reference(&job), EventType::Normal, "Suspended", "Job suspended".to_owned());
+                    ctx.recorder.record(pods::object_reference(&job), EventType::Normal, "Suspended", "Job suspended".to_owned());
                 }
             } else if ensure_condition(conditions, SUSPENDED, "False", "JobResumed", "Job resumed", now) {
                 suspend_changed = true;
-                ctx.recorder.record(reference(&job), EventType::Normal, "Resumed", "Job resumed".to_owned());
+                ctx.recorder.record(pods::object_reference(&job), EventType::Normal, "Resumed", "Job resumed".to_owned());
                 // The deadline counts from the resumption.
                 status.start_time = Some(time(now));
             }
@@ -1338,12 +1320,12 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
         if done && let Some(finished) = &finished {
             if finished.type_ == COMPLETE {
                 if completions(&job).is_some_and(|c| status.succeeded.unwrap_or(0) > c) {
-                    ctx.recorder.record(reference(&job), EventType::Warning, "TooManySucceededPods",
+                    ctx.recorder.record(pods::object_reference(&job), EventType::Warning, "TooManySucceededPods",
                         "Too many succeeded pods running after completion count reached".to_owned());
                 }
-                ctx.recorder.record(reference(&job), EventType::Normal, "Completed", "Job completed".to_owned());
+                ctx.recorder.record(pods::object_reference(&job), EventType::Normal, "Completed", "Job completed".to_owned());
             } else {
-                ctx.recorder.record(reference(&job), EventType::Warning,
+                ctx.recorder.record(pods::object_reference(&job), EventType::Warning,
                     finished.reason.as_deref().unwrap_or_default(), finished.message.clone().unwrap_or_default());
             }
         }
