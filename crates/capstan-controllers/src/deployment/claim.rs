@@ -4,11 +4,11 @@
 //! that it is not being deleted) and releases owned ones whose labels stopped matching.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kube::core::{Selector, SelectorExt};
-use serde_json::json;
+use kube::core::Selector;
 
 use super::sync::controller_ref;
-use super::{Writes, selector_of, util};
+use super::{Writes, selector_of};
+use crate::pods;
 use crate::runtime::Error;
 
 /// What to do with one replica set.
@@ -24,43 +24,29 @@ pub enum Claim {
     Release,
 }
 
-/// Upstream's `ClaimObject` decision for one replica set.
+/// Upstream's `ClaimObject` decision for one replica set (the shared claim rules).
 pub fn claim_decision(d: &Deployment, selector: &Selector, rs: &ReplicaSet) -> Claim {
-    let matches = selector.matches(&rs.metadata.labels.clone().unwrap_or_default());
-    let deleting = d.metadata.deletion_timestamp.is_some();
-    if let Some(owner) = util::controller_of(&rs.metadata) {
-        if Some(&owner.uid) != d.metadata.uid.as_ref() {
-            return Claim::Ignore;
-        }
-        if matches {
-            return Claim::Owned;
-        }
-        return if deleting {
-            Claim::Ignore
-        } else {
-            Claim::Release
-        };
-    }
-    if deleting || !matches || rs.metadata.deletion_timestamp.is_some() {
-        return Claim::Ignore;
-    }
     if rs.metadata.namespace != d.metadata.namespace {
         return Claim::Ignore;
     }
-    Claim::Adopt
+    let claims = pods::claim(&d.metadata, selector, &[rs]);
+    if !claims.owned.is_empty() {
+        Claim::Owned
+    } else if !claims.adopt.is_empty() {
+        Claim::Adopt
+    } else if !claims.release.is_empty() {
+        Claim::Release
+    } else {
+        Claim::Ignore
+    }
 }
 
-/// The strategic merge patch that makes the deployment the replica set's controller.
-pub fn adopt_patch(d: &Deployment, rs: &ReplicaSet) -> serde_json::Value {
-    json!({"metadata": {"ownerReferences": [controller_ref(d)], "uid": rs.metadata.uid}})
+fn adopt_patch(d: &Deployment, rs: &ReplicaSet) -> serde_json::Value {
+    pods::adopt_patch(&controller_ref(d), rs.metadata.uid.as_deref())
 }
 
-/// The strategic merge patch that removes the deployment's owner reference.
-pub fn release_patch(d: &Deployment, rs: &ReplicaSet) -> serde_json::Value {
-    json!({"metadata": {
-        "ownerReferences": [{"$patch": "delete", "uid": d.metadata.uid}],
-        "uid": rs.metadata.uid,
-    }})
+fn release_patch(d: &Deployment, rs: &ReplicaSet) -> serde_json::Value {
+    pods::release_patch(d.metadata.uid.as_deref(), rs.metadata.uid.as_deref())
 }
 
 fn api_error_is(error: &kube::Error, code: u16) -> bool {

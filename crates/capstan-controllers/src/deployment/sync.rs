@@ -36,12 +36,7 @@ pub struct Syncer<'a, W> {
 }
 
 /// The message of an API error (as Go's `err.Error()` of a status error), else the error.
-pub fn error_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
+pub use crate::pods::error_message;
 
 fn is_already_exists(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.is_already_exists())
@@ -101,14 +96,7 @@ pub fn pod_map(d: &Deployment, rs_list: &[ReplicaSet], pods: &[Arc<Pod>]) -> Pod
 
 /// The controller reference a deployment puts on its replica sets.
 pub fn controller_ref(d: &Deployment) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".to_owned(),
-        kind: "Deployment".to_owned(),
-        name: d.metadata.name.clone().unwrap_or_default(),
-        uid: d.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    crate::pods::controller_ref("apps/v1", "Deployment", &d.metadata)
 }
 
 /// The replica set a deployment creates for its current template (before sizing and

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet,
 };
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
@@ -152,13 +152,7 @@ pub fn generation(meta: &ObjectMeta) -> i64 {
 }
 
 /// The controller owner reference of an object, if any.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|r| r.controller == Some(true))
-}
+pub use crate::pods::controller_of;
 
 /// Whether the deployment is expected to report `ProgressDeadlineExceeded` (a deadline is set
 /// and is not MaxInt32).
