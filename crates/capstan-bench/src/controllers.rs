@@ -157,7 +157,13 @@ pub async fn run(args: ControllersArgs) -> Result<()> {
     let (server, _) = ServerProcess::start_with(&binary, &data, None, &["--disable-controller-manager"], &log).await?;
     let kubeconfig = data.join("kubeconfig.yaml");
     let kc = kubeconfig.to_string_lossy().into_owned();
-    let manager = Child::spawn(&binary, &["controller-manager", "--kubeconfig", &kc, "--leader-elect=false"], &dir.path().join("controllers.log"))?;
+    // A /16 holds 256 node ranges (kube-controller-manager runs out there too): give the node
+    // IPAM controller room for every simulated node.
+    let manager = Child::spawn(
+        &binary,
+        &["controller-manager", "--kubeconfig", &kc, "--leader-elect=false", "--cluster-cidr", "10.64.0.0/12"],
+        &dir.path().join("controllers.log"),
+    )?;
     let nodes_arg = nodes.to_string();
     let _sim = Child::spawn(&binary, &["sim", "--kubeconfig", &kc, "--nodes", &nodes_arg, "--cpu", "32", "--pods", "110"], &dir.path().join("sim.log"))?;
     let conn = server.connect().await?;

@@ -3,7 +3,6 @@
 //! pods made from a template, the order in which surplus pods are deleted, and the claim
 //! (adopt/release), slow-start and event helpers every owner of pods or revisions uses.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use std::fmt::Debug;
@@ -154,66 +153,47 @@ fn creation(pod: &Pod) -> Option<Timestamp> {
     pod.metadata.creation_timestamp.as_ref().map(|t: &Time| t.0)
 }
 
-/// Upstream's logarithmic comparison of two times' ages at `now`: 0 when in the same power
-/// of two (of nanoseconds), negative when `a` is younger.
-fn log_rank_diff(a: Timestamp, b: Timestamp, now: Timestamp) -> i64 {
-    let rank = |t: Timestamp| {
-        let age = now.as_nanosecond() - t.as_nanosecond();
-        if age > 0 { (age as f64).log2() as i64 } else { -1 }
-    };
-    rank(a) - rank(b)
+/// Upstream's logarithmic age bucket of `t` at `now` (the power of two of its age in
+/// nanoseconds; -1 for a time not in the past).
+fn log_rank(t: Timestamp, now: Timestamp) -> i64 {
+    let age = now.as_nanosecond() - t.as_nanosecond();
+    if age > 0 { (age as f64).log2() as i64 } else { -1 }
 }
 
-/// `a` first when it is more recent, or zero; `None` when equal.
-fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>, now: Timestamp, uids: (&str, &str)) -> Option<bool> {
-    if a == b {
-        return None;
-    }
-    match (a, b) {
-        (None, _) => Some(true),
-        (_, None) => Some(false),
-        (Some(a), Some(b)) => match log_rank_diff(a, b, now) {
-            0 => Some(uids.0 < uids.1),
-            d => Some(d < 0),
-        },
+/// How a time ranks for deletion: zero (unknown) first, then younger buckets, and within a
+/// bucket by UID (upstream's randomisation under LogarithmicScaleDown).
+fn time_key(t: Option<Timestamp>, uid: &str, now: Timestamp) -> (u8, i64, &str) {
+    match t {
+        None => (0, 0, ""),
+        Some(t) => (1, log_rank(t, now), uid),
     }
 }
 
-/// Whether `a` should be deleted before `b` (upstream's `ActivePodsWithRanks.Less` with
-/// PodDeletionCost and LogarithmicScaleDown, both on in 1.33); `rank` is the number of related
-/// active pods on the pod's node.
+/// The rank of a pod in deletion order, smallest first: upstream's `ActivePodsWithRanks.Less`
+/// with PodDeletionCost and LogarithmicScaleDown (both on in 1.33), as a sort key. `rank` is
+/// the number of related active pods on the pod's node. Upstream's pairwise rule is not a total
+/// order (two pods with the same ready time fall through to later criteria, two in the same
+/// age bucket are ordered by UID); as a key, pods in one bucket are ordered by UID even when
+/// their times are equal, which keeps the order total (Rust's sort requires it).
+pub fn deletion_key(pod: &Pod, rank: usize, now: Timestamp) -> impl Ord + '_ {
+    let assigned = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let ready = ready_since(pod);
+    (
+        assigned,
+        phase_ordinal(pod),
+        ready.is_some(),
+        deletion_cost(pod),
+        std::cmp::Reverse(rank),
+        ready.map(|since| time_key(since, uid, now)),
+        std::cmp::Reverse(max_restarts(pod)),
+        time_key(creation(pod), uid, now),
+    )
+}
+
+/// Whether `a` should be deleted before `b` (see [`deletion_key`]).
 pub fn delete_first(a: (&Pod, usize), b: (&Pod, usize), now: Timestamp) -> bool {
-    let ((a, rank_a), (b, rank_b)) = (a, b);
-    let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let (node_a, node_b) = (node(a), node(b));
-    if node_a != node_b && (node_a.is_empty() || node_b.is_empty()) {
-        return node_a.is_empty();
-    }
-    if phase_ordinal(a) != phase_ordinal(b) {
-        return phase_ordinal(a) < phase_ordinal(b);
-    }
-    if is_ready(a) != is_ready(b) {
-        return !is_ready(a);
-    }
-    if deletion_cost(a) != deletion_cost(b) {
-        return deletion_cost(a) < deletion_cost(b);
-    }
-    if rank_a != rank_b {
-        return rank_a > rank_b;
-    }
-    let uids = (
-        a.metadata.uid.as_deref().unwrap_or_default(),
-        b.metadata.uid.as_deref().unwrap_or_default(),
-    );
-    if let (Some(ready_a), Some(ready_b)) = (ready_since(a), ready_since(b))
-        && let Some(first) = after_or_zero(ready_a, ready_b, now, uids)
-    {
-        return first;
-    }
-    if max_restarts(a) != max_restarts(b) {
-        return max_restarts(a) > max_restarts(b);
-    }
-    after_or_zero(creation(a), creation(b), now, uids).unwrap_or(false)
+    deletion_key(a.0, a.1, now) < deletion_key(b.0, b.1, now)
 }
 
 /// The `count` pods of `pods` to delete first, ranked by how many of `related` (active pods of
@@ -234,15 +214,7 @@ pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize, now:
             (*p, on_node.get(&node).copied().unwrap_or(0))
         })
         .collect();
-    ranked.sort_by(|x, y| {
-        if delete_first(*x, *y, now) {
-            Ordering::Less
-        } else if delete_first(*y, *x, now) {
-            Ordering::Greater
-        } else {
-            Ordering::Equal
-        }
-    });
+    ranked.sort_by(|x, y| deletion_key(x.0, x.1, now).cmp(&deletion_key(y.0, y.1, now)));
     ranked.into_iter().take(count).map(|(p, _)| p).collect()
 }
 
@@ -427,6 +399,40 @@ mod tests {
         let chosen = pods_to_delete(&[&c, &a, &b], &[&a, &b, &c], 1, now);
         let name = chosen[0].metadata.name.as_deref();
         assert!(matches!(name, Some("a" | "b")), "a pod on the doubled-up node: {name:?}");
+    }
+
+    #[test]
+    fn deletion_order_is_total_over_many_similar_pods() {
+        // Pods ready in the same second, in the same and in neighbouring age buckets, with and
+        // without restarts: upstream's pairwise rule is inconsistent on such a set (the sort
+        // panicked on it with 38 pods of one Deployment); the key must order it.
+        let now: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap_or_default();
+        let mut pods = Vec::new();
+        for i in 0..60u32 {
+            let since = format!("2026-01-01T23:5{}:0{}Z", i % 3, i % 2);
+            let mut p = ready(&format!("p{:02}", (i * 37) % 60), &format!("n{}", i % 7), &since);
+            if i % 5 == 0 {
+                p.status.as_mut().unwrap_or_else(|| unreachable!()).container_statuses = Some(vec![
+                    serde_json::from_value(json!({"name": "c", "image": "i", "imageID": "", "ready": true,
+                        "restartCount": i % 3})).unwrap_or_else(|e| panic!("{e}")),
+                ]);
+            }
+            pods.push(p);
+        }
+        let all: Vec<&Pod> = pods.iter().collect();
+        let chosen = pods_to_delete(&all, &all, 20, now);
+        assert_eq!(chosen.len(), 20);
+        // The chosen ones rank no later than any pod left.
+        let rank_of = |p: &Pod| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            all.iter().filter(|q| q.spec.as_ref().and_then(|s| s.node_name.clone()) == node).count()
+        };
+        let kept: Vec<&&Pod> = all.iter().filter(|p| !chosen.iter().any(|c| std::ptr::eq(*c, **p))).collect();
+        for c in &chosen {
+            for k in &kept {
+                assert!(!delete_first((k, rank_of(k)), (c, rank_of(c)), now));
+            }
+        }
     }
 
     #[test]

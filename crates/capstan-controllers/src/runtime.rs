@@ -15,12 +15,13 @@ use std::convert::Infallible;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use futures::{StreamExt, TryFutureExt};
+use futures::{FutureExt, StreamExt, TryFutureExt};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ApplierConfig, applier};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
@@ -315,6 +316,10 @@ pub enum Error {
     /// The object cannot be handled as it is.
     #[error("{0}")]
     Invalid(String),
+    /// The reconcile panicked: a bug. The controller goes on (the key is retried with backoff)
+    /// rather than stop every key it owns.
+    #[error("reconcile panicked: {0}")]
+    Panicked(String),
 }
 
 impl Error {
@@ -327,6 +332,19 @@ impl Error {
 /// Whether an API error is a 404.
 pub fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == 404)
+}
+
+/// A reconcile's outcome, with a panic turned into [`Error::Panicked`] with its text.
+fn panic_as_error(outcome: std::thread::Result<Result<Action, Error>>) -> Result<Action, Error> {
+    outcome.unwrap_or_else(|panic| {
+        let text = match panic.downcast::<String>() {
+            Ok(text) => *text,
+            Err(panic) => panic
+                .downcast_ref::<&str>()
+                .map_or_else(|| "(no message)".to_owned(), |s| (*s).to_owned()),
+        };
+        Err(Error::Panicked(text))
+    })
 }
 
 struct Shared<K: Resource + 'static, Ctx> {
@@ -366,7 +384,9 @@ pub async fn run_controller<K, Ctx, F, Fut>(
     let stream = applier(
         move |object: Arc<K>, shared: Arc<Shared<K, Ctx>>| {
             let key = ObjectRef::from_obj(&*object);
-            let fut = reconcile(object, shared.ctx.clone());
+            let fut = AssertUnwindSafe(reconcile(object, shared.ctx.clone()))
+                .catch_unwind()
+                .map(panic_as_error);
             Box::pin(fut.map_ok(move |action| {
                 shared
                     .failures
@@ -382,7 +402,9 @@ pub async fn run_controller<K, Ctx, F, Fut>(
             let count = failures.entry(key.clone()).or_default();
             let delay = backoff(*count);
             *count += 1;
-            if error.is_conflict() {
+            if let Error::Panicked(_) = error {
+                tracing::error!(controller = shared.name, object = %key, %error, ?delay, "reconcile panicked; retrying");
+            } else if error.is_conflict() {
                 tracing::debug!(controller = shared.name, object = %key, %error, "conflict; retrying");
             } else {
                 tracing::warn!(controller = shared.name, object = %key, %error, ?delay, "reconcile failed; retrying");
@@ -401,6 +423,55 @@ pub async fn run_controller<K, Ctx, F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_reconcile_is_retried_and_the_controller_goes_on() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let mut writer = Writer::<ConfigMap>::default();
+        writer.apply_watcher_event(&Event::Init);
+        for name in ["bad", "good"] {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(name.into());
+            cm.metadata.namespace = Some("ns".into());
+            writer.apply_watcher_event(&Event::InitApply(cm));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        let (queue, rx) = Queue::<ConfigMap>::new();
+        let calls = Arc::new((AtomicU32::new(0), AtomicU32::new(0)));
+        let run = run_controller(
+            "test",
+            writer.as_reader(),
+            async {},
+            rx,
+            1,
+            calls.clone(),
+            |cm: Arc<ConfigMap>, calls: Arc<(AtomicU32, AtomicU32)>| async move {
+                if cm.metadata.name.as_deref() == Some("bad") {
+                    // Panics the first time only.
+                    if calls.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                        panic!("a bug");
+                    }
+                } else {
+                    calls.1.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(Action::await_change())
+            },
+        );
+        let task = tokio::spawn(run);
+        queue.add_name(Some("ns"), "bad");
+        queue.add_name(Some("ns"), "good");
+        for _ in 0..200 {
+            if calls.0.load(Ordering::SeqCst) >= 2 && calls.1.load(Ordering::SeqCst) >= 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(calls.0.load(Ordering::SeqCst), 2, "the panicking key is retried");
+        assert_eq!(calls.1.load(Ordering::SeqCst), 1, "other keys are still served");
+        assert!(!task.is_finished(), "the controller keeps running");
+        task.abort();
+    }
 
     #[test]
     fn backoff_doubles_from_5ms_to_1000s() {
