@@ -200,12 +200,12 @@ pub fn by_size_newer(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
         .then_with(|| by_creation(b, a))
 }
 
-/// By revision, falling back to creation order when either is unparsable or they are equal.
+/// By revision, then creation order. Upstream falls back to creation order when either
+/// revision is unparsable; comparing such a revision as 0 instead keeps the order total (a sort
+/// needs that), and is the same for every well-formed annotation.
 pub fn by_revision(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
-    match (revision(a), revision(b)) {
-        (Ok(ra), Ok(rb)) if ra != rb => ra.cmp(&rb),
-        _ => by_creation(a, b),
-    }
+    let rev = |rs: &ReplicaSet| revision(rs).unwrap_or(0);
+    rev(a).cmp(&rev(b)).then_with(|| by_creation(a, b))
 }
 
 /// Whether a replica set asks for pods.
