@@ -3,9 +3,9 @@
 //! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), the
 //! OpenAPI documents ([`openapi`]), strategic merge patch with the built-in kinds' patch
 //! metadata ([`strategic`]), the resource catalogue ([`catalog`]), selectors ([`selector`]),
-//! quantities ([`quantity`]), Kubernetes protobuf bodies ([`protobuf`]), conversion between the
-//! versions of a kind ([`convert`]), and upstream's defaulting ([`defaults`]) and validation
-//! ([`validation`]) of each kind. No I/O.
+//! quantities ([`quantity`]), ResourceQuota accounting ([`quota`]), Kubernetes protobuf bodies
+//! ([`protobuf`]), conversion between the versions of a kind ([`convert`]), and upstream's
+//! defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
 //!
 //! API types come from `k8s-openapi`, whose version feature is chosen once, in the workspace
 //! manifest; this crate re-exports it so that every other crate sees the same level.
@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod printers;
 pub mod protobuf;
 pub mod quantity;
+pub mod quota;
 mod request;
 pub mod selector;
 mod status;

@@ -618,11 +618,34 @@ impl Quantity {
         exact
     }
 
-    /// The sum of two quantities, printed in this one's format.
+    /// The sum of two quantities, printed in this one's format (in `other`'s when this one is
+    /// zero, as upstream's `Add`).
     pub fn add(&self, other: &Quantity) -> Quantity {
         Quantity {
             value: self.value.add(&other.value),
-            format: self.format,
+            format: if self.is_zero() {
+                other.format
+            } else {
+                self.format
+            },
+            cached: None,
+        }
+    }
+
+    /// The difference `self - other`, printed in this one's format (in `other`'s when this one
+    /// is zero, as upstream's `Sub`).
+    pub fn sub(&self, other: &Quantity) -> Quantity {
+        let mut negated = other.value.clone();
+        if !negated.is_zero() {
+            negated.negative = !negated.negative;
+        }
+        Quantity {
+            value: self.value.add(&negated),
+            format: if self.is_zero() {
+                other.format
+            } else {
+                self.format
+            },
             cached: None,
         }
     }
@@ -813,5 +836,19 @@ mod tests {
         assert_eq!(a.add(&b).canonical(), "1536Mi");
         let c = Quantity::parse("-2").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(Quantity::from_i64(1).add(&c).canonical(), "-1");
+    }
+
+    #[test]
+    fn sums_and_differences_take_the_format_of_a_zero_start_from_the_other() {
+        let q = |s: &str| Quantity::parse(s).unwrap_or_else(|e| panic!("{e}"));
+        // A zero takes the other's format, as upstream's Add and Sub.
+        assert_eq!(Quantity::from_i64(0).add(&q("1Gi")).canonical(), "1Gi");
+        assert_eq!(q("0").sub(&q("1Gi")).canonical(), "-1Gi");
+        // Otherwise the receiver's format stays.
+        assert_eq!(q("2Gi").sub(&q("512Mi")).canonical(), "1536Mi");
+        assert_eq!(q("1").sub(&q("250m")).canonical(), "750m");
+        assert_eq!(q("1").sub(&q("1")).canonical(), "0");
+        assert!(q("1").sub(&q("2")).is_negative());
+        assert_eq!(q("500m").add(&q("500m")).canonical(), "1");
     }
 }
