@@ -39,6 +39,8 @@ pub(crate) struct Api {
     services: Allocator,
     service_cidr: Cidr,
     lifecycle: NamespaceLifecycle,
+    /// The admission that runs inside writes (LimitRanger, ResourceQuota).
+    admission: Arc<crate::admission::Chain>,
     /// The watch caches the registries read from; they live as long as the API.
     _caches: Arc<Caches>,
 }
@@ -122,6 +124,7 @@ impl Query {
             writer: None,
             force_allow_create: false,
             below_strategy: false,
+            admission: None,
         })
     }
 
@@ -483,12 +486,17 @@ impl Api {
                     .with_cache(caches.cache(&r.storage_key_prefix()));
                 Some(((r.group, r.version, r.plural), Arc::new(registry)))
             })
-            .collect();
+            .collect::<HashMap<_, Arc<Registry>>>();
+        let admission = Arc::new(crate::admission::Chain::new(
+            registries.get(&("", "v1", "limitranges")).cloned(),
+            registries.get(&("", "v1", "resourcequotas")).cloned(),
+        ));
         Api {
             registries,
             services: Allocator::new(service_cidr, NODE_PORTS),
             service_cidr,
             lifecycle: NamespaceLifecycle::default(),
+            admission,
             _caches: caches,
         }
     }
@@ -502,6 +510,14 @@ impl Api {
         let resource = catalog::lookup(group, version, resource)?;
         self.registries
             .get(&(resource.group, resource.version, resource.plural))
+    }
+
+    /// The admission a write through `resource`'s main endpoint runs inside the registry: that
+    /// of namespaced resources (cluster-scoped ones have no quotas or limits).
+    fn write_admission(&self, resource: &Resource) -> Option<Arc<dyn crate::registry::Admission>> {
+        resource
+            .namespaced
+            .then(|| self.admission.clone() as Arc<dyn crate::registry::Admission>)
     }
 
     /// The registry of namespaces.
@@ -671,6 +687,7 @@ impl Api {
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
+                options.admission = self.write_admission(resource);
                 if let Some(ns) = namespace {
                     self.admit_namespace(ns, resource, meta_str(&body, "name"))
                         .await?;
@@ -711,6 +728,9 @@ impl Api {
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
+                if subresource.is_none() {
+                    options.admission = self.write_admission(resource);
+                }
                 if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
                     // Only a create-on-update needs the namespace to accept content.
                     if registry.read(namespace, name, Some("0")).await.is_err() {
@@ -743,8 +763,11 @@ impl Api {
             ("patch", None | Some("status")) => {
                 let ct = content_type.as_deref();
                 let apply = crate::patch::is_apply(ct);
-                let options =
+                let mut options =
                     query.recorded_write_options(request.headers(), "PatchOptions", Some(apply))?;
+                if subresource.is_none() {
+                    options.admission = self.write_admission(resource);
+                }
                 if apply
                     && let Some(ns) = namespace.filter(|_| subresource.is_none())
                     && registry.read(namespace, name, Some("0")).await.is_err()
@@ -1219,3 +1242,7 @@ pub(crate) async fn ensure_defaults(api: &Api, port: u16) -> Result<(), ApiError
 #[cfg(test)]
 #[path = "api_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod admission_tests;

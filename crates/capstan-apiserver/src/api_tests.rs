@@ -11,14 +11,14 @@ use serde_json::{Value, json};
 
 use super::{Api, ensure_defaults};
 
-struct Harness {
-    api: Api,
+pub(super) struct Harness {
+    pub(super) api: Api,
     store: Store,
     _dir: tempfile::TempDir,
 }
 
 impl Harness {
-    async fn new() -> Harness {
+    pub(super) async fn new() -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
             dir.path().join("state.db"),
@@ -37,7 +37,7 @@ impl Harness {
         }
     }
 
-    async fn call(
+    pub(super) async fn call(
         &self,
         method: &str,
         uri: &str,
@@ -95,19 +95,19 @@ impl Harness {
         (code, answer, warnings)
     }
 
-    async fn get(&self, uri: &str) -> (u16, Value) {
+    pub(super) async fn get(&self, uri: &str) -> (u16, Value) {
         self.call("GET", uri, "application/json", None).await
     }
-    async fn post(&self, uri: &str, body: Value) -> (u16, Value) {
+    pub(super) async fn post(&self, uri: &str, body: Value) -> (u16, Value) {
         self.call("POST", uri, "application/json", Some(body)).await
     }
-    async fn put(&self, uri: &str, body: Value) -> (u16, Value) {
+    pub(super) async fn put(&self, uri: &str, body: Value) -> (u16, Value) {
         self.call("PUT", uri, "application/json", Some(body)).await
     }
-    async fn delete(&self, uri: &str, body: Option<Value>) -> (u16, Value) {
+    pub(super) async fn delete(&self, uri: &str, body: Option<Value>) -> (u16, Value) {
         self.call("DELETE", uri, "application/json", body).await
     }
-    async fn patch(&self, uri: &str, kind: &str, body: Value) -> (u16, Value) {
+    pub(super) async fn patch(&self, uri: &str, kind: &str, body: Value) -> (u16, Value) {
         self.call("PATCH", uri, kind, Some(body)).await
     }
 }

@@ -11,6 +11,7 @@
 //!
 //! This is the only crate that touches `capstan-store`.
 
+mod admission;
 mod api;
 mod auth;
 mod authz;
@@ -21,11 +22,13 @@ mod health;
 mod impersonate;
 mod kubeconfig;
 mod lifecycle;
+mod limitranges;
 mod metrics;
 mod patch;
 pub mod pki;
 mod pods;
 mod priority;
+mod quota;
 mod registry;
 mod resources;
 mod reviews;

@@ -23,6 +23,7 @@ use capstan_api::convert::Conversion;
 use capstan_api::field::{FieldError, Path};
 use capstan_api::{GroupResource, StatusError};
 use capstan_store::{KeyValue, Revision, Store, StoreError};
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 pub(crate) use list::ListOptions;
@@ -65,6 +66,33 @@ pub(crate) struct WriteOptions {
     /// Write as upstream's storage-level updates do (the pod binding): no strategy and no
     /// `managedFields` entry; the caller's `modify` enforces the rules of the change.
     pub below_strategy: bool,
+    /// The admission that runs inside this write (requests through the main endpoint; the
+    /// server's own writes have none).
+    pub admission: Option<Arc<dyn Admission>>,
+}
+
+/// Admission that runs inside a write, where upstream's runs in its handlers and generic store:
+/// the mutating step on a new object once it is decoded and defaulted (before the strategy
+/// prepares it), the validating step on a new or changed object once the strategy has prepared
+/// and validated it, just before it is stored. Updates through subresources and writes below
+/// the strategy are not admitted.
+pub(crate) trait Admission: Send + Sync + std::fmt::Debug {
+    /// Changes a new object of `resource` before it is prepared and validated.
+    fn mutate<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a mut Value,
+    ) -> BoxFuture<'a, Result<(), ApiError>>;
+
+    /// Checks a new object (`old` is `None`) or a change of the stored `old` just before it is
+    /// stored; with `dry_run` it records nothing.
+    fn validate<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>>;
 }
 
 /// Options of a delete.
@@ -476,6 +504,9 @@ impl Registry {
             self.endpoint(None)
                 .update(None, &mut object, &writer.manager);
         }
+        if let Some(admission) = &options.admission {
+            admission.mutate(self.resource, &mut object).await?;
+        }
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
             if !prefix.is_empty() {
@@ -487,6 +518,11 @@ impl Registry {
             }
         }
         let name = self.prepare_and_validate_new(&mut object)?;
+        if let Some(admission) = &options.admission {
+            admission
+                .validate(self.resource, &object, None, options.dry_run)
+                .await?;
+        }
         let key = self.key(namespace, &name);
         if options.dry_run {
             if self.get_kv(&key, &name).await?.is_some() {
@@ -737,6 +773,16 @@ impl Registry {
                     Err(e) => return Err(self.store_error(name, e)),
                 }
             }
+            if let Some(admission) = options
+                .admission
+                .as_ref()
+                .filter(|_| subresource.is_none() && !options.below_strategy)
+                && let Err(e) = admission
+                    .validate(self.resource, &new, Some(&old), options.dry_run)
+                    .await
+            {
+                recheck_or!(Err(e));
+            }
             if options.dry_run {
                 recheck_or!(Ok(Written::at(new, revision, false)));
             }
@@ -818,7 +864,15 @@ impl Registry {
             self.endpoint(None)
                 .update(None, &mut object, &writer.manager);
         }
+        if let Some(admission) = &options.admission {
+            admission.mutate(self.resource, &mut object).await?;
+        }
         self.prepare_and_validate_new(&mut object)?;
+        if let Some(admission) = &options.admission {
+            admission
+                .validate(self.resource, &object, None, options.dry_run)
+                .await?;
+        }
         if options.dry_run {
             return Ok(Written {
                 object,
