@@ -19,6 +19,7 @@ pub mod nodelifecycle;
 pub mod podgc;
 pub mod pods;
 pub mod replicaset;
+pub mod resourcequota;
 pub mod runtime;
 pub mod serviceaccount;
 pub mod statefulset;
@@ -51,6 +52,7 @@ pub const CONTROLLERS: &[&str] = &[
     "podgc",
     "replicaset",
     "replicationcontroller",
+    "resourcequota",
     "serviceaccount",
     "statefulset",
     "taint-eviction-controller",
@@ -163,6 +165,9 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             recorder("deployment-controller"),
             5,
         )));
+    }
+    if config.enabled("resourcequota") {
+        controllers.push(Box::pin(resourcequota::start(&mut informers, client.clone(), 5)));
     }
     if config.enabled("disruption") {
         controllers.push(Box::pin(disruption::start(&mut informers, client.clone(), 5)));
