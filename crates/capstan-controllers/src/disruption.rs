@@ -290,7 +290,7 @@ pub async fn reconcile(budget: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> R
         Some(selector) => ctx.pods.state_filter(|p| {
             p.metadata.namespace.as_deref() == Some(namespace.as_str())
                 && p.metadata.deletion_timestamp.is_none()
-                && selector.matches(&p.metadata.labels.clone().unwrap_or_default())
+                && selector.matches(pods::labels_of(&p.metadata))
         }),
         None => Vec::new(),
     };

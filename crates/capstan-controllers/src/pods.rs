@@ -27,6 +27,12 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|r| r.controller == Some(true))
 }
 
+/// The object's labels, without copying them (an empty map when it has none).
+pub fn labels_of(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
+    meta.labels.as_ref().unwrap_or(&NONE)
+}
+
 /// `namespace/name`, upstream's cache key.
 pub fn key(meta: &ObjectMeta) -> String {
     format!(
@@ -239,8 +245,7 @@ pub fn claim<'a, T: Resource>(owner: &ObjectMeta, selector: &Selector, candidate
     let deleting = owner.deletion_timestamp.is_some();
     for object in candidates.iter().copied() {
         let meta = object.meta();
-        let labels = meta.labels.clone().unwrap_or_default();
-        let matches = selector.matches(&labels);
+        let matches = selector.matches(labels_of(meta));
         match controller_of(meta) {
             Some(r) if r.uid != uid => {}
             Some(_) if matches => claims.owned.push(object),

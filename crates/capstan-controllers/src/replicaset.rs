@@ -181,7 +181,7 @@ fn group(api_version: &str) -> &str {
 
 /// The owners of kind `K` whose selector matches the orphan `pod`.
 fn matching_owners<K: Replicated>(pod: &Pod, store: &Store<K>) -> Vec<Arc<K>> {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let labels = pods::labels_of(&pod.metadata);
     let namespace = pod.metadata.namespace.as_deref();
     store.state_filter(|owner| {
         owner.meta().namespace.as_deref() == namespace

@@ -82,7 +82,7 @@ pub fn pod_map(d: &Deployment, rs_list: &[ReplicaSet], pods: &[Arc<Pod>]) -> Pod
         return map;
     };
     for pod in pods {
-        if !selector.matches(&pod.metadata.labels.clone().unwrap_or_default()) {
+        if !selector.matches(crate::pods::labels_of(&pod.metadata)) {
             continue;
         }
         if let Some(owner) = util::controller_of(&pod.metadata)

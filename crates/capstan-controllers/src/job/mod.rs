@@ -849,7 +849,7 @@ fn on_pod_change(
     finalizers: &FinalizerExpectations,
 ) {
     let enqueue_matching = |pod: &Pod| {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pods::labels_of(&pod.metadata);
         for job in jobs.state_filter(|j| {
             j.metadata.namespace == pod.metadata.namespace && selector_of(j).is_some_and(|s| s.matches(&labels))
         }) {
@@ -983,7 +983,7 @@ fn claim<'a>(job: &Job, selector: Option<&Selector>, candidates: &[&'a Pod]) -> 
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
     let deleting = job.metadata.deletion_timestamp.is_some();
     for pod in candidates.iter().copied() {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pods::labels_of(&pod.metadata);
         let matches = selector.is_some_and(|s| s.matches(&labels));
         match pods::controller_of(&pod.metadata) {
             Some(r) if r.uid != uid => {}

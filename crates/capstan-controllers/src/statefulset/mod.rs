@@ -110,7 +110,7 @@ fn owners_of(meta: &ObjectMeta, store: &Store<StatefulSet>) -> Vec<Arc<StatefulS
             .collect(),
         Some(_) => Vec::new(),
         None => {
-            let labels = meta.labels.clone().unwrap_or_default();
+            let labels = pods::labels_of(meta);
             store.state_filter(|s| {
                 s.metadata.namespace.as_deref() == Some(namespace) && selector(s).is_some_and(|sel| sel.matches(&labels))
             })
@@ -209,7 +209,7 @@ async fn claim_revisions(ctx: &Context, set: &StatefulSet, selector: &Selector) 
         .revisions
         .state_filter(|r| {
             r.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && selector.matches(&r.metadata.labels.clone().unwrap_or_default())
+                && selector.matches(pods::labels_of(&r.metadata))
                 && pods::controller_of(&r.metadata).is_none_or(|c| c.uid == uid)
         })
         .iter()
