@@ -200,10 +200,8 @@ pub(crate) fn selects_all(d: &Deployment) -> bool {
             .is_none_or(Vec::is_empty)
 }
 
-fn labels(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> BTreeMap<String, String> {
-    meta.labels.clone().unwrap_or_default()
+fn labels(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &BTreeMap<String, String> {
+    crate::pods::labels_of(meta)
 }
 
 /// The current time in whole seconds, as the API writes condition timestamps.
@@ -350,7 +348,7 @@ fn deployment_for_pod_deletion(
         .state()
         .into_iter()
         .filter(|rs| rs.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|rs| selector.matches(&labels(&rs.metadata)))
+        .filter(|rs| selector.matches(labels(&rs.metadata)))
         .filter(|rs| util::controller_of(&rs.metadata).map(|r| &r.uid) == d.metadata.uid.as_ref())
         .filter_map(|rs| rs.metadata.uid.clone())
         .collect();
@@ -358,7 +356,7 @@ fn deployment_for_pod_deletion(
         .state()
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|p| selector.matches(&labels(&p.metadata)))
+        .filter(|p| selector.matches(labels(&p.metadata)))
         .filter(|p| util::controller_of(&p.metadata).is_some_and(|r| owned.contains(&r.uid)))
         .count();
     (remaining == 0).then_some(d)
