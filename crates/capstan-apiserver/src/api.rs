@@ -553,7 +553,14 @@ impl Api {
         } else {
             return Err(ApiError::not_found());
         };
-        if resource.namespaced && namespace.is_none() && !info.name.is_empty() {
+        // A named object of a namespaced resource needs its namespace; a list or watch across
+        // namespaces may still name one (`fieldSelector=metadata.name=x`), as upstream's
+        // filtered informers do.
+        if resource.namespaced
+            && namespace.is_none()
+            && !info.name.is_empty()
+            && !matches!(info.verb.as_str(), "list" | "watch")
+        {
             return Err(ApiError::not_found());
         }
         let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());

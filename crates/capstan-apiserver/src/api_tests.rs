@@ -796,6 +796,18 @@ async fn lists_page_with_continue_tokens_and_select() {
     );
     let (code, _) = h.get(&format!("{CMS}?continue=garbage")).await;
     assert_eq!(code, 400);
+    // One name across every namespace (a filtered informer's list), and none.
+    for (selector, expected) in [("metadata.name%3Dc2", 1), ("metadata.name%3Dnone", 0)] {
+        let (code, list) = h
+            .get(&format!("/api/v1/configmaps?fieldSelector={selector}"))
+            .await;
+        assert_eq!(code, 200, "{list}");
+        assert_eq!(
+            list["items"].as_array().map(Vec::len),
+            Some(expected),
+            "{list}"
+        );
+    }
 
     // Reads at a revision: too new is 504, compacted is 410.
     let current = h.store.current_revision().await.unwrap();
