@@ -20,6 +20,7 @@ pub mod podgc;
 pub mod pods;
 pub mod replicaset;
 pub mod resourcequota;
+pub mod rootcacert;
 pub mod runtime;
 pub mod serviceaccount;
 pub mod statefulset;
@@ -53,11 +54,42 @@ pub const CONTROLLERS: &[&str] = &[
     "replicaset",
     "replicationcontroller",
     "resourcequota",
+    "root-ca-cert-publisher",
     "serviceaccount",
     "statefulset",
     "taint-eviction-controller",
     "ttl-after-finished",
 ];
+
+/// Upstream's current controller names (kube-controller-manager accepts both forms), by the
+/// older name this crate lists them under.
+const LONG_NAMES: &[(&str, &str)] = &[
+    ("cronjob", "cronjob-controller"),
+    ("daemonset", "daemonset-controller"),
+    ("deployment", "deployment-controller"),
+    ("disruption", "disruption-controller"),
+    ("garbagecollector", "garbage-collector-controller"),
+    ("job", "job-controller"),
+    ("namespace", "namespace-controller"),
+    ("nodeipam", "node-ipam-controller"),
+    ("nodelifecycle", "node-lifecycle-controller"),
+    ("podgc", "pod-garbage-collector-controller"),
+    ("replicaset", "replicaset-controller"),
+    ("replicationcontroller", "replicationcontroller-controller"),
+    ("resourcequota", "resourcequota-controller"),
+    ("root-ca-cert-publisher", "root-ca-certificate-publisher-controller"),
+    ("serviceaccount", "serviceaccount-controller"),
+    ("statefulset", "statefulset-controller"),
+    ("ttl-after-finished", "ttl-after-finished-controller"),
+];
+
+/// The name [`CONTROLLERS`] lists a controller under, given either of upstream's names.
+fn short_name(name: &str) -> &str {
+    LONG_NAMES
+        .iter()
+        .find(|(_, long)| *long == name)
+        .map_or(name, |(short, _)| short)
+}
 
 /// Which controllers run, and their settings.
 #[derive(Debug, Clone)]
@@ -70,6 +102,9 @@ pub struct Config {
     pub node_monitor_grace_period: Duration,
     /// Terminated pods kept before the oldest are deleted (`--terminated-pod-gc-threshold`).
     pub terminated_pod_gc_threshold: usize,
+    /// The PEM bundle that verifies the API server, published in every namespace as the
+    /// `kube-root-ca.crt` ConfigMap (upstream's `--root-ca-file`, else the kubeconfig's CA).
+    pub root_ca: Option<String>,
 }
 
 impl Default for Config {
@@ -79,6 +114,7 @@ impl Default for Config {
             cluster_cidr: "10.42.0.0/16".into(),
             node_monitor_grace_period: Duration::from_secs(50),
             terminated_pod_gc_threshold: podgc::TERMINATED_THRESHOLD,
+            root_ca: None,
         }
     }
 }
@@ -87,7 +123,11 @@ impl Config {
     /// Checks that every disabled name is a controller's and the cluster CIDR parses.
     pub fn validate(&self) -> Result<(), String> {
         nodeipam::ClusterCidr::parse(&self.cluster_cidr)?;
-        match self.disabled.iter().find(|n| !CONTROLLERS.contains(&n.as_str())) {
+        match self
+            .disabled
+            .iter()
+            .find(|n| !CONTROLLERS.contains(&short_name(n.as_str())))
+        {
             Some(unknown) => Err(format!(
                 "unknown controller {unknown:?}; known controllers: {}",
                 CONTROLLERS.join(", ")
@@ -97,7 +137,7 @@ impl Config {
     }
 
     fn enabled(&self, name: &str) -> bool {
-        !self.disabled.contains(name)
+        !self.disabled.iter().any(|n| short_name(n) == name)
     }
 }
 
@@ -207,6 +247,17 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     }
     if config.enabled("serviceaccount") {
         controllers.push(Box::pin(serviceaccount::start(&mut informers, client.clone(), 5)));
+    }
+    match (&config.root_ca, config.enabled("root-ca-cert-publisher")) {
+        (Some(root_ca), true) => controllers.push(Box::pin(rootcacert::start(
+            &mut informers,
+            client.clone(),
+            root_ca.clone(),
+            5,
+        ))),
+        // As upstream, the publisher needs the bundle; without one it does not start.
+        (None, true) => tracing::warn!("no root CA bundle known: root-ca-cert-publisher not started"),
+        _ => {}
     }
     if config.enabled("statefulset") {
         controllers.push(Box::pin(statefulset::start(

@@ -66,6 +66,8 @@ type Unstarted<K> = Option<(Writer<K>, Vec<Handler<K>>)>;
 /// handlers the controllers registered before the informer started.
 pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<K>,
+    /// A field selector narrowing the watch (`None`: every object of the type).
+    fields: Option<&'static str>,
     state: Arc<Mutex<Unstarted<K>>>,
     // kube-runtime's `Store::wait_until_ready` wakes only one of several waiters.
     synced: tokio::sync::watch::Sender<bool>,
@@ -75,6 +77,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Informer<K> {
     fn clone(&self) -> Self {
         Informer {
             store: self.store.clone(),
+            fields: self.fields,
             state: self.state.clone(),
             synced: self.synced.clone(),
         }
@@ -94,10 +97,11 @@ impl<K> Informer<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    fn new() -> Self {
+    fn new(fields: Option<&'static str>) -> Self {
         let writer = Writer::<K>::default();
         Informer {
             store: writer.as_reader(),
+            fields,
             state: Arc::new(Mutex::new(Some((writer, Vec::new())))),
             synced: tokio::sync::watch::Sender::new(false),
         }
@@ -137,9 +141,14 @@ where
         };
         let store = self.store.clone();
         let synced = self.synced.clone();
+        let fields = self.fields;
         Box::pin(async move {
             let api: Api<K> = Api::all(client);
-            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            let mut config = watcher::Config::default();
+            if let Some(fields) = fields {
+                config = config.fields(fields);
+            }
+            let stream = watcher::watcher(api, config).default_backoff();
             futures::pin_mut!(stream);
             // Objects seen by the relist in progress, announced once the cache holds them all.
             let mut relisted: Vec<K> = Vec::new();
@@ -204,7 +213,7 @@ pub async fn all_synced(informers: Vec<Task>) {
 /// The informers of one controller manager, one per resource type, created on first use.
 #[derive(Default)]
 pub struct Informers {
-    by_type: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    by_type: HashMap<(TypeId, Option<&'static str>), Box<dyn Any + Send + Sync>>,
     starters: Vec<Box<dyn Fn(Client) -> Task + Send + Sync>>,
 }
 
@@ -217,21 +226,37 @@ impl Debug for Informers {
 }
 
 impl Informers {
-    /// The shared informer for `K`.
+    /// The shared informer for every object of type `K`.
     pub fn get<K>(&mut self) -> Informer<K>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
+        self.get_selected(None)
+    }
+
+    /// The shared informer for the objects of type `K` that a field selector picks (as
+    /// upstream's filtered informers, e.g. one ConfigMap name in every namespace).
+    pub fn get_by_fields<K>(&mut self, fields: &'static str) -> Informer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.get_selected(Some(fields))
+    }
+
+    fn get_selected<K>(&mut self, fields: Option<&'static str>) -> Informer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let key = (TypeId::of::<K>(), fields);
         if let Some(existing) = self
             .by_type
-            .get(&TypeId::of::<K>())
+            .get(&key)
             .and_then(|any| (**any).downcast_ref::<Informer<K>>())
         {
             return existing.clone();
         }
-        let informer = Informer::<K>::new();
-        self.by_type
-            .insert(TypeId::of::<K>(), Box::new(informer.clone()));
+        let informer = Informer::<K>::new(fields);
+        self.by_type.insert(key, Box::new(informer.clone()));
         let starter = informer.clone();
         self.starters
             .push(Box::new(move |client| starter.run(client)));

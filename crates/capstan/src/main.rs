@@ -121,6 +121,10 @@ struct ControllerFlags {
     /// How many terminated pods are kept before the oldest are deleted.
     #[arg(long, default_value_t = 12500)]
     terminated_pod_gc_threshold: usize,
+    /// The CA bundle published to every namespace as the `kube-root-ca.crt` ConfigMap
+    /// (default: the certificate authority of the controllers' kubeconfig).
+    #[arg(long)]
+    root_ca_file: Option<PathBuf>,
 }
 
 impl ControllerFlags {
@@ -130,6 +134,7 @@ impl ControllerFlags {
             cluster_cidr: self.cluster_cidr.clone(),
             node_monitor_grace_period: self.node_monitor_grace_period,
             terminated_pod_gc_threshold: self.terminated_pod_gc_threshold,
+            root_ca: None,
         };
         config
             .validate()
@@ -272,6 +277,15 @@ async fn client_from(
     kubeconfig: Option<&std::path::Path>,
     component: &str,
 ) -> anyhow::Result<kube::Client> {
+    let config = kube_config(kubeconfig, component).await?;
+    kube::Client::try_from(config).context("cannot build an API client")
+}
+
+/// The client settings of `kubeconfig` (or the inferred one), identifying as `component`.
+async fn kube_config(
+    kubeconfig: Option<&std::path::Path>,
+    component: &str,
+) -> anyhow::Result<kube::Config> {
     let mut config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -286,7 +300,48 @@ async fn client_from(
     if let Ok(value) = http::HeaderValue::from_str(&agent) {
         config.headers.push((http::header::USER_AGENT, value));
     }
-    kube::Client::try_from(config).context("cannot build an API client")
+    Ok(config)
+}
+
+/// The controllers' client, and the CA bundle they publish: `--root-ca-file` when given, else
+/// the certificate authority the kubeconfig trusts (as kube-controller-manager falls back to).
+async fn controller_client(
+    kubeconfig: Option<&std::path::Path>,
+    config: &mut capstan_controllers::Config,
+    root_ca_file: Option<&std::path::Path>,
+) -> anyhow::Result<kube::Client> {
+    let client_config = kube_config(kubeconfig, "kube-controller-manager").await?;
+    config.root_ca = match root_ca_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --root-ca-file {}", path.display()))?,
+        ),
+        None => root_ca_pem(&client_config)?,
+    };
+    kube::Client::try_from(client_config).context("cannot build an API client")
+}
+
+/// The PEM form of the certificate authorities a client configuration trusts.
+fn root_ca_pem(config: &kube::Config) -> anyhow::Result<Option<String>> {
+    use base64::Engine as _;
+    if let Some(path) = &config.root_cert_file {
+        return std::fs::read_to_string(path)
+            .map(Some)
+            .with_context(|| format!("cannot read {}", path.display()));
+    }
+    Ok(config.root_cert.as_ref().map(|certs| {
+        let mut pem = String::new();
+        for der in certs {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(der);
+            pem.push_str("-----BEGIN CERTIFICATE-----\n");
+            for line in encoded.as_bytes().chunks(64) {
+                pem.push_str(&String::from_utf8_lossy(line));
+                pem.push('\n');
+            }
+            pem.push_str("-----END CERTIFICATE-----\n");
+        }
+        pem
+    }))
 }
 
 fn scheduler_config(path: Option<&std::path::Path>) -> anyhow::Result<capstan_scheduler::Config> {
@@ -381,8 +436,13 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
 }
 
 async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
-    let config = args.controllers.config()?;
-    let client = client_from(args.kubeconfig.as_deref(), "kube-controller-manager").await?;
+    let mut config = args.controllers.config()?;
+    let client = controller_client(
+        args.kubeconfig.as_deref(),
+        &mut config,
+        args.controllers.root_ca_file.as_deref(),
+    )
+    .await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
         _ = run_controllers(client, config, args.leader_elect) => {}
@@ -486,7 +546,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         apiserver
             .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
             .context("cannot write the controller manager's kubeconfig")?;
-        let client = client_from(Some(&kubeconfig), "kube-controller-manager").await?;
+        let mut controllers = controllers;
+        let root_ca_file = args.controllers.root_ca_file.clone();
+        let client = controller_client(Some(&kubeconfig), &mut controllers, root_ca_file.as_deref()).await?;
         Some(tokio::spawn(run_controllers(client, controllers, leader_elect)))
     };
     shutdown.await?;

@@ -188,7 +188,7 @@ fn cascading(kc: &Path) {
     });
 }
 
-fn namespaces(kc: &Path) {
+fn namespaces(kc: &Path, ca_file: &Path) {
     // Every namespace gets its default ServiceAccount.
     kubectl_ok(KUBECTL, kc, &["create", "namespace", "doomed"]);
     eventually("the default ServiceAccount", || {
@@ -197,6 +197,17 @@ fn namespaces(kc: &Path) {
             .success()
             .then_some(())
     });
+    // And the cluster's CA bundle, put back when deleted or edited.
+    let ca = std::fs::read_to_string(ca_file).unwrap();
+    let published = |kc: &Path| {
+        let out = kubectl_any(KUBECTL, kc, &["-n", "doomed", "get", "configmap", "kube-root-ca.crt", "-o", "jsonpath={.data.ca\\.crt}"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    eventually("kube-root-ca.crt", || (published(kc) == ca).then_some(()));
+    kubectl_ok(KUBECTL, kc, &["-n", "doomed", "delete", "configmap", "kube-root-ca.crt"]);
+    eventually("kube-root-ca.crt again", || (published(kc) == ca).then_some(()));
+    kubectl_ok(KUBECTL, kc, &["-n", "doomed", "patch", "configmap", "kube-root-ca.crt", "-p", r#"{"data":{"ca.crt":"forged"}}"#]);
+    eventually("kube-root-ca.crt restored", || (published(kc) == ca).then_some(()));
     // Content of several kinds in several groups.
     apply(
         kc,
@@ -209,9 +220,10 @@ fn namespaces(kc: &Path) {
     kubectl_ok(KUBECTL, kc, &["delete", "namespace", "doomed", "--timeout=60s"]);
     let out = kubectl_any(KUBECTL, kc, &["get", "namespace", "doomed"]);
     assert!(!out.status.success(), "the namespace is gone once kubectl returns");
-    // Recreated, it is empty.
+    // Recreated, it is empty (but for what every namespace is given).
     kubectl_ok(KUBECTL, kc, &["create", "namespace", "doomed"]);
-    assert_eq!(get(kc, &["-n", "doomed", "get", "leases,roles,configmaps,replicasets,pods", "-o", "name"]).trim(), "");
+    let left = get(kc, &["-n", "doomed", "get", "leases,roles,configmaps,replicasets,pods", "-o", "name"]);
+    assert!(left.lines().all(|l| l == "configmap/kube-root-ca.crt"), "{left}");
 }
 
 #[test]
@@ -226,7 +238,7 @@ fn controllers_manage_replicas_cascades_and_namespaces() {
     scaling(&kc);
     budgets(&kc);
     cascading(&kc);
-    namespaces(&kc);
+    namespaces(&kc, &dir.path().join("tls").join("ca.crt"));
     server.stop();
 }
 
@@ -235,7 +247,8 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
     let etcd = Datastore::start("etcd");
     let dir = tempfile::tempdir().unwrap();
     let mut flags: Vec<String> = etcd.flags();
-    flags.push("--disable-controllers=replicaset,serviceaccount".into());
+    // Upstream's older and newer names both work.
+    flags.push("--disable-controllers=replicaset,serviceaccount-controller,root-ca-certificate-publisher-controller".into());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = Server::start_with(dir.path(), free_port(), &flags);
     let kc = server.kubeconfig();
@@ -255,6 +268,7 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
     kubectl_ok(KUBECTL, &kc, &["create", "namespace", "quiet"]);
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert!(!kubectl_any(KUBECTL, &kc, &["-n", "quiet", "get", "serviceaccount", "default"]).status.success());
+    assert!(!kubectl_any(KUBECTL, &kc, &["-n", "quiet", "get", "configmap", "kube-root-ca.crt"]).status.success());
     server.stop();
 
     // An unknown controller name is refused at start.

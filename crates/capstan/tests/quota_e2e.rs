@@ -61,6 +61,14 @@ fn used(kc: &Path, ns: &str) -> serde_json::Value {
 
 fn quota(kc: &Path) {
     kubectl_ok(KUBECTL, kc, &["create", "namespace", "quota"]);
+    // Every namespace holds the cluster's CA bundle (kube-root-ca.crt): one config map counted
+    // from the start, as upstream.
+    eventually("kube-root-ca.crt", || {
+        kubectl_any(KUBECTL, kc, &["-n", "quota", "get", "configmap", "kube-root-ca.crt"])
+            .status
+            .success()
+            .then_some(())
+    });
     kubectl_ok(
         KUBECTL,
         kc,
@@ -70,20 +78,20 @@ fn quota(kc: &Path) {
             "create",
             "quota",
             "q",
-            "--hard=pods=2,requests.cpu=1,count/configmaps=3",
+            "--hard=pods=2,requests.cpu=1,count/configmaps=4",
         ],
     );
     // The controller records the usage before anything is charged to it.
     eventually("the quota's first usage", || {
         (used(kc, "quota")
-            == serde_json::json!({"count/configmaps": "0", "pods": "0", "requests.cpu": "0"}))
+            == serde_json::json!({"count/configmaps": "1", "pods": "0", "requests.cpu": "0"}))
         .then_some(())
     });
     assert!(run(kc, "quota", "p1", "400m").status.success());
     assert!(run(kc, "quota", "p2", "400m").status.success());
     // Admission charged the quota as it admitted the pods (and the controller, measuring
     // afresh, agrees).
-    let charged = serde_json::json!({"count/configmaps": "0", "pods": "2", "requests.cpu": "800m"});
+    let charged = serde_json::json!({"count/configmaps": "1", "pods": "2", "requests.cpu": "800m"});
     eventually("two pods charged", || {
         (used(kc, "quota") == charged).then_some(())
     });
@@ -95,7 +103,7 @@ fn quota(kc: &Path) {
     for row in [
         ["pods", "2", "2"],
         ["requests.cpu", "800m", "1"],
-        ["count/configmaps", "0", "3"],
+        ["count/configmaps", "1", "4"],
     ] {
         assert!(
             rows.iter().any(|r| r.as_slice() == row),
@@ -128,18 +136,18 @@ fn quota(kc: &Path) {
     }
     refused(
         &kubectl_any(KUBECTL, kc, &["-n", "quota", "create", "configmap", "c4"]),
-        r#"configmaps "c4" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=3, limited: count/configmaps=3"#,
+        r#"configmaps "c4" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=4, limited: count/configmaps=4"#,
     );
     // Deleting frees the quota: the controller measures it again.
     kubectl_ok(KUBECTL, kc, &["-n", "quota", "delete", "pod", "p1"]);
     kubectl_ok(KUBECTL, kc, &["-n", "quota", "delete", "configmap", "c1"]);
     eventually("the quota freed", || {
         (used(kc, "quota")
-            == serde_json::json!({"count/configmaps": "2", "pods": "1", "requests.cpu": "400m"}))
+            == serde_json::json!({"count/configmaps": "3", "pods": "1", "requests.cpu": "400m"}))
         .then_some(())
     });
     assert!(run(kc, "quota", "p3", "100m").status.success());
-    let charged = serde_json::json!({"count/configmaps": "2", "pods": "2", "requests.cpu": "500m"});
+    let charged = serde_json::json!({"count/configmaps": "3", "pods": "2", "requests.cpu": "500m"});
     eventually("p3 charged", || {
         (used(kc, "quota") == charged).then_some(())
     });
