@@ -661,7 +661,8 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);
     k(&["delete", "cm", "-l", "app=shop"]);
-    assert_eq!(k(&["get", "cm", "-o", "name"]).trim(), "");
+    // Only the CA bundle every namespace is given is left.
+    assert_eq!(k(&["get", "cm", "-o", "name"]).trim(), "configmap/kube-root-ca.crt");
 }
 
 /// Discovery-driven commands print as against upstream.
