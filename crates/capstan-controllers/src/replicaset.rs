@@ -367,7 +367,7 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
         let diff = owned.len() as i64 - i64::from(spec.replicas);
         if let Err(error) = manage_replicas(&ctx, &owner, &spec, &owned, diff).await {
             let reason = if diff < 0 { "FailedCreate" } else { "FailedDelete" };
-            failure = Some((reason, error.to_string()));
+            failure = Some((reason, error.message()));
         }
     }
 

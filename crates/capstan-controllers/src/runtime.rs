@@ -348,6 +348,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error as upstream's controllers word it in conditions and events: an API error's
+    /// own message (e.g. `pods "x" is forbidden: exceeded quota: ...`), else the error.
+    pub fn message(&self) -> String {
+        match self {
+            Error::Api(error) => crate::pods::error_message(error),
+            other => other.to_string(),
+        }
+    }
+
     /// Whether the error is an optimistic-concurrency conflict (expected; retried quietly).
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Api(kube::Error::Api(s)) if s.code == 409)
@@ -496,6 +505,14 @@ mod tests {
         assert_eq!(calls.1.load(Ordering::SeqCst), 1, "other keys are still served");
         assert!(!task.is_finished(), "the controller keeps running");
         task.abort();
+    }
+
+    #[test]
+    fn errors_read_as_upstream_words_them() {
+        let status = kube::core::Status::failure(r#"pods "p" is forbidden: exceeded quota: q"#, "Forbidden").with_code(403);
+        let error = Error::Api(kube::Error::Api(status.boxed()));
+        assert_eq!(error.message(), r#"pods "p" is forbidden: exceeded quota: q"#);
+        assert_eq!(Error::Invalid("bad selector".into()).message(), "bad selector");
     }
 
     #[test]

@@ -201,6 +201,40 @@ fn limit_range(kc: &Path) {
     );
 }
 
+/// A replication controller held back by a quota reports it (upstream's conformance test
+/// "should surface a failure condition on a common issue like exceeded quota").
+fn replica_failure(kc: &Path) {
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "held"]);
+    kubectl_ok(KUBECTL, kc, &["-n", "held", "create", "quota", "condition-test", "--hard=pods=2"]);
+    eventually("the quota's usage", || {
+        (get(kc, &["-n", "held", "get", "quota", "condition-test", "-o", "jsonpath={.status.used.pods}"]) == "0")
+            .then_some(())
+    });
+    let out = kubectl_stdin(
+        KUBECTL,
+        kc,
+        &["-n", "held", "apply", "-f", "-"],
+        "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: condition-test}\nspec:\n  replicas: 3\n  selector: {name: condition-test}\n  template:\n    metadata: {labels: {name: condition-test}}\n    spec: {containers: [{name: httpd, image: httpd}]}\n",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let condition = |kc: &Path| {
+        get(kc, &["-n", "held", "get", "rc", "condition-test", "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="ReplicaFailure")].reason}|{.status.conditions[?(@.type=="ReplicaFailure")].message}"#])
+    };
+    let failed = eventually("the ReplicaFailure condition", || {
+        let c = condition(kc);
+        c.starts_with("FailedCreate|").then_some(c)
+    });
+    let message = failed.trim_start_matches("FailedCreate|");
+    assert!(
+        message.starts_with(r#"pods "condition-test-"#)
+            && message.ends_with(r#" is forbidden: exceeded quota: condition-test, requested: pods=1, used: pods=2, limited: pods=2"#),
+        "{message}"
+    );
+    kubectl_ok(KUBECTL, kc, &["-n", "held", "scale", "rc", "condition-test", "--replicas=2"]);
+    eventually("the condition cleared", || (condition(kc) == "|").then_some(()));
+}
+
 #[test]
 fn quotas_count_refuse_and_free_and_limit_ranges_default_and_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,5 +242,6 @@ fn quotas_count_refuse_and_free_and_limit_ranges_default_and_bound() {
     let kc = server.kubeconfig();
     quota(&kc);
     limit_range(&kc);
+    replica_failure(&kc);
     server.stop();
 }

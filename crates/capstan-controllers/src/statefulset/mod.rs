@@ -400,7 +400,7 @@ async fn run_step(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, Pe
         Step::Create(pod) => {
             let name = pod.metadata.name.clone().unwrap_or_default();
             if let Err(error) = create_claims(ctx, set, claims, pod).await {
-                pod_event(ctx, set, "create", &name, Some(&error.to_string()));
+                pod_event(ctx, set, "create", &name, Some(&error.message()));
                 return Err(error);
             }
             match pod_api.create(&PostParams::default(), pod).await {
