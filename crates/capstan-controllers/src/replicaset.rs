@@ -185,7 +185,7 @@ fn matching_owners<K: Replicated>(pod: &Pod, store: &Store<K>) -> Vec<Arc<K>> {
     let namespace = pod.metadata.namespace.as_deref();
     store.state_filter(|owner| {
         owner.meta().namespace.as_deref() == namespace
-            && owner.spec().selector.is_some_and(|s| s.matches(&labels))
+            && owner.spec().selector.is_some_and(|s| s.matches(labels))
     })
 }
 

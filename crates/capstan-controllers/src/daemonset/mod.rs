@@ -168,7 +168,7 @@ fn owners_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, 
         None => {
             let labels = pods::labels_of(meta);
             store.state_filter(|ds| {
-                ds.metadata.namespace.as_deref() == Some(namespace) && selector(ds).is_some_and(|s| s.matches(&labels))
+                ds.metadata.namespace.as_deref() == Some(namespace) && selector(ds).is_some_and(|s| s.matches(labels))
             })
         }
     }

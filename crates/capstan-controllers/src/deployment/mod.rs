@@ -263,7 +263,7 @@ fn deployments_for_replica_set(
         .into_iter()
         .filter(|d| d.metadata.namespace == rs.metadata.namespace)
         .filter(|d| !selects_all(d))
-        .filter(|d| selector_of(d).is_ok_and(|s| s.matches(&rs_labels)))
+        .filter(|d| selector_of(d).is_ok_and(|s| s.matches(rs_labels)))
         .collect()
 }
 

@@ -851,7 +851,7 @@ fn on_pod_change(
     let enqueue_matching = |pod: &Pod| {
         let labels = pods::labels_of(&pod.metadata);
         for job in jobs.state_filter(|j| {
-            j.metadata.namespace == pod.metadata.namespace && selector_of(j).is_some_and(|s| s.matches(&labels))
+            j.metadata.namespace == pod.metadata.namespace && selector_of(j).is_some_and(|s| s.matches(labels))
         }) {
             queue.add(ObjectRef::from_obj(&*job));
         }
@@ -984,7 +984,7 @@ fn claim<'a>(job: &Job, selector: Option<&Selector>, candidates: &[&'a Pod]) -> 
     let deleting = job.metadata.deletion_timestamp.is_some();
     for pod in candidates.iter().copied() {
         let labels = pods::labels_of(&pod.metadata);
-        let matches = selector.is_some_and(|s| s.matches(&labels));
+        let matches = selector.is_some_and(|s| s.matches(labels));
         match pods::controller_of(&pod.metadata) {
             Some(r) if r.uid != uid => {}
             Some(_) if matches => claims.owned.push(pod),

@@ -112,7 +112,7 @@ fn owners_of(meta: &ObjectMeta, store: &Store<StatefulSet>) -> Vec<Arc<StatefulS
         None => {
             let labels = pods::labels_of(meta);
             store.state_filter(|s| {
-                s.metadata.namespace.as_deref() == Some(namespace) && selector(s).is_some_and(|sel| sel.matches(&labels))
+                s.metadata.namespace.as_deref() == Some(namespace) && selector(s).is_some_and(|sel| sel.matches(labels))
             })
         }
     }
