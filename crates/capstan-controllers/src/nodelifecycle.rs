@@ -1,10 +1,12 @@
 //! The node lifecycle controller (upstream's `pkg/controller/nodelifecycle`): node health from
 //! status heartbeats and Lease renewals. A node not heard from for the grace period gets its
 //! conditions set to Unknown; nodes carry the `NoSchedule` taints their conditions call for
-//! (upstream's TaintNodesByCondition) and the `NoExecute` taints `not-ready` or `unreachable`
-//! while their zone is not disrupted as a whole (upstream stops evicting when a whole zone, or
-//! every zone, looks down: the control plane's network is the likelier culprit then). The
-//! taint eviction controller ([`crate::tainteviction`]) acts on the `NoExecute` taints.
+//! (upstream's TaintNodesByCondition) and the `NoExecute` taints `not-ready` or `unreachable`.
+//! New `NoExecute` taints are rate limited per zone as upstream's: one node per 10 s in a
+//! healthy zone, one per 100 s in a large partially disrupted one, none in a small partially
+//! disrupted one, and when every zone looks down all of them are lifted (the control plane's
+//! network is the likelier culprit then). The taint eviction controller
+//! ([`crate::tainteviction`]) acts on the `NoExecute` taints.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -15,10 +17,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 use serde_json::json;
 
 use crate::runtime::{self, Change, Error, Informers, Queue};
@@ -27,6 +29,13 @@ use crate::runtime::{self, Change, Error, Informers, Queue};
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 /// Upstream's `--unhealthy-zone-threshold`.
 const UNHEALTHY_ZONE_THRESHOLD: f64 = 0.55;
+/// Upstream's `--node-eviction-rate`: nodes newly tainted `NoExecute` per second in a zone.
+const EVICTION_QPS: f64 = 0.1;
+/// Upstream's `--secondary-node-eviction-rate`, for a large zone in partial disruption.
+const SECONDARY_EVICTION_QPS: f64 = 0.01;
+/// Upstream's `--large-cluster-size-threshold`: a smaller zone in partial disruption taints no
+/// more nodes.
+const LARGE_CLUSTER_THRESHOLD: usize = 50;
 
 /// The taint keys this controller manages.
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
@@ -36,7 +45,10 @@ const CONDITION_TAINTS: [(&str, &str); 4] = [
     ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
     ("DiskPressure", "node.kubernetes.io/disk-pressure"),
     ("PIDPressure", "node.kubernetes.io/pid-pressure"),
-    ("NetworkUnavailable", "node.kubernetes.io/network-unavailable"),
+    (
+        "NetworkUnavailable",
+        "node.kubernetes.io/network-unavailable",
+    ),
 ];
 const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 /// The conditions set to Unknown when the kubelet falls silent.
@@ -67,18 +79,70 @@ pub struct Context {
     probes: Mutex<HashMap<String, Probe>>,
     /// Zone states, computed at most once a second (each takes a pass over all nodes).
     zones: Mutex<Option<(Instant, Arc<Zones>)>>,
+    /// Each zone's allowance for new `NoExecute` taints.
+    limiters: Mutex<HashMap<String, Limiter>>,
 }
 
-/// Every zone's state, and whether all are fully disrupted.
+/// Every zone's state and size, and whether all are fully disrupted.
 #[derive(Debug)]
 struct Zones {
-    states: BTreeMap<String, ZoneState>,
+    states: BTreeMap<String, (ZoneState, usize)>,
     all_down: bool,
+}
+
+/// How many nodes per second a zone in `state` with `size` nodes may newly taint (upstream's
+/// limiter swap on a zone's state change).
+fn eviction_qps(state: ZoneState, size: usize) -> f64 {
+    match state {
+        ZoneState::Normal | ZoneState::FullDisruption => EVICTION_QPS,
+        ZoneState::PartialDisruption if size > LARGE_CLUSTER_THRESHOLD => SECONDARY_EVICTION_QPS,
+        ZoneState::PartialDisruption => 0.0,
+    }
+}
+
+/// A token bucket of burst 1 (upstream's eviction limiter).
+#[derive(Debug, Clone, Copy)]
+struct Limiter {
+    qps: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Limiter {
+    /// A token at `now`, or how long until one (`None`: never, at this rate).
+    fn take(&mut self, qps: f64, now: Instant) -> Result<(), Option<Duration>> {
+        if qps != self.qps {
+            // A new rate starts a new bucket, drained if the old one was (as upstream swaps);
+            // a zero rate rejects everything, so the bucket after it starts drained.
+            let drained = self.qps <= 0.0 || self.refilled(now) < 1.0;
+            *self = Limiter {
+                qps,
+                tokens: if drained { 0.0 } else { 1.0 },
+                at: now,
+            };
+        }
+        if qps <= 0.0 {
+            return Err(None);
+        }
+        self.tokens = self.refilled(now);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        Err(Some(Duration::from_secs_f64((1.0 - self.tokens) / qps)))
+    }
+
+    fn refilled(&self, now: Instant) -> f64 {
+        (self.tokens + now.saturating_duration_since(self.at).as_secs_f64() * self.qps).min(1.0)
+    }
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("grace", &self.grace).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("grace", &self.grace)
+            .finish_non_exhaustive()
     }
 }
 
@@ -107,6 +171,7 @@ pub fn start(
         grace,
         probes: Mutex::new(HashMap::new()),
         zones: Mutex::new(None),
+        limiters: Mutex::new(HashMap::new()),
     });
     let store = nodes.store();
     let ticker = async move {
@@ -153,7 +218,11 @@ fn ready(node: &Node) -> &str {
 fn zone(node: &Node) -> String {
     let labels = node.metadata.labels.as_ref();
     let get = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
-    format!("{}:\u{0}:{}", get("topology.kubernetes.io/region"), get("topology.kubernetes.io/zone"))
+    format!(
+        "{}:\u{0}:{}",
+        get("topology.kubernetes.io/region"),
+        get("topology.kubernetes.io/zone")
+    )
 }
 
 /// Upstream's `ComputeZoneState` over `(ready?)` of a zone's nodes.
@@ -162,7 +231,9 @@ fn zone_state(readiness: &[bool]) -> ZoneState {
     let ready = readiness.len() - not_ready;
     if ready == 0 && not_ready > 0 {
         ZoneState::FullDisruption
-    } else if not_ready > 2 && not_ready as f64 / readiness.len().max(1) as f64 >= UNHEALTHY_ZONE_THRESHOLD {
+    } else if not_ready > 2
+        && not_ready as f64 / readiness.len().max(1) as f64 >= UNHEALTHY_ZONE_THRESHOLD
+    {
         ZoneState::PartialDisruption
     } else {
         ZoneState::Normal
@@ -205,21 +276,11 @@ fn managed(taint: &Taint) -> bool {
 }
 
 /// The node's taints with this controller's set to `desired` (others kept, existing ones kept
-/// with their time); `None` when nothing changes. A NoExecute taint is only removed when
-/// `keep_no_execute` is false (in a disrupted zone upstream neither adds nor removes them).
-fn merge_taints(
-    current: &[Taint],
-    desired: &[(&str, &str)],
-    keep_no_execute: bool,
-    now: Timestamp,
-) -> Option<Vec<Taint>> {
+/// with their time); `None` when nothing changes.
+fn merge_taints(current: &[Taint], desired: &[(&str, &str)], now: Timestamp) -> Option<Vec<Taint>> {
     let mut out: Vec<Taint> = current
         .iter()
-        .filter(|t| {
-            !managed(t)
-                || desired.iter().any(|(k, e)| t.key == *k && t.effect == *e)
-                || (keep_no_execute && t.effect == "NoExecute")
-        })
+        .filter(|t| !managed(t) || desired.iter().any(|(k, e)| t.key == *k && t.effect == *e))
         .cloned()
         .collect();
     for (key, effect) in desired {
@@ -271,22 +332,32 @@ impl Context {
     /// renewal since the last look counts from the moment this controller saw it.
     fn heard_from(&self, node: &Node) -> bool {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let heartbeat = condition(node, "Ready").and_then(|c| c.last_heartbeat_time.as_ref()).map(|t| t.0);
+        let heartbeat = condition(node, "Ready")
+            .and_then(|c| c.last_heartbeat_time.as_ref())
+            .map(|t| t.0);
         let renew = self
             .leases
             .get(&ObjectRef::new(&name).within("kube-node-lease"))
             .and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
         let now = Instant::now();
         let mut probes = self.probes.lock().unwrap_or_else(|e| e.into_inner());
-        let probe = probes.entry(name).or_insert(Probe { heartbeat, renew, seen_at: now });
+        let probe = probes.entry(name).or_insert(Probe {
+            heartbeat,
+            renew,
+            seen_at: now,
+        });
         if probe.heartbeat != heartbeat || probe.renew != renew {
-            *probe = Probe { heartbeat, renew, seen_at: now };
+            *probe = Probe {
+                heartbeat,
+                renew,
+                seen_at: now,
+            };
         }
         now.duration_since(probe.seen_at) <= self.grace
     }
 
-    /// Whether NoExecute taints may change in `node`'s zone, from every node's readiness.
-    fn zone_allows_eviction(&self, node: &Node) -> (bool, bool) {
+    /// The state and size of `node`'s zone, and whether every zone is fully disrupted.
+    fn zone_of(&self, node: &Node) -> (ZoneState, usize, bool) {
         let zones = {
             let mut cached = self.zones.lock().unwrap_or_else(|e| e.into_inner());
             match cached.as_ref() {
@@ -294,20 +365,51 @@ impl Context {
                 _ => {
                     let mut readiness: BTreeMap<String, Vec<bool>> = BTreeMap::new();
                     for other in self.nodes.state() {
-                        readiness.entry(zone(&other)).or_default().push(ready(&other) == "True");
+                        readiness
+                            .entry(zone(&other))
+                            .or_default()
+                            .push(ready(&other) == "True");
                     }
-                    let states: BTreeMap<String, ZoneState> =
-                        readiness.into_iter().map(|(z, r)| (z, zone_state(&r))).collect();
-                    let all_down =
-                        !states.is_empty() && states.values().all(|s| *s == ZoneState::FullDisruption);
+                    let states: BTreeMap<String, (ZoneState, usize)> = readiness
+                        .into_iter()
+                        .map(|(z, r)| (z, (zone_state(&r), r.len())))
+                        .collect();
+                    let all_down = !states.is_empty()
+                        && states
+                            .values()
+                            .all(|(s, _)| *s == ZoneState::FullDisruption);
                     let zones = Arc::new(Zones { states, all_down });
                     *cached = Some((Instant::now(), zones.clone()));
                     zones
                 }
             }
         };
-        let own = zones.states.get(&zone(node)).copied().unwrap_or(ZoneState::Normal);
-        (own == ZoneState::Normal && !zones.all_down, zones.all_down)
+        let (state, size) = zones
+            .states
+            .get(&zone(node))
+            .copied()
+            .unwrap_or((ZoneState::Normal, 1));
+        (state, size, zones.all_down)
+    }
+
+    /// Whether `node`'s zone may taint one more node `NoExecute` now; else how long to wait.
+    fn may_taint(
+        &self,
+        node: &Node,
+        state: ZoneState,
+        size: usize,
+    ) -> Result<(), Option<Duration>> {
+        let now = Instant::now();
+        let qps = eviction_qps(state, size);
+        let mut limiters = self.limiters.lock().unwrap_or_else(|e| e.into_inner());
+        limiters
+            .entry(zone(node))
+            .or_insert(Limiter {
+                qps,
+                tokens: 1.0,
+                at: now,
+            })
+            .take(qps, now)
     }
 }
 
@@ -324,31 +426,52 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         if let Some(status) = node.status.as_mut() {
             status.conditions = Some(conditions);
         }
-        node = match api.replace_status(&name, &PostParams::default(), &node).await {
+        node = match api
+            .replace_status(&name, &PostParams::default(), &node)
+            .await
+        {
             Ok(updated) => updated,
             Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
             Err(error) => return Err(error.into()),
         };
     }
-    let (evicting, all_down) = ctx.zone_allows_eviction(&node);
+    let (state, size, all_down) = ctx.zone_of(&node);
+    let current = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    // Not ready or unreachable: NoExecute, unless every zone is down (then all are lifted).
+    // A node already tainted has its taint swapped at once; a new one waits for its zone's
+    // allowance. A ready node loses its taint at once.
+    let mut evicting = ready(&node) != "True" && !all_down;
+    let tainted = current
+        .iter()
+        .any(|t| t.effect == "NoExecute" && (t.key == NOT_READY || t.key == UNREACHABLE));
+    let mut retry = None;
+    if evicting
+        && !tainted
+        && let Err(wait) = ctx.may_taint(&node, state, size)
+    {
+        evicting = false;
+        retry = wait;
+    }
     let desired = desired_taints(&node, evicting);
-    let current = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    // In a disrupted zone NoExecute taints stay as they are; when every zone is down they go.
-    let merged = if all_down {
-        merge_taints(&current, &desired, false, now)
-    } else {
-        merge_taints(&current, &desired, !evicting, now)
-    };
+    let merged = merge_taints(&current, &desired, now);
     if let Some(taints) = merged {
         let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
                            "spec": {"taints": taints}});
-        match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
             Ok(_) => {}
             Err(error) if runtime::is_not_found(&error) => {}
             Err(error) => return Err(error.into()),
         }
     }
-    Ok(Action::await_change())
+    // The periodic pass looks again too; a known wait comes back sooner.
+    Ok(retry.map_or_else(Action::await_change, Action::requeue))
 }
 
 #[cfg(test)]
@@ -372,35 +495,112 @@ mod tests {
     #[test]
     fn taints_follow_conditions() {
         assert!(desired_taints(&node("True", json!({})), true).is_empty());
-        assert_eq!(desired_taints(&node("False", json!({})), true), [(NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute")]);
-        assert_eq!(desired_taints(&node("Unknown", json!({})), false), [(UNREACHABLE, "NoSchedule")]);
+        assert_eq!(
+            desired_taints(&node("False", json!({})), true),
+            [(NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute")]
+        );
+        assert_eq!(
+            desired_taints(&node("Unknown", json!({})), false),
+            [(UNREACHABLE, "NoSchedule")]
+        );
         let cordoned = node("True", json!({"spec": {"unschedulable": true}}));
-        assert_eq!(desired_taints(&cordoned, true), [(UNSCHEDULABLE, "NoSchedule")]);
+        assert_eq!(
+            desired_taints(&cordoned, true),
+            [(UNSCHEDULABLE, "NoSchedule")]
+        );
     }
 
     #[test]
     fn merging_keeps_foreign_taints_and_swaps_ours() {
         let now = Timestamp::UNIX_EPOCH;
-        let taint = |k: &str, e: &str| Taint { key: k.into(), effect: e.into(), time_added: None, value: None };
-        let current = vec![taint("dedicated", "NoSchedule"), taint(NOT_READY, "NoExecute")];
-        let merged = merge_taints(&current, &[(UNREACHABLE, "NoExecute")], false, now).unwrap_or_default();
-        let keys: Vec<(&str, &str)> = merged.iter().map(|t| (t.key.as_str(), t.effect.as_str())).collect();
-        assert_eq!(keys, [("dedicated", "NoSchedule"), (UNREACHABLE, "NoExecute")]);
-        assert!(merged[1].time_added.is_some(), "NoExecute taints carry their time");
-        assert_eq!(merge_taints(&merged, &[(UNREACHABLE, "NoExecute")], false, now), None);
-        // In a disrupted zone, NoExecute taints are neither removed nor added.
-        assert_eq!(merge_taints(&current, &[], true, now), None);
+        let taint = |k: &str, e: &str| Taint {
+            key: k.into(),
+            effect: e.into(),
+            time_added: None,
+            value: None,
+        };
+        let current = vec![
+            taint("dedicated", "NoSchedule"),
+            taint(NOT_READY, "NoExecute"),
+        ];
+        let merged = merge_taints(&current, &[(UNREACHABLE, "NoExecute")], now).unwrap_or_default();
+        let keys: Vec<(&str, &str)> = merged
+            .iter()
+            .map(|t| (t.key.as_str(), t.effect.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [("dedicated", "NoSchedule"), (UNREACHABLE, "NoExecute")]
+        );
+        assert!(
+            merged[1].time_added.is_some(),
+            "NoExecute taints carry their time"
+        );
+        assert_eq!(
+            merge_taints(&merged, &[(UNREACHABLE, "NoExecute")], now),
+            None
+        );
+        // A recovered node loses ours and keeps the others.
+        let cleared = merge_taints(&merged, &[], now).unwrap_or_default();
+        assert_eq!(cleared, [taint("dedicated", "NoSchedule")]);
+    }
+
+    #[test]
+    fn new_no_execute_taints_are_rate_limited_per_zone_state() {
+        assert_eq!(eviction_qps(ZoneState::Normal, 3), 0.1);
+        assert_eq!(eviction_qps(ZoneState::FullDisruption, 3), 0.1);
+        assert_eq!(
+            eviction_qps(ZoneState::PartialDisruption, 50),
+            0.0,
+            "a small zone stops"
+        );
+        assert_eq!(eviction_qps(ZoneState::PartialDisruption, 51), 0.01);
+        let t = Instant::now();
+        let mut limiter = Limiter {
+            qps: 0.1,
+            tokens: 1.0,
+            at: t,
+        };
+        assert_eq!(limiter.take(0.1, t), Ok(()), "the first node at once");
+        let wait = limiter.take(0.1, t).err().flatten().unwrap_or_default();
+        assert_eq!(wait.as_secs(), 10, "the next one in 10 s");
+        assert_eq!(
+            limiter
+                .take(0.1, t + Duration::from_secs(4))
+                .err()
+                .flatten()
+                .map(|d| d.as_secs()),
+            Some(6)
+        );
+        assert_eq!(limiter.take(0.1, t + Duration::from_secs(10)), Ok(()));
+        // Partial disruption of a small zone: none, however long.
+        assert_eq!(limiter.take(0.0, t + Duration::from_secs(1000)), Err(None));
+        // Back to normal: a fresh bucket (drained, as the old one was).
+        assert!(limiter.take(0.1, t + Duration::from_secs(1001)).is_err());
+        assert_eq!(limiter.take(0.1, t + Duration::from_secs(1011)), Ok(()));
     }
 
     #[test]
     fn silence_makes_conditions_unknown() {
         let now = Timestamp::UNIX_EPOCH;
         let conditions = silenced_conditions(&node("True", json!({})), now).unwrap_or_default();
-        let by = |k: &str| conditions.iter().find(|c| c.type_ == k).cloned().unwrap_or_else(|| panic!("{k}"));
+        let by = |k: &str| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == k)
+                .cloned()
+                .unwrap_or_else(|| panic!("{k}"))
+        };
         assert_eq!(by("Ready").status, "Unknown");
         assert_eq!(by("Ready").reason.as_deref(), Some("NodeStatusUnknown"));
-        assert_eq!(by("Ready").message.as_deref(), Some("Kubelet stopped posting node status."));
-        assert_eq!(by("DiskPressure").reason.as_deref(), Some("NodeStatusNeverUpdated"));
+        assert_eq!(
+            by("Ready").message.as_deref(),
+            Some("Kubelet stopped posting node status.")
+        );
+        assert_eq!(
+            by("DiskPressure").reason.as_deref(),
+            Some("NodeStatusNeverUpdated")
+        );
         let mut again = node("Unknown", json!({}));
         if let Some(s) = again.status.as_mut() {
             s.conditions = Some(conditions);
@@ -412,7 +612,14 @@ mod tests {
     fn zone_states_as_upstream() {
         assert_eq!(zone_state(&[true, true, false]), ZoneState::Normal);
         assert_eq!(zone_state(&[false]), ZoneState::FullDisruption);
-        assert_eq!(zone_state(&[true, false, false]), ZoneState::Normal, "needs more than 2 not ready");
-        assert_eq!(zone_state(&[true, false, false, false]), ZoneState::PartialDisruption);
+        assert_eq!(
+            zone_state(&[true, false, false]),
+            ZoneState::Normal,
+            "needs more than 2 not ready"
+        );
+        assert_eq!(
+            zone_state(&[true, false, false, false]),
+            ZoneState::PartialDisruption
+        );
     }
 }
