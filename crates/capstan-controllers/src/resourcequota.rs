@@ -5,12 +5,16 @@
 //! usage to `used` as it admits it; this controller measures it again from the objects, so
 //! deleted objects free their share.
 //!
-//! A quota is measured again when it changes (its spec, or a usage the admission wrote), when a
-//! pod, service or claim of its namespace is added, deleted or changes its usage, when the
-//! objects counted by one of its `count/<resource>.<group>` names come or go (a metadata-only
-//! watch per such resource, started the first time a quota names it, as upstream's quota
-//! monitor), when the grace period of a deleted pod it counts runs out, and every five minutes
-//! (upstream's `--resource-quota-sync-period`). Status is written only when it changes.
+//! A quota is measured again when it is created or its spec changes, when a pod, service or
+//! claim of its namespace is deleted or changes its usage, when the objects counted by one of
+//! its `count/<resource>.<group>` names go (a metadata-only watch per such resource, started
+//! the first time a quota names it, as upstream's quota monitor), when the grace period of a
+//! deleted pod it counts runs out, and every five minutes (upstream's
+//! `--resource-quota-sync-period`). Status is written only when it changes.
+//!
+//! As upstream's, it does not measure again when an object is added or when admission writes a
+//! usage: admission charged the object before it was stored, and a measurement from a cache
+//! that has not seen the newest objects yet would hand their share out a second time.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -78,8 +82,9 @@ fn tracking(
         .collect()
 }
 
-/// Whether a change of a pod, service or claim can change what quotas measure: additions,
-/// deletions, and updates that change its usage (or, for pods, a scope).
+/// Whether a change of a pod, service or claim can change what quotas measure: deletions
+/// (handled by the caller) and updates that change its usage (or, for pods, a scope). An
+/// addition does not: admission charged it already.
 fn concerns_quota(
     evaluator: &Evaluator,
     old: Option<Item<'_>>,
@@ -87,7 +92,7 @@ fn concerns_quota(
     now: Timestamp,
 ) -> bool {
     let Some(old) = old else {
-        return true;
+        return false;
     };
     if evaluator.usage(old, now) != evaluator.usage(new, now) {
         return true;
@@ -128,6 +133,14 @@ fn on_object_change<K>(
     }
 }
 
+/// Whether a quota's `status.hard` does not say what its spec does (upstream enqueues such a
+/// quota on its own).
+fn status_hard_stale(quota: &ResourceQuota) -> bool {
+    let spec = quota.spec.as_ref().and_then(|s| s.hard.as_ref());
+    let status = quota.status.as_ref().and_then(|s| s.hard.as_ref());
+    spec != status
+}
+
 /// Registers the informer handlers and returns the controller's run future.
 pub fn start(
     informers: &mut Informers,
@@ -141,8 +154,11 @@ pub fn start(
     let (queue, rx) = Queue::<ResourceQuota>::new();
     {
         let queue = queue.clone();
+        // A new quota, or a new spec; not the usage admission writes into the status.
         quotas.on_change(move |change| {
-            if let Change::Applied { new, .. } = change {
+            if let Change::Applied { old, new } = change
+                && old.as_ref().is_none_or(|old| old.spec != new.spec || status_hard_stale(new))
+            {
                 queue.add(ObjectRef::from_obj(*new));
             }
         });
@@ -435,16 +451,10 @@ impl Counts {
                 )
             };
             match event {
+                // Admission charged an added object already: only record it.
                 Event::Apply(object) => {
                     let (namespace, name) = key(&object.metadata);
-                    let added = counted
-                        .names()
-                        .entry(namespace.clone())
-                        .or_default()
-                        .insert(name);
-                    if added {
-                        self.enqueue(&evaluator, Some(&namespace));
-                    }
+                    counted.names().entry(namespace).or_default().insert(name);
                 }
                 Event::Delete(object) => {
                     let (namespace, name) = key(&object.metadata);
@@ -568,7 +578,10 @@ mod tests {
             json!({"spec": {"activeDeadlineSeconds": 5, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}),
         );
         let e = Evaluator::Pods;
-        assert!(concerns_quota(&e, None, Item::Pod(&running), now()));
+        assert!(
+            !concerns_quota(&e, None, Item::Pod(&running), now()),
+            "admission charged an addition already"
+        );
         assert!(!concerns_quota(
             &e,
             Some(Item::Pod(&running)),
