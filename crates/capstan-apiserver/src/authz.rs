@@ -245,10 +245,15 @@ impl Authorizer {
     pub(crate) fn start(api: Arc<Api>) -> Arc<Authorizer> {
         let authorizer = Arc::new(Authorizer::default());
         let weak = Arc::downgrade(&authorizer);
-        let registries = ["clusterroles", "clusterrolebindings", "roles", "rolebindings"]
-            .into_iter()
-            .filter_map(|plural| api.registry(GROUP, "v1", plural).cloned())
-            .collect();
+        let registries = [
+            "clusterroles",
+            "clusterrolebindings",
+            "roles",
+            "rolebindings",
+        ]
+        .into_iter()
+        .filter_map(|plural| api.registry(GROUP, "v1", plural).cloned())
+        .collect();
         let mut changes = Changes::new(registries);
         tokio::spawn(async move {
             loop {

@@ -139,7 +139,9 @@ fn check_budget(pdb: &Value, pdb_name: &str) -> Result<(), ApiError> {
         details.causes = Some(vec![
             k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
                 reason: Some("DisruptionBudget".into()),
-                message: Some(format!("The disruption budget {pdb_name} needs more healthy pods")),
+                message: Some(format!(
+                    "The disruption budget {pdb_name} needs more healthy pods"
+                )),
                 field: None,
             },
         ]);
@@ -195,11 +197,19 @@ pub(crate) async fn evict(
             // eviction (one disruption fewer, the pod among `disruptedPods`) before the pod
             // is deleted, so that concurrent evictions cannot both pass.
             let key = budgets.resource.storage_key(namespace, &pdb_name);
-            let write = WriteOptions { dry_run: options.dry_run, below_strategy: true, ..WriteOptions::default() };
+            let write = WriteOptions {
+                dry_run: options.dry_run,
+                below_strategy: true,
+                ..WriteOptions::default()
+            };
             budgets
                 .guaranteed_update(&key, &pdb_name, None, Some("status"), &write, |current| {
                     let Some(current) = current else {
-                        return Err(StatusError::not_found(GroupResource::new("policy", "poddisruptionbudgets"), &pdb_name).into());
+                        return Err(StatusError::not_found(
+                            GroupResource::new("policy", "poddisruptionbudgets"),
+                            &pdb_name,
+                        )
+                        .into());
                     };
                     check_budget(current, &pdb_name)?;
                     let mut pdb = current.clone();
@@ -208,7 +218,8 @@ pub(crate) async fn evict(
                     if !pdb["status"]["disruptedPods"].is_object() {
                         pdb["status"]["disruptedPods"] = json!({});
                     }
-                    pdb["status"]["disruptedPods"][name] = crate::registry::object::now_rfc3339().into();
+                    pdb["status"]["disruptedPods"][name] =
+                        crate::registry::object::now_rfc3339().into();
                     Ok(pdb)
                 })
                 .await?;

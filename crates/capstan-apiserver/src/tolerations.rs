@@ -7,7 +7,10 @@ use serde_json::{Value, json};
 
 /// Upstream's `--default-not-ready-toleration-seconds` and `--default-unreachable-...`.
 const SECONDS: i64 = 300;
-const KEYS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+const KEYS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
 
 /// Adds the default tolerations the pod lacks.
 pub(crate) fn admit(pod: &mut Value) {
@@ -58,12 +61,21 @@ mod tests {
         let mut own = json!({"spec": {"tolerations": [
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]}});
         admit(&mut own);
-        let tolerations = own["spec"]["tolerations"].as_array().cloned().unwrap_or_default();
+        let tolerations = own["spec"]["tolerations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(tolerations.len(), 2);
-        assert_eq!(tolerations[0]["tolerationSeconds"], 5, "the pod's own toleration is kept");
+        assert_eq!(
+            tolerations[0]["tolerationSeconds"], 5,
+            "the pod's own toleration is kept"
+        );
         assert_eq!(tolerations[1]["key"], "node.kubernetes.io/not-ready");
         let mut everything = json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
         admit(&mut everything);
-        assert_eq!(everything["spec"]["tolerations"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            everything["spec"]["tolerations"].as_array().map(Vec::len),
+            Some(1)
+        );
     }
 }

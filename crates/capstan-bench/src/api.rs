@@ -365,7 +365,8 @@ impl Conn {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<Response<Incoming>> {
-        self.send_typed(method, path, body, "application/json").await
+        self.send_typed(method, path, body, "application/json")
+            .await
     }
 
     /// Sends a request whose body has the content type `content_type`.

@@ -17,8 +17,8 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
-use hyper::{Method, StatusCode};
 use http_body_util::BodyExt;
+use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::api::{Conn, CpuMeter, Memory, ServerProcess, kib};
@@ -50,7 +50,10 @@ struct Child(tokio::process::Child);
 
 impl Child {
     fn spawn(binary: &Path, args: &[&str], log: &Path) -> Result<Child> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
         let child = tokio::process::Command::new(binary)
             .args(args)
             .env_remove("RUST_LOG")
@@ -64,7 +67,10 @@ impl Child {
     }
 
     fn pid(&self) -> Result<String> {
-        self.0.id().map(|p| p.to_string()).context("the process exited")
+        self.0
+            .id()
+            .map(|p| p.to_string())
+            .context("the process exited")
     }
 }
 
@@ -91,7 +97,12 @@ fn deployment(name: &str, replicas: usize) -> Bytes {
 /// generation observed.
 async fn converged(conn: &Conn, replicas: usize) -> Result<usize> {
     let body = conn
-        .call(Method::GET, &format!("/apis/apps/v1/namespaces/{NAMESPACE}/deployments"), None, StatusCode::OK)
+        .call(
+            Method::GET,
+            &format!("/apis/apps/v1/namespaces/{NAMESPACE}/deployments"),
+            None,
+            StatusCode::OK,
+        )
         .await?;
     let list: Value = serde_json::from_slice(&body)?;
     let done = list["items"]
@@ -113,7 +124,12 @@ async fn converged(conn: &Conn, replicas: usize) -> Result<usize> {
     Ok(done)
 }
 
-async fn wait_converged(conn: &Conn, count: usize, replicas: usize, timeout: Duration) -> Result<Duration> {
+async fn wait_converged(
+    conn: &Conn,
+    count: usize,
+    replicas: usize,
+    timeout: Duration,
+) -> Result<Duration> {
     let began = Instant::now();
     loop {
         let done = converged(conn, replicas).await?;
@@ -121,7 +137,10 @@ async fn wait_converged(conn: &Conn, count: usize, replicas: usize, timeout: Dur
             return Ok(began.elapsed());
         }
         if began.elapsed() > timeout {
-            bail!("{done} of {count} Deployments converged after {} s", timeout.as_secs());
+            bail!(
+                "{done} of {count} Deployments converged after {} s",
+                timeout.as_secs()
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -134,11 +153,19 @@ struct Phase {
     server_cpu: String,
 }
 
-async fn measure<F: std::future::Future<Output = Result<Duration>>>(cm_pid: &str, server_pid: &str, work: F) -> Result<Phase> {
+async fn measure<F: std::future::Future<Output = Result<Duration>>>(
+    cm_pid: &str,
+    server_pid: &str,
+    work: F,
+) -> Result<Phase> {
     let cm = CpuMeter::start(cm_pid);
     let server = CpuMeter::start(server_pid);
     let wall = work.await?;
-    Ok(Phase { wall, controllers_cpu: cm.finish().0, server_cpu: server.finish().0 })
+    Ok(Phase {
+        wall,
+        controllers_cpu: cm.finish().0,
+        server_cpu: server.finish().0,
+    })
 }
 
 /// Runs the benchmark and prints the report.
@@ -150,26 +177,67 @@ pub async fn run(args: ControllersArgs) -> Result<()> {
             .map(|d| d.join("capstan"))
             .context("no capstan binary beside capstan-bench")?,
     };
-    let (nodes, count, replicas) = if args.quick { (20, 5, 4) } else { (args.nodes, args.deployments, args.replicas) };
-    let dir = tempfile::Builder::new().prefix("capstan-ctl-bench").tempdir_in("/var/tmp")?;
+    let (nodes, count, replicas) = if args.quick {
+        (20, 5, 4)
+    } else {
+        (args.nodes, args.deployments, args.replicas)
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("capstan-ctl-bench")
+        .tempdir_in("/var/tmp")?;
     let log = dir.path().join("server.log");
     let data = dir.path().join("data");
-    let (server, _) = ServerProcess::start_with(&binary, &data, None, &["--disable-controller-manager"], &log).await?;
+    let (server, _) = ServerProcess::start_with(
+        &binary,
+        &data,
+        None,
+        &["--disable-controller-manager"],
+        &log,
+    )
+    .await?;
     let kubeconfig = data.join("kubeconfig.yaml");
     let kc = kubeconfig.to_string_lossy().into_owned();
     // A /16 holds 256 node ranges (kube-controller-manager runs out there too): give the node
     // IPAM controller room for every simulated node.
     let manager = Child::spawn(
         &binary,
-        &["controller-manager", "--kubeconfig", &kc, "--leader-elect=false", "--cluster-cidr", "10.64.0.0/12"],
+        &[
+            "controller-manager",
+            "--kubeconfig",
+            &kc,
+            "--leader-elect=false",
+            "--cluster-cidr",
+            "10.64.0.0/12",
+        ],
         &dir.path().join("controllers.log"),
     )?;
     let nodes_arg = nodes.to_string();
-    let _sim = Child::spawn(&binary, &["sim", "--kubeconfig", &kc, "--nodes", &nodes_arg, "--cpu", "32", "--pods", "110"], &dir.path().join("sim.log"))?;
+    let _sim = Child::spawn(
+        &binary,
+        &[
+            "sim",
+            "--kubeconfig",
+            &kc,
+            "--nodes",
+            &nodes_arg,
+            "--cpu",
+            "32",
+            "--pods",
+            "110",
+        ],
+        &dir.path().join("sim.log"),
+    )?;
     let conn = server.connect().await?;
     let began = Instant::now();
     loop {
-        let body = conn.call(Method::GET, "/api/v1/nodes?limit=1000000", None, StatusCode::OK).await?;
+        let body = conn
+            .call(
+                Method::GET,
+                "/api/v1/nodes?limit=1000000",
+                None,
+                StatusCode::OK,
+            )
+            .await?;
         let list: Value = serde_json::from_slice(&body)?;
         if list["items"].as_array().map_or(0, Vec::len) >= nodes {
             break;
@@ -182,7 +250,10 @@ pub async fn run(args: ControllersArgs) -> Result<()> {
     conn.call(
         Method::POST,
         "/api/v1/namespaces",
-        Some(Bytes::from(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}).to_string())),
+        Some(Bytes::from(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+                .to_string(),
+        )),
         StatusCode::CREATED,
     )
     .await?;
@@ -195,7 +266,14 @@ pub async fn run(args: ControllersArgs) -> Result<()> {
     let create = measure(&cm_pid, &server.pid, async {
         let began = Instant::now();
         let results: Vec<Result<Bytes>> = futures::stream::iter(names.iter().enumerate())
-            .map(|(i, name)| conns[i % conns.len()].call(Method::POST, &path, Some(deployment(name, replicas)), StatusCode::CREATED))
+            .map(|(i, name)| {
+                conns[i % conns.len()].call(
+                    Method::POST,
+                    &path,
+                    Some(deployment(name, replicas)),
+                    StatusCode::CREATED,
+                )
+            })
             .buffer_unordered(16)
             .collect()
             .await;
@@ -241,8 +319,16 @@ pub async fn run(args: ControllersArgs) -> Result<()> {
     );
     println!("| phase | wall time | controller-manager CPU | server CPU |");
     println!("|---|---|---|---|");
-    for (name, phase) in [("create, until all available", &create), ("rolling update of all, until done", &update)] {
-        println!("| {name} | {:.1} s | {} | {} |", phase.wall.as_secs_f64(), phase.controllers_cpu, phase.server_cpu);
+    for (name, phase) in [
+        ("create, until all available", &create),
+        ("rolling update of all, until done", &update),
+    ] {
+        println!(
+            "| {name} | {:.1} s | {} | {} |",
+            phase.wall.as_secs_f64(),
+            phase.controllers_cpu,
+            phase.server_cpu
+        );
     }
     println!("\ncontroller-manager RSS: {idle} at the end, {peak} peak.");
     Ok(())

@@ -10,8 +10,20 @@ mod common;
 fn the_quick_api_benchmark_runs_every_scenario_on_both_backends() {
     let dir = tempfile::tempdir().unwrap();
     let stdout = common::run_bench(
-        &["api", "--quick", "--duration", "100ms", "--objects", "600", "--watchers", "20",
-          "--watch-events", "10", "--list-walks", "1"],
+        &[
+            "api",
+            "--quick",
+            "--duration",
+            "100ms",
+            "--objects",
+            "600",
+            "--watchers",
+            "20",
+            "--watch-events",
+            "10",
+            "--list-walks",
+            "1",
+        ],
         &["--dir".as_ref(), dir.path().as_os_str()],
     );
     assert!(!stdout.contains("**error**"), "{stdout}");

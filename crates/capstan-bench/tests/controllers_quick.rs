@@ -8,7 +8,10 @@ mod common;
 #[test]
 fn the_controllers_benchmark_converges_and_rolls_out() {
     let stdout = common::run_bench(&["controllers", "--quick"], &[]);
-    for phase in ["| create, until all available |", "| rolling update of all, until done |"] {
+    for phase in [
+        "| create, until all available |",
+        "| rolling update of all, until done |",
+    ] {
         assert!(stdout.contains(phase), "{phase} missing:\n{stdout}");
     }
     assert!(stdout.contains("controller-manager RSS"), "{stdout}");

@@ -9,7 +9,17 @@ mod common;
 #[test]
 fn the_scheduler_benchmark_binds_every_pod() {
     let stdout = common::run_bench(
-        &["scheduler", "--nodes", "20", "--init-pods", "20", "--pods", "200", "--clients", "8"],
+        &[
+            "scheduler",
+            "--nodes",
+            "20",
+            "--init-pods",
+            "20",
+            "--pods",
+            "200",
+            "--clients",
+            "8",
+        ],
         &[],
     );
     let row = stdout

@@ -14,11 +14,11 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 
 use crate::pods;
 use crate::runtime::{self, Error, Informers, Queue};
@@ -44,7 +44,11 @@ impl std::fmt::Debug for Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> impl Future<Output = ()> + Send + 'static {
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    concurrency: u16,
+) -> impl Future<Output = ()> + Send + 'static {
     let budgets = informers.get::<PodDisruptionBudget>();
     let pod_informer = informers.get::<Pod>();
     let replica_sets = informers.get::<ReplicaSet>();
@@ -70,7 +74,10 @@ pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> imp
                     continue;
                 }
                 let selector = selector(&budget);
-                if labels.iter().any(|l| selector.as_ref().is_some_and(|s| s.matches(l))) {
+                if labels
+                    .iter()
+                    .any(|l| selector.as_ref().is_some_and(|s| s.matches(l)))
+                {
                     queue.add(ObjectRef::from_obj(&*budget));
                 }
             }
@@ -133,7 +140,10 @@ struct Facts {
 }
 
 /// The expected and desired counts (upstream's `getExpectedPodCount`).
-fn counts(spec: &k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec, facts: &Facts) -> Result<(i32, i32), String> {
+fn counts(
+    spec: &k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec,
+    facts: &Facts,
+) -> Result<(i32, i32), String> {
     let pods = facts.pods.len() as i32;
     if let Some(max_unavailable) = &spec.max_unavailable {
         let expected = facts.expected_scale.clone().unwrap_or(Ok(pods))?;
@@ -207,7 +217,10 @@ fn status(
     status.disrupted_pods = (!disrupted.is_empty()).then_some(disrupted);
     let mut conditions = old.conditions.unwrap_or_default();
     let (value, reason, message) = condition;
-    match conditions.iter_mut().find(|c| c.type_ == "DisruptionAllowed") {
+    match conditions
+        .iter_mut()
+        .find(|c| c.type_ == "DisruptionAllowed")
+    {
         Some(c) => {
             if c.status != value {
                 c.last_transition_time = Time(now);
@@ -247,22 +260,30 @@ impl Context {
                 continue;
             }
             let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-            fn key<K: kube::Resource<DynamicType = ()>>(name: &str, namespace: &str) -> ObjectRef<K> {
+            fn key<K: kube::Resource<DynamicType = ()>>(
+                name: &str,
+                namespace: &str,
+            ) -> ObjectRef<K> {
                 ObjectRef::new(name).within(namespace)
             }
             let scale = match owner.kind.as_str() {
-                "ReplicaSet" => self.replica_sets.get(&key(&owner.name, namespace)).and_then(|rs| {
-                    // A Deployment's ReplicaSet counts as its Deployment.
-                    match pods::controller_of(&rs.metadata).filter(|r| r.kind == "Deployment") {
-                        Some(d) => {
-                            if !seen.insert(d.uid.clone()) {
-                                return Some(0);
+                "ReplicaSet" => self
+                    .replica_sets
+                    .get(&key(&owner.name, namespace))
+                    .and_then(|rs| {
+                        // A Deployment's ReplicaSet counts as its Deployment.
+                        match pods::controller_of(&rs.metadata).filter(|r| r.kind == "Deployment") {
+                            Some(d) => {
+                                if !seen.insert(d.uid.clone()) {
+                                    return Some(0);
+                                }
+                                self.deployments
+                                    .get(&key(&d.name, namespace))
+                                    .map(|d| d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))
                             }
-                            self.deployments.get(&key(&d.name, namespace)).map(|d| d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))
+                            None => Some(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)),
                         }
-                        None => Some(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)),
-                    }
-                }),
+                    }),
                 "ReplicationController" => self
                     .controllers
                     .get(&key(&owner.name, namespace))
@@ -275,7 +296,12 @@ impl Context {
             };
             match scale {
                 Some(n) => total += n,
-                None => return Err(format!("found no controllers for pod {:?}", pod.metadata.name.as_deref().unwrap_or_default())),
+                None => {
+                    return Err(format!(
+                        "found no controllers for pod {:?}",
+                        pod.metadata.name.as_deref().unwrap_or_default()
+                    ));
+                }
             }
         }
         Ok(total)
@@ -283,7 +309,10 @@ impl Context {
 }
 
 /// One sync of a budget.
-pub async fn reconcile(budget: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(
+    budget: Arc<PodDisruptionBudget>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let namespace = budget.metadata.namespace.clone().unwrap_or_default();
     let name = budget.metadata.name.clone().unwrap_or_default();
     let selected: Vec<Arc<Pod>> = match selector(&budget) {
@@ -295,11 +324,17 @@ pub async fn reconcile(budget: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> R
         None => Vec::new(),
     };
     let spec = budget.spec.clone().unwrap_or_default();
-    let needs_scale = spec.max_unavailable.is_some() || matches!(spec.min_available, Some(IntOrString::String(_)));
+    let needs_scale = spec.max_unavailable.is_some()
+        || matches!(spec.min_available, Some(IntOrString::String(_)));
     let facts = Facts {
         pods: selected
             .iter()
-            .map(|p| (p.metadata.name.clone().unwrap_or_default(), pods::is_ready(p)))
+            .map(|p| {
+                (
+                    p.metadata.name.clone().unwrap_or_default(),
+                    pods::is_ready(p),
+                )
+            })
             .collect(),
         expected_scale: needs_scale.then(|| ctx.expected_scale(&selected)),
     };
@@ -307,24 +342,44 @@ pub async fn reconcile(budget: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> R
     let new = status(&budget, &facts, now);
     let old = budget.status.clone().unwrap_or_default();
     // Transition times aside, only a changed status is written.
-    let same = |s: &PodDisruptionBudgetStatus| PodDisruptionBudgetStatus { conditions: None, ..s.clone() };
-    let conditions_same = old.conditions.as_ref().map(|c| c.iter().map(|c| (&c.status, &c.reason)).collect::<Vec<_>>())
-        == new.conditions.as_ref().map(|c| c.iter().map(|c| (&c.status, &c.reason)).collect::<Vec<_>>());
+    let same = |s: &PodDisruptionBudgetStatus| PodDisruptionBudgetStatus {
+        conditions: None,
+        ..s.clone()
+    };
+    let conditions_same = old
+        .conditions
+        .as_ref()
+        .map(|c| c.iter().map(|c| (&c.status, &c.reason)).collect::<Vec<_>>())
+        == new
+            .conditions
+            .as_ref()
+            .map(|c| c.iter().map(|c| (&c.status, &c.reason)).collect::<Vec<_>>());
     if same(&old) != same(&new) || !conditions_same {
         let mut object = (*budget).clone();
         object.status = Some(new);
         let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
-        match api.replace_status(&name, &PostParams::default(), &object).await {
+        match api
+            .replace_status(&name, &PostParams::default(), &object)
+            .await
+        {
             Ok(_) => {}
             Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
             Err(error) => return Err(error.into()),
         }
     }
     // Records of disrupted pods expire; look again then.
-    Ok(match budget.status.as_ref().and_then(|s| s.disrupted_pods.as_ref()) {
-        Some(d) if !d.is_empty() => Action::requeue(Duration::from_secs(DISRUPTED_TIMEOUT as u64)),
-        _ => Action::await_change(),
-    })
+    Ok(
+        match budget
+            .status
+            .as_ref()
+            .and_then(|s| s.disrupted_pods.as_ref())
+        {
+            Some(d) if !d.is_empty() => {
+                Action::requeue(Duration::from_secs(DISRUPTED_TIMEOUT as u64))
+            }
+            _ => Action::await_change(),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -333,15 +388,20 @@ mod tests {
     use serde_json::json;
 
     fn budget(spec: serde_json::Value) -> PodDisruptionBudget {
-        serde_json::from_value(json!({"metadata": {"name": "b", "namespace": "ns", "generation": 2},
-                                      "spec": spec}))
+        serde_json::from_value(
+            json!({"metadata": {"name": "b", "namespace": "ns", "generation": 2},
+                                      "spec": spec}),
+        )
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn facts(healthy: usize, unhealthy: usize, scale: Option<Result<i32, String>>) -> Facts {
         let mut pods: Vec<(String, bool)> = (0..healthy).map(|i| (format!("h{i}"), true)).collect();
         pods.extend((0..unhealthy).map(|i| (format!("u{i}"), false)));
-        Facts { pods, expected_scale: scale }
+        Facts {
+            pods,
+            expected_scale: scale,
+        }
     }
 
     #[test]
@@ -349,15 +409,39 @@ mod tests {
         let now = Timestamp::UNIX_EPOCH;
         let check = |spec: serde_json::Value, f: Facts, want: (i32, i32, i32, i32)| {
             let s = status(&budget(spec), &f, now);
-            assert_eq!((s.expected_pods, s.desired_healthy, s.current_healthy, s.disruptions_allowed), want);
+            assert_eq!(
+                (
+                    s.expected_pods,
+                    s.desired_healthy,
+                    s.current_healthy,
+                    s.disruptions_allowed
+                ),
+                want
+            );
             assert_eq!(s.observed_generation, Some(2));
         };
         check(json!({"minAvailable": 2}), facts(3, 0, None), (3, 2, 3, 1));
         check(json!({"minAvailable": 3}), facts(2, 1, None), (3, 3, 2, 0));
-        check(json!({"minAvailable": "50%"}), facts(3, 0, Some(Ok(5))), (5, 3, 3, 0));
-        check(json!({"maxUnavailable": 1}), facts(4, 0, Some(Ok(4))), (4, 3, 4, 1));
-        check(json!({"maxUnavailable": "30%"}), facts(10, 0, Some(Ok(10))), (10, 7, 10, 3));
-        check(json!({"maxUnavailable": "25%"}), facts(10, 0, Some(Ok(10))), (10, 7, 10, 3));
+        check(
+            json!({"minAvailable": "50%"}),
+            facts(3, 0, Some(Ok(5))),
+            (5, 3, 3, 0),
+        );
+        check(
+            json!({"maxUnavailable": 1}),
+            facts(4, 0, Some(Ok(4))),
+            (4, 3, 4, 1),
+        );
+        check(
+            json!({"maxUnavailable": "30%"}),
+            facts(10, 0, Some(Ok(10))),
+            (10, 7, 10, 3),
+        );
+        check(
+            json!({"maxUnavailable": "25%"}),
+            facts(10, 0, Some(Ok(10))),
+            (10, 7, 10, 3),
+        );
     }
 
     #[test]
@@ -365,10 +449,20 @@ mod tests {
         let now = Timestamp::UNIX_EPOCH;
         let s = status(&budget(json!({"minAvailable": 1})), &facts(2, 0, None), now);
         let c = &s.conditions.unwrap_or_default()[0];
-        assert_eq!((c.type_.as_str(), c.status.as_str(), c.reason.as_str()), ("DisruptionAllowed", "True", "SufficientPods"));
-        let s = status(&budget(json!({"maxUnavailable": 1})), &facts(2, 0, Some(Err("found no controllers for pod \"x\"".into()))), now);
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("DisruptionAllowed", "True", "SufficientPods")
+        );
+        let s = status(
+            &budget(json!({"maxUnavailable": 1})),
+            &facts(2, 0, Some(Err("found no controllers for pod \"x\"".into()))),
+            now,
+        );
         let c = &s.conditions.unwrap_or_default()[0];
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "SyncFailed"));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "SyncFailed")
+        );
         assert_eq!(s.disruptions_allowed, 0);
     }
 

@@ -38,9 +38,7 @@ impl Expectations {
     fn satisfied_at(&self, key: &str, now: Instant) -> bool {
         self.with(|records| match records.get(key) {
             None => true,
-            Some(r) => {
-                (r.adds <= 0 && r.deletes.is_empty()) || now.duration_since(r.at) > TIMEOUT
-            }
+            Some(r) => (r.adds <= 0 && r.deletes.is_empty()) || now.duration_since(r.at) > TIMEOUT,
         })
     }
 
@@ -133,7 +131,10 @@ mod tests {
         e.deletion_observed("ns/rs", "ns/a");
         e.deletion_observed("ns/rs", "ns/a");
         e.deletion_observed("ns/rs", "ns/other");
-        assert!(!e.satisfied("ns/rs"), "a twice or another pod does not count for b");
+        assert!(
+            !e.satisfied("ns/rs"),
+            "a twice or another pod does not count for b"
+        );
         e.deletion_observed("ns/rs", "ns/b");
         assert!(e.satisfied("ns/rs"));
     }

@@ -22,8 +22,8 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::discovery::{Discovery, Scope, verbs};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 
 use crate::runtime::{self, AbortOnDrop, backoff};
@@ -91,7 +91,9 @@ impl Graph {
     /// Records an added or updated object (upstream's `processGraphChanges`).
     fn upsert(&mut self, kind: &Arc<Kind>, meta: &ObjectMeta) -> Work {
         let mut work = Work::default();
-        let Some(uid) = meta.uid.clone() else { return work };
+        let Some(uid) = meta.uid.clone() else {
+            return work;
+        };
         let node = Node {
             uid: uid.clone(),
             kind: kind.clone(),
@@ -113,7 +115,11 @@ impl Graph {
                 set.remove(&uid);
             }
             // An owner waiting for its dependents may be done now.
-            if self.nodes.get(*removed).is_some_and(Node::deleting_dependents) {
+            if self
+                .nodes
+                .get(*removed)
+                .is_some_and(Node::deleting_dependents)
+            {
                 work.delete.push((*removed).to_owned());
             }
         }
@@ -136,7 +142,10 @@ impl Graph {
                     .any(|r| r.uid == owner.uid && r.block_owner_deletion == Some(true));
                 if owner.block_owner_deletion == Some(true)
                     && !still_blocking
-                    && self.nodes.get(&owner.uid).is_some_and(Node::deleting_dependents)
+                    && self
+                        .nodes
+                        .get(&owner.uid)
+                        .is_some_and(Node::deleting_dependents)
                 {
                     work.delete.push(owner.uid.clone());
                 }
@@ -158,8 +167,12 @@ impl Graph {
     /// Records a deleted object.
     fn remove(&mut self, meta: &ObjectMeta) -> Work {
         let mut work = Work::default();
-        let Some(uid) = meta.uid.as_deref() else { return work };
-        let Some(node) = self.nodes.remove(uid) else { return work };
+        let Some(uid) = meta.uid.as_deref() else {
+            return work;
+        };
+        let Some(node) = self.nodes.remove(uid) else {
+            return work;
+        };
         for owner in &node.owners {
             if let Some(set) = self.dependents.get_mut(&owner.uid) {
                 set.remove(uid);
@@ -167,7 +180,11 @@ impl Graph {
                     self.dependents.remove(&owner.uid);
                 }
             }
-            if self.nodes.get(&owner.uid).is_some_and(Node::deleting_dependents) {
+            if self
+                .nodes
+                .get(&owner.uid)
+                .is_some_and(Node::deleting_dependents)
+            {
                 work.delete.push(owner.uid.clone());
             }
         }
@@ -188,7 +205,10 @@ impl Graph {
 
     fn kind_of(&self, reference: &OwnerReference) -> Option<Arc<Kind>> {
         self.kinds
-            .get(&(group_of(&reference.api_version).to_owned(), reference.kind.clone()))
+            .get(&(
+                group_of(&reference.api_version).to_owned(),
+                reference.kind.clone(),
+            ))
             .cloned()
     }
 }
@@ -263,8 +283,12 @@ impl std::fmt::Debug for Collector {
 
 impl Collector {
     fn enqueue(&self, work: Work) {
-        work.delete.into_iter().for_each(|uid| self.deletes.add(uid));
-        work.orphan.into_iter().for_each(|uid| self.orphans.add(uid));
+        work.delete
+            .into_iter()
+            .for_each(|uid| self.deletes.add(uid));
+        work.orphan
+            .into_iter()
+            .for_each(|uid| self.orphans.add(uid));
     }
 
     fn api(&self, kind: &Kind, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -298,7 +322,10 @@ enum Decision {
 }
 
 fn decide(node: &Node, states: &[(String, OwnerState)]) -> Decision {
-    let solid = states.iter().filter(|(_, s)| *s == OwnerState::Solid).count();
+    let solid = states
+        .iter()
+        .filter(|(_, s)| *s == OwnerState::Solid)
+        .count();
     let waiting = states.iter().any(|(_, s)| *s == OwnerState::Waiting);
     if solid > 0 {
         let unlink: Vec<String> = states
@@ -329,10 +356,17 @@ type Failure = kube::Error;
 
 impl Collector {
     /// Decides an owner's state, reading it live when the graph has not seen it.
-    async fn owner_state(&self, dependent: &Node, reference: &OwnerReference) -> Result<OwnerState, Failure> {
+    async fn owner_state(
+        &self,
+        dependent: &Node,
+        reference: &OwnerReference,
+    ) -> Result<OwnerState, Failure> {
         let (known, kind) = {
             let graph = lock(&self.graph);
-            (graph.nodes.get(&reference.uid).cloned(), graph.kind_of(reference))
+            (
+                graph.nodes.get(&reference.uid).cloned(),
+                graph.kind_of(reference),
+            )
         };
         if let Some(owner) = known {
             return Ok(if owner.deleting_dependents() {
@@ -349,15 +383,28 @@ impl Collector {
             // A cluster-scoped object cannot be owned by a namespaced one.
             return Ok(OwnerState::Dangling);
         }
-        match self.api(&kind, dependent.namespace.as_deref()).get_metadata_opt(&reference.name).await? {
+        match self
+            .api(&kind, dependent.namespace.as_deref())
+            .get_metadata_opt(&reference.name)
+            .await?
+        {
             None => Ok(OwnerState::Dangling),
             Some(owner) if owner.metadata.uid.as_deref() != Some(reference.uid.as_str()) => {
                 Ok(OwnerState::Dangling)
             }
             Some(owner) => {
                 let foreground = owner.metadata.deletion_timestamp.is_some()
-                    && owner.metadata.finalizers.iter().flatten().any(|f| f == FOREGROUND);
-                Ok(if foreground { OwnerState::Waiting } else { OwnerState::Solid })
+                    && owner
+                        .metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f == FOREGROUND);
+                Ok(if foreground {
+                    OwnerState::Waiting
+                } else {
+                    OwnerState::Solid
+                })
             }
         }
     }
@@ -374,7 +421,10 @@ impl Collector {
         }
         let mut states = Vec::new();
         for reference in &node.owners {
-            states.push((reference.uid.clone(), self.owner_state(&node, reference).await?));
+            states.push((
+                reference.uid.clone(),
+                self.owner_state(&node, reference).await?,
+            ));
         }
         let api = self.api(&node.kind, node.namespace.as_deref());
         match decide(&node, &states) {
@@ -390,7 +440,10 @@ impl Collector {
                     "resourceVersion": node.resource_version,
                     "uid": uid,
                 }});
-                ignore_gone(api.patch(&node.name, &PatchParams::default(), &Patch::Merge(patch)).await)
+                ignore_gone(
+                    api.patch(&node.name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await,
+                )
             }
             Decision::Delete(policy) => {
                 tracing::debug!(kind = %node.kind.resource.kind, name = %node.name, ?policy, "deleting a dependent whose owners are gone");
@@ -426,14 +479,21 @@ impl Collector {
                 .collect()
         };
         if blocking.is_empty() {
-            let finalizers: Vec<&String> = owner.finalizers.iter().filter(|f| *f != FOREGROUND).collect();
+            let finalizers: Vec<&String> = owner
+                .finalizers
+                .iter()
+                .filter(|f| *f != FOREGROUND)
+                .collect();
             let patch = json!({"metadata": {
                 "finalizers": finalizers,
                 "resourceVersion": owner.resource_version,
                 "uid": uid,
             }});
             let api = self.api(&owner.kind, owner.namespace.as_deref());
-            return ignore_gone(api.patch(&owner.name, &PatchParams::default(), &Patch::Merge(patch)).await);
+            return ignore_gone(
+                api.patch(&owner.name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await,
+            );
         }
         for (dependent, deleting) in blocking {
             if !deleting {
@@ -460,14 +520,22 @@ impl Collector {
             return Ok(());
         }
         for dependent in dependents {
-            let kept: Vec<&OwnerReference> = dependent.owners.iter().filter(|r| r.uid != uid).collect();
+            let kept: Vec<&OwnerReference> =
+                dependent.owners.iter().filter(|r| r.uid != uid).collect();
             let patch = json!({"metadata": {
                 "ownerReferences": kept,
                 "resourceVersion": dependent.resource_version,
                 "uid": dependent.uid,
             }});
             let api = self.api(&dependent.kind, dependent.namespace.as_deref());
-            ignore_gone(api.patch(&dependent.name, &PatchParams::default(), &Patch::Merge(patch)).await)?;
+            ignore_gone(
+                api.patch(
+                    &dependent.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await,
+            )?;
         }
         let finalizers: Vec<&String> = owner.finalizers.iter().filter(|f| *f != ORPHAN).collect();
         let patch = json!({"metadata": {
@@ -476,7 +544,10 @@ impl Collector {
             "uid": uid,
         }});
         let api = self.api(&owner.kind, owner.namespace.as_deref());
-        ignore_gone(api.patch(&owner.name, &PatchParams::default(), &Patch::Merge(patch)).await)
+        ignore_gone(
+            api.patch(&owner.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await,
+        )
     }
 }
 
@@ -485,7 +556,11 @@ fn ignore_gone<T>(result: Result<T, kube::Error>) -> Result<(), Failure> {
     match result {
         Ok(_) => Ok(()),
         Err(error) if runtime::is_not_found(&error) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 && status.message.contains("Precondition failed: UID") => Ok(()),
+        Err(kube::Error::Api(status))
+            if status.code == 409 && status.message.contains("Precondition failed: UID") =>
+        {
+            Ok(())
+        }
         Err(error) => Err(error),
     }
 }
@@ -514,7 +589,8 @@ async fn discover(client: &Client) -> Result<Vec<Kind>, kube::Error> {
 
 /// Watches one kind's metadata into the graph; reports its first complete list on `synced`.
 async fn watch_kind(collector: Collector, kind: Arc<Kind>, synced: mpsc::UnboundedSender<()>) {
-    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(collector.client.clone(), &kind.resource);
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::all_with(collector.client.clone(), &kind.resource);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut listed: Vec<ObjectMeta> = Vec::new();
@@ -541,12 +617,16 @@ async fn watch_kind(collector: Collector, kind: Arc<Kind>, synced: mpsc::Unbound
                 let mut work = Work::default();
                 {
                     let mut graph = lock(&collector.graph);
-                    let present: HashSet<&str> = listed.iter().filter_map(|m| m.uid.as_deref()).collect();
+                    let present: HashSet<&str> =
+                        listed.iter().filter_map(|m| m.uid.as_deref()).collect();
                     let gone: Vec<ObjectMeta> = graph
                         .nodes
                         .iter()
                         .filter(|(uid, n)| n.kind == kind && !present.contains(uid.as_str()))
-                        .map(|(uid, _)| ObjectMeta { uid: Some(uid.clone()), ..ObjectMeta::default() })
+                        .map(|(uid, _)| ObjectMeta {
+                            uid: Some(uid.clone()),
+                            ..ObjectMeta::default()
+                        })
                         .collect();
                     for meta in gone {
                         let w = graph.remove(&meta);
@@ -610,11 +690,18 @@ pub async fn run(client: Client) {
             Ok(kinds) => {
                 let mut graph_kinds = HashMap::new();
                 for kind in kinds {
-                    let key = format!("{}/{}/{}", kind.resource.group, kind.resource.version, kind.resource.plural);
+                    let key = format!(
+                        "{}/{}/{}",
+                        kind.resource.group, kind.resource.version, kind.resource.plural
+                    );
                     let kind = Arc::new(kind);
-                    graph_kinds.insert((kind.resource.group.clone(), kind.resource.kind.clone()), kind.clone());
+                    graph_kinds.insert(
+                        (kind.resource.group.clone(), kind.resource.kind.clone()),
+                        kind.clone(),
+                    );
                     if let std::collections::btree_map::Entry::Vacant(entry) = watches.entry(key) {
-                        let task = tokio::spawn(watch_kind(collector.clone(), kind, synced_tx.clone()));
+                        let task =
+                            tokio::spawn(watch_kind(collector.clone(), kind, synced_tx.clone()));
                         entry.insert(AbortOnDrop(task));
                     }
                 }
@@ -630,7 +717,10 @@ pub async fn run(client: Client) {
                     return;
                 }
             }
-            tracing::info!(kinds = watches.len(), "garbage collector: graph synced; starting");
+            tracing::info!(
+                kinds = watches.len(),
+                "garbage collector: graph synced; starting"
+            );
             let (c1, c2) = (collector.clone(), collector.clone());
             let deletes = tokio::spawn(run_workers(
                 collector.deletes.clone(),
@@ -688,8 +778,17 @@ mod tests {
         let mut graph = Graph::default();
         // A dependent whose owner the graph has not seen is checked.
         assert_eq!(graph.upsert(&rs, &owned("p1", "rs1", true)).delete, ["p1"]);
-        assert_eq!(graph.upsert(&rs, &meta(json!({"name": "rs1", "namespace": "ns", "uid": "rs1"}))), Work::default());
-        assert_eq!(graph.upsert(&rs, &owned("p2", "rs1", false)), Work::default());
+        assert_eq!(
+            graph.upsert(
+                &rs,
+                &meta(json!({"name": "rs1", "namespace": "ns", "uid": "rs1"}))
+            ),
+            Work::default()
+        );
+        assert_eq!(
+            graph.upsert(&rs, &owned("p2", "rs1", false)),
+            Work::default()
+        );
         assert_eq!(graph.dependents_of("rs1"), ["p1", "p2"]);
 
         // Foreground deletion of the owner: its dependents and itself are queued.
@@ -721,17 +820,30 @@ mod tests {
             deleting: false,
         };
         use OwnerState::*;
-        let states = |s: &[(&str, OwnerState)]| s.iter().map(|(u, s)| ((*u).to_owned(), *s)).collect::<Vec<_>>();
+        let states = |s: &[(&str, OwnerState)]| {
+            s.iter()
+                .map(|(u, s)| ((*u).to_owned(), *s))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(decide(&node(&[]), &states(&[("a", Solid)])), Decision::Keep);
         assert_eq!(
-            decide(&node(&[]), &states(&[("a", Solid), ("b", Dangling), ("c", Waiting)])),
+            decide(
+                &node(&[]),
+                &states(&[("a", Solid), ("b", Dangling), ("c", Waiting)])
+            ),
             Decision::Unlink(vec!["b".into(), "c".into()])
         );
-        assert_eq!(decide(&node(&[]), &states(&[("a", Dangling)])), Decision::Delete(PropagationPolicy::Background));
+        assert_eq!(
+            decide(&node(&[]), &states(&[("a", Dangling)])),
+            Decision::Delete(PropagationPolicy::Background)
+        );
         assert_eq!(
             decide(&node(&[]), &states(&[("a", Dangling), ("b", Waiting)])),
             Decision::Delete(PropagationPolicy::Foreground)
         );
-        assert_eq!(decide(&node(&["orphan"]), &states(&[("a", Dangling)])), Decision::Delete(PropagationPolicy::Orphan));
+        assert_eq!(
+            decide(&node(&["orphan"]), &states(&[("a", Dangling)])),
+            Decision::Delete(PropagationPolicy::Orphan)
+        );
     }
 }

@@ -26,7 +26,12 @@ fn sorted(value: Value) -> Value {
         Value::Object(map) => {
             let mut entries: Vec<(String, Value)> = map.into_iter().collect();
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect::<Map<_, _>>())
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sorted(v)))
+                    .collect::<Map<_, _>>(),
+            )
         }
         Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
         other => other,
@@ -69,9 +74,9 @@ pub fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
 
 /// FNV-1, 32 bits (Go's `fnv.New32`).
 pub fn fnv32(bytes: &[u8]) -> u32 {
-    bytes
-        .iter()
-        .fold(2_166_136_261u32, |h, &b| h.wrapping_mul(16_777_619) ^ u32::from(b))
+    bytes.iter().fold(2_166_136_261u32, |h, &b| {
+        h.wrapping_mul(16_777_619) ^ u32::from(b)
+    })
 }
 
 /// Upstream's `HashControllerRevision`: FNV-1 over the data, then the collision count in
@@ -104,7 +109,10 @@ pub fn new_revision(
     labels.insert(HASH_LABEL.into(), hash.into());
     ControllerRevision {
         metadata: ObjectMeta {
-            name: Some(revision_name(owner.name.as_deref().unwrap_or_default(), hash)),
+            name: Some(revision_name(
+                owner.name.as_deref().unwrap_or_default(),
+                hash,
+            )),
             namespace: owner.namespace.clone(),
             labels: Some(labels),
             annotations: owner.annotations.clone().filter(|a| !a.is_empty()),
@@ -117,7 +125,12 @@ pub fn new_revision(
 }
 
 fn hash_label(revision: &ControllerRevision) -> Option<&str> {
-    revision.metadata.labels.as_ref()?.get(HASH_LABEL).map(String::as_str)
+    revision
+        .metadata
+        .labels
+        .as_ref()?
+        .get(HASH_LABEL)
+        .map(String::as_str)
 }
 
 /// Upstream's `EqualRevision`: different hash labels differ; otherwise the data decides.
@@ -131,8 +144,15 @@ pub fn equal_revision(a: &ControllerRevision, b: &ControllerRevision) -> bool {
 }
 
 /// The revisions equal to `needle`, in the order given.
-pub fn find_equal<'a>(revisions: &[&'a ControllerRevision], needle: &ControllerRevision) -> Vec<&'a ControllerRevision> {
-    revisions.iter().copied().filter(|r| equal_revision(r, needle)).collect()
+pub fn find_equal<'a>(
+    revisions: &[&'a ControllerRevision],
+    needle: &ControllerRevision,
+) -> Vec<&'a ControllerRevision> {
+    revisions
+        .iter()
+        .copied()
+        .filter(|r| equal_revision(r, needle))
+        .collect()
 }
 
 /// Upstream's revision order: by number, then creation time, then name.
@@ -153,7 +173,12 @@ pub fn next_revision(revisions: &[&ControllerRevision]) -> i64 {
 
 /// The names of the oldest revisions not in `live` to delete so that at most `limit` of
 /// `counted` remain; `revisions` is sorted by [`by_revision`].
-pub fn to_prune(revisions: &[&ControllerRevision], live: &BTreeSet<String>, counted: usize, limit: i32) -> Vec<String> {
+pub fn to_prune(
+    revisions: &[&ControllerRevision],
+    live: &BTreeSet<String>,
+    counted: usize,
+    limit: i32,
+) -> Vec<String> {
     let excess = counted.saturating_sub(usize::try_from(limit.max(0)).unwrap_or(0));
     revisions
         .iter()
@@ -179,7 +204,11 @@ mod tests {
     fn revision(name: &str, number: i64, image: &str) -> ControllerRevision {
         let data = template_patch(&template(image));
         let mut r = new_revision(
-            &ObjectMeta { name: Some("web".into()), namespace: Some("ns".into()), ..ObjectMeta::default() },
+            &ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
             OwnerReference::default(),
             None,
             data.clone(),
@@ -204,10 +233,16 @@ mod tests {
         let data = template_patch(&t);
         assert_eq!(data["spec"]["template"]["$patch"], "replace");
         let text = String::from_utf8(go_json(&data)).unwrap_or_default();
-        assert!(text.starts_with(r#"{"spec":{"template":{"$patch":"replace","metadata""#), "{text}");
+        assert!(
+            text.starts_with(r#"{"spec":{"template":{"$patch":"replace","metadata""#),
+            "{text}"
+        );
         let r = revision("web-1", 1, "nginx:1");
         assert_eq!(template_of(&r), Some(t));
-        assert_eq!(go_json(&json!({"a": "<&>"})), br#"{"a":"\u003c\u0026\u003e"}"#.to_vec());
+        assert_eq!(
+            go_json(&json!({"a": "<&>"})),
+            br#"{"a":"\u003c\u0026\u003e"}"#.to_vec()
+        );
     }
 
     #[test]
@@ -217,12 +252,19 @@ mod tests {
         assert_eq!(hash, hash_revision(&data, None));
         assert_ne!(hash, hash_revision(&data, Some(0)));
         assert_ne!(hash_revision(&data, Some(0)), hash_revision(&data, Some(1)));
-        assert_ne!(hash, hash_revision(&template_patch(&template("nginx:2")), None));
+        assert_ne!(
+            hash,
+            hash_revision(&template_patch(&template("nginx:2")), None)
+        );
         assert_eq!(revision_name("web", "abc"), "web-abc");
         assert_eq!(revision_name(&"x".repeat(300), "h").len(), 225);
         let r = revision("web-1", 3, "nginx:1");
         assert_eq!(hash_label(&r), Some(hash.as_str()));
-        assert_eq!(r.metadata.labels.as_ref().and_then(|l| l.get("app")), None, "no template labels given");
+        assert_eq!(
+            r.metadata.labels.as_ref().and_then(|l| l.get("app")),
+            None,
+            "no template labels given"
+        );
     }
 
     #[test]
@@ -236,7 +278,11 @@ mod tests {
         relabeled.metadata.labels = Some([(HASH_LABEL.to_owned(), "other".to_owned())].into());
         assert!(!equal_revision(&a, &relabeled), "hash labels differ");
         let all = [&c, &a, &b];
-        let names = |v: Vec<&ControllerRevision>| v.iter().filter_map(|r| r.metadata.name.clone()).collect::<Vec<_>>();
+        let names = |v: Vec<&ControllerRevision>| {
+            v.iter()
+                .filter_map(|r| r.metadata.name.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(find_equal(&all, &a)), ["c", "a"]);
         let mut sorted: Vec<&ControllerRevision> = all.to_vec();
         sorted.sort_by(|x, y| by_revision(x, y));
@@ -247,11 +293,23 @@ mod tests {
 
     #[test]
     fn pruning_keeps_live_and_recent_revisions() {
-        let rs: Vec<ControllerRevision> = (1..=5).map(|i| revision(&format!("r{i}"), i, &format!("i{i}"))).collect();
+        let rs: Vec<ControllerRevision> = (1..=5)
+            .map(|i| revision(&format!("r{i}"), i, &format!("i{i}")))
+            .collect();
         let sorted: Vec<&ControllerRevision> = rs.iter().collect();
         let live: BTreeSet<String> = ["r1".to_owned(), "r5".to_owned()].into();
-        fn check(sorted: &[&ControllerRevision], live: &BTreeSet<String>, counted: usize, limit: i32, expected: &[&str]) {
-            assert_eq!(to_prune(sorted, live, counted, limit), expected, "counted {counted} limit {limit}");
+        fn check(
+            sorted: &[&ControllerRevision],
+            live: &BTreeSet<String>,
+            counted: usize,
+            limit: i32,
+            expected: &[&str],
+        ) {
+            assert_eq!(
+                to_prune(sorted, live, counted, limit),
+                expected,
+                "counted {counted} limit {limit}"
+            );
         }
         check(&sorted, &live, 3, 1, &["r2", "r3"]);
         check(&sorted, &live, 3, 3, &[]);

@@ -77,7 +77,10 @@ const LONG_NAMES: &[(&str, &str)] = &[
     ("replicaset", "replicaset-controller"),
     ("replicationcontroller", "replicationcontroller-controller"),
     ("resourcequota", "resourcequota-controller"),
-    ("root-ca-cert-publisher", "root-ca-certificate-publisher-controller"),
+    (
+        "root-ca-cert-publisher",
+        "root-ca-certificate-publisher-controller",
+    ),
     ("serviceaccount", "serviceaccount-controller"),
     ("statefulset", "statefulset-controller"),
     ("ttl-after-finished", "ttl-after-finished-controller"),
@@ -157,7 +160,11 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     if config.enabled("nodeipam")
         && let Ok(cidr) = nodeipam::ClusterCidr::parse(&config.cluster_cidr)
     {
-        controllers.push(Box::pin(nodeipam::start(&mut informers, client.clone(), cidr)));
+        controllers.push(Box::pin(nodeipam::start(
+            &mut informers,
+            client.clone(),
+            cidr,
+        )));
     }
     if config.enabled("nodelifecycle") {
         controllers.push(Box::pin(nodelifecycle::start(
@@ -207,10 +214,18 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
         )));
     }
     if config.enabled("resourcequota") {
-        controllers.push(Box::pin(resourcequota::start(&mut informers, client.clone(), 5)));
+        controllers.push(Box::pin(resourcequota::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
     }
     if config.enabled("disruption") {
-        controllers.push(Box::pin(disruption::start(&mut informers, client.clone(), 5)));
+        controllers.push(Box::pin(disruption::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
     }
     if config.enabled("daemonset") {
         controllers.push(Box::pin(daemonset::start(
@@ -237,16 +252,28 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
         )));
     }
     if config.enabled("ttl-after-finished") {
-        controllers.push(Box::pin(ttlafterfinished::start(&mut informers, client.clone(), 5)));
+        controllers.push(Box::pin(ttlafterfinished::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
     }
     if config.enabled("garbagecollector") {
         controllers.push(Box::pin(gc::run(client.clone())));
     }
     if config.enabled("namespace") {
-        controllers.push(Box::pin(namespace::start(&mut informers, client.clone(), 5)));
+        controllers.push(Box::pin(namespace::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
     }
     if config.enabled("serviceaccount") {
-        controllers.push(Box::pin(serviceaccount::start(&mut informers, client.clone(), 5)));
+        controllers.push(Box::pin(serviceaccount::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
     }
     match (&config.root_ca, config.enabled("root-ca-cert-publisher")) {
         (Some(root_ca), true) => controllers.push(Box::pin(rootcacert::start(
@@ -256,7 +283,9 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             5,
         ))),
         // As upstream, the publisher needs the bundle; without one it does not start.
-        (None, true) => tracing::warn!("no root CA bundle known: root-ca-cert-publisher not started"),
+        (None, true) => {
+            tracing::warn!("no root CA bundle known: root-ca-cert-publisher not started")
+        }
         _ => {}
     }
     if config.enabled("statefulset") {

@@ -12,12 +12,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition, NamespaceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::DynamicObject;
 use kube::discovery::{Discovery, Scope, verbs};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::Client;
 
 use crate::runtime::{self, Error, Informers, Queue};
 
@@ -27,11 +27,31 @@ const FINALIZER: &str = "kubernetes";
 /// The condition types this controller keeps, in upstream's order, with the reason and
 /// message each carries when all is well.
 const CONDITIONS: [(&str, &str, &str); 5] = [
-    ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered", "All resources successfully discovered"),
-    ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
-    ("NamespaceDeletionContentFailure", "ContentDeleted", "All content successfully deleted, may be waiting on finalization"),
-    ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
-    ("NamespaceFinalizersRemaining", "ContentRemoved", "All content successfully removed"),
+    (
+        "NamespaceDeletionDiscoveryFailure",
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    (
+        "NamespaceDeletionGroupVersionParsingFailure",
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    (
+        "NamespaceDeletionContentFailure",
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    (
+        "NamespaceContentRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
+    (
+        "NamespaceFinalizersRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
 ];
 
 /// The controller's shared state.
@@ -46,7 +66,11 @@ impl std::fmt::Debug for Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> impl Future<Output = ()> + Send + 'static {
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    concurrency: u16,
+) -> impl Future<Output = ()> + Send + 'static {
     let namespaces = informers.get::<Namespace>();
     let (queue, rx) = Queue::<Namespace>::new();
     namespaces.on_change(move |change| {
@@ -112,7 +136,10 @@ fn conditions(remaining: &Remaining) -> Vec<Wanted> {
     if !remaining.by_resource.is_empty() {
         bad.insert(
             CONDITIONS[3].0,
-            ("SomeResourcesRemain", format!("Some resources are remaining: {}", resources.join(", "))),
+            (
+                "SomeResourcesRemain",
+                format!("Some resources are remaining: {}", resources.join(", ")),
+            ),
         );
     }
     let finalizers: Vec<String> = remaining
@@ -124,7 +151,10 @@ fn conditions(remaining: &Remaining) -> Vec<Wanted> {
     if !remaining.by_finalizer.is_empty() {
         bad.insert(
             CONDITIONS[4].0,
-            ("SomeFinalizerRemain", format!("Some finalizers are remaining: {}", finalizers.join(", "))),
+            (
+                "SomeFinalizerRemain",
+                format!("Some finalizers are remaining: {}", finalizers.join(", ")),
+            ),
         );
     }
     CONDITIONS
@@ -155,7 +185,10 @@ fn update_conditions(status: &mut NamespaceStatus, wanted: &[Wanted], now: Times
                 changed = true;
             }
             Some(old) => {
-                if old.status != value || old.reason.as_deref() != Some(*reason) || old.message.as_deref() != Some(message) {
+                if old.status != value
+                    || old.reason.as_deref() != Some(*reason)
+                    || old.message.as_deref() != Some(message)
+                {
                     if old.status != value {
                         old.last_transition_time = Some(Time(now));
                     }
@@ -190,7 +223,8 @@ async fn delete_content(client: &Client, namespace: &str) -> (Remaining, i64) {
             {
                 continue;
             }
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &resource);
             let name = format!("{}.{}", resource.plural, resource.group);
             let deleted = if caps.supports_operation(verbs::DELETE_COLLECTION) {
                 api.delete_collection(&DeleteParams::background(), &ListParams::default())
@@ -255,14 +289,20 @@ pub async fn reconcile(cached: Arc<Namespace>, ctx: Arc<Context>) -> Result<Acti
         .as_ref()
         .and_then(|s| s.finalizers.clone())
         .unwrap_or_default();
-    if namespace.metadata.deletion_timestamp.is_none() || !finalizers.iter().any(|f| f == FINALIZER) {
+    if namespace.metadata.deletion_timestamp.is_none() || !finalizers.iter().any(|f| f == FINALIZER)
+    {
         return Ok(Action::await_change());
     }
     let (remaining, grace) = delete_content(&ctx.client, &name).await;
     let wanted = conditions(&remaining);
-    let status = namespace.status.get_or_insert_with(NamespaceStatus::default);
+    let status = namespace
+        .status
+        .get_or_insert_with(NamespaceStatus::default);
     if update_conditions(status, &wanted, crate::pods::now()) {
-        match api.replace_status(&name, &PostParams::default(), &namespace).await {
+        match api
+            .replace_status(&name, &PostParams::default(), &namespace)
+            .await
+        {
             Ok(updated) => namespace = updated,
             Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
             Err(error) => return Err(error.into()),
@@ -304,12 +344,22 @@ mod tests {
     #[test]
     fn conditions_say_what_remains_as_upstream() {
         let remaining = Remaining {
-            by_resource: [("pods.".to_owned(), 2), ("widgets.example.com".to_owned(), 1)].into(),
+            by_resource: [
+                ("pods.".to_owned(), 2),
+                ("widgets.example.com".to_owned(), 1),
+            ]
+            .into(),
             by_finalizer: [("example.com/hold".to_owned(), 1)].into(),
             ..Remaining::default()
         };
         let wanted = conditions(&remaining);
-        let get = |kind: &str| wanted.iter().find(|c| c.0 == kind).cloned().unwrap_or_else(|| panic!("{kind}"));
+        let get = |kind: &str| {
+            wanted
+                .iter()
+                .find(|c| c.0 == kind)
+                .cloned()
+                .unwrap_or_else(|| panic!("{kind}"))
+        };
         assert_eq!(
             get("NamespaceContentRemaining"),
             ("NamespaceContentRemaining", true, "SomeResourcesRemain",
@@ -319,15 +369,24 @@ mod tests {
             get("NamespaceFinalizersRemaining").3,
             "Some finalizers are remaining: example.com/hold in 1 resource instances"
         );
-        assert_eq!(get("NamespaceDeletionDiscoveryFailure").2, "ResourcesDiscovered");
+        assert_eq!(
+            get("NamespaceDeletionDiscoveryFailure").2,
+            "ResourcesDiscovered"
+        );
 
         let now = Timestamp::UNIX_EPOCH;
         let mut status = NamespaceStatus::default();
         assert!(update_conditions(&mut status, &wanted, now));
-        assert!(!update_conditions(&mut status, &wanted, now), "no change the second time");
+        assert!(
+            !update_conditions(&mut status, &wanted, now),
+            "no change the second time"
+        );
         let written = status.conditions.clone().unwrap_or_default();
         assert_eq!(written.len(), 5);
-        let content = written.iter().find(|c| c.type_ == "NamespaceContentRemaining").map(|c| c.status.as_str());
+        let content = written
+            .iter()
+            .find(|c| c.type_ == "NamespaceContentRemaining")
+            .map(|c| c.status.as_str());
         assert_eq!(content, Some("True"));
 
         // Once empty, every condition is False with upstream's success messages.
@@ -335,21 +394,34 @@ mod tests {
         assert!(update_conditions(&mut status, &conditions(&empty), now));
         let written = status.conditions.unwrap_or_default();
         assert!(written.iter().all(|c| c.status == "False"));
-        let content = written.iter().find(|c| c.type_ == "NamespaceContentRemaining");
-        assert_eq!(content.and_then(|c| c.message.as_deref()), Some("All content successfully removed"));
+        let content = written
+            .iter()
+            .find(|c| c.type_ == "NamespaceContentRemaining");
+        assert_eq!(
+            content.and_then(|c| c.message.as_deref()),
+            Some("All content successfully removed")
+        );
     }
 
     #[test]
     fn failures_are_listed_sorted() {
         let remaining = Remaining {
-            failures: vec!["widgets.example.com: boom".into(), "configmaps.: nope".into()],
+            failures: vec![
+                "widgets.example.com: boom".into(),
+                "configmaps.: nope".into(),
+            ],
             ..Remaining::default()
         };
         let wanted = conditions(&remaining);
-        let failure = wanted.iter().find(|c| c.0 == "NamespaceDeletionContentFailure").map(|c| c.3.clone());
+        let failure = wanted
+            .iter()
+            .find(|c| c.0 == "NamespaceDeletionContentFailure")
+            .map(|c| c.3.clone());
         assert_eq!(
             failure.as_deref(),
-            Some("Failed to delete all resource types, 2 remaining: configmaps.: nope, widgets.example.com: boom")
+            Some(
+                "Failed to delete all resource types, 2 remaining: configmaps.: nope, widgets.example.com: boom"
+            )
         );
     }
 }

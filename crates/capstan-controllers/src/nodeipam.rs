@@ -8,10 +8,10 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Node;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::Client;
 use serde_json::json;
 
 use crate::runtime::{self, Change, Error, Informers, Queue};
@@ -29,14 +29,29 @@ pub struct ClusterCidr {
 impl ClusterCidr {
     /// Parses `a.b.c.d/n` (n at most 24).
     pub fn parse(text: &str) -> Result<ClusterCidr, String> {
-        let (ip, prefix) = text.split_once('/').ok_or_else(|| format!("{text:?} is not a CIDR"))?;
-        let ip: Ipv4Addr = ip.parse().map_err(|_| format!("{text:?} is not an IPv4 CIDR"))?;
-        let prefix: u8 = prefix.parse().map_err(|_| format!("{text:?} has no valid prefix length"))?;
+        let (ip, prefix) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} is not a CIDR"))?;
+        let ip: Ipv4Addr = ip
+            .parse()
+            .map_err(|_| format!("{text:?} is not an IPv4 CIDR"))?;
+        let prefix: u8 = prefix
+            .parse()
+            .map_err(|_| format!("{text:?} has no valid prefix length"))?;
         if prefix > NODE_MASK {
-            return Err(format!("{text:?} is smaller than one /{NODE_MASK} per node"));
+            return Err(format!(
+                "{text:?} is smaller than one /{NODE_MASK} per node"
+            ));
         }
-        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
-        Ok(ClusterCidr { base: u32::from(ip) & mask, prefix })
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix)
+        };
+        Ok(ClusterCidr {
+            base: u32::from(ip) & mask,
+            prefix,
+        })
     }
 
     /// How many node ranges it holds.
@@ -54,7 +69,10 @@ impl ClusterCidr {
     fn index_of(&self, cidr: &str) -> Option<u32> {
         let (ip, prefix) = cidr.split_once('/')?;
         let ip = u32::from(ip.parse::<Ipv4Addr>().ok()?);
-        if prefix != NODE_MASK.to_string() || ip.wrapping_sub(self.base) >> (32 - NODE_MASK) >= self.size() || ip < self.base {
+        if prefix != NODE_MASK.to_string()
+            || ip.wrapping_sub(self.base) >> (32 - NODE_MASK) >= self.size()
+            || ip < self.base
+        {
             return None;
         }
         Some((ip - self.base) >> (32 - NODE_MASK))
@@ -70,10 +88,13 @@ struct Allocations {
 
 impl Allocations {
     fn allocate(&mut self, size: u32) -> Option<u32> {
-        (0..size).map(|i| (self.next + i) % size).find(|i| !self.used.contains(i)).inspect(|i| {
-            self.used.insert(*i);
-            self.next = (i + 1) % size;
-        })
+        (0..size)
+            .map(|i| (self.next + i) % size)
+            .find(|i| !self.used.contains(i))
+            .inspect(|i| {
+                self.used.insert(*i);
+                self.next = (i + 1) % size;
+            })
     }
 }
 
@@ -86,15 +107,25 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("cidr", &self.cidr).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("cidr", &self.cidr)
+            .finish_non_exhaustive()
     }
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(informers: &mut Informers, client: Client, cidr: ClusterCidr) -> impl Future<Output = ()> + Send + 'static {
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    cidr: ClusterCidr,
+) -> impl Future<Output = ()> + Send + 'static {
     let nodes = informers.get::<Node>();
     let (queue, rx) = Queue::<Node>::new();
-    let ctx = Arc::new(Context { client, cidr, allocations: Mutex::new(Allocations::default()) });
+    let ctx = Arc::new(Context {
+        client,
+        cidr,
+        allocations: Mutex::new(Allocations::default()),
+    });
     {
         let ctx = ctx.clone();
         nodes.on_change(move |change| {
@@ -114,11 +145,23 @@ pub fn start(informers: &mut Informers, client: Client, cidr: ClusterCidr) -> im
         });
     }
     // One at a time: allocations are decided against the ranges already handed out.
-    runtime::run_controller("nodeipam", nodes.store(), nodes.synced(), rx, 1, ctx, reconcile)
+    runtime::run_controller(
+        "nodeipam",
+        nodes.store(),
+        nodes.synced(),
+        rx,
+        1,
+        ctx,
+        reconcile,
+    )
 }
 
 fn pod_cidr(node: &Node) -> Option<&str> {
-    node.spec.as_ref()?.pod_cidr.as_deref().filter(|c| !c.is_empty())
+    node.spec
+        .as_ref()?
+        .pod_cidr
+        .as_deref()
+        .filter(|c| !c.is_empty())
 }
 
 /// Gives a node without a `podCIDR` the next free range.
@@ -127,20 +170,32 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         return Ok(Action::await_change());
     }
     let name = node.metadata.name.clone().unwrap_or_default();
-    let Some(index) = ctx.allocations.lock().unwrap_or_else(|e| e.into_inner()).allocate(ctx.cidr.size()) else {
+    let Some(index) = ctx
+        .allocations
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .allocate(ctx.cidr.size())
+    else {
         tracing::warn!(node = %name, "no pod CIDR left in the cluster CIDR");
         return Err(Error::Invalid(format!("no pod CIDR left for node {name}")));
     };
     let cidr = ctx.cidr.range(index);
     let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
     let api: Api<Node> = Api::all(ctx.client.clone());
-    match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
         Ok(_) => {
             tracing::info!(node = %name, %cidr, "pod CIDR allocated");
             Ok(Action::await_change())
         }
         Err(error) => {
-            ctx.allocations.lock().unwrap_or_else(|e| e.into_inner()).used.remove(&index);
+            ctx.allocations
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .used
+                .remove(&index);
             if runtime::is_not_found(&error) {
                 return Ok(Action::await_change());
             }
@@ -164,7 +219,11 @@ mod tests {
         assert_eq!(cidr.index_of("10.41.255.0/24"), None);
         assert_eq!(cidr.index_of("10.42.7.0/25"), None);
         assert!(ClusterCidr::parse("10.42.0.0/25").is_err());
-        assert_eq!(ClusterCidr::parse("10.42.3.4/16"), Ok(cidr), "host bits are cleared");
+        assert_eq!(
+            ClusterCidr::parse("10.42.3.4/16"),
+            Ok(cidr),
+            "host bits are cleared"
+        );
     }
 
     #[test]

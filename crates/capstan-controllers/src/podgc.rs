@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 use serde_json::json;
 
 use crate::runtime::{self, Informers};
@@ -24,7 +24,10 @@ const QUARANTINE: Duration = Duration::from_secs(40);
 pub const TERMINATED_THRESHOLD: usize = 12_500;
 
 fn terminated(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// The terminated pods to delete: the oldest beyond `threshold` (upstream's `gcTerminated`).
@@ -39,7 +42,9 @@ fn excess_terminated(pods: &[Arc<Pod>], threshold: usize) -> Vec<Arc<Pod>> {
     }
     done.sort_by(|a, b| {
         let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        created(a).cmp(&created(b)).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        created(a)
+            .cmp(&created(b))
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
     });
     let excess = done.len() - threshold;
     done.truncate(excess);
@@ -47,7 +52,11 @@ fn excess_terminated(pods: &[Arc<Pod>], threshold: usize) -> Vec<Arc<Pod>> {
 }
 
 /// Runs the collector until the returned future is dropped.
-pub fn start(informers: &mut Informers, client: Client, threshold: usize) -> impl std::future::Future<Output = ()> + Send + 'static {
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    threshold: usize,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     let pods = informers.get::<Pod>();
     let nodes = informers.get::<Node>();
     let (pod_store, node_store) = (pods.store(), nodes.store());
@@ -58,7 +67,14 @@ pub fn start(informers: &mut Informers, client: Client, threshold: usize) -> imp
         let mut missing_since: HashMap<String, Instant> = HashMap::new();
         loop {
             tokio::time::sleep(PERIOD).await;
-            collect(&client, &pod_store, &node_store, threshold, &mut missing_since).await;
+            collect(
+                &client,
+                &pod_store,
+                &node_store,
+                threshold,
+                &mut missing_since,
+            )
+            .await;
         }
     }
 }
@@ -112,7 +128,9 @@ async fn delete(client: &Client, pod: &Pod, orphaned: bool) {
             "message": "PodGC: node no longer exists",
             "lastTransitionTime": capstan_client::events::now(),
         }]}});
-        if let Err(error) = api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(status)).await
+        if let Err(error) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(status))
+            .await
             && !runtime::is_not_found(&error)
         {
             tracing::warn!(pod = %name, %namespace, %error, "podgc: cannot mark the pod failed");
@@ -121,7 +139,10 @@ async fn delete(client: &Client, pod: &Pod, orphaned: bool) {
     }
     let params = DeleteParams {
         grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
         ..DeleteParams::default()
     };
     match api.delete(&name, &params).await {
@@ -138,8 +159,10 @@ mod tests {
 
     fn pod(name: &str, phase: &str, created: &str) -> Arc<Pod> {
         Arc::new(
-            serde_json::from_value(json!({"metadata": {"name": name, "creationTimestamp": created},
-                                           "status": {"phase": phase}}))
+            serde_json::from_value(
+                json!({"metadata": {"name": name, "creationTimestamp": created},
+                                           "status": {"phase": phase}}),
+            )
             .unwrap_or_else(|e| panic!("{e}")),
         )
     }
@@ -152,8 +175,15 @@ mod tests {
             pod("old-failed", "Failed", "2026-01-01T00:00:00Z"),
             pod("mid-done", "Succeeded", "2026-01-02T00:00:00Z"),
         ];
-        let names = |v: Vec<Arc<Pod>>| v.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>();
-        assert_eq!(names(excess_terminated(&pods, 1)), ["old-failed", "mid-done"]);
+        let names = |v: Vec<Arc<Pod>>| {
+            v.iter()
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(excess_terminated(&pods, 1)),
+            ["old-failed", "mid-done"]
+        );
         assert!(excess_terminated(&pods, 3).is_empty());
     }
 }

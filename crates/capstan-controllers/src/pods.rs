@@ -71,9 +71,7 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
         None => false,
         Some(_) if min_ready_seconds <= 0 => true,
         Some(None) => false,
-        Some(Some(since)) => {
-            since.as_second() + i64::from(min_ready_seconds) < now.as_second()
-        }
+        Some(Some(since)) => since.as_second() + i64::from(min_ready_seconds) < now.as_second(),
     }
 }
 
@@ -119,7 +117,10 @@ pub fn pod_from_template(
 }
 
 /// Whether `labels` hold every label of `wanted` (upstream's fully-labeled check).
-pub fn has_labels(labels: Option<&BTreeMap<String, String>>, wanted: Option<&BTreeMap<String, String>>) -> bool {
+pub fn has_labels(
+    labels: Option<&BTreeMap<String, String>>,
+    wanted: Option<&BTreeMap<String, String>>,
+) -> bool {
     let Some(wanted) = wanted else { return true };
     wanted
         .iter()
@@ -163,7 +164,11 @@ fn creation(pod: &Pod) -> Option<Timestamp> {
 /// nanoseconds; -1 for a time not in the past).
 fn log_rank(t: Timestamp, now: Timestamp) -> i64 {
     let age = now.as_nanosecond() - t.as_nanosecond();
-    if age > 0 { (age as f64).log2() as i64 } else { -1 }
+    if age > 0 {
+        (age as f64).log2() as i64
+    } else {
+        -1
+    }
 }
 
 /// How a time ranks for deletion: zero (unknown) first, then younger buckets, and within a
@@ -182,7 +187,11 @@ fn time_key(t: Option<Timestamp>, uid: &str, now: Timestamp) -> (u8, i64, &str) 
 /// age bucket are ordered by UID); as a key, pods in one bucket are ordered by UID even when
 /// their times are equal, which keeps the order total (Rust's sort requires it).
 pub fn deletion_key(pod: &Pod, rank: usize, now: Timestamp) -> impl Ord + '_ {
-    let assigned = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let assigned = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let ready = ready_since(pod);
     (
@@ -204,19 +213,32 @@ pub fn delete_first(a: (&Pod, usize), b: (&Pod, usize), now: Timestamp) -> bool 
 
 /// The `count` pods of `pods` to delete first, ranked by how many of `related` (active pods of
 /// the same owner and its siblings) share their node.
-pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize, now: Timestamp) -> Vec<&'a Pod> {
+pub fn pods_to_delete<'a>(
+    pods: &[&'a Pod],
+    related: &[&Pod],
+    count: usize,
+    now: Timestamp,
+) -> Vec<&'a Pod> {
     if count >= pods.len() {
         return pods.to_vec();
     }
     let mut on_node: BTreeMap<String, usize> = BTreeMap::new();
     for pod in related.iter().filter(|p| is_active(p)) {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         *on_node.entry(node).or_default() += 1;
     }
     let mut ranked: Vec<(&Pod, usize)> = pods
         .iter()
         .map(|p| {
-            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
             (*p, on_node.get(&node).copied().unwrap_or(0))
         })
         .collect();
@@ -239,8 +261,16 @@ pub struct Claims<'a, T> {
 /// Upstream's claim rules: an object controlled by someone else is ignored; an owned one is
 /// kept while selected and released otherwise; a selected orphan that is not being deleted is
 /// adopted. An owner being deleted neither adopts nor releases.
-pub fn claim<'a, T: Resource>(owner: &ObjectMeta, selector: &Selector, candidates: &[&'a T]) -> Claims<'a, T> {
-    let mut claims = Claims { owned: Vec::new(), adopt: Vec::new(), release: Vec::new() };
+pub fn claim<'a, T: Resource>(
+    owner: &ObjectMeta,
+    selector: &Selector,
+    candidates: &[&'a T],
+) -> Claims<'a, T> {
+    let mut claims = Claims {
+        owned: Vec::new(),
+        adopt: Vec::new(),
+        release: Vec::new(),
+    };
     let uid = owner.uid.as_deref().unwrap_or_default();
     let deleting = owner.deletion_timestamp.is_some();
     for object in candidates.iter().copied() {
@@ -251,7 +281,9 @@ pub fn claim<'a, T: Resource>(owner: &ObjectMeta, selector: &Selector, candidate
             Some(_) if matches => claims.owned.push(object),
             Some(_) if deleting => {}
             Some(_) => claims.release.push(object),
-            None if matches && !deleting && meta.deletion_timestamp.is_none() => claims.adopt.push(object),
+            None if matches && !deleting && meta.deletion_timestamp.is_none() => {
+                claims.adopt.push(object)
+            }
             None => {}
         }
     }
@@ -269,11 +301,18 @@ pub fn release_patch(owner_uid: Option<&str>, uid: Option<&str>) -> serde_json::
 }
 
 /// Applies an ownership patch; `false` when the object is gone or was replaced.
-pub async fn patch_ownership<K>(api: &Api<K>, name: &str, patch: serde_json::Value) -> Result<bool, Error>
+pub async fn patch_ownership<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<bool, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    match api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
         Ok(_) => Ok(true),
         Err(error) if runtime::is_not_found(&error) => Ok(false),
         Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => Ok(false),
@@ -285,10 +324,16 @@ where
 /// the same object and not being deleted.
 pub async fn can_adopt<K>(client: &Client, owner: &K) -> Result<bool, Error>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug,
 {
     let meta = owner.meta();
-    let api: Api<K> = Api::namespaced(client.clone(), meta.namespace.as_deref().unwrap_or_default());
+    let api: Api<K> = Api::namespaced(
+        client.clone(),
+        meta.namespace.as_deref().unwrap_or_default(),
+    );
     match api.get(meta.name.as_deref().unwrap_or_default()).await {
         Ok(fresh) => Ok(fresh.meta().uid == meta.uid && fresh.meta().deletion_timestamp.is_none()),
         Err(error) if runtime::is_not_found(&error) => Ok(false),
@@ -352,10 +397,12 @@ mod tests {
     }
 
     fn ready(name: &str, node: &str, since: &str) -> Pod {
-        pod(json!({"metadata": {"name": name, "uid": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        pod(
+            json!({"metadata": {"name": name, "uid": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
                    "spec": {"nodeName": node, "containers": []},
                    "status": {"phase": "Running", "conditions": [
-                       {"type": "Ready", "status": "True", "lastTransitionTime": since}]}}))
+                       {"type": "Ready", "status": "True", "lastTransitionTime": since}]}}),
+        )
     }
 
     #[test]
@@ -365,10 +412,14 @@ mod tests {
         assert!(is_active(&p) && is_ready(&p));
         assert!(is_available(&p, 0, now));
         assert!(is_available(&p, 29, now));
-        assert!(!is_available(&p, 30, now), "upstream needs strictly more than minReadySeconds");
+        assert!(
+            !is_available(&p, 30, now),
+            "upstream needs strictly more than minReadySeconds"
+        );
         let done = pod(json!({"metadata": {"name": "d"}, "status": {"phase": "Succeeded"}}));
         assert!(!is_active(&done) && !is_ready(&done));
-        let deleting = pod(json!({"metadata": {"name": "x", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
+        let deleting =
+            pod(json!({"metadata": {"name": "x", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
         assert!(!is_active(&deleting));
     }
 
@@ -385,7 +436,11 @@ mod tests {
         let young = ready("young", "n3", "2026-01-01T23:59:00Z");
         let mut cheap = ready("cheap", "n4", "2026-01-01T00:00:00Z");
         cheap.metadata.annotations = Some(
-            [("controller.kubernetes.io/pod-deletion-cost".to_owned(), "-5".to_owned())].into(),
+            [(
+                "controller.kubernetes.io/pod-deletion-cost".to_owned(),
+                "-5".to_owned(),
+            )]
+            .into(),
         );
         let all = [&old, &young, &cheap, &not_ready, &pending, &unscheduled];
         let names = |count| {
@@ -395,7 +450,10 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(6).len(), 6);
-        assert_eq!(names(5), ["unscheduled", "pending", "not-ready", "cheap", "young"]);
+        assert_eq!(
+            names(5),
+            ["unscheduled", "pending", "not-ready", "cheap", "young"]
+        );
 
         // Doubled-up pods go first; among equals the one ready for less time.
         let a = ready("a", "n1", "2026-01-01T00:00:00Z");
@@ -403,7 +461,10 @@ mod tests {
         let c = ready("c", "n2", "2026-01-01T00:00:00Z");
         let chosen = pods_to_delete(&[&c, &a, &b], &[&a, &b, &c], 1, now);
         let name = chosen[0].metadata.name.as_deref();
-        assert!(matches!(name, Some("a" | "b")), "a pod on the doubled-up node: {name:?}");
+        assert!(
+            matches!(name, Some("a" | "b")),
+            "a pod on the doubled-up node: {name:?}"
+        );
     }
 
     #[test]
@@ -415,11 +476,21 @@ mod tests {
         let mut pods = Vec::new();
         for i in 0..60u32 {
             let since = format!("2026-01-01T23:5{}:0{}Z", i % 3, i % 2);
-            let mut p = ready(&format!("p{:02}", (i * 37) % 60), &format!("n{}", i % 7), &since);
+            let mut p = ready(
+                &format!("p{:02}", (i * 37) % 60),
+                &format!("n{}", i % 7),
+                &since,
+            );
             if i % 5 == 0 {
-                p.status.as_mut().unwrap_or_else(|| unreachable!()).container_statuses = Some(vec![
-                    serde_json::from_value(json!({"name": "c", "image": "i", "imageID": "", "ready": true,
-                        "restartCount": i % 3})).unwrap_or_else(|e| panic!("{e}")),
+                p.status
+                    .as_mut()
+                    .unwrap_or_else(|| unreachable!())
+                    .container_statuses = Some(vec![
+                    serde_json::from_value(
+                        json!({"name": "c", "image": "i", "imageID": "", "ready": true,
+                        "restartCount": i % 3}),
+                    )
+                    .unwrap_or_else(|e| panic!("{e}")),
                 ]);
             }
             pods.push(p);
@@ -430,9 +501,14 @@ mod tests {
         // The chosen ones rank no later than any pod left.
         let rank_of = |p: &Pod| {
             let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-            all.iter().filter(|q| q.spec.as_ref().and_then(|s| s.node_name.clone()) == node).count()
+            all.iter()
+                .filter(|q| q.spec.as_ref().and_then(|s| s.node_name.clone()) == node)
+                .count()
         };
-        let kept: Vec<&&Pod> = all.iter().filter(|p| !chosen.iter().any(|c| std::ptr::eq(*c, **p))).collect();
+        let kept: Vec<&&Pod> = all
+            .iter()
+            .filter(|p| !chosen.iter().any(|c| std::ptr::eq(*c, **p)))
+            .collect();
         for c in &chosen {
             for k in &kept {
                 assert!(!delete_first((k, rank_of(k)), (c, rank_of(c)), now));
@@ -442,7 +518,8 @@ mod tests {
 
     #[test]
     fn fully_labeled() {
-        let labels: BTreeMap<String, String> = [("a".into(), "1".into()), ("b".into(), "2".into())].into();
+        let labels: BTreeMap<String, String> =
+            [("a".into(), "1".into()), ("b".into(), "2".into())].into();
         let wanted: BTreeMap<String, String> = [("a".into(), "1".into())].into();
         assert!(has_labels(Some(&labels), Some(&wanted)));
         assert!(!has_labels(Some(&wanted), Some(&labels)));
@@ -468,7 +545,11 @@ mod tests {
         let orphan = pod(json!({"metadata": {"name": "orphan", "labels": {"app": "web"}}}));
         let stranger = pod(json!({"metadata": {"name": "stranger", "labels": {"app": "db"}}}));
         let all = [&mine, &strayed, &others, &orphan, &stranger];
-        let names = |v: &[&Pod]| v.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>();
+        let names = |v: &[&Pod]| {
+            v.iter()
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
         let claims = claim(&owner("u1", false), &selector, &all);
         assert_eq!(names(&claims.owned), ["mine"]);
         assert_eq!(names(&claims.adopt), ["orphan"]);

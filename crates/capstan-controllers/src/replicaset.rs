@@ -10,6 +10,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::expectations::Expectations;
+use crate::pods;
+use crate::runtime::{self, Change, Error, Informers, Queue};
 use capstan_client::events::{EventRecorder, EventType};
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
@@ -23,9 +26,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use crate::expectations::Expectations;
-use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
 
 /// The most pods created or deleted in one sync (upstream's `BurstReplicas`).
 const BURST_REPLICAS: usize = 500;
@@ -45,7 +45,11 @@ pub trait Replicated:
     Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
     + Clone
     + Debug
-    + Serialize + DeserializeOwned + Send + Sync + 'static
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
 {
     /// The controller's name (`--disable-controllers` and logs).
     const CONTROLLER: &'static str;
@@ -112,7 +116,9 @@ pub struct Context<K: Replicated> {
 
 impl<K: Replicated> Debug for Context<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("controller", &K::CONTROLLER).finish()
+        f.debug_struct("Context")
+            .field("controller", &K::CONTROLLER)
+            .finish()
     }
 }
 
@@ -142,9 +148,8 @@ pub fn start<K: Replicated>(
         let queue = queue.clone();
         let store = owners.store();
         let expectations = expectations.clone();
-        pod_informer.on_change(move |change| {
-            on_pod_change::<K>(change, &store, &queue, &expectations)
-        });
+        pod_informer
+            .on_change(move |change| on_pod_change::<K>(change, &store, &queue, &expectations));
     }
     let ctx = Arc::new(Context {
         client,
@@ -223,7 +228,10 @@ fn on_pod_change<K: Replicated>(
                 None => {}
             }
         }
-        Change::Applied { old: Some(old), new } => {
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => {
             if old.metadata.resource_version == new.metadata.resource_version {
                 return;
             }
@@ -291,7 +299,9 @@ fn calculate_status(
                     status: "True".into(),
                     reason: Some(reason.into()),
                     message: Some(message),
-                    last_transition_time: Some(Time(Timestamp::from_second(now.as_second()).unwrap_or(now))),
+                    last_transition_time: Some(Time(
+                        Timestamp::from_second(now.as_second()).unwrap_or(now),
+                    )),
                 });
             }
         }
@@ -326,7 +336,10 @@ fn next_available(owned: &[&Pod], min_ready_seconds: i32, now: Timestamp) -> Opt
 }
 
 /// One sync of a ReplicaSet or ReplicationController (upstream's `syncReplicaSet`).
-pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Result<Action, Error> {
+pub async fn reconcile<K: Replicated>(
+    owner: Arc<K>,
+    ctx: Arc<Context<K>>,
+) -> Result<Action, Error> {
     let meta = owner.meta();
     let namespace = meta.namespace.clone().unwrap_or_default();
     let name = meta.name.clone().unwrap_or_default();
@@ -337,11 +350,19 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
         .pods
         .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&Pod> = candidates.iter().map(|p| &**p).collect();
-    let active: Vec<&Pod> = candidates.iter().copied().filter(|p| pods::is_active(p)).collect();
+    let active: Vec<&Pod> = candidates
+        .iter()
+        .copied()
+        .filter(|p| pods::is_active(p))
+        .collect();
     let claims = match &spec.selector {
         Some(selector) => pods::claim(meta, selector, &active),
         // An invalid selector selects nothing.
-        None => pods::Claims { owned: Vec::new(), adopt: Vec::new(), release: Vec::new() },
+        None => pods::Claims {
+            owned: Vec::new(),
+            adopt: Vec::new(),
+            release: Vec::new(),
+        },
     };
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut owned = claims.owned.clone();
@@ -359,14 +380,23 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
     }
     for pod in claims.release {
         let patch = pods::release_patch(meta.uid.as_deref(), pod.metadata.uid.as_deref());
-        pods::patch_ownership(&pod_api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await?;
+        pods::patch_ownership(
+            &pod_api,
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            patch,
+        )
+        .await?;
     }
 
     let mut failure = None;
     if needs_sync && meta.deletion_timestamp.is_none() {
         let diff = owned.len() as i64 - i64::from(spec.replicas);
         if let Err(error) = manage_replicas(&ctx, &owner, &spec, &owned, diff).await {
-            let reason = if diff < 0 { "FailedCreate" } else { "FailedDelete" };
+            let reason = if diff < 0 {
+                "FailedCreate"
+            } else {
+                "FailedDelete"
+            };
             failure = Some((reason, error.message()));
         }
     }
@@ -374,11 +404,17 @@ pub async fn reconcile<K: Replicated>(owner: Arc<K>, ctx: Arc<Context<K>>) -> Re
     let now = pods::now();
     let status = calculate_status(&spec, meta.generation, &owned, failure.clone(), now);
     if status != spec.status {
-        let mut object = serde_json::to_value(&*owner).map_err(|e| Error::Invalid(e.to_string()))?;
-        object["status"] = serde_json::to_value(&status).map_err(|e| Error::Invalid(e.to_string()))?;
-        let object: K = serde_json::from_value(object).map_err(|e| Error::Invalid(e.to_string()))?;
+        let mut object =
+            serde_json::to_value(&*owner).map_err(|e| Error::Invalid(e.to_string()))?;
+        object["status"] =
+            serde_json::to_value(&status).map_err(|e| Error::Invalid(e.to_string()))?;
+        let object: K =
+            serde_json::from_value(object).map_err(|e| Error::Invalid(e.to_string()))?;
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
-        match api.replace_status(&name, &PostParams::default(), &object).await {
+        match api
+            .replace_status(&name, &PostParams::default(), &object)
+            .await
+        {
             Ok(_) => {}
             Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
             Err(error) => return Err(error.into()),
@@ -412,14 +448,29 @@ async fn manage_replicas<K: Replicated>(
         };
         ctx.expectations.expect_creations(&key, wanted);
         let controller = pods::controller_ref(K::API_VERSION, &K::kind(&()), meta);
-        let pod = pods::pod_from_template(template, &namespace, meta.name.as_deref().unwrap_or_default(), controller);
+        let pod = pods::pod_from_template(
+            template,
+            &namespace,
+            meta.name.as_deref().unwrap_or_default(),
+            controller,
+        );
         let (created, result) = pods::slow_start(wanted, |_| {
-            let (api, pod, recorder, owner_ref) = (pod_api.clone(), pod.clone(), ctx.recorder.clone(), pods::object_reference(owner));
+            let (api, pod, recorder, owner_ref) = (
+                pod_api.clone(),
+                pod.clone(),
+                ctx.recorder.clone(),
+                pods::object_reference(owner),
+            );
             async move {
                 match api.create(&PostParams::default(), &pod).await {
                     Ok(made) => {
                         let name = made.metadata.name.unwrap_or_default();
-                        recorder.record(owner_ref, EventType::Normal, "SuccessfulCreate", format!("Created pod: {name}"));
+                        recorder.record(
+                            owner_ref,
+                            EventType::Normal,
+                            "SuccessfulCreate",
+                            format!("Created pod: {name}"),
+                        );
                         Ok(())
                     }
                     Err(error) => {
@@ -427,7 +478,12 @@ async fn manage_replicas<K: Replicated>(
                         let terminating = matches!(&error, kube::Error::Api(s)
                             if s.code == 403 && s.message.contains("being terminated"));
                         if !terminating {
-                            recorder.record(owner_ref, EventType::Warning, "FailedCreate", format!("Error creating: {}", pods::error_message(&error)));
+                            recorder.record(
+                                owner_ref,
+                                EventType::Warning,
+                                "FailedCreate",
+                                format!("Error creating: {}", pods::error_message(&error)),
+                            );
                         }
                         Err(error)
                     }
@@ -449,7 +505,11 @@ async fn manage_replicas<K: Replicated>(
         ctx.expectations
             .expect_deletions(&key, victims.iter().map(|p| pods::key(&p.metadata)));
         let results = join_all(victims.iter().map(|pod| {
-            let (api, recorder, owner_ref) = (pod_api.clone(), ctx.recorder.clone(), pods::object_reference(owner));
+            let (api, recorder, owner_ref) = (
+                pod_api.clone(),
+                ctx.recorder.clone(),
+                pods::object_reference(owner),
+            );
             let name = pod.metadata.name.clone().unwrap_or_default();
             let pod_key = pods::key(&pod.metadata);
             let expectations = ctx.expectations.clone();
@@ -457,7 +517,12 @@ async fn manage_replicas<K: Replicated>(
             async move {
                 match api.delete(&name, &DeleteParams::default()).await {
                     Ok(_) => {
-                        recorder.record(owner_ref, EventType::Normal, "SuccessfulDelete", format!("Deleted pod: {name}"));
+                        recorder.record(
+                            owner_ref,
+                            EventType::Normal,
+                            "SuccessfulDelete",
+                            format!("Deleted pod: {name}"),
+                        );
                         Ok(())
                     }
                     Err(error) => {
@@ -465,14 +530,23 @@ async fn manage_replicas<K: Replicated>(
                         if runtime::is_not_found(&error) {
                             return Ok(());
                         }
-                        recorder.record(owner_ref, EventType::Warning, "FailedDelete", format!("Error deleting: {}", pods::error_message(&error)));
+                        recorder.record(
+                            owner_ref,
+                            EventType::Warning,
+                            "FailedDelete",
+                            format!("Error deleting: {}", pods::error_message(&error)),
+                        );
                         Err(error)
                     }
                 }
             }
         }))
         .await;
-        return results.into_iter().collect::<Result<Vec<()>, _>>().map(|_| ()).map_err(Error::from);
+        return results
+            .into_iter()
+            .collect::<Result<Vec<()>, _>>()
+            .map(|_| ())
+            .map_err(Error::from);
     }
     Ok(())
 }
@@ -514,11 +588,14 @@ mod tests {
     fn status_counts_and_failure_condition() {
         let now: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap_or_default();
         let spec = ReplicaSet {
-            spec: Some(serde_json::from_value(json!({
-                "replicas": 3, "minReadySeconds": 10,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {"metadata": {"labels": {"app": "web", "tier": "front"}}},
-            })).unwrap_or_else(|e| panic!("{e}"))),
+            spec: Some(
+                serde_json::from_value(json!({
+                    "replicas": 3, "minReadySeconds": 10,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web", "tier": "front"}}},
+                }))
+                .unwrap_or_else(|e| panic!("{e}")),
+            ),
             ..ReplicaSet::default()
         }
         .spec();
@@ -527,7 +604,11 @@ mod tests {
                 "status": {"phase": "Running", "conditions": [
                     {"type": "Ready", "status": "True", "lastTransitionTime": at}]}}))
         };
-        let a = ready_at("a", "2026-01-01T00:00:00Z", json!({"app": "web", "tier": "front"}));
+        let a = ready_at(
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"app": "web", "tier": "front"}),
+        );
         let b = ready_at("b", "2026-01-01T00:00:55Z", json!({"app": "web"}));
         let c = pod(json!({"metadata": {"name": "c", "labels": {"app": "web", "tier": "front"}}}));
         let owned = [&a, &b, &c];
@@ -539,14 +620,30 @@ mod tests {
         assert_eq!(status.observed_generation, Some(4));
         assert_eq!(status.conditions, None);
         // b becomes available 11 s after it turned ready: in 6 s.
-        assert_eq!(next_available(&owned, 10, now), Some(Duration::from_secs(6)));
+        assert_eq!(
+            next_available(&owned, 10, now),
+            Some(Duration::from_secs(6))
+        );
 
-        let failed = calculate_status(&spec, Some(4), &owned, Some(("FailedCreate", "quota".into())), now);
+        let failed = calculate_status(
+            &spec,
+            Some(4),
+            &owned,
+            Some(("FailedCreate", "quota".into())),
+            now,
+        );
         let condition = &failed.conditions.as_deref().unwrap_or_default()[0];
-        assert_eq!((condition.type_.as_str(), condition.reason.as_deref()), ("ReplicaFailure", Some("FailedCreate")));
+        assert_eq!(
+            (condition.type_.as_str(), condition.reason.as_deref()),
+            ("ReplicaFailure", Some("FailedCreate"))
+        );
         let mut again = spec.clone();
         again.status = failed;
-        assert_eq!(calculate_status(&again, Some(4), &owned, None, now).conditions, None, "cleared once it works");
+        assert_eq!(
+            calculate_status(&again, Some(4), &owned, None, now).conditions,
+            None,
+            "cleared once it works"
+        );
     }
 
     #[test]

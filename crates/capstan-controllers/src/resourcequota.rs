@@ -157,7 +157,9 @@ pub fn start(
         // A new quota, or a new spec; not the usage admission writes into the status.
         quotas.on_change(move |change| {
             if let Change::Applied { old, new } = change
-                && old.as_ref().is_none_or(|old| old.spec != new.spec || status_hard_stale(new))
+                && old
+                    .as_ref()
+                    .is_none_or(|old| old.spec != new.spec || status_hard_stale(new))
             {
                 queue.add(ObjectRef::from_obj(*new));
             }

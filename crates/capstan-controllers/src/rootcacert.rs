@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 
 use crate::runtime::{self, Change, Error, Informers, Queue};
 
@@ -129,7 +129,10 @@ pub async fn reconcile(namespace: Arc<Namespace>, ctx: Arc<Context>) -> Result<A
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &name);
     let written = match existing {
         None => api.create(&PostParams::default(), &map).await.map(drop),
-        Some(_) => api.replace(NAME, &PostParams::default(), &map).await.map(drop),
+        Some(_) => api
+            .replace(NAME, &PostParams::default(), &map)
+            .await
+            .map(drop),
     };
     match written {
         Ok(()) => Ok(Action::await_change()),
@@ -151,7 +154,10 @@ mod tests {
     fn a_missing_map_is_made_with_the_bundle_and_description() {
         let map = wanted(None, CA).unwrap_or_default();
         assert_eq!(map.metadata.name.as_deref(), Some(NAME));
-        assert_eq!(map.data.unwrap_or_default().get(KEY).map(String::as_str), Some(CA));
+        assert_eq!(
+            map.data.unwrap_or_default().get(KEY).map(String::as_str),
+            Some(CA)
+        );
         let annotations = map.metadata.annotations.unwrap_or_default();
         assert!(annotations[DESCRIPTION_KEY].starts_with("Contains a CA bundle"));
     }
@@ -162,16 +168,37 @@ mod tests {
         assert!(wanted(Some(&current), CA).is_none());
         let mut edited = current.clone();
         edited.metadata.resource_version = Some("7".into());
-        edited.data = Some([("ca.crt".to_owned(), "x".to_owned()), ("extra".to_owned(), "y".to_owned())].into());
+        edited.data = Some(
+            [
+                ("ca.crt".to_owned(), "x".to_owned()),
+                ("extra".to_owned(), "y".to_owned()),
+            ]
+            .into(),
+        );
         edited
             .metadata
             .annotations
             .get_or_insert_with(BTreeMap::new)
             .insert("team".into(), "a".into());
         let restored = wanted(Some(&edited), CA).unwrap_or_default();
-        assert_eq!(restored.data, current.data, "the data is exactly the bundle again");
-        assert_eq!(restored.metadata.resource_version.as_deref(), Some("7"), "an update of what was read");
-        assert_eq!(restored.metadata.annotations.unwrap_or_default().get("team").map(String::as_str), Some("a"));
+        assert_eq!(
+            restored.data, current.data,
+            "the data is exactly the bundle again"
+        );
+        assert_eq!(
+            restored.metadata.resource_version.as_deref(),
+            Some("7"),
+            "an update of what was read"
+        );
+        assert_eq!(
+            restored
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .get("team")
+                .map(String::as_str),
+            Some("a")
+        );
         let mut undescribed = current.clone();
         undescribed.metadata.annotations = None;
         assert!(wanted(Some(&undescribed), CA).is_some());

@@ -23,10 +23,10 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt, TryFutureExt};
 use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config as ApplierConfig, applier};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -125,17 +125,15 @@ where
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match state.as_mut() {
             Some((_, handlers)) => handlers.push(Box::new(handler)),
-            None => tracing::error!(kind = %K::kind(&()), "handler added after the informer started"),
+            None => {
+                tracing::error!(kind = %K::kind(&()), "handler added after the informer started")
+            }
         }
     }
 
     /// Watches all objects of the type until the returned future is dropped.
     fn run(&self, client: Client) -> Task {
-        let taken = self
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let taken = self.state.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some((mut writer, handlers)) = taken else {
             return Box::pin(async {});
         };
@@ -501,18 +499,34 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(calls.0.load(Ordering::SeqCst), 2, "the panicking key is retried");
-        assert_eq!(calls.1.load(Ordering::SeqCst), 1, "other keys are still served");
+        assert_eq!(
+            calls.0.load(Ordering::SeqCst),
+            2,
+            "the panicking key is retried"
+        );
+        assert_eq!(
+            calls.1.load(Ordering::SeqCst),
+            1,
+            "other keys are still served"
+        );
         assert!(!task.is_finished(), "the controller keeps running");
         task.abort();
     }
 
     #[test]
     fn errors_read_as_upstream_words_them() {
-        let status = kube::core::Status::failure(r#"pods "p" is forbidden: exceeded quota: q"#, "Forbidden").with_code(403);
+        let status =
+            kube::core::Status::failure(r#"pods "p" is forbidden: exceeded quota: q"#, "Forbidden")
+                .with_code(403);
         let error = Error::Api(kube::Error::Api(status.boxed()));
-        assert_eq!(error.message(), r#"pods "p" is forbidden: exceeded quota: q"#);
-        assert_eq!(Error::Invalid("bad selector".into()).message(), "bad selector");
+        assert_eq!(
+            error.message(),
+            r#"pods "p" is forbidden: exceeded quota: q"#
+        );
+        assert_eq!(
+            Error::Invalid("bad selector".into()).message(),
+            "bad selector"
+        );
     }
 
     #[test]

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 
 use crate::runtime::{self, Change, Error, Informers, Queue};
 
@@ -29,7 +29,11 @@ impl std::fmt::Debug for Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> impl Future<Output = ()> + Send + 'static {
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    concurrency: u16,
+) -> impl Future<Output = ()> + Send + 'static {
     let namespaces = informers.get::<Namespace>();
     let accounts = informers.get::<ServiceAccount>();
     let (queue, rx) = Queue::<Namespace>::new();
@@ -43,7 +47,8 @@ pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> imp
     }
     accounts.on_change(move |change| {
         let account = change.object();
-        if let (Change::Deleted(_), Some(namespace)) = (change, account.metadata.namespace.as_deref())
+        if let (Change::Deleted(_), Some(namespace)) =
+            (change, account.metadata.namespace.as_deref())
             && NAMES.contains(&account.metadata.name.as_deref().unwrap_or_default())
         {
             queue.add_name(None, namespace);
@@ -55,7 +60,10 @@ pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> imp
         runtime::all_synced(vec![namespaces.synced(), accounts.synced()]),
         rx,
         concurrency,
-        Arc::new(Context { client, accounts: accounts.store() }),
+        Arc::new(Context {
+            client,
+            accounts: accounts.store(),
+        }),
         reconcile,
     )
 }
@@ -70,7 +78,11 @@ pub async fn reconcile(namespace: Arc<Namespace>, ctx: Arc<Context>) -> Result<A
     let name = namespace.metadata.name.clone().unwrap_or_default();
     let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &name);
     for account in NAMES {
-        if ctx.accounts.get(&ObjectRef::new(account).within(&name)).is_some() {
+        if ctx
+            .accounts
+            .get(&ObjectRef::new(account).within(&name))
+            .is_some()
+        {
             continue;
         }
         let object = ServiceAccount {

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 use serde_json::json;
 
 use capstan_client::events::{EventRecorder, EventType};
@@ -50,7 +50,11 @@ pub fn start(
         let queue = queue.clone();
         pods.on_change(move |change| {
             if let Change::Applied { new, .. } = change
-                && new.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                && new
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some()
                 && new.metadata.deletion_timestamp.is_none()
             {
                 queue.add(ObjectRef::from_obj(*new));
@@ -69,7 +73,9 @@ pub fn start(
                 return;
             }
             let name = change.object().metadata.name.clone().unwrap_or_default();
-            for pod in pod_store.state_filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())) {
+            for pod in pod_store.state_filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
+            }) {
                 queue.add(ObjectRef::from_obj(&*pod));
             }
         });
@@ -105,7 +111,11 @@ fn no_execute(node: &Node) -> Vec<Taint> {
 
 /// Whether `toleration` tolerates `taint` (upstream's `ToleratesTaint`).
 fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if toleration.effect.as_deref().is_some_and(|e| !e.is_empty() && e != taint.effect) {
+    if toleration
+        .effect
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != taint.effect)
+    {
         return false;
     }
     let key = toleration.key.as_deref().unwrap_or_default();
@@ -114,7 +124,10 @@ fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     }
     match toleration.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,
-        "Equal" | "" => toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+        "Equal" | "" => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
         _ => false,
     }
 }
@@ -158,12 +171,27 @@ fn verdict(tolerations: &[Toleration], taints: &[Taint]) -> Verdict {
 /// One look at a pod on a tainted (or untainted) node.
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = crate::pods::key(&pod.metadata);
-    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let taints = ctx.nodes.get(&ObjectRef::new(&node_name)).map(|n| no_execute(&n)).unwrap_or_default();
-    let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let taints = ctx
+        .nodes
+        .get(&ObjectRef::new(&node_name))
+        .map(|n| no_execute(&n))
+        .unwrap_or_default();
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default();
     let wait = match verdict(&tolerations, &taints) {
         Verdict::Stay => {
-            ctx.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+            ctx.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
             return Ok(Action::await_change());
         }
         Verdict::Now => Duration::ZERO,
@@ -183,7 +211,10 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         return Ok(Action::requeue(wait - elapsed));
     }
     evict(&ctx, &pod).await?;
-    ctx.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+    ctx.pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&key);
     Ok(Action::await_change())
 }
 
@@ -197,7 +228,10 @@ async fn evict(ctx: &Context, pod: &Pod) -> Result<(), Error> {
         "message": "Taint manager: deleting due to NoExecute taint",
         "lastTransitionTime": capstan_client::events::now(),
     }]}});
-    match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(condition)).await {
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(condition))
+        .await
+    {
         Ok(_) => {}
         Err(error) if runtime::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
@@ -217,7 +251,10 @@ async fn evict(ctx: &Context, pod: &Pod) -> Result<(), Error> {
         format!("Marking for deletion Pod {namespace}/{name}"),
     );
     let params = DeleteParams {
-        preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
         ..DeleteParams::default()
     };
     match api.delete(&name, &params).await {
@@ -233,7 +270,12 @@ mod tests {
     use serde_json::json;
 
     fn taint(key: &str) -> Taint {
-        Taint { key: key.into(), effect: "NoExecute".into(), time_added: None, value: None }
+        Taint {
+            key: key.into(),
+            effect: "NoExecute".into(),
+            time_added: None,
+            value: None,
+        }
     }
 
     fn toleration(value: serde_json::Value) -> Toleration {
@@ -243,17 +285,41 @@ mod tests {
     #[test]
     fn verdicts_follow_upstream() {
         let unreachable = taint("node.kubernetes.io/unreachable");
-        let default = toleration(json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists",
-                                        "effect": "NoExecute", "tolerationSeconds": 300}));
+        let default = toleration(
+            json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                        "effect": "NoExecute", "tolerationSeconds": 300}),
+        );
         let short = toleration(json!({"operator": "Exists", "tolerationSeconds": 5}));
-        let forever = toleration(json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists"}));
+        let forever =
+            toleration(json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists"}));
         assert_eq!(verdict(&[], &[]), Verdict::Stay);
-        assert_eq!(verdict(&[], std::slice::from_ref(&unreachable)), Verdict::Now);
-        assert_eq!(verdict(std::slice::from_ref(&default), std::slice::from_ref(&unreachable)), Verdict::After(Duration::from_secs(300)));
-        assert_eq!(verdict(&[default.clone(), short], std::slice::from_ref(&unreachable)), Verdict::After(Duration::from_secs(5)));
-        assert_eq!(verdict(&[forever], std::slice::from_ref(&unreachable)), Verdict::Stay);
+        assert_eq!(
+            verdict(&[], std::slice::from_ref(&unreachable)),
+            Verdict::Now
+        );
+        assert_eq!(
+            verdict(
+                std::slice::from_ref(&default),
+                std::slice::from_ref(&unreachable)
+            ),
+            Verdict::After(Duration::from_secs(300))
+        );
+        assert_eq!(
+            verdict(
+                &[default.clone(), short],
+                std::slice::from_ref(&unreachable)
+            ),
+            Verdict::After(Duration::from_secs(5))
+        );
+        assert_eq!(
+            verdict(&[forever], std::slice::from_ref(&unreachable)),
+            Verdict::Stay
+        );
         // Every taint must be tolerated.
-        assert_eq!(verdict(&[default], &[unreachable, taint("other")]), Verdict::Now);
+        assert_eq!(
+            verdict(&[default], &[unreachable, taint("other")]),
+            Verdict::Now
+        );
         let wrong_value = toleration(json!({"key": "k", "value": "a", "effect": "NoExecute"}));
         let mut valued = taint("k");
         valued.value = Some("b".into());

@@ -32,7 +32,9 @@ pub fn time_left(job: &Job, now: Timestamp) -> Result<Option<Duration>, Error> {
         return Ok(None);
     };
     let Some(finished) = finished else {
-        return Err(Error::Invalid("unable to find the time when the Job finished".into()));
+        return Err(Error::Invalid(
+            "unable to find the time when the Job finished".into(),
+        ));
     };
     let expires = finished.as_millisecond() + i64::from(ttl) * 1000;
     let left = expires - now.as_millisecond();
@@ -44,12 +46,19 @@ struct Context {
 }
 
 /// Registers the Job handler and returns the controller's run future.
-pub fn start(informers: &mut Informers, client: Client, concurrency: u16) -> impl Future<Output = ()> + Send + 'static {
+pub fn start(
+    informers: &mut Informers,
+    client: Client,
+    concurrency: u16,
+) -> impl Future<Output = ()> + Send + 'static {
     let jobs = informers.get::<Job>();
     let (queue, rx) = Queue::<Job>::new();
     jobs.on_change(move |change| {
         if let Change::Applied { new, .. } = change
-            && new.spec.as_ref().is_some_and(|s| s.ttl_seconds_after_finished.is_some())
+            && new
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.ttl_seconds_after_finished.is_some())
             && job::is_finished(new)
         {
             queue.add(ObjectRef::from_obj(*new));
@@ -132,9 +141,21 @@ mod tests {
         check(job(Some(0), done("Complete"), false), 5, Some(0));
         check(job(None, done("Complete"), false), 500, None);
         check(job(Some(100), json!([]), false), 500, None);
-        check(job(Some(100), json!([{"type": "Complete", "status": "False"}]), false), 500, None);
+        check(
+            job(
+                Some(100),
+                json!([{"type": "Complete", "status": "False"}]),
+                false,
+            ),
+            500,
+            None,
+        );
         check(job(Some(100), done("Complete"), true), 500, None);
-        let no_time = job(Some(1), json!([{"type": "Complete", "status": "True"}]), false);
+        let no_time = job(
+            Some(1),
+            json!([{"type": "Complete", "status": "True"}]),
+            false,
+        );
         assert!(time_left(&no_time, at(0)).is_err());
     }
 }

@@ -296,7 +296,10 @@ async fn kube_config(
         }
         None => kube::Config::infer().await.context("no kubeconfig found")?,
     };
-    let agent = format!("{component}/v1.33.0 (linux/amd64) capstan/{}", env!("CARGO_PKG_VERSION"));
+    let agent = format!(
+        "{component}/v1.33.0 (linux/amd64) capstan/{}",
+        env!("CARGO_PKG_VERSION")
+    );
     if let Ok(value) = http::HeaderValue::from_str(&agent) {
         config.headers.push((http::header::USER_AGENT, value));
     }
@@ -414,13 +417,18 @@ async fn run_controllers(
     config: capstan_controllers::Config,
     leader_elect: bool,
 ) {
-    run_elected(client.clone(), "kube-controller-manager", leader_elect, |identity| {
-        let (client, config) = (client.clone(), config.clone());
-        async move {
-            let _manager = capstan_controllers::start(client, &config, &identity);
-            std::future::pending::<()>().await;
-        }
-    })
+    run_elected(
+        client.clone(),
+        "kube-controller-manager",
+        leader_elect,
+        |identity| {
+            let (client, config) = (client.clone(), config.clone());
+            async move {
+                let _manager = capstan_controllers::start(client, &config, &identity);
+                std::future::pending::<()>().await;
+            }
+        },
+    )
     .await
 }
 
@@ -548,8 +556,13 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             .context("cannot write the controller manager's kubeconfig")?;
         let mut controllers = controllers;
         let root_ca_file = args.controllers.root_ca_file.clone();
-        let client = controller_client(Some(&kubeconfig), &mut controllers, root_ca_file.as_deref()).await?;
-        Some(tokio::spawn(run_controllers(client, controllers, leader_elect)))
+        let client =
+            controller_client(Some(&kubeconfig), &mut controllers, root_ca_file.as_deref()).await?;
+        Some(tokio::spawn(run_controllers(
+            client,
+            controllers,
+            leader_elect,
+        )))
     };
     shutdown.await?;
     tracing::info!("shutting down");

@@ -399,7 +399,11 @@ fn apply_diff_and_edit_with_stock_kubectl() {
     let dir = tempfile::tempdir().unwrap();
     // Deployments serve here as objects to apply; with their controller running, its status
     // writes would add managers and change resourceVersions under the checks' feet.
-    let server = Server::start_with(&dir.path().join("data"), free_port(), &["--disable-controllers=deployment"]);
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        free_port(),
+        &["--disable-controllers=deployment"],
+    );
     let kubeconfig = server.kubeconfig();
     for version in VERSIONS {
         let ns = format!("apply-{}", version.replace('.', "-"));

@@ -662,7 +662,10 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     k(&["delete", "deployment", "shop"]);
     k(&["delete", "cm", "-l", "app=shop"]);
     // Only the CA bundle every namespace is given is left.
-    assert_eq!(k(&["get", "cm", "-o", "name"]).trim(), "configmap/kube-root-ca.crt");
+    assert_eq!(
+        k(&["get", "cm", "-o", "name"]).trim(),
+        "configmap/kube-root-ca.crt"
+    );
 }
 
 /// Discovery-driven commands print as against upstream.

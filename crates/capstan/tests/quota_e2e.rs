@@ -64,10 +64,14 @@ fn quota(kc: &Path) {
     // Every namespace holds the cluster's CA bundle (kube-root-ca.crt): one config map counted
     // from the start, as upstream.
     eventually("kube-root-ca.crt", || {
-        kubectl_any(KUBECTL, kc, &["-n", "quota", "get", "configmap", "kube-root-ca.crt"])
-            .status
-            .success()
-            .then_some(())
+        kubectl_any(
+            KUBECTL,
+            kc,
+            &["-n", "quota", "get", "configmap", "kube-root-ca.crt"],
+        )
+        .status
+        .success()
+        .then_some(())
     });
     kubectl_ok(
         KUBECTL,
@@ -205,9 +209,31 @@ fn limit_range(kc: &Path) {
 /// "should surface a failure condition on a common issue like exceeded quota").
 fn replica_failure(kc: &Path) {
     kubectl_ok(KUBECTL, kc, &["create", "namespace", "held"]);
-    kubectl_ok(KUBECTL, kc, &["-n", "held", "create", "quota", "condition-test", "--hard=pods=2"]);
+    kubectl_ok(
+        KUBECTL,
+        kc,
+        &[
+            "-n",
+            "held",
+            "create",
+            "quota",
+            "condition-test",
+            "--hard=pods=2",
+        ],
+    );
     eventually("the quota's usage", || {
-        (get(kc, &["-n", "held", "get", "quota", "condition-test", "-o", "jsonpath={.status.used.pods}"]) == "0")
+        (get(
+            kc,
+            &[
+                "-n",
+                "held",
+                "get",
+                "quota",
+                "condition-test",
+                "-o",
+                "jsonpath={.status.used.pods}",
+            ],
+        ) == "0")
             .then_some(())
     });
     let out = kubectl_stdin(
@@ -216,10 +242,24 @@ fn replica_failure(kc: &Path) {
         &["-n", "held", "apply", "-f", "-"],
         "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: condition-test}\nspec:\n  replicas: 3\n  selector: {name: condition-test}\n  template:\n    metadata: {labels: {name: condition-test}}\n    spec: {containers: [{name: httpd, image: httpd}]}\n",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let condition = |kc: &Path| {
-        get(kc, &["-n", "held", "get", "rc", "condition-test", "-o",
-            r#"jsonpath={.status.conditions[?(@.type=="ReplicaFailure")].reason}|{.status.conditions[?(@.type=="ReplicaFailure")].message}"#])
+        get(
+            kc,
+            &[
+                "-n",
+                "held",
+                "get",
+                "rc",
+                "condition-test",
+                "-o",
+                r#"jsonpath={.status.conditions[?(@.type=="ReplicaFailure")].reason}|{.status.conditions[?(@.type=="ReplicaFailure")].message}"#,
+            ],
+        )
     };
     let failed = eventually("the ReplicaFailure condition", || {
         let c = condition(kc);
@@ -231,8 +271,21 @@ fn replica_failure(kc: &Path) {
             && message.ends_with(r#" is forbidden: exceeded quota: condition-test, requested: pods=1, used: pods=2, limited: pods=2"#),
         "{message}"
     );
-    kubectl_ok(KUBECTL, kc, &["-n", "held", "scale", "rc", "condition-test", "--replicas=2"]);
-    eventually("the condition cleared", || (condition(kc) == "|").then_some(()));
+    kubectl_ok(
+        KUBECTL,
+        kc,
+        &[
+            "-n",
+            "held",
+            "scale",
+            "rc",
+            "condition-test",
+            "--replicas=2",
+        ],
+    );
+    eventually("the condition cleared", || {
+        (condition(kc) == "|").then_some(())
+    });
 }
 
 #[test]

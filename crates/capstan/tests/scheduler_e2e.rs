@@ -12,7 +12,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::{
+    Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin,
+};
 
 const KUBECTL: &str = "default";
 

@@ -60,10 +60,15 @@ pub fn formatted_schedule(cj: &CronJob) -> (String, Option<Event>) {
             "CRON_TZ or TZ used in schedule {:?} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details",
             spec.schedule
         );
-        return (spec.schedule, Some((EventType::Warning, "UnsupportedSchedule", message)));
+        return (
+            spec.schedule,
+            Some((EventType::Warning, "UnsupportedSchedule", message)),
+        );
     }
     match spec.time_zone.as_deref() {
-        Some(zone) if schedule::load_zone(zone).is_ok() => (format!("TZ={zone} {}", spec.schedule), None),
+        Some(zone) if schedule::load_zone(zone).is_ok() => {
+            (format!("TZ={zone} {}", spec.schedule), None)
+        }
         _ => (spec.schedule, None),
     }
 }
@@ -81,19 +86,30 @@ pub fn most_recent_schedule_time(
     sched: &Schedule,
     include_deadline: bool,
 ) -> Result<(Timestamp, Option<Timestamp>, Missed), String> {
-    let created = cj.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or_default();
+    let created = cj
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or_default();
     let mut earliest = status(cj).last_schedule_time.map_or(created, |t| t.0);
-    if include_deadline && let Some(deadline) = cj.spec.as_ref().and_then(|s| s.starting_deadline_seconds) {
+    if include_deadline
+        && let Some(deadline) = cj.spec.as_ref().and_then(|s| s.starting_deadline_seconds)
+    {
         let limit = Timestamp::from_second(now.as_second() - deadline).unwrap_or(now);
         if limit > earliest {
             earliest = limit;
         }
     }
-    let Some(t1) = sched.next(earliest) else { return Ok((earliest, None, Missed::None)) };
+    let Some(t1) = sched.next(earliest) else {
+        return Ok((earliest, None, Missed::None));
+    };
     if now < t1 {
         return Ok((earliest, None, Missed::None));
     }
-    let Some(t2) = sched.next(t1) else { return Ok((earliest, Some(t1), Missed::None)) };
+    let Some(t2) = sched.next(t1) else {
+        return Ok((earliest, Some(t1), Missed::None));
+    };
     if now < t2 {
         return Ok((earliest, Some(t1), Missed::None));
     }
@@ -111,7 +127,11 @@ pub fn most_recent_schedule_time(
         latest = Some(at);
         t = sched.next(at);
     }
-    let missed = if missed > 100 { Missed::Many } else { Missed::Few };
+    let missed = if missed > 100 {
+        Missed::Many
+    } else {
+        Missed::Few
+    };
     Ok((earliest, latest, missed))
 }
 
@@ -124,7 +144,8 @@ pub fn next_schedule_delay(cj: &CronJob, now: Timestamp, sched: &Schedule) -> Op
         (None, _) => now,
     };
     let next = sched.next(from)?;
-    let millis = next.as_millisecond() - now.as_millisecond() + NEXT_SCHEDULE_DELTA.as_millis() as i64;
+    let millis =
+        next.as_millisecond() - now.as_millisecond() + NEXT_SCHEDULE_DELTA.as_millis() as i64;
     Some(Duration::from_millis(millis.max(0) as u64))
 }
 
@@ -155,11 +176,18 @@ pub fn job_from_template(cj: &CronJob, scheduled: Timestamp) -> Result<Job, Stri
     annotations.insert(SCHEDULED_TIMESTAMP.to_owned(), rfc3339(scheduled, &zone));
     Ok(Job {
         metadata: ObjectMeta {
-            name: Some(job_name(cj.metadata.name.as_deref().unwrap_or_default(), scheduled)),
+            name: Some(job_name(
+                cj.metadata.name.as_deref().unwrap_or_default(),
+                scheduled,
+            )),
             namespace: cj.metadata.namespace.clone(),
             labels: tmeta.labels,
             annotations: Some(annotations),
-            owner_references: Some(vec![pods::controller_ref("batch/v1", "CronJob", &cj.metadata)]),
+            owner_references: Some(vec![pods::controller_ref(
+                "batch/v1",
+                "CronJob",
+                &cj.metadata,
+            )]),
             ..ObjectMeta::default()
         },
         spec: template.spec,
@@ -168,7 +196,11 @@ pub fn job_from_template(cj: &CronJob, scheduled: Timestamp) -> Result<Job, Stri
 }
 
 fn in_active(status: &CronJobStatus, uid: Option<&str>) -> bool {
-    status.active.iter().flatten().any(|r| r.uid.as_deref() == uid)
+    status
+        .active
+        .iter()
+        .flatten()
+        .any(|r| r.uid.as_deref() == uid)
 }
 
 fn remove_active(status: &mut CronJobStatus, uid: Option<&str>) {
@@ -207,7 +239,11 @@ pub fn review_children<'a>(status: &mut CronJobStatus, jobs: &[&'a Job]) -> Revi
             review.unexpected.push(job);
         } else if let (true, Some((condition, _))) = (found, finished) {
             remove_active(status, uid);
-            review.events.push((EventType::Normal, "SawCompletedJob", format!("Saw completed job: {name}, condition: {condition}")));
+            review.events.push((
+                EventType::Normal,
+                "SawCompletedJob",
+                format!("Saw completed job: {name}, condition: {condition}"),
+            ));
             review.changed = true;
         } else if finished.is_some_and(|(c, _)| c == job::COMPLETE) {
             let completed = job.status.as_ref().and_then(|s| s.completion_time.clone());
@@ -237,7 +273,10 @@ pub fn review_children<'a>(status: &mut CronJobStatus, jobs: &[&'a Job]) -> Revi
 pub fn history_to_delete<'a>(cj: &CronJob, jobs: &[&'a Job]) -> Vec<&'a Job> {
     let spec = cj.spec.clone().unwrap_or_default();
     let mut out = Vec::new();
-    for (kind, limit) in [(job::COMPLETE, spec.successful_jobs_history_limit), (job::FAILED, spec.failed_jobs_history_limit)] {
+    for (kind, limit) in [
+        (job::COMPLETE, spec.successful_jobs_history_limit),
+        (job::FAILED, spec.failed_jobs_history_limit),
+    ] {
         let Some(limit) = limit else { continue };
         let mut finished: Vec<&Job> = jobs
             .iter()
@@ -250,7 +289,12 @@ pub fn history_to_delete<'a>(cj: &CronJob, jobs: &[&'a Job]) -> Vec<&'a Job> {
         }
         // By start time, unstarted last, then by name.
         finished.sort_by(|a, b| {
-            let start = |j: &Job| j.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+            let start = |j: &Job| {
+                j.status
+                    .as_ref()
+                    .and_then(|s| s.start_time.as_ref())
+                    .map(|t| t.0)
+            };
             let key = |j: &Job| (start(j).is_none(), start(j), j.metadata.name.clone());
             key(a).cmp(&key(b))
         });
@@ -261,7 +305,9 @@ pub fn history_to_delete<'a>(cj: &CronJob, jobs: &[&'a Job]) -> Vec<&'a Job> {
 
 /// The `MissSchedule` event's message (the time in Go's RFC 1123 with numeric zone, UTC).
 pub fn miss_schedule_message(scheduled: Timestamp) -> String {
-    let when = scheduled.to_zoned(jiff::tz::TimeZone::UTC).strftime("%a, %d %b %Y %H:%M:%S %z");
+    let when = scheduled
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%a, %d %b %Y %H:%M:%S %z");
     format!("Missed scheduled time to start a job: {when}")
 }
 
@@ -287,7 +333,11 @@ pub fn decide(cj: &CronJob, now: Timestamp) -> Decision {
     if let Some(zone) = spec.time_zone.as_deref()
         && let Err(error) = schedule::load_zone(zone)
     {
-        d.events.push((EventType::Warning, "UnknownTimeZone", format!("invalid timeZone: {zone:?}: {error}")));
+        d.events.push((
+            EventType::Warning,
+            "UnknownTimeZone",
+            format!("invalid timeZone: {zone:?}: {error}"),
+        ));
         return d;
     }
     if spec.suspend == Some(true) {
@@ -298,13 +348,21 @@ pub fn decide(cj: &CronJob, now: Timestamp) -> Decision {
     let sched = match schedule::parse(&text) {
         Ok(sched) => sched,
         Err(error) => {
-            d.events.push((EventType::Warning, "UnparseableSchedule", format!("unparseable schedule: {:?} : {error}", spec.schedule)));
+            d.events.push((
+                EventType::Warning,
+                "UnparseableSchedule",
+                format!("unparseable schedule: {:?} : {error}", spec.schedule),
+            ));
             return d;
         }
     };
     let scheduled = match most_recent_schedule_time(cj, now, &sched, true) {
         Err(error) => {
-            d.events.push((EventType::Warning, "InvalidSchedule", format!("invalid schedule: {} : {error}", spec.schedule)));
+            d.events.push((
+                EventType::Warning,
+                "InvalidSchedule",
+                format!("invalid schedule: {} : {error}", spec.schedule),
+            ));
             return d;
         }
         Ok((_, latest, missed)) => {
@@ -320,20 +378,35 @@ pub fn decide(cj: &CronJob, now: Timestamp) -> Decision {
     if let Some(deadline) = spec.starting_deadline_seconds
         && scheduled.as_second() + deadline < now.as_second()
     {
-        d.events.push((EventType::Warning, "MissSchedule", miss_schedule_message(scheduled)));
+        d.events.push((
+            EventType::Warning,
+            "MissSchedule",
+            miss_schedule_message(scheduled),
+        ));
         return d;
     }
     let status = status(cj);
     let name = job_name(cj.metadata.name.as_deref().unwrap_or_default(), scheduled);
-    let processed = status.active.iter().flatten().any(|r| r.name.as_deref() == Some(name.as_str()))
-        || status.last_schedule_time.as_ref().is_some_and(|t| t.0 == scheduled);
+    let processed = status
+        .active
+        .iter()
+        .flatten()
+        .any(|r| r.name.as_deref() == Some(name.as_str()))
+        || status
+            .last_schedule_time
+            .as_ref()
+            .is_some_and(|t| t.0 == scheduled);
     if processed {
         return d;
     }
     let policy = spec.concurrency_policy.as_deref().unwrap_or("Allow");
     if policy == "Forbid" && status.active.as_ref().is_some_and(|a| !a.is_empty()) {
-        d.events.push((EventType::Normal, "JobAlreadyActive",
-            "Not starting job because prior execution is running and concurrency policy is Forbid".to_owned()));
+        d.events.push((
+            EventType::Normal,
+            "JobAlreadyActive",
+            "Not starting job because prior execution is running and concurrency policy is Forbid"
+                .to_owned(),
+        ));
         return d;
     }
     d.start = Some((scheduled, policy == "Replace"));
@@ -384,7 +457,11 @@ pub fn start(
             Change::Deleted(job) => owner(job),
         }
     });
-    let ctx = Arc::new(Context { client, jobs: jobs.store(), recorder });
+    let ctx = Arc::new(Context {
+        client,
+        jobs: jobs.store(),
+        recorder,
+    });
     runtime::run_controller(
         "cronjob",
         cronjobs.store(),
@@ -396,30 +473,47 @@ pub fn start(
     )
 }
 
-
-
-
 fn record(ctx: &Context, cj: &CronJob, (kind, reason, message): Event) {
-    ctx.recorder.record(pods::object_reference(cj), kind, reason, message);
+    ctx.recorder
+        .record(pods::object_reference(cj), kind, reason, message);
 }
 
 /// Deletes a Job in the background and drops it from the active list (upstream's
 /// `deleteJob`); whether it was deleted.
 async fn delete_job(ctx: &Context, cj: &mut CronJob, job: &Job) -> bool {
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), job.metadata.namespace.as_deref().unwrap_or_default());
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        job.metadata.namespace.as_deref().unwrap_or_default(),
+    );
     let name = job.metadata.name.clone().unwrap_or_default();
     match api.delete(&name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(error) if runtime::is_not_found(&error) => {}
         Err(error) => {
-            record(ctx, cj, (EventType::Warning, "FailedDelete", format!("Deleted job: {}", pods::error_message(&error))));
+            record(
+                ctx,
+                cj,
+                (
+                    EventType::Warning,
+                    "FailedDelete",
+                    format!("Deleted job: {}", pods::error_message(&error)),
+                ),
+            );
             return false;
         }
     }
     let mut status = status(cj);
     remove_active(&mut status, job.metadata.uid.as_deref());
     cj.status = Some(status);
-    record(ctx, cj, (EventType::Normal, "SuccessfulDelete", format!("Deleted job {name}")));
+    record(
+        ctx,
+        cj,
+        (
+            EventType::Normal,
+            "SuccessfulDelete",
+            format!("Deleted job {name}"),
+        ),
+    );
     true
 }
 
@@ -431,7 +525,8 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
     let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     let children = ctx.jobs.state_filter(|j| {
         j.metadata.namespace.as_deref() == Some(namespace.as_str())
-            && pods::controller_of(&j.metadata).is_some_and(|r| Some(&r.uid) == cj.metadata.uid.as_ref())
+            && pods::controller_of(&j.metadata)
+                .is_some_and(|r| Some(&r.uid) == cj.metadata.uid.as_ref())
     });
     let children: Vec<&Job> = children.iter().map(|j| &**j).collect();
 
@@ -444,9 +539,14 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
     let mut current = status(&cj);
     let mut review = review_children(&mut current, &children);
     if !review.unexpected.is_empty()
-        && let Ok(fresh) = cj_api.get(cj.metadata.name.as_deref().unwrap_or_default()).await
+        && let Ok(fresh) = cj_api
+            .get(cj.metadata.name.as_deref().unwrap_or_default())
+            .await
         && fresh.metadata.uid == cj.metadata.uid
-        && review.unexpected.iter().any(|j| in_active(&status(&fresh), j.metadata.uid.as_deref()))
+        && review
+            .unexpected
+            .iter()
+            .any(|j| in_active(&status(&fresh), j.metadata.uid.as_deref()))
     {
         cj = fresh;
         current = status(&cj);
@@ -455,7 +555,15 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
     for job in &review.unexpected {
         if !in_active(&current, job.metadata.uid.as_deref()) {
             let name = job.metadata.name.clone().unwrap_or_default();
-            record(&ctx, &cj, (EventType::Warning, "UnexpectedJob", format!("Saw a job that the controller did not create or forgot: {name}")));
+            record(
+                &ctx,
+                &cj,
+                (
+                    EventType::Warning,
+                    "UnexpectedJob",
+                    format!("Saw a job that the controller did not create or forgot: {name}"),
+                ),
+            );
         }
     }
     changed |= review.changed;
@@ -464,9 +572,23 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
     }
     let mut sync_error = None;
     for missing in &review.missing {
-        match job_api.get(missing.name.as_deref().unwrap_or_default()).await {
+        match job_api
+            .get(missing.name.as_deref().unwrap_or_default())
+            .await
+        {
             Err(error) if runtime::is_not_found(&error) => {
-                record(&ctx, &cj, (EventType::Normal, "MissingJob", format!("Active job went missing: {}", missing.name.clone().unwrap_or_default())));
+                record(
+                    &ctx,
+                    &cj,
+                    (
+                        EventType::Normal,
+                        "MissingJob",
+                        format!(
+                            "Active job went missing: {}",
+                            missing.name.clone().unwrap_or_default()
+                        ),
+                    ),
+                );
                 remove_active(&mut current, missing.uid.as_deref());
                 changed = true;
             }
@@ -495,7 +617,9 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
                     cj.status = Some(st);
                     changed = true;
                     let (text, _) = formatted_schedule(&cj);
-                    requeue = schedule::parse(&text).ok().and_then(|s| next_schedule_delay(&cj, now, &s));
+                    requeue = schedule::parse(&text)
+                        .ok()
+                        .and_then(|s| next_schedule_delay(&cj, now, &s));
                 }
                 Ok(false) => requeue = None,
                 Err(error) => {
@@ -506,7 +630,14 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
         }
     }
     if changed {
-        match cj_api.replace_status(cj.metadata.name.as_deref().unwrap_or_default(), &PostParams::default(), &cj).await {
+        match cj_api
+            .replace_status(
+                cj.metadata.name.as_deref().unwrap_or_default(),
+                &PostParams::default(),
+                &cj,
+            )
+            .await
+        {
             Ok(_) => {}
             Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
             Err(error) => return Err(error.into()),
@@ -537,12 +668,23 @@ async fn start_job(
             let job = match api.get(&name).await {
                 Ok(job) => job,
                 Err(error) => {
-                    record(ctx, cj, (EventType::Warning, "FailedGet", format!("Get job: {}", pods::error_message(&error))));
+                    record(
+                        ctx,
+                        cj,
+                        (
+                            EventType::Warning,
+                            "FailedGet",
+                            format!("Get job: {}", pods::error_message(&error)),
+                        ),
+                    );
                     return Err(error.into());
                 }
             };
             if !delete_job(ctx, cj, &job).await {
-                return Err(Error::Invalid(format!("could not replace job {}/{name}", job.metadata.namespace.clone().unwrap_or_default())));
+                return Err(Error::Invalid(format!(
+                    "could not replace job {}/{name}",
+                    job.metadata.namespace.clone().unwrap_or_default()
+                )));
             }
             *changed = true;
         }
@@ -550,12 +692,26 @@ async fn start_job(
     let wanted = job_from_template(cj, scheduled).map_err(Error::Invalid)?;
     let created = match api.create(&PostParams::default(), &wanted).await {
         Ok(job) => {
-            record(ctx, cj, (EventType::Normal, "SuccessfulCreate", format!("Created job {}", job.metadata.name.clone().unwrap_or_default())));
+            record(
+                ctx,
+                cj,
+                (
+                    EventType::Normal,
+                    "SuccessfulCreate",
+                    format!(
+                        "Created job {}",
+                        job.metadata.name.clone().unwrap_or_default()
+                    ),
+                ),
+            );
             job
         }
         Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" => {
-            let existing = api.get(wanted.metadata.name.as_deref().unwrap_or_default()).await?;
-            let ours = pods::controller_of(&existing.metadata).is_some_and(|r| Some(&r.uid) == cj.metadata.uid.as_ref());
+            let existing = api
+                .get(wanted.metadata.name.as_deref().unwrap_or_default())
+                .await?;
+            let ours = pods::controller_of(&existing.metadata)
+                .is_some_and(|r| Some(&r.uid) == cj.metadata.uid.as_ref());
             if !ours || in_active(&status(cj), existing.metadata.uid.as_deref()) {
                 return Ok(false);
             }
@@ -565,13 +721,23 @@ async fn start_job(
         Err(error) => {
             let terminating = matches!(&error, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"));
             if !terminating {
-                record(ctx, cj, (EventType::Warning, "FailedCreate", format!("Error creating job: {}", pods::error_message(&error))));
+                record(
+                    ctx,
+                    cj,
+                    (
+                        EventType::Warning,
+                        "FailedCreate",
+                        format!("Error creating job: {}", pods::error_message(&error)),
+                    ),
+                );
             }
             return Err(error.into());
         }
     };
     let mut st = status(cj);
-    st.active.get_or_insert_with(Vec::new).push(pods::object_reference(&created));
+    st.active
+        .get_or_insert_with(Vec::new)
+        .push(pods::object_reference(&created));
     cj.status = Some(st);
     Ok(true)
 }

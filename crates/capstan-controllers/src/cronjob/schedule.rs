@@ -41,15 +41,33 @@ struct Bounds {
     names: &'static [&'static str],
 }
 
-const MINUTES: Bounds = Bounds { min: 0, max: 59, names: &[] };
-const HOURS: Bounds = Bounds { min: 0, max: 23, names: &[] };
-const DOM: Bounds = Bounds { min: 1, max: 31, names: &[] };
+const MINUTES: Bounds = Bounds {
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const HOURS: Bounds = Bounds {
+    min: 0,
+    max: 23,
+    names: &[],
+};
+const DOM: Bounds = Bounds {
+    min: 1,
+    max: 31,
+    names: &[],
+};
 const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,
-    names: &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+    names: &[
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ],
 };
-const DOW: Bounds = Bounds { min: 0, max: 6, names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"] };
+const DOW: Bounds = Bounds {
+    min: 0,
+    max: 6,
+    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+};
 
 /// Loads an IANA zone as Go's `time.LoadLocation` does (`""` and `UTC` are UTC; the
 /// controller's local zone is taken to be UTC).
@@ -80,7 +98,10 @@ pub fn parse(text: &str) -> Result<Schedule, String> {
     }
     let fields: Vec<&str> = spec.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!("expected exactly 5 fields, found {}: {spec}", fields.len()));
+        return Err(format!(
+            "expected exactly 5 fields, found {}: {spec}",
+            fields.len()
+        ));
     }
     Ok(Schedule::Spec(Spec {
         minute: field(fields[0], &MINUTES)?,
@@ -95,7 +116,14 @@ pub fn parse(text: &str) -> Result<Schedule, String> {
 fn parse_descriptor(descriptor: &str, spec: &str, zone: TimeZone) -> Result<Schedule, String> {
     let all = |b: &Bounds| bits(b.min, b.max, 1) | STAR;
     let (minute, hour) = (1, 1);
-    let make = |dom: u64, month: u64, dow: u64, hour: u64| Spec { minute, hour, dom, month, dow, zone: zone.clone() };
+    let make = |dom: u64, month: u64, dow: u64, hour: u64| Spec {
+        minute,
+        hour,
+        dom,
+        month,
+        dow,
+        zone: zone.clone(),
+    };
     let spec = match descriptor {
         "yearly" | "annually" => make(1 << 1, 1 << 1, all(&DOW), hour),
         "monthly" => make(1 << 1, all(&MONTHS), all(&DOW), hour),
@@ -107,7 +135,11 @@ fn parse_descriptor(descriptor: &str, spec: &str, zone: TimeZone) -> Result<Sche
                 let parsed: kube::core::Duration = duration
                     .parse()
                     .map_err(|e| format!("failed to parse duration {spec}: {e}"))?;
-                let secs = if parsed.is_negative() { 0 } else { Duration::from(parsed).as_secs() };
+                let secs = if parsed.is_negative() {
+                    0
+                } else {
+                    Duration::from(parsed).as_secs()
+                };
                 return Ok(Schedule::Every(Duration::from_secs(secs.max(1))));
             }
             return Err(format!("unrecognized descriptor: {spec}"));
@@ -120,11 +152,15 @@ fn bits(min: u32, max: u32, step: u32) -> u64 {
     if step == 1 {
         return (!(u64::MAX << (max + 1))) & (u64::MAX << min);
     }
-    (min..=max).step_by(step as usize).fold(0, |acc, i| acc | 1 << i)
+    (min..=max)
+        .step_by(step as usize)
+        .fold(0, |acc, i| acc | 1 << i)
 }
 
 fn number(text: &str) -> Result<u32, String> {
-    let n: i64 = text.parse().map_err(|_| format!("failed to parse int from {text}: invalid syntax"))?;
+    let n: i64 = text
+        .parse()
+        .map_err(|_| format!("failed to parse int from {text}: invalid syntax"))?;
     if n < 0 {
         return Err(format!("negative number ({n}) not allowed: {text}"));
     }
@@ -179,13 +215,21 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
         _ => return Err(format!("too many slashes: {expr}")),
     };
     if start < b.min {
-        return Err(format!("beginning of range ({start}) below minimum ({}): {expr}", b.min));
+        return Err(format!(
+            "beginning of range ({start}) below minimum ({}): {expr}",
+            b.min
+        ));
     }
     if end > b.max {
-        return Err(format!("end of range ({end}) above maximum ({}): {expr}", b.max));
+        return Err(format!(
+            "end of range ({end}) above maximum ({}): {expr}",
+            b.max
+        ));
     }
     if start > end {
-        return Err(format!("beginning of range ({start}) beyond end of range ({end}): {expr}"));
+        return Err(format!(
+            "beginning of range ({start}) beyond end of range ({end}): {expr}"
+        ));
     }
     if step == 0 {
         return Err(format!("step of range should be a positive number: {expr}"));
@@ -194,14 +238,21 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
 }
 
 fn at_civil(zone: &TimeZone, y: i16, m: i8, d: i8, h: i8) -> Option<Zoned> {
-    jiff::civil::date(y, m, d).at(h, 0, 0, 0).to_zoned(zone.clone()).ok()
+    jiff::civil::date(y, m, d)
+        .at(h, 0, 0, 0)
+        .to_zoned(zone.clone())
+        .ok()
 }
 
 impl Spec {
     fn day_matches(&self, t: &Zoned) -> bool {
         let dom = self.dom & (1 << t.day()) != 0;
         let dow = self.dow & (1 << t.weekday().to_sunday_zero_offset()) != 0;
-        if self.dom & STAR != 0 || self.dow & STAR != 0 { dom && dow } else { dom || dow }
+        if self.dom & STAR != 0 || self.dow & STAR != 0 {
+            dom && dow
+        } else {
+            dom || dow
+        }
     }
 
     /// The first time strictly after `after` that matches, within five years.
@@ -254,7 +305,9 @@ impl Spec {
                 if !added {
                     added = true;
                     let secs = t.timestamp().as_second();
-                    t = Timestamp::from_second(secs - secs.rem_euclid(60)).ok()?.to_zoned(self.zone.clone());
+                    t = Timestamp::from_second(secs - secs.rem_euclid(60))
+                        .ok()?
+                        .to_zoned(self.zone.clone());
                 }
                 t = t.checked_add(1.minute()).ok()?;
                 if t.minute() == 0 {
@@ -316,25 +369,81 @@ mod tests {
         let check = |spec: &str, from: &str, want: &[&str]| {
             assert_eq!(nexts(spec, from, want.len()), want, "{spec} from {from}");
         };
-        check("*/15 * * * *", "2026-03-01T10:07:30Z", &["2026-03-01T10:15:00Z", "2026-03-01T10:30:00Z"]);
-        check("0 3 * * *", "2026-03-01T03:00:00Z", &["2026-03-02T03:00:00Z"]);
-        check("30 9 * * mon-fri", "2026-03-06T10:00:00Z", &["2026-03-09T09:30:00Z"]);
-        check("0 0 1,15 * *", "2026-03-02T00:00:00Z", &["2026-03-15T00:00:00Z", "2026-04-01T00:00:00Z"]);
+        check(
+            "*/15 * * * *",
+            "2026-03-01T10:07:30Z",
+            &["2026-03-01T10:15:00Z", "2026-03-01T10:30:00Z"],
+        );
+        check(
+            "0 3 * * *",
+            "2026-03-01T03:00:00Z",
+            &["2026-03-02T03:00:00Z"],
+        );
+        check(
+            "30 9 * * mon-fri",
+            "2026-03-06T10:00:00Z",
+            &["2026-03-09T09:30:00Z"],
+        );
+        check(
+            "0 0 1,15 * *",
+            "2026-03-02T00:00:00Z",
+            &["2026-03-15T00:00:00Z", "2026-04-01T00:00:00Z"],
+        );
         // Day of month and day of week both restricted: either matches.
-        check("0 0 13 * 5", "2026-03-01T00:00:00Z", &["2026-03-06T00:00:00Z", "2026-03-13T00:00:00Z"]);
-        check("0 12 * FEB Sun", "2026-01-01T00:00:00Z", &["2026-02-01T12:00:00Z"]);
-        check("5/20 * * * *", "2026-01-01T00:06:00Z", &["2026-01-01T00:25:00Z", "2026-01-01T00:45:00Z", "2026-01-01T01:05:00Z"]);
-        check("0 0 29 2 *", "2026-01-01T00:00:00Z", &["2028-02-29T00:00:00Z"]);
+        check(
+            "0 0 13 * 5",
+            "2026-03-01T00:00:00Z",
+            &["2026-03-06T00:00:00Z", "2026-03-13T00:00:00Z"],
+        );
+        check(
+            "0 12 * FEB Sun",
+            "2026-01-01T00:00:00Z",
+            &["2026-02-01T12:00:00Z"],
+        );
+        check(
+            "5/20 * * * *",
+            "2026-01-01T00:06:00Z",
+            &[
+                "2026-01-01T00:25:00Z",
+                "2026-01-01T00:45:00Z",
+                "2026-01-01T01:05:00Z",
+            ],
+        );
+        check(
+            "0 0 29 2 *",
+            "2026-01-01T00:00:00Z",
+            &["2028-02-29T00:00:00Z"],
+        );
         check("0 0 30 2 *", "2026-01-01T00:00:00Z", &[]);
         check("@hourly", "2026-01-01T00:00:00Z", &["2026-01-01T01:00:00Z"]);
         check("@daily", "2026-01-01T00:00:01Z", &["2026-01-02T00:00:00Z"]);
-        check("@midnight", "2026-01-01T00:00:00Z", &["2026-01-02T00:00:00Z"]);
+        check(
+            "@midnight",
+            "2026-01-01T00:00:00Z",
+            &["2026-01-02T00:00:00Z"],
+        );
         check("@weekly", "2026-01-01T00:00:00Z", &["2026-01-04T00:00:00Z"]);
-        check("@monthly", "2026-01-15T00:00:00Z", &["2026-02-01T00:00:00Z"]);
+        check(
+            "@monthly",
+            "2026-01-15T00:00:00Z",
+            &["2026-02-01T00:00:00Z"],
+        );
         check("@yearly", "2026-01-15T00:00:00Z", &["2027-01-01T00:00:00Z"]);
-        check("@annually", "2026-01-15T00:00:00Z", &["2027-01-01T00:00:00Z"]);
-        check("@every 90m", "2026-01-01T00:00:10.5Z", &["2026-01-01T01:30:10Z"]);
-        check("@every 10ms", "2026-01-01T00:00:00Z", &["2026-01-01T00:00:01Z"]);
+        check(
+            "@annually",
+            "2026-01-15T00:00:00Z",
+            &["2027-01-01T00:00:00Z"],
+        );
+        check(
+            "@every 90m",
+            "2026-01-01T00:00:10.5Z",
+            &["2026-01-01T01:30:10Z"],
+        );
+        check(
+            "@every 10ms",
+            "2026-01-01T00:00:00Z",
+            &["2026-01-01T00:00:01Z"],
+        );
     }
 
     #[test]
@@ -348,7 +457,10 @@ mod tests {
         check("0 0 * * * *", "expected exactly 5 fields, found 6");
         check("60 * * * *", "end of range (60) above maximum (59)");
         check("* * 0 * *", "beginning of range (0) below minimum (1)");
-        check("5-1 * * * *", "beginning of range (5) beyond end of range (1)");
+        check(
+            "5-1 * * * *",
+            "beginning of range (5) beyond end of range (1)",
+        );
         check("*/0 * * * *", "step of range should be a positive number");
         check("1-2-3 * * * *", "too many hyphens");
         check("*/2/3 * * * *", "too many slashes");
@@ -356,7 +468,10 @@ mod tests {
         check("x * * * *", "failed to parse int from x");
         check("@fortnightly", "unrecognized descriptor: @fortnightly");
         check("@every soon", "failed to parse duration");
-        check("TZ=Mars/Olympus 0 * * * *", "provided bad location Mars/Olympus");
+        check(
+            "TZ=Mars/Olympus 0 * * * *",
+            "provided bad location Mars/Olympus",
+        );
     }
 
     #[test]
@@ -365,17 +480,43 @@ mod tests {
             assert_eq!(nexts(spec, from, want.len()), want, "{spec} from {from}");
         };
         // 09:00 in Berlin is 08:00 UTC in winter, 07:00 UTC in summer.
-        check("TZ=Europe/Berlin 0 9 * * *", "2026-03-28T12:00:00Z", &["2026-03-29T07:00:00Z", "2026-03-30T07:00:00Z"]);
-        check("CRON_TZ=Europe/Berlin 0 9 * * *", "2026-01-10T12:00:00Z", &["2026-01-11T08:00:00Z"]);
+        check(
+            "TZ=Europe/Berlin 0 9 * * *",
+            "2026-03-28T12:00:00Z",
+            &["2026-03-29T07:00:00Z", "2026-03-30T07:00:00Z"],
+        );
+        check(
+            "CRON_TZ=Europe/Berlin 0 9 * * *",
+            "2026-01-10T12:00:00Z",
+            &["2026-01-11T08:00:00Z"],
+        );
         // 02:30 does not exist on the spring-forward day in New York: that day is skipped.
-        check("TZ=America/New_York 30 2 * * *", "2026-03-07T12:00:00Z",
-              &["2026-03-09T06:30:00Z", "2026-03-10T06:30:00Z"]);
+        check(
+            "TZ=America/New_York 30 2 * * *",
+            "2026-03-07T12:00:00Z",
+            &["2026-03-09T06:30:00Z", "2026-03-10T06:30:00Z"],
+        );
         // 01:30 happens twice on the fall-back day: it runs twice.
-        check("TZ=America/New_York 30 1 * * *", "2026-10-31T12:00:00Z",
-              &["2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"]);
+        check(
+            "TZ=America/New_York 30 1 * * *",
+            "2026-10-31T12:00:00Z",
+            &[
+                "2026-11-01T05:30:00Z",
+                "2026-11-01T06:30:00Z",
+                "2026-11-02T06:30:00Z",
+            ],
+        );
         // Midnight daily across the spring-forward.
-        check("TZ=America/New_York 0 0 * * *", "2026-03-07T12:00:00Z", &["2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"]);
+        check(
+            "TZ=America/New_York 0 0 * * *",
+            "2026-03-07T12:00:00Z",
+            &["2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"],
+        );
         // A zone with a non-hour offset.
-        check("TZ=Asia/Kolkata 0 9 * * *", "2026-01-01T00:00:00Z", &["2026-01-01T03:30:00Z"]);
+        check(
+            "TZ=Asia/Kolkata 0 9 * * *",
+            "2026-01-01T00:00:00Z",
+            &["2026-01-01T03:30:00Z"],
+        );
     }
 }

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint,
-    Toleration,
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+    Taint, Toleration,
 };
 
 /// Upstream's taint keys.
@@ -82,7 +82,9 @@ pub fn pin_to_node(affinity: Option<Affinity>, node: &str) -> Affinity {
         }],
     };
     let mut affinity = affinity.unwrap_or_default();
-    let node_affinity = affinity.node_affinity.get_or_insert_with(NodeAffinity::default);
+    let node_affinity = affinity
+        .node_affinity
+        .get_or_insert_with(NodeAffinity::default);
     node_affinity.required_during_scheduling_ignored_during_execution = Some(selector);
     affinity
 }
@@ -112,21 +114,36 @@ pub fn target_node(spec: &PodSpec) -> Option<&str> {
 
 /// Whether `toleration` tolerates `taint` (upstream's `ToleratesTaint`).
 pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if toleration.effect.as_deref().is_some_and(|e| !e.is_empty() && e != taint.effect) {
+    if toleration
+        .effect
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != taint.effect)
+    {
         return false;
     }
-    if toleration.key.as_deref().is_some_and(|k| !k.is_empty() && k != taint.key) {
+    if toleration
+        .key
+        .as_deref()
+        .is_some_and(|k| !k.is_empty() && k != taint.key)
+    {
         return false;
     }
     match toleration.operator.as_deref().unwrap_or_default() {
-        "" | "Equal" => toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+        "" | "Equal" => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
         "Exists" => true,
         _ => false,
     }
 }
 
 /// The first taint with an effect in `effects` that no toleration tolerates.
-fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], effects: &[&str]) -> Option<&'a Taint> {
+fn untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[&str],
+) -> Option<&'a Taint> {
     taints
         .iter()
         .filter(|t| effects.contains(&t.effect.as_str()))
@@ -169,7 +186,8 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
         .iter()
         .all(|r| requirement_holds(r, label(&r.key)) == Some(true));
     let fields_hold = fields.iter().all(|r| {
-        r.key == "metadata.name" && requirement_holds(r, node.metadata.name.as_deref()) == Some(true)
+        r.key == "metadata.name"
+            && requirement_holds(r, node.metadata.name.as_deref()) == Some(true)
     });
     expressions_hold && fields_hold
 }
@@ -186,8 +204,12 @@ pub fn fits_node_affinity(spec: &PodSpec, node: &Node) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
-    selector_ok && required.is_none_or(|r| r.node_selector_terms.iter().any(|t| term_matches(t, node)))
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    selector_ok
+        && required.is_none_or(|r| r.node_selector_terms.iter().any(|t| term_matches(t, node)))
 }
 
 /// Whether the daemon pod should run on the node, and whether one already there may keep
@@ -197,17 +219,28 @@ pub fn fits_node_affinity(spec: &PodSpec, node: &Node) -> bool {
 pub fn should_run(template: Option<&PodSpec>, node: &Node) -> (bool, bool) {
     let mut spec = template.cloned().unwrap_or_default();
     let node_name = node.metadata.name.as_deref().unwrap_or_default();
-    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty() && n != node_name) {
+    if spec
+        .node_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty() && n != node_name)
+    {
         return (false, false);
     }
     add_daemon_tolerations(&mut spec);
     if !fits_node_affinity(&spec, node) {
         return (false, false);
     }
-    let taints = node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
     if untolerated(taints, tolerations, &["NoSchedule", "NoExecute"]).is_some() {
-        return (false, untolerated(taints, tolerations, &["NoExecute"]).is_none());
+        return (
+            false,
+            untolerated(taints, tolerations, &["NoExecute"]).is_none(),
+        );
     }
     (true, true)
 }
@@ -235,43 +268,141 @@ mod tests {
         }));
         let tainted = |key: &str, effect: &str| {
             let mut n = n.clone();
-            n.spec = Some(serde_json::from_value(json!({"taints": [{"key": key, "value": "x", "effect": effect}]}))
-                .unwrap_or_else(|e| panic!("{e}")));
+            n.spec = Some(
+                serde_json::from_value(
+                    json!({"taints": [{"key": key, "value": "x", "effect": effect}]}),
+                )
+                .unwrap_or_else(|e| panic!("{e}")),
+            );
             n
         };
         let check = |spec: PodSpec, node: &Node, expected: (bool, bool)| {
-            assert_eq!(should_run(Some(&spec), node), expected, "{spec:?} on {:?}", node.spec);
+            assert_eq!(
+                should_run(Some(&spec), node),
+                expected,
+                "{spec:?} on {:?}",
+                node.spec
+            );
         };
         check(spec(json!({})), &n, (true, true));
         check(spec(json!({"nodeName": "n1"})), &n, (true, true));
         check(spec(json!({"nodeName": "n2"})), &n, (false, false));
-        check(spec(json!({"nodeSelector": {"zone": "a"}})), &n, (true, true));
-        check(spec(json!({"nodeSelector": {"zone": "b"}})), &n, (false, false));
+        check(
+            spec(json!({"nodeSelector": {"zone": "a"}})),
+            &n,
+            (true, true),
+        );
+        check(
+            spec(json!({"nodeSelector": {"zone": "b"}})),
+            &n,
+            (false, false),
+        );
         let affinity = |terms: serde_json::Value| {
-            spec(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                {"nodeSelectorTerms": terms}}}}))
+            spec(
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": terms}}}}),
+            )
         };
-        check(affinity(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}])), &n, (true, true));
-        check(affinity(json!([{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}])), &n, (false, false));
-        check(affinity(json!([{"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}])), &n, (true, true));
-        check(affinity(json!([{"matchExpressions": [{"key": "cpus", "operator": "Gt", "values": ["4"]}]}])), &n, (true, true));
-        check(affinity(json!([{"matchExpressions": [{"key": "cpus", "operator": "Lt", "values": ["4"]}]}])), &n, (false, false));
-        check(affinity(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}])), &n, (true, true));
-        check(affinity(json!([{}, {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}])), &n, (true, true));
-        check(affinity(json!([{"matchExpressions": [{"key": "zone", "operator": "Bogus"}]}])), &n, (false, false));
+        check(
+            affinity(
+                json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]),
+            ),
+            &n,
+            (true, true),
+        );
+        check(
+            affinity(
+                json!([{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}]),
+            ),
+            &n,
+            (false, false),
+        );
+        check(
+            affinity(json!([{"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}])),
+            &n,
+            (true, true),
+        );
+        check(
+            affinity(
+                json!([{"matchExpressions": [{"key": "cpus", "operator": "Gt", "values": ["4"]}]}]),
+            ),
+            &n,
+            (true, true),
+        );
+        check(
+            affinity(
+                json!([{"matchExpressions": [{"key": "cpus", "operator": "Lt", "values": ["4"]}]}]),
+            ),
+            &n,
+            (false, false),
+        );
+        check(
+            affinity(
+                json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]),
+            ),
+            &n,
+            (true, true),
+        );
+        check(
+            affinity(json!([{}, {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}])),
+            &n,
+            (true, true),
+        );
+        check(
+            affinity(json!([{"matchExpressions": [{"key": "zone", "operator": "Bogus"}]}])),
+            &n,
+            (false, false),
+        );
         // Taints: NoSchedule keeps new pods off but lets running ones stay; NoExecute evicts.
-        check(spec(json!({})), &tainted("dedicated", "NoSchedule"), (false, true));
-        check(spec(json!({})), &tainted("dedicated", "NoExecute"), (false, false));
-        check(spec(json!({})), &tainted("dedicated", "PreferNoSchedule"), (true, true));
-        let tolerating = spec(json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "x"}]}));
-        check(tolerating.clone(), &tainted("dedicated", "NoExecute"), (true, true));
+        check(
+            spec(json!({})),
+            &tainted("dedicated", "NoSchedule"),
+            (false, true),
+        );
+        check(
+            spec(json!({})),
+            &tainted("dedicated", "NoExecute"),
+            (false, false),
+        );
+        check(
+            spec(json!({})),
+            &tainted("dedicated", "PreferNoSchedule"),
+            (true, true),
+        );
+        let tolerating =
+            spec(json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "x"}]}));
+        check(
+            tolerating.clone(),
+            &tainted("dedicated", "NoExecute"),
+            (true, true),
+        );
         let wrong_value = spec(json!({"tolerations": [{"key": "dedicated", "value": "y"}]}));
-        check(wrong_value, &tainted("dedicated", "NoSchedule"), (false, true));
+        check(
+            wrong_value,
+            &tainted("dedicated", "NoSchedule"),
+            (false, true),
+        );
         // The daemon tolerations: not-ready nodes and cordoned nodes still run daemons.
-        check(spec(json!({})), &tainted(taints::NOT_READY, "NoExecute"), (true, true));
-        check(spec(json!({})), &tainted(taints::UNSCHEDULABLE, "NoSchedule"), (true, true));
-        check(spec(json!({})), &tainted(taints::NETWORK_UNAVAILABLE, "NoSchedule"), (false, true));
-        check(spec(json!({"hostNetwork": true})), &tainted(taints::NETWORK_UNAVAILABLE, "NoSchedule"), (true, true));
+        check(
+            spec(json!({})),
+            &tainted(taints::NOT_READY, "NoExecute"),
+            (true, true),
+        );
+        check(
+            spec(json!({})),
+            &tainted(taints::UNSCHEDULABLE, "NoSchedule"),
+            (true, true),
+        );
+        check(
+            spec(json!({})),
+            &tainted(taints::NETWORK_UNAVAILABLE, "NoSchedule"),
+            (false, true),
+        );
+        check(
+            spec(json!({"hostNetwork": true})),
+            &tainted(taints::NETWORK_UNAVAILABLE, "NoSchedule"),
+            (true, true),
+        );
     }
 
     #[test]
@@ -283,7 +414,10 @@ mod tests {
         add_daemon_tolerations(&mut s);
         let list = s.tolerations.unwrap_or_default();
         assert_eq!(list.len(), 7, "{list:?}");
-        assert_eq!(list[0].toleration_seconds, None, "replaced by the daemon default");
+        assert_eq!(
+            list[0].toleration_seconds, None,
+            "replaced by the daemon default"
+        );
         assert_eq!(list[1].key.as_deref(), Some("mine"));
     }
 
@@ -299,9 +433,16 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let pinned = pin_to_node(Some(affinity), "n7");
         let node_affinity = pinned.node_affinity.clone().unwrap_or_default();
-        let terms = node_affinity.required_during_scheduling_ignored_during_execution.unwrap_or_default().node_selector_terms;
+        let terms = node_affinity
+            .required_during_scheduling_ignored_during_execution
+            .unwrap_or_default()
+            .node_selector_terms;
         assert_eq!(terms.len(), 1);
-        assert!(node_affinity.preferred_during_scheduling_ignored_during_execution.is_some());
+        assert!(
+            node_affinity
+                .preferred_during_scheduling_ignored_during_execution
+                .is_some()
+        );
         assert!(pinned.pod_anti_affinity.is_some());
         let mut s = spec(json!({}));
         s.affinity = Some(pinned);

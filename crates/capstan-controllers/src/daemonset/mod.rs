@@ -54,9 +54,15 @@ impl FailedBackoff {
     fn next(&self, key: &str, now: Instant) {
         let (initial, max) = FAILED_BACKOFF;
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = entries.entry(key.to_owned()).or_insert((Duration::ZERO, now));
+        let entry = entries
+            .entry(key.to_owned())
+            .or_insert((Duration::ZERO, now));
         let expired = now.saturating_duration_since(entry.1) > 2 * max;
-        entry.0 = if entry.0.is_zero() || expired { initial } else { (entry.0 * 2).min(max) };
+        entry.0 = if entry.0.is_zero() || expired {
+            initial
+        } else {
+            (entry.0 * 2).min(max)
+        };
         entry.1 = now;
     }
 }
@@ -74,7 +80,9 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("controller", &"daemonset").finish()
+        f.debug_struct("Context")
+            .field("controller", &"daemonset")
+            .finish()
     }
 }
 
@@ -148,7 +156,10 @@ pub fn start(
 fn selector(ds: &DaemonSet) -> Option<Selector> {
     let selector = ds.spec.as_ref()?.selector.clone();
     let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
-        && selector.match_expressions.as_ref().is_none_or(|e| e.is_empty());
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|e| e.is_empty());
     if empty {
         return None;
     }
@@ -156,7 +167,10 @@ fn selector(ds: &DaemonSet) -> Option<Selector> {
 }
 
 /// The DaemonSet controlling `meta` (if cached), else the DaemonSets selecting the orphan.
-fn owners_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, store: &Store<DaemonSet>) -> Vec<Arc<DaemonSet>> {
+fn owners_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    store: &Store<DaemonSet>,
+) -> Vec<Arc<DaemonSet>> {
     let namespace = meta.namespace.as_deref().unwrap_or_default();
     match pods::controller_of(meta) {
         Some(r) if r.kind == "DaemonSet" && r.api_version.starts_with("apps/") => store
@@ -168,7 +182,8 @@ fn owners_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, 
         None => {
             let labels = pods::labels_of(meta);
             store.state_filter(|ds| {
-                ds.metadata.namespace.as_deref() == Some(namespace) && selector(ds).is_some_and(|s| s.matches(labels))
+                ds.metadata.namespace.as_deref() == Some(namespace)
+                    && selector(ds).is_some_and(|s| s.matches(labels))
             })
         }
     }
@@ -176,7 +191,12 @@ fn owners_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, 
 
 /// Upstream's pod handlers: creations and deletions observed for expectations, the owner (old
 /// and new) queued, orphans offered to the DaemonSets that select them.
-fn on_pod_change(change: &Change<'_, Pod>, store: &Store<DaemonSet>, queue: &Queue<DaemonSet>, expectations: &Expectations) {
+fn on_pod_change(
+    change: &Change<'_, Pod>,
+    store: &Store<DaemonSet>,
+    queue: &Queue<DaemonSet>,
+    expectations: &Expectations,
+) {
     let deleted = |pod: &Pod| {
         if pods::controller_of(&pod.metadata).is_none() {
             return;
@@ -200,14 +220,18 @@ fn on_pod_change(change: &Change<'_, Pod>, store: &Store<DaemonSet>, queue: &Que
                 queue.add(ObjectRef::from_obj(&*ds));
             }
         }
-        Change::Applied { old: Some(old), new } => {
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => {
             if old.metadata.resource_version == new.metadata.resource_version {
                 return;
             }
             if new.metadata.deletion_timestamp.is_some() {
                 deleted(new);
             }
-            let changed_owner = pods::controller_of(&old.metadata) != pods::controller_of(&new.metadata);
+            let changed_owner =
+                pods::controller_of(&old.metadata) != pods::controller_of(&new.metadata);
             if changed_owner || old.metadata.labels != new.metadata.labels {
                 for ds in owners_of(&old.metadata, store) {
                     queue.add(ObjectRef::from_obj(&*ds));
@@ -232,8 +256,12 @@ fn sets_for_node_change(change: &Change<'_, Node>, sets: &[Arc<DaemonSet>]) -> V
             let t = template(ds);
             match change {
                 Change::Applied { old: None, new } => eligibility::should_run(t.as_ref(), new).0,
-                Change::Applied { old: Some(old), new } => {
-                    eligibility::should_run(t.as_ref(), old) != eligibility::should_run(t.as_ref(), new)
+                Change::Applied {
+                    old: Some(old),
+                    new,
+                } => {
+                    eligibility::should_run(t.as_ref(), old)
+                        != eligibility::should_run(t.as_ref(), new)
                 }
                 Change::Deleted(node) => eligibility::should_run(t.as_ref(), node).1,
             }
@@ -245,7 +273,11 @@ fn sets_for_node_change(change: &Change<'_, Node>, sets: &[Arc<DaemonSet>]) -> V
 /// The template daemon pods are made from (upstream's `CreatePodTemplate`): the daemon
 /// tolerations and the generation and hash labels.
 fn daemon_template(ds: &DaemonSet, hash: &str) -> PodTemplateSpec {
-    let mut template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let mut template = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     eligibility::add_daemon_tolerations(template.spec.get_or_insert_with(Default::default));
     let labels = template
         .metadata
@@ -296,7 +328,13 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action, 
     let owned_refs: Vec<&Pod> = owned.iter().collect();
     let nodes = ctx.nodes.state();
     let node_refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
-    let view = View { ds: &ds, nodes: &node_refs, pods: &owned_refs, hash: &hash, now: pods::now() };
+    let view = View {
+        ds: &ds,
+        nodes: &node_refs,
+        pods: &owned_refs,
+        hash: &hash,
+        now: pods::now(),
+    };
 
     if !ctx.expectations.satisfied(&key) {
         update_status(&ctx, &ds, plan::status(&view, false)).await?;
@@ -335,7 +373,9 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action, 
 /// stopped matching.
 async fn claim_pods(ctx: &Context, ds: &DaemonSet, selector: &Selector) -> Result<Vec<Pod>, Error> {
     let namespace = ds.metadata.namespace.clone().unwrap_or_default();
-    let candidates = ctx.pods.state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
+    let candidates = ctx
+        .pods
+        .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&Pod> = candidates.iter().map(|p| &**p).collect();
     let claims = pods::claim(&ds.metadata, selector, &candidates);
     let mut owned: Vec<Pod> = claims.owned.iter().map(|p| (*p).clone()).collect();
@@ -344,14 +384,25 @@ async fn claim_pods(ctx: &Context, ds: &DaemonSet, selector: &Selector) -> Resul
     if !claims.adopt.is_empty() && pods::can_adopt(&ctx.client, ds).await? {
         for pod in claims.adopt {
             let patch = pods::adopt_patch(&reference, pod.metadata.uid.as_deref());
-            if pods::patch_ownership(&pod_api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await? {
+            if pods::patch_ownership(
+                &pod_api,
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                patch,
+            )
+            .await?
+            {
                 owned.push(pod.clone());
             }
         }
     }
     for pod in claims.release {
         let patch = pods::release_patch(ds.metadata.uid.as_deref(), pod.metadata.uid.as_deref());
-        pods::patch_ownership(&pod_api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await?;
+        pods::patch_ownership(
+            &pod_api,
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            patch,
+        )
+        .await?;
     }
     Ok(owned)
 }
@@ -365,7 +416,9 @@ async fn construct_history(
 ) -> Result<(ControllerRevision, Vec<ControllerRevision>), Error> {
     let namespace = ds.metadata.namespace.clone().unwrap_or_default();
     let revision_api: Api<ControllerRevision> = api(ctx, &namespace);
-    let candidates = ctx.revisions.state_filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()));
+    let candidates = ctx
+        .revisions
+        .state_filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&ControllerRevision> = candidates.iter().map(|r| &**r).collect();
     let claims = pods::claim(&ds.metadata, selector, &candidates);
     let mut owned: Vec<ControllerRevision> = claims.owned.iter().map(|r| (*r).clone()).collect();
@@ -373,19 +426,36 @@ async fn construct_history(
     if !claims.adopt.is_empty() && pods::can_adopt(&ctx.client, ds).await? {
         for revision in claims.adopt {
             let patch = pods::adopt_patch(&reference, revision.metadata.uid.as_deref());
-            if pods::patch_ownership(&revision_api, revision.metadata.name.as_deref().unwrap_or_default(), patch).await? {
+            if pods::patch_ownership(
+                &revision_api,
+                revision.metadata.name.as_deref().unwrap_or_default(),
+                patch,
+            )
+            .await?
+            {
                 owned.push(revision.clone());
             }
         }
     }
     for revision in claims.release {
-        let patch = pods::release_patch(ds.metadata.uid.as_deref(), revision.metadata.uid.as_deref());
-        pods::patch_ownership(&revision_api, revision.metadata.name.as_deref().unwrap_or_default(), patch).await?;
+        let patch =
+            pods::release_patch(ds.metadata.uid.as_deref(), revision.metadata.uid.as_deref());
+        pods::patch_ownership(
+            &revision_api,
+            revision.metadata.name.as_deref().unwrap_or_default(),
+            patch,
+        )
+        .await?;
     }
-    let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     let data = history::template_patch(&template);
-    let (current, old): (Vec<ControllerRevision>, Vec<ControllerRevision>) =
-        owned.into_iter().partition(|r| r.data.as_ref().map(|d| &d.0) == Some(&data));
+    let (current, old): (Vec<ControllerRevision>, Vec<ControllerRevision>) = owned
+        .into_iter()
+        .partition(|r| r.data.as_ref().map(|d| &d.0) == Some(&data));
     let old_refs: Vec<&ControllerRevision> = old.iter().collect();
     let next = history::next_revision(&old_refs);
     let current = if current.is_empty() {
@@ -395,7 +465,11 @@ async fn construct_history(
         if keep.revision < next {
             let name = keep.metadata.name.clone().unwrap_or_default();
             keep = revision_api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"revision": next})))
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"revision": next})),
+                )
                 .await?;
         }
         keep
@@ -405,7 +479,11 @@ async fn construct_history(
 
 /// Keeps the newest of several revisions equal to the template, moving pods onto its hash and
 /// deleting the others (upstream's `dedupCurHistories`).
-async fn dedup(ctx: &Context, ds: &DaemonSet, mut current: Vec<ControllerRevision>) -> Result<ControllerRevision, Error> {
+async fn dedup(
+    ctx: &Context,
+    ds: &DaemonSet,
+    mut current: Vec<ControllerRevision>,
+) -> Result<ControllerRevision, Error> {
     current.sort_by(history::by_revision);
     let Some(keep) = current.pop() else {
         return Err(Error::Invalid("no current revision".into()));
@@ -414,19 +492,29 @@ async fn dedup(ctx: &Context, ds: &DaemonSet, mut current: Vec<ControllerRevisio
         return Ok(keep);
     }
     let namespace = ds.metadata.namespace.clone().unwrap_or_default();
-    let keep_hash = keep.metadata.labels.as_ref().and_then(|l| l.get(HASH_LABEL)).cloned().unwrap_or_default();
+    let keep_hash = keep
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(HASH_LABEL))
+        .cloned()
+        .unwrap_or_default();
     let pod_api: Api<Pod> = api(ctx, &namespace);
     let uid = ds.metadata.uid.clone().unwrap_or_default();
     let daemon_pods = ctx.pods.state_filter(|p| {
         p.metadata.namespace.as_deref() == Some(namespace.as_str())
             && pods::controller_of(&p.metadata).is_some_and(|r| r.uid == uid)
     });
-    for pod in daemon_pods.iter().filter(|p| {
-        p.metadata.labels.as_ref().and_then(|l| l.get(HASH_LABEL)) != Some(&keep_hash)
-    }) {
+    for pod in daemon_pods
+        .iter()
+        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(HASH_LABEL)) != Some(&keep_hash))
+    {
         let patch = json!({"metadata": {"labels": {HASH_LABEL: keep_hash}}});
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        match pod_api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        match pod_api
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
             Ok(_) => {}
             Err(error) if runtime::is_not_found(&error) => {}
             Err(error) => return Err(error.into()),
@@ -469,15 +557,23 @@ async fn snapshot(
                 return Ok(existing);
             }
             let set_api: Api<DaemonSet> = api(ctx, &namespace);
-            let mut fresh = set_api.get(ds.metadata.name.as_deref().unwrap_or_default()).await?;
+            let mut fresh = set_api
+                .get(ds.metadata.name.as_deref().unwrap_or_default())
+                .await?;
             let status = fresh.status.get_or_insert_with(DaemonSetStatus::default);
             let count = status.collision_count.unwrap_or(0) + 1;
             status.collision_count = Some(count);
             set_api
-                .replace_status(fresh.metadata.name.as_deref().unwrap_or_default(), &PostParams::default(), &fresh)
+                .replace_status(
+                    fresh.metadata.name.as_deref().unwrap_or_default(),
+                    &PostParams::default(),
+                    &fresh,
+                )
                 .await?;
             tracing::info!(daemonset = %pods::key(&ds.metadata), count, "hash collision; bumped collisionCount");
-            Err(Error::Invalid(format!("hash collision for revision {name}")))
+            Err(Error::Invalid(format!(
+                "hash collision for revision {name}"
+            )))
         }
         Err(error) => Err(error.into()),
     }
@@ -485,11 +581,26 @@ async fn snapshot(
 
 /// Deletes the oldest revisions no pod runs beyond `revisionHistoryLimit` (upstream's
 /// `cleanupHistory`).
-async fn cleanup_history(ctx: &Context, ds: &DaemonSet, old: &[ControllerRevision], owned: &[&Pod]) -> Result<(), Error> {
-    let limit = ds.spec.as_ref().and_then(|s| s.revision_history_limit).unwrap_or(10);
+async fn cleanup_history(
+    ctx: &Context,
+    ds: &DaemonSet,
+    old: &[ControllerRevision],
+    owned: &[&Pod],
+) -> Result<(), Error> {
+    let limit = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.revision_history_limit)
+        .unwrap_or(10);
     let live_hashes: BTreeSet<&str> = owned
         .iter()
-        .filter_map(|p| p.metadata.labels.as_ref()?.get(HASH_LABEL).map(String::as_str))
+        .filter_map(|p| {
+            p.metadata
+                .labels
+                .as_ref()?
+                .get(HASH_LABEL)
+                .map(String::as_str)
+        })
         .collect();
     let live: BTreeSet<String> = old
         .iter()
@@ -504,7 +615,8 @@ async fn cleanup_history(ctx: &Context, ds: &DaemonSet, old: &[ControllerRevisio
         .collect();
     let mut sorted: Vec<&ControllerRevision> = old.iter().collect();
     sorted.sort_by(|a, b| history::by_revision(a, b));
-    let revision_api: Api<ControllerRevision> = api(ctx, ds.metadata.namespace.as_deref().unwrap_or_default());
+    let revision_api: Api<ControllerRevision> =
+        api(ctx, ds.metadata.namespace.as_deref().unwrap_or_default());
     for name in history::to_prune(&sorted, &live, old.len(), limit) {
         match revision_api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -518,7 +630,13 @@ async fn cleanup_history(ctx: &Context, ds: &DaemonSet, old: &[ControllerRevisio
 /// Carries out a plan (upstream's `syncNodes`): failed pods are deleted unless their node is in
 /// backoff; creations in slow-start batches, each pod pinned to its node; deletions at once;
 /// all under expectations.
-async fn sync_nodes(ctx: &Context, ds: &DaemonSet, plan: Plan, hash: &str, requeue: &mut Option<Duration>) -> Result<(), Error> {
+async fn sync_nodes(
+    ctx: &Context,
+    ds: &DaemonSet,
+    plan: Plan,
+    hash: &str,
+    requeue: &mut Option<Duration>,
+) -> Result<(), Error> {
     if plan.is_empty() {
         return Ok(());
     }
@@ -539,14 +657,19 @@ async fn sync_nodes(ctx: &Context, ds: &DaemonSet, plan: Plan, hash: &str, reque
             owner_ref.clone(),
             EventType::Warning,
             "FailedDaemonPod",
-            format!("Found failed daemon pod {namespace}/{pod} on node {node}, will try to kill it"),
+            format!(
+                "Found failed daemon pod {namespace}/{pod} on node {node}, will try to kill it"
+            ),
         );
         delete.push(pod);
     }
     let create_on: Vec<String> = plan.create_on.into_iter().take(BURST_REPLICAS).collect();
     delete.truncate(BURST_REPLICAS);
-    ctx.expectations
-        .expect(&key, create_on.len(), delete.iter().map(|p| format!("{namespace}/{p}")));
+    ctx.expectations.expect(
+        &key,
+        create_on.len(),
+        delete.iter().map(|p| format!("{namespace}/{p}")),
+    );
     let pod_api: Api<Pod> = api(ctx, &namespace);
     let template = daemon_template(ds, hash);
     let reference = pods::controller_ref("apps/v1", "DaemonSet", &ds.metadata);
@@ -554,14 +677,22 @@ async fn sync_nodes(ctx: &Context, ds: &DaemonSet, plan: Plan, hash: &str, reque
     let (created, create_result) = pods::slow_start(create_on.len(), |i| {
         let mut pod = pods::pod_from_template(&template, &namespace, &name, reference.clone());
         if let Some(spec) = pod.spec.as_mut() {
-            spec.affinity = Some(eligibility::pin_to_node(spec.affinity.take(), &create_on[i]));
+            spec.affinity = Some(eligibility::pin_to_node(
+                spec.affinity.take(),
+                &create_on[i],
+            ));
         }
         let (api, recorder, owner_ref) = (pod_api.clone(), ctx.recorder.clone(), owner_ref.clone());
         async move {
             match api.create(&PostParams::default(), &pod).await {
                 Ok(made) => {
                     let made = made.metadata.name.unwrap_or_default();
-                    recorder.record(owner_ref, EventType::Normal, "SuccessfulCreate", format!("Created pod: {made}"));
+                    recorder.record(
+                        owner_ref,
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        format!("Created pod: {made}"),
+                    );
                     Ok(())
                 }
                 Err(error) => {
@@ -569,7 +700,12 @@ async fn sync_nodes(ctx: &Context, ds: &DaemonSet, plan: Plan, hash: &str, reque
                         if s.code == 403 && s.message.contains("being terminated"));
                     if !terminating {
                         let message = pods::error_message(&error);
-                        recorder.record(owner_ref, EventType::Warning, "FailedCreate", format!("Error creating: {message}"));
+                        recorder.record(
+                            owner_ref,
+                            EventType::Warning,
+                            "FailedCreate",
+                            format!("Error creating: {message}"),
+                        );
                     }
                     Err(error)
                 }
@@ -587,7 +723,12 @@ async fn sync_nodes(ctx: &Context, ds: &DaemonSet, plan: Plan, hash: &str, reque
         async move {
             match api.delete(pod, &DeleteParams::default()).await {
                 Ok(_) => {
-                    recorder.record(owner_ref, EventType::Normal, "SuccessfulDelete", format!("Deleted pod: {pod}"));
+                    recorder.record(
+                        owner_ref,
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        format!("Deleted pod: {pod}"),
+                    );
                     Ok(())
                 }
                 Err(error) => {
@@ -596,7 +737,12 @@ async fn sync_nodes(ctx: &Context, ds: &DaemonSet, plan: Plan, hash: &str, reque
                         return Ok(());
                     }
                     let message = pods::error_message(&error);
-                    recorder.record(owner_ref, EventType::Warning, "FailedDelete", format!("Error deleting: {message}"));
+                    recorder.record(
+                        owner_ref,
+                        EventType::Warning,
+                        "FailedDelete",
+                        format!("Error deleting: {message}"),
+                    );
                     Err(error)
                 }
             }
@@ -623,7 +769,11 @@ fn normalized(mut status: DaemonSetStatus) -> DaemonSetStatus {
 }
 
 /// Writes the status when it changed.
-async fn update_status(ctx: &Context, ds: &DaemonSet, status: DaemonSetStatus) -> Result<(), Error> {
+async fn update_status(
+    ctx: &Context,
+    ds: &DaemonSet,
+    status: DaemonSetStatus,
+) -> Result<(), Error> {
     let status = normalized(status);
     if Some(&status) == ds.status.clone().map(normalized).as_ref() {
         return Ok(());
@@ -632,7 +782,11 @@ async fn update_status(ctx: &Context, ds: &DaemonSet, status: DaemonSetStatus) -
     object.status = Some(status);
     let set_api: Api<DaemonSet> = api(ctx, ds.metadata.namespace.as_deref().unwrap_or_default());
     match set_api
-        .replace_status(ds.metadata.name.as_deref().unwrap_or_default(), &PostParams::default(), &object)
+        .replace_status(
+            ds.metadata.name.as_deref().unwrap_or_default(),
+            &PostParams::default(),
+            &object,
+        )
         .await
     {
         Ok(_) => Ok(()),
@@ -659,7 +813,8 @@ mod tests {
     }
 
     fn node(labels: serde_json::Value) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}})).unwrap_or_else(|e| panic!("{e}"))
+        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}}))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn names(v: Vec<Arc<DaemonSet>>) -> Vec<String> {
@@ -671,13 +826,25 @@ mod tests {
         let sets = [ds("gpu", json!({"gpu": "yes"})), ds("all", json!({}))];
         let plain = node(json!({}));
         let gpu = node(json!({"gpu": "yes"}));
-        let added = Change::Applied { old: None, new: &plain };
+        let added = Change::Applied {
+            old: None,
+            new: &plain,
+        };
         assert_eq!(names(sets_for_node_change(&added, &sets)), ["all"]);
-        let labeled = Change::Applied { old: Some(Arc::new(plain.clone())), new: &gpu };
+        let labeled = Change::Applied {
+            old: Some(Arc::new(plain.clone())),
+            new: &gpu,
+        };
         assert_eq!(names(sets_for_node_change(&labeled, &sets)), ["gpu"]);
-        let same = Change::Applied { old: Some(Arc::new(gpu.clone())), new: &gpu };
+        let same = Change::Applied {
+            old: Some(Arc::new(gpu.clone())),
+            new: &gpu,
+        };
         assert!(sets_for_node_change(&same, &sets).is_empty());
-        assert_eq!(names(sets_for_node_change(&Change::Deleted(&gpu), &sets)), ["gpu", "all"]);
+        assert_eq!(
+            names(sets_for_node_change(&Change::Deleted(&gpu), &sets)),
+            ["gpu", "all"]
+        );
     }
 
     #[test]
@@ -709,8 +876,15 @@ mod tests {
         assert_eq!(b.in_backoff("k", t0), Some(Duration::from_secs(1)));
         assert_eq!(b.in_backoff("k", t0 + Duration::from_secs(2)), None);
         b.next("k", t0 + Duration::from_secs(2));
-        assert_eq!(b.in_backoff("k", t0 + Duration::from_secs(3)), Some(Duration::from_secs(2)));
+        assert_eq!(
+            b.in_backoff("k", t0 + Duration::from_secs(3)),
+            Some(Duration::from_secs(2))
+        );
         b.next("k", t0 + Duration::from_secs(3600));
-        assert_eq!(b.in_backoff("k", t0 + Duration::from_secs(3600)), Some(Duration::from_secs(1)), "starts over");
+        assert_eq!(
+            b.in_backoff("k", t0 + Duration::from_secs(3600)),
+            Some(Duration::from_secs(1)),
+            "starts over"
+        );
     }
 }

@@ -80,7 +80,8 @@ pub fn template_generation(ds: &DaemonSet) -> Option<i64> {
 pub fn is_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    let template_matches = generation.is_some_and(|g| label(GENERATION_LABEL) == Some(g.to_string().as_str()));
+    let template_matches =
+        generation.is_some_and(|g| label(GENERATION_LABEL) == Some(g.to_string().as_str()));
     let hash_matches = !hash.is_empty() && label(HASH_LABEL) == Some(hash);
     hash_matches || template_matches
 }
@@ -95,7 +96,11 @@ pub fn surge_count(ds: &DaemonSet, n: i32) -> Result<i32, String> {
     if !is_rolling(ds) {
         return Ok(0);
     }
-    let rolling = spec(ds).update_strategy.clone().unwrap_or_default().rolling_update;
+    let rolling = spec(ds)
+        .update_strategy
+        .clone()
+        .unwrap_or_default()
+        .rolling_update;
     match rolling.and_then(|r| r.max_surge) {
         Some(value) => scaled_value(&value, n, true),
         None => Ok(0),
@@ -108,7 +113,11 @@ pub fn unavailable_count(ds: &DaemonSet, n: i32) -> Result<i32, String> {
     if !is_rolling(ds) {
         return Ok(0);
     }
-    let rolling = spec(ds).update_strategy.clone().unwrap_or_default().rolling_update;
+    let rolling = spec(ds)
+        .update_strategy
+        .clone()
+        .unwrap_or_default()
+        .rolling_update;
     match rolling {
         None => Ok(0),
         Some(r) => scaled_value(&r.max_unavailable.unwrap_or(IntOrString::Int(1)), n, true),
@@ -127,7 +136,12 @@ fn phase(pod: &Pod) -> Option<&str> {
 /// Scheduled pods first, then the oldest, then by name (upstream's
 /// `podByCreationTimestampAndPhase`).
 pub fn by_creation(a: &Pod, b: &Pod) -> Ordering {
-    let scheduled = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let scheduled = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+    };
     let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
     scheduled(b)
         .cmp(&scheduled(a))
@@ -137,7 +151,10 @@ pub fn by_creation(a: &Pod, b: &Pod) -> Ordering {
 
 /// The pods by the node they are bound or pinned to (upstream's `getNodesToDaemonPods`);
 /// pods both terminal and being deleted are left out unless asked for.
-pub fn nodes_to_pods<'a>(pods: &[&'a Pod], include_deleted_terminal: bool) -> BTreeMap<String, Vec<&'a Pod>> {
+pub fn nodes_to_pods<'a>(
+    pods: &[&'a Pod],
+    include_deleted_terminal: bool,
+) -> BTreeMap<String, Vec<&'a Pod>> {
     let mut map: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     for pod in pods.iter().copied() {
         let terminal = matches!(phase(pod), Some("Succeeded" | "Failed"));
@@ -157,7 +174,12 @@ fn name(pod: &Pod) -> String {
 }
 
 /// What to do on one node (upstream's `podsShouldBeOnNode`).
-pub fn pods_should_be_on_node(view: &View<'_>, node: &Node, by_node: &BTreeMap<String, Vec<&Pod>>, plan: &mut Plan) {
+pub fn pods_should_be_on_node(
+    view: &View<'_>,
+    node: &Node,
+    by_node: &BTreeMap<String, Vec<&Pod>>,
+    plan: &mut Plan,
+) {
     let ds = view.ds;
     let template = spec(ds).template.spec.clone();
     let (should_run, should_continue) = eligibility::should_run(template.as_ref(), node);
@@ -178,7 +200,11 @@ pub fn pods_should_be_on_node(view: &View<'_>, node: &Node, by_node: &BTreeMap<S
         return;
     }
     let mut running: Vec<&Pod> = Vec::new();
-    for pod in pods_here.iter().copied().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+    for pod in pods_here
+        .iter()
+        .copied()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
         match phase(pod) {
             Some("Failed") => plan.failed.push((name(pod), node_name.clone())),
             Some("Succeeded") => plan.delete.push(name(pod)),
@@ -203,8 +229,18 @@ pub fn pods_should_be_on_node(view: &View<'_>, node: &Node, by_node: &BTreeMap<S
     // not ready or the new one is available.
     let (mut oldest_new, mut oldest_old): (Option<&Pod>, Option<&Pod>) = (None, None);
     for pod in running {
-        let is_new = pod.metadata.labels.as_ref().and_then(|l| l.get(HASH_LABEL)).map(String::as_str) == Some(view.hash);
-        let slot = if is_new { &mut oldest_new } else { &mut oldest_old };
+        let is_new = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(HASH_LABEL))
+            .map(String::as_str)
+            == Some(view.hash);
+        let slot = if is_new {
+            &mut oldest_new
+        } else {
+            &mut oldest_old
+        };
         if slot.is_none() {
             *slot = Some(pod);
         } else {
@@ -226,13 +262,21 @@ pub fn manage(view: &View<'_>) -> Plan {
     for node in view.nodes {
         pods_should_be_on_node(view, node, &by_node, &mut plan);
     }
-    let known: BTreeSet<&str> = view.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+    let known: BTreeSet<&str> = view
+        .nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
     for (node, pods_there) in &by_node {
         if known.contains(node.as_str()) {
             continue;
         }
         for pod in pods_there {
-            let unscheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+            let unscheduled = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty);
             if unscheduled && !plan.delete.contains(&name(pod)) {
                 plan.delete.push(name(pod));
             }
@@ -243,10 +287,22 @@ pub fn manage(view: &View<'_>) -> Plan {
 
 /// The new and the old pod on a node, or `None` when there are more than one of either
 /// (upstream's `findUpdatedPodsOnNode`).
-fn updated_on_node<'a>(pods_here: &[&'a Pod], hash: &str, generation: Option<i64>) -> Option<(Option<&'a Pod>, Option<&'a Pod>)> {
+fn updated_on_node<'a>(
+    pods_here: &[&'a Pod],
+    hash: &str,
+    generation: Option<i64>,
+) -> Option<(Option<&'a Pod>, Option<&'a Pod>)> {
     let (mut new, mut old) = (None, None);
-    for pod in pods_here.iter().copied().filter(|p| p.metadata.deletion_timestamp.is_none()) {
-        let slot = if is_updated(pod, hash, generation) { &mut new } else { &mut old };
+    for pod in pods_here
+        .iter()
+        .copied()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let slot = if is_updated(pod, hash, generation) {
+            &mut new
+        } else {
+            &mut old
+        };
         if slot.is_some() {
             return None;
         }
@@ -361,7 +417,8 @@ pub fn rolling_update(view: &View<'_>) -> Result<Plan, String> {
     }
     let room = (max_surge - surging).clamp(0, candidate_nodes.len() as i32) as usize;
     plan.create_on = allowed_nodes;
-    plan.create_on.extend(candidate_nodes.into_iter().take(room));
+    plan.create_on
+        .extend(candidate_nodes.into_iter().take(room));
     if !off_node_pods.is_empty() {
         let unavailable = desired - available_count;
         let room = (max_unavailable - unavailable).clamp(0, off_node_pods.len() as i32) as usize;
@@ -378,7 +435,8 @@ pub fn status(view: &View<'_>, observed: bool) -> DaemonSetStatus {
     let by_node = nodes_to_pods(view.pods, false);
     let generation = template_generation(ds);
     let mut status = ds.status.clone().unwrap_or_default();
-    let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) = (0, 0, 0, 0, 0, 0);
+    let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
+        (0, 0, 0, 0, 0, 0);
     for node in view.nodes {
         let (should_run, _) = eligibility::should_run(template.as_ref(), node);
         let mut here: Vec<&Pod> = node
@@ -462,7 +520,8 @@ mod tests {
             "succeeded" => ("Succeeded", None),
             _ => ("Pending", None),
         };
-        let conditions = ready_at.map(|t| json!([{"type": "Ready", "status": "True", "lastTransitionTime": time(t)}]));
+        let conditions = ready_at
+            .map(|t| json!([{"type": "Ready", "status": "True", "lastTransitionTime": time(t)}]));
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns", "uid": name,
                          "labels": {"app": "d", HASH_LABEL: hash},
@@ -475,11 +534,24 @@ mod tests {
     }
 
     fn workers(n: usize) -> Vec<Node> {
-        (1..=n).map(|i| node(&format!("n{i}"), json!({"role": "worker"}))).collect()
+        (1..=n)
+            .map(|i| node(&format!("n{i}"), json!({"role": "worker"})))
+            .collect()
     }
 
-    fn view<'a>(ds: &'a DaemonSet, nodes: &'a [&'a Node], pods: &'a [&'a Pod], now: i64) -> View<'a> {
-        View { ds, nodes, pods, hash: "new", now: at(now) }
+    fn view<'a>(
+        ds: &'a DaemonSet,
+        nodes: &'a [&'a Node],
+        pods: &'a [&'a Pod],
+        now: i64,
+    ) -> View<'a> {
+        View {
+            ds,
+            nodes,
+            pods,
+            hash: "new",
+            now: at(now),
+        }
     }
 
     fn refs<T>(v: &[T]) -> Vec<&T> {
@@ -493,12 +565,12 @@ mod tests {
         nodes.push(node("edge", json!({"role": "edge"})));
         let pods = [
             pod("a", "n1", "new", 0, "ready"),
-            pod("b", "n1", "new", 5, "ready"),       // a second pod on n1: the younger goes
-            pod("c", "n2", "new", 0, "failed"),      // failed: deleted under backoff
-            pod("d", "n3", "new", 0, "succeeded"),   // succeeded: deleted
-            pod("e", "edge", "new", 0, "ready"),     // not eligible any more
-            pod("f", "n4", "new", 0, "deleting"),    // on its way out: n4 waits
-            pod("g", "", "new", 0, "pending"),       // no node at all: ignored
+            pod("b", "n1", "new", 5, "ready"), // a second pod on n1: the younger goes
+            pod("c", "n2", "new", 0, "failed"), // failed: deleted under backoff
+            pod("d", "n3", "new", 0, "succeeded"), // succeeded: deleted
+            pod("e", "edge", "new", 0, "ready"), // not eligible any more
+            pod("f", "n4", "new", 0, "deleting"), // on its way out: n4 waits
+            pod("g", "", "new", 0, "pending"), // no node at all: ignored
         ];
         let mut gone = pod("h", "", "new", 0, "pending");
         if let Some(spec) = gone.spec.as_mut() {
@@ -508,7 +580,11 @@ mod tests {
         all.push(&gone);
         let nodes = refs(&nodes);
         let plan = manage(&view(&d, &nodes, &all, 200));
-        assert_eq!(plan.create_on, Vec::<String>::new(), "every worker has a pod (n2, n3 get theirs next sync)");
+        assert_eq!(
+            plan.create_on,
+            Vec::<String>::new(),
+            "every worker has a pod (n2, n3 get theirs next sync)"
+        );
         assert_eq!(plan.delete, ["b", "d", "e", "h"]);
         assert_eq!(plan.failed, [("c".to_owned(), "n2".to_owned())]);
 
@@ -519,20 +595,50 @@ mod tests {
 
     #[test]
     fn surge_keeps_old_and_new_until_the_new_one_is_available() {
-        let d = ds(json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}));
+        let d = ds(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}),
+        );
         let nodes = workers(3);
         let nodes = refs(&nodes);
         fn check(d: &DaemonSet, nodes: &[&Node], pods: &[Pod], expected: &[&str]) {
             let all = refs(pods);
             assert_eq!(manage(&view(d, nodes, &all, 200)).delete, expected);
         }
-        check(&d, &nodes, &[pod("o1", "n1", "old", 0, "ready"), pod("x1", "n1", "new", 10, "pending")], &[]);
-        check(&d, &nodes, &[pod("o1", "n1", "old", 0, "ready"), pod("x1", "n1", "new", 10, "ready")], &["o1"]);
-        check(&d, &nodes, &[pod("o1", "n1", "old", 0, "pending"), pod("x1", "n1", "new", 10, "pending")], &["o1"]);
         check(
             &d,
             &nodes,
-            &[pod("o1", "n1", "old", 0, "ready"), pod("o2", "n1", "old", 5, "ready"), pod("x1", "n1", "new", 10, "pending")],
+            &[
+                pod("o1", "n1", "old", 0, "ready"),
+                pod("x1", "n1", "new", 10, "pending"),
+            ],
+            &[],
+        );
+        check(
+            &d,
+            &nodes,
+            &[
+                pod("o1", "n1", "old", 0, "ready"),
+                pod("x1", "n1", "new", 10, "ready"),
+            ],
+            &["o1"],
+        );
+        check(
+            &d,
+            &nodes,
+            &[
+                pod("o1", "n1", "old", 0, "pending"),
+                pod("x1", "n1", "new", 10, "pending"),
+            ],
+            &["o1"],
+        );
+        check(
+            &d,
+            &nodes,
+            &[
+                pod("o1", "n1", "old", 0, "ready"),
+                pod("o2", "n1", "old", 5, "ready"),
+                pod("x1", "n1", "new", 10, "pending"),
+            ],
             &["o2"],
         );
     }
@@ -545,7 +651,10 @@ mod tests {
             let all = refs(pods);
             assert_eq!(rolling_update(&view(d, nodes, &all, 200)), Ok(expected));
         }
-        let deletes = |names: &[&str]| Plan { delete: names.iter().map(|s| s.to_string()).collect(), ..Plan::default() };
+        let deletes = |names: &[&str]| Plan {
+            delete: names.iter().map(|s| s.to_string()).collect(),
+            ..Plan::default()
+        };
         let one = ds(json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}));
         let all_old = [
             pod("o1", "n1", "old", 0, "ready"),
@@ -572,7 +681,9 @@ mod tests {
     fn rolling_update_with_surge_creates_within_max_surge() {
         let nodes = workers(4);
         let nodes = refs(&nodes);
-        let d = ds(json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "25%"}}));
+        let d = ds(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "25%"}}),
+        );
         let pods = [
             pod("o1", "n1", "old", 0, "ready"),
             pod("o2", "n2", "old", 0, "pending"),
@@ -581,7 +692,11 @@ mod tests {
         ];
         let all = refs(&pods);
         let plan = rolling_update(&view(&d, &nodes, &all, 200)).unwrap_or_default();
-        assert_eq!(plan.create_on, ["n2", "n1"], "the unavailable node at once, plus maxSurge (1) candidates");
+        assert_eq!(
+            plan.create_on,
+            ["n2", "n1"],
+            "the unavailable node at once, plus maxSurge (1) candidates"
+        );
         assert!(plan.delete.is_empty());
 
         let pods = [
@@ -591,12 +706,18 @@ mod tests {
             pod("x3", "n3", "new", 10, "ready"),
         ];
         let all = refs(&pods);
-        let mut d = ds(json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}));
+        let mut d = ds(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}),
+        );
         if let Some(spec) = d.spec.as_mut() {
             spec.min_ready_seconds = Some(150);
         }
         let plan = rolling_update(&view(&d, &nodes, &all, 200)).unwrap_or_default();
-        assert_eq!(plan.delete, ["o3"], "n3's new pod is available, n1's is not");
+        assert_eq!(
+            plan.delete,
+            ["o3"],
+            "n3's new pod is available, n1's is not"
+        );
         assert!(plan.create_on.is_empty(), "n1 is surging, so no room");
     }
 
@@ -619,12 +740,27 @@ mod tests {
         let all = refs(&pods);
         let s = status(&view(&d, &nodes, &all, 200), true);
         assert_eq!(
-            (s.desired_number_scheduled, s.current_number_scheduled, s.number_misscheduled, s.number_ready),
+            (
+                s.desired_number_scheduled,
+                s.current_number_scheduled,
+                s.number_misscheduled,
+                s.number_ready
+            ),
             (4, 3, 1, 2)
         );
-        assert_eq!((s.number_available, s.number_unavailable, s.updated_number_scheduled), (Some(1), Some(3), Some(2)));
+        assert_eq!(
+            (
+                s.number_available,
+                s.number_unavailable,
+                s.updated_number_scheduled
+            ),
+            (Some(1), Some(3), Some(2))
+        );
         assert_eq!(s.observed_generation, Some(2));
-        assert_eq!(status(&view(&d, &nodes, &all, 200), false).observed_generation, None);
+        assert_eq!(
+            status(&view(&d, &nodes, &all, 200), false).observed_generation,
+            None
+        );
     }
 
     #[test]

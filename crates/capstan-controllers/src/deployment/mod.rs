@@ -200,7 +200,9 @@ pub(crate) fn selects_all(d: &Deployment) -> bool {
             .is_none_or(Vec::is_empty)
 }
 
-fn labels(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &BTreeMap<String, String> {
+fn labels(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> &BTreeMap<String, String> {
     crate::pods::labels_of(meta)
 }
 
@@ -409,7 +411,11 @@ pub fn start(
     crate::runtime::run_controller(
         "deployment",
         deployments.store(),
-        crate::runtime::all_synced(vec![deployments.synced(), replica_sets.synced(), pods.synced()]),
+        crate::runtime::all_synced(vec![
+            deployments.synced(),
+            replica_sets.synced(),
+            pods.synced(),
+        ]),
         rx,
         concurrency,
         ctx,

@@ -45,7 +45,9 @@ impl Record {
 
     /// How long pod creation must still wait at `now` (upstream's `getRemainingTime`).
     pub fn remaining(&self, now: Timestamp) -> Duration {
-        let Some(last) = self.last_failure else { return Duration::ZERO };
+        let Some(last) = self.last_failure else {
+            return Duration::ZERO;
+        };
         if self.failures_after_last_success == 0 {
             return Duration::ZERO;
         }
@@ -68,11 +70,21 @@ impl Record {
 /// its creation.
 pub fn finished_at(pod: &Pod) -> Timestamp {
     let status = pod.status.as_ref();
-    let containers = status.and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+    let containers = status
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
     if !containers.is_empty() {
         let ends: Option<Vec<Timestamp>> = containers
             .iter()
-            .map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref().map(|t| t.0))
+            .map(|c| {
+                c.state
+                    .as_ref()?
+                    .terminated
+                    .as_ref()?
+                    .finished_at
+                    .as_ref()
+                    .map(|t| t.0)
+            })
             .collect();
         if let Some(last) = ends.and_then(|e| e.into_iter().max()) {
             return last;
@@ -120,8 +132,15 @@ mod tests {
     #[test]
     fn delay_doubles_and_is_capped() {
         let check = |failures: u32, last: i64, now: i64, want: u64| {
-            let record = Record { failures_after_last_success: failures, last_failure: Some(at(last)) };
-            assert_eq!(record.remaining(at(now)), Duration::from_secs(want), "{failures} failures");
+            let record = Record {
+                failures_after_last_success: failures,
+                last_failure: Some(at(last)),
+            };
+            assert_eq!(
+                record.remaining(at(now)),
+                Duration::from_secs(want),
+                "{failures} failures"
+            );
         };
         check(0, 0, 0, 0);
         check(1, 0, 0, 10);
@@ -140,11 +159,26 @@ mod tests {
         let (f1, f2, s, f3) = (finished(10), finished(20), finished(30), finished(40));
         let start = Record::default();
         let r = start.next(&[], &[&f2, &f1]);
-        assert_eq!(r, Record { failures_after_last_success: 2, last_failure: Some(at(20)) });
+        assert_eq!(
+            r,
+            Record {
+                failures_after_last_success: 2,
+                last_failure: Some(at(20))
+            }
+        );
         let r = r.next(&[], &[]);
-        assert_eq!(r.failures_after_last_success, 2, "nothing new, nothing changes");
+        assert_eq!(
+            r.failures_after_last_success, 2,
+            "nothing new, nothing changes"
+        );
         let r = r.next(&[&s], &[&f3, &f1]);
-        assert_eq!(r, Record { failures_after_last_success: 1, last_failure: Some(at(40)) });
+        assert_eq!(
+            r,
+            Record {
+                failures_after_last_success: 1,
+                last_failure: Some(at(40))
+            }
+        );
         assert_eq!(r.next(&[&s], &[]), Record::default());
     }
 
@@ -152,7 +186,8 @@ mod tests {
     fn finish_time_falls_back() {
         let deleted: Pod = serde_json::from_value(json!({"metadata": {"name": "d",
             "creationTimestamp": "2020-01-01T00:00:00Z", "deletionTimestamp": at(100).to_string(),
-            "deletionGracePeriodSeconds": 30}})).unwrap_or_else(|e| panic!("{e}"));
+            "deletionGracePeriodSeconds": 30}}))
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(finished_at(&deleted), at(70));
         let not_ready: Pod = serde_json::from_value(json!({"metadata": {"name": "n"},
             "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": at(5).to_string()}]}}))

@@ -64,7 +64,9 @@ impl Intervals {
         let mut out: Vec<Interval> = Vec::new();
         for interval in all {
             match out.last_mut() {
-                Some(prev) if interval.first <= prev.last + 1 => prev.last = prev.last.max(interval.last),
+                Some(prev) if interval.first <= prev.last + 1 => {
+                    prev.last = prev.last.max(interval.last)
+                }
                 _ => out.push(interval),
             }
         }
@@ -73,7 +75,10 @@ impl Intervals {
 
     /// These intervals with `indexes` added.
     pub fn with_indexes(&self, indexes: impl IntoIterator<Item = usize>) -> Intervals {
-        let singles = indexes.into_iter().map(|i| Interval { first: i, last: i }).collect();
+        let singles = indexes
+            .into_iter()
+            .map(|i| Interval { first: i, last: i })
+            .collect();
         self.merge(&Intervals(singles))
     }
 

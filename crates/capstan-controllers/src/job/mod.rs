@@ -26,11 +26,11 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTermina
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
 use serde_json::json;
 
 use crate::expectations::Expectations;
@@ -63,14 +63,20 @@ pub const FAILURE_TARGET: &str = "FailureTarget";
 pub const SUCCESS_CRITERIA_MET: &str = "SuccessCriteriaMet";
 
 /// The failure reasons and messages upstream writes.
-pub const BACKOFF_LIMIT_EXCEEDED: (&str, &str) =
-    ("BackoffLimitExceeded", "Job has reached the specified backoff limit");
+pub const BACKOFF_LIMIT_EXCEEDED: (&str, &str) = (
+    "BackoffLimitExceeded",
+    "Job has reached the specified backoff limit",
+);
 /// The Job ran past `activeDeadlineSeconds`.
-pub const DEADLINE_EXCEEDED: (&str, &str) =
-    ("DeadlineExceeded", "Job was active longer than specified deadline");
+pub const DEADLINE_EXCEEDED: (&str, &str) = (
+    "DeadlineExceeded",
+    "Job was active longer than specified deadline",
+);
 /// The success reason and message (JobSuccessPolicy, GA in 1.33).
-pub const COMPLETIONS_REACHED: (&str, &str) =
-    ("CompletionsReached", "Reached expected number of succeeded pods");
+pub const COMPLETIONS_REACHED: (&str, &str) = (
+    "CompletionsReached",
+    "Reached expected number of succeeded pods",
+);
 
 // ----- Job and pod predicates -----
 
@@ -98,10 +104,19 @@ pub fn is_finished(job: &Job) -> bool {
 
 /// When the Job finished and how (`Complete` or `Failed`), if it did.
 pub fn finished_at(job: &Job) -> Option<(&str, Option<Timestamp>)> {
-    job.status.as_ref()?.conditions.as_deref()?.iter().find_map(|c| {
-        ((c.type_ == COMPLETE || c.type_ == FAILED) && c.status == "True")
-            .then(|| (c.type_.as_str(), c.last_transition_time.as_ref().map(|t| t.0)))
-    })
+    job.status
+        .as_ref()?
+        .conditions
+        .as_deref()?
+        .iter()
+        .find_map(|c| {
+            ((c.type_ == COMPLETE || c.type_ == FAILED) && c.status == "True").then(|| {
+                (
+                    c.type_.as_str(),
+                    c.last_transition_time.as_ref().map(|t| t.0),
+                )
+            })
+        })
 }
 
 fn is_indexed(job: &Job) -> bool {
@@ -137,7 +152,10 @@ fn only_replace_failed(job: &Job) -> bool {
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
 }
 
 fn uid(pod: &Pod) -> &str {
@@ -158,7 +176,9 @@ fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
     if phase(pod) == "Failed" {
         return true;
     }
-    !only_replace_failed(job) && pod.metadata.deletion_timestamp.is_some() && phase(pod) != "Succeeded"
+    !only_replace_failed(job)
+        && pod.metadata.deletion_timestamp.is_some()
+        && phase(pod) != "Succeeded"
 }
 
 fn is_terminating(pod: &Pod) -> bool {
@@ -170,7 +190,13 @@ fn time(now: Timestamp) -> Time {
     Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
-fn new_condition(type_: &str, status: &str, reason: &str, message: &str, now: Timestamp) -> JobCondition {
+fn new_condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> JobCondition {
     JobCondition {
         type_: type_.to_owned(),
         status: status.to_owned(),
@@ -256,15 +282,24 @@ pub fn observe<'a>(
     let spec = spec(job);
     let status = job.status.clone().unwrap_or_default();
     let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
-    let uncounted_succeeded: HashSet<String> = uncounted.succeeded.unwrap_or_default().into_iter().collect();
-    let uncounted_failed: HashSet<String> = uncounted.failed.unwrap_or_default().into_iter().collect();
+    let uncounted_succeeded: HashSet<String> = uncounted
+        .succeeded
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let uncounted_failed: HashSet<String> =
+        uncounted.failed.unwrap_or_default().into_iter().collect();
     let indexed = is_indexed(job);
     let completions = completions_usize(job);
     let mut pods = pods.to_vec();
     if indexed {
         pods.sort_by_key(|p| indexes::completion_index(p).map_or(i64::MAX, |i| i as i64));
     }
-    let active: Vec<&Pod> = pods.iter().copied().filter(|p| pods::is_active(p)).collect();
+    let active: Vec<&Pod> = pods
+        .iter()
+        .copied()
+        .filter(|p| pods::is_active(p))
+        .collect();
     let ready = active.iter().filter(|p| pods::is_ready(p)).count() as i32;
     let terminating = pods.iter().filter(|p| is_terminating(p)).count() as i32;
 
@@ -285,7 +320,8 @@ pub fn observe<'a>(
         .filter(|p| countable(p, &uncounted_failed) && is_pod_failed(p, job))
         .copied()
         .collect();
-    let mut succeeded = status.succeeded.unwrap_or(0) + (new_succeeded.len() + uncounted_succeeded.len()) as i32;
+    let mut succeeded =
+        status.succeeded.unwrap_or(0) + (new_succeeded.len() + uncounted_succeeded.len()) as i32;
     let failed = status.failed.unwrap_or(0) + (new_failed.len() + uncounted_failed.len()) as i32;
 
     let mut start_time = status.start_time.clone();
@@ -294,11 +330,16 @@ pub fn observe<'a>(
     }
     let backoff = old_backoff.next(&new_succeeded, &new_failed);
 
-    let mut finished = condition(job, SUCCESS_CRITERIA_MET).filter(|c| c.status == "True").cloned();
+    let mut finished = condition(job, SUCCESS_CRITERIA_MET)
+        .filter(|c| c.status == "True")
+        .cloned();
     if finished.is_none()
         && let Some(target) = condition(job, FAILURE_TARGET).filter(|c| c.status == "True")
     {
-        let (reason, message) = (target.reason.clone().unwrap_or_default(), target.message.clone().unwrap_or_default());
+        let (reason, message) = (
+            target.reason.clone().unwrap_or_default(),
+            target.message.clone().unwrap_or_default(),
+        );
         finished = Some(new_condition(FAILED, "True", &reason, &message, now));
     }
     let mut deadline_in = None;
@@ -307,9 +348,11 @@ pub fn observe<'a>(
         if failed > backoff_limit || past_backoff_limit_on_failure(job, &pods, backoff_limit) {
             let (reason, message) = BACKOFF_LIMIT_EXCEEDED;
             finished = Some(new_condition(FAILURE_TARGET, "True", reason, message, now));
-        } else if let (Some(deadline), Some(start), false) =
-            (spec.active_deadline_seconds, start_time.as_ref(), is_suspended(job))
-        {
+        } else if let (Some(deadline), Some(start), false) = (
+            spec.active_deadline_seconds,
+            start_time.as_ref(),
+            is_suspended(job),
+        ) {
             let elapsed = now.as_millisecond() - start.0.as_millisecond();
             let allowed = deadline.saturating_mul(1000);
             if elapsed >= allowed {
@@ -324,11 +367,17 @@ pub fn observe<'a>(
     let mut prev_succeeded_indexes = Intervals::default();
     let mut succeeded_indexes = Intervals::default();
     if indexed {
-        prev_succeeded_indexes = Intervals::parse(status.completed_indexes.as_deref().unwrap_or_default(), completions);
-        let new = pods.iter().filter(|p| {
-            phase(p) == "Succeeded" && has_tracking_finalizer(p)
-        });
-        let new: Vec<usize> = indexes::indexes_of(new.copied()).into_iter().filter(|i| *i < completions).collect();
+        prev_succeeded_indexes = Intervals::parse(
+            status.completed_indexes.as_deref().unwrap_or_default(),
+            completions,
+        );
+        let new = pods
+            .iter()
+            .filter(|p| phase(p) == "Succeeded" && has_tracking_finalizer(p));
+        let new: Vec<usize> = indexes::indexes_of(new.copied())
+            .into_iter()
+            .filter(|i| *i < completions)
+            .collect();
         succeeded_indexes = prev_succeeded_indexes.with_indexes(new);
         succeeded = succeeded_indexes.total() as i32;
     }
@@ -353,7 +402,11 @@ pub fn observe<'a>(
 /// Upstream's `pastBackoffLimitOnFailure`: with `restartPolicy: OnFailure`, container
 /// restarts of running and pending pods count as failures.
 fn past_backoff_limit_on_failure(job: &Job, pods: &[&Pod], limit: i32) -> bool {
-    let policy = job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|s| s.restart_policy.as_deref());
+    let policy = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.restart_policy.as_deref());
     if policy != Some("OnFailure") {
         return false;
     }
@@ -363,10 +416,15 @@ fn past_backoff_limit_on_failure(job: &Job, pods: &[&Pod], limit: i32) -> bool {
         .filter_map(|p| p.status.as_ref())
         .flat_map(|s| {
             let init = s.init_container_statuses.iter().flatten();
-            init.chain(s.container_statuses.iter().flatten()).map(|c| c.restart_count)
+            init.chain(s.container_statuses.iter().flatten())
+                .map(|c| c.restart_count)
         })
         .sum();
-    if limit == 0 { restarts > 0 } else { restarts >= limit }
+    if limit == 0 {
+        restarts > 0
+    } else {
+        restarts >= limit
+    }
 }
 
 // ----- Creating and deleting pods -----
@@ -398,14 +456,24 @@ pub fn want_active(job: &Job, active: i32, succeeded: i32) -> i32 {
 /// Which of `active` to delete to keep at least `count` off (upstream's
 /// `activePodsForRemoval`): for Indexed Jobs every pod with a repeated, missing or
 /// out-of-range index first; then the pods that matter least.
-pub fn pods_for_removal<'a>(job: &Job, active: &[&'a Pod], count: usize, now: Timestamp) -> Vec<&'a Pod> {
+pub fn pods_for_removal<'a>(
+    job: &Job,
+    active: &[&'a Pod],
+    count: usize,
+    now: Timestamp,
+) -> Vec<&'a Pod> {
     let (mut remove, left) = if is_indexed(job) {
         indexes::duplicates_for_removal(active, completions_usize(job), now)
     } else {
         (Vec::new(), active.to_vec())
     };
     if remove.len() < count {
-        remove.extend(pods::pods_to_delete(&left, &left, count - remove.len(), now));
+        remove.extend(pods::pods_to_delete(
+            &left,
+            &left,
+            count - remove.len(),
+            now,
+        ));
     }
     remove
 }
@@ -427,7 +495,11 @@ pub fn plan_manage<'a>(job: &Job, obs: &Observed<'a>, now: Timestamp) -> Manage<
     if !victims.is_empty() {
         return Manage::Delete(victims);
     }
-    let terminating = if only_replace_failed(job) { obs.terminating } else { 0 };
+    let terminating = if only_replace_failed(job) {
+        obs.terminating
+    } else {
+        0
+    };
     let missing = want - terminating - active;
     if missing <= 0 {
         return Manage::Nothing;
@@ -440,9 +512,13 @@ pub fn plan_manage<'a>(job: &Job, obs: &Observed<'a>, now: Timestamp) -> Manage<
     if !is_indexed(job) {
         return Manage::Create(vec![None; missing]);
     }
-    let mut taken = obs.succeeded_indexes.with_indexes(indexes::indexes_of(obs.active.iter().copied()));
+    let mut taken = obs
+        .succeeded_indexes
+        .with_indexes(indexes::indexes_of(obs.active.iter().copied()));
     if only_replace_failed(job) {
-        taken = taken.with_indexes(indexes::indexes_of(obs.pods.iter().copied().filter(|p| is_terminating(p))));
+        taken = taken.with_indexes(indexes::indexes_of(
+            obs.pods.iter().copied().filter(|p| is_terminating(p)),
+        ));
     }
     let pending = indexes::first_pending(&taken, missing, completions_usize(job));
     if pending.is_empty() {
@@ -463,7 +539,9 @@ pub fn is_complete(job: &Job, succeeded: i32, active: i32) -> bool {
 /// `podGenerateNameWithIndex`, without the trailing dash).
 fn indexed_prefix(job_name: &str, index: usize) -> String {
     let suffix = format!("-{index}-");
-    let keep = MAX_GENERATED_NAME.saturating_sub(suffix.len()).min(job_name.len());
+    let keep = MAX_GENERATED_NAME
+        .saturating_sub(suffix.len())
+        .min(job_name.len());
     let mut cut = keep;
     while !job_name.is_char_boundary(cut) {
         cut -= 1;
@@ -486,12 +564,22 @@ pub fn pod_for(job: &Job, index: Option<usize>) -> Pod {
     let mut prefix = name.clone();
     if let Some(index) = index {
         let value = index.to_string();
-        tmeta.annotations.get_or_insert_with(BTreeMap::new).insert(COMPLETION_INDEX.to_owned(), value.clone());
-        tmeta.labels.get_or_insert_with(BTreeMap::new).insert(COMPLETION_INDEX.to_owned(), value);
+        tmeta
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(COMPLETION_INDEX.to_owned(), value.clone());
+        tmeta
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(COMPLETION_INDEX.to_owned(), value);
         prefix = indexed_prefix(&name, index);
         if let Some(pod_spec) = template.spec.as_mut() {
             pod_spec.hostname = Some(format!("{name}-{index}"));
-            let containers = pod_spec.init_containers.iter_mut().flatten().chain(pod_spec.containers.iter_mut());
+            let containers = pod_spec
+                .init_containers
+                .iter_mut()
+                .flatten()
+                .chain(pod_spec.containers.iter_mut());
             for container in containers {
                 let env = container.env.get_or_insert_with(Vec::new);
                 if !env.iter().any(|e| e.name == COMPLETION_INDEX_ENV) {
@@ -511,7 +599,12 @@ pub fn pod_for(job: &Job, index: Option<usize>) -> Pod {
         }
     }
     let owner = pods::controller_ref("batch/v1", "Job", meta);
-    pods::pod_from_template(&template, meta.namespace.as_deref().unwrap_or_default(), &prefix, owner)
+    pods::pod_from_template(
+        &template,
+        meta.namespace.as_deref().unwrap_or_default(),
+        &prefix,
+        owner,
+    )
 }
 
 // ----- Counting finished pods -----
@@ -530,7 +623,9 @@ pub struct Tracking<'a> {
 /// Moves the UIDs of pods whose finalizer is gone (not in `with_finalizer`) from
 /// `uncountedTerminatedPods` to the counters; whether anything moved.
 pub fn clean_uncounted(status: &mut JobStatus, with_finalizer: &HashSet<String>) -> bool {
-    let uncounted = status.uncounted_terminated_pods.get_or_insert_with(Default::default);
+    let uncounted = status
+        .uncounted_terminated_pods
+        .get_or_insert_with(Default::default);
     let mut changed = false;
     for (list, counter) in [
         (&mut uncounted.succeeded, &mut status.succeeded),
@@ -579,7 +674,9 @@ pub fn track<'a>(
     out.needs_flush |= clean_uncounted(status, &with_finalizer);
     let deleting = job.metadata.deletion_timestamp.is_some();
     let mut new_indexes = Vec::new();
-    let uncounted = status.uncounted_terminated_pods.get_or_insert_with(UncountedTerminatedPods::default);
+    let uncounted = status
+        .uncounted_terminated_pods
+        .get_or_insert_with(UncountedTerminatedPods::default);
     let mut succeeded_list = uncounted.succeeded.take().unwrap_or_default();
     let mut failed_list = uncounted.failed.take().unwrap_or_default();
     for pod in &obs.pods {
@@ -603,7 +700,10 @@ pub fn track<'a>(
                 succeeded_list.push(id.to_owned());
                 out.needs_flush = true;
             }
-        } else if (failed || finished.as_ref().is_some_and(|c| c.type_ != SUCCESS_CRITERIA_MET))
+        } else if (failed
+            || finished
+                .as_ref()
+                .is_some_and(|c| c.type_ != SUCCESS_CRITERIA_MET))
             && !obs.uncounted_failed.contains(id)
             && (!indexed || index.is_some())
         {
@@ -627,18 +727,35 @@ pub fn track<'a>(
         status.completed_indexes = (!text.is_empty()).then_some(text);
     }
     let conditions = status.conditions.get_or_insert_with(Vec::new);
-    if let Some(target) = finished.as_ref().filter(|c| c.type_ == FAILURE_TARGET).cloned() {
+    if let Some(target) = finished
+        .as_ref()
+        .filter(|c| c.type_ == FAILURE_TARGET)
+        .cloned()
+    {
         conditions.push(target.clone());
         out.needs_flush = true;
-        let (reason, message) = (target.reason.unwrap_or_default(), target.message.unwrap_or_default());
+        let (reason, message) = (
+            target.reason.unwrap_or_default(),
+            target.message.unwrap_or_default(),
+        );
         *finished = Some(new_condition(FAILED, "True", &reason, &message, now));
     }
-    if let Some(met) = finished.as_ref().filter(|c| c.type_ == SUCCESS_CRITERIA_MET).cloned() {
-        if !conditions.iter().any(|c| c.type_ == SUCCESS_CRITERIA_MET && c.status == "True") {
+    if let Some(met) = finished
+        .as_ref()
+        .filter(|c| c.type_ == SUCCESS_CRITERIA_MET)
+        .cloned()
+    {
+        if !conditions
+            .iter()
+            .any(|c| c.type_ == SUCCESS_CRITERIA_MET && c.status == "True")
+        {
             conditions.push(met.clone());
             out.needs_flush = true;
         }
-        let (reason, message) = (met.reason.unwrap_or_default(), met.message.unwrap_or_default());
+        let (reason, message) = (
+            met.reason.unwrap_or_default(),
+            met.message.unwrap_or_default(),
+        );
         *finished = Some(new_condition(COMPLETE, "True", &reason, &message, now));
     }
     if conditions.is_empty() {
@@ -649,8 +766,15 @@ pub fn track<'a>(
 
 /// Upstream's `enactJobFinished`: adds the terminal condition once no pod is uncounted or
 /// terminating; whether the Job finished.
-pub fn enact_finished(status: &mut JobStatus, finished: Option<&JobCondition>, terminating: i32, now: Timestamp) -> bool {
-    let Some(finished) = finished else { return false };
+pub fn enact_finished(
+    status: &mut JobStatus,
+    finished: Option<&JobCondition>,
+    terminating: i32,
+    now: Timestamp,
+) -> bool {
+    let Some(finished) = finished else {
+        return false;
+    };
     let uncounted = status.uncounted_terminated_pods.as_ref();
     let pending = uncounted.map_or(0, |u| {
         u.succeeded.as_ref().map_or(0, Vec::len) + u.failed.as_ref().map_or(0, Vec::len)
@@ -733,7 +857,9 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("controller", &"job").finish()
+        f.debug_struct("Context")
+            .field("controller", &"job")
+            .finish()
     }
 }
 
@@ -754,7 +880,8 @@ pub fn start(
     let backoffs: Arc<Mutex<HashMap<String, backoff::Record>>> = Arc::default();
     {
         let (queue, orphans, pods) = (queue.clone(), orphans.clone(), pod_informer.store());
-        let (expectations, finalizers, backoffs) = (expectations.clone(), finalizers.clone(), backoffs.clone());
+        let (expectations, finalizers, backoffs) =
+            (expectations.clone(), finalizers.clone(), backoffs.clone());
         job_informer.on_change(move |change| match change {
             Change::Applied { new, .. } => {
                 queue.add(ObjectRef::from_obj(*new));
@@ -766,7 +893,10 @@ pub fn start(
                 let key = pods::key(&job.metadata);
                 expectations.forget(&key);
                 finalizers.forget(&key);
-                backoffs.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                backoffs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
                 release_finalizers_of(job, &pods, &orphans);
             }
         });
@@ -824,7 +954,11 @@ fn release_finalizers_of(job: &Job, pods: &Store<Pod>, orphans: &Queue<Pod>) {
 }
 
 /// The Job a controller reference names, if it is in the cache with that UID.
-fn job_of(pod: &Pod, reference: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference, jobs: &Store<Job>) -> Option<Arc<Job>> {
+fn job_of(
+    pod: &Pod,
+    reference: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    jobs: &Store<Job>,
+) -> Option<Arc<Job>> {
     if reference.kind != "Job" || !reference.api_version.starts_with("batch/") {
         return None;
     }
@@ -851,7 +985,8 @@ fn on_pod_change(
     let enqueue_matching = |pod: &Pod| {
         let labels = pods::labels_of(&pod.metadata);
         for job in jobs.state_filter(|j| {
-            j.metadata.namespace == pod.metadata.namespace && selector_of(j).is_some_and(|s| s.matches(labels))
+            j.metadata.namespace == pod.metadata.namespace
+                && selector_of(j).is_some_and(|s| s.matches(labels))
         }) {
             queue.add(ObjectRef::from_obj(&*job));
         }
@@ -895,7 +1030,10 @@ fn on_pod_change(
             }
             enqueue_matching(new);
         }
-        Change::Applied { old: Some(old), new } => {
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => {
             if old.metadata.resource_version == new.metadata.resource_version {
                 return;
             }
@@ -906,9 +1044,7 @@ fn on_pod_change(
             let old_ref = pods::controller_of(&old.metadata);
             let new_ref = pods::controller_of(&new.metadata);
             let changed = old_ref != new_ref;
-            if changed
-                && let Some(job) = old_ref.and_then(|r| job_of(old, r, jobs))
-            {
+            if changed && let Some(job) = old_ref.and_then(|r| job_of(old, r, jobs)) {
                 if removed {
                     finalizers.observed(&pods::key(&job.metadata), uid(new));
                 }
@@ -947,7 +1083,10 @@ async fn sync_orphan_pod(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Err
         }
     }
     if has_tracking_finalizer(&pod) {
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
+        let api: Api<Pod> = Api::namespaced(
+            ctx.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+        );
         remove_finalizer(&api, &pod).await?;
     }
     Ok(Action::await_change())
@@ -959,14 +1098,19 @@ fn remove_finalizer_patch() -> serde_json::Value {
 
 async fn remove_finalizer(api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    match api.patch(name, &PatchParams::default(), &Patch::Strategic(remove_finalizer_patch())).await {
+    match api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(remove_finalizer_patch()),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(error) if runtime::is_not_found(&error) => Ok(()),
         Err(error) => Err(error),
     }
 }
-
-
 
 /// What claiming decided about the pods in the Job's namespace (upstream's `ClaimPods`).
 #[derive(Debug, Default)]
@@ -990,7 +1134,9 @@ fn claim<'a>(job: &Job, selector: Option<&Selector>, candidates: &[&'a Pod]) -> 
             Some(_) if matches => claims.owned.push(pod),
             Some(_) if deleting => {}
             Some(_) => claims.release.push(pod),
-            None if matches && !deleting && pod.metadata.deletion_timestamp.is_none() => claims.adopt.push(pod),
+            None if matches && !deleting && pod.metadata.deletion_timestamp.is_none() => {
+                claims.adopt.push(pod)
+            }
             None => {}
         }
     }
@@ -1001,11 +1147,17 @@ fn claim<'a>(job: &Job, selector: Option<&Selector>, candidates: &[&'a Pod]) -> 
 /// finalizer) after checking afresh that the Job is still there and not being deleted.
 async fn pods_for_job(ctx: &Context, job: &Job) -> Result<Vec<Arc<Pod>>, Error> {
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
-    let candidates = ctx.pods.state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
+    let candidates = ctx
+        .pods
+        .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&Pod> = candidates.iter().map(|p| &**p).collect();
     let selector = selector_of(job);
     let claims = claim(job, selector.as_ref(), &candidates);
-    let mut owned: Vec<Arc<Pod>> = claims.owned.iter().map(|p| Arc::new((*p).clone())).collect();
+    let mut owned: Vec<Arc<Pod>> = claims
+        .owned
+        .iter()
+        .map(|p| Arc::new((*p).clone()))
+        .collect();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let uid = job.metadata.uid.clone().unwrap_or_default();
     if !claims.adopt.is_empty() && still_there(ctx, job).await? {
@@ -1018,7 +1170,11 @@ async fn pods_for_job(ctx: &Context, job: &Job) -> Result<Vec<Arc<Pod>>, Error> 
                 let mut adopted = pod.clone();
                 adopted.metadata.owner_references = Some(vec![owner.clone()]);
                 if !has_tracking_finalizer(&adopted) {
-                    adopted.metadata.finalizers.get_or_insert_with(Vec::new).push(TRACKING_FINALIZER.to_owned());
+                    adopted
+                        .metadata
+                        .finalizers
+                        .get_or_insert_with(Vec::new)
+                        .push(TRACKING_FINALIZER.to_owned());
                 }
                 owned.push(Arc::new(adopted));
             }
@@ -1036,9 +1192,18 @@ async fn pods_for_job(ctx: &Context, job: &Job) -> Result<Vec<Arc<Pod>>, Error> 
 }
 
 async fn still_there(ctx: &Context, job: &Job) -> Result<bool, Error> {
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), job.metadata.namespace.as_deref().unwrap_or_default());
-    match api.get(job.metadata.name.as_deref().unwrap_or_default()).await {
-        Ok(fresh) => Ok(fresh.metadata.uid == job.metadata.uid && fresh.metadata.deletion_timestamp.is_none()),
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        job.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    match api
+        .get(job.metadata.name.as_deref().unwrap_or_default())
+        .await
+    {
+        Ok(fresh) => {
+            Ok(fresh.metadata.uid == job.metadata.uid
+                && fresh.metadata.deletion_timestamp.is_none())
+        }
         Err(error) if runtime::is_not_found(&error) => Ok(false),
         Err(error) => Err(error.into()),
     }
@@ -1046,7 +1211,10 @@ async fn still_there(ctx: &Context, job: &Job) -> Result<bool, Error> {
 
 async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> Result<bool, Error> {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    match api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
         Ok(_) => Ok(true),
         Err(error) if runtime::is_not_found(&error) => Ok(false),
         Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => Ok(false),
@@ -1057,10 +1225,19 @@ async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> Resul
 /// Deletes pods; returns how many of the deleted were ready, how many were deleted, and the
 /// first error. With `key`, the deletions are expected and the finalizer goes first
 /// (upstream's `deleteJobPods`); without, finalizers stay for counting (`deleteActivePods`).
-async fn delete_pods(ctx: &Context, job: &Job, victims: &[&Pod], key: Option<&str>) -> (i32, i32, Option<kube::Error>) {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), job.metadata.namespace.as_deref().unwrap_or_default());
+async fn delete_pods(
+    ctx: &Context,
+    job: &Job,
+    victims: &[&Pod],
+    key: Option<&str>,
+) -> (i32, i32, Option<kube::Error>) {
+    let api: Api<Pod> = Api::namespaced(
+        ctx.client.clone(),
+        job.metadata.namespace.as_deref().unwrap_or_default(),
+    );
     if let Some(key) = key {
-        ctx.expectations.expect_deletions(key, victims.iter().map(|p| pods::key(&p.metadata)));
+        ctx.expectations
+            .expect_deletions(key, victims.iter().map(|p| pods::key(&p.metadata)));
     }
     let results = join_all(victims.iter().map(|pod| {
         let api = api.clone();
@@ -1070,22 +1247,35 @@ async fn delete_pods(ctx: &Context, job: &Job, victims: &[&Pod], key: Option<&st
                 if key.is_some() && has_tracking_finalizer(pod) {
                     remove_finalizer(&api, pod).await?;
                 }
-                api.delete(&name, &DeleteParams::default()).await.map(|_| ())
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ())
             }
             .await;
             match result {
                 Ok(()) => {
-                    ctx.recorder.record(pods::object_reference(job), EventType::Normal, "SuccessfulDelete", format!("Deleted pod: {name}"));
+                    ctx.recorder.record(
+                        pods::object_reference(job),
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        format!("Deleted pod: {name}"),
+                    );
                     (pods::is_ready(pod), Ok(()))
                 }
                 Err(error) => {
                     if let Some(key) = key {
-                        ctx.expectations.deletion_observed(key, &pods::key(&pod.metadata));
+                        ctx.expectations
+                            .deletion_observed(key, &pods::key(&pod.metadata));
                     }
                     if runtime::is_not_found(&error) {
                         return (pods::is_ready(pod), Ok(()));
                     }
-                    ctx.recorder.record(pods::object_reference(job), EventType::Warning, "FailedDelete", format!("Error deleting: {}", pods::error_message(&error)));
+                    ctx.recorder.record(
+                        pods::object_reference(job),
+                        EventType::Warning,
+                        "FailedDelete",
+                        format!("Error deleting: {}", pods::error_message(&error)),
+                    );
                     (false, Err(error))
                 }
             }
@@ -1111,7 +1301,12 @@ async fn delete_pods(ctx: &Context, job: &Job, victims: &[&Pod], key: Option<&st
 
 /// Creates one pod per entry of `indexes` in slow-start batches under expectations; returns
 /// how many were created and the first error.
-async fn create_pods(ctx: &Context, job: &Job, key: &str, indexes: &[Option<usize>]) -> (i32, Option<kube::Error>) {
+async fn create_pods(
+    ctx: &Context,
+    job: &Job,
+    key: &str,
+    indexes: &[Option<usize>],
+) -> (i32, Option<kube::Error>) {
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     ctx.expectations.expect_creations(key, indexes.len());
@@ -1131,14 +1326,24 @@ async fn create_pods(ctx: &Context, job: &Job, key: &str, indexes: &[Option<usiz
                 Ok(pod) => {
                     created += 1;
                     let name = pod.metadata.name.unwrap_or_default();
-                    ctx.recorder.record(pods::object_reference(job), EventType::Normal, "SuccessfulCreate", format!("Created pod: {name}"));
+                    ctx.recorder.record(
+                        pods::object_reference(job),
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        format!("Created pod: {name}"),
+                    );
                 }
                 Err(error) => {
                     ctx.expectations.creation_observed(key);
                     let terminating = matches!(&error, kube::Error::Api(s)
                         if s.code == 403 && s.message.contains("being terminated"));
                     if !terminating {
-                        ctx.recorder.record(pods::object_reference(job), EventType::Warning, "FailedCreate", format!("Error creating: {}", pods::error_message(&error)));
+                        ctx.recorder.record(
+                            pods::object_reference(job),
+                            EventType::Warning,
+                            "FailedCreate",
+                            format!("Error creating: {}", pods::error_message(&error)),
+                        );
                         first_error.get_or_insert(error);
                     }
                 }
@@ -1159,9 +1364,16 @@ async fn create_pods(ctx: &Context, job: &Job, key: &str, indexes: &[Option<usiz
 
 /// Writes the status; the Job as the API returned it.
 async fn write_status(ctx: &Context, job: &Job) -> Result<Job, Error> {
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), job.metadata.namespace.as_deref().unwrap_or_default());
+    let api: Api<Job> = Api::namespaced(
+        ctx.client.clone(),
+        job.metadata.namespace.as_deref().unwrap_or_default(),
+    );
     Ok(api
-        .replace_status(job.metadata.name.as_deref().unwrap_or_default(), &PostParams::default(), job)
+        .replace_status(
+            job.metadata.name.as_deref().unwrap_or_default(),
+            &PostParams::default(),
+            job,
+        )
         .await?)
 }
 
@@ -1176,16 +1388,26 @@ fn min_delay(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = pods::key(&shared.metadata);
     if is_finished(&shared) {
-        ctx.backoffs.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        ctx.backoffs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
         return Ok(Action::await_change());
     }
     if managed_elsewhere(&shared) {
         return Ok(Action::await_change());
     }
-    let mode = shared.spec.as_ref().and_then(|s| s.completion_mode.as_deref());
+    let mode = shared
+        .spec
+        .as_ref()
+        .and_then(|s| s.completion_mode.as_deref());
     if !matches!(mode, None | Some("NonIndexed" | "Indexed")) {
-        ctx.recorder.record(pods::object_reference(&*shared), EventType::Warning, "UnknownCompletionMode",
-            "Skipped Job sync because completion mode is unknown".to_owned());
+        ctx.recorder.record(
+            pods::object_reference(&*shared),
+            EventType::Warning,
+            "UnknownCompletionMode",
+            "Skipped Job sync because completion mode is unknown".to_owned(),
+        );
         return Ok(Action::await_change());
     }
     let mut job = (*shared).clone();
@@ -1194,11 +1416,19 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
     let owned: Vec<&Pod> = owned.iter().map(|p| &**p).collect();
     let expected_rm = ctx.finalizers.expected(&key);
     let now = pods::now();
-    let old_backoff = ctx.backoffs.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied().unwrap_or_default();
+    let old_backoff = ctx
+        .backoffs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .copied()
+        .unwrap_or_default();
     let obs = observe(&job, &owned, &expected_rm, old_backoff, now);
 
     let mut status = job.status.clone().unwrap_or_default();
-    status.uncounted_terminated_pods.get_or_insert_with(Default::default);
+    status
+        .uncounted_terminated_pods
+        .get_or_insert_with(Default::default);
     status.start_time = obs.start_time.clone();
     let mut active = obs.active.len() as i32;
     let mut ready = obs.ready;
@@ -1223,7 +1453,8 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
             managed = true;
             match plan_manage(&job, &obs, now) {
                 Manage::Delete(victims) => {
-                    let (deleted_ready, deleted, error) = delete_pods(&ctx, &job, &victims, Some(&key)).await;
+                    let (deleted_ready, deleted, error) =
+                        delete_pods(&ctx, &job, &victims, Some(&key)).await;
                     active -= deleted;
                     terminating += deleted;
                     ready -= deleted_ready;
@@ -1240,17 +1471,47 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
         }
         if is_complete(&job, obs.succeeded, active) {
             let (reason, message) = COMPLETIONS_REACHED;
-            finished = Some(new_condition(SUCCESS_CRITERIA_MET, "True", reason, message, now));
+            finished = Some(new_condition(
+                SUCCESS_CRITERIA_MET,
+                "True",
+                reason,
+                message,
+                now,
+            ));
         } else if managed {
             let conditions = status.conditions.get_or_insert_with(Vec::new);
             if is_suspended(&job) {
-                if ensure_condition(conditions, SUSPENDED, "True", "JobSuspended", "Job suspended", now) {
+                if ensure_condition(
+                    conditions,
+                    SUSPENDED,
+                    "True",
+                    "JobSuspended",
+                    "Job suspended",
+                    now,
+                ) {
                     suspend_changed = true;
-                    ctx.recorder.record(pods::object_reference(&job), EventType::Normal, "Suspended", "Job suspended".to_owned());
+                    ctx.recorder.record(
+                        pods::object_reference(&job),
+                        EventType::Normal,
+                        "Suspended",
+                        "Job suspended".to_owned(),
+                    );
                 }
-            } else if ensure_condition(conditions, SUSPENDED, "False", "JobResumed", "Job resumed", now) {
+            } else if ensure_condition(
+                conditions,
+                SUSPENDED,
+                "False",
+                "JobResumed",
+                "Job resumed",
+                now,
+            ) {
                 suspend_changed = true;
-                ctx.recorder.record(pods::object_reference(&job), EventType::Normal, "Resumed", "Job resumed".to_owned());
+                ctx.recorder.record(
+                    pods::object_reference(&job),
+                    EventType::Normal,
+                    "Resumed",
+                    "Job resumed".to_owned(),
+                );
                 // The deadline counts from the resumption.
                 status.start_time = Some(time(now));
             }
@@ -1275,15 +1536,25 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
     job.status = Some(status);
     if needs_flush {
         job = write_status(&ctx, &job).await?;
-        ctx.backoffs.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), obs.backoff);
+        ctx.backoffs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), obs.backoff);
         needs_flush = false;
     }
     let mut with_finalizer = uids_with_finalizer(&obs.pods, &expected_rm);
     let mut removal_error = None;
     if !tracking.remove_finalizer.is_empty() {
-        let uids: Vec<String> = tracking.remove_finalizer.iter().map(|p| uid(p).to_owned()).collect();
+        let uids: Vec<String> = tracking
+            .remove_finalizer
+            .iter()
+            .map(|p| uid(p).to_owned())
+            .collect();
         ctx.finalizers.expect(&key, uids);
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), job.metadata.namespace.as_deref().unwrap_or_default());
+        let api: Api<Pod> = Api::namespaced(
+            ctx.client.clone(),
+            job.metadata.namespace.as_deref().unwrap_or_default(),
+        );
         let results = join_all(tracking.remove_finalizer.iter().map(|pod| {
             let api = api.clone();
             async move { (uid(pod).to_owned(), remove_finalizer(&api, pod).await) }
@@ -1312,7 +1583,8 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
         }
         return Err(error.into());
     }
-    let done = !tracking.reached_max && enact_finished(&mut status, finished.as_ref(), terminating, now);
+    let done =
+        !tracking.reached_max && enact_finished(&mut status, finished.as_ref(), terminating, now);
     needs_flush |= done;
     if needs_flush {
         job.status = Some(status.clone());
@@ -1320,13 +1592,26 @@ pub async fn reconcile(shared: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Er
         if done && let Some(finished) = &finished {
             if finished.type_ == COMPLETE {
                 if completions(&job).is_some_and(|c| status.succeeded.unwrap_or(0) > c) {
-                    ctx.recorder.record(pods::object_reference(&job), EventType::Warning, "TooManySucceededPods",
-                        "Too many succeeded pods running after completion count reached".to_owned());
+                    ctx.recorder.record(
+                        pods::object_reference(&job),
+                        EventType::Warning,
+                        "TooManySucceededPods",
+                        "Too many succeeded pods running after completion count reached".to_owned(),
+                    );
                 }
-                ctx.recorder.record(pods::object_reference(&job), EventType::Normal, "Completed", "Job completed".to_owned());
+                ctx.recorder.record(
+                    pods::object_reference(&job),
+                    EventType::Normal,
+                    "Completed",
+                    "Job completed".to_owned(),
+                );
             } else {
-                ctx.recorder.record(pods::object_reference(&job), EventType::Warning,
-                    finished.reason.as_deref().unwrap_or_default(), finished.message.clone().unwrap_or_default());
+                ctx.recorder.record(
+                    pods::object_reference(&job),
+                    EventType::Warning,
+                    finished.reason.as_deref().unwrap_or_default(),
+                    finished.message.clone().unwrap_or_default(),
+                );
             }
         }
     }

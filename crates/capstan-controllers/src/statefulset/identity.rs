@@ -45,7 +45,11 @@ pub fn is_member(set: &StatefulSet, pod: &Pod) -> bool {
 
 /// The first ordinal.
 pub fn start_ordinal(set: &StatefulSet) -> i32 {
-    set.spec.as_ref().and_then(|s| s.ordinals.as_ref()).and_then(|o| o.start).unwrap_or(0)
+    set.spec
+        .as_ref()
+        .and_then(|s| s.ordinals.as_ref())
+        .and_then(|o| o.start)
+        .unwrap_or(0)
 }
 
 /// The desired number of replicas.
@@ -74,13 +78,19 @@ pub fn claim_name(set: &StatefulSet, template: &str, ordinal: i32) -> String {
 }
 
 fn claim_templates(set: &StatefulSet) -> &[PersistentVolumeClaim] {
-    set.spec.as_ref().and_then(|s| s.volume_claim_templates.as_deref()).unwrap_or_default()
+    set.spec
+        .as_ref()
+        .and_then(|s| s.volume_claim_templates.as_deref())
+        .unwrap_or_default()
 }
 
 /// The claims of the pod with `ordinal` (upstream's `getPersistentVolumeClaims`), in template
 /// order: each template named for the pod, with the selector's labels.
 pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<(String, PersistentVolumeClaim)> {
-    let selector_labels = set.spec.as_ref().and_then(|s| s.selector.match_labels.clone());
+    let selector_labels = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.clone());
     claim_templates(set)
         .iter()
         .map(|template| {
@@ -135,23 +145,41 @@ pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
 
 /// Whether the pod's name, namespace and name label fit the set (upstream's `identityMatches`).
 pub fn identity_matches(set: &StatefulSet, pod: &Pod) -> bool {
-    let Some(name) = pod.metadata.name.as_deref() else { return false };
-    let Some((parent, ordinal)) = parent_and_ordinal(name) else { return false };
+    let Some(name) = pod.metadata.name.as_deref() else {
+        return false;
+    };
+    let Some((parent, ordinal)) = parent_and_ordinal(name) else {
+        return false;
+    };
     Some(parent) == set.metadata.name.as_deref()
         && name == pod_name(set, ordinal)
         && pod.metadata.namespace == set.metadata.namespace
-        && pod.metadata.labels.as_ref().and_then(|l| l.get(POD_NAME_LABEL)).map(String::as_str) == Some(name)
+        && pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(POD_NAME_LABEL))
+            .map(String::as_str)
+            == Some(name)
 }
 
 /// Whether the pod mounts every claim of the set (upstream's `storageMatches`).
 pub fn storage_matches(set: &StatefulSet, pod: &Pod) -> bool {
-    let Some(ordinal) = ordinal(pod) else { return false };
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    let Some(ordinal) = ordinal(pod) else {
+        return false;
+    };
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or_default();
     claim_templates(set).iter().all(|template| {
         let template_name = template.metadata.name.as_deref().unwrap_or_default();
         volumes.iter().any(|v| {
             v.name == template_name
-                && v.persistent_volume_claim.as_ref().map(|c| c.claim_name.as_str())
+                && v.persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.as_str())
                     == Some(claim_name(set, template_name, ordinal).as_str())
         })
     })
@@ -196,11 +224,17 @@ pub fn pod_revision(pod: &Pod) -> &str {
 
 /// (whenScaled deletes, whenDeleted deletes).
 fn policy(set: &StatefulSet) -> (bool, bool) {
-    let policy = set.spec.as_ref().and_then(|s| s.persistent_volume_claim_retention_policy.as_ref());
+    let policy = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref());
     let deletes = |v: Option<&String>| v.is_some_and(|v| v == "Delete");
     match policy {
         None => (false, false),
-        Some(p) => (deletes(p.when_scaled.as_ref()), deletes(p.when_deleted.as_ref())),
+        Some(p) => (
+            deletes(p.when_scaled.as_ref()),
+            deletes(p.when_deleted.as_ref()),
+        ),
     }
 }
 
@@ -218,10 +252,21 @@ fn uid(meta: &ObjectMeta) -> &str {
 }
 
 fn has_owner(claim: &PersistentVolumeClaim, owner: &ObjectMeta) -> bool {
-    claim.metadata.owner_references.as_deref().unwrap_or_default().iter().any(|r| r.uid == uid(owner))
+    claim
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|r| r.uid == uid(owner))
 }
 
-fn has_stale_owner(claim: &PersistentVolumeClaim, owner: &ObjectMeta, api_version: &str, kind: &str) -> bool {
+fn has_stale_owner(
+    claim: &PersistentVolumeClaim,
+    owner: &ObjectMeta,
+    api_version: &str,
+    kind: &str,
+) -> bool {
     claim
         .metadata
         .owner_references
@@ -242,7 +287,12 @@ fn unexpected_controller(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: 
     if retains_all(set) {
         return false;
     }
-    for r in claim.metadata.owner_references.as_deref().unwrap_or_default() {
+    for r in claim
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+    {
         if matches_ref(r, "apps/v1", "StatefulSet", &set.metadata) {
             if r.uid != uid(&set.metadata) {
                 return true;
@@ -264,17 +314,32 @@ fn unexpected_controller(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: 
 
 /// Whether the claim's owner references fit the retention policy (upstream's
 /// `isClaimOwnerUpToDate`).
-pub fn claim_owners_up_to_date(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) -> bool {
-    if has_stale_owner(claim, &set.metadata, "apps/v1", "StatefulSet") || claim_is_stale(claim, pod) {
+pub fn claim_owners_up_to_date(
+    claim: &PersistentVolumeClaim,
+    set: &StatefulSet,
+    pod: &Pod,
+) -> bool {
+    if has_stale_owner(claim, &set.metadata, "apps/v1", "StatefulSet") || claim_is_stale(claim, pod)
+    {
         return true;
     }
-    let (on_set, on_pod) = (has_owner(claim, &set.metadata), has_owner(claim, &pod.metadata));
+    let (on_set, on_pod) = (
+        has_owner(claim, &set.metadata),
+        has_owner(claim, &pod.metadata),
+    );
     if unexpected_controller(claim, set, pod) {
         return !(on_set || on_pod);
     }
-    let non_controller = claim.metadata.owner_references.as_deref().unwrap_or_default().iter().any(|r| {
-        (r.uid == uid(&set.metadata) || r.uid == uid(&pod.metadata)) && r.controller != Some(true)
-    });
+    let non_controller = claim
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|r| {
+            (r.uid == uid(&set.metadata) || r.uid == uid(&pod.metadata))
+                && r.controller != Some(true)
+        });
     if non_controller {
         return false;
     }
@@ -290,7 +355,11 @@ pub fn claim_owners_up_to_date(claim: &PersistentVolumeClaim, set: &StatefulSet,
 /// The claim's owner references as the retention policy wants them (upstream's
 /// `updateClaimOwnerRefForSetAndPod`): the set as controller while whenDeleted is Delete and the
 /// pod is in range, the pod as controller once scaled down when whenScaled is Delete.
-pub fn claim_owners(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) -> Vec<OwnerReference> {
+pub fn claim_owners(
+    claim: &PersistentVolumeClaim,
+    set: &StatefulSet,
+    pod: &Pod,
+) -> Vec<OwnerReference> {
     let unexpected = unexpected_controller(claim, set, pod);
     let mut refs: Vec<OwnerReference> = claim
         .metadata
@@ -298,7 +367,10 @@ pub fn claim_owners(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod)
         .clone()
         .unwrap_or_default()
         .into_iter()
-        .filter(|r| !matches_ref(r, "apps/v1", "StatefulSet", &set.metadata) && !matches_ref(r, "v1", "Pod", &pod.metadata))
+        .filter(|r| {
+            !matches_ref(r, "apps/v1", "StatefulSet", &set.metadata)
+                && !matches_ref(r, "v1", "Pod", &pod.metadata)
+        })
         .collect();
     if unexpected {
         return refs;
@@ -309,7 +381,11 @@ pub fn claim_owners(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod)
         refs.push(pods::controller_ref("v1", "Pod", &pod.metadata));
     }
     if when_deleted && !(when_scaled && scaled_down) {
-        refs.push(pods::controller_ref("apps/v1", "StatefulSet", &set.metadata));
+        refs.push(pods::controller_ref(
+            "apps/v1",
+            "StatefulSet",
+            &set.metadata,
+        ));
     }
     refs
 }
@@ -349,31 +425,61 @@ mod tests {
         check("web-x1", None);
         check("web-99999999999", None);
         let s = set(json!({"ordinals": {"start": 5}}));
-        let pod = |name: &str| Pod { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..Pod::default() };
+        let pod = |name: &str| Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
         assert_eq!(start_ordinal(&s), 5);
         assert!(!in_range(&s, &pod("web-4")));
         assert!(in_range(&s, &pod("web-5")) && in_range(&s, &pod("web-7")));
         assert!(!in_range(&s, &pod("web-8")));
-        assert!(is_member(&s, &pod("web-4")) && !is_member(&s, &pod("webs-4")) && !is_member(&s, &pod("web")));
+        assert!(
+            is_member(&s, &pod("web-4"))
+                && !is_member(&s, &pod("webs-4"))
+                && !is_member(&s, &pod("web"))
+        );
         assert_eq!(claim_name(&s, "data", 5), "data-web-5");
     }
 
     #[test]
     fn new_pods_have_identity_storage_and_revision() {
         let s = set(json!({}));
-        let template = s.spec.as_ref().map(|x| x.template.clone()).unwrap_or_default();
+        let template = s
+            .spec
+            .as_ref()
+            .map(|x| x.template.clone())
+            .unwrap_or_default();
         let pod = new_pod(&s, &template, 2, "web-abc");
         assert_eq!(pod.metadata.name.as_deref(), Some("web-2"));
         assert_eq!(pod.metadata.generate_name, None);
         let labels = pod.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.get(POD_NAME_LABEL).map(String::as_str), Some("web-2"));
+        assert_eq!(
+            labels.get(POD_NAME_LABEL).map(String::as_str),
+            Some("web-2")
+        );
         assert_eq!(labels.get(POD_INDEX_LABEL).map(String::as_str), Some("2"));
         assert_eq!(labels.get(HASH_LABEL).map(String::as_str), Some("web-abc"));
         let spec = pod.spec.clone().unwrap_or_default();
-        assert_eq!((spec.hostname.as_deref(), spec.subdomain.as_deref()), (Some("web-2"), Some("nginx")));
+        assert_eq!(
+            (spec.hostname.as_deref(), spec.subdomain.as_deref()),
+            (Some("web-2"), Some("nginx"))
+        );
         let volumes = spec.volumes.unwrap_or_default();
-        assert_eq!(volumes.len(), 2, "the claim replaces the template's volume of the same name");
-        assert_eq!(volumes[0].persistent_volume_claim.as_ref().map(|c| c.claim_name.as_str()), Some("data-web-2"));
+        assert_eq!(
+            volumes.len(),
+            2,
+            "the claim replaces the template's volume of the same name"
+        );
+        assert_eq!(
+            volumes[0]
+                .persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.as_str()),
+            Some("data-web-2")
+        );
         assert_eq!(volumes[1].name, "cache");
         assert!(identity_matches(&s, &pod) && storage_matches(&s, &pod));
         let mut moved = pod.clone();
@@ -383,7 +489,11 @@ mod tests {
         assert!(identity_matches(&s, &moved));
         let claims = claims_for(&s, 2);
         let labels = claims[0].1.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.len(), 2, "template labels plus the selector's: {labels:?}");
+        assert_eq!(
+            labels.len(),
+            2,
+            "template labels plus the selector's: {labels:?}"
+        );
     }
 
     fn claim(refs: serde_json::Value) -> PersistentVolumeClaim {
@@ -400,9 +510,17 @@ mod tests {
     fn retention_owner_refs() {
         let set_ref = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "set-uid", "controller": true});
         let pod_ref = |name: &str| json!({"apiVersion": "v1", "kind": "Pod", "name": name, "uid": format!("{name}-uid"), "controller": true});
-        let policy = |scaled: &str, deleted: &str| set(json!({"persistentVolumeClaimRetentionPolicy": {"whenScaled": scaled, "whenDeleted": deleted}}));
+        let policy = |scaled: &str, deleted: &str| {
+            set(
+                json!({"persistentVolumeClaimRetentionPolicy": {"whenScaled": scaled, "whenDeleted": deleted}}),
+            )
+        };
         // (policy, pod, claim refs) -> (up to date, owner uids wanted)
-        let check = |s: &StatefulSet, p: &Pod, refs: serde_json::Value, up_to_date: bool, wanted: &[&str]| {
+        let check = |s: &StatefulSet,
+                     p: &Pod,
+                     refs: serde_json::Value,
+                     up_to_date: bool,
+                     wanted: &[&str]| {
             let c = claim(refs);
             assert_eq!(claim_owners_up_to_date(&c, s, p), up_to_date, "{c:?}");
             let owners: Vec<String> = claim_owners(&c, s, p).into_iter().map(|r| r.uid).collect();
@@ -415,14 +533,26 @@ mod tests {
         let when_deleted = policy("Retain", "Delete");
         check(&when_deleted, &inside, json!([]), false, &["set-uid"]);
         check(&when_deleted, &inside, json!([set_ref]), true, &["set-uid"]);
-        check(&when_deleted, &outside, json!([set_ref]), true, &["set-uid"]);
+        check(
+            &when_deleted,
+            &outside,
+            json!([set_ref]),
+            true,
+            &["set-uid"],
+        );
         let when_scaled = policy("Delete", "Retain");
         check(&when_scaled, &inside, json!([]), true, &[]);
         check(&when_scaled, &outside, json!([]), false, &["web-5-uid"]);
         let both = policy("Delete", "Delete");
         check(&both, &inside, json!([set_ref]), true, &["set-uid"]);
         check(&both, &outside, json!([set_ref]), false, &["web-5-uid"]);
-        check(&both, &outside, json!([pod_ref("web-5")]), true, &["web-5-uid"]);
+        check(
+            &both,
+            &outside,
+            json!([pod_ref("web-5")]),
+            true,
+            &["web-5-uid"],
+        );
         // A non-controller ref of ours needs fixing; another controller is left alone.
         let mut loose = set_ref.clone();
         loose["controller"] = json!(false);

@@ -40,7 +40,9 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("controller", &"statefulset").finish()
+        f.debug_struct("Context")
+            .field("controller", &"statefulset")
+            .finish()
     }
 }
 
@@ -112,7 +114,8 @@ fn owners_of(meta: &ObjectMeta, store: &Store<StatefulSet>) -> Vec<Arc<StatefulS
         None => {
             let labels = pods::labels_of(meta);
             store.state_filter(|s| {
-                s.metadata.namespace.as_deref() == Some(namespace) && selector(s).is_some_and(|sel| sel.matches(labels))
+                s.metadata.namespace.as_deref() == Some(namespace)
+                    && selector(s).is_some_and(|sel| sel.matches(labels))
             })
         }
     }
@@ -120,20 +123,30 @@ fn owners_of(meta: &ObjectMeta, store: &Store<StatefulSet>) -> Vec<Arc<StatefulS
 
 /// Upstream's pod handlers: the owner is queued on every change that matters (and the old
 /// owner when ownership or labels change); orphans wake the sets that select them.
-fn sets_for_pod_change(change: &Change<'_, Pod>, store: &Store<StatefulSet>) -> Vec<Arc<StatefulSet>> {
+fn sets_for_pod_change(
+    change: &Change<'_, Pod>,
+    store: &Store<StatefulSet>,
+) -> Vec<Arc<StatefulSet>> {
     match change {
         Change::Deleted(pod) => owners_of(&pod.metadata, store)
             .into_iter()
             .filter(|_| pods::controller_of(&pod.metadata).is_some())
             .collect(),
         Change::Applied { old: None, new } => owners_of(&new.metadata, store),
-        Change::Applied { old: Some(old), new } => {
+        Change::Applied {
+            old: Some(old),
+            new,
+        } => {
             if old.metadata.resource_version == new.metadata.resource_version {
                 return Vec::new();
             }
             let moved = old.metadata.labels != new.metadata.labels
                 || pods::controller_of(&old.metadata) != pods::controller_of(&new.metadata);
-            let mut sets = if moved { owners_of(&old.metadata, store) } else { Vec::new() };
+            let mut sets = if moved {
+                owners_of(&old.metadata, store)
+            } else {
+                Vec::new()
+            };
             if pods::controller_of(&new.metadata).is_some() || moved {
                 sets.extend(owners_of(&new.metadata, store));
             }
@@ -183,7 +196,11 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
         object.status = Some(planned.status.clone());
         let set_api: Api<StatefulSet> = api(&ctx, &namespace);
         match set_api
-            .replace_status(set.metadata.name.as_deref().unwrap_or_default(), &PostParams::default(), &object)
+            .replace_status(
+                set.metadata.name.as_deref().unwrap_or_default(),
+                &PostParams::default(),
+                &object,
+            )
             .await
         {
             Ok(_) => {}
@@ -193,16 +210,26 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
     }
     truncate_history(&ctx, &set, &owned, &revisions, &current, &update).await?;
     result?;
-    let min_ready = set.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    let min_ready = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0);
     if min_ready > 0 && planned.status.available_replicas.unwrap_or(0) != identity::replicas(&set) {
-        return Ok(Action::requeue(Duration::from_secs(min_ready.unsigned_abs().into())));
+        return Ok(Action::requeue(Duration::from_secs(
+            min_ready.unsigned_abs().into(),
+        )));
     }
     Ok(Action::await_change())
 }
 
 /// The set's revisions: those it controls and selected orphans, which it adopts (upstream's
 /// `adoptOrphanRevisions` and `ListRevisions`), sorted by revision.
-async fn claim_revisions(ctx: &Context, set: &StatefulSet, selector: &Selector) -> Result<Vec<ControllerRevision>, Error> {
+async fn claim_revisions(
+    ctx: &Context,
+    set: &StatefulSet,
+    selector: &Selector,
+) -> Result<Vec<ControllerRevision>, Error> {
     let namespace = set.metadata.namespace.clone().unwrap_or_default();
     let uid = set.metadata.uid.clone().unwrap_or_default();
     let mut revisions: Vec<ControllerRevision> = ctx
@@ -215,16 +242,26 @@ async fn claim_revisions(ctx: &Context, set: &StatefulSet, selector: &Selector) 
         .iter()
         .map(|r| (**r).clone())
         .collect();
-    let orphans: Vec<&ControllerRevision> = revisions.iter().filter(|r| pods::controller_of(&r.metadata).is_none()).collect();
+    let orphans: Vec<&ControllerRevision> = revisions
+        .iter()
+        .filter(|r| pods::controller_of(&r.metadata).is_none())
+        .collect();
     if !orphans.is_empty() {
         if !pods::can_adopt(&ctx.client, set).await? {
-            return Err(Error::Invalid("can't adopt ControllerRevisions: the StatefulSet is gone or being deleted".into()));
+            return Err(Error::Invalid(
+                "can't adopt ControllerRevisions: the StatefulSet is gone or being deleted".into(),
+            ));
         }
         let revision_api: Api<ControllerRevision> = api(ctx, &namespace);
         let reference = pods::controller_ref("apps/v1", "StatefulSet", &set.metadata);
         for orphan in orphans {
             let patch = pods::adopt_patch(&reference, orphan.metadata.uid.as_deref());
-            pods::patch_ownership(&revision_api, orphan.metadata.name.as_deref().unwrap_or_default(), patch).await?;
+            pods::patch_ownership(
+                &revision_api,
+                orphan.metadata.name.as_deref().unwrap_or_default(),
+                patch,
+            )
+            .await?;
         }
     }
     revisions.sort_by(history::by_revision);
@@ -233,32 +270,55 @@ async fn claim_revisions(ctx: &Context, set: &StatefulSet, selector: &Selector) 
 
 /// The set's member pods, after adopting and releasing (upstream's `getPodsForStatefulSet`:
 /// a pod must match the selector and be named after the set).
-async fn claim_pods(ctx: &Context, set: &StatefulSet, selector: &Selector) -> Result<Vec<Pod>, Error> {
+async fn claim_pods(
+    ctx: &Context,
+    set: &StatefulSet,
+    selector: &Selector,
+) -> Result<Vec<Pod>, Error> {
     let namespace = set.metadata.namespace.clone().unwrap_or_default();
-    let candidates = ctx.pods.state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
+    let candidates = ctx
+        .pods
+        .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&Pod> = candidates.iter().map(|p| &**p).collect();
     let claims = pods::claim(&set.metadata, selector, &candidates);
-    let (mut owned, mut release): (Vec<&Pod>, Vec<&Pod>) =
-        claims.owned.into_iter().partition(|p| identity::is_member(set, p));
+    let (mut owned, mut release): (Vec<&Pod>, Vec<&Pod>) = claims
+        .owned
+        .into_iter()
+        .partition(|p| identity::is_member(set, p));
     if set.metadata.deletion_timestamp.is_some() {
         owned.append(&mut release);
     }
     release.extend(claims.release);
-    let adopt: Vec<&Pod> = claims.adopt.into_iter().filter(|p| identity::is_member(set, p)).collect();
+    let adopt: Vec<&Pod> = claims
+        .adopt
+        .into_iter()
+        .filter(|p| identity::is_member(set, p))
+        .collect();
     let mut result: Vec<Pod> = owned.into_iter().cloned().collect();
     let pod_api: Api<Pod> = api(ctx, &namespace);
     if !adopt.is_empty() && pods::can_adopt(&ctx.client, set).await? {
         let reference = pods::controller_ref("apps/v1", "StatefulSet", &set.metadata);
         for pod in adopt {
             let patch = pods::adopt_patch(&reference, pod.metadata.uid.as_deref());
-            if pods::patch_ownership(&pod_api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await? {
+            if pods::patch_ownership(
+                &pod_api,
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                patch,
+            )
+            .await?
+            {
                 result.push(pod.clone());
             }
         }
     }
     for pod in release {
         let patch = pods::release_patch(set.metadata.uid.as_deref(), pod.metadata.uid.as_deref());
-        pods::patch_ownership(&pod_api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await?;
+        pods::patch_ownership(
+            &pod_api,
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            patch,
+        )
+        .await?;
     }
     Ok(result)
 }
@@ -273,16 +333,31 @@ async fn set_revisions(
 ) -> Result<(ControllerRevision, ControllerRevision, i32), Error> {
     let namespace = set.metadata.namespace.clone().unwrap_or_default();
     let revision_api: Api<ControllerRevision> = api(ctx, &namespace);
-    let mut collision_count = set.status.as_ref().and_then(|s| s.collision_count).unwrap_or(0);
+    let mut collision_count = set
+        .status
+        .as_ref()
+        .and_then(|s| s.collision_count)
+        .unwrap_or(0);
     let refs: Vec<&ControllerRevision> = revisions.iter().collect();
     let next = history::next_revision(&refs);
-    let template = set.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = set
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     let data = history::template_patch(&template);
     let labels = template.metadata.as_ref().and_then(|m| m.labels.as_ref());
     let reference = pods::controller_ref("apps/v1", "StatefulSet", &set.metadata);
     let candidate = |count: i32| {
         let hash = history::hash_revision(&data, Some(count));
-        history::new_revision(&set.metadata, reference.clone(), labels, data.clone(), next, &hash)
+        history::new_revision(
+            &set.metadata,
+            reference.clone(),
+            labels,
+            data.clone(),
+            next,
+            &hash,
+        )
     };
     let wanted = candidate(collision_count);
     let equal = history::find_equal(&refs, &wanted);
@@ -291,7 +366,11 @@ async fn set_revisions(
         (Some(found), _) => {
             let name = found.metadata.name.clone().unwrap_or_default();
             revision_api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"revision": next})))
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"revision": next})),
+                )
                 .await?
         }
         (None, _) => loop {
@@ -329,13 +408,24 @@ async fn truncate_history(
     current: &ControllerRevision,
     update: &ControllerRevision,
 ) -> Result<(), Error> {
-    let mut live: BTreeSet<String> = owned.iter().map(|p| identity::pod_revision(p).to_owned()).collect();
+    let mut live: BTreeSet<String> = owned
+        .iter()
+        .map(|p| identity::pod_revision(p).to_owned())
+        .collect();
     live.extend(current.metadata.name.clone());
     live.extend(update.metadata.name.clone());
     let refs: Vec<&ControllerRevision> = revisions.iter().collect();
-    let historic = refs.iter().filter(|r| r.metadata.name.as_ref().is_none_or(|n| !live.contains(n))).count();
-    let limit = set.spec.as_ref().and_then(|s| s.revision_history_limit).unwrap_or(10);
-    let revision_api: Api<ControllerRevision> = api(ctx, set.metadata.namespace.as_deref().unwrap_or_default());
+    let historic = refs
+        .iter()
+        .filter(|r| r.metadata.name.as_ref().is_none_or(|n| !live.contains(n)))
+        .count();
+    let limit = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.revision_history_limit)
+        .unwrap_or(10);
+    let revision_api: Api<ControllerRevision> =
+        api(ctx, set.metadata.namespace.as_deref().unwrap_or_default());
     for name in history::to_prune(&refs, &live, historic, limit) {
         match revision_api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -356,7 +446,8 @@ async fn execute(
 ) -> Result<(), Error> {
     for steps in &planned.phases {
         if planned.parallel {
-            let (_, result) = pods::slow_start(steps.len(), |i| run_step(ctx, set, claims, &steps[i])).await;
+            let (_, result) =
+                pods::slow_start(steps.len(), |i| run_step(ctx, set, claims, &steps[i])).await;
             result?;
         } else {
             for step in steps {
@@ -372,8 +463,14 @@ fn set_name(set: &StatefulSet) -> &str {
 }
 
 /// Upstream's `recordPodEvent` wording: (reason, type, message).
-fn pod_event_text(verb: &str, pod: &str, set: &str, error: Option<&str>) -> (String, EventType, String) {
-    let title = verb.get(..1).map(str::to_uppercase).unwrap_or_default() + verb.get(1..).unwrap_or_default();
+fn pod_event_text(
+    verb: &str,
+    pod: &str,
+    set: &str,
+    error: Option<&str>,
+) -> (String, EventType, String) {
+    let title = verb.get(..1).map(str::to_uppercase).unwrap_or_default()
+        + verb.get(1..).unwrap_or_default();
     match error {
         None => (
             format!("Successful{title}"),
@@ -390,10 +487,16 @@ fn pod_event_text(verb: &str, pod: &str, set: &str, error: Option<&str>) -> (Str
 
 fn pod_event(ctx: &Context, set: &StatefulSet, verb: &str, pod: &str, error: Option<&str>) {
     let (reason, kind, message) = pod_event_text(verb, pod, set_name(set), error);
-    ctx.recorder.record(pods::object_reference(set), kind, &reason, message);
+    ctx.recorder
+        .record(pods::object_reference(set), kind, &reason, message);
 }
 
-async fn run_step(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, PersistentVolumeClaim>, step: &Step) -> Result<(), Error> {
+async fn run_step(
+    ctx: &Context,
+    set: &StatefulSet,
+    claims: &BTreeMap<String, PersistentVolumeClaim>,
+    step: &Step,
+) -> Result<(), Error> {
     let namespace = set.metadata.namespace.clone().unwrap_or_default();
     let pod_api: Api<Pod> = api(ctx, &namespace);
     match step {
@@ -408,9 +511,17 @@ async fn run_step(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, Pe
                     pod_event(ctx, set, "create", &name, None);
                     Ok(())
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 => Err(kube::Error::Api(status).into()),
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    Err(kube::Error::Api(status).into())
+                }
                 Err(error) => {
-                    pod_event(ctx, set, "create", &name, Some(&pods::error_message(&error)));
+                    pod_event(
+                        ctx,
+                        set,
+                        "create",
+                        &name,
+                        Some(&pods::error_message(&error)),
+                    );
                     Err(error.into())
                 }
             }
@@ -437,7 +548,13 @@ async fn run_step(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, Pe
                 Ok::<(), Error>(())
             }
             .await;
-            pod_event(ctx, set, "update", &name, result.as_ref().err().map(ToString::to_string).as_deref());
+            pod_event(
+                ctx,
+                set,
+                "update",
+                &name,
+                result.as_ref().err().map(ToString::to_string).as_deref(),
+            );
             result
         }
     }
@@ -445,8 +562,15 @@ async fn run_step(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, Pe
 
 /// Creates the pod's claims that do not exist (upstream's `createPersistentVolumeClaims`); a
 /// claim being deleted is an error until it is gone.
-async fn create_claims(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, PersistentVolumeClaim>, pod: &Pod) -> Result<(), Error> {
-    let Some(ordinal) = identity::ordinal(pod) else { return Ok(()) };
+async fn create_claims(
+    ctx: &Context,
+    set: &StatefulSet,
+    claims: &BTreeMap<String, PersistentVolumeClaim>,
+    pod: &Pod,
+) -> Result<(), Error> {
+    let Some(ordinal) = identity::ordinal(pod) else {
+        return Ok(());
+    };
     let namespace = set.metadata.namespace.clone().unwrap_or_default();
     let claim_api: Api<PersistentVolumeClaim> = api(ctx, &namespace);
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
@@ -461,38 +585,70 @@ async fn create_claims(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<Strin
             None => {
                 let result = claim_api.create(&PostParams::default(), &claim).await;
                 let (reason, kind, message) = match &result {
-                    Ok(_) => ("SuccessfulCreate", EventType::Normal, format!("create Claim {name} Pod {pod_name} in StatefulSet {} success", set_name(set))),
+                    Ok(_) => (
+                        "SuccessfulCreate",
+                        EventType::Normal,
+                        format!(
+                            "create Claim {name} Pod {pod_name} in StatefulSet {} success",
+                            set_name(set)
+                        ),
+                    ),
                     Err(kube::Error::Api(status)) if status.code == 409 => continue,
                     Err(error) => {
-                        errors.push(format!("failed to create PVC {name}: {}", pods::error_message(error)));
-                        ("FailedCreate", EventType::Warning, format!(
-                            "create Claim {name} for Pod {pod_name} in StatefulSet {} failed error: {}",
-                            set_name(set),
+                        errors.push(format!(
+                            "failed to create PVC {name}: {}",
                             pods::error_message(error)
-                        ))
+                        ));
+                        (
+                            "FailedCreate",
+                            EventType::Warning,
+                            format!(
+                                "create Claim {name} for Pod {pod_name} in StatefulSet {} failed error: {}",
+                                set_name(set),
+                                pods::error_message(error)
+                            ),
+                        )
                     }
                 };
-                ctx.recorder.record(pods::object_reference(set), kind, reason, message);
+                ctx.recorder
+                    .record(pods::object_reference(set), kind, reason, message);
             }
         }
     }
-    if errors.is_empty() { Ok(()) } else { Err(Error::Invalid(errors.join("; "))) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(errors.join("; ")))
+    }
 }
 
 /// Sets the owner references of the pod's existing claims as the retention policy wants
 /// (upstream's `UpdatePodClaimForRetentionPolicy`).
-async fn fix_claims(ctx: &Context, set: &StatefulSet, claims: &BTreeMap<String, PersistentVolumeClaim>, pod: &Pod) -> Result<(), Error> {
-    let Some(ordinal) = identity::ordinal(pod) else { return Ok(()) };
-    let claim_api: Api<PersistentVolumeClaim> = api(ctx, set.metadata.namespace.as_deref().unwrap_or_default());
+async fn fix_claims(
+    ctx: &Context,
+    set: &StatefulSet,
+    claims: &BTreeMap<String, PersistentVolumeClaim>,
+    pod: &Pod,
+) -> Result<(), Error> {
+    let Some(ordinal) = identity::ordinal(pod) else {
+        return Ok(());
+    };
+    let claim_api: Api<PersistentVolumeClaim> =
+        api(ctx, set.metadata.namespace.as_deref().unwrap_or_default());
     for (_, wanted) in identity::claims_for(set, ordinal) {
         let name = wanted.metadata.name.clone().unwrap_or_default();
-        let Some(claim) = claims.get(&name) else { continue };
+        let Some(claim) = claims.get(&name) else {
+            continue;
+        };
         if identity::claim_owners_up_to_date(claim, set, pod) {
             continue;
         }
         let refs = identity::claim_owners(claim, set, pod);
         let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": claim.metadata.resource_version}});
-        match claim_api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        match claim_api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
             Ok(_) => {}
             Err(error) if runtime::is_not_found(&error) => {}
             Err(error) => return Err(error.into()),
@@ -512,11 +668,19 @@ mod tests {
     fn pod_events_use_upstream_wording() {
         assert_eq!(
             pod_event_text("create", "web-0", "web", None),
-            ("SuccessfulCreate".into(), EventType::Normal, "create Pod web-0 in StatefulSet web successful".into())
+            (
+                "SuccessfulCreate".into(),
+                EventType::Normal,
+                "create Pod web-0 in StatefulSet web successful".into()
+            )
         );
         assert_eq!(
             pod_event_text("delete", "web-1", "web", Some("boom")),
-            ("FailedDelete".into(), EventType::Warning, "delete Pod web-1 in StatefulSet web failed error: boom".into())
+            (
+                "FailedDelete".into(),
+                EventType::Warning,
+                "delete Pod web-1 in StatefulSet web failed error: boom".into()
+            )
         );
     }
 
@@ -539,17 +703,48 @@ mod tests {
                                                        "ownerReferences": refs, "resourceVersion": rv}}))
             .unwrap_or_else(|e| panic!("{e}"))
         };
-        let names = |v: Vec<Arc<StatefulSet>>| v.iter().filter_map(|s| s.metadata.name.clone()).collect::<Vec<_>>();
+        let names = |v: Vec<Arc<StatefulSet>>| {
+            v.iter()
+                .filter_map(|s| s.metadata.name.clone())
+                .collect::<Vec<_>>()
+        };
         let owned = pod(json!({"app": "web"}), Some("web"), "1");
-        assert_eq!(names(sets_for_pod_change(&Change::Applied { old: None, new: &owned }, &store)), ["web"]);
+        assert_eq!(
+            names(sets_for_pod_change(
+                &Change::Applied {
+                    old: None,
+                    new: &owned
+                },
+                &store
+            )),
+            ["web"]
+        );
         let orphan = pod(json!({"app": "db"}), None, "1");
-        assert_eq!(names(sets_for_pod_change(&Change::Applied { old: None, new: &orphan }, &store)), ["db"]);
+        assert_eq!(
+            names(sets_for_pod_change(
+                &Change::Applied {
+                    old: None,
+                    new: &orphan
+                },
+                &store
+            )),
+            ["db"]
+        );
         assert!(sets_for_pod_change(&Change::Deleted(&orphan), &store).is_empty());
-        assert_eq!(names(sets_for_pod_change(&Change::Deleted(&owned), &store)), ["web"]);
+        assert_eq!(
+            names(sets_for_pod_change(&Change::Deleted(&owned), &store)),
+            ["web"]
+        );
         let relabeled = pod(json!({"app": "db"}), Some("web"), "2");
-        let change = Change::Applied { old: Some(Arc::new(owned.clone())), new: &relabeled };
+        let change = Change::Applied {
+            old: Some(Arc::new(owned.clone())),
+            new: &relabeled,
+        };
         assert_eq!(names(sets_for_pod_change(&change, &store)), ["web", "web"]);
-        let resync = Change::Applied { old: Some(Arc::new(owned.clone())), new: &owned };
+        let resync = Change::Applied {
+            old: Some(Arc::new(owned.clone())),
+            new: &owned,
+        };
         assert!(sets_for_pod_change(&resync, &store).is_empty());
     }
 }

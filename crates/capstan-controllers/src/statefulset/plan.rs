@@ -63,7 +63,10 @@ pub struct Plan {
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
 }
 
 /// Exists in the API (upstream checks for a phase, which the API server sets on creation; a
@@ -89,7 +92,10 @@ fn name(pod: &Pod) -> String {
 }
 
 fn min_ready_seconds(set: &StatefulSet) -> i32 {
-    set.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0)
+    set.spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0)
 }
 
 fn strategy_type(set: &StatefulSet) -> &str {
@@ -100,8 +106,15 @@ fn strategy_type(set: &StatefulSet) -> &str {
         .unwrap_or("RollingUpdate")
 }
 
-fn rolling(set: &StatefulSet) -> Option<&k8s_openapi::api::apps::v1::RollingUpdateStatefulSetStrategy> {
-    set.spec.as_ref()?.update_strategy.as_ref()?.rolling_update.as_ref()
+fn rolling(
+    set: &StatefulSet,
+) -> Option<&k8s_openapi::api::apps::v1::RollingUpdateStatefulSetStrategy> {
+    set.spec
+        .as_ref()?
+        .update_strategy
+        .as_ref()?
+        .rolling_update
+        .as_ref()
 }
 
 fn partition(set: &StatefulSet) -> i32 {
@@ -109,7 +122,14 @@ fn partition(set: &StatefulSet) -> i32 {
 }
 
 /// Counts pods into the status (upstream's `computeReplicaStatus`).
-pub fn count(status: &mut StatefulSetStatus, pods: &[&Pod], min_ready: i32, current: &str, update: &str, now: Timestamp) {
+pub fn count(
+    status: &mut StatefulSetStatus,
+    pods: &[&Pod],
+    min_ready: i32,
+    current: &str,
+    update: &str,
+    now: Timestamp,
+) {
     let (mut replicas, mut ready, mut available, mut at_current, mut updated) = (0, 0, 0, 0, 0);
     for pod in pods {
         if is_created(pod) {
@@ -170,11 +190,22 @@ pub fn status_changed(set: &StatefulSet, new: &StatefulSetStatus) -> bool {
 
 /// The pod for a missing ordinal, at the current revision below the partition and at the
 /// update revision otherwise (upstream's `newVersionedStatefulSetPod`).
-fn versioned_pod(input: &Input<'_>, current: &PodTemplateSpec, update: &PodTemplateSpec, ordinal: i32) -> Pod {
+fn versioned_pod(
+    input: &Input<'_>,
+    current: &PodTemplateSpec,
+    update: &PodTemplateSpec,
+    ordinal: i32,
+) -> Pod {
     let set = input.set;
     let start = identity::start_ordinal(set);
-    let current_replicas = set.status.as_ref().and_then(|s| s.current_replicas).unwrap_or(0);
-    let at_current = (strategy_type(set) == "RollingUpdate" && rolling(set).is_none() && ordinal < start + current_replicas)
+    let current_replicas = set
+        .status
+        .as_ref()
+        .and_then(|s| s.current_replicas)
+        .unwrap_or(0);
+    let at_current = (strategy_type(set) == "RollingUpdate"
+        && rolling(set).is_none()
+        && ordinal < start + current_replicas)
         || (rolling(set).is_some() && ordinal < start + partition(set));
     let revision_name = |r: &ControllerRevision| r.metadata.name.clone().unwrap_or_default();
     if at_current {
@@ -185,21 +216,31 @@ fn versioned_pod(input: &Input<'_>, current: &PodTemplateSpec, update: &PodTempl
 }
 
 fn claims_up_to_date(input: &Input<'_>, pod: &Pod) -> bool {
-    let Some(ordinal) = ordinal(pod) else { return true };
-    identity::claims_for(input.set, ordinal).iter().all(|(_, wanted)| {
-        let name = wanted.metadata.name.as_deref().unwrap_or_default();
-        input
-            .claims
-            .get(name)
-            .is_none_or(|claim| identity::claim_owners_up_to_date(claim, input.set, pod))
-    })
+    let Some(ordinal) = ordinal(pod) else {
+        return true;
+    };
+    identity::claims_for(input.set, ordinal)
+        .iter()
+        .all(|(_, wanted)| {
+            let name = wanted.metadata.name.as_deref().unwrap_or_default();
+            input
+                .claims
+                .get(name)
+                .is_none_or(|claim| identity::claim_owners_up_to_date(claim, input.set, pod))
+        })
 }
 
 fn missing_claims(input: &Input<'_>, pod: &Pod) -> bool {
-    let Some(ordinal) = ordinal(pod) else { return false };
+    let Some(ordinal) = ordinal(pod) else {
+        return false;
+    };
     identity::claims_for(input.set, ordinal)
         .iter()
-        .any(|(_, c)| !input.claims.contains_key(c.metadata.name.as_deref().unwrap_or_default()))
+        .any(|(_, c)| {
+            !input
+                .claims
+                .contains_key(c.metadata.name.as_deref().unwrap_or_default())
+        })
 }
 
 fn stale_claims(input: &Input<'_>, pod: &Pod) -> bool {
@@ -210,14 +251,18 @@ fn stale_claims(input: &Input<'_>, pod: &Pod) -> bool {
         .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref())
         .and_then(|p| p.when_scaled.as_deref())
         == Some("Delete");
-    let Some(ordinal) = ordinal(pod) else { return false };
+    let Some(ordinal) = ordinal(pod) else {
+        return false;
+    };
     deletes_when_scaled
-        && identity::claims_for(input.set, ordinal).iter().any(|(_, c)| {
-            input
-                .claims
-                .get(c.metadata.name.as_deref().unwrap_or_default())
-                .is_some_and(|claim| identity::claim_is_stale(claim, pod))
-        })
+        && identity::claims_for(input.set, ordinal)
+            .iter()
+            .any(|(_, c)| {
+                input
+                    .claims
+                    .get(c.metadata.name.as_deref().unwrap_or_default())
+                    .is_some_and(|claim| identity::claim_is_stale(claim, pod))
+            })
 }
 
 /// One replica (upstream's `processReplica`): the step, and whether an ordered set stops here.
@@ -237,11 +282,18 @@ fn process_replica(input: &Input<'_>, pod: &Pod, monotonic: bool) -> (Option<Ste
         step = Some(Step::CreateClaims(pod.clone()));
     }
     let min_ready = min_ready_seconds(input.set);
-    if monotonic && (terminating(pod) || !running_and_ready(pod) || !pods::is_available(pod, min_ready, input.now)) {
+    if monotonic
+        && (terminating(pod)
+            || !running_and_ready(pod)
+            || !pods::is_available(pod, min_ready, input.now))
+    {
         return (step, true);
     }
     let set = input.set;
-    if identity::identity_matches(set, pod) && identity::storage_matches(set, pod) && claims_up_to_date(input, pod) {
+    if identity::identity_matches(set, pod)
+        && identity::storage_matches(set, pod)
+        && claims_up_to_date(input, pod)
+    {
         return (step, false);
     }
     let mut fixed = pod.clone();
@@ -261,8 +313,13 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let wanted = identity::replicas(set).max(0);
     let current_name = input.current.metadata.name.clone().unwrap_or_default();
     let update_name = input.update.metadata.name.clone().unwrap_or_default();
-    let set_template = set.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
-    let current_template = history::template_of(input.current).unwrap_or_else(|| set_template.clone());
+    let set_template = set
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let current_template =
+        history::template_of(input.current).unwrap_or_else(|| set_template.clone());
     let update_template = history::template_of(input.update).unwrap_or(set_template);
     let mut status = StatefulSetStatus {
         observed_generation: set.metadata.generation,
@@ -277,7 +334,9 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let mut condemned: Vec<&Pod> = Vec::new();
     for pod in input.pods.iter().copied() {
         match ordinal(pod) {
-            Some(o) if o >= start && o - start < wanted => slots[(o - start) as usize] = Some(pod.clone()),
+            Some(o) if o >= start && o - start < wanted => {
+                slots[(o - start) as usize] = Some(pod.clone())
+            }
             Some(_) => condemned.push(pod),
             None => {}
         }
@@ -286,7 +345,9 @@ pub fn plan(input: &Input<'_>) -> Plan {
         .into_iter()
         .enumerate()
         .map(|(i, slot)| {
-            slot.unwrap_or_else(|| versioned_pod(input, &current_template, &update_template, start + i as i32))
+            slot.unwrap_or_else(|| {
+                versioned_pod(input, &current_template, &update_template, start + i as i32)
+            })
         })
         .collect();
     condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
@@ -297,10 +358,25 @@ pub fn plan(input: &Input<'_>) -> Plan {
         .map(name);
     let min_ready = min_ready_seconds(set);
     let everything: Vec<&Pod> = replicas.iter().chain(condemned.iter().copied()).collect();
-    count(&mut status, &everything, min_ready, &current_name, &update_name, input.now);
-    let parallel = set.spec.as_ref().and_then(|s| s.pod_management_policy.as_deref()) == Some("Parallel");
+    count(
+        &mut status,
+        &everything,
+        min_ready,
+        &current_name,
+        &update_name,
+        input.now,
+    );
+    let parallel = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.pod_management_policy.as_deref())
+        == Some("Parallel");
     let monotonic = !parallel;
-    let mut result = Plan { phases: Vec::new(), parallel, status };
+    let mut result = Plan {
+        phases: Vec::new(),
+        parallel,
+        status,
+    };
     if set.metadata.deletion_timestamp.is_some() {
         return result;
     }
@@ -333,7 +409,10 @@ pub fn plan(input: &Input<'_>) -> Plan {
             continue;
         }
         let first = first_unhealthy.as_deref() == pod.metadata.name.as_deref();
-        if monotonic && !first && (!running_and_ready(pod) || !pods::is_available(pod, min_ready, input.now)) {
+        if monotonic
+            && !first
+            && (!running_and_ready(pod) || !pods::is_available(pod, min_ready, input.now))
+        {
             result.phases.push(steps);
             return result;
         }
@@ -367,7 +446,15 @@ pub fn plan(input: &Input<'_>) -> Plan {
             let max_unavailable = max_unavailable_count(&max_unavailable, wanted);
             let unavailable = replicas.iter().filter(|p| !healthy(p)).count() as i32;
             let room = (max_unavailable - unavailable).max(0) as usize;
-            steps.extend(replicas.iter().skip(update_min).rev().filter(|p| outdated(p)).take(room).map(|p| Step::Delete(name(p))));
+            steps.extend(
+                replicas
+                    .iter()
+                    .skip(update_min)
+                    .rev()
+                    .filter(|p| outdated(p))
+                    .take(room)
+                    .map(|p| Step::Delete(name(p))),
+            );
         }
     }
     let deleted = steps.len() as i32;
@@ -419,7 +506,9 @@ mod tests {
                 name: Some(name.into()),
                 ..Default::default()
             },
-            data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(history::template_patch(&template))),
+            data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
+                history::template_patch(&template),
+            )),
             revision: 1,
         }
     }
@@ -470,12 +559,23 @@ mod tests {
         let claims = BTreeMap::new();
         let refs: Vec<&Pod> = pods.iter().collect();
         let (current, update) = (revision("web-v1", "v1"), revision("web-v2", "v2"));
-        plan(&Input { set: s, pods: &refs, claims: &claims, current: &current, update: &update, collision_count: 0, now: at(now) })
+        plan(&Input {
+            set: s,
+            pods: &refs,
+            claims: &claims,
+            current: &current,
+            update: &update,
+            collision_count: 0,
+            now: at(now),
+        })
     }
 
     fn check(s: &StatefulSet, pods: &[Pod], expected: &[&[&str]]) {
         let got = describe(&run(s, pods, 200));
-        let expected: Vec<Vec<String>> = expected.iter().map(|p| p.iter().map(|s| s.to_string()).collect()).collect();
+        let expected: Vec<Vec<String>> = expected
+            .iter()
+            .map(|p| p.iter().map(|s| s.to_string()).collect())
+            .collect();
         assert_eq!(got, expected);
     }
 
@@ -484,23 +584,53 @@ mod tests {
         let s = set(json!({}));
         check(&s, &[], &[&["create web-0@web-v2"]]);
         check(&s, &[pod(0, "web-v2", "pending")], &[&[]]);
-        check(&s, &[pod(0, "web-v2", "ready")], &[&["create web-1@web-v2"]]);
-        check(&s, &[pod(0, "web-v2", "ready"), pod(2, "web-v2", "ready")], &[&["create web-1@web-v2"]]);
-        check(&s, &[pod(0, "web-v2", "failed"), pod(1, "web-v2", "ready")], &[&["delete web-0"]]);
+        check(
+            &s,
+            &[pod(0, "web-v2", "ready")],
+            &[&["create web-1@web-v2"]],
+        );
+        check(
+            &s,
+            &[pod(0, "web-v2", "ready"), pod(2, "web-v2", "ready")],
+            &[&["create web-1@web-v2"]],
+        );
+        check(
+            &s,
+            &[pod(0, "web-v2", "failed"), pod(1, "web-v2", "ready")],
+            &[&["delete web-0"]],
+        );
         let started = set(json!({"ordinals": {"start": 3}}));
-        check(&started, &[pod(3, "web-v2", "ready")], &[&["create web-4@web-v2"]]);
+        check(
+            &started,
+            &[pod(3, "web-v2", "ready")],
+            &[&["create web-4@web-v2"]],
+        );
     }
 
     #[test]
     fn parallel_creates_and_deletes_at_once() {
         let s = set(json!({"podManagementPolicy": "Parallel", "replicas": 2}));
-        check(&s, &[pod(3, "web-v2", "pending")], &[&["create web-0@web-v2", "create web-1@web-v2"], &[], &["delete web-3"], &[]]);
+        check(
+            &s,
+            &[pod(3, "web-v2", "pending")],
+            &[
+                &["create web-0@web-v2", "create web-1@web-v2"],
+                &[],
+                &["delete web-3"],
+                &[],
+            ],
+        );
     }
 
     #[test]
     fn ordered_scale_down_goes_from_the_top_when_all_are_healthy() {
         let s = set(json!({"replicas": 2}));
-        let healthy = [pod(0, "web-v2", "ready"), pod(1, "web-v2", "ready"), pod(2, "web-v2", "ready"), pod(3, "web-v2", "ready")];
+        let healthy = [
+            pod(0, "web-v2", "ready"),
+            pod(1, "web-v2", "ready"),
+            pod(2, "web-v2", "ready"),
+            pod(3, "web-v2", "ready"),
+        ];
         check(&s, &healthy, &[&[], &[], &["delete web-3"]]);
         // A condemned pod that is not ready blocks unless it is the first unhealthy one.
         let mut sick = healthy.clone();
@@ -521,40 +651,93 @@ mod tests {
     #[test]
     fn rolling_updates_go_from_the_highest_ordinal_down_to_the_partition() {
         let s = set(json!({}));
-        let old = [pod(0, "web-v1", "ready"), pod(1, "web-v1", "ready"), pod(2, "web-v1", "ready")];
+        let old = [
+            pod(0, "web-v1", "ready"),
+            pod(1, "web-v1", "ready"),
+            pod(2, "web-v1", "ready"),
+        ];
         check(&s, &old, &[&[], &[], &[], &["delete web-2"]]);
-        let midway = [pod(0, "web-v1", "ready"), pod(1, "web-v1", "ready"), pod(2, "web-v2", "running")];
+        let midway = [
+            pod(0, "web-v1", "ready"),
+            pod(1, "web-v1", "ready"),
+            pod(2, "web-v2", "running"),
+        ];
         check(&s, &midway, &[&[]]);
-        let partitioned = set(json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}}));
-        let done = [pod(0, "web-v1", "ready"), pod(1, "web-v1", "ready"), pod(2, "web-v2", "ready")];
+        let partitioned = set(
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}}),
+        );
+        let done = [
+            pod(0, "web-v1", "ready"),
+            pod(1, "web-v1", "ready"),
+            pod(2, "web-v2", "ready"),
+        ];
         check(&partitioned, &done, &[&[], &[], &[], &[]]);
         // Below the partition, a recreated pod keeps the current revision.
-        check(&partitioned, &[pod(1, "web-v1", "ready"), pod(2, "web-v2", "ready")], &[&["create web-0@web-v1"]]);
+        check(
+            &partitioned,
+            &[pod(1, "web-v1", "ready"), pod(2, "web-v2", "ready")],
+            &[&["create web-0@web-v1"]],
+        );
         let on_delete = set(json!({"updateStrategy": {"type": "OnDelete"}}));
         check(&on_delete, &old, &[&[], &[], &[]]);
         let wide = set(json!({"podManagementPolicy": "Parallel",
                              "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}}));
-        check(&wide, &old, &[&[], &[], &[], &["delete web-2", "delete web-1"]]);
+        check(
+            &wide,
+            &old,
+            &[&[], &[], &[], &["delete web-2", "delete web-1"]],
+        );
         check(&wide, &midway, &[&[], &[], &[], &["delete web-1"]]);
     }
 
     #[test]
     fn status_counts_and_completion() {
         let mut s = set(json!({"minReadySeconds": 150}));
-        s.status = Some(StatefulSetStatus { current_replicas: Some(3), ..Default::default() });
-        let pods = [pod(0, "web-v1", "ready"), pod(1, "web-v1", "fresh"), pod(2, "web-v2", "pending")];
+        s.status = Some(StatefulSetStatus {
+            current_replicas: Some(3),
+            ..Default::default()
+        });
+        let pods = [
+            pod(0, "web-v1", "ready"),
+            pod(1, "web-v1", "fresh"),
+            pod(2, "web-v2", "pending"),
+        ];
         let p = run(&s, &pods, 200);
         let st = &p.status;
         assert_eq!(st.replicas, 3);
-        assert_eq!((st.ready_replicas, st.available_replicas), (Some(2), Some(1)));
-        assert_eq!((st.current_replicas, st.updated_replicas), (Some(2), Some(1)));
+        assert_eq!(
+            (st.ready_replicas, st.available_replicas),
+            (Some(2), Some(1))
+        );
+        assert_eq!(
+            (st.current_replicas, st.updated_replicas),
+            (Some(2), Some(1))
+        );
         assert_eq!(st.observed_generation, Some(4));
-        assert_eq!((st.current_revision.as_deref(), st.update_revision.as_deref()), (Some("web-v1"), Some("web-v2")));
+        assert_eq!(
+            (
+                st.current_revision.as_deref(),
+                st.update_revision.as_deref()
+            ),
+            (Some("web-v1"), Some("web-v2"))
+        );
         assert!(status_changed(&s, st));
 
-        let mut done = run(&s, &[pod(0, "web-v2", "ready"), pod(1, "web-v2", "ready"), pod(2, "web-v2", "ready")], 200).status;
+        let mut done = run(
+            &s,
+            &[
+                pod(0, "web-v2", "ready"),
+                pod(1, "web-v2", "ready"),
+                pod(2, "web-v2", "ready"),
+            ],
+            200,
+        )
+        .status;
         complete_rolling_update(&s, &mut done);
-        assert_eq!((done.current_replicas, done.current_revision.as_deref()), (Some(3), Some("web-v2")));
+        assert_eq!(
+            (done.current_replicas, done.current_revision.as_deref()),
+            (Some(3), Some("web-v2"))
+        );
         let mut settled = s.clone();
         settled.status = Some(done.clone());
         assert!(!status_changed(&settled, &done));
@@ -572,14 +755,38 @@ mod tests {
         let mut p1 = pod(1, "web-v2", "ready");
         identity::update_storage(&s, &mut p1);
         let claim = |name: &str| -> PersistentVolumeClaim {
-            serde_json::from_value(json!({"metadata": {"name": name}})).unwrap_or_else(|e| panic!("{e}"))
+            serde_json::from_value(json!({"metadata": {"name": name}}))
+                .unwrap_or_else(|e| panic!("{e}"))
         };
-        let claims: BTreeMap<String, PersistentVolumeClaim> = [("data-web-1".to_owned(), claim("data-web-1"))].into();
+        let claims: BTreeMap<String, PersistentVolumeClaim> =
+            [("data-web-1".to_owned(), claim("data-web-1"))].into();
         let refs = [&p0, &p1];
         let (current, update) = (revision("web-v1", "v1"), revision("web-v2", "v2"));
-        let plan = plan(&Input { set: &s, pods: &refs, claims: &claims, current: &current, update: &update, collision_count: 0, now: at(200) });
-        assert_eq!(describe(&plan), [vec!["claims web-0"], vec!["fix web-1"], vec!["delete web-1"], vec![]]);
-        assert_eq!(max_unavailable_count(&IntOrString::String("10%".into()), 5), 1);
-        assert_eq!(max_unavailable_count(&IntOrString::String("50%".into()), 5), 2);
+        let plan = plan(&Input {
+            set: &s,
+            pods: &refs,
+            claims: &claims,
+            current: &current,
+            update: &update,
+            collision_count: 0,
+            now: at(200),
+        });
+        assert_eq!(
+            describe(&plan),
+            [
+                vec!["claims web-0"],
+                vec!["fix web-1"],
+                vec!["delete web-1"],
+                vec![]
+            ]
+        );
+        assert_eq!(
+            max_unavailable_count(&IntOrString::String("10%".into()), 5),
+            1
+        );
+        assert_eq!(
+            max_unavailable_count(&IntOrString::String("50%".into()), 5),
+            2
+        );
     }
 }

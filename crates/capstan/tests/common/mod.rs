@@ -247,8 +247,11 @@ pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
 pub async fn kube_client(kubeconfig: &Path) -> kube::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).expect("read the kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("a kube config from the kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a kube config from the kubeconfig");
     kube::Client::try_from(config).expect("a kube client")
 }
