@@ -1,8 +1,8 @@
 //! The admission that runs inside writes ([`crate::registry::Admission`]): upstream's
-//! LimitRanger (defaults, then limits; [`crate::limitranges`]) and ResourceQuota
-//! ([`crate::quota`]) plugins, in upstream's order, for every create and update of a namespaced
-//! object through the main endpoint (POST, PUT, PATCH and server-side apply, including the ones
-//! that create).
+//! LimitRanger (defaults, then limits; [`crate::limitranges`]), Priority ([`crate::priority`]),
+//! DefaultTolerationSeconds ([`crate::tolerations`]) and ResourceQuota ([`crate::quota`])
+//! plugins, in upstream's order, for every create and update of a namespaced object through the
+//! main endpoint (POST, PUT, PATCH and server-side apply, including the ones that create).
 //!
 //! Both read their objects (LimitRanges, ResourceQuotas) from the watch cache as it stands, as
 //! upstream's plugins read their informers; a namespace the cache has none for is looked up in
@@ -111,19 +111,26 @@ pub(crate) fn namespace_of(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// The admission chain of writes: LimitRanger, then ResourceQuota.
+/// The admission chain of writes: LimitRanger, Priority, DefaultTolerationSeconds, then
+/// ResourceQuota.
 #[derive(Debug)]
 pub(crate) struct Chain {
     limits: Option<crate::limitranges::LimitRanger>,
+    priority_classes: Option<Arc<Registry>>,
     quota: Option<crate::quota::QuotaAdmission>,
 }
 
 impl Chain {
-    /// The chain over the LimitRange and ResourceQuota registries (a plugin whose registry is
-    /// missing is left out).
-    pub(crate) fn new(limit_ranges: Option<Arc<Registry>>, quotas: Option<Arc<Registry>>) -> Self {
+    /// The chain over the LimitRange, PriorityClass and ResourceQuota registries (a plugin
+    /// whose registry is missing is left out).
+    pub(crate) fn new(
+        limit_ranges: Option<Arc<Registry>>,
+        priority_classes: Option<Arc<Registry>>,
+        quotas: Option<Arc<Registry>>,
+    ) -> Self {
         Chain {
             limits: limit_ranges.map(crate::limitranges::LimitRanger::new),
+            priority_classes,
             quota: quotas.map(crate::quota::QuotaAdmission::new),
         }
     }
@@ -138,6 +145,12 @@ impl crate::registry::Admission for Chain {
         Box::pin(async move {
             if let Some(limits) = &self.limits {
                 limits.mutate(resource, object).await?;
+            }
+            if resource.group.is_empty() && resource.plural == "pods" {
+                if let Some(classes) = &self.priority_classes {
+                    crate::priority::admit(classes, object).await?;
+                }
+                crate::tolerations::admit(object);
             }
             Ok(())
         })

@@ -300,3 +300,40 @@ async fn limit_ranges_default_and_bound_pods_before_quota() {
         .await;
     assert_eq!(code, 201, "{body}");
 }
+
+#[tokio::test]
+async fn pods_created_by_apply_get_priority_and_default_tolerations() {
+    let h = Harness::new().await;
+    let (code, body) = h
+        .patch(
+            &format!("{NS}/pods/applied?fieldManager=test"),
+            "application/apply-patch+yaml",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "applied"},
+                   "spec": {"priorityClassName": "system-cluster-critical",
+                            "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["priority"], 2_000_000_000);
+    let keys: Vec<&str> = body["spec"]["tolerations"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["key"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        keys,
+        [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable"
+        ]
+    );
+    let (code, body) = h
+        .patch(
+            &format!("{NS}/pods/unknown?fieldManager=test"),
+            "application/apply-patch+yaml",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unknown"},
+                   "spec": {"priorityClassName": "nonesuch",
+                            "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .await;
+    assert_eq!(code, 403, "{body}");
+}

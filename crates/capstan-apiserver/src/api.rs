@@ -39,7 +39,8 @@ pub(crate) struct Api {
     services: Allocator,
     service_cidr: Cidr,
     lifecycle: NamespaceLifecycle,
-    /// The admission that runs inside writes (LimitRanger, ResourceQuota).
+    /// The admission that runs inside writes (LimitRanger, Priority, DefaultTolerationSeconds,
+    /// ResourceQuota).
     admission: Arc<crate::admission::Chain>,
     /// The watch caches the registries read from; they live as long as the API.
     _caches: Arc<Caches>,
@@ -489,6 +490,9 @@ impl Api {
             .collect::<HashMap<_, Arc<Registry>>>();
         let admission = Arc::new(crate::admission::Chain::new(
             registries.get(&("", "v1", "limitranges")).cloned(),
+            registries
+                .get(&("scheduling.k8s.io", "v1", "priorityclasses"))
+                .cloned(),
             registries.get(&("", "v1", "resourcequotas")).cloned(),
         ));
         Api {
@@ -700,16 +704,6 @@ impl Api {
                         .await?;
                 }
                 let written = match (resource.kind, namespace) {
-                    ("Pod", Some(_)) if resource.group.is_empty() => {
-                        let mut body = body;
-                        crate::tolerations::admit(&mut body);
-                        if let Some(classes) =
-                            self.registry("scheduling.k8s.io", "v1", "priorityclasses")
-                        {
-                            crate::priority::admit(classes, &mut body).await?;
-                        }
-                        registry.create(namespace, body, &options).await?
-                    }
                     ("Service", Some(ns)) if resource.group.is_empty() => {
                         let mut body = body;
                         self.services

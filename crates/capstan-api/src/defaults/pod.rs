@@ -322,8 +322,8 @@ fn requests_from_limits(c: &mut Container) {
 }
 
 /// Defaults of a Pod: the pod-only ones (requests copied from limits, service links on, host
-/// ports from container ports under host networking, and the priority the Priority admission
-/// plugin sets when no class is named), then the pod-spec defaults.
+/// ports from container ports under host networking), then the pod-spec defaults. The priority
+/// is not a default: the API server's Priority admission sets it.
 pub fn default_pod(pod: &mut Pod) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     for c in spec
@@ -346,13 +346,6 @@ pub fn default_pod(pod: &mut Pod) {
                 }
             }
         }
-    }
-    if spec.priority_class_name.as_deref().unwrap_or("").is_empty() {
-        set_if_none(&mut spec.priority, 0);
-        set_if_none(
-            &mut spec.preemption_policy,
-            "PreemptLowerPriority".to_owned(),
-        );
     }
     default_pod_spec(spec);
     if let Some(status) = &mut pod.status {
@@ -537,8 +530,8 @@ mod tests {
                         "name": "c", "image": "nginx", "imagePullPolicy": "Always",
                         "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
                     }],
-                    "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority",
-                    "priority": 0, "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                    "dnsPolicy": "ClusterFirst", "enableServiceLinks": true,
+                    "restartPolicy": "Always", "schedulerName": "default-scheduler",
                     "securityContext": {}, "terminationGracePeriodSeconds": 30
                 }
             }),
