@@ -447,6 +447,42 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:volume-scheduler",
             "system:kube-scheduler",
         ),
+        // The node agents, as upstream's `system:node` role grants them (upstream narrows it
+        // further per node with the Node authorizer, which is not built yet).
+        role(
+            "system:node",
+            json!([
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"],
+                 "resources": ["localsubjectaccessreviews", "subjectaccessreviews"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes"],
+                 "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch", "update"]},
+                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                 "verbs": ["create", "patch", "update"]},
+                {"apiGroups": [""], "resources": ["pods"],
+                 "verbs": ["get", "list", "watch", "create", "delete"]},
+                {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
+                {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+                {"apiGroups": [""],
+                 "resources": ["configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"],
+                 "verbs": ["get", "patch", "update"]},
+                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+                {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+                 "verbs": ["create", "get", "list", "watch"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "verbs": ["create", "delete", "get", "patch", "update"]},
+                {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments", "csidrivers"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"],
+                 "verbs": ["get", "list", "watch"]},
+            ]),
+        ),
+        binding("system:node", &["system:nodes"]),
         // The controllers read, write and delete every kind (the garbage collector and the
         // namespace controller reach custom resources too) under one identity; upstream
         // splits them into a service account per controller.

@@ -202,7 +202,12 @@ fn issue(
 /// `user`, no groups), issuing it with the cluster CA on first use. Components that talk to the
 /// API server (the scheduler as `system:kube-scheduler`, ...) authenticate with these and are
 /// authorized by upstream's bootstrap roles for those users.
-pub fn component_client(dir: &Path, file: &str, user: &str) -> Result<CertAndKey, PkiError> {
+pub fn component_client(
+    dir: &Path,
+    file: &str,
+    user: &str,
+    group: Option<&str>,
+) -> Result<CertAndKey, PkiError> {
     let path = |ext: &str| dir.join(format!("{file}.{ext}"));
     if let (Some(cert_pem), Some(key_pem)) = (read(&path("crt"))?, read(&path("key"))?) {
         return Ok(CertAndKey { cert_pem, key_pem });
@@ -220,7 +225,7 @@ pub fn component_client(dir: &Path, file: &str, user: &str) -> Result<CertAndKey
         Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))?;
     let cert = issue(
         &issuer,
-        name(user, None),
+        name(user, group),
         &[],
         ExtendedKeyUsagePurpose::ClientAuth,
     )?;

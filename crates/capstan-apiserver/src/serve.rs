@@ -61,7 +61,20 @@ impl RunningServer {
         user: &str,
         path: &std::path::Path,
     ) -> Result<(), crate::pki::PkiError> {
-        let cert = crate::pki::component_client(&self.tls_dir, file, user)?;
+        self.write_client_kubeconfig(file, user, None, path)
+    }
+
+    /// Like [`RunningServer::write_component_kubeconfig`], for a user in `group` (the
+    /// certificate's organization), e.g. a node agent as `system:node:<name>` in
+    /// `system:nodes`.
+    pub fn write_client_kubeconfig(
+        &self,
+        file: &str,
+        user: &str,
+        group: Option<&str>,
+        path: &std::path::Path,
+    ) -> Result<(), crate::pki::PkiError> {
+        let cert = crate::pki::component_client(&self.tls_dir, file, user, group)?;
         let ca = std::fs::read_to_string(self.tls_dir.join("ca.crt")).map_err(|source| {
             crate::pki::PkiError::Io {
                 path: self.tls_dir.join("ca.crt"),

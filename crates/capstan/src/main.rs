@@ -34,7 +34,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the control plane of a cluster on this machine.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
     /// Run a scheduler on its own against a cluster (as kube-scheduler), e.g. a second
@@ -45,6 +45,9 @@ enum Command {
     /// Register simulated nodes (like kwok) that run pods bound to them without containers,
     /// to measure the scheduler and controllers at scale.
     Sim(SimArgs),
+    /// Build and import container images without a registry.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Print the Kubernetes API level this binary serves.
     Version,
 }
@@ -75,10 +78,11 @@ struct ServerArgs {
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
-    /// Run no node agent in this process (k3s's flag). No agent is built yet, so none runs
-    /// either way; the flag is accepted so that k3s command lines work unchanged.
+    /// Run no node agent in this process (k3s's flag): a control plane without a node.
     #[arg(long)]
     disable_agent: bool,
+    #[command(flatten)]
+    agent: AgentFlags,
     /// Static bearer tokens, in kube-apiserver's CSV format `token,user,uid,"group1,group2"`.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
@@ -203,8 +207,146 @@ struct SimArgs {
     concurrency: usize,
 }
 
+/// The node agent's settings, shared by `capstan server` and `capstan agent`.
+#[derive(Debug, Args)]
+struct AgentFlags {
+    /// The node's name (default: the host name).
+    #[arg(long, env = "CAPSTAN_NODE_NAME")]
+    node_name: Option<String>,
+    /// The node's address (default: the source address of the default route).
+    #[arg(long)]
+    node_ip: Option<IpAddr>,
+    /// Labels to register the node with, `key=value` (repeatable, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    node_label: Vec<String>,
+    /// A CRI socket to use (e.g. `unix:///run/containerd/containerd.sock`) instead of the
+    /// containerd the agent starts itself.
+    #[arg(long)]
+    container_runtime_endpoint: Option<PathBuf>,
+    /// The kubelet root directory (pod volumes), default `<data-dir>/agent/kubelet`.
+    #[arg(long)]
+    root_dir: Option<PathBuf>,
+    /// Where the CNI plugins are (Debian's `containernetworking-plugins`).
+    #[arg(long, default_value = "/usr/lib/cni")]
+    cni_bin_dir: PathBuf,
+    /// The Linux bridge pods attach to.
+    #[arg(long, default_value = "cni0")]
+    cni_bridge: String,
+    /// The most pods this node runs.
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+}
+
+impl AgentFlags {
+    fn config(&self, agent_dir: PathBuf) -> anyhow::Result<capstan_kubelet::Config> {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_lowercase())
+            .unwrap_or_else(|_| "localhost".to_owned());
+        let mut config =
+            capstan_kubelet::Config::new(self.node_name.as_deref().unwrap_or(&hostname), agent_dir);
+        config.labels = parse_labels(&self.node_label)?;
+        config.node_ip = self.node_ip;
+        config.runtime_endpoint = self.container_runtime_endpoint.clone();
+        if let Some(root) = &self.root_dir {
+            config.root_dir = root.clone();
+        }
+        config.cni_bin_dir = self.cni_bin_dir.clone();
+        config.cni_bridge = self.cni_bridge.clone();
+        config.max_pods = self.max_pods;
+        Ok(config)
+    }
+}
+
+fn parse_labels(list: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut labels = std::collections::BTreeMap::new();
+    for label in list {
+        let Some((key, value)) = label.split_once('=') else {
+            bail!("invalid label {label:?}: expected key=value");
+        };
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(labels)
+}
+
 fn parse_cidr(text: &str) -> Result<String, String> {
     capstan_apiserver::services::Cidr::parse(text).map(|_| text.to_owned())
+}
+
+#[derive(Debug, Subcommand)]
+enum ImageCommand {
+    /// Pack Debian's static busybox (package `busybox-static`) as a runnable image archive,
+    /// e.g. into `<data-dir>/agent/images/` to be imported when the node starts.
+    Busybox {
+        /// The archive to write.
+        #[arg(long)]
+        output: PathBuf,
+        /// The image name (default: `docker.io/library/busybox:<busybox's version>`).
+        #[arg(long)]
+        name: Option<String>,
+        /// The busybox binary to pack.
+        #[arg(long, default_value = "/bin/busybox")]
+        busybox: PathBuf,
+    },
+    /// Import an image archive (OCI or docker format) into a running node's containerd.
+    Import {
+        /// The archive.
+        file: PathBuf,
+        /// The node's data directory (its containerd socket is under `agent/containerd/`).
+        #[arg(long, env = "CAPSTAN_DATA_DIR", default_value_os_t = default_data_dir())]
+        data_dir: PathBuf,
+        /// A containerd socket to import into instead.
+        #[arg(long)]
+        address: Option<PathBuf>,
+    },
+}
+
+/// The image name for Debian's busybox: `docker.io/library/busybox:<version>`, the version
+/// read from the binary's banner (`BusyBox v1.35.0 (...)`).
+fn busybox_name(busybox: &std::path::Path) -> String {
+    let banner = std::process::Command::new(busybox)
+        .arg("--help")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let version = banner
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix('v'))
+        .filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .unwrap_or("latest");
+    format!("docker.io/library/busybox:{version}")
+}
+
+async fn image(command: ImageCommand) -> anyhow::Result<()> {
+    match command {
+        ImageCommand::Busybox {
+            output,
+            name,
+            busybox,
+        } => {
+            let name = name.unwrap_or_else(|| busybox_name(&busybox));
+            let archive = capstan_kubelet::images::busybox_image(&busybox, &name)?;
+            if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            std::fs::write(&output, archive)
+                .with_context(|| format!("cannot write {}", output.display()))?;
+            println!("{name} written to {}", output.display());
+        }
+        ImageCommand::Import {
+            file,
+            data_dir,
+            address,
+        } => {
+            let address = address.unwrap_or_else(|| {
+                capstan_kubelet::containerd::Layout::new(&data_dir.join("agent")).socket()
+            });
+            for name in capstan_kubelet::images::import_file(&address, &file).await? {
+                println!("imported {name}");
+            }
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -252,10 +394,11 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Server(args) => runtime()?.block_on(server(args)),
+        Command::Server(args) => runtime()?.block_on(server(*args)),
         Command::Scheduler(args) => runtime()?.block_on(scheduler(args)),
         Command::ControllerManager(args) => runtime()?.block_on(controller_manager(args)),
         Command::Sim(args) => runtime()?.block_on(sim(args)),
+        Command::Image(command) => runtime()?.block_on(image(command)),
         Command::Agent(_) => bail!(
             "the node agent is not part of this build yet: `capstan agent` arrives with the node \
              agent (containerd) work; run `capstan server` for the control plane"
@@ -460,13 +603,7 @@ async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
 }
 
 async fn sim(args: SimArgs) -> anyhow::Result<()> {
-    let mut labels = std::collections::BTreeMap::new();
-    for label in &args.label {
-        let Some((key, value)) = label.split_once('=') else {
-            bail!("invalid --label {label:?}: expected key=value");
-        };
-        labels.insert(key.to_owned(), value.to_owned());
-    }
+    let labels = parse_labels(&args.label)?;
     let config = capstan_sim::SimConfig {
         nodes: args.nodes,
         name_prefix: args.name_prefix,
@@ -503,9 +640,6 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot open the datastore at {endpoint}"))?;
     let revision = store.current_revision().await?;
-    if !args.disable_agent {
-        tracing::info!(cluster_cidr = %args.controllers.cluster_cidr, "no node agent in this build: running the control plane only");
-    }
     let _compactor = (!args.etcd_compaction_interval.is_zero())
         .then(|| store.spawn_compactor(args.etcd_compaction_interval));
     tracing::info!(
@@ -564,8 +698,39 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             leader_elect,
         )))
     };
+    // The node agent, as system:node:<name> like any kubelet.
+    let agent = if args.disable_agent {
+        None
+    } else {
+        let config = args.agent.config(data_dir.join("agent"))?;
+        let kubeconfig = data_dir.join("cred").join("node.kubeconfig");
+        apiserver
+            .write_client_kubeconfig(
+                "node",
+                &format!("system:node:{}", config.node_name),
+                Some("system:nodes"),
+                &kubeconfig,
+            )
+            .context("cannot write the node agent's kubeconfig")?;
+        let client = client_from(Some(&kubeconfig), "kubelet").await?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let result = capstan_kubelet::run(client, config, async {
+                let _ = stopped.await;
+            })
+            .await;
+            if let Err(e) = result {
+                tracing::error!(error = %format!("{:#}", anyhow::Error::from(e)), "the node agent stopped");
+            }
+        });
+        Some((stop, task))
+    };
     shutdown.await?;
     tracing::info!("shutting down");
+    if let Some((stop, task)) = agent {
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
+    }
     Ok(())
 }
 
@@ -611,8 +776,8 @@ mod tests {
         .ok();
         assert!(matches!(
             cli,
-            Some(Cli { command: Command::Server(ServerArgs { ref datastore_endpoint, .. }) })
-                if datastore_endpoint == "http://127.0.0.1:2379"
+            Some(Cli { command: Command::Server(ref args) })
+                if args.datastore_endpoint == "http://127.0.0.1:2379"
         ));
     }
 }

@@ -1,0 +1,299 @@
+//! The node agent (kubelet): it registers this machine as a Node, keeps its Lease and status
+//! current, and runs the pods bound to it as real containers on containerd, spoken to through
+//! CRI v1 over gRPC.
+//!
+//! Like the other components it reaches the cluster only through the Kubernetes API (a
+//! [`kube::Client`]); it never touches storage.
+//!
+//! - [`containerd`] starts and supervises a containerd of the agent's own (config, socket and
+//!   state under the data dir) unless a runtime endpoint is given;
+//! - [`images`] builds OCI image archives without a registry (the sandbox image, a busybox
+//!   image) and imports archives into the runtime;
+//! - [`cni`] writes the CNI configuration containerd's CRI plugin sets pod networks up with;
+//! - [`cri`] connects the CRI runtime and image services;
+//! - [`node`] registers the Node, posts its status and renews its Lease;
+//! - [`pods`] follows the pods bound to the node and keeps one worker per pod.
+
+pub mod cni;
+pub mod containerd;
+pub mod cri;
+pub mod env;
+pub mod images;
+pub mod node;
+pub mod pods;
+pub mod pull;
+pub mod runtime;
+pub mod spec;
+pub mod status;
+pub mod volumes;
+pub mod worker;
+
+/// The current time, as the API's timestamps take it.
+pub(crate) fn now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+/// The agent's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The node's name.
+    pub node_name: String,
+    /// The agent's data directory (`<data-dir>/agent`): its containerd, CNI configuration,
+    /// preloaded images (`images/`), pod logs.
+    pub agent_dir: PathBuf,
+    /// The kubelet root directory (pods' volumes), `<agent-dir>/kubelet` by default.
+    pub root_dir: PathBuf,
+    /// A CRI endpoint to use instead of starting containerd.
+    pub runtime_endpoint: Option<PathBuf>,
+    /// Where the CNI plugins are.
+    pub cni_bin_dir: PathBuf,
+    /// The pod network bridge.
+    pub cni_bridge: String,
+    /// The node's address (default: the default route's source address).
+    pub node_ip: Option<IpAddr>,
+    /// Extra node labels.
+    pub labels: BTreeMap<String, String>,
+    /// The most pods the node runs.
+    pub max_pods: u32,
+    /// The kubelet API's port, as the node reports it.
+    pub kubelet_port: u16,
+}
+
+impl Config {
+    /// The defaults for a node called `node_name` keeping its state under `agent_dir`.
+    pub fn new(node_name: &str, agent_dir: PathBuf) -> Config {
+        Config {
+            node_name: node_name.to_owned(),
+            root_dir: agent_dir.join("kubelet"),
+            agent_dir,
+            runtime_endpoint: None,
+            cni_bin_dir: PathBuf::from("/usr/lib/cni"),
+            cni_bridge: "cni0".to_owned(),
+            node_ip: None,
+            labels: BTreeMap::new(),
+            max_pods: 110,
+            kubelet_port: 10250,
+        }
+    }
+}
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// Its containerd did not start.
+    #[error(transparent)]
+    Containerd(#[from] containerd::ContainerdError),
+    /// The runtime could not be reached.
+    #[error(transparent)]
+    Cri(#[from] cri::CriError),
+    /// The node could not be registered.
+    #[error("cannot register node {node}")]
+    Register {
+        /// The node.
+        node: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// A directory could not be created.
+    #[error("cannot create {path}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The sandbox image as the runtime names it.
+fn sandbox_image() -> String {
+    images::PAUSE_IMAGE.to_owned()
+}
+
+/// Runs the node agent until `shutdown` resolves: starts (or connects to) the runtime,
+/// provisions the sandbox image and the preloaded images, registers the node, sets the pod
+/// network up once the node has a pod range, and runs the node's pods.
+pub async fn run(
+    client: kube::Client,
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let log_root = config.agent_dir.join("logs").join("pods");
+    let cni_conf_dir = config.agent_dir.join("etc").join("cni").join("net.d");
+    for dir in [&config.agent_dir, &config.root_dir, &log_root] {
+        std::fs::create_dir_all(dir).map_err(|source| AgentError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let own_runtime = match &config.runtime_endpoint {
+        Some(_) => None,
+        None => {
+            let layout = containerd::Layout::new(&config.agent_dir);
+            let settings = containerd::RuntimeSettings {
+                sandbox_image: sandbox_image(),
+                cni_bin_dir: config.cni_bin_dir.clone(),
+                cni_conf_dir: cni_conf_dir.clone(),
+                registry_config_dir: config
+                    .agent_dir
+                    .join("etc")
+                    .join("containerd")
+                    .join("certs.d"),
+            };
+            Some(containerd::Containerd::start(&layout, &settings).await?)
+        }
+    };
+    // One of the two is set: the agent's own containerd when no endpoint was given.
+    let socket = own_runtime
+        .as_ref()
+        .map(|own| own.socket().to_path_buf())
+        .or_else(|| config.runtime_endpoint.clone())
+        .unwrap_or_default();
+    let cri = cri::Cri::connect(&socket).await?;
+    let (runtime_name, runtime_version) = cri.version().await?;
+    tracing::info!(runtime = %runtime_name, version = %runtime_version, socket = %socket.display(), "container runtime ready");
+    let address = strip_unix(&socket);
+    match images::import(&address, &images::pause_image()).await {
+        Ok(names) => tracing::info!(images = ?names, "sandbox image provisioned"),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot provision the sandbox image; pods cannot start")
+        }
+    }
+    match images::import_dir(&address, &config.agent_dir.join("images")).await {
+        Ok(names) if !names.is_empty() => {
+            tracing::info!(images = ?names, "preloaded images imported")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot import the preloaded images"),
+    }
+    let machine = node::Machine::read(&config.root_dir);
+    let ip = config.node_ip.unwrap_or_else(node::default_ip);
+    let registration = node::Registration {
+        name: config.node_name.clone(),
+        ip,
+        labels: config.labels.clone(),
+        max_pods: config.max_pods,
+        kubelet_port: config.kubelet_port,
+    };
+    let node_object = node::node(
+        &registration,
+        &machine,
+        &format!("{runtime_name}://{runtime_version}"),
+    );
+    let allocatable = node::resources(&machine, config.max_pods)
+        .1
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    node::register(&client, &node_object)
+        .await
+        .map_err(|source| AgentError::Register {
+            node: config.node_name.clone(),
+            source,
+        })?;
+    tracing::info!(node = %config.node_name, %ip, "node registered");
+    let network = cni::Network {
+        bridge: config.cni_bridge.clone(),
+        ipam_dir: config.agent_dir.join("cni").join("networks"),
+        mtu: None,
+    };
+    let pod_network = pod_network(
+        client.clone(),
+        cri.clone(),
+        config.node_name.clone(),
+        network,
+        cni_conf_dir,
+    );
+    let health_cri = cri.clone();
+    let heartbeat = node::heartbeat(client.clone(), node_object, move || {
+        let cri = health_cri.clone();
+        async move {
+            match cri.network_ready().await {
+                Ok(ready) => ready,
+                Err(e) => Err(format!("container runtime is down: {e}")),
+            }
+        }
+    });
+    let shared = Arc::new(worker::Shared {
+        client,
+        cri,
+        node_name: config.node_name.clone(),
+        host_ips: vec![ip.to_string()],
+        runtime_name,
+        log_root,
+        root_dir: config.root_dir.clone(),
+        node_memory: i64::try_from(machine.memory).unwrap_or(i64::MAX),
+        allocatable,
+    });
+    tokio::select! {
+        _ = shutdown => {}
+        _ = heartbeat => {}
+        _ = pod_network => {}
+        _ = pods::run(shared) => {}
+    }
+    if let Some(own) = own_runtime {
+        own.stop().await;
+    }
+    Ok(())
+}
+
+fn strip_unix(path: &std::path::Path) -> PathBuf {
+    match path.to_str().and_then(|p| p.strip_prefix("unix://")) {
+        Some(rest) => PathBuf::from(rest),
+        None => path.to_path_buf(),
+    }
+}
+
+/// Waits for the node's pod range, then writes the CNI configuration for it and tells the
+/// runtime; follows later changes of the range. Runs until dropped.
+async fn pod_network(
+    client: kube::Client,
+    cri: cri::Cri,
+    node_name: String,
+    network: cni::Network,
+    conf_dir: PathBuf,
+) {
+    let nodes: Api<Node> = Api::all(client);
+    let mut current = String::new();
+    loop {
+        let cidr = match nodes.get_opt(&node_name).await {
+            Ok(Some(node)) => node.spec.and_then(|s| s.pod_cidr).unwrap_or_default(),
+            Ok(None) => String::new(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read this node");
+                String::new()
+            }
+        };
+        if !cidr.is_empty() && cidr != current {
+            match cni::write(&conf_dir, &network, &cidr) {
+                Ok(_) => {
+                    tracing::info!(pod_cidr = %cidr, bridge = %network.bridge, "pod network configured");
+                    let _ = cri
+                        .runtime
+                        .clone()
+                        .update_runtime_config(k8s_cri::v1::UpdateRuntimeConfigRequest {
+                            runtime_config: Some(k8s_cri::v1::RuntimeConfig {
+                                network_config: Some(k8s_cri::v1::NetworkConfig {
+                                    pod_cidr: cidr.clone(),
+                                }),
+                            }),
+                        })
+                        .await;
+                    current = cidr;
+                }
+                Err(e) => tracing::error!(error = %e, "cannot write the CNI configuration"),
+            }
+        }
+        let pause = if current.is_empty() { 1 } else { 30 };
+        tokio::time::sleep(std::time::Duration::from_secs(pause)).await;
+    }
+}

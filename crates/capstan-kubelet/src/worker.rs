@@ -1,0 +1,822 @@
+//! One pod's worker: it brings the runtime in line with the pod (one sync at a time, woken by
+//! changes to the pod, by the runtime relist and by its own timers) and reports the pod's
+//! status. A sync reads the runtime afresh and acts on the difference, never on the event
+//! that woke it:
+//!
+//! - a pod being deleted, or finished, has its containers stopped (the grace period, then
+//!   SIGKILL) and its sandbox stopped; a deleted pod is then removed from the API (grace 0, UID
+//!   precondition) once nothing of it runs;
+//! - otherwise the pod gets a ready sandbox (a new one, with its containers started afresh, if
+//!   the old one died, unless restartPolicy Never and its containers already ran), then its
+//!   init containers one by one, then its app containers; exited containers restart as the
+//!   restart policy says, after the kubelet's crash-loop back-off (10 s doubling to 5 minutes,
+//!   forgotten after 10 minutes of quiet);
+//! - a pod gone from the API has everything of it removed from the runtime and the disk.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_cri::v1 as cri;
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::cri::{Cri, CriError};
+use crate::runtime::observe;
+use crate::spec::{self, ContainerInputs};
+use crate::status::{self, ContainerRecord, Observed, State, Waiting};
+
+/// How often a worker syncs when nothing wakes it.
+const RESYNC: Duration = Duration::from_secs(60);
+/// How soon a worker tries again after the runtime or the API failed it.
+const RETRY: Duration = Duration::from_secs(5);
+/// The crash-loop back-off's first delay.
+const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
+/// The crash-loop back-off's longest delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// What every worker on the node shares.
+pub struct Shared {
+    /// The API client.
+    pub client: kube::Client,
+    /// The runtime.
+    pub cri: Cri,
+    /// The node's name.
+    pub node_name: String,
+    /// The node's addresses.
+    pub host_ips: Vec<String>,
+    /// The runtime's name (the scheme of container IDs).
+    pub runtime_name: String,
+    /// Where pod logs go (`<ns>_<name>_<uid>/<container>/<n>.log`).
+    pub log_root: PathBuf,
+    /// The agent's root directory (`pods/<uid>/volumes/...`).
+    pub root_dir: PathBuf,
+    /// The node's memory, in bytes.
+    pub node_memory: i64,
+    /// The node's allocatable resources.
+    pub allocatable: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("node_name", &self.node_name)
+            .field("root_dir", &self.root_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_nanos() -> i64 {
+    crate::now().as_nanosecond() as i64
+}
+
+/// The kubelet's per-key exponential back-off (client-go's `flowcontrol.Backoff`): an event at
+/// time `t` is held back while less than the key's current delay has passed since `t`.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    entries: HashMap<String, (Duration, i64)>,
+}
+
+impl Backoff {
+    fn expired(event: i64, last: i64) -> bool {
+        event.saturating_sub(last) > 2 * BACKOFF_MAX.as_nanos() as i64
+    }
+
+    /// How much longer `key` is held back after an event at `event` (nanoseconds), if at all.
+    pub fn remaining(&self, key: &str, event: i64, now: i64) -> Option<Duration> {
+        let (delay, last) = self.entries.get(key)?;
+        if Self::expired(event, *last) {
+            return None;
+        }
+        let elapsed = now.saturating_sub(event).max(0) as u128;
+        let delay_nanos = delay.as_nanos();
+        (elapsed < delay_nanos).then(|| Duration::from_nanos((delay_nanos - elapsed) as u64))
+    }
+
+    /// Records an event for `key` at `event`: its delay starts at 10 s and doubles each time,
+    /// up to 5 minutes; after 10 quiet minutes it starts over.
+    pub fn next(&mut self, key: &str, event: i64) {
+        let entry = self
+            .entries
+            .entry(key.to_owned())
+            .or_insert((Duration::ZERO, event));
+        entry.0 = if entry.0.is_zero() || Self::expired(event, entry.1) {
+            BACKOFF_INITIAL
+        } else {
+            (entry.0 * 2).min(BACKOFF_MAX)
+        };
+        entry.1 = event;
+    }
+
+    /// The current delay of `key`.
+    pub fn delay(&self, key: &str) -> Duration {
+        self.entries.get(key).map_or(BACKOFF_INITIAL, |e| e.0)
+    }
+}
+
+/// A pod's worker.
+#[derive(Debug)]
+pub struct Worker {
+    shared: Arc<Shared>,
+    uid: String,
+    crash_backoff: Backoff,
+    pull_backoff: Backoff,
+    waiting: HashMap<String, Waiting>,
+    posted: Option<PodStatus>,
+}
+
+/// What a sync step decided.
+type Step = Result<Option<Duration>, CriError>;
+
+fn shorter(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Worker {
+    /// A worker for the pod with `uid`.
+    pub fn new(shared: Arc<Shared>, uid: String) -> Worker {
+        Worker {
+            shared,
+            uid,
+            crash_backoff: Backoff::default(),
+            pull_backoff: Backoff::default(),
+            waiting: HashMap::new(),
+            posted: None,
+        }
+    }
+
+    /// Syncs until the pod is gone and torn down, or the sender is dropped. `None` on the
+    /// channel means the pod is gone from the API.
+    pub async fn run(mut self, mut pods: watch::Receiver<Option<Arc<Pod>>>) {
+        loop {
+            let pod = pods.borrow_and_update().clone();
+            let wait = match pod {
+                None => match self.teardown().await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(uid = %self.uid, error = %e, "cannot remove a deleted pod's containers");
+                        RETRY
+                    }
+                },
+                Some(pod) => match self.sync(&pod).await {
+                    Ok(wait) => wait.unwrap_or(RESYNC),
+                    Err(e) => {
+                        tracing::warn!(pod = %name(&pod), error = %e, "pod sync failed");
+                        RETRY
+                    }
+                },
+            };
+            tokio::select! {
+                changed = pods.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Removes every sandbox and container of the pod, and its directories.
+    async fn teardown(&mut self) -> Result<(), CriError> {
+        let observed = observe(&self.shared.cri, &self.uid).await?;
+        self.stop_all(&observed, 0).await?;
+        let mut runtime = self.shared.cri.runtime.clone();
+        for sandbox in &observed.sandboxes {
+            runtime
+                .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                    pod_sandbox_id: sandbox.id.clone(),
+                })
+                .await?;
+        }
+        remove_log_dir(&self.shared.log_root, &self.uid);
+        let pod_dir = self.shared.root_dir.join("pods").join(&self.uid);
+        if let Err(e) = crate::volumes::remove_pod_dir(&pod_dir) {
+            tracing::warn!(uid = %self.uid, error = %e, "cannot remove the pod's directory");
+        }
+        tracing::info!(uid = %self.uid, "removed a deleted pod's containers");
+        Ok(())
+    }
+
+    /// Stops every running container (with `grace` seconds to exit) and every ready sandbox.
+    async fn stop_all(&self, observed: &Observed, grace: i64) -> Result<(), CriError> {
+        let stops = observed
+            .containers
+            .iter()
+            .filter(|c| matches!(c.state, State::Running | State::Created | State::Unknown))
+            .map(|c| {
+                let mut runtime = self.shared.cri.runtime.clone();
+                let id = c.id.clone();
+                async move {
+                    runtime
+                        .stop_container(cri::StopContainerRequest {
+                            container_id: id,
+                            timeout: grace,
+                        })
+                        .await
+                }
+            });
+        for result in futures::future::join_all(stops).await {
+            match result {
+                Ok(_) => {}
+                Err(status) if status.code() == tonic::Code::NotFound => {}
+                Err(status) => return Err(status.into()),
+            }
+        }
+        let mut runtime = self.shared.cri.runtime.clone();
+        for sandbox in observed.sandboxes.iter().filter(|s| s.ready) {
+            runtime
+                .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                    pod_sandbox_id: sandbox.id.clone(),
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One sync of the pod; returns when to sync again (None: at the resync).
+    async fn sync(&mut self, pod: &Pod) -> Step {
+        let observed = observe(&self.shared.cri, &self.uid).await?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let finished = matches!(phase, Some("Succeeded" | "Failed"));
+        if pod.metadata.deletion_timestamp.is_some() || finished {
+            return self.terminate(pod, observed).await;
+        }
+        self.waiting.clear();
+        let (observed, wait) = match self.run_pod(pod, &observed).await? {
+            (true, wait) => (observe(&self.shared.cri, &self.uid).await?, wait),
+            (false, wait) => (observed, wait),
+        };
+        self.post_status(pod, &observed, false).await;
+        Ok(wait)
+    }
+
+    /// Stops what runs of a pod being deleted or finished; deletes a deleted pod from the API
+    /// once nothing of it runs.
+    async fn terminate(&mut self, pod: &Pod, observed: Observed) -> Step {
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .or_else(|| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
+            .unwrap_or(30);
+        let running = observed.containers.iter().any(|c| c.state != State::Exited)
+            || observed.sandboxes.iter().any(|s| s.ready);
+        let observed = if running {
+            self.stop_all(&observed, grace).await?;
+            observe(&self.shared.cri, &self.uid).await?
+        } else {
+            observed
+        };
+        self.waiting.clear();
+        self.post_status(pod, &observed, true).await;
+        if pod.metadata.deletion_timestamp.is_none() {
+            return Ok(None);
+        }
+        let pods: Api<Pod> = Api::namespaced(
+            self.shared.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods
+            .delete(pod.metadata.name.as_deref().unwrap_or_default(), &params)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(pod = %name(pod), error = %e, "cannot confirm the pod's deletion");
+                return Ok(Some(RETRY));
+            }
+        }
+        Ok(Some(RETRY))
+    }
+
+    /// Brings the pod's sandbox and containers in line with its spec. Returns whether anything
+    /// was done (so the runtime must be read again) and when to look again.
+    async fn run_pod(
+        &mut self,
+        pod: &Pod,
+        observed: &Observed,
+    ) -> Result<(bool, Option<Duration>), CriError> {
+        let Some(spec) = pod.spec.clone() else {
+            return Ok((false, None));
+        };
+        let policy = spec
+            .restart_policy
+            .clone()
+            .unwrap_or_else(|| "Always".to_owned());
+        let mut acted = false;
+        let fresh;
+        let mut observed = observed;
+        let sandbox = match observed.sandbox().filter(|s| s.ready) {
+            Some(sandbox) => sandbox.id.clone(),
+            None => {
+                if policy == "Never" && !observed.containers.is_empty() {
+                    // Its containers ran; a Never pod does not get them again.
+                    return Ok((false, None));
+                }
+                self.stop_all(observed, 0).await?;
+                match self.start_sandbox(pod, observed).await {
+                    Ok(id) => id,
+                    Err(e) => {
+                        tracing::warn!(pod = %name(pod), error = %e, "cannot create the pod sandbox");
+                        return Ok((true, Some(RETRY)));
+                    }
+                }
+            }
+        };
+        if observed.sandbox().is_none_or(|s| s.id != sandbox) {
+            fresh = observe(&self.shared.cri, &self.uid).await?;
+            observed = &fresh;
+            acted = true;
+        }
+        let sandbox_ip = observed.sandbox().map(|s| s.ip.clone()).unwrap_or_default();
+        let mut wait = None;
+        // Init containers, in order: each must complete (a sidecar: start) before the next.
+        for container in spec.init_containers.iter().flatten() {
+            let current = in_sandbox(observed, &container.name, &sandbox);
+            let sidecar = status::is_sidecar(container);
+            let restart = match current.map(|c| (c.state, c.exit_code)) {
+                None => true,
+                Some((State::Running, _)) if sidecar => continue,
+                Some((State::Exited, 0)) if !sidecar => continue,
+                Some((State::Exited, _)) => policy != "Never" || sidecar,
+                Some(_) => return Ok((acted, wait)),
+            };
+            if !restart {
+                return Ok((acted, wait));
+            }
+            let (started, again) = self
+                .start_after_backoff(pod, container, observed, &sandbox, &sandbox_ip)
+                .await?;
+            acted |= started;
+            wait = shorter(wait, again);
+            if !sidecar || !started {
+                return Ok((acted, wait));
+            }
+        }
+        for container in &spec.containers {
+            let current = in_sandbox(observed, &container.name, &sandbox);
+            let start = match current {
+                None => true,
+                Some(c) if c.state == State::Running => {
+                    if c.hash != spec::container_hash(container) {
+                        tracing::info!(pod = %name(pod), container = %container.name, "container spec changed; restarting it");
+                        self.stop_container(&c.id, grace_of(pod)).await?;
+                        acted = true;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Some(c) if c.state == State::Exited => match policy.as_str() {
+                    "Always" => true,
+                    "OnFailure" => c.exit_code != 0,
+                    _ => false,
+                },
+                Some(c) => {
+                    // Created but never started, or unknown: start over.
+                    self.stop_container(&c.id, 0).await?;
+                    acted = true;
+                    true
+                }
+            };
+            if start {
+                let (started, again) = self
+                    .start_after_backoff(pod, container, observed, &sandbox, &sandbox_ip)
+                    .await?;
+                acted |= started;
+                wait = shorter(wait, again);
+            }
+        }
+        Ok((acted, wait))
+    }
+
+    async fn stop_container(&self, id: &str, grace: i64) -> Result<(), CriError> {
+        let mut runtime = self.shared.cri.runtime.clone();
+        match runtime
+            .stop_container(cri::StopContainerRequest {
+                container_id: id.to_owned(),
+                timeout: grace,
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
+            Err(status) => Err(status.into()),
+        }
+    }
+
+    /// Creates a new sandbox for the pod: its directories, then the runtime's sandbox.
+    async fn start_sandbox(&mut self, pod: &Pod, observed: &Observed) -> Result<String, String> {
+        let log_dir = self.shared.log_root.join(spec::pod_log_dir_name(pod));
+        std::fs::create_dir_all(&log_dir)
+            .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
+        let attempt = observed.sandbox().map_or(0, |s| s.attempt + 1);
+        let config = spec::sandbox_config(pod, attempt, &log_dir.display().to_string());
+        let mut runtime = self.shared.cri.runtime.clone();
+        let response = runtime
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(config),
+                runtime_handler: String::new(),
+            })
+            .await
+            .map_err(|status| status.message().to_owned())?;
+        let id = response.into_inner().pod_sandbox_id;
+        tracing::info!(pod = %name(pod), sandbox = %id, attempt, "started the pod sandbox");
+        Ok(id)
+    }
+
+    /// Starts `container` unless its last run ended too recently (crash-loop back-off).
+    /// Returns whether it started, and when to look again.
+    async fn start_after_backoff(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        observed: &Observed,
+        sandbox: &str,
+        sandbox_ip: &str,
+    ) -> Result<(bool, Option<Duration>), CriError> {
+        let latest = observed.latest(&container.name);
+        let previous_in_sandbox = in_sandbox(observed, &container.name, sandbox);
+        if let Some(exited) = previous_in_sandbox.filter(|c| c.state == State::Exited) {
+            let key = container.name.clone();
+            let now = now_nanos();
+            if let Some(remaining) = self.crash_backoff.remaining(&key, exited.finished_at, now) {
+                let delay = self.crash_backoff.delay(&key);
+                self.waiting.insert(
+                    container.name.clone(),
+                    Waiting {
+                        reason: "CrashLoopBackOff".to_owned(),
+                        message: format!(
+                            "back-off {} restarting failed container={} pod={}_{}({})",
+                            go_duration(delay),
+                            container.name,
+                            pod.metadata.name.as_deref().unwrap_or_default(),
+                            pod.metadata.namespace.as_deref().unwrap_or_default(),
+                            self.uid
+                        ),
+                    },
+                );
+                return Ok((false, Some(remaining)));
+            }
+            self.crash_backoff.next(&key, exited.finished_at);
+        }
+        self.prune_dead(observed, &container.name).await;
+        let restart_count = latest.map_or(0, |l| l.restart_count + 1);
+        match self
+            .start_container(pod, container, sandbox, sandbox_ip, restart_count)
+            .await
+        {
+            Ok(()) => Ok((true, None)),
+            Err((waiting, wait)) => {
+                tracing::warn!(pod = %name(pod), container = %container.name, reason = %waiting.reason, message = %waiting.message, "cannot start container");
+                self.waiting.insert(container.name.clone(), waiting);
+                Ok((true, Some(wait)))
+            }
+        }
+    }
+
+    /// Removes the dead containers called `name` but the newest (kept for `lastState`).
+    async fn prune_dead(&self, observed: &Observed, name: &str) {
+        let mut runtime = self.shared.cri.runtime.clone();
+        for dead in observed
+            .named(name)
+            .skip(1)
+            .filter(|c| c.state == State::Exited)
+        {
+            let _ = runtime
+                .remove_container(cri::RemoveContainerRequest {
+                    container_id: dead.id.clone(),
+                })
+                .await;
+        }
+    }
+
+    /// Pulls the image if needed, resolves environment and mounts, creates and starts the
+    /// container. A failure says why the container waits, and when to try again.
+    async fn start_container(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        sandbox: &str,
+        sandbox_ip: &str,
+        restart_count: u32,
+    ) -> Result<(), (Waiting, Duration)> {
+        let image_ref = self.ensure_image(pod, container).await?;
+        let sources = crate::env::Sources {
+            client: &self.shared.client,
+            pod_ip: sandbox_ip,
+            host_ips: &self.shared.host_ips,
+            allocatable: &self.shared.allocatable,
+        };
+        let config_error = |message: String| {
+            (
+                Waiting {
+                    reason: "CreateContainerConfigError".to_owned(),
+                    message,
+                },
+                RETRY,
+            )
+        };
+        let env = crate::env::resolve(&sources, pod, container)
+            .await
+            .map_err(config_error)?;
+        remove_log_dir(&self.shared.log_root, &self.uid);
+        let pod_dir = self.shared.root_dir.join("pods").join(&self.uid);
+        let mounts = crate::volumes::prepare(&self.shared.client, pod, container, &pod_dir)
+            .await
+            .map_err(config_error)?;
+        let inputs = ContainerInputs {
+            env,
+            mounts,
+            image_ref,
+            restart_count,
+            node_memory: self.shared.node_memory,
+        };
+        let config = spec::container_config(pod, container, &inputs);
+        let sandbox_config = spec::sandbox_config(
+            pod,
+            0,
+            &self
+                .shared
+                .log_root
+                .join(spec::pod_log_dir_name(pod))
+                .display()
+                .to_string(),
+        );
+        let mut runtime = self.shared.cri.runtime.clone();
+        let create_error = |reason: &str, status: tonic::Status| {
+            (
+                Waiting {
+                    reason: reason.to_owned(),
+                    message: status.message().to_owned(),
+                },
+                RETRY,
+            )
+        };
+        let id = runtime
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: sandbox.to_owned(),
+                config: Some(config),
+                sandbox_config: Some(sandbox_config),
+            })
+            .await
+            .map_err(|s| create_error("CreateContainerError", s))?
+            .into_inner()
+            .container_id;
+        runtime
+            .start_container(cri::StartContainerRequest {
+                container_id: id.clone(),
+            })
+            .await
+            .map_err(|s| create_error("RunContainerError", s))?;
+        tracing::info!(pod = %name(pod), container = %container.name, id = %id, restart_count, "started container");
+        Ok(())
+    }
+
+    /// The image the container runs, pulled as its pull policy says.
+    async fn ensure_image(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+    ) -> Result<String, (Waiting, Duration)> {
+        let image = container.image.clone().unwrap_or_default();
+        let policy = container
+            .image_pull_policy
+            .clone()
+            .unwrap_or_else(|| default_pull_policy(&image).to_owned());
+        let spec = cri::ImageSpec {
+            image: image.clone(),
+            user_specified_image: image.clone(),
+            ..cri::ImageSpec::default()
+        };
+        let mut images = self.shared.cri.images.clone();
+        let present = images
+            .image_status(cri::ImageStatusRequest {
+                image: Some(spec.clone()),
+                verbose: false,
+            })
+            .await
+            .ok()
+            .and_then(|r| r.into_inner().image)
+            .map(|i| i.id);
+        match (policy.as_str(), present) {
+            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
+            ("Never", None) => {
+                return Err((
+                    Waiting {
+                        reason: "ErrImageNeverPull".to_owned(),
+                        message: format!(
+                            "Container image \"{image}\" is not present with pull policy of Never"
+                        ),
+                    },
+                    RESYNC,
+                ));
+            }
+            _ => {}
+        }
+        let now = now_nanos();
+        if let Some(remaining) = self.pull_backoff.remaining(&image, now, now) {
+            return Err((
+                Waiting {
+                    reason: "ImagePullBackOff".to_owned(),
+                    message: format!("Back-off pulling image \"{image}\""),
+                },
+                remaining,
+            ));
+        }
+        let auth = crate::pull::credentials(&self.shared.client, pod, &image).await;
+        let mut last_error = String::new();
+        for auth in auth.into_iter().map(Some).chain(std::iter::once(None)) {
+            match images
+                .pull_image(cri::PullImageRequest {
+                    image: Some(spec.clone()),
+                    auth,
+                    sandbox_config: None,
+                })
+                .await
+            {
+                Ok(response) => return Ok(response.into_inner().image_ref),
+                Err(status) => last_error = status.message().to_owned(),
+            }
+        }
+        self.pull_backoff.next(&image, now);
+        Err((
+            Waiting {
+                reason: "ErrImagePull".to_owned(),
+                message: format!("failed to pull image \"{image}\": {last_error}"),
+            },
+            self.pull_backoff.delay(&image),
+        ))
+    }
+
+    /// Computes the pod's status and writes it if it changed.
+    async fn post_status(&mut self, pod: &Pod, observed: &Observed, terminating: bool) {
+        let readiness = HashMap::new();
+        let context = status::Context {
+            runtime: &self.shared.runtime_name,
+            host_ips: &self.shared.host_ips,
+            waiting: &self.waiting,
+            readiness: &readiness,
+            now: crate::now(),
+        };
+        let mut next = status::pod_status(pod, observed, &context);
+        if terminating && pod.metadata.deletion_timestamp.is_some() {
+            status::settle_terminated(pod, &mut next);
+        }
+        if pod.status.as_ref() == Some(&next)
+            || self.posted.as_ref() == Some(&next) && pod.status.as_ref() == self.posted.as_ref()
+        {
+            return;
+        }
+        let pods: Api<Pod> = Api::namespaced(
+            self.shared.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let patch = json!({"metadata": {"uid": self.uid}, "status": next});
+        match pods
+            .patch_status(
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => self.posted = Some(next),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(pod = %name(pod), error = %e, "cannot update the pod's status")
+            }
+        }
+    }
+}
+
+/// Removes the log directory of the pod with `uid` (`<ns>_<name>_<uid>`).
+fn remove_log_dir(log_root: &std::path::Path, uid: &str) {
+    let suffix = format!("_{uid}");
+    let Ok(entries) = std::fs::read_dir(log_root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().ends_with(&suffix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The newest container called `name` in the sandbox `sandbox`.
+fn in_sandbox<'a>(
+    observed: &'a Observed,
+    name: &str,
+    sandbox: &str,
+) -> Option<&'a ContainerRecord> {
+    observed
+        .containers
+        .iter()
+        .find(|c| c.name == name && c.sandbox_id == sandbox)
+}
+
+fn grace_of(pod: &Pod) -> i64 {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30)
+}
+
+fn name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The API's default pull policy for an image: Always for `:latest` or no tag, else
+/// IfNotPresent (the API server fills this in; this covers objects that lack it).
+pub fn default_pull_policy(image: &str) -> &'static str {
+    let name = image.split('@').next().unwrap_or(image);
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    let last = name.rsplit('/').next().unwrap_or(name);
+    match last.split_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+/// A duration as Go prints it (`10s`, `1m20s`, `5m0s`).
+fn go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 60 {
+        format!("{secs}s")
+    } else {
+        format!("{}m{}s", secs / 60, secs % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn backoff_doubles_and_resets() {
+        let mut backoff = Backoff::default();
+        assert_eq!(backoff.remaining("c", 0, 0), None);
+        backoff.next("c", 0);
+        // The first restart waited for nothing; a crash at 5 s is held back until 15 s.
+        assert_eq!(
+            backoff.remaining("c", 5 * S, 6 * S),
+            Some(Duration::from_secs(9))
+        );
+        assert_eq!(backoff.remaining("c", 5 * S, 15 * S), None);
+        backoff.next("c", 5 * S);
+        assert_eq!(backoff.delay("c"), Duration::from_secs(20));
+        for i in 0..10 {
+            backoff.next("c", (6 + i) * S);
+        }
+        assert_eq!(backoff.delay("c"), BACKOFF_MAX);
+        // Ten quiet minutes later it starts over.
+        let later = 20 * S + 601 * S;
+        assert_eq!(backoff.remaining("c", later, later), None);
+        backoff.next("c", later);
+        assert_eq!(backoff.delay("c"), BACKOFF_INITIAL);
+    }
+
+    #[test]
+    fn pull_policy_defaults_follow_the_api() {
+        for (image, policy) in [
+            ("busybox", "Always"),
+            ("busybox:latest", "Always"),
+            ("busybox:1.36", "IfNotPresent"),
+            ("localhost:5000/busybox", "Always"),
+            ("localhost:5000/busybox:1", "IfNotPresent"),
+            ("busybox@sha256:abc", "IfNotPresent"),
+        ] {
+            assert_eq!(default_pull_policy(image), policy, "{image}");
+        }
+    }
+
+    #[test]
+    fn durations_print_as_go_does() {
+        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+    }
+}
