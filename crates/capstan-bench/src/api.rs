@@ -476,6 +476,7 @@ impl ServerProcess {
         let mut command = tokio::process::Command::new(server);
         command
             .arg("server")
+            .arg("--disable-agent")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--bind-address", "127.0.0.1", "--https-listen-port"])

@@ -21,7 +21,19 @@ impl Server {
         Self::start_with(data_dir, port, &[])
     }
 
+    /// A control plane without a node agent (most tests use simulated nodes or none).
     pub fn start_with(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
+        let mut args = vec!["--disable-agent"];
+        args.extend_from_slice(extra);
+        Self::launch(data_dir, port, &args)
+    }
+
+    /// A server with its node agent (containerd, real containers).
+    pub fn start_node(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
+        Self::launch(data_dir, port, extra)
+    }
+
+    fn launch(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
             .args([
                 "server",

@@ -1,0 +1,423 @@
+//! End to end: the node agent inside `capstan server` runs pods as real containers on the
+//! containerd it starts itself (apt `containerd` and `runc`, CNI plugins from
+//! `containernetworking-plugins`), driven with stock kubectl. The image is Debian's static
+//! busybox packed by `capstan image busybox` into the node's preload directory; nothing is
+//! pulled. One test walks through a node's life so the suite starts containerd once:
+//! a Deployment reaching Running with pod addresses reachable from the host, environment and
+//! volumes seen from inside a container, init containers, a crash loop with growing restart
+//! counts, graceful deletion, and an agent restart that restarts no container.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+
+/// The pod network of this test's node: its own bridge and range, so it can run beside a
+/// developer's cluster on the same machine.
+const BRIDGE: &str = "capnode0";
+const CLUSTER_CIDR: &str = "10.201.0.0/16";
+
+fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
+    let mut all = args.to_vec();
+    let expr = format!("jsonpath={path}");
+    all.extend(["-o", expr.as_str()]);
+    let output = kubectl_any("default", kubeconfig, &all);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Removes what the test's node leaves behind even when the test fails: every pod sandbox
+/// (through CRI, while containerd still runs), the server, its containerd, and the bridge.
+struct Cleanup {
+    data_dir: std::path::PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let socket = self.data_dir.join("agent/containerd/containerd.sock");
+        if let Ok(runtime) = tokio::runtime::Runtime::new() {
+            runtime.block_on(async {
+                let Ok(cri) = capstan_kubelet::cri::Cri::connect(&socket).await else {
+                    return;
+                };
+                let mut service = cri.runtime.clone();
+                let Ok(list) = service
+                    .list_pod_sandbox(k8s_cri::v1::ListPodSandboxRequest { filter: None })
+                    .await
+                else {
+                    return;
+                };
+                for sandbox in list.into_inner().items {
+                    let _ = service
+                        .stop_pod_sandbox(k8s_cri::v1::StopPodSandboxRequest {
+                            pod_sandbox_id: sandbox.id.clone(),
+                        })
+                        .await;
+                    let _ = service
+                        .remove_pod_sandbox(k8s_cri::v1::RemovePodSandboxRequest {
+                            pod_sandbox_id: sandbox.id,
+                        })
+                        .await;
+                }
+            });
+        }
+        let config = self.data_dir.join("agent/containerd/config.toml");
+        let _ = Command::new("pkill")
+            .args(["-f", &format!("containerd --config {}", config.display())])
+            .status();
+        let _ = Command::new("ip").args(["link", "del", BRIDGE]).status();
+    }
+}
+
+#[test]
+fn pods_run_as_containers_on_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_path_buf();
+    let _cleanup = Cleanup {
+        data_dir: data_dir.clone(),
+    };
+    // The busybox image, preloaded: imported when the node starts.
+    let archive = data_dir.join("agent/images/busybox.tar");
+    let packed = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "image",
+            "busybox",
+            "--name",
+            "docker.io/library/busybox:e2e",
+            "--output",
+        ])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let image = "busybox:e2e";
+    let port = free_port();
+    let flags = [
+        "--node-name",
+        "e2e-node",
+        "--cni-bridge",
+        BRIDGE,
+        "--cluster-cidr",
+        CLUSTER_CIDR,
+    ];
+    let server = Server::start_node(&data_dir, port, &flags);
+    let kubeconfig = server.kubeconfig();
+    let kc = kubeconfig.as_path();
+
+    // The node registers and turns Ready once its pod network is configured.
+    wait_for("the node to register", Duration::from_secs(60), || {
+        kubectl_any("default", kc, &["get", "node", "e2e-node"])
+            .status
+            .success()
+            .then_some(())
+    });
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "wait",
+            "node/e2e-node",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    let node = kubectl_ok("default", kc, &["get", "node", "e2e-node", "-o", "json"]);
+    let node: serde_json::Value = serde_json::from_str(&node).unwrap();
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/os"], "linux");
+    assert!(
+        node["status"]["nodeInfo"]["containerRuntimeVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("containerd://")
+    );
+    let pod_cidr = node["spec"]["podCIDR"].as_str().unwrap().to_owned();
+    let prefix = pod_cidr.trim_end_matches("0/24").to_owned();
+
+    // A Deployment reaches 3/3 Running; every pod has an address of the node's range that
+    // answers from the host.
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image",
+            image,
+            "--replicas=3",
+            "--",
+            "httpd",
+            "-f",
+            "-p",
+            "8080",
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &["rollout", "status", "deployment/web", "--timeout=90s"],
+    );
+    let ips = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[*].status.podIP}",
+    );
+    let ips: Vec<&str> = ips.split_whitespace().collect();
+    assert_eq!(ips.len(), 3, "{ips:?}");
+    for ip in &ips {
+        assert!(ip.starts_with(&prefix), "{ip} outside {pod_cidr}");
+        let code = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "5",
+            ])
+            .arg(format!("http://{ip}:8080/"))
+            .output()
+            .unwrap();
+        // busybox httpd serves an empty directory: an HTTP answer proves the route.
+        assert_eq!(String::from_utf8_lossy(&code.stdout), "404", "pod {ip}");
+    }
+    let ready = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[*].status.conditions[?(@.type==\"Ready\")].status}",
+    );
+    assert_eq!(ready.split_whitespace().collect::<Vec<_>>(), ["True"; 3]);
+
+    // Environment and volumes as the container sees them; init containers run first, in order.
+    // The pod succeeds only if every check inside it holds.
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=greeting=hello",
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "token",
+            "--from-literal=key=s3cret",
+        ],
+    );
+    let checks = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: checks
+  labels: {tier: test}
+spec:
+  restartPolicy: Never
+  volumes:
+  - name: scratch
+    emptyDir: {}
+  - name: settings
+    configMap: {name: settings}
+  - name: token
+    secret: {secretName: token, defaultMode: 0400}
+  initContainers:
+  - name: first
+    image: busybox:e2e
+    command: ["sh", "-c", "echo one > /scratch/order"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+  - name: second
+    image: busybox:e2e
+    command: ["sh", "-c", "echo two >> /scratch/order"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+  containers:
+  - name: check
+    image: busybox:e2e
+    env:
+    - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: TIER, valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}}
+    - {name: GREETING, valueFrom: {configMapKeyRef: {name: settings, key: greeting}}}
+    - {name: KEY, valueFrom: {secretKeyRef: {name: token, key: key}}}
+    - {name: MESSAGE, value: "$(GREETING) from $(POD_NAME)"}
+    - {name: MEMORY, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}
+    resources:
+      limits: {memory: 64Mi, cpu: 250m}
+    command:
+    - sh
+    - -c
+    - |
+      set -e
+      test "$(cat /scratch/order | tr '\n' ' ')" = "one two "
+      test "$POD_NAME" = checks
+      test "$TIER" = test
+      test "$MESSAGE" = "hello from checks"
+      test "$KEY" = s3cret
+      test "$MEMORY" = 64
+      test "$(cat /settings/greeting)" = hello
+      test "$(cat /token/key)" = s3cret
+      test -n "$KUBERNETES_SERVICE_HOST"
+      test "$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)" = 67108864
+      ! touch /settings/new 2>/dev/null
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+    - {name: settings, mountPath: /settings}
+    - {name: token, mountPath: /token}
+"#;
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], checks);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let phase = wait_for("the checks pod to finish", Duration::from_secs(60), || {
+        let phase = jsonpath(kc, &["get", "pod", "checks"], "{.status.phase}");
+        (phase == "Succeeded" || phase == "Failed").then_some(phase)
+    });
+    let status = jsonpath(
+        kc,
+        &["get", "pod", "checks"],
+        "{.status.containerStatuses[0].state}",
+    );
+    assert_eq!(
+        phase, "Succeeded",
+        "the checks inside the container failed: {status}"
+    );
+    let init = jsonpath(
+        kc,
+        &["get", "pod", "checks"],
+        "{.status.initContainerStatuses[*].state.terminated.reason}",
+    );
+    assert_eq!(init, "Completed Completed");
+
+    // A crashing container restarts with back-off: CrashLoopBackOff, growing restart counts,
+    // the last exit kept.
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "run",
+            "crash",
+            "--image",
+            image,
+            "--restart=Always",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ],
+    );
+    wait_for("a crash loop", Duration::from_secs(60), || {
+        let waiting = jsonpath(
+            kc,
+            &["get", "pod", "crash"],
+            "{.status.containerStatuses[0].state.waiting.reason}",
+        );
+        let restarts: u32 = jsonpath(
+            kc,
+            &["get", "pod", "crash"],
+            "{.status.containerStatuses[0].restartCount}",
+        )
+        .parse()
+        .unwrap_or(0);
+        (waiting == "CrashLoopBackOff" && restarts >= 2).then_some(())
+    });
+    let last = jsonpath(
+        kc,
+        &["get", "pod", "crash"],
+        "{.status.containerStatuses[0].lastState.terminated.exitCode}",
+    );
+    assert_eq!(last, "3");
+    let phase = jsonpath(kc, &["get", "pod", "crash"], "{.status.phase}");
+    assert_eq!(phase, "Running");
+
+    // Restarting the agent (the whole server) restarts no container.
+    let before = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[*].status.containerStatuses[0].containerID}",
+    );
+    server.stop();
+    let server = Server::start_node(&data_dir, port, &flags);
+    let kc = &server.kubeconfig();
+    std::thread::sleep(Duration::from_secs(5));
+    kubectl_ok(
+        "default",
+        kc,
+        &["rollout", "status", "deployment/web", "--timeout=60s"],
+    );
+    let after = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[*].status.containerStatuses[0].containerID}",
+    );
+    assert_eq!(before, after, "containers were restarted");
+    let restarts = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[*].status.containerStatuses[0].restartCount}",
+    );
+    assert_eq!(restarts, "0 0 0");
+
+    // Graceful deletion: the pods go once their containers have stopped, and nothing of them
+    // is left in the runtime.
+    kubectl_ok("default", kc, &["delete", "deployment", "web"]);
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "--all",
+            "--grace-period=2",
+            "--wait=true",
+            "--timeout=90s",
+        ],
+    );
+    wait_for("the pods to go", Duration::from_secs(60), || {
+        let names = jsonpath(kc, &["get", "pods"], "{.items[*].metadata.name}");
+        names.trim().is_empty().then_some(())
+    });
+    let socket = data_dir.join("agent/containerd/containerd.sock");
+    wait_for(
+        "the runtime to drop the sandboxes",
+        Duration::from_secs(30),
+        || {
+            let out = Command::new("ctr")
+                .arg("--address")
+                .arg(&socket)
+                .args(["--namespace", "k8s.io", "containers", "list", "-q"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .is_empty()
+                .then_some(())
+        },
+    );
+    server.stop();
+}
