@@ -4,10 +4,10 @@
 //! starts what a subcommand asks for. `capstan server` runs the control plane of a cluster on
 //! this machine; `capstan agent` joins a machine to a cluster as a node.
 //!
-//! Today the server brings up the datastore (embedded SQLite, or etcd for several servers), its
-//! compaction schedule and the API server's HTTPS front (certificates, kubeconfig, health,
-//! version); the API itself, scheduler, controllers and node agent are added by the issues that
-//! build them.
+//! `capstan server` brings up the datastore (embedded SQLite, or etcd for several servers) and
+//! its compaction, the API server, the scheduler, the controllers and the node agent, each
+//! component an API client of the server like any other. `capstan image` builds and imports
+//! images without a registry.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -400,8 +400,8 @@ fn main() -> anyhow::Result<()> {
         Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Image(command) => runtime()?.block_on(image(command)),
         Command::Agent(_) => bail!(
-            "the node agent is not part of this build yet: `capstan agent` arrives with the node \
-             agent (containerd) work; run `capstan server` for the control plane"
+            "joining another machine with `capstan agent` is not built yet; `capstan server` \
+             runs a node agent on its own machine"
         ),
     }
 }
