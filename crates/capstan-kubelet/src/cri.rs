@@ -110,7 +110,7 @@ impl Cri {
 }
 
 /// `unix:///run/x.sock` and `/run/x.sock` name the same socket.
-fn strip_scheme(path: &Path) -> PathBuf {
+pub(crate) fn strip_scheme(path: &Path) -> PathBuf {
     match path.to_str().and_then(|p| p.strip_prefix("unix://")) {
         Some(rest) => PathBuf::from(rest),
         None => path.to_path_buf(),

@@ -28,6 +28,17 @@ pub mod status;
 pub mod volumes;
 pub mod worker;
 
+/// FNV-1a over `bytes`, continuing from `hash` (start with [`FNV_OFFSET`]): stable hashes for
+/// container specs and runtime fingerprints.
+pub(crate) fn fnv1a(hash: u64, bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(hash, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// FNV-1a's starting value.
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// The current time, as the API's timestamps take it.
 pub(crate) fn now() -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::now()
@@ -161,7 +172,7 @@ pub async fn run(
     let cri = cri::Cri::connect(&socket).await?;
     let (runtime_name, runtime_version) = cri.version().await?;
     tracing::info!(runtime = %runtime_name, version = %runtime_version, socket = %socket.display(), "container runtime ready");
-    let address = strip_unix(&socket);
+    let address = cri::strip_scheme(&socket);
     match images::import(&address, &images::pause_image()).await {
         Ok(names) => tracing::info!(images = ?names, "sandbox image provisioned"),
         Err(e) => {
@@ -244,13 +255,6 @@ pub async fn run(
         own.stop().await;
     }
     Ok(())
-}
-
-fn strip_unix(path: &std::path::Path) -> PathBuf {
-    match path.to_str().and_then(|p| p.strip_prefix("unix://")) {
-        Some(rest) => PathBuf::from(rest),
-        None => path.to_path_buf(),
-    }
 }
 
 /// Waits for the node's pod range, then writes the CNI configuration for it and tells the

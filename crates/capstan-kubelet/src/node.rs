@@ -90,11 +90,16 @@ impl Machine {
                 .ok()
                 .and_then(|text| pretty_name(&text))
                 .unwrap_or_else(|| "Linux".to_owned()),
-            hostname: read_trimmed("/proc/sys/kernel/hostname")
-                .unwrap_or_else(|| "localhost".to_owned())
-                .to_lowercase(),
+            hostname: hostname(),
         }
     }
+}
+
+/// This machine's host name, lower case (the default node name).
+pub fn hostname() -> String {
+    read_trimmed("/proc/sys/kernel/hostname")
+        .unwrap_or_else(|| "localhost".to_owned())
+        .to_lowercase()
 }
 
 /// `MemTotal` of `/proc/meminfo`, in bytes.

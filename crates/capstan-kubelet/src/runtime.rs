@@ -171,10 +171,8 @@ pub async fn fingerprints(cri: &Cri) -> Result<HashMap<String, u64>, CriError> {
     items.sort();
     let mut prints: HashMap<String, u64> = HashMap::new();
     for (uid, id, state) in items {
-        let print = prints.entry(uid).or_insert(0xcbf2_9ce4_8422_2325);
-        for byte in id.bytes().chain(state.to_le_bytes()) {
-            *print = (*print ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        let print = prints.entry(uid).or_insert(crate::FNV_OFFSET);
+        *print = crate::fnv1a(*print, id.bytes().chain(state.to_le_bytes()));
     }
     Ok(prints)
 }

@@ -221,9 +221,7 @@ pub fn container_hash(container: &Container) -> String {
     spec.resources = None;
     spec.resize_policy = None;
     let text = serde_json::to_string(&spec).unwrap_or_default();
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
+    let hash = crate::fnv1a(crate::FNV_OFFSET, text.bytes());
     format!("{hash:016x}")
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 use tokio::sync::watch;
@@ -125,7 +125,6 @@ pub struct Worker {
     crash_backoff: Backoff,
     pull_backoff: Backoff,
     waiting: HashMap<String, Waiting>,
-    posted: Option<PodStatus>,
 }
 
 /// What a sync step decided.
@@ -147,7 +146,6 @@ impl Worker {
             crash_backoff: Backoff::default(),
             pull_backoff: Backoff::default(),
             waiting: HashMap::new(),
-            posted: None,
         }
     }
 
@@ -598,7 +596,7 @@ impl Worker {
         let policy = container
             .image_pull_policy
             .clone()
-            .unwrap_or_else(|| default_pull_policy(&image).to_owned());
+            .unwrap_or_else(|| capstan_api::defaults::pod::default_pull_policy(&image).to_owned());
         let spec = cri::ImageSpec {
             image: image.clone(),
             user_specified_image: image.clone(),
@@ -678,9 +676,7 @@ impl Worker {
         if terminating && pod.metadata.deletion_timestamp.is_some() {
             status::settle_terminated(pod, &mut next);
         }
-        if pod.status.as_ref() == Some(&next)
-            || self.posted.as_ref() == Some(&next) && pod.status.as_ref() == self.posted.as_ref()
-        {
+        if pod.status.as_ref() == Some(&next) {
             return;
         }
         let pods: Api<Pod> = Api::namespaced(
@@ -696,7 +692,7 @@ impl Worker {
             )
             .await
         {
-            Ok(_) => self.posted = Some(next),
+            Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => {
                 tracing::warn!(pod = %name(pod), error = %e, "cannot update the pod's status")
@@ -745,20 +741,6 @@ fn name(pod: &Pod) -> String {
     )
 }
 
-/// The API's default pull policy for an image: Always for `:latest` or no tag, else
-/// IfNotPresent (the API server fills this in; this covers objects that lack it).
-pub fn default_pull_policy(image: &str) -> &'static str {
-    let name = image.split('@').next().unwrap_or(image);
-    if image.contains('@') {
-        return "IfNotPresent";
-    }
-    let last = name.rsplit('/').next().unwrap_or(name);
-    match last.split_once(':') {
-        Some((_, "latest")) | None => "Always",
-        Some(_) => "IfNotPresent",
-    }
-}
-
 /// A duration as Go prints it (`10s`, `1m20s`, `5m0s`).
 fn go_duration(d: Duration) -> String {
     let secs = d.as_secs();
@@ -797,20 +779,6 @@ mod tests {
         assert_eq!(backoff.remaining("c", later, later), None);
         backoff.next("c", later);
         assert_eq!(backoff.delay("c"), BACKOFF_INITIAL);
-    }
-
-    #[test]
-    fn pull_policy_defaults_follow_the_api() {
-        for (image, policy) in [
-            ("busybox", "Always"),
-            ("busybox:latest", "Always"),
-            ("busybox:1.36", "IfNotPresent"),
-            ("localhost:5000/busybox", "Always"),
-            ("localhost:5000/busybox:1", "IfNotPresent"),
-            ("busybox@sha256:abc", "IfNotPresent"),
-        ] {
-            assert_eq!(default_pull_policy(image), policy, "{image}");
-        }
     }
 
     #[test]

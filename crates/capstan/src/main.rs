@@ -239,9 +239,7 @@ struct AgentFlags {
 
 impl AgentFlags {
     fn config(&self, agent_dir: PathBuf) -> anyhow::Result<capstan_kubelet::Config> {
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_lowercase())
-            .unwrap_or_else(|_| "localhost".to_owned());
+        let hostname = capstan_kubelet::node::hostname();
         let mut config =
             capstan_kubelet::Config::new(self.node_name.as_deref().unwrap_or(&hostname), agent_dir);
         config.labels = parse_labels(&self.node_label)?;

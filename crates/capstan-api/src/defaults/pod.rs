@@ -113,12 +113,18 @@ fn default_handler(handler: &mut Option<LifecycleHandler>) {
     }
 }
 
+/// The pull policy a container without one gets: `Always` for an image tagged (or defaulting
+/// to) `latest`, else `IfNotPresent`.
+pub fn default_pull_policy(image: &str) -> &'static str {
+    match image_tag(image).as_deref() {
+        Some("latest") => "Always",
+        _ => "IfNotPresent",
+    }
+}
+
 fn default_container(c: &mut Container) {
     if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
-        let policy = match image_tag(c.image.as_deref().unwrap_or("")).as_deref() {
-            Some("latest") => "Always",
-            _ => "IfNotPresent",
-        };
+        let policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
         c.image_pull_policy = Some(policy.to_owned());
     }
     set_if_empty(
@@ -639,6 +645,20 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(image_tag(image).as_deref(), tag, "{image}");
+        }
+    }
+
+    #[test]
+    fn pull_policy_defaults_follow_the_tag() {
+        for (image, policy) in [
+            ("busybox", "Always"),
+            ("busybox:latest", "Always"),
+            ("busybox:1.36", "IfNotPresent"),
+            ("localhost:5000/busybox", "Always"),
+            ("localhost:5000/busybox:1", "IfNotPresent"),
+            ("busybox@sha256:abc", "IfNotPresent"),
+        ] {
+            assert_eq!(default_pull_policy(image), policy, "{image}");
         }
     }
 
