@@ -37,6 +37,9 @@ pub struct Subresource {
     pub kind: &'static str,
     /// The verbs it supports.
     pub verbs: &'static [&'static str],
+    /// A connecter that streams from the node (`log`, `exec`, `attach`, `portforward`) rather
+    /// than an object the API stores.
+    pub connect: bool,
 }
 
 /// The `status` subresource of a kind.
@@ -46,6 +49,7 @@ const fn status(kind: &'static str) -> Subresource {
         group_version: None,
         kind,
         verbs: GET_PATCH_UPDATE,
+        connect: false,
     }
 }
 
@@ -55,6 +59,7 @@ const SCALE: Subresource = Subresource {
     group_version: Some(("autoscaling", "v1")),
     kind: "Scale",
     verbs: GET_PATCH_UPDATE,
+    connect: false,
 };
 
 /// The `finalize` subresource of namespaces.
@@ -63,7 +68,23 @@ const FINALIZE: Subresource = Subresource {
     group_version: None,
     kind: "Namespace",
     verbs: &["update"],
+    connect: false,
 };
+
+/// A pod subresource the API server proxies to the pod's node.
+const fn connect(
+    name: &'static str,
+    kind: &'static str,
+    verbs: &'static [&'static str],
+) -> Subresource {
+    Subresource {
+        name,
+        group_version: None,
+        kind,
+        verbs,
+        connect: true,
+    }
+}
 
 /// A resource type served by the API server.
 #[derive(Debug, PartialEq, Eq)]
@@ -202,8 +223,12 @@ pub static RESOURCES: &[Resource] = &[
         short: ["po"], categories: ["all"], verbs: ALL_VERBS,
         sub: [
             status("Pod"),
-            Subresource { name: "binding", group_version: None, kind: "Binding", verbs: &["create"] },
-            Subresource { name: "eviction", group_version: Some(("policy", "v1")), kind: "Eviction", verbs: &["create"] }
+            Subresource { name: "binding", group_version: None, kind: "Binding", verbs: &["create"], connect: false },
+            Subresource { name: "eviction", group_version: Some(("policy", "v1")), kind: "Eviction", verbs: &["create"], connect: false },
+            connect("attach", "PodAttachOptions", &["create", "get"]),
+            connect("exec", "PodExecOptions", &["create", "get"]),
+            connect("log", "Pod", &["get"]),
+            connect("portforward", "PodPortForwardOptions", &["create", "get"])
         ],
         storage: "pods"),
     resource!("", "v1", "PodTemplate", "podtemplates", "podtemplate", namespaced: true,

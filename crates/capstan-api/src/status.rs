@@ -336,6 +336,12 @@ impl StatusError {
         )
     }
 
+    /// An error with `code`, `reason` and `message` and no details, as upstream reports a
+    /// backend's (a kubelet's) answer.
+    pub fn new_with_reason(code: u16, reason: &str, message: &str) -> Self {
+        Self::new(code, reason, message.to_owned(), None)
+    }
+
     /// 503: a dependency (the datastore) is unavailable.
     pub fn service_unavailable(message: &str) -> Self {
         Self::new(503, "ServiceUnavailable", message.to_owned(), None)

@@ -44,6 +44,9 @@ pub(crate) struct Api {
     admission: Arc<crate::admission::Chain>,
     /// The watch caches the registries read from; they live as long as the API.
     _caches: Arc<Caches>,
+    /// Connections to kubelets, for the pod subresources served by nodes; without them those
+    /// subresources are unavailable.
+    kubelets: Option<Arc<crate::kubelets::Kubelets>>,
 }
 
 impl std::fmt::Debug for Api {
@@ -502,6 +505,7 @@ impl Api {
             lifecycle: NamespaceLifecycle::default(),
             admission,
             _caches: caches,
+            kubelets: None,
         }
     }
 
@@ -522,6 +526,65 @@ impl Api {
         resource
             .namespaced
             .then(|| self.admission.clone() as Arc<dyn crate::registry::Admission>)
+    }
+
+    /// This API reaching kubelets through `kubelets`.
+    pub(crate) fn with_kubelets(mut self, kubelets: crate::kubelets::Kubelets) -> Self {
+        self.kubelets = Some(Arc::new(kubelets));
+        self
+    }
+
+    /// `pods/log`, `exec`, `attach` and `portforward`, proxied to the pod's kubelet. Upgrade
+    /// requests may be GETs (WebSockets must be), but opening a session needs `create` on the
+    /// subresource whatever the method, as upstream checks since 1.30.
+    async fn stream_from_node(
+        &self,
+        pods: &Registry,
+        info: &RequestInfo,
+        subresource: &str,
+        request: Request<Body>,
+    ) -> Result<Response, ApiError> {
+        let allowed = match subresource {
+            "log" => &[Method::GET][..],
+            _ => &[Method::GET, Method::POST][..],
+        };
+        if !allowed.contains(request.method()) {
+            return Err(StatusError::method_not_supported(
+                GroupResource::new("", &format!("pods/{subresource}")),
+                info.verb.as_str(),
+            )
+            .into());
+        }
+        if subresource != "log" && info.verb != "create" {
+            let user = request
+                .extensions()
+                .get::<crate::auth::User>()
+                .cloned()
+                .unwrap_or_else(crate::auth::User::anonymous);
+            let authorizer = request
+                .extensions()
+                .get::<Arc<crate::authz::Authorizer>>()
+                .cloned()
+                .unwrap_or_default();
+            let mut create = info.clone();
+            create.verb = "create".to_owned();
+            if !authorizer.allows(&user, &crate::authz::Attributes::from(&create)) {
+                return Err(ApiError::forbidden(&create, &user.name));
+            }
+        }
+        let (Some(kubelets), Some(nodes)) = (&self.kubelets, self.registry("", "v1", "nodes"))
+        else {
+            return Err(StatusError::service_unavailable(
+                "this API server does not reach kubelets",
+            )
+            .into());
+        };
+        let context = crate::streaming::Context {
+            pods,
+            nodes,
+            kubelets,
+        };
+        crate::streaming::serve(&context, subresource, &info.namespace, &info.name, request).await
     }
 
     /// The registry of namespaces.
@@ -588,6 +651,9 @@ impl Api {
                 verb,
             )
             .into());
+        }
+        if let Some(sub @ ("log" | "exec" | "attach" | "portforward")) = subresource {
+            return self.stream_from_node(&registry, info, sub, request).await;
         }
         match (verb, subresource) {
             ("get", Some("scale")) => {

@@ -21,6 +21,7 @@ mod flowcontrol;
 mod health;
 mod impersonate;
 mod kubeconfig;
+mod kubelets;
 mod lifecycle;
 mod limitranges;
 mod metrics;
@@ -38,6 +39,7 @@ mod serve;
 pub mod services;
 mod status;
 mod strategic;
+mod streaming;
 mod strict;
 mod tolerations;
 
@@ -111,7 +113,15 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         None => TokenFile::default(),
     };
     let cidr = services::Cidr::parse(&config.service_cidr).map_err(StartError::Config)?;
-    let api = std::sync::Arc::new(api::Api::with_services(&store, cidr));
+    let tls_dir = config.data_dir.join("tls");
+    let kubelet_client = pki::component_client(
+        &tls_dir,
+        "kubelet-client",
+        "kube-apiserver-kubelet-client",
+        Some("system:masters"),
+    )?;
+    let kubelets = kubelets::Kubelets::new(&pki.ca_cert_pem, &kubelet_client)?;
+    let api = std::sync::Arc::new(api::Api::with_services(&store, cidr).with_kubelets(kubelets));
     let server = serve::listen(&config, &pki, tokens, store, api).await?;
     let host = if config.bind_address.is_unspecified() {
         "127.0.0.1".to_owned()

@@ -212,6 +212,32 @@ pub fn component_client(
     if let (Some(cert_pem), Some(key_pem)) = (read(&path("crt"))?, read(&path("key"))?) {
         return Ok(CertAndKey { cert_pem, key_pem });
     }
+    let cert = issue(
+        &cluster_issuer(dir)?,
+        name(user, group),
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    )?;
+    write_file(&path("key"), &cert.key_pem, 0o600)?;
+    write_file(&path("crt"), &cert.cert_pem, 0o644)?;
+    Ok(cert)
+}
+
+/// Issues a kubelet serving certificate for node `node` valid for `names` (its addresses and
+/// host names), signed by the cluster CA under `dir`, as upstream's kubelet serving
+/// certificates are named (`system:node:<node>` in `system:nodes`). It is issued afresh each
+/// time: a node's addresses may change between starts.
+pub fn kubelet_serving(dir: &Path, node: &str, names: &[String]) -> Result<CertAndKey, PkiError> {
+    issue(
+        &cluster_issuer(dir)?,
+        name(&format!("system:node:{node}"), Some("system:nodes")),
+        names,
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )
+}
+
+/// The cluster CA under `dir`, ready to sign.
+fn cluster_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, PkiError> {
     let (Some(ca_cert_pem), Some(ca_key)) =
         (read(&dir.join("ca.crt"))?, read(&dir.join("ca.key"))?)
     else {
@@ -221,17 +247,7 @@ pub fn component_client(
         });
     };
     let ca_key = KeyPair::from_pem(&ca_key).map_err(cert_error("reading ca.key"))?;
-    let issuer =
-        Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))?;
-    let cert = issue(
-        &issuer,
-        name(user, group),
-        &[],
-        ExtendedKeyUsagePurpose::ClientAuth,
-    )?;
-    write_file(&path("key"), &cert.key_pem, 0o600)?;
-    write_file(&path("crt"), &cert.cert_pem, 0o644)?;
-    Ok(cert)
+    Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))
 }
 
 /// Loads the certificates under `dir`, creating what is missing, and issues a serving
@@ -251,7 +267,14 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
             write_file(&path("ca.key"), &key.serialize_pem(), 0o600)?;
             write_file(&path("ca.crt"), &cert.pem(), 0o644)?;
             // A new CA invalidates every certificate signed by an old one.
-            for stale in ["admin.crt", "admin.key", "scheduler.crt", "scheduler.key"] {
+            for stale in [
+                "admin.crt",
+                "admin.key",
+                "scheduler.crt",
+                "scheduler.key",
+                "kubelet-client.crt",
+                "kubelet-client.key",
+            ] {
                 let _ = fs::remove_file(path(stale));
             }
             (cert.pem(), key)

@@ -64,6 +64,24 @@ impl RunningServer {
         self.write_client_kubeconfig(file, user, None, path)
     }
 
+    /// A serving certificate for the kubelet of node `node`, valid for `names`, and the
+    /// cluster CA (which signs the API server's kubelet client certificate): what a kubelet
+    /// on this machine serves its API with.
+    pub fn kubelet_serving(
+        &self,
+        node: &str,
+        names: &[String],
+    ) -> Result<(crate::pki::CertAndKey, String), crate::pki::PkiError> {
+        let cert = crate::pki::kubelet_serving(&self.tls_dir, node, names)?;
+        let ca = std::fs::read_to_string(self.tls_dir.join("ca.crt")).map_err(|source| {
+            crate::pki::PkiError::Io {
+                path: self.tls_dir.join("ca.crt"),
+                source,
+            }
+        })?;
+        Ok((cert, ca))
+    }
+
     /// Like [`RunningServer::write_component_kubeconfig`], for a user in `group` (the
     /// certificate's organization), e.g. a node agent as `system:node:<name>` in
     /// `system:nodes`.
@@ -233,9 +251,16 @@ fn authorize(user: &User, info: &RequestInfo, authorizer: &Authorizer) -> Result
 /// default `--request-timeout`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Watches stream for as long as they last; they are neither counted nor timed out here.
+/// Watches, and the pod subresources that stream from the node (logs, exec, attach,
+/// port-forward), last as long as they last; they are neither counted nor timed out here, as
+/// upstream's long-running request check.
 fn is_long_running(info: &RequestInfo) -> bool {
     info.verb == "watch"
+        || info.verb == "proxy"
+        || matches!(
+            info.subresource.as_str(),
+            "log" | "exec" | "attach" | "portforward" | "proxy"
+        )
 }
 
 /// The answer to a request that API Priority and Fairness turned away.

@@ -12,17 +12,21 @@
 //! - [`cni`] writes the CNI configuration containerd's CRI plugin sets pod networks up with;
 //! - [`cri`] connects the CRI runtime and image services;
 //! - [`node`] registers the Node, posts its status and renews its Lease;
-//! - [`pods`] follows the pods bound to the node and keeps one worker per pod.
+//! - [`logs`] reads containers' CRI log files as pod log requests ask (tail, since, follow);
+//! - [`pods`] follows the pods bound to the node and keeps one worker per pod;
+//! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server.
 
 pub mod cni;
 pub mod containerd;
 pub mod cri;
 pub mod env;
 pub mod images;
+pub mod logs;
 pub mod node;
 pub mod pods;
 pub mod pull;
 pub mod runtime;
+pub mod server;
 pub mod spec;
 pub mod status;
 pub mod volumes;
@@ -74,8 +78,11 @@ pub struct Config {
     pub labels: BTreeMap<String, String>,
     /// The most pods the node runs.
     pub max_pods: u32,
-    /// The kubelet API's port, as the node reports it.
+    /// The kubelet API's port (0 picks a free one, which the node then reports).
     pub kubelet_port: u16,
+    /// The kubelet API's certificate and client CA; without them the API is not served (no
+    /// logs, exec, attach or port-forward through the API server).
+    pub tls: Option<server::ServingTls>,
 }
 
 impl Config {
@@ -92,6 +99,7 @@ impl Config {
             labels: BTreeMap::new(),
             max_pods: 110,
             kubelet_port: 10250,
+            tls: None,
         }
     }
 }
@@ -113,6 +121,15 @@ pub enum AgentError {
         /// Why.
         #[source]
         source: kube::Error,
+    },
+    /// The kubelet API's port could not be opened.
+    #[error("cannot listen on the kubelet port {port}")]
+    Listen {
+        /// The port.
+        port: u16,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
     /// A directory could not be created.
     #[error("cannot create {path}")]
@@ -186,6 +203,21 @@ pub async fn run(
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot import the preloaded images"),
     }
+    // The port is opened before the node is registered, which reports it.
+    let listener =
+        match &config.tls {
+            Some(_) => Some(server::bind(config.kubelet_port).await.map_err(|source| {
+                AgentError::Listen {
+                    port: config.kubelet_port,
+                    source,
+                }
+            })?),
+            None => None,
+        };
+    let kubelet_port = listener
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(config.kubelet_port, |a| a.port());
     let machine = node::Machine::read(&config.root_dir);
     let ip = config.node_ip.unwrap_or_else(node::default_ip);
     let registration = node::Registration {
@@ -193,7 +225,7 @@ pub async fn run(
         ip,
         labels: config.labels.clone(),
         max_pods: config.max_pods,
-        kubelet_port: config.kubelet_port,
+        kubelet_port,
     };
     let node_object = node::node(
         &registration,
@@ -234,8 +266,23 @@ pub async fn run(
             }
         }
     });
+    let api_state = Arc::new(server::State {
+        client: client.clone(),
+        cri: cri.clone(),
+        node_name: config.node_name.clone(),
+    });
+    let tls = config.tls.clone();
+    let kubelet_api = async move {
+        match (listener, tls) {
+            (Some(listener), Some(tls)) => {
+                tracing::info!(port = kubelet_port, "kubelet API listening");
+                server::serve(listener, tls, api_state).await;
+            }
+            _ => std::future::pending().await,
+        }
+    };
     let shared = Arc::new(worker::Shared {
-        client,
+        client: client.clone(),
         cri,
         node_name: config.node_name.clone(),
         host_ips: vec![ip.to_string()],
@@ -249,6 +296,7 @@ pub async fn run(
         _ = shutdown => {}
         _ = heartbeat => {}
         _ = pod_network => {}
+        _ = kubelet_api => {}
         _ = pods::run(shared) => {}
     }
     if let Some(own) = own_runtime {

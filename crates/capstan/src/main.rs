@@ -235,6 +235,9 @@ struct AgentFlags {
     /// The most pods this node runs.
     #[arg(long, default_value_t = 110)]
     max_pods: u32,
+    /// The kubelet API's HTTPS port (logs, exec, attach, port-forward).
+    #[arg(long, default_value_t = 10250)]
+    kubelet_port: u16,
 }
 
 impl AgentFlags {
@@ -251,6 +254,7 @@ impl AgentFlags {
         config.cni_bin_dir = self.cni_bin_dir.clone();
         config.cni_bridge = self.cni_bridge.clone();
         config.max_pods = self.max_pods;
+        config.kubelet_port = self.kubelet_port;
         Ok(config)
     }
 }
@@ -700,7 +704,29 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     let agent = if args.disable_agent {
         None
     } else {
-        let config = args.agent.config(data_dir.join("agent"))?;
+        let mut config = args.agent.config(data_dir.join("agent"))?;
+        // The kubelet API serves with a certificate from the cluster CA, for the node's
+        // address and names.
+        let ip = *config
+            .node_ip
+            .get_or_insert_with(capstan_kubelet::node::default_ip);
+        let mut names = vec![
+            ip.to_string(),
+            config.node_name.clone(),
+            capstan_kubelet::node::hostname(),
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+        ];
+        names.sort();
+        names.dedup();
+        let (serving, client_ca_pem) = apiserver
+            .kubelet_serving(&config.node_name, &names)
+            .context("cannot issue the kubelet's serving certificate")?;
+        config.tls = Some(capstan_kubelet::server::ServingTls {
+            cert_pem: serving.cert_pem,
+            key_pem: serving.key_pem,
+            client_ca_pem,
+        });
         let kubeconfig = data_dir.join("cred").join("node.kubeconfig");
         apiserver
             .write_client_kubeconfig(

@@ -328,7 +328,7 @@ spec:
             "--",
             "sh",
             "-c",
-            "exit 3",
+            "echo crashing; exit 3",
         ],
     );
     wait_for("a crash loop", Duration::from_secs(60), || {
@@ -354,6 +354,8 @@ spec:
     assert_eq!(last, "3");
     let phase = jsonpath(kc, &["get", "pod", "crash"], "{.status.phase}");
     assert_eq!(phase, "Running");
+
+    streams(kc, image, &node);
 
     // Restarting the agent (the whole server) restarts no container.
     let before = jsonpath(
@@ -420,4 +422,190 @@ spec:
         },
     );
     server.stop();
+}
+
+/// Logs, exec and port-forward through the API server to the node's kubelet, with an old
+/// kubectl (SPDY) and a new one (WebSocket, and SPDY tunnelled through it), and a hostPort.
+fn streams(kc: &Path, image: &str, node: &serde_json::Value) {
+    let web = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[0].metadata.name}",
+    );
+    // A container's log, both streams, with the kubelet's options.
+    let talker = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: talker}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: talk
+    image: {image}
+    command: ["sh", "-c", "echo out-1; sleep 0.2; echo err-1 >&2; sleep 0.2; echo out-2; sleep 2; echo out-3"]
+"#
+    );
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &talker);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    wait_for("talker to start", Duration::from_secs(60), || {
+        let phase = jsonpath(kc, &["get", "pod", "talker"], "{.status.phase}");
+        (phase == "Running" || phase == "Succeeded").then_some(())
+    });
+    for version in ["1.27", "1.33"] {
+        // Follow ends when the container does.
+        let followed = kubectl_ok(version, kc, &["logs", "-f", "talker"]);
+        assert_eq!(
+            followed, "out-1\nerr-1\nout-2\nout-3\n",
+            "kubectl {version}"
+        );
+        assert_eq!(
+            kubectl_ok(version, kc, &["logs", "talker", "--tail=1"]),
+            "out-3\n"
+        );
+        let stamped = kubectl_ok(version, kc, &["logs", "talker", "--timestamps", "--tail=1"]);
+        let (stamp, line) = stamped.split_once(' ').unwrap();
+        assert!(stamp.ends_with('Z') && stamp.contains('T'), "{stamped}");
+        assert_eq!(line, "out-3\n");
+        // The crashed container's previous log.
+        assert_eq!(
+            kubectl_ok(version, kc, &["logs", "crash", "--previous"]),
+            "crashing\n"
+        );
+        // Options are checked as upstream checks them.
+        let refused = kubectl_any(
+            version,
+            kc,
+            &["logs", "talker", "--tail=-2", "--limit-bytes=0"],
+        );
+        assert!(!refused.status.success());
+        // Exec: output, exit codes, input.
+        assert_eq!(
+            kubectl_ok(
+                version,
+                kc,
+                &["exec", &web, "--", "sh", "-c", "echo hi; echo there >&2"]
+            ),
+            "hi\n"
+        );
+        let failed = kubectl_any(version, kc, &["exec", &web, "--", "sh", "-c", "exit 7"]);
+        assert_eq!(failed.status.code(), Some(7), "kubectl {version}");
+        let echoed = kubectl_stdin(
+            version,
+            kc,
+            &["exec", "-i", &web, "--", "cat"],
+            "from stdin\n",
+        );
+        assert!(
+            echoed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&echoed.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&echoed.stdout), "from stdin\n");
+        let missing = kubectl_any(version, kc, &["exec", &web, "-c", "nope", "--", "true"]);
+        assert!(
+            String::from_utf8_lossy(&missing.stderr)
+                .contains("container nope is not valid for pod"),
+            "{}",
+            String::from_utf8_lossy(&missing.stderr)
+        );
+        // Port-forward to the pod's httpd.
+        let local = free_port();
+        let mut forward = Command::new(common::kubectl_binary(version))
+            .arg("--kubeconfig")
+            .arg(kc)
+            .args([
+                "port-forward",
+                &format!("pod/{web}"),
+                &format!("{local}:8080"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = forward.stdout.take().unwrap();
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.starts_with("Forwarding from"), "{first}");
+        for _ in 0..2 {
+            let code = Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--max-time",
+                    "5",
+                ])
+                .arg(format!("http://127.0.0.1:{local}/"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&code.stdout),
+                "404",
+                "kubectl {version}"
+            );
+        }
+        let _ = forward.kill();
+        let _ = forward.wait();
+    }
+    // A hostPort answers on the node's address.
+    let host_port = free_port();
+    let ip = node["status"]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .unwrap()["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "run",
+            "hostport",
+            "--image",
+            image,
+            "--port=8080",
+            "--overrides",
+            &format!(
+                r#"{{"spec":{{"containers":[{{"name":"hostport","image":"{image}","command":["httpd","-f","-p","8080"],"ports":[{{"containerPort":8080,"hostPort":{host_port}}}]}}]}}}}"#
+            ),
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "wait",
+            "pod/hostport",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    let code = wait_for("the hostPort to answer", Duration::from_secs(20), || {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "3",
+            ])
+            .arg(format!("http://{ip}:{host_port}/"))
+            .output()
+            .unwrap();
+        let code = String::from_utf8_lossy(&out.stdout).into_owned();
+        (code == "404").then_some(code)
+    });
+    assert_eq!(code, "404");
 }

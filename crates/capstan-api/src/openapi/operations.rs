@@ -604,7 +604,8 @@ fn resource_items(
         }
     }
 
-    for sub in r.subresources {
+    // Connecters (pods/log, exec, ...) are not described yet.
+    for sub in r.subresources.iter().filter(|s| !s.connect) {
         subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items);
     }
 }

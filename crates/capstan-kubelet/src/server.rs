@@ -1,0 +1,750 @@
+//! The kubelet API: HTTPS on the node's port (`--kubelet-port`, 10250 by default), for the API
+//! server. Clients present a certificate from the cluster CA; only the API server's
+//! (`kube-apiserver-kubelet-client`) and `system:masters` members are served, where upstream
+//! asks the API server (SubjectAccessReview on `nodes/proxy`) and grants exactly those by
+//! default.
+//!
+//! - `GET /containerLogs/{namespace}/{pod}/{container}`: a container's log (`follow`,
+//!   `previous`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`,
+//!   `stream`), read from the CRI log files;
+//! - `/exec/{namespace}/{pod}[/{uid}]/{container}` (`command`, `input`, `output`, `error`,
+//!   `tty`), `/attach/...`, `/portForward/{namespace}/{pod}[/{uid}]`: the runtime's streaming
+//!   server is asked for a session (CRI `Exec`, `Attach`, `PortForward`) and the client's
+//!   upgrade request (SPDY) is proxied to it byte for byte, as upstream's kubelet does;
+//! - `GET /healthz`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use capstan_stream::upgrade;
+use futures::StreamExt;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1 as cri;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::Api;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+
+use crate::cri::Cri;
+use crate::logs::{LogOptions, LogStream};
+use crate::spec::{CONTAINER_NAME, POD_UID};
+
+/// The kubelet's serving certificate and the CA its clients' certificates come from.
+#[derive(Clone)]
+pub struct ServingTls {
+    /// The serving certificate (PEM).
+    pub cert_pem: String,
+    /// Its key (PEM).
+    pub key_pem: String,
+    /// The CA that signs client certificates (PEM).
+    pub client_ca_pem: String,
+}
+
+impl std::fmt::Debug for ServingTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingTls").finish_non_exhaustive()
+    }
+}
+
+/// The users served: the API server's client identity, and cluster administrators.
+const API_SERVER_USER: &str = "kube-apiserver-kubelet-client";
+const MASTERS: &str = "system:masters";
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+/// What the handlers reach.
+pub(crate) struct State {
+    pub(crate) client: kube::Client,
+    pub(crate) cri: Cri,
+    pub(crate) node_name: String,
+}
+
+fn tls_config(tls: &ServingTls) -> Result<rustls::ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(tls.client_ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| format!("client CA: {e}"))?;
+        roots.add(cert).map_err(|e| format!("client CA: {e}"))?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(|e| format!("client verifier: {e}"))?;
+    let chain = CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("serving certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes())
+        .map_err(|e| format!("serving key: {e}"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("serving certificate: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Opens the kubelet API's port (`0.0.0.0:<port>`; port 0 picks a free one).
+pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
+    TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port))).await
+}
+
+/// Serves the kubelet API on `listener` until dropped.
+pub(crate) async fn serve(listener: TcpListener, tls: ServingTls, state: Arc<State>) {
+    let config = match tls_config(&tls) {
+        Ok(config) => Arc::new(config),
+        Err(e) => {
+            tracing::error!(error = %e, "the kubelet API cannot serve TLS");
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "kubelet API accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let tls = match acceptor.accept(tcp).await {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "kubelet API TLS handshake failed");
+                    return;
+                }
+            };
+            let user = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|der| identity(der));
+            let service = hyper::service::service_fn(move |request| {
+                let (state, user) = (state.clone(), user.clone());
+                async move { Ok::<_, std::convert::Infallible>(handle(&state, user, request).await) }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .with_upgrades()
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "kubelet API connection ended");
+            }
+        });
+    }
+}
+
+/// The user name and groups of a client certificate.
+fn identity(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_owned();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_owned))
+        .collect();
+    Some((name, groups))
+}
+
+fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(message.into()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+async fn handle(
+    state: &State,
+    user: Option<(String, Vec<String>)>,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let path = request.uri().path().to_owned();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if segments == ["healthz"] {
+        return text(StatusCode::OK, "ok");
+    }
+    let Some((name, groups)) = user else {
+        return text(StatusCode::UNAUTHORIZED, "Unauthorized");
+    };
+    if name != API_SERVER_USER && !groups.iter().any(|g| g == MASTERS) {
+        let verb = if request.method() == Method::GET {
+            "get"
+        } else {
+            "create"
+        };
+        return text(
+            StatusCode::FORBIDDEN,
+            format!("Forbidden (user={name}, verb={verb}, resource=nodes, subresource(s)=[proxy])"),
+        );
+    }
+    let query = query_pairs(request.uri().query());
+    let result = match segments.as_slice() {
+        ["containerLogs", ns, pod, container] if request.method() == Method::GET => {
+            container_logs(state, ns, pod, container, &query).await
+        }
+        [kind @ ("exec" | "attach"), ns, pod, container]
+        | [kind @ ("exec" | "attach"), ns, pod, _, container] => {
+            let uid = (segments.len() == 5).then(|| segments[3]);
+            stream_command(state, kind, ns, pod, uid, container, &query, request).await
+        }
+        ["portForward", ns, pod] | ["portForward", ns, pod, _] => {
+            let uid = (segments.len() == 4).then(|| segments[3]);
+            port_forward(state, ns, pod, uid, request).await
+        }
+        _ => Err(text(StatusCode::NOT_FOUND, "404 page not found")),
+    };
+    result.unwrap_or_else(|response| response)
+}
+
+fn query_pairs(query: Option<&str>) -> HashMap<String, Vec<String>> {
+    let mut pairs: HashMap<String, Vec<String>> = HashMap::new();
+    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        pairs
+            .entry(k.into_owned())
+            .or_default()
+            .push(v.into_owned());
+    }
+    pairs
+}
+
+fn first<'a>(query: &'a HashMap<String, Vec<String>>, key: &str) -> Option<&'a str> {
+    query.get(key).and_then(|v| v.first()).map(String::as_str)
+}
+
+fn flag(query: &HashMap<String, Vec<String>>, key: &str) -> bool {
+    matches!(first(query, key), Some("1" | "true" | "True" | "TRUE"))
+}
+
+/// The pod `namespace/name` bound to this node (and with `uid`, when given).
+async fn pod(
+    state: &State,
+    namespace: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Pod, Response<Body>> {
+    let pods: Api<Pod> = Api::namespaced(state.client.clone(), namespace);
+    let pod = match pods.get_opt(name).await {
+        Ok(Some(pod)) => pod,
+        Ok(None) => None.ok_or_else(|| not_found(name))?,
+        Err(e) => {
+            return Err(text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read pod {name:?}: {e}"),
+            ));
+        }
+    };
+    let here = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&state.node_name);
+    let same = uid.is_none_or(|uid| pod.metadata.uid.as_deref() == Some(uid));
+    if !here || !same {
+        return Err(not_found(name));
+    }
+    Ok(pod)
+}
+
+fn not_found(name: &str) -> Response<Body> {
+    text(
+        StatusCode::NOT_FOUND,
+        format!("pod {name:?} cannot be found - no logs available"),
+    )
+}
+
+/// The container status of `container` among the pod's containers, init containers and
+/// ephemeral containers.
+fn container_status<'a>(pod: &'a Pod, container: &str) -> Option<&'a ContainerStatus> {
+    let status = pod.status.as_ref()?;
+    [
+        status.container_statuses.as_deref(),
+        status.init_container_statuses.as_deref(),
+        status.ephemeral_container_statuses.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .find(|s| s.name == container)
+}
+
+/// The runtime's ID of the container whose log is asked for, as upstream's
+/// `validateContainerLogStatus` picks it from the pod's status.
+fn log_container_id(pod: &Pod, container: &str, previous: bool) -> Result<String, String> {
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let Some(status) = container_status(pod, container) else {
+        return Err(format!(
+            "container {container:?} in pod {pod_name:?} is not available"
+        ));
+    };
+    let last = status
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .filter(|t| t.container_id.as_deref().is_some_and(|id| !id.is_empty()));
+    let state = status.state.clone().unwrap_or_default();
+    let id = if previous {
+        last.and_then(|t| t.container_id.clone()).ok_or_else(|| {
+            format!("previous terminated container {container:?} in pod {pod_name:?} not found")
+        })?
+    } else if state.running.is_some() {
+        status.container_id.clone().unwrap_or_default()
+    } else if let Some(terminated) = &state.terminated {
+        match terminated.container_id.clone().filter(|id| !id.is_empty()) {
+            Some(id) => id,
+            None => last.and_then(|t| t.container_id.clone()).ok_or_else(|| {
+                format!("container {container:?} in pod {pod_name:?} is terminated")
+            })?,
+        }
+    } else if let Some(last) = last {
+        last.container_id.clone().unwrap_or_default()
+    } else if let Some(waiting) = &state.waiting {
+        let reason = waiting.reason.as_deref().unwrap_or_default();
+        return Err(match reason {
+            "ErrImagePull" => format!(
+                "container {container:?} in pod {pod_name:?} is waiting to start: image can't be pulled"
+            ),
+            "ImagePullBackOff" => format!(
+                "container {container:?} in pod {pod_name:?} is waiting to start: trying and failing to pull image"
+            ),
+            _ => {
+                format!("container {container:?} in pod {pod_name:?} is waiting to start: {reason}")
+            }
+        });
+    } else {
+        return Err(format!(
+            "container {container:?} in pod {pod_name:?} is waiting to start - no logs yet"
+        ));
+    };
+    Ok(id
+        .split_once("://")
+        .map_or(id.clone(), |(_, id)| id.to_owned()))
+}
+
+/// The log options of a `containerLogs` request.
+fn log_options(query: &HashMap<String, Vec<String>>) -> Result<LogOptions, String> {
+    let number = |key: &str| -> Result<Option<i64>, String> {
+        first(query, key)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| format!("invalid value {v:?} for {key}"))
+            })
+            .transpose()
+    };
+    let since = match (number("sinceSeconds")?, first(query, "sinceTime")) {
+        (Some(seconds), _) => Some(
+            k8s_openapi::jiff::Timestamp::now()
+                - k8s_openapi::jiff::SignedDuration::from_secs(seconds),
+        ),
+        (None, Some(time)) => Some(
+            time.parse::<k8s_openapi::jiff::Timestamp>()
+                .map_err(|e| format!("invalid sinceTime {time:?}: {e}"))?,
+        ),
+        (None, None) => None,
+    };
+    let stream = match first(query, "stream") {
+        None | Some("" | "All") => LogStream::All,
+        Some("Stdout") => LogStream::Stdout,
+        Some("Stderr") => LogStream::Stderr,
+        Some(other) => return Err(format!("invalid value {other:?} for stream")),
+    };
+    Ok(LogOptions {
+        follow: flag(query, "follow"),
+        tail_lines: number("tailLines")?,
+        since,
+        timestamps: flag(query, "timestamps"),
+        limit_bytes: number("limitBytes")?,
+        stream,
+    })
+}
+
+async fn container_logs(
+    state: &State,
+    namespace: &str,
+    name: &str,
+    container: &str,
+    query: &HashMap<String, Vec<String>>,
+) -> Result<Response<Body>, Response<Body>> {
+    let options = log_options(query).map_err(|e| text(StatusCode::BAD_REQUEST, e))?;
+    let pod = pod(state, namespace, name, None).await?;
+    let id = log_container_id(&pod, container, flag(query, "previous"))
+        .map_err(|e| text(StatusCode::BAD_REQUEST, e))?;
+    let status = state
+        .cri
+        .runtime
+        .clone()
+        .container_status(cri::ContainerStatusRequest {
+            container_id: id.clone(),
+            verbose: false,
+        })
+        .await
+        .map_err(|e| {
+            text(
+                StatusCode::BAD_REQUEST,
+                format!("failed to get container status {id:?}: {}", e.message()),
+            )
+        })?
+        .into_inner()
+        .status
+        .unwrap_or_default();
+    let cri = state.cri.clone();
+    let running = move || {
+        let (mut runtime, id) = (cri.runtime.clone(), id.clone());
+        Box::pin(async move {
+            runtime
+                .container_status(cri::ContainerStatusRequest {
+                    container_id: id,
+                    verbose: false,
+                })
+                .await
+                .ok()
+                .and_then(|s| s.into_inner().status)
+                .is_some_and(|s| s.state == cri::ContainerState::ContainerRunning as i32)
+        }) as futures::future::BoxFuture<'static, bool>
+    };
+    let lines = crate::logs::read(status.log_path.into(), options, running);
+    let body = StreamBody::new(lines.map(|chunk| chunk.map(Frame::data)));
+    let mut response = Response::new(BodyExt::boxed(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    Ok(response)
+}
+
+/// The running container `container` of the pod with `uid`.
+async fn running_container(state: &State, uid: &str, container: &str) -> Option<String> {
+    let containers = state
+        .cri
+        .runtime
+        .clone()
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                state: Some(cri::ContainerStateValue {
+                    state: cri::ContainerState::ContainerRunning as i32,
+                }),
+                label_selector: HashMap::from([
+                    (POD_UID.to_owned(), uid.to_owned()),
+                    (CONTAINER_NAME.to_owned(), container.to_owned()),
+                ]),
+                ..cri::ContainerFilter::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .containers;
+    containers
+        .into_iter()
+        .max_by_key(|c| c.created_at)
+        .map(|c| c.id)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream_command(
+    state: &State,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    uid: Option<&str>,
+    container: &str,
+    query: &HashMap<String, Vec<String>>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Response<Body>> {
+    let pod = pod(state, namespace, name, uid).await?;
+    let (stdin, stdout, stderr, tty) = (
+        flag(query, "input"),
+        flag(query, "output"),
+        flag(query, "error"),
+        flag(query, "tty"),
+    );
+    if !stdin && !stdout && !stderr {
+        return Err(text(
+            StatusCode::BAD_REQUEST,
+            "you must specify at least 1 of stdin, stdout, stderr",
+        ));
+    }
+    let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+    let Some(id) = running_container(state, &pod_uid, container).await else {
+        return Err(text(
+            StatusCode::NOT_FOUND,
+            format!("container not found ({container:?})"),
+        ));
+    };
+    let mut runtime = state.cri.runtime.clone();
+    let url = if kind == "exec" {
+        let command = query.get("command").cloned().unwrap_or_default();
+        if command.is_empty() {
+            return Err(text(
+                StatusCode::BAD_REQUEST,
+                "you must specify at least one command for the container",
+            ));
+        }
+        runtime
+            .exec(cri::ExecRequest {
+                container_id: id,
+                cmd: command,
+                tty,
+                stdin,
+                stdout,
+                stderr: stderr && !tty,
+            })
+            .await
+            .map(|r| r.into_inner().url)
+    } else {
+        runtime
+            .attach(cri::AttachRequest {
+                container_id: id,
+                stdin,
+                tty,
+                stdout,
+                stderr: stderr && !tty,
+            })
+            .await
+            .map(|r| r.into_inner().url)
+    }
+    .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.message().to_owned()))?;
+    proxy(&url, request).await
+}
+
+async fn port_forward(
+    state: &State,
+    namespace: &str,
+    name: &str,
+    uid: Option<&str>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Response<Body>> {
+    let pod = pod(state, namespace, name, uid).await?;
+    let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+    let sandboxes = state
+        .cri
+        .runtime
+        .clone()
+        .list_pod_sandbox(cri::ListPodSandboxRequest {
+            filter: Some(cri::PodSandboxFilter {
+                state: Some(cri::PodSandboxStateValue {
+                    state: cri::PodSandboxState::SandboxReady as i32,
+                }),
+                label_selector: HashMap::from([(POD_UID.to_owned(), pod_uid)]),
+                ..cri::PodSandboxFilter::default()
+            }),
+        })
+        .await
+        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.message().to_owned()))?
+        .into_inner()
+        .items;
+    let Some(sandbox) = sandboxes.into_iter().max_by_key(|s| s.created_at) else {
+        return Err(text(
+            StatusCode::NOT_FOUND,
+            format!("pod not found ({name:?})"),
+        ));
+    };
+    let url = state
+        .cri
+        .runtime
+        .clone()
+        .port_forward(cri::PortForwardRequest {
+            pod_sandbox_id: sandbox.id,
+            port: Vec::new(),
+        })
+        .await
+        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.message().to_owned()))?
+        .into_inner()
+        .url;
+    proxy(&url, request).await
+}
+
+/// Passes the client's upgrade request on to the runtime's streaming server at `url` and, once
+/// it has switched protocols, joins the two connections.
+async fn proxy(
+    url: &str,
+    mut request: Request<Incoming>,
+) -> Result<Response<Body>, Response<Body>> {
+    if !upgrade::is_upgrade(request.headers()) {
+        return Err(text(StatusCode::BAD_REQUEST, "Upgrade request required"));
+    }
+    let target: http::Uri = url.parse().map_err(|_| {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("bad streaming URL {url:?}"),
+        )
+    })?;
+    let authority = target
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
+    let tcp = tokio::net::TcpStream::connect(&authority)
+        .await
+        .map_err(|e| {
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("error dialing the runtime's streaming server: {e}"),
+            )
+        })?;
+    let mut upstream = Request::builder()
+        .method(request.method().clone())
+        .uri(target.path_and_query().map_or("/", |p| p.as_str()));
+    for (name, value) in request.headers() {
+        if name != header::HOST && name != header::CONTENT_LENGTH && name != header::AUTHORIZATION {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let upstream = upstream
+        .header(header::HOST, authority)
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let mut answer = upgrade::send(tcp, upstream).await.map_err(|e| {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("error talking to the runtime's streaming server: {e}"),
+        )
+    })?;
+    if answer.status() != StatusCode::SWITCHING_PROTOCOLS {
+        let (head, body) = answer.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let mut response = text(head.status, String::from_utf8_lossy(&body).into_owned());
+        if let Some(kind) = head.headers.get(header::CONTENT_TYPE) {
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, kind.clone());
+        }
+        return Ok(response);
+    }
+    let client_side = hyper::upgrade::on(&mut request);
+    let mut response = Response::new(Empty::new().map_err(|never| match never {}).boxed());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    for (name, value) in answer.headers() {
+        response.headers_mut().append(name, value.clone());
+    }
+    tokio::spawn(async move {
+        let runtime_side = match upgrade::switched(&mut answer).await {
+            Ok(io) => io,
+            Err(e) => {
+                tracing::debug!(error = %e, "runtime stream upgrade failed");
+                return;
+            }
+        };
+        match client_side.await {
+            Ok(client) => upgrade::splice(TokioIo::new(client), runtime_side).await,
+            Err(e) => tracing::debug!(error = %e, "client stream upgrade failed"),
+        }
+    });
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+        PodStatus,
+    };
+
+    fn pod_with(status: ContainerStatus) -> Pod {
+        Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some("web".into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                container_statuses: Some(vec![status]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn terminated(id: &str) -> ContainerStateTerminated {
+        ContainerStateTerminated {
+            container_id: Some(id.into()),
+            exit_code: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn logs_come_from_the_container_the_status_names() {
+        let running = pod_with(ContainerStatus {
+            name: "c".into(),
+            container_id: Some("containerd://abc".into()),
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..Default::default()
+            }),
+            last_state: Some(ContainerState {
+                terminated: Some(terminated("containerd://old")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(log_container_id(&running, "c", false).unwrap(), "abc");
+        assert_eq!(log_container_id(&running, "c", true).unwrap(), "old");
+        assert_eq!(
+            log_container_id(&running, "d", false).unwrap_err(),
+            "container \"d\" in pod \"web\" is not available"
+        );
+    }
+
+    #[test]
+    fn waiting_containers_say_why_they_have_no_logs() {
+        let waiting = pod_with(ContainerStatus {
+            name: "c".into(),
+            state: Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("ContainerCreating".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            log_container_id(&waiting, "c", false).unwrap_err(),
+            "container \"c\" in pod \"web\" is waiting to start: ContainerCreating"
+        );
+        assert_eq!(
+            log_container_id(&waiting, "c", true).unwrap_err(),
+            "previous terminated container \"c\" in pod \"web\" not found"
+        );
+    }
+
+    #[test]
+    fn log_options_follow_the_query() {
+        let query = query_pairs(Some(
+            "follow=true&tailLines=5&timestamps=1&limitBytes=100&stream=Stderr",
+        ));
+        let options = log_options(&query).unwrap();
+        assert!(options.follow && options.timestamps);
+        assert_eq!(options.tail_lines, Some(5));
+        assert_eq!(options.limit_bytes, Some(100));
+        assert!(matches!(options.stream, LogStream::Stderr));
+        assert!(log_options(&query_pairs(Some("tailLines=x"))).is_err());
+        let since = log_options(&query_pairs(Some("sinceTime=2024-01-02T03:04:05Z")))
+            .unwrap()
+            .since
+            .unwrap();
+        assert_eq!(since.to_string(), "2024-01-02T03:04:05Z");
+    }
+}

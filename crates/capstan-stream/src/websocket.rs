@@ -1,0 +1,237 @@
+//! The server side of the WebSocket handshake (RFC 6455, with the subprotocol negotiation of
+//! Go's `x/net/websocket` that upstream uses: the first protocol the client lists that the
+//! server supports wins), and the channel framing of Kubernetes' WebSocket subprotocols: every
+//! message starts with its channel number, a byte in the binary protocols (`channel.k8s.io`,
+//! `v4.channel.k8s.io`, `v5.channel.k8s.io`) or an ASCII digit followed by base64 data in the
+//! `base64.` ones.
+
+use base64::Engine as _;
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+/// Why a WebSocket handshake was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    /// A header the handshake needs is missing or wrong.
+    #[error("invalid WebSocket handshake: {0}")]
+    Invalid(&'static str),
+    /// None of the client's subprotocols is served here.
+    #[error("requested protocol(s) are not supported: {offered:?}; supports {supported:?}")]
+    Protocol {
+        /// What the client asked for.
+        offered: Vec<String>,
+        /// What this endpoint speaks.
+        supported: Vec<String>,
+    },
+}
+
+/// The subprotocols a client offers (`Sec-WebSocket-Protocol`, comma-separated, possibly in
+/// several headers), in its order.
+pub fn offered_protocols(headers: &http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// An accepted handshake: the `101` answer to send and the subprotocol chosen (empty when the
+/// client offered none and `supported` includes the empty protocol).
+#[derive(Debug)]
+pub struct Accepted {
+    /// The answer to the upgrade request.
+    pub response: http::Response<()>,
+    /// The chosen subprotocol.
+    pub protocol: String,
+}
+
+/// Checks a WebSocket upgrade request and picks the subprotocol: the first one the client lists
+/// that is in `supported`. A client that lists none gets the empty protocol if `supported` has
+/// it.
+pub fn accept(headers: &http::HeaderMap, supported: &[&str]) -> Result<Accepted, HandshakeError> {
+    let version = headers
+        .get(http::header::SEC_WEBSOCKET_VERSION)
+        .and_then(|v| v.to_str().ok());
+    if version.map(str::trim) != Some("13") {
+        return Err(HandshakeError::Invalid("Sec-WebSocket-Version must be 13"));
+    }
+    let key = headers
+        .get(http::header::SEC_WEBSOCKET_KEY)
+        .ok_or(HandshakeError::Invalid("Sec-WebSocket-Key is missing"))?;
+    let offered = offered_protocols(headers);
+    let protocol = if offered.is_empty() {
+        supported
+            .contains(&"")
+            .then(String::new)
+            .ok_or_else(|| HandshakeError::Protocol {
+                offered: offered.clone(),
+                supported: supported.iter().map(|s| (*s).to_owned()).collect(),
+            })?
+    } else {
+        offered
+            .iter()
+            .find(|p| supported.contains(&p.as_str()))
+            .cloned()
+            .ok_or_else(|| HandshakeError::Protocol {
+                offered: offered.clone(),
+                supported: supported.iter().map(|s| (*s).to_owned()).collect(),
+            })?
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let mut response = http::Response::builder()
+        .status(http::StatusCode::SWITCHING_PROTOCOLS)
+        .header(http::header::UPGRADE, "websocket")
+        .header(http::header::CONNECTION, "Upgrade")
+        .header(http::header::SEC_WEBSOCKET_ACCEPT, accept);
+    if !protocol.is_empty() {
+        response = response.header(http::header::SEC_WEBSOCKET_PROTOCOL, protocol.as_str());
+    }
+    let response = response
+        .body(())
+        .map_err(|_| HandshakeError::Invalid("unusable Sec-WebSocket-Key"))?;
+    Ok(Accepted { response, protocol })
+}
+
+/// The server end of a WebSocket over a connection that has switched protocols.
+pub async fn server<S>(io: S) -> WebSocketStream<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    WebSocketStream::from_raw_socket(io, Role::Server, Some(WebSocketConfig::default())).await
+}
+
+/// How a channel protocol frames its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framing {
+    /// Text messages with a digit and base64 data instead of binary ones.
+    pub base64: bool,
+}
+
+impl Framing {
+    /// The framing of subprotocol `protocol`.
+    pub fn of(protocol: &str) -> Framing {
+        Framing {
+            base64: protocol.contains("base64."),
+        }
+    }
+
+    /// The message carrying `data` on `channel`.
+    pub fn encode(self, channel: u8, data: &[u8]) -> Message {
+        if self.base64 {
+            let mut text = String::with_capacity(1 + data.len().div_ceil(3) * 4);
+            text.push(char::from(b'0'.wrapping_add(channel)));
+            base64::engine::general_purpose::STANDARD.encode_string(data, &mut text);
+            Message::text(text)
+        } else {
+            let mut frame = Vec::with_capacity(1 + data.len());
+            frame.push(channel);
+            frame.extend_from_slice(data);
+            Message::binary(frame)
+        }
+    }
+
+    /// The channel and data of a data message; `None` for control messages, empty messages
+    /// and undecodable base64 (which upstream drops too).
+    pub fn decode(self, message: &Message) -> Option<(u8, Bytes)> {
+        match message {
+            Message::Binary(data) if !data.is_empty() && !self.base64 => {
+                Some((data[0], data.slice(1..)))
+            }
+            Message::Text(text) if self.base64 && !text.is_empty() => {
+                let bytes = text.as_bytes();
+                let channel = bytes[0].wrapping_sub(b'0');
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(&bytes[1..])
+                    .ok()?;
+                Some((channel, Bytes::from(data)))
+            }
+            // Go's websocket library hands text and binary messages alike to the channel
+            // reader; accept a binary message in a base64 protocol as raw.
+            Message::Binary(data) if !data.is_empty() => Some((data[0], data.slice(1..))),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(protocols: &[&'static str]) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::SEC_WEBSOCKET_VERSION, "13".parse().unwrap());
+        headers.insert(
+            http::header::SEC_WEBSOCKET_KEY,
+            "dGhlIHNhbXBsZSBub25jZQ==".parse().unwrap(),
+        );
+        for p in protocols {
+            headers.append(http::header::SEC_WEBSOCKET_PROTOCOL, p.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn the_first_supported_protocol_the_client_lists_wins() {
+        let accepted = accept(
+            &request(&["v5.channel.k8s.io, v4.channel.k8s.io"]),
+            &["v4.channel.k8s.io", "v5.channel.k8s.io"],
+        )
+        .unwrap();
+        assert_eq!(accepted.protocol, "v5.channel.k8s.io");
+        let headers = accepted.response.headers();
+        // RFC 6455's own example key and answer.
+        assert_eq!(
+            headers[http::header::SEC_WEBSOCKET_ACCEPT],
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+        assert_eq!(
+            headers[http::header::SEC_WEBSOCKET_PROTOCOL],
+            "v5.channel.k8s.io"
+        );
+        assert_eq!(accepted.response.status(), http::StatusCode::SWITCHING_PROTOCOLS);
+    }
+
+    #[test]
+    fn unsupported_or_missing_protocols_are_refused_unless_empty_is_allowed() {
+        let refused = accept(&request(&["v9.channel.k8s.io"]), &["v5.channel.k8s.io"]);
+        assert!(matches!(refused, Err(HandshakeError::Protocol { .. })));
+        assert!(accept(&request(&[]), &["v5.channel.k8s.io"]).is_err());
+        let empty = accept(&request(&[]), &["", "channel.k8s.io"]).unwrap();
+        assert_eq!(empty.protocol, "");
+        assert!(
+            !empty
+                .response
+                .headers()
+                .contains_key(http::header::SEC_WEBSOCKET_PROTOCOL)
+        );
+        let mut old = request(&["v5.channel.k8s.io"]);
+        old.insert(http::header::SEC_WEBSOCKET_VERSION, "8".parse().unwrap());
+        assert!(matches!(
+            accept(&old, &["v5.channel.k8s.io"]),
+            Err(HandshakeError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn channel_framing_round_trips_in_both_encodings() {
+        let binary = Framing::of("v5.channel.k8s.io");
+        let message = binary.encode(1, b"hello");
+        assert_eq!(message, Message::binary(b"\x01hello".to_vec()));
+        assert_eq!(
+            binary.decode(&message),
+            Some((1, Bytes::from_static(b"hello")))
+        );
+        let text = Framing::of("v4.base64.channel.k8s.io");
+        let message = text.encode(2, b"foo\n");
+        assert_eq!(message, Message::text("2Zm9vCg=="));
+        assert_eq!(text.decode(&message), Some((2, Bytes::from_static(b"foo\n"))));
+        assert_eq!(text.decode(&Message::text("0!!!")), None);
+        assert_eq!(binary.decode(&Message::binary(Vec::new())), None);
+    }
+}
