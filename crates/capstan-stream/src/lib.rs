@@ -21,3 +21,10 @@ pub mod remotecommand;
 pub mod spdy;
 pub mod upgrade;
 pub mod websocket;
+
+/// Ends a translated session's SPDY side without waiting for the peer: its GOAWAY is flushed in
+/// the background while the client side finishes.
+pub(crate) fn spdy_end(session: &spdy::Session) {
+    let session = session.clone();
+    tokio::spawn(async move { session.close().await });
+}

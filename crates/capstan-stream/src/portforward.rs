@@ -110,7 +110,7 @@ where
                 let channel = error_channel(index);
                 let _ = sink.send(framing.encode(channel, message.as_bytes())).await;
                 let _ = sink.close().await;
-                spdy.close().await;
+                crate::spdy_end(&spdy);
                 return;
             }
         };
@@ -127,7 +127,7 @@ where
                 .await
                 .is_err()
             {
-                spdy.close().await;
+                crate::spdy_end(&spdy);
                 return;
             }
         }
@@ -170,7 +170,7 @@ where
         () = input => {}
         () = output => {}
     }
-    spdy.close().await;
+    crate::spdy_end(&spdy);
 }
 
 fn data_channel(index: usize) -> u8 {

@@ -136,9 +136,11 @@ where
         Ok(streams) => streams,
         Err(e) => {
             let message = format!("error creating streams to the kubelet: {e}");
-            let _ = sink.send(framing.encode(ERROR, &failure(protocol, &message))).await;
+            let _ = sink
+                .send(framing.encode(ERROR, &failure(protocol, &message)))
+                .await;
             let _ = sink.close().await;
-            spdy.close().await;
+            crate::spdy_end(&spdy);
             return;
         }
     };
@@ -151,7 +153,7 @@ where
         ERROR
     };
     if sink.send(framing.encode(hello, &[])).await.is_err() {
-        spdy.close().await;
+        crate::spdy_end(&spdy);
         return;
     }
     let Streams {
@@ -223,10 +225,10 @@ where
     tokio::select! {
         // The client left first: end the command's session.
         () = &mut input => {
-            spdy.close().await;
+            crate::spdy_end(&spdy);
         }
         sink = &mut output => {
-            spdy.close().await;
+            crate::spdy_end(&spdy);
             if sink.is_some() {
                 // Give the client the time to read everything and close.
                 let _ = tokio::time::timeout(FINISH_TIMEOUT, input).await;
@@ -264,5 +266,130 @@ pub fn failure(protocol: &str, message: &str) -> Vec<u8> {
         .unwrap_or_default()
     } else {
         message.as_bytes().to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    /// A kubelet's side of an exec: accepts the streams, echoes stdin (until it is closed) to
+    /// stdout, writes to stderr, then reports the outcome.
+    async fn kubelet(io: tokio::io::DuplexStream) -> Vec<String> {
+        let (_session, mut incoming) = Session::server(io);
+        let mut kinds = Vec::new();
+        let (mut stdin, mut stdout, mut stderr, mut error) = (None, None, None, None);
+        while kinds.len() < 4 {
+            let stream = incoming.recv().await.unwrap();
+            stream.reply().await.unwrap();
+            let kind = stream.header("streamType").unwrap().to_owned();
+            let (recv, send) = stream.split();
+            match kind.as_str() {
+                "stdin" => stdin = Some(recv),
+                "stdout" => stdout = Some(send),
+                "stderr" => stderr = Some(send),
+                "error" => error = Some(send),
+                other => panic!("unexpected stream {other}"),
+            }
+            kinds.push(kind);
+        }
+        let mut input = Vec::new();
+        let mut stdin = stdin.unwrap();
+        while let Some(chunk) = stdin.recv().await {
+            input.extend_from_slice(&chunk);
+        }
+        let stdout = stdout.unwrap();
+        stdout.send(b"got:").await.unwrap();
+        stdout.send(&input).await.unwrap();
+        stdout.finish().await.unwrap();
+        let stderr = stderr.unwrap();
+        stderr.send(b"warning").await.unwrap();
+        stderr.finish().await.unwrap();
+        let error = error.unwrap();
+        error
+            .send(br#"{"metadata":{},"status":"Failure","reason":"NonZeroExitCode"}"#)
+            .await
+            .unwrap();
+        error.finish().await.unwrap();
+        kinds
+    }
+
+    #[tokio::test]
+    // tungstenite's handshake callback returns its large error type.
+    #[allow(clippy::result_large_err)]
+    async fn a_v5_websocket_exec_becomes_a_spdy_session() {
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let (spdy_client, spdy_server) = tokio::io::duplex(64 * 1024);
+        let kubelet = tokio::spawn(kubelet(spdy_server));
+        let bridge = tokio::spawn(async move {
+            // The API server answers the handshake before the bridge runs; here tungstenite
+            // does, choosing v5.
+            let choose = |_: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                          mut response: tokio_tungstenite::tungstenite::handshake::server::Response| {
+                response
+                    .headers_mut()
+                    .insert("sec-websocket-protocol", V5.parse().unwrap());
+                Ok(response)
+            };
+            let ws = tokio_tungstenite::accept_hdr_async(server_io, choose)
+                .await
+                .unwrap();
+            let options = Options {
+                stdin: true,
+                stdout: true,
+                stderr: true,
+                tty: false,
+            };
+            bridge(ws, V5, Session::client(spdy_client), options).await;
+        });
+        let mut request = "ws://node/exec".into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", V5.parse().unwrap());
+        let (mut ws, _) = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio_tungstenite::client_async(request, client_io),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("handshake"))
+        .unwrap_or_else(|e| panic!("handshake: {e}"));
+        let hello = ws.next().await.unwrap().unwrap();
+        assert_eq!(hello, Message::binary(vec![STDOUT]));
+        ws.send(Message::binary(b"\x00abc".to_vec())).await.unwrap();
+        ws.send(Message::binary(vec![CLOSE, STDIN])).await.unwrap();
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let mut outcome = Vec::new();
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(5), ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("the session stalled"));
+            match message {
+                Some(Ok(Message::Binary(data))) => match data[0] {
+                    STDOUT => stdout.extend_from_slice(&data[1..]),
+                    STDERR => stderr.extend_from_slice(&data[1..]),
+                    ERROR => outcome.extend_from_slice(&data[1..]),
+                    other => panic!("unexpected channel {other}"),
+                },
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            }
+        }
+        assert_eq!(stdout, b"got:abc");
+        assert_eq!(stderr, b"warning");
+        let outcome: serde_json::Value = serde_json::from_slice(&outcome).unwrap();
+        assert_eq!(outcome["reason"], "NonZeroExitCode");
+        // Answering the server's close ends the session.
+        let _ = ws.close(None).await;
+        while let Ok(Some(Ok(_))) = tokio::time::timeout(Duration::from_secs(5), ws.next()).await {}
+        assert_eq!(
+            kubelet.await.unwrap(),
+            ["error", "stdin", "stdout", "stderr"]
+        );
+        tokio::time::timeout(Duration::from_secs(5), bridge)
+            .await
+            .unwrap()
+            .unwrap();
     }
 }

@@ -152,7 +152,12 @@ impl Framing {
                 Some((channel, Bytes::from(data)))
             }
             // Go's websocket library hands text and binary messages alike to the channel
-            // reader; accept a binary message in a base64 protocol as raw.
+            // reader: a text message in a binary protocol (the Python client sends its
+            // string input so) and a binary one in a base64 protocol are taken as raw.
+            Message::Text(text) if !text.is_empty() => {
+                let bytes = Bytes::copy_from_slice(text.as_bytes());
+                Some((bytes[0], bytes.slice(1..)))
+            }
             Message::Binary(data) if !data.is_empty() => Some((data[0], data.slice(1..))),
             _ => None,
         }
@@ -194,7 +199,10 @@ mod tests {
             headers[http::header::SEC_WEBSOCKET_PROTOCOL],
             "v5.channel.k8s.io"
         );
-        assert_eq!(accepted.response.status(), http::StatusCode::SWITCHING_PROTOCOLS);
+        assert_eq!(
+            accepted.response.status(),
+            http::StatusCode::SWITCHING_PROTOCOLS
+        );
     }
 
     #[test]
@@ -230,8 +238,16 @@ mod tests {
         let text = Framing::of("v4.base64.channel.k8s.io");
         let message = text.encode(2, b"foo\n");
         assert_eq!(message, Message::text("2Zm9vCg=="));
-        assert_eq!(text.decode(&message), Some((2, Bytes::from_static(b"foo\n"))));
+        assert_eq!(
+            text.decode(&message),
+            Some((2, Bytes::from_static(b"foo\n")))
+        );
         assert_eq!(text.decode(&Message::text("0!!!")), None);
         assert_eq!(binary.decode(&Message::binary(Vec::new())), None);
+        // The Python client sends string input as a text message, channel byte first.
+        assert_eq!(
+            binary.decode(&Message::text("\u{0}typed\n")),
+            Some((0, Bytes::from_static(b"typed\n")))
+        );
     }
 }

@@ -554,6 +554,21 @@ spec:
         let _ = forward.kill();
         let _ = forward.wait();
     }
+    // The Python client's WebSocket channel protocols (v4) for exec and port-forward.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/streams_e2e.py");
+    let python = Command::new("python3")
+        .arg(script)
+        .arg(kc)
+        .arg(&web)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 (scripts/install-deps installs the kubernetes client)");
+    let said = String::from_utf8_lossy(&python.stdout);
+    assert!(
+        python.status.success() && said.contains("ALL CHECKS PASSED"),
+        "{said}{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
     // A hostPort answers on the node's address.
     let host_port = free_port();
     let ip = node["status"]["addresses"]
