@@ -170,6 +170,23 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         return Ok(Action::await_change());
     }
     let name = node.metadata.name.clone().unwrap_or_default();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    // The informer's copy may predate this controller's own patch (a status update queued the
+    // node again before the patch was seen): ask the API server before allocating twice.
+    match api.get_opt(&name).await {
+        Ok(Some(current)) => {
+            if let Some(index) = pod_cidr(&current).and_then(|c| ctx.cidr.index_of(c)) {
+                ctx.allocations
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .used
+                    .insert(index);
+                return Ok(Action::await_change());
+            }
+        }
+        Ok(None) => return Ok(Action::await_change()),
+        Err(error) => return Err(Error::Api(error)),
+    }
     let Some(index) = ctx
         .allocations
         .lock()
@@ -181,7 +198,6 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     };
     let cidr = ctx.cidr.range(index);
     let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
-    let api: Api<Node> = Api::all(ctx.client.clone());
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await
