@@ -92,7 +92,8 @@ pub(crate) async fn serve(
                 .map_err(|e| StatusError::bad_request(&e))?
                 .unwrap_or_default();
             let ports_text: Vec<String> = ports.iter().map(u16::to_string).collect();
-            let pairs: Vec<(&str, &str)> = ports_text.iter().map(|p| ("port", p.as_str())).collect();
+            let pairs: Vec<(&str, &str)> =
+                ports_text.iter().map(|p| ("port", p.as_str())).collect();
             let target = format!("/portForward/{namespace}/{name}?{}", encode(&pairs));
             stream(
                 context,

@@ -14,6 +14,7 @@
 //! - [`node`] registers the Node, posts its status and renews its Lease;
 //! - [`logs`] reads containers' CRI log files as pod log requests ask (tail, since, follow);
 //! - [`pods`] follows the pods bound to the node and keeps one worker per pod;
+//! - [`probes`] runs the containers' liveness, readiness and startup probes and lifecycle hooks;
 //! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server.
 
 pub mod cni;
@@ -24,6 +25,7 @@ pub mod images;
 pub mod logs;
 pub mod node;
 pub mod pods;
+pub mod probes;
 pub mod pull;
 pub mod runtime;
 pub mod server;

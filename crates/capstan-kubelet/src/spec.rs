@@ -23,6 +23,12 @@ pub const CONTAINER_HASH: &str = "io.kubernetes.container.hash";
 pub const RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
 /// The container annotation that holds its pod's grace period, for stops after a restart.
 pub const GRACE_PERIOD: &str = "io.kubernetes.pod.terminationGracePeriod";
+/// The container annotation that holds where in the container its termination message is.
+pub const TERMINATION_MESSAGE_PATH: &str = "io.kubernetes.container.terminationMessagePath";
+/// The container annotation that holds its termination message policy.
+pub const TERMINATION_MESSAGE_POLICY: &str = "io.kubernetes.container.terminationMessagePolicy";
+/// Where a container's termination message is unless its spec says otherwise.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
 /// The paths the kubelet hides from unprivileged containers (upstream's defaults).
 const MASKED_PATHS: &[&str] = &[
@@ -372,11 +378,18 @@ pub fn container_config(
                 .to_string(),
         ),
         (
-            "io.kubernetes.container.terminationMessagePath".to_owned(),
+            TERMINATION_MESSAGE_PATH.to_owned(),
             container
                 .termination_message_path
                 .clone()
-                .unwrap_or_else(|| "/dev/termination-log".to_owned()),
+                .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_PATH.to_owned()),
+        ),
+        (
+            TERMINATION_MESSAGE_POLICY.to_owned(),
+            container
+                .termination_message_policy
+                .clone()
+                .unwrap_or_else(|| "File".to_owned()),
         ),
     ]);
     cri::ContainerConfig {

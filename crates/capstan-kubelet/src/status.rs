@@ -114,8 +114,13 @@ pub struct Context<'a> {
     pub host_ips: &'a [String],
     /// The agent's waiting reasons, by container name.
     pub waiting: &'a HashMap<String, Waiting>,
-    /// Container readiness from readiness probes, by container name (absent: no probe).
+    /// Container readiness from readiness probes, by container name (absent: no probe, so a
+    /// started container is ready).
     pub readiness: &'a HashMap<String, bool>,
+    /// Whether containers with a startup probe have passed it, by container name (absent: no
+    /// startup probe, so a running container has started). A container that has not started
+    /// is not ready.
+    pub started: &'a HashMap<String, bool>,
     /// Now.
     pub now: Timestamp,
 }
@@ -208,7 +213,13 @@ fn container_status(
         (None, None) => (waiting(before_start, None), None),
     };
     let running = state.running.is_some();
-    let ready = running
+    let started = running
+        && context
+            .started
+            .get(&container.name)
+            .copied()
+            .unwrap_or(true);
+    let ready = started
         && context
             .readiness
             .get(&container.name)
@@ -220,7 +231,7 @@ fn container_status(
         image_id: latest.map(|l| l.image_ref.clone()).unwrap_or_default(),
         container_id: latest.map(|l| format!("{runtime}://{}", l.id)),
         ready,
-        started: Some(running),
+        started: Some(started),
         restart_count: latest.map_or(0, |l| l.restart_count as i32),
         state: Some(state),
         last_state: Some(ContainerState {

@@ -295,6 +295,30 @@ pub async fn prepare(
     Ok(mounts)
 }
 
+/// Creates the file a new container writes its termination message to,
+/// `<pod-dir>/containers/<name>/<random id>` (writable by any user, as upstream makes it), and
+/// returns its mount at the container's `terminationMessagePath` (none when the path is
+/// empty).
+pub fn termination_log(pod_dir: &Path, container: &Container) -> Result<Option<Mount>, String> {
+    let target = container
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| crate::spec::DEFAULT_TERMINATION_MESSAGE_PATH.to_owned());
+    if target.is_empty() {
+        return Ok(None);
+    }
+    let dir = pod_dir.join("containers").join(&container.name);
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let mut id = [0u8; 4];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id)
+        .map_err(|_| "no randomness for the termination log's name".to_owned())?;
+    let file = dir.join(format!("{:08x}", u32::from_be_bytes(id)));
+    std::fs::write(&file, b"").map_err(|e| io_error(&file, e))?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))
+        .map_err(|e| io_error(&file, e))?;
+    Ok(Some((target, file.display().to_string(), false)))
+}
+
 /// Removes a pod's directory, unmounting the tmpfs volumes in it first.
 pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
     if !pod_dir.exists() {
@@ -363,6 +387,39 @@ mod tests {
         assert!(host_path(&volume(&file, "FileOrCreate")).is_ok());
         assert!(host_path(&volume(&file, "File")).is_ok());
         assert!(host_path(&volume(&file, "Directory")).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn termination_logs_are_fresh_files_per_container() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let container = Container {
+            name: "app".to_owned(),
+            ..Container::default()
+        };
+        let first = termination_log(dir.path(), &container).ok().flatten();
+        let second = termination_log(dir.path(), &container).ok().flatten();
+        let (Some(first), Some(second)) = (first, second) else {
+            panic!("no termination log");
+        };
+        assert_eq!(first.0, "/dev/termination-log");
+        assert_ne!(
+            first.1, second.1,
+            "each container instance gets its own file"
+        );
+        assert!(
+            first
+                .1
+                .starts_with(&dir.path().join("containers/app").display().to_string())
+        );
+        let meta = std::fs::metadata(&first.1)?;
+        assert_eq!((meta.len(), meta.permissions().mode() & 0o777), (0, 0o666));
+        let none = Container {
+            name: "quiet".to_owned(),
+            termination_message_path: Some(String::new()),
+            ..Container::default()
+        };
+        assert_eq!(termination_log(dir.path(), &none), Ok(None));
         Ok(())
     }
 

@@ -11,20 +11,31 @@
 //!   init containers one by one, then its app containers; exited containers restart as the
 //!   restart policy says, after the kubelet's crash-loop back-off (10 s doubling to 5 minutes,
 //!   forgotten after 10 minutes of quiet);
+//! - containers are probed ([`crate::probes`]): a container whose liveness or startup probe
+//!   failed is killed (with the probe's grace period if it sets one) and restarted at once as
+//!   the restart policy says; readiness and startup results go into the status. A probe result
+//!   change wakes the worker;
+//! - a container is stopped as the kubelet kills one: its preStop hook first, bounded by the
+//!   grace period and using it up, then SIGTERM and SIGKILL once the rest has passed; a
+//!   container's postStart hook runs right after it started, and a failing one kills it
+//!   (`PostStartHookError`);
+//! - every container gets a termination message file mounted at its
+//!   `terminationMessagePath`, which the status reads once it exited;
 //! - a pod gone from the API has everything of it removed from the runtime and the disk.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::cri::{Cri, CriError};
+use crate::probes::{self, Kind, Prober};
 use crate::runtime::observe;
 use crate::spec::{self, ContainerInputs};
 use crate::status::{self, ContainerRecord, Observed, State, Waiting};
@@ -37,6 +48,9 @@ const RETRY: Duration = Duration::from_secs(5);
 const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 /// The crash-loop back-off's longest delay.
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// The shortest grace period a container is stopped with unless one is imposed (upstream's
+/// minimum shutdown window).
+const MINIMUM_GRACE: i64 = 2;
 
 /// What every worker on the node shares.
 pub struct Shared {
@@ -125,6 +139,8 @@ pub struct Worker {
     crash_backoff: Backoff,
     pull_backoff: Backoff,
     waiting: HashMap<String, Waiting>,
+    prober: Prober,
+    wake: Arc<Notify>,
 }
 
 /// What a sync step decided.
@@ -140,18 +156,22 @@ fn shorter(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 impl Worker {
     /// A worker for the pod with `uid`.
     pub fn new(shared: Arc<Shared>, uid: String) -> Worker {
+        let wake = Arc::new(Notify::new());
         Worker {
+            prober: Prober::new(shared.cri.clone(), wake.clone()),
             shared,
             uid,
             crash_backoff: Backoff::default(),
             pull_backoff: Backoff::default(),
             waiting: HashMap::new(),
+            wake,
         }
     }
 
     /// Syncs until the pod is gone and torn down, or the sender is dropped. `None` on the
     /// channel means the pod is gone from the API.
     pub async fn run(mut self, mut pods: watch::Receiver<Option<Arc<Pod>>>) {
+        let wake = self.wake.clone();
         loop {
             let pod = pods.borrow_and_update().clone();
             let wait = match pod {
@@ -172,6 +192,8 @@ impl Worker {
             };
             tokio::select! {
                 changed = pods.changed() => if changed.is_err() { return },
+                // A probe result changed.
+                _ = wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }
@@ -179,8 +201,9 @@ impl Worker {
 
     /// Removes every sandbox and container of the pod, and its directories.
     async fn teardown(&mut self) -> Result<(), CriError> {
+        self.prober.stop_all();
         let observed = observe(&self.shared.cri, &self.uid).await?;
-        self.stop_all(&observed, 0).await?;
+        self.stop_all(None, &observed, 0).await?;
         let mut runtime = self.shared.cri.runtime.clone();
         for sandbox in &observed.sandboxes {
             runtime
@@ -198,30 +221,35 @@ impl Worker {
         Ok(())
     }
 
-    /// Stops every running container (with `grace` seconds to exit) and every ready sandbox.
-    async fn stop_all(&self, observed: &Observed, grace: i64) -> Result<(), CriError> {
+    /// Stops every running container, all at once, with `grace` seconds to exit (their
+    /// preStop hooks first when the pod is known), then every ready sandbox.
+    async fn stop_all(
+        &self,
+        pod: Option<&Pod>,
+        observed: &Observed,
+        grace: i64,
+    ) -> Result<(), CriError> {
+        let pod_ip = pod.map(|p| self.pod_ip(p, observed)).unwrap_or_default();
         let stops = observed
             .containers
             .iter()
             .filter(|c| matches!(c.state, State::Running | State::Created | State::Unknown))
             .map(|c| {
-                let mut runtime = self.shared.cri.runtime.clone();
-                let id = c.id.clone();
+                let pod_ip = pod_ip.as_str();
                 async move {
-                    runtime
-                        .stop_container(cri::StopContainerRequest {
-                            container_id: id,
-                            timeout: grace,
-                        })
-                        .await
+                    match pod {
+                        Some(pod) if c.state == State::Running => {
+                            let spec = container_spec(pod, &c.name);
+                            let reason = Kill::Stop(format!("Stopping container {}", c.name));
+                            self.kill_container(pod, spec, &c.id, Some(grace), reason, pod_ip)
+                                .await
+                        }
+                        _ => self.stop_container(&c.id, grace).await,
+                    }
                 }
             });
         for result in futures::future::join_all(stops).await {
-            match result {
-                Ok(_) => {}
-                Err(status) if status.code() == tonic::Code::NotFound => {}
-                Err(status) => return Err(status.into()),
-            }
+            result?;
         }
         let mut runtime = self.shared.cri.runtime.clone();
         for sandbox in observed.sandboxes.iter().filter(|s| s.ready) {
@@ -247,6 +275,8 @@ impl Worker {
             (true, wait) => (observe(&self.shared.cri, &self.uid).await?, wait),
             (false, wait) => (observed, wait),
         };
+        self.prober
+            .reconcile(pod, &observed, &self.pod_ip(pod, &observed), false);
         self.post_status(pod, &observed, false).await;
         Ok(wait)
     }
@@ -263,14 +293,18 @@ impl Worker {
                     .and_then(|s| s.termination_grace_period_seconds)
             })
             .unwrap_or(30);
+        // Liveness and startup probes stop: what is stopping is not restarted.
+        let pod_ip = self.pod_ip(pod, &observed);
+        self.prober.reconcile(pod, &observed, &pod_ip, true);
         let running = observed.containers.iter().any(|c| c.state != State::Exited)
             || observed.sandboxes.iter().any(|s| s.ready);
         let observed = if running {
-            self.stop_all(&observed, grace).await?;
+            self.stop_all(Some(pod), &observed, grace).await?;
             observe(&self.shared.cri, &self.uid).await?
         } else {
             observed
         };
+        self.prober.reconcile(pod, &observed, &pod_ip, true);
         self.waiting.clear();
         self.post_status(pod, &observed, true).await;
         if pod.metadata.deletion_timestamp.is_none() {
@@ -326,7 +360,7 @@ impl Worker {
                     // Its containers ran; a Never pod does not get them again.
                     return Ok((false, None));
                 }
-                self.stop_all(observed, 0).await?;
+                self.stop_all(None, observed, 0).await?;
                 match self.start_sandbox(pod, observed).await {
                     Ok(id) => id,
                     Err(e) => {
@@ -341,14 +375,25 @@ impl Worker {
             observed = &fresh;
             acted = true;
         }
-        let sandbox_ip = observed.sandbox().map(|s| s.ip.clone()).unwrap_or_default();
+        let sandbox_ip = self.pod_ip(pod, observed);
         let mut wait = None;
         // Init containers, in order: each must complete (a sidecar: start) before the next.
         for container in spec.init_containers.iter().flatten() {
             let current = in_sandbox(observed, &container.name, &sandbox);
             let sidecar = status::is_sidecar(container);
+            // A sidecar whose liveness or startup probe failed is killed and started again.
+            let failed = current
+                .filter(|c| sidecar && c.state == State::Running)
+                .and_then(|c| Some((c, self.prober.failed(&c.id)?)));
+            if let Some((c, kind)) = failed {
+                let reason = Kill::Probe(kind, probe_kill_message(container, kind, true));
+                self.kill_container(pod, Some(container), &c.id, None, reason, &sandbox_ip)
+                    .await?;
+                acted = true;
+            }
             let restart = match current.map(|c| (c.state, c.exit_code)) {
                 None => true,
+                Some((State::Running, _)) if failed.is_some() => true,
                 Some((State::Running, _)) if sidecar => continue,
                 Some((State::Exited, 0)) if !sidecar => continue,
                 Some((State::Exited, _)) => policy != "Never" || sidecar,
@@ -371,9 +416,28 @@ impl Worker {
             let start = match current {
                 None => true,
                 Some(c) if c.state == State::Running => {
-                    if c.hash != spec::container_hash(container) {
-                        tracing::info!(pod = %name(pod), container = %container.name, "container spec changed; restarting it");
-                        self.stop_container(&c.id, grace_of(pod)).await?;
+                    if let Some(kind) = self.prober.failed(&c.id) {
+                        let restart = policy != "Never";
+                        let reason =
+                            Kill::Probe(kind, probe_kill_message(container, kind, restart));
+                        self.kill_container(pod, Some(container), &c.id, None, reason, &sandbox_ip)
+                            .await?;
+                        acted = true;
+                        restart
+                    } else if c.hash != spec::container_hash(container) {
+                        let message = format!(
+                            "Container {} definition changed, will be restarted",
+                            container.name
+                        );
+                        self.kill_container(
+                            pod,
+                            Some(container),
+                            &c.id,
+                            None,
+                            Kill::Stop(message),
+                            &sandbox_ip,
+                        )
+                        .await?;
                         acted = true;
                         true
                     } else {
@@ -401,6 +465,62 @@ impl Worker {
             }
         }
         Ok((acted, wait))
+    }
+
+    /// Kills a container as the kubelet does: the grace period is `grace_override` or the
+    /// pod's (a failed probe's own when it sets one); the preStop hook runs first, for at most
+    /// that long, and what it took comes off it; the container then gets what is left (at
+    /// least two seconds unless the grace period was imposed) between SIGTERM and SIGKILL.
+    async fn kill_container(
+        &self,
+        pod: &Pod,
+        container: Option<&Container>,
+        id: &str,
+        grace_override: Option<i64>,
+        reason: Kill,
+        pod_ip: &str,
+    ) -> Result<(), CriError> {
+        let probe = match &reason {
+            Kill::Probe(kind, _) => Some(*kind),
+            _ => None,
+        };
+        let mut grace = grace_override.unwrap_or_else(|| termination_grace(pod, container, probe));
+        let message = match &reason {
+            Kill::Probe(_, message) | Kill::Stop(message) => message.as_str(),
+            Kill::PostStartHook => "FailedPostStartHook",
+        };
+        tracing::info!(pod = %name(pod), container = %container.map_or("", |c| c.name.as_str()), id = %id, grace, "{message}");
+        let pre_stop = container.and_then(|c| Some((c, c.lifecycle.as_ref()?.pre_stop.as_ref()?)));
+        if let Some((container, hook)) = pre_stop
+            && grace > 0
+        {
+            let started = Instant::now();
+            let target = probes::Target {
+                container_id: id.to_owned(),
+                pod_ip: pod_ip.to_owned(),
+                container: container.clone(),
+            };
+            let limit = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+            match tokio::time::timeout(
+                limit,
+                probes::run_hook(&self.shared.cri, hook, pod, &target),
+            )
+            .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => {
+                    tracing::warn!(pod = %name(pod), container = %container.name, %message, "PreStop hook failed")
+                }
+                Err(_) => {
+                    tracing::info!(pod = %name(pod), container = %container.name, grace, "PreStop hook not completed in grace period")
+                }
+            }
+            grace -= i64::try_from(started.elapsed().as_secs()).unwrap_or(grace);
+        }
+        if grace_override.is_none() && grace < MINIMUM_GRACE {
+            grace = MINIMUM_GRACE;
+        }
+        self.stop_container(id, grace.max(0)).await
     }
 
     async fn stop_container(&self, id: &str, grace: i64) -> Result<(), CriError> {
@@ -533,11 +653,26 @@ impl Worker {
         let env = crate::env::resolve(&sources, pod, container)
             .await
             .map_err(config_error)?;
-        remove_log_dir(&self.shared.log_root, &self.uid);
+        // A log file left by an earlier container of the same name and attempt goes (the
+        // runtime appends to it otherwise); the logs of the others stay.
+        let log_file = self
+            .shared
+            .log_root
+            .join(spec::pod_log_dir_name(pod))
+            .join(&container.name)
+            .join(format!("{restart_count}.log"));
+        let _ = std::fs::remove_file(&log_file);
         let pod_dir = self.shared.root_dir.join("pods").join(&self.uid);
-        let mounts = crate::volumes::prepare(&self.shared.client, pod, container, &pod_dir)
+        let mut mounts = crate::volumes::prepare(&self.shared.client, pod, container, &pod_dir)
             .await
             .map_err(config_error)?;
+        match crate::volumes::termination_log(&pod_dir, container) {
+            Ok(Some(mount)) => mounts.push(mount),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(pod = %name(pod), container = %container.name, error = %e, "cannot create the termination log file")
+            }
+        }
         let inputs = ContainerInputs {
             env,
             mounts,
@@ -583,6 +718,40 @@ impl Worker {
             .await
             .map_err(|s| create_error("RunContainerError", s))?;
         tracing::info!(pod = %name(pod), container = %container.name, id = %id, restart_count, "started container");
+        let post_start = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref());
+        if let Some(hook) = post_start {
+            let target = probes::Target {
+                container_id: id.clone(),
+                pod_ip: sandbox_ip.to_owned(),
+                container: container.clone(),
+            };
+            if let Err(message) = probes::run_hook(&self.shared.cri, hook, pod, &target).await {
+                tracing::warn!(pod = %name(pod), container = %container.name, %message, "FailedPostStartHook");
+                if let Err(e) = self
+                    .kill_container(
+                        pod,
+                        Some(container),
+                        &id,
+                        None,
+                        Kill::PostStartHook,
+                        sandbox_ip,
+                    )
+                    .await
+                {
+                    tracing::warn!(pod = %name(pod), container = %container.name, error = %e, "cannot kill the container after its postStart hook failed");
+                }
+                return Err((
+                    Waiting {
+                        reason: "PostStartHookError".to_owned(),
+                        message,
+                    },
+                    RETRY,
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -664,12 +833,13 @@ impl Worker {
 
     /// Computes the pod's status and writes it if it changed.
     async fn post_status(&mut self, pod: &Pod, observed: &Observed, terminating: bool) {
-        let readiness = HashMap::new();
+        let (readiness, started) = self.probe_status(pod, observed);
         let context = status::Context {
             runtime: &self.shared.runtime_name,
             host_ips: &self.shared.host_ips,
             waiting: &self.waiting,
             readiness: &readiness,
+            started: &started,
             now: crate::now(),
         };
         let mut next = status::pod_status(pod, observed, &context);
@@ -699,6 +869,101 @@ impl Worker {
             }
         }
     }
+}
+
+impl Worker {
+    /// The pod's address as its containers, probes and hooks see it: its sandbox's, or the
+    /// node's on the host network.
+    fn pod_ip(&self, pod: &Pod, observed: &Observed) -> String {
+        let ip = observed
+            .sandbox()
+            .filter(|s| s.ready)
+            .map(|s| s.ip.clone())
+            .unwrap_or_default();
+        let host_network = pod
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.host_network == Some(true));
+        if ip.is_empty() && host_network {
+            self.shared.host_ips.first().cloned().unwrap_or_default()
+        } else {
+            ip
+        }
+    }
+
+    /// Readiness and startup as the probes say, by container name, for the containers that
+    /// have such probes (the newest container of each name counts). A started container whose
+    /// readiness probe has not succeeded yet is probed at once, as upstream does when it
+    /// computes the status.
+    fn probe_status(
+        &self,
+        pod: &Pod,
+        observed: &Observed,
+    ) -> (HashMap<String, bool>, HashMap<String, bool>) {
+        let mut readiness = HashMap::new();
+        let mut started = HashMap::new();
+        for container in probes::probed_containers(pod) {
+            let latest = observed.latest(&container.name);
+            let has_started = latest.is_some_and(|l| self.prober.started(container, l));
+            if container.startup_probe.is_some() {
+                started.insert(container.name.clone(), has_started);
+            }
+            if container.readiness_probe.is_some() {
+                let ready = latest.is_some_and(|l| self.prober.ready(l));
+                if has_started && !ready {
+                    self.prober.trigger(&container.name, Kind::Readiness);
+                }
+                readiness.insert(container.name.clone(), ready);
+            }
+        }
+        (readiness, started)
+    }
+}
+
+/// Why a container is killed.
+#[derive(Debug, Clone)]
+enum Kill {
+    /// A probe failed (the message says which).
+    Probe(Kind, String),
+    /// Its postStart hook failed.
+    PostStartHook,
+    /// It is stopped for another reason (the message says which).
+    Stop(String),
+}
+
+/// What upstream says when a probe has a container killed.
+fn probe_kill_message(container: &Container, kind: Kind, restart: bool) -> String {
+    let mut message = format!(
+        "Container {} failed {} probe",
+        container.name,
+        kind.as_str().to_ascii_lowercase()
+    );
+    if restart {
+        message.push_str(", will be restarted");
+    }
+    message
+}
+
+/// The grace period of a container's kill: the deletion's, else the failed probe's own
+/// (liveness and startup probes may set one), else the pod's.
+fn termination_grace(pod: &Pod, container: Option<&Container>, probe: Option<Kind>) -> i64 {
+    if let Some(grace) = pod.metadata.deletion_grace_period_seconds {
+        return grace;
+    }
+    let own = container
+        .zip(probe.filter(|k| *k != Kind::Readiness))
+        .and_then(|(c, kind)| kind.spec(c))
+        .and_then(|p| p.termination_grace_period_seconds);
+    own.unwrap_or_else(|| grace_of(pod))
+}
+
+/// The spec of the container called `name` (app, init or ephemeral).
+fn container_spec<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
 }
 
 /// Removes the log directory of the pod with `uid` (`<ns>_<name>_<uid>`).

@@ -69,6 +69,7 @@ fn observed(containers: Vec<ContainerRecord>) -> Observed {
 struct Check {
     waiting: HashMap<String, Waiting>,
     readiness: HashMap<String, bool>,
+    started: HashMap<String, bool>,
     hosts: Vec<String>,
 }
 
@@ -77,6 +78,7 @@ impl Check {
         Check {
             waiting: HashMap::new(),
             readiness: HashMap::new(),
+            started: HashMap::new(),
             hosts: vec!["10.0.0.1".to_owned()],
         }
     }
@@ -86,6 +88,7 @@ impl Check {
             host_ips: &self.hosts,
             waiting: &self.waiting,
             readiness: &self.readiness,
+            started: &self.started,
             now: Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH),
         };
         pod_status(pod, observed, &context)
@@ -280,4 +283,62 @@ fn terminal_phases_stick() {
     let status = check.status(&done, &Observed::default());
     assert_eq!(status.phase.as_deref(), Some("Succeeded"));
     assert_eq!(condition_of(&status, "Ready"), "False");
+}
+
+#[test]
+fn probes_decide_started_and_ready() {
+    let mut check = Check::new();
+    let pod = pod("Always", &[], &["a", "b"]);
+    let running = observed(vec![
+        record("a", State::Running, 0, 0, 1),
+        record("b", State::Running, 0, 0, 1),
+    ]);
+    let flags = |status: &PodStatus| {
+        status
+            .container_statuses
+            .iter()
+            .flatten()
+            .map(|s| (s.started.unwrap_or(false), s.ready))
+            .collect::<Vec<_>>()
+    };
+    // Without probes, running containers have started and are ready.
+    let status = check.status(&pod, &running);
+    assert_eq!(flags(&status), [(true, true), (true, true)]);
+    assert_eq!(condition_of(&status, "Ready"), "True");
+    // A readiness probe that has not succeeded keeps its container, and the pod, unready.
+    check.readiness.insert("a".to_owned(), false);
+    let status = check.status(&pod, &running);
+    assert_eq!(flags(&status), [(true, false), (true, true)]);
+    assert_eq!(condition_of(&status, "Ready"), "False");
+    assert_eq!(condition_of(&status, "ContainersReady"), "False");
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .and_then(|c| c.message.clone());
+    assert_eq!(
+        ready.as_deref(),
+        Some("containers with unready status: [a]")
+    );
+    // A container whose startup probe has not succeeded has not started, and is not ready
+    // even when its readiness probe says so.
+    check.readiness.insert("a".to_owned(), true);
+    check.started.insert("b".to_owned(), false);
+    let status = check.status(&pod, &running);
+    assert_eq!(flags(&status), [(true, true), (false, false)]);
+    assert_eq!(condition_of(&status, "Ready"), "False");
+    check.started.insert("b".to_owned(), true);
+    let status = check.status(&pod, &running);
+    assert_eq!(flags(&status), [(true, true), (true, true)]);
+    assert_eq!(condition_of(&status, "Ready"), "True");
+    // An exited container has neither started nor is ready, whatever the probes said.
+    let exited = observed(vec![
+        record("a", State::Exited, 1, 0, 1),
+        record("b", State::Running, 0, 0, 1),
+    ]);
+    assert_eq!(
+        flags(&check.status(&pod, &exited)),
+        [(false, false), (true, true)]
+    );
 }

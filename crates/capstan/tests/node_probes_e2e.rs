@@ -1,0 +1,430 @@
+//! End to end: container probes, lifecycle hooks and termination messages on a real node (the
+//! node agent inside `capstan server`, its own containerd, runc and CNI plugins, the preloaded
+//! busybox image), driven with stock kubectl. One test so the node starts once; its pods run
+//! side by side:
+//!
+//! - `ready`: an exec readiness probe keeps the pod unready until the container creates the
+//!   file the probe tests;
+//! - `live`: an HTTP liveness probe against a port nothing listens on has the container
+//!   killed (with the probe's own grace period) and restarted, again and again;
+//! - `web`: busybox httpd, ready by a TCP probe on a named port, alive by an HTTP probe;
+//! - `startup`: a startup probe holds the liveness probe back (which would otherwise kill the
+//!   container at once) and keeps the container not started and unready until it passes;
+//! - `hooks`: a postStart hook writes a file the container waits for, a preStop hook writes
+//!   to a hostPath volume when the pod is deleted;
+//! - `bad-hook`: a failing postStart hook has its container killed and restarted;
+//! - `messages`: termination messages from the file, a custom path, and the log's end.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+
+/// This test's node and pod network: its own bridge and range, beside node_e2e's.
+const NODE: &str = "probe-node";
+const BRIDGE: &str = "capnode1";
+const CLUSTER_CIDR: &str = "10.202.0.0/16";
+
+fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
+    let mut all = args.to_vec();
+    let expr = format!("jsonpath={path}");
+    all.extend(["-o", expr.as_str()]);
+    let output = kubectl_any("default", kubeconfig, &all);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A field of a pod, by JSONPath.
+fn field(kc: &Path, pod: &str, path: &str) -> String {
+    jsonpath(kc, &["get", "pod", pod], path)
+}
+
+fn running(kc: &Path, pod: &str) -> bool {
+    !field(
+        kc,
+        pod,
+        "{.status.containerStatuses[0].state.running.startedAt}",
+    )
+    .is_empty()
+}
+
+fn ready_condition(kc: &Path, pod: &str) -> String {
+    field(kc, pod, "{.status.conditions[?(@.type==\"Ready\")].status}")
+}
+
+fn restarts(kc: &Path, pod: &str) -> u32 {
+    field(kc, pod, "{.status.containerStatuses[0].restartCount}")
+        .parse()
+        .unwrap_or(0)
+}
+
+/// Removes what the test's node leaves behind even when the test fails: every pod sandbox
+/// (through CRI, while containerd still runs), its containerd (by the PID it recorded), and
+/// the bridge.
+struct Cleanup {
+    data_dir: std::path::PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let containerd = self.data_dir.join("agent/containerd");
+        let socket = containerd.join("containerd.sock");
+        if let Ok(runtime) = tokio::runtime::Runtime::new() {
+            runtime.block_on(async {
+                let Ok(cri) = capstan_kubelet::cri::Cri::connect(&socket).await else {
+                    return;
+                };
+                let mut service = cri.runtime.clone();
+                let Ok(list) = service
+                    .list_pod_sandbox(k8s_cri::v1::ListPodSandboxRequest { filter: None })
+                    .await
+                else {
+                    return;
+                };
+                for sandbox in list.into_inner().items {
+                    let _ = service
+                        .stop_pod_sandbox(k8s_cri::v1::StopPodSandboxRequest {
+                            pod_sandbox_id: sandbox.id.clone(),
+                        })
+                        .await;
+                    let _ = service
+                        .remove_pod_sandbox(k8s_cri::v1::RemovePodSandboxRequest {
+                            pod_sandbox_id: sandbox.id,
+                        })
+                        .await;
+                }
+            });
+        }
+        // The agent's containerd, if the server did not stop it: the PID it recorded, if
+        // that process still runs with this test's configuration.
+        let config = containerd.join("config.toml").display().to_string();
+        if let Some(pid) = std::fs::read_to_string(containerd.join("containerd.pid"))
+            .ok()
+            .map(|p| p.trim().to_owned())
+            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| arg == config.as_bytes())
+            })
+        {
+            let _ = Command::new("kill").arg(&pid).status();
+        }
+        let _ = Command::new("ip").args(["link", "del", BRIDGE]).status();
+    }
+}
+
+fn pods(image: &str, out: &Path) -> String {
+    let out = out.display();
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: ready}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: {image}
+    command: ["sh", "-c", "sleep 8; touch /tmp/ready; exec sleep 3600"]
+    readinessProbe:
+      exec: {{command: ["test", "-f", "/tmp/ready"]}}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: startup}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: {image}
+    command: ["sh", "-c", "sleep 8; touch /tmp/started; exec sleep 3600"]
+    startupProbe:
+      exec: {{command: ["test", "-f", "/tmp/started"]}}
+      periodSeconds: 1
+      failureThreshold: 60
+    livenessProbe:
+      exec: {{command: ["test", "-f", "/tmp/started"]}}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: live}}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: app
+    image: {image}
+    command: ["sleep", "3600"]
+    livenessProbe:
+      httpGet: {{path: /healthz, port: 9999}}
+      periodSeconds: 1
+      failureThreshold: 2
+      terminationGracePeriodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: {image}
+    command: ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports: [{{name: http, containerPort: 8080}}]
+    readinessProbe:
+      tcpSocket: {{port: http}}
+      periodSeconds: 1
+    livenessProbe:
+      httpGet: {{path: /index.html, port: http}}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: hooks}}
+spec:
+  terminationGracePeriodSeconds: 10
+  volumes:
+  - name: out
+    hostPath: {{path: "{out}", type: DirectoryOrCreate}}
+  containers:
+  - name: app
+    image: {image}
+    command:
+    - sh
+    - -c
+    - trap 'exit 0' TERM; while [ ! -f /tmp/poststart ]; do sleep 1; done; cp /tmp/poststart /out/seen; while true; do sleep 1; done
+    volumeMounts: [{{name: out, mountPath: /out}}]
+    lifecycle:
+      postStart:
+        exec: {{command: ["sh", "-c", "echo hello > /tmp/poststart"]}}
+      preStop:
+        exec: {{command: ["sh", "-c", "echo bye > /out/prestop"]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: bad-hook}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: {image}
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    lifecycle:
+      postStart:
+        exec: {{command: ["sh", "-c", "exit 7"]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: messages}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: file
+    image: {image}
+    command: ["sh", "-c", "printf done > /dev/termination-log"]
+  - name: custom
+    image: {image}
+    command: ["sh", "-c", "printf custom > /tmp/message"]
+    terminationMessagePath: /tmp/message
+  - name: logs
+    image: {image}
+    command: ["sh", "-c", "echo first; echo oops; exit 2"]
+    terminationMessagePolicy: FallbackToLogsOnError
+"#
+    )
+}
+
+#[test]
+fn probes_hooks_and_termination_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_path_buf();
+    let _cleanup = Cleanup {
+        data_dir: data_dir.clone(),
+    };
+    let archive = data_dir.join("agent/images/busybox.tar");
+    let packed = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "image",
+            "busybox",
+            "--name",
+            "docker.io/library/busybox:e2e",
+            "--output",
+        ])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let image = "busybox:e2e";
+    let out = data_dir.join("hooks-out");
+    let port = free_port();
+    let flags = [
+        "--node-name",
+        NODE,
+        "--cni-bridge",
+        BRIDGE,
+        "--cluster-cidr",
+        CLUSTER_CIDR,
+        "--kubelet-port",
+        "10251",
+    ];
+    let server = Server::start_node(&data_dir, port, &flags);
+    let kubeconfig = server.kubeconfig();
+    let kc = kubeconfig.as_path();
+    wait_for("the node to register", Duration::from_secs(60), || {
+        kubectl_any("default", kc, &["get", "node", NODE])
+            .status
+            .success()
+            .then_some(())
+    });
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "wait",
+            &format!("node/{NODE}"),
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &pods(image, &out));
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+
+    // Readiness: running but not ready until the probe's file exists.
+    wait_for("the ready pod to run", Duration::from_secs(60), || {
+        running(kc, "ready").then_some(())
+    });
+    assert_eq!(
+        field(kc, "ready", "{.status.containerStatuses[0].ready}"),
+        "false"
+    );
+    assert_eq!(
+        field(kc, "ready", "{.status.containerStatuses[0].started}"),
+        "true"
+    );
+    assert_eq!(ready_condition(kc, "ready"), "False");
+    // Startup: not started (so not ready) while the startup probe fails; the liveness probe,
+    // which would fail too, waits for it.
+    wait_for("the startup pod to run", Duration::from_secs(30), || {
+        running(kc, "startup").then_some(())
+    });
+    assert_eq!(
+        field(kc, "startup", "{.status.containerStatuses[0].started}"),
+        "false"
+    );
+    assert_eq!(ready_condition(kc, "startup"), "False");
+
+    wait_for(
+        "the ready pod to turn ready",
+        Duration::from_secs(30),
+        || (ready_condition(kc, "ready") == "True").then_some(()),
+    );
+    assert_eq!(
+        field(kc, "ready", "{.status.containerStatuses[0].ready}"),
+        "true"
+    );
+    wait_for("the startup pod to start", Duration::from_secs(30), || {
+        let started = field(kc, "startup", "{.status.containerStatuses[0].started}");
+        (started == "true" && ready_condition(kc, "startup") == "True").then_some(())
+    });
+    assert_eq!(restarts(kc, "startup"), 0, "liveness ran before startup");
+
+    // TCP readiness on a named port, HTTP liveness that holds.
+    wait_for("the web pod to turn ready", Duration::from_secs(30), || {
+        (ready_condition(kc, "web") == "True").then_some(())
+    });
+    assert_eq!(restarts(kc, "web"), 0);
+
+    // Liveness: the container is killed and restarted, again and again; the last exit shows.
+    wait_for("liveness restarts", Duration::from_secs(60), || {
+        (restarts(kc, "live") >= 2).then_some(())
+    });
+    let exit = field(
+        kc,
+        "live",
+        "{.status.containerStatuses[0].lastState.terminated.exitCode}",
+    );
+    assert!(exit == "137" || exit == "143", "last exit {exit}");
+
+    // A failing postStart hook kills its container, which is restarted.
+    wait_for("the bad hook's restart", Duration::from_secs(60), || {
+        let exited = field(
+            kc,
+            "bad-hook",
+            "{.status.containerStatuses[0].lastState.terminated.exitCode}",
+        );
+        (restarts(kc, "bad-hook") >= 1 && !exited.is_empty()).then_some(())
+    });
+
+    // Termination messages.
+    wait_for(
+        "the messages pod to finish",
+        Duration::from_secs(60),
+        || (field(kc, "messages", "{.status.phase}") == "Failed").then_some(()),
+    );
+    let message = |container: &str| {
+        field(
+            kc,
+            "messages",
+            &format!(
+                "{{.status.containerStatuses[?(@.name==\"{container}\")].state.terminated.message}}"
+            ),
+        )
+    };
+    assert_eq!(message("file"), "done");
+    assert_eq!(message("custom"), "custom");
+    assert_eq!(message("logs"), "first\noops\n");
+
+    // Hooks: the container saw what postStart wrote; preStop runs on deletion.
+    let seen = wait_for("the postStart file", Duration::from_secs(30), || {
+        std::fs::read_to_string(out.join("seen")).ok()
+    });
+    assert_eq!(seen, "hello\n");
+    assert!(!out.join("prestop").exists());
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pod", "hooks", "--wait=true", "--timeout=60s"],
+    );
+    let bye = std::fs::read_to_string(out.join("prestop")).expect("the preStop hook ran");
+    assert_eq!(bye, "bye\n");
+
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "--all",
+            "--grace-period=1",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+    server.stop();
+}
