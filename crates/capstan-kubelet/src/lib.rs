@@ -13,6 +13,7 @@
 //! - [`cri`] connects the CRI runtime and image services;
 //! - [`node`] registers the Node, posts its status and renews its Lease;
 //! - [`logs`] reads containers' CRI log files as pod log requests ask (tail, since, follow);
+//! - [`registries`] turns k3s's `registries.yaml` into containerd's registry host files;
 //! - [`pods`] follows the pods bound to the node and keeps one worker per pod;
 //! - [`probes`] runs the containers' liveness, readiness and startup probes and lifecycle hooks;
 //! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server.
@@ -27,6 +28,7 @@ pub mod node;
 pub mod pods;
 pub mod probes;
 pub mod pull;
+pub mod registries;
 pub mod runtime;
 pub mod server;
 pub mod spec;
@@ -124,6 +126,9 @@ pub enum AgentError {
         #[source]
         source: kube::Error,
     },
+    /// The registries file is not usable.
+    #[error(transparent)]
+    Registries(#[from] registries::RegistriesError),
     /// The kubelet API's port could not be opened.
     #[error("cannot listen on the kubelet port {port}")]
     Listen {
@@ -165,6 +170,15 @@ pub async fn run(
             source,
         })?;
     }
+    let certs_dir = config
+        .agent_dir
+        .join("etc")
+        .join("containerd")
+        .join("certs.d");
+    let mirrored = registries::apply(&config.agent_dir, &certs_dir)?;
+    if !mirrored.is_empty() {
+        tracing::info!(registries = ?mirrored, "registry mirrors configured");
+    }
     let own_runtime = match &config.runtime_endpoint {
         Some(_) => None,
         None => {
@@ -173,11 +187,7 @@ pub async fn run(
                 sandbox_image: sandbox_image(),
                 cni_bin_dir: config.cni_bin_dir.clone(),
                 cni_conf_dir: cni_conf_dir.clone(),
-                registry_config_dir: config
-                    .agent_dir
-                    .join("etc")
-                    .join("containerd")
-                    .join("certs.d"),
+                registry_config_dir: certs_dir.clone(),
             };
             Some(containerd::Containerd::start(&layout, &settings).await?)
         }
@@ -262,10 +272,18 @@ pub async fn run(
     let heartbeat = node::heartbeat(client.clone(), node_object, move || {
         let cri = health_cri.clone();
         async move {
-            match cri.network_ready().await {
+            let health = match cri.network_ready().await {
                 Ok(ready) => ready,
                 Err(e) => Err(format!("container runtime is down: {e}")),
-            }
+            };
+            let images = cri
+                .images
+                .clone()
+                .list_images(k8s_cri::v1::ListImagesRequest { filter: None })
+                .await
+                .ok()
+                .map(|list| node::node_images(list.into_inner().images));
+            node::Observation { health, images }
         }
     });
     let api_state = Arc::new(server::State {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
+    ContainerImage,
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
     NodeSystemInfo,
 };
@@ -259,6 +260,42 @@ pub fn node(registration: &Registration, machine: &Machine, runtime: &str) -> No
 /// else why not.
 pub type Health = Result<(), String>;
 
+/// What a heartbeat reports: the runtime's health and, when they could be listed, the images
+/// the node holds (`status.images`).
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The runtime's health.
+    pub health: Health,
+    /// The node's images, largest first, at most [`MAX_IMAGES`]; `None` when unknown.
+    pub images: Option<Vec<ContainerImage>>,
+}
+
+/// The most images a node reports, as the kubelet's `--node-status-max-images` default.
+pub const MAX_IMAGES: usize = 50;
+
+/// The images of a CRI image list as `status.images` reports them: every name (tags, then
+/// digests) of each image, largest first, at most [`MAX_IMAGES`], as upstream's kubelet.
+pub fn node_images(images: Vec<k8s_cri::v1::Image>) -> Vec<ContainerImage> {
+    let mut images: Vec<ContainerImage> = images
+        .into_iter()
+        .map(|image| {
+            let names: Vec<String> = image
+                .repo_tags
+                .into_iter()
+                .chain(image.repo_digests)
+                .collect();
+            ContainerImage {
+                names: (!names.is_empty()).then_some(names),
+                size_bytes: i64::try_from(image.size).ok(),
+            }
+        })
+        .filter(|image| image.names.is_some())
+        .collect();
+    images.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes).then_with(|| a.names.cmp(&b.names)));
+    images.truncate(MAX_IMAGES);
+    images
+}
+
 /// The four conditions the kubelet posts; `since` gives each condition's last transition
 /// (kept from the previous report when its status did not change).
 pub fn conditions(health: &Health, previous: &[NodeCondition], at: Time) -> Vec<NodeCondition> {
@@ -366,30 +403,44 @@ async fn patch_status(
 
 /// Keeps the node alive: renews its Lease every 10 s, and posts its conditions when they change
 /// (checked every 10 s with `health`) or every 5 minutes. Runs until dropped.
-pub async fn heartbeat<F, Fut>(client: kube::Client, node: Node, health: F)
+pub async fn heartbeat<F, Fut>(client: kube::Client, node: Node, observe: F)
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Health>,
+    Fut: std::future::Future<Output = Observation>,
 {
     let name = node.metadata.name.clone().unwrap_or_default();
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let mut posted: Vec<NodeCondition> = Vec::new();
+    let mut posted_images: Option<Vec<ContainerImage>> = None;
     let mut last_post = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(LEASE_RENEW);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let at = Time(now());
-        let next = conditions(&health().await, &posted, at);
-        if posted.is_empty() || changed(&posted, &next) || last_post.elapsed() >= STATUS_REPORT {
+        let observation = observe().await;
+        let next = conditions(&observation.health, &posted, at);
+        let images_changed = observation
+            .images
+            .as_ref()
+            .is_some_and(|images| posted_images.as_ref() != Some(images));
+        if posted.is_empty()
+            || changed(&posted, &next)
+            || images_changed
+            || last_post.elapsed() >= STATUS_REPORT
+        {
             let status = NodeStatus {
                 conditions: Some(next.clone()),
+                images: observation.images.clone(),
                 ..NodeStatus::default()
             };
             match patch_status(&nodes, &name, status).await {
                 Ok(stored) => {
                     posted = next;
+                    if observation.images.is_some() {
+                        posted_images = observation.images;
+                    }
                     last_post = tokio::time::Instant::now();
                     if stored.metadata.uid.is_none() {
                         tracing::warn!(node = %name, "the node has no UID");
@@ -449,6 +500,29 @@ async fn renew_lease(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn node_images_are_the_largest_fifty_with_every_name() {
+        let image = |tag: &str, size: u64| k8s_cri::v1::Image {
+            repo_tags: vec![tag.to_owned()],
+            repo_digests: vec![format!("{tag}@sha256:00")],
+            size,
+            ..Default::default()
+        };
+        let mut list: Vec<_> = (0..60).map(|i| image(&format!("i{i}"), 100 + i)).collect();
+        list.push(k8s_cri::v1::Image {
+            size: 1_000_000,
+            ..Default::default()
+        });
+        let images = super::node_images(list);
+        assert_eq!(images.len(), super::MAX_IMAGES);
+        assert_eq!(
+            images[0].names.as_deref().unwrap(),
+            ["i59".to_owned(), "i59@sha256:00".to_owned()]
+        );
+        assert_eq!(images[0].size_bytes, Some(159));
+        assert!(images.windows(2).all(|w| w[0].size_bytes >= w[1].size_bytes));
+    }
+
     use super::*;
 
     fn machine() -> Machine {

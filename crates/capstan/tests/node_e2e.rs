@@ -41,6 +41,47 @@ fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Debian's `docker-registry` serving on a free loopback port until dropped.
+struct Registry {
+    child: std::process::Child,
+    address: String,
+}
+
+impl Registry {
+    fn start(dir: &Path) -> Registry {
+        std::fs::create_dir_all(dir).unwrap();
+        let address = format!("127.0.0.1:{}", free_port());
+        let config = dir.join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("docker-registry (apt docker-registry; scripts/install-deps installs it)");
+        let registry = Registry { child, address };
+        wait_for("the registry", Duration::from_secs(20), || {
+            common::curl(&format!("http://{}/v2/", registry.address)).map(|_| ())
+        });
+        registry
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Removes what the test's node leaves behind even when the test fails: every pod sandbox
 /// (through CRI, while containerd still runs), the server, its containerd, and the bridge.
 struct Cleanup {
@@ -110,6 +151,31 @@ fn pods_run_as_containers_on_the_node() {
         String::from_utf8_lossy(&packed.stderr)
     );
     let image = "busybox:e2e";
+    // A registry on loopback (Debian's docker-registry) holds a copy under another tag; the
+    // node's registries.yaml mirrors docker.io to it.
+    let registry = Registry::start(&data_dir.join("registry"));
+    let pushed = Command::new("skopeo")
+        .args(["copy", "--dest-tls-verify=false"])
+        .arg(format!("oci-archive:{}", archive.display()))
+        .arg(format!(
+            "docker://{}/library/busybox:mirrored",
+            registry.address
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    std::fs::write(
+        data_dir.join("agent/registries.yaml"),
+        format!(
+            "mirrors:\n  docker.io:\n    endpoint: [\"http://{}\"]\n",
+            registry.address
+        ),
+    )
+    .unwrap();
     let port = free_port();
     let flags = [
         "--node-name",
@@ -149,6 +215,17 @@ fn pods_run_as_containers_on_the_node() {
             .unwrap()
             .starts_with("containerd://")
     );
+    // The node lists its images, the preloaded one among them.
+    wait_for("the node's images", Duration::from_secs(30), || {
+        let names = jsonpath(
+            kc,
+            &["get", "node", "e2e-node"],
+            "{.status.images[*].names}",
+        );
+        names
+            .contains("docker.io/library/busybox:e2e")
+            .then_some(())
+    });
     let pod_cidr = node["spec"]["podCIDR"].as_str().unwrap().to_owned();
     let prefix = pod_cidr.trim_end_matches("0/24").to_owned();
 
@@ -207,6 +284,45 @@ fn pods_run_as_containers_on_the_node() {
         "{.items[*].status.conditions[?(@.type==\"Ready\")].status}",
     );
     assert_eq!(ready.split_whitespace().collect::<Vec<_>>(), ["True"; 3]);
+
+    // An image pulled (policy Always) through the mirror.
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "run",
+            "mirrored",
+            "--image=busybox:mirrored",
+            "--image-pull-policy=Always",
+            "--",
+            "sleep",
+            "3600",
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "wait",
+            "pod/mirrored",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    let image_id = jsonpath(
+        kc,
+        &["get", "pod", "mirrored"],
+        "{.status.containerStatuses[0].imageID}",
+    );
+    assert!(
+        image_id.starts_with("docker.io/library/busybox@sha256:"),
+        "{image_id}"
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pod", "mirrored", "--wait=false"],
+    );
 
     // Environment and volumes as the container sees them; init containers run first, in order.
     // The pod succeeds only if every check inside it holds.
