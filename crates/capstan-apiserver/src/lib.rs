@@ -21,6 +21,7 @@ mod flowcontrol;
 mod health;
 mod impersonate;
 mod kubeconfig;
+mod join;
 mod kubelets;
 mod lifecycle;
 mod limitranges;
@@ -70,6 +71,9 @@ pub struct Config {
     pub token_auth_file: Option<PathBuf>,
     /// The range service cluster IPs come from (`--service-cidr`).
     pub service_cidr: String,
+    /// The join secret (`--token`: a bare secret or a full `K10...` token); without one the
+    /// secret saved by an earlier start, or a new one, is used.
+    pub join_token: Option<String>,
 }
 
 /// Why the API server could not start.
@@ -122,7 +126,13 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
     )?;
     let kubelets = kubelets::Kubelets::new(&pki.ca_cert_pem, &kubelet_client)?;
     let api = std::sync::Arc::new(api::Api::with_services(&store, cidr).with_kubelets(kubelets));
-    let server = serve::listen(&config, &pki, tokens, store, api).await?;
+    let join = join::Join::load_or_create(
+        &config.data_dir,
+        &tls_dir,
+        &pki.ca_cert_pem,
+        config.join_token.as_deref(),
+    )?;
+    let server = serve::listen(&config, &pki, tokens, store, api, join).await?;
     let host = if config.bind_address.is_unspecified() {
         "127.0.0.1".to_owned()
     } else {

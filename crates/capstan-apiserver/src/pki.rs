@@ -236,6 +236,17 @@ pub fn kubelet_serving(dir: &Path, node: &str, names: &[String]) -> Result<CertA
     )
 }
 
+/// Issues a client certificate for node `node` (`system:node:<node>` in `system:nodes`),
+/// signed by the cluster CA under `dir`, for a joining agent.
+pub fn node_client(dir: &Path, node: &str) -> Result<CertAndKey, PkiError> {
+    issue(
+        &cluster_issuer(dir)?,
+        name(&format!("system:node:{node}"), Some("system:nodes")),
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    )
+}
+
 /// The cluster CA under `dir`, ready to sign.
 fn cluster_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, PkiError> {
     let (Some(ca_cert_pem), Some(ca_key)) =

@@ -380,6 +380,8 @@ pub(crate) struct Control {
     pub flowcontrol: Arc<Flowcontrol>,
     /// The authorizer.
     pub authorizer: Arc<Authorizer>,
+    /// Node joins (`/cacerts`, `/v1-capstan/node`), served before authentication.
+    pub join: Arc<crate::join::Join>,
 }
 
 /// The `X-Kubernetes-PF-*` headers naming the FlowSchema and priority level of a request.
@@ -408,6 +410,9 @@ async fn handle(
     metrics: &Metrics,
     control: &Control,
 ) -> Response {
+    if crate::join::Join::serves(request.uri().path()) {
+        return control.join.serve(request).await;
+    }
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
@@ -449,6 +454,7 @@ pub(crate) async fn listen(
     tokens: TokenFile,
     store: Store,
     api: Arc<Api>,
+    join: crate::join::Join,
 ) -> Result<RunningServer, StartError> {
     let tokens = Arc::new(tokens);
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
@@ -480,6 +486,7 @@ pub(crate) async fn listen(
     let control = Control {
         flowcontrol,
         authorizer,
+        join: Arc::new(join),
     };
     let metrics = Metrics::new();
     let app = router(store, metrics.clone(), api, local_addr.to_string());
@@ -580,9 +587,14 @@ mod tests {
         crate::api::ensure_defaults(&api, 6443).await.unwrap();
         crate::flowcontrol::ensure_bootstrap(&api).await.unwrap();
         crate::authz::ensure_bootstrap(&api).await.unwrap();
+        let tls = dir.path().join("tls");
+        let pki = crate::pki::load_or_create(&tls, &["localhost".to_owned()]).unwrap();
+        let join =
+            crate::join::Join::load_or_create(dir.path(), &tls, &pki.ca_cert_pem, None).unwrap();
         let control = Control {
             flowcontrol: Arc::new(Flowcontrol::default()),
             authorizer: Arc::new(Authorizer::default()),
+            join: Arc::new(join),
         };
         control.flowcontrol.refresh(&api).await.unwrap();
         control.authorizer.refresh(&api).await.unwrap();

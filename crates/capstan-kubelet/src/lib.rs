@@ -11,6 +11,7 @@
 //!   image) and imports archives into the runtime;
 //! - [`cni`] writes the CNI configuration containerd's CRI plugin sets pod networks up with;
 //! - [`cri`] connects the CRI runtime and image services;
+//! - [`join`] joins a cluster from another machine with a CA-pinning token;
 //! - [`node`] registers the Node, posts its status and renews its Lease;
 //! - [`logs`] reads containers' CRI log files as pod log requests ask (tail, since, follow);
 //! - [`registries`] turns k3s's `registries.yaml` into containerd's registry host files;
@@ -23,6 +24,7 @@ pub mod containerd;
 pub mod cri;
 pub mod env;
 pub mod images;
+pub mod join;
 pub mod logs;
 pub mod node;
 pub mod pods;

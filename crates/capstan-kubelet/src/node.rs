@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    ContainerImage,
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
-    NodeSystemInfo,
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
+    NodeStatus, NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
@@ -291,7 +290,11 @@ pub fn node_images(images: Vec<k8s_cri::v1::Image>) -> Vec<ContainerImage> {
         })
         .filter(|image| image.names.is_some())
         .collect();
-    images.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes).then_with(|| a.names.cmp(&b.names)));
+    images.sort_by(|a, b| {
+        b.size_bytes
+            .cmp(&a.size_bytes)
+            .then_with(|| a.names.cmp(&b.names))
+    });
     images.truncate(MAX_IMAGES);
     images
 }
@@ -520,7 +523,11 @@ mod tests {
             ["i59".to_owned(), "i59@sha256:00".to_owned()]
         );
         assert_eq!(images[0].size_bytes, Some(159));
-        assert!(images.windows(2).all(|w| w[0].size_bytes >= w[1].size_bytes));
+        assert!(
+            images
+                .windows(2)
+                .all(|w| w[0].size_bytes >= w[1].size_bytes)
+        );
     }
 
     use super::*;

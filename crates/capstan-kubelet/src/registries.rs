@@ -144,7 +144,11 @@ fn toml_string(text: &str) -> String {
 }
 
 /// The `hosts.toml` of `registry`: its mirror endpoints, then the registry itself.
-pub fn hosts_toml(registry: &str, mirror: &Mirror, configs: &BTreeMap<String, RegistryConfig>) -> String {
+pub fn hosts_toml(
+    registry: &str,
+    mirror: &Mirror,
+    configs: &BTreeMap<String, RegistryConfig>,
+) -> String {
     let mut out = String::new();
     if registry != "*" {
         let server = if registry == "docker.io" {
@@ -202,7 +206,11 @@ pub fn apply(agent_dir: &Path, certs_dir: &Path) -> Result<Vec<String>, Registri
     }
     let mut written = Vec::new();
     for (registry, mirror) in &registries.mirrors {
-        let dir_name = if registry == "*" { "_default" } else { registry };
+        let dir_name = if registry == "*" {
+            "_default"
+        } else {
+            registry
+        };
         let dir = certs_dir.join(dir_name);
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let hosts = dir.join("hosts.toml");

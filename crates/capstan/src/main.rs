@@ -36,7 +36,7 @@ enum Command {
     /// Run the control plane of a cluster on this machine.
     Server(Box<ServerArgs>),
     /// Join this machine to a cluster as a node.
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
     /// Run a scheduler on its own against a cluster (as kube-scheduler), e.g. a second
     /// profile set beside the server's.
     Scheduler(SchedulerArgs),
@@ -86,6 +86,10 @@ struct ServerArgs {
     /// Static bearer tokens, in kube-apiserver's CSV format `token,user,uid,"group1,group2"`.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
+    /// The join secret agents present (`capstan agent --token`); default: the one saved in
+    /// `<data-dir>/token` by an earlier start, or a new one. The full token is written there.
+    #[arg(long, env = "CAPSTAN_TOKEN")]
+    token: Option<String>,
     /// The kubeconfig's file mode, in octal.
     #[arg(long, default_value = "0600", value_parser = parse_mode)]
     write_kubeconfig_mode: u32,
@@ -354,11 +358,25 @@ async fn image(command: ImageCommand) -> anyhow::Result<()> {
 #[derive(Debug, Args)]
 struct AgentArgs {
     /// The server to join, e.g. https://10.0.0.1:6443.
+    #[arg(long, env = "CAPSTAN_URL")]
+    server: String,
+    /// The join token, as the server wrote it to `<data-dir>/token` (`K10<ca-hash>::...`;
+    /// the hash pins the server's CA).
+    #[arg(long, env = "CAPSTAN_TOKEN")]
+    token: String,
+    /// Accept a bare secret that pins no CA (trusts whatever CA the server presents).
     #[arg(long)]
-    server: Option<String>,
-    /// The join token printed by the server.
-    #[arg(long)]
-    token: Option<String>,
+    insecure_unpinned_token: bool,
+    /// Directory that holds the agent's state (its containerd, pod volumes and logs under
+    /// `agent/`, its credentials under `cred/`).
+    #[arg(
+        long,
+        env = "CAPSTAN_DATA_DIR",
+        default_value = "/var/lib/capstan/agent"
+    )]
+    data_dir: PathBuf,
+    #[command(flatten)]
+    agent: AgentFlags,
 }
 
 fn parse_mode(text: &str) -> Result<u32, String> {
@@ -401,10 +419,7 @@ fn main() -> anyhow::Result<()> {
         Command::ControllerManager(args) => runtime()?.block_on(controller_manager(args)),
         Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Image(command) => runtime()?.block_on(image(command)),
-        Command::Agent(_) => bail!(
-            "joining another machine with `capstan agent` is not built yet; `capstan server` \
-             runs a node agent on its own machine"
-        ),
+        Command::Agent(args) => runtime()?.block_on(agent(*args)),
     }
 }
 
@@ -661,6 +676,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         port: args.https_listen_port,
         tls_sans: args.tls_san,
         token_auth_file: args.token_auth_file,
+        join_token: args.token.clone(),
         service_cidr: args.service_cidr,
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
@@ -756,6 +772,47 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
     }
     Ok(())
+}
+
+/// `capstan agent`: joins the cluster at `--server` with `--token` (the server's CA pinned by
+/// the token, the node's credentials issued by the server), then runs the node agent.
+async fn agent(args: AgentArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal()?;
+    let mut config = args.agent.config(args.data_dir.join("agent"))?;
+    let ip = *config
+        .node_ip
+        .get_or_insert_with(capstan_kubelet::node::default_ip);
+    let mut names = vec![
+        ip.to_string(),
+        config.node_name.clone(),
+        capstan_kubelet::node::hostname(),
+    ];
+    names.sort();
+    names.dedup();
+    let credentials = capstan_kubelet::join::join(
+        &args.server,
+        &args.token,
+        &config.node_name,
+        &names,
+        args.insecure_unpinned_token,
+    )
+    .await
+    .with_context(|| format!("cannot join the cluster at {}", args.server))?;
+    tracing::info!(server = %args.server, node = %config.node_name, "joined the cluster");
+    let kubeconfig = args.data_dir.join("cred").join("node.kubeconfig");
+    capstan_kubelet::join::write_kubeconfig(&kubeconfig, &args.server, &credentials)
+        .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
+    config.tls = Some(capstan_kubelet::server::ServingTls {
+        cert_pem: credentials.serving.cert.clone(),
+        key_pem: credentials.serving.key.clone(),
+        client_ca_pem: credentials.ca.clone(),
+    });
+    let client = client_from(Some(&kubeconfig), "kubelet").await?;
+    capstan_kubelet::run(client, config, async {
+        let _ = shutdown.await;
+    })
+    .await
+    .map_err(|e| anyhow::Error::from(e).context("the node agent stopped"))
 }
 
 /// Installs the SIGTERM and Ctrl-C handlers now; the returned future ends at the first signal.

@@ -86,6 +86,7 @@ impl Drop for Registry {
 /// (through CRI, while containerd still runs), the server, its containerd, and the bridge.
 struct Cleanup {
     data_dir: std::path::PathBuf,
+    bridge: &'static str,
 }
 
 impl Drop for Cleanup {
@@ -121,7 +122,9 @@ impl Drop for Cleanup {
         let _ = Command::new("pkill")
             .args(["-f", &format!("containerd --config {}", config.display())])
             .status();
-        let _ = Command::new("ip").args(["link", "del", BRIDGE]).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", self.bridge])
+            .status();
     }
 }
 
@@ -131,6 +134,7 @@ fn pods_run_as_containers_on_the_node() {
     let data_dir = dir.path().to_path_buf();
     let _cleanup = Cleanup {
         data_dir: data_dir.clone(),
+        bridge: BRIDGE,
     };
     // The busybox image, preloaded: imported when the node starts.
     let archive = data_dir.join("agent/images/busybox.tar");
@@ -537,7 +541,124 @@ spec:
                 .then_some(())
         },
     );
+
+    join_second_node(kc, &data_dir, &archive);
     server.stop();
+}
+
+/// `capstan agent` on the same machine joins as a second node with the server's token (its
+/// CA pinned), runs a pod, and serves its logs and exec.
+fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
+    let joined = data_dir.join("joined");
+    let _cleanup = Cleanup {
+        data_dir: joined.clone(),
+        bridge: "capjoin0",
+    };
+    std::fs::create_dir_all(joined.join("agent/images")).unwrap();
+    std::fs::copy(archive, joined.join("agent/images/busybox.tar")).unwrap();
+    let token = std::fs::read_to_string(data_dir.join("token")).unwrap();
+    assert!(token.starts_with("K10"), "{token}");
+    let server_url = {
+        let config = std::fs::read_to_string(kc).unwrap();
+        config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: "))
+            .unwrap()
+            .to_owned()
+    };
+    // A token whose CA hash is wrong is refused before anything is trusted.
+    let forged = format!("K10{}::server:x", "0".repeat(64));
+    let refused = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["agent", "--server", &server_url, "--token", &forged])
+        .arg("--data-dir")
+        .arg(&joined)
+        .args(["--node-name", "joined-node"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("the token expects"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["agent", "--server", &server_url, "--token", token.trim()])
+        .arg("--data-dir")
+        .arg(&joined)
+        .args(["--node-name", "joined-node", "--cni-bridge", "capjoin0"])
+        .args(["--kubelet-port", &free_port().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the joined node to register",
+        Duration::from_secs(60),
+        || {
+            kubectl_any("default", kc, &["get", "node", "joined-node"])
+                .status
+                .success()
+                .then_some(())
+        },
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "wait",
+            "node/joined-node",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "run",
+            "elsewhere",
+            "--image=busybox:e2e",
+            "--overrides",
+            r#"{"spec":{"nodeName":"joined-node"}}"#,
+            "--",
+            "sh",
+            "-c",
+            "echo from the joined node; sleep 3600",
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "wait",
+            "pod/elsewhere",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    assert_eq!(
+        kubectl_ok("default", kc, &["logs", "elsewhere"]),
+        "from the joined node\n"
+    );
+    assert_eq!(
+        kubectl_ok("default", kc, &["exec", "elsewhere", "--", "echo", "exec"]),
+        "exec\n"
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "elsewhere",
+            "--grace-period=1",
+            "--timeout=60s",
+        ],
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &agent.id().to_string()])
+        .status();
+    let _ = agent.wait();
 }
 
 /// Logs, exec and port-forward through the API server to the node's kubelet, with an old
@@ -669,6 +790,33 @@ spec:
         }
         let _ = forward.kill();
         let _ = forward.wait();
+    }
+    // Attach: `kubectl run -i` attaches to the new container's stdin and stdout.
+    for version in ["1.27", "1.33"] {
+        let name = format!("attach-{}", version.replace('.', "-"));
+        let attached = kubectl_stdin(
+            version,
+            kc,
+            &[
+                "run",
+                &name,
+                "-i",
+                "--rm",
+                "--restart=Never",
+                &format!("--image={image}"),
+                "--",
+                "sh",
+                "-c",
+                "read line; echo got:$line",
+            ],
+            "typed\n",
+        );
+        assert!(
+            String::from_utf8_lossy(&attached.stdout).contains("got:typed"),
+            "kubectl {version}: {}{}",
+            String::from_utf8_lossy(&attached.stdout),
+            String::from_utf8_lossy(&attached.stderr)
+        );
     }
     // The Python client's WebSocket channel protocols (v4) for exec and port-forward.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/streams_e2e.py");
