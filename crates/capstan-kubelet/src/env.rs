@@ -147,6 +147,72 @@ async fn service_env(client: &kube::Client, pod: &Pod) -> Result<Vec<(String, St
     Ok(services.values().flat_map(service_variables).collect())
 }
 
+/// A label or annotation map as the kubelet writes it into a downward API file: one
+/// `key="value"` line per key, sorted by key, the value quoted as Go's `%q` quotes it, no
+/// newline after the last line.
+pub fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
+    map.into_iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={}", go_quote(value)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether Go's `strconv.IsPrint` holds for a character outside ASCII, as far as it can be told
+/// without Unicode's category tables: control characters, separators other than the ASCII
+/// space, the common format characters and private-use characters are not printable.
+fn go_printable(c: char) -> bool {
+    !(c.is_control()
+        || matches!(
+            c,
+            '\u{a0}'
+                | '\u{ad}'
+                | '\u{600}'..='\u{605}'
+                | '\u{61c}'
+                | '\u{6dd}'
+                | '\u{70f}'
+                | '\u{1680}'
+                | '\u{180e}'
+                | '\u{2000}'..='\u{200f}'
+                | '\u{2028}'..='\u{202f}'
+                | '\u{205f}'..='\u{2064}'
+                | '\u{2066}'..='\u{206f}'
+                | '\u{3000}'
+                | '\u{e000}'..='\u{f8ff}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{f0000}'..='\u{10ffff}'
+        ))
+}
+
+/// `text` quoted as Go's `strconv.Quote` (`%q`) quotes it: the short escapes where Go has
+/// them, `\xNN` for other ASCII controls, `\uNNNN` / `\UNNNNNNNN` for what is not printable.
+pub fn go_quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if c.is_ascii() && (c < ' ' || c == '\u{7f}') => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_ascii() || go_printable(c) => out.push(c),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// The value of a `fieldRef`.
 pub fn field_value(
     pod: &Pod,
@@ -167,6 +233,9 @@ pub fn field_value(
         "metadata.name" => meta.name.clone().unwrap_or_default(),
         "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
         "metadata.uid" => meta.uid.clone().unwrap_or_default(),
+        // Only downward API volumes may name the whole maps.
+        "metadata.labels" => format_map(meta.labels.as_ref()),
+        "metadata.annotations" => format_map(meta.annotations.as_ref()),
         "spec.nodeName" => spec.node_name.unwrap_or_default(),
         "spec.serviceAccountName" => spec.service_account_name.unwrap_or_default(),
         "status.hostIP" => host_ips.first().cloned().unwrap_or_default(),
@@ -351,6 +420,31 @@ mod tests {
         assert_eq!(vars["MY_DB_PORT"], "tcp://10.43.0.9:5432");
         assert_eq!(vars["MY_DB_PORT_5432_TCP_ADDR"], "10.43.0.9");
         assert_eq!(vars["MY_DB_PORT_5432_TCP_PROTO"], "tcp");
+    }
+
+    #[test]
+    fn maps_are_formatted_as_go_quotes_them() {
+        for (raw, quoted) in [
+            ("plain", r#""plain""#),
+            ("a\"b\\c", r#""a\"b\\c""#),
+            ("\u{7}\u{8}\u{c}\n\r\t\u{b}", r#""\a\b\f\n\r\t\v""#),
+            ("\u{1}\u{7f}", r#""\x01\x7f""#),
+            ("é ü 日本 😀", r#""é ü 日本 😀""#),
+            (
+                "\u{a0}\u{200b}\u{2028}\u{feff}",
+                r#""\u00a0\u200b\u2028\ufeff""#,
+            ),
+            ("\u{85}", r#""\u0085""#),
+            ("\u{f0000}", r#""\U000f0000""#),
+        ] {
+            assert_eq!(go_quote(raw), quoted, "{raw:?}");
+        }
+        assert_eq!(format_map(None), "");
+        let map = BTreeMap::from([
+            ("b".to_owned(), "2".to_owned()),
+            ("a".to_owned(), "x\"y".to_owned()),
+        ]);
+        assert_eq!(format_map(Some(&map)), "a=\"x\\\"y\"\nb=\"2\"");
     }
 
     #[test]

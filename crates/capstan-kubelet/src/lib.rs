@@ -17,12 +17,18 @@
 //! - [`registries`] turns k3s's `registries.yaml` into containerd's registry host files;
 //! - [`pods`] follows the pods bound to the node and keeps one worker per pod;
 //! - [`probes`] runs the containers' liveness, readiness and startup probes and lifecycle hooks;
-//! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server.
+//! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server;
+//! - [`volumes`] sets pods' volumes up: [`atomic_writer`] writes projected files,
+//!   [`tokens`] gets service account tokens, [`git_repo`] clones gitRepo volumes, [`claims`]
+//!   resolves persistentVolumeClaims.
 
+pub mod atomic_writer;
+pub mod claims;
 pub mod cni;
 pub mod containerd;
 pub mod cri;
 pub mod env;
+pub mod git_repo;
 pub mod images;
 pub mod join;
 pub mod logs;
@@ -35,6 +41,7 @@ pub mod runtime;
 pub mod server;
 pub mod spec;
 pub mod status;
+pub mod tokens;
 pub mod volumes;
 pub mod worker;
 

@@ -1,19 +1,42 @@
 //! Pod volumes on the node, laid out as the kubelet lays them out:
-//! `<root-dir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>`. Supported so far: `emptyDir`
-//! (on disk, or tmpfs for the Memory medium with its size limit), `hostPath` (with its type
-//! checks), `configMap` and `secret` (files written from the object's keys, honouring `items`
-//! and modes). A volume is set up before the first container that mounts it starts, and
-//! everything goes with the pod's directory when the pod goes.
+//! `<root-dir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>`. A volume is set up before
+//! the first container that mounts it starts, and everything goes with the pod's directory
+//! when the pod goes. Supported:
+//!
+//! - `emptyDir` (on disk, or tmpfs for the Memory medium with its size limit) and `hostPath`
+//!   (with its type checks);
+//! - `configMap`, `secret`, `downwardAPI` and `projected` (configMap, secret, downwardAPI and
+//!   serviceAccountToken sources): their files are written by [`crate::atomic_writer`] (the
+//!   `..data` link layout, so running containers see updates whole), with `defaultMode` and
+//!   `items[].mode`; secret, downwardAPI and projected volumes live on a tmpfs of their own,
+//!   as upstream's do. They are refreshed while the pod runs: downward API files when the
+//!   pod's labels or annotations change, service account tokens when [`crate::tokens`] says
+//!   they are due, and what comes from ConfigMaps and Secrets every minute;
+//! - `gitRepo` ([`crate::git_repo`]), cloned once;
+//! - `persistentVolumeClaim` ([`crate::claims`]) bound to a `hostPath` or `local` volume.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, KeyToPath, Pod, Secret, Volume};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, DownwardAPIVolumeFile, HostPathVolumeSource, KeyToPath, Pod,
+    ProjectedVolumeSource, Secret, Volume, VolumeProjection,
+};
 use kube::Api;
+
+use crate::atomic_writer::{self, FileProjection, Payload};
+use crate::tokens::{self, Tokens};
 
 /// A mount for the runtime: (path in the container, path on the host, read-only).
 pub type Mount = (String, String, bool);
+
+/// How often what volumes hold of ConfigMaps and Secrets is read again while the pod runs.
+const REFRESH: Duration = Duration::from_secs(60);
+
+/// The default permission bits of projected files (the API's default `defaultMode`).
+const DEFAULT_MODE: i32 = 0o644;
 
 fn plugin_dir(pod_dir: &Path, plugin: &str, name: &str) -> PathBuf {
     pod_dir
@@ -36,37 +59,49 @@ fn is_mount_point(path: &Path) -> bool {
         .any(|line| line.split(' ').nth(4) == Some(target.as_str()))
 }
 
+/// Mounts a tmpfs at `dir` (world-writable with the sticky bit, as an emptyDir's), unless one
+/// is there already.
+fn mount_tmpfs(dir: &Path, size: Option<i64>) -> Result<(), String> {
+    if is_mount_point(dir) {
+        return Ok(());
+    }
+    let mut options = String::from("mode=1777");
+    if let Some(size) = size.filter(|s| *s > 0) {
+        options.push_str(&format!(",size={size}"));
+    }
+    let data = std::ffi::CString::new(options).map_err(|e| e.to_string())?;
+    rustix::mount::mount(
+        "tmpfs",
+        dir,
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        data.as_c_str(),
+    )
+    .map_err(|e| format!("cannot mount tmpfs at {}: {e}", dir.display()))
+}
+
 fn empty_dir(volume: &Volume, pod_dir: &Path) -> Result<PathBuf, String> {
     let source = volume.empty_dir.clone().unwrap_or_default();
     let dir = plugin_dir(pod_dir, "empty-dir", &volume.name);
     std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
         .map_err(|e| io_error(&dir, e))?;
-    if source.medium.as_deref() == Some("Memory") && !is_mount_point(&dir) {
-        let mut options = String::from("mode=1777");
-        if let Some(limit) = source.size_limit.as_ref()
-            && let Ok(q) = capstan_api::quantity::Quantity::parse(&limit.0)
-            && q.value() > 0
-        {
-            options.push_str(&format!(",size={}", q.value()));
-        }
-        let data = std::ffi::CString::new(options).map_err(|e| e.to_string())?;
-        rustix::mount::mount(
-            "tmpfs",
-            &dir,
-            "tmpfs",
-            rustix::mount::MountFlags::empty(),
-            data.as_c_str(),
-        )
-        .map_err(|e| format!("cannot mount tmpfs at {}: {e}", dir.display()))?;
+    if source.medium.as_deref() == Some("Memory") {
+        let size = source
+            .size_limit
+            .as_ref()
+            .and_then(|limit| capstan_api::quantity::Quantity::parse(&limit.0).ok())
+            .map(|q| q.value());
+        mount_tmpfs(&dir, size)?;
     }
     Ok(dir)
 }
 
-fn host_path(volume: &Volume) -> Result<PathBuf, String> {
-    let source = volume.host_path.clone().unwrap_or_default();
+/// A hostPath source's path, after its type checks (creating what the `...OrCreate` types
+/// create).
+pub fn host_path(source: &HostPathVolumeSource) -> Result<PathBuf, String> {
     let path = PathBuf::from(&source.path);
-    let kind = source.type_.unwrap_or_default();
+    let kind = source.type_.clone().unwrap_or_default();
     let meta = std::fs::metadata(&path);
     let fail = |what: &str| {
         Err(format!(
@@ -115,75 +150,74 @@ fn host_path(volume: &Volume) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Writes `files` (relative path → contents, mode) into `dir`, replacing what was there.
-fn write_files(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> Result<(), String> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| io_error(dir, e))?;
+/// Errors of several sources, as Go's error aggregates print them.
+fn aggregate(errors: Vec<String>) -> Result<(), String> {
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.into_iter().next().unwrap_or_default()),
+        _ => Err(format!("[{}]", errors.join(", "))),
     }
-    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-    for (relative, (contents, mode)) in files {
-        if relative
-            .split('/')
-            .any(|part| part == ".." || part.is_empty())
-        {
-            return Err(format!("invalid path {relative:?} in volume"));
-        }
-        let path = dir.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
-        }
-        std::fs::write(&path, contents).map_err(|e| io_error(&path, e))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
-            .map_err(|e| io_error(&path, e))?;
-    }
-    Ok(())
 }
 
-/// The files of a ConfigMap or Secret volume: every key, or only `items` (a missing item key
-/// is an error unless the volume is optional).
-fn select(
-    data: BTreeMap<String, Vec<u8>>,
+fn mode_bits(mode: Option<i32>, default_mode: i32) -> u32 {
+    (mode.unwrap_or(default_mode) & 0o777) as u32
+}
+
+/// The files a ConfigMap or Secret gives a volume (upstream's `MakePayload`): every key, or
+/// only `items`. A missing object or key is an error unless the source is optional.
+fn make_payload(
+    data: Option<BTreeMap<String, Vec<u8>>>,
     items: Option<&Vec<KeyToPath>>,
     default_mode: i32,
+    optional: bool,
     kind: &str,
     name: &str,
-) -> Result<BTreeMap<String, (Vec<u8>, u32)>, String> {
-    let mode = |m: Option<i32>| (m.unwrap_or(default_mode) & 0o777) as u32;
-    match items {
-        None => Ok(data
-            .into_iter()
-            .map(|(k, v)| (k, (v, mode(None))))
-            .collect()),
-        Some(items) => items
-            .iter()
-            .map(|item| {
-                let value = data.get(&item.key).cloned().ok_or_else(|| {
-                    format!(
-                        "configuration key {:?} not found in {kind} {name:?}",
-                        item.key
-                    )
-                })?;
-                Ok((item.path.clone(), (value, mode(item.mode))))
-            })
-            .collect(),
+) -> Result<Payload, String> {
+    let Some(data) = data else {
+        if optional {
+            return Ok(Payload::new());
+        }
+        return Err(format!("{kind} {name:?} not found"));
+    };
+    let file = |data: Vec<u8>, mode: Option<i32>| FileProjection {
+        data,
+        mode: mode_bits(mode, default_mode),
+    };
+    let Some(items) = items.filter(|i| !i.is_empty()) else {
+        return Ok(data.into_iter().map(|(k, v)| (k, file(v, None))).collect());
+    };
+    let mut payload = Payload::new();
+    for item in items {
+        match data.get(&item.key) {
+            Some(value) => {
+                payload.insert(item.path.clone(), file(value.clone(), item.mode));
+            }
+            None if optional => {}
+            None if kind == "secret" => {
+                return Err(format!("references non-existent secret key: {}", item.key));
+            }
+            None => {
+                return Err(format!(
+                    "configmap references non-existent config key: {}",
+                    item.key
+                ));
+            }
+        }
     }
+    Ok(payload)
 }
 
-async fn config_map(
+async fn config_map_data(
     client: &kube::Client,
     namespace: &str,
-    volume: &Volume,
-    pod_dir: &Path,
-) -> Result<PathBuf, String> {
-    let source = volume.config_map.clone().unwrap_or_default();
-    let dir = plugin_dir(pod_dir, "configmap", &volume.name);
+    name: &str,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
     let object = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-        .get_opt(&source.name)
+        .get_opt(name)
         .await
-        .map_err(|e| format!("cannot read configmap {:?}: {e}", source.name))?;
-    let data: BTreeMap<String, Vec<u8>> = match object {
-        Some(map) => map
-            .data
+        .map_err(|e| format!("cannot read configmap {name:?}: {e}"))?;
+    Ok(object.map(|map| {
+        map.data
             .unwrap_or_default()
             .into_iter()
             .map(|(k, v)| (k, v.into_bytes()))
@@ -193,106 +227,504 @@ async fn config_map(
                     .into_iter()
                     .map(|(k, v)| (k, v.0)),
             )
-            .collect(),
-        None if source.optional == Some(true) => BTreeMap::new(),
-        None => return Err(format!("configmap {:?} not found", source.name)),
-    };
-    let files = select(
-        data,
-        source.items.as_ref(),
-        source.default_mode.unwrap_or(0o644),
-        "ConfigMap",
-        &source.name,
-    )?;
-    write_files(&dir, &files)?;
-    Ok(dir)
+            .collect()
+    }))
 }
 
-async fn secret(
+async fn secret_data(
     client: &kube::Client,
     namespace: &str,
-    volume: &Volume,
-    pod_dir: &Path,
-) -> Result<PathBuf, String> {
-    let source = volume.secret.clone().unwrap_or_default();
-    let name = source.secret_name.clone().unwrap_or_default();
-    let dir = plugin_dir(pod_dir, "secret", &volume.name);
+    name: &str,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
     let object = Api::<Secret>::namespaced(client.clone(), namespace)
-        .get_opt(&name)
+        .get_opt(name)
         .await
         .map_err(|e| format!("cannot read secret {name:?}: {e}"))?;
-    let data: BTreeMap<String, Vec<u8>> = match object {
-        Some(secret) => secret
+    Ok(object.map(|secret| {
+        secret
             .data
             .unwrap_or_default()
             .into_iter()
             .map(|(k, v)| (k, v.0))
-            .collect(),
-        None if source.optional == Some(true) => BTreeMap::new(),
-        None => return Err(format!("secret {name:?} not found")),
-    };
-    let files = select(
-        data,
-        source.items.as_ref(),
-        source.default_mode.unwrap_or(0o644),
-        "Secret",
-        &name,
-    )?;
-    write_files(&dir, &files)?;
-    Ok(dir)
+            .collect()
+    }))
 }
 
-/// Sets up the volumes `container` mounts and returns its mounts. An error says what is
-/// missing or wrong (the container then waits).
-pub async fn prepare(
-    client: &kube::Client,
+/// Whether a downward API volume may name this field (the pod's own metadata only).
+fn volume_field(path: &str) -> bool {
+    let subscripted = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .and_then(|p| p.strip_prefix("['"))
+            .is_some_and(|p| p.ends_with("']"))
+    };
+    matches!(
+        path,
+        "metadata.name"
+            | "metadata.namespace"
+            | "metadata.uid"
+            | "metadata.labels"
+            | "metadata.annotations"
+    ) || subscripted("metadata.labels")
+        || subscripted("metadata.annotations")
+}
+
+/// The files of downward API `items` for `pod` (upstream's `CollectData`): field values, with
+/// labels and annotations as `key="value"` lines, and resource values of the named container
+/// in units of the divisor (the node's allocatable standing in for a missing limit).
+pub fn downward_payload(
+    items: &[DownwardAPIVolumeFile],
     pod: &Pod,
-    container: &Container,
-    pod_dir: &Path,
-) -> Result<Vec<Mount>, String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let volumes: BTreeMap<&str, &Volume> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .map(|v| (v.name.as_str(), v))
-        .collect();
-    let mut mounts = Vec::new();
-    for mount in container.volume_mounts.iter().flatten() {
-        let Some(volume) = volumes.get(mount.name.as_str()) else {
-            return Err(format!("volume {:?} is not defined in the pod", mount.name));
-        };
-        let (base, forced_readonly) = if volume.empty_dir.is_some() {
-            (empty_dir(volume, pod_dir)?, false)
-        } else if volume.host_path.is_some() {
-            (host_path(volume)?, false)
-        } else if volume.config_map.is_some() {
-            (config_map(client, namespace, volume, pod_dir).await?, true)
-        } else if volume.secret.is_some() {
-            (secret(client, namespace, volume, pod_dir).await?, true)
+    allocatable: &BTreeMap<String, String>,
+    default_mode: i32,
+) -> Result<Payload, String> {
+    let mut payload = Payload::new();
+    let mut errors = Vec::new();
+    for item in items {
+        let value = if let Some(field) = &item.field_ref {
+            if volume_field(&field.field_path) {
+                crate::env::field_value(pod, &field.field_path, "", &[])
+            } else {
+                Err(format!("unsupported fieldPath: {}", field.field_path))
+            }
+        } else if let Some(resource) = &item.resource_field_ref {
+            let name = resource.container_name.as_deref().unwrap_or_default();
+            let named = if name.is_empty() {
+                Err(format!(
+                    "{}: resourceFieldRef needs a containerName in a volume",
+                    item.path
+                ))
+            } else {
+                Ok(name)
+            };
+            named.and_then(|name| {
+                pod.spec
+                    .iter()
+                    .flat_map(|s| {
+                        s.containers
+                            .iter()
+                            .chain(s.init_containers.iter().flatten())
+                    })
+                    .find(|c| c.name == name)
+                    .ok_or_else(|| format!("container {name} not found"))
+                    .and_then(|container| {
+                        crate::env::resource_value(
+                            container,
+                            &resource.resource,
+                            resource.divisor.as_ref().map(|d| d.0.as_str()),
+                            allocatable,
+                        )
+                    })
+            })
         } else {
+            Ok(String::new())
+        };
+        match value {
+            Ok(value) => {
+                payload.insert(
+                    item.path.clone(),
+                    FileProjection {
+                        data: value.into_bytes(),
+                        mode: mode_bits(item.mode, default_mode),
+                    },
+                );
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    aggregate(errors)?;
+    Ok(payload)
+}
+
+/// Why a projection source cannot be projected on this node, if it cannot.
+fn unsupported_projection(source: &VolumeProjection) -> Option<String> {
+    if let Some(bundle) = &source.cluster_trust_bundle {
+        return Some(format!(
+            "clusterTrustBundle projections are not supported by this node (path {:?})",
+            bundle.path
+        ));
+    }
+    let known = source.config_map.is_some()
+        || source.secret.is_some()
+        || source.downward_api.is_some()
+        || source.service_account_token.is_some();
+    (!known).then(|| "this projection source is not supported by this node".to_owned())
+}
+
+/// The volume types, as the plugins that serve them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    EmptyDir,
+    HostPath,
+    ConfigMap,
+    Secret,
+    DownwardApi,
+    Projected,
+    GitRepo,
+    Claim,
+}
+
+impl Kind {
+    fn of(volume: &Volume) -> Option<Kind> {
+        Some(if volume.empty_dir.is_some() {
+            Kind::EmptyDir
+        } else if volume.host_path.is_some() {
+            Kind::HostPath
+        } else if volume.config_map.is_some() {
+            Kind::ConfigMap
+        } else if volume.secret.is_some() {
+            Kind::Secret
+        } else if volume.downward_api.is_some() {
+            Kind::DownwardApi
+        } else if volume.projected.is_some() {
+            Kind::Projected
+        } else if volume.git_repo.is_some() {
+            Kind::GitRepo
+        } else if volume.persistent_volume_claim.is_some() {
+            Kind::Claim
+        } else {
+            return None;
+        })
+    }
+
+    /// The plugin's directory name under `volumes/`.
+    fn plugin(self) -> &'static str {
+        match self {
+            Kind::EmptyDir => "empty-dir",
+            Kind::HostPath => "host-path",
+            Kind::ConfigMap => "configmap",
+            Kind::Secret => "secret",
+            Kind::DownwardApi => "downward-api",
+            Kind::Projected => "projected",
+            Kind::GitRepo => "git-repo",
+            Kind::Claim => "persistent-claim",
+        }
+    }
+
+    /// Whether the volume's files are written by the atomic writer.
+    fn projects_files(self) -> bool {
+        matches!(
+            self,
+            Kind::ConfigMap | Kind::Secret | Kind::DownwardApi | Kind::Projected
+        )
+    }
+}
+
+/// What setting a pod's volumes up needs from the node.
+#[derive(Clone, Copy)]
+pub struct Host<'a> {
+    /// The API client.
+    pub client: &'a kube::Client,
+    /// The node's name.
+    pub node_name: &'a str,
+    /// The node's allocatable resources (downward API resource values without limits).
+    pub allocatable: &'a BTreeMap<String, String>,
+    /// The pod's directory, `<root-dir>/pods/<uid>`.
+    pub pod_dir: &'a Path,
+}
+
+impl std::fmt::Debug for Host<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("node_name", &self.node_name)
+            .field("pod_dir", &self.pod_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fingerprint of what downward API files are made of that may change while the pod runs.
+fn metadata_fingerprint(pod: &Pod) -> u64 {
+    let text = serde_json::to_string(&(&pod.metadata.labels, &pod.metadata.annotations))
+        .unwrap_or_default();
+    crate::fnv1a(crate::FNV_OFFSET, text.into_bytes())
+}
+
+/// One pod's volumes as its worker keeps them between syncs: the service account tokens
+/// issued for them, and when they were last refreshed.
+#[derive(Debug, Default)]
+pub struct PodVolumes {
+    tokens: Tokens,
+    /// When ConfigMaps and Secrets were last read for the volumes.
+    fetched: Option<Instant>,
+    /// The pod metadata the downward API files were last written from.
+    metadata: Option<u64>,
+}
+
+impl PodVolumes {
+    /// The files of a configMap, secret, downwardAPI or projected volume, read afresh.
+    async fn payload(
+        &mut self,
+        host: &Host<'_>,
+        pod: &Pod,
+        volume: &Volume,
+    ) -> Result<Payload, String> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some(source) = &volume.config_map {
+            let data = config_map_data(host.client, namespace, &source.name).await?;
+            return make_payload(
+                data,
+                source.items.as_ref(),
+                source.default_mode.unwrap_or(DEFAULT_MODE),
+                source.optional == Some(true),
+                "configmap",
+                &source.name,
+            );
+        }
+        if let Some(source) = &volume.secret {
+            let name = source.secret_name.clone().unwrap_or_default();
+            let data = secret_data(host.client, namespace, &name).await?;
+            return make_payload(
+                data,
+                source.items.as_ref(),
+                source.default_mode.unwrap_or(DEFAULT_MODE),
+                source.optional == Some(true),
+                "secret",
+                &name,
+            );
+        }
+        if let Some(source) = &volume.downward_api {
+            return downward_payload(
+                source.items.as_deref().unwrap_or_default(),
+                pod,
+                host.allocatable,
+                source.default_mode.unwrap_or(DEFAULT_MODE),
+            );
+        }
+        if let Some(source) = &volume.projected {
+            return self.projected_payload(host, pod, source).await;
+        }
+        Err(format!("volume {:?} has no files to project", volume.name))
+    }
+
+    /// The files of a projected volume (upstream's `collectData`): each source's, later ones
+    /// replacing earlier ones at the same path; every failing source is reported.
+    async fn projected_payload(
+        &mut self,
+        host: &Host<'_>,
+        pod: &Pod,
+        source: &ProjectedVolumeSource,
+    ) -> Result<Payload, String> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let default_mode = source.default_mode.unwrap_or(DEFAULT_MODE);
+        let mut payload = Payload::new();
+        let mut errors = Vec::new();
+        for projection in source.sources.iter().flatten() {
+            if let Some(reason) = unsupported_projection(projection) {
+                errors.push(reason);
+                continue;
+            }
+            let part = if let Some(secret) = &projection.secret {
+                match secret_data(host.client, namespace, &secret.name).await {
+                    Ok(data) => make_payload(
+                        data,
+                        secret.items.as_ref(),
+                        default_mode,
+                        secret.optional == Some(true),
+                        "secret",
+                        &secret.name,
+                    ),
+                    Err(e) => Err(e),
+                }
+            } else if let Some(map) = &projection.config_map {
+                match config_map_data(host.client, namespace, &map.name).await {
+                    Ok(data) => make_payload(
+                        data,
+                        map.items.as_ref(),
+                        default_mode,
+                        map.optional == Some(true),
+                        "configmap",
+                        &map.name,
+                    ),
+                    Err(e) => Err(e),
+                }
+            } else if let Some(downward) = &projection.downward_api {
+                downward_payload(
+                    downward.items.as_deref().unwrap_or_default(),
+                    pod,
+                    host.allocatable,
+                    default_mode,
+                )
+            } else if let Some(token) = &projection.service_account_token {
+                let key = tokens::Key::new(pod, token);
+                self.tokens.get(host.client, &key).await.map(|token_text| {
+                    Payload::from([(
+                        token.path.clone(),
+                        FileProjection {
+                            data: token_text.into_bytes(),
+                            mode: mode_bits(None, default_mode),
+                        },
+                    )])
+                })
+            } else {
+                Ok(Payload::new())
+            };
+            match part {
+                Ok(part) => payload.extend(part),
+                Err(e) => errors.push(e),
+            }
+        }
+        aggregate(errors)?;
+        Ok(payload)
+    }
+
+    /// Sets one volume up; returns its host path and whether it is read-only by nature.
+    async fn set_up(
+        &mut self,
+        host: &Host<'_>,
+        pod: &Pod,
+        volume: &Volume,
+    ) -> Result<(PathBuf, bool), String> {
+        let Some(kind) = Kind::of(volume) else {
             return Err(format!(
-                "volume {:?}: this volume type is not supported by this node yet",
+                "volume {:?}: this volume type is not supported by this node",
                 volume.name
             ));
         };
-        let mut host = base;
-        if let Some(sub_path) = mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
-            if sub_path.starts_with('/') || sub_path.split('/').any(|p| p == "..") {
-                return Err(format!("invalid subPath {sub_path:?}"));
+        let dir = plugin_dir(host.pod_dir, kind.plugin(), &volume.name);
+        match kind {
+            Kind::EmptyDir => Ok((empty_dir(volume, host.pod_dir)?, false)),
+            Kind::HostPath => Ok((
+                host_path(&volume.host_path.clone().unwrap_or_default())?,
+                false,
+            )),
+            Kind::ConfigMap | Kind::Secret | Kind::DownwardApi | Kind::Projected => {
+                std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+                if kind != Kind::ConfigMap {
+                    // Upstream keeps these in memory.
+                    mount_tmpfs(&dir, None)?;
+                }
+                let payload = self.payload(host, pod, volume).await?;
+                atomic_writer::write(&dir, &payload)
+                    .map_err(|e| format!("volume {:?}: {e}", volume.name))?;
+                if kind != Kind::DownwardApi && self.fetched.is_none() {
+                    self.fetched = Some(Instant::now());
+                }
+                Ok((dir, true))
             }
-            host = host.join(sub_path);
-            if !host.exists() {
-                std::fs::create_dir_all(&host).map_err(|e| io_error(&host, e))?;
+            Kind::GitRepo => {
+                let source = volume.git_repo.clone().unwrap_or_default();
+                let meta = host
+                    .pod_dir
+                    .join("plugins")
+                    .join("kubernetes.io~git-repo")
+                    .join(&volume.name);
+                crate::git_repo::set_up(&source, &dir, &meta).await?;
+                Ok((dir, false))
+            }
+            Kind::Claim => {
+                let source = volume.persistent_volume_claim.clone().unwrap_or_default();
+                let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+                crate::claims::resolve(host.client, host.node_name, namespace, &source).await
             }
         }
-        mounts.push((
-            mount.mount_path.clone(),
-            host.display().to_string(),
-            mount.read_only.unwrap_or(false) || forced_readonly,
-        ));
     }
-    Ok(mounts)
+
+    /// Sets up the volumes `container` mounts and returns its mounts. An error says what is
+    /// missing or wrong (the container then waits).
+    pub async fn prepare(
+        &mut self,
+        host: &Host<'_>,
+        pod: &Pod,
+        container: &Container,
+    ) -> Result<Vec<Mount>, String> {
+        let volumes: BTreeMap<&str, &Volume> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .map(|v| (v.name.as_str(), v))
+            .collect();
+        // Downward API files are written from this pod: a refresh needs only follow later
+        // changes.
+        self.metadata
+            .get_or_insert_with(|| metadata_fingerprint(pod));
+        let mut mounts = Vec::new();
+        for mount in container.volume_mounts.iter().flatten() {
+            let Some(volume) = volumes.get(mount.name.as_str()) else {
+                return Err(format!("volume {:?} is not defined in the pod", mount.name));
+            };
+            let (mut host_dir, forced_readonly) = self.set_up(host, pod, volume).await?;
+            if let Some(sub_path) = mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
+                if sub_path.starts_with('/') || sub_path.split('/').any(|p| p == "..") {
+                    return Err(format!("invalid subPath {sub_path:?}"));
+                }
+                host_dir = host_dir.join(sub_path);
+                if !host_dir.exists() {
+                    std::fs::create_dir_all(&host_dir).map_err(|e| io_error(&host_dir, e))?;
+                }
+            }
+            mounts.push((
+                mount.mount_path.clone(),
+                host_dir.display().to_string(),
+                mount.read_only.unwrap_or(false) || forced_readonly,
+            ));
+        }
+        Ok(mounts)
+    }
+
+    /// Brings the files of the pod's configMap, secret, downwardAPI and projected volumes that
+    /// are set up in line with their sources: downward API files when the pod's labels or
+    /// annotations changed, tokens when they are due, everything every [`REFRESH`]. A volume
+    /// that cannot be refreshed keeps its files.
+    pub async fn refresh(&mut self, host: &Host<'_>, pod: &Pod) {
+        let now = Instant::now();
+        let fingerprint = metadata_fingerprint(pod);
+        let metadata_changed = self.metadata != Some(fingerprint);
+        self.metadata = Some(fingerprint);
+        let periodic = self
+            .fetched
+            .is_none_or(|t| now.duration_since(t) >= REFRESH);
+        if periodic {
+            self.fetched = Some(now);
+        }
+        let pod_name = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+        for volume in volumes {
+            let Some(kind) = Kind::of(volume).filter(|k| k.projects_files()) else {
+                continue;
+            };
+            let dir = plugin_dir(host.pod_dir, kind.plugin(), &volume.name);
+            if std::fs::symlink_metadata(dir.join(atomic_writer::DATA_DIR)).is_err() {
+                // Not set up: no container mounted it yet.
+                continue;
+            }
+            let due = match kind {
+                Kind::DownwardApi => metadata_changed,
+                Kind::Projected => {
+                    let mut sources = volume
+                        .projected
+                        .iter()
+                        .flat_map(|p| p.sources.iter().flatten());
+                    periodic
+                        || sources.any(|s| {
+                            (metadata_changed && s.downward_api.is_some())
+                                || s.service_account_token
+                                    .as_ref()
+                                    .is_some_and(|t| self.tokens.due(&tokens::Key::new(pod, t)))
+                        })
+                }
+                _ => periodic,
+            };
+            if !due {
+                continue;
+            }
+            let written = match self.payload(host, pod, volume).await {
+                Ok(payload) => atomic_writer::write(&dir, &payload),
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(true) => {
+                    tracing::info!(pod = %pod_name, volume = %volume.name, "volume contents updated")
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(pod = %pod_name, volume = %volume.name, error = %e, "cannot refresh the volume")
+                }
+            }
+        }
+    }
 }
 
 /// Creates the file a new container writes its termination message to,
@@ -342,6 +774,18 @@ pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::{
+        ClusterTrustBundleProjection, ConfigMapProjection, DownwardAPIProjection,
+        ObjectFieldSelector, PodSpec, ResourceFieldSelector, ResourceRequirements,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn text(payload: &Payload, path: &str) -> Option<(String, u32)> {
+        payload
+            .get(path)
+            .map(|f| (String::from_utf8_lossy(&f.data).into_owned(), f.mode))
+    }
 
     #[test]
     fn items_pick_keys_and_modes() {
@@ -349,44 +793,307 @@ mod tests {
             ("a".to_owned(), b"1".to_vec()),
             ("b".to_owned(), b"2".to_vec()),
         ]);
-        let all = select(data.clone(), None, 0o644, "ConfigMap", "c");
+        let all = make_payload(Some(data.clone()), None, 0o644, false, "configmap", "c");
         assert_eq!(all.map(|f| f.len()).ok(), Some(2));
         let items = vec![KeyToPath {
             key: "b".to_owned(),
             path: "dir/b.txt".to_owned(),
             mode: Some(0o600),
         }];
-        let picked =
-            select(data.clone(), Some(&items), 0o644, "ConfigMap", "c").unwrap_or_default();
-        assert_eq!(picked.get("dir/b.txt"), Some(&(b"2".to_vec(), 0o600)));
+        let picked = make_payload(
+            Some(data.clone()),
+            Some(&items),
+            0o644,
+            false,
+            "secret",
+            "c",
+        )
+        .unwrap_or_default();
+        assert_eq!(text(&picked, "dir/b.txt"), Some(("2".to_owned(), 0o600)));
+        assert_eq!(picked.len(), 1);
         let missing = vec![KeyToPath {
             key: "z".to_owned(),
             path: "z".to_owned(),
             mode: None,
         }];
-        assert!(select(data, Some(&missing), 0o644, "ConfigMap", "c").is_err());
+        assert_eq!(
+            make_payload(
+                Some(data.clone()),
+                Some(&missing),
+                0o644,
+                false,
+                "configmap",
+                "c"
+            ),
+            Err("configmap references non-existent config key: z".to_owned())
+        );
+        assert_eq!(
+            make_payload(
+                Some(data.clone()),
+                Some(&missing),
+                0o644,
+                false,
+                "secret",
+                "c"
+            ),
+            Err("references non-existent secret key: z".to_owned())
+        );
+        // Optional: a missing key or object is no error.
+        assert_eq!(
+            make_payload(Some(data), Some(&missing), 0o644, true, "configmap", "c"),
+            Ok(Payload::new())
+        );
+        assert_eq!(
+            make_payload(None, None, 0o644, true, "secret", "s"),
+            Ok(Payload::new())
+        );
+        assert_eq!(
+            make_payload(None, None, 0o644, false, "secret", "s"),
+            Err("secret \"s\" not found".to_owned())
+        );
+        // The default mode; the permission bits only.
+        let all = make_payload(
+            Some(BTreeMap::from([("k".to_owned(), Vec::new())])),
+            None,
+            0o100_400,
+            false,
+            "configmap",
+            "c",
+        )
+        .unwrap_or_default();
+        assert_eq!(text(&all, "k"), Some((String::new(), 0o400)));
+    }
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".to_owned()),
+                namespace: Some("ns".to_owned()),
+                uid: Some("1234".to_owned()),
+                labels: Some(BTreeMap::from([
+                    ("tier".to_owned(), "web".to_owned()),
+                    ("app".to_owned(), "shop".to_owned()),
+                ])),
+                annotations: Some(BTreeMap::from([(
+                    "note".to_owned(),
+                    "say \"hi\"\n\tbye\\".to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "app".to_owned(),
+                    resources: Some(ResourceRequirements {
+                        limits: Some(BTreeMap::from([
+                            ("cpu".to_owned(), Q("250m".to_owned())),
+                            ("memory".to_owned(), Q("64Mi".to_owned())),
+                        ])),
+                        requests: Some(BTreeMap::from([(
+                            "ephemeral-storage".to_owned(),
+                            Q("1Gi".to_owned()),
+                        )])),
+                        ..ResourceRequirements::default()
+                    }),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn field(path: &str, field_path: &str, mode: Option<i32>) -> DownwardAPIVolumeFile {
+        DownwardAPIVolumeFile {
+            path: path.to_owned(),
+            field_ref: Some(ObjectFieldSelector {
+                api_version: Some("v1".to_owned()),
+                field_path: field_path.to_owned(),
+            }),
+            mode,
+            resource_field_ref: None,
+        }
+    }
+
+    fn resource(path: &str, resource: &str, divisor: Option<&str>) -> DownwardAPIVolumeFile {
+        DownwardAPIVolumeFile {
+            path: path.to_owned(),
+            field_ref: None,
+            mode: None,
+            resource_field_ref: Some(ResourceFieldSelector {
+                container_name: Some("app".to_owned()),
+                resource: resource.to_owned(),
+                divisor: divisor.map(|d| Q(d.to_owned())),
+            }),
+        }
+    }
+
+    #[test]
+    fn downward_api_files() {
+        let allocatable = BTreeMap::from([("ephemeral-storage".to_owned(), "10Gi".to_owned())]);
+        let items = [
+            field("name", "metadata.name", None),
+            field("namespace", "metadata.namespace", Some(0o600)),
+            field("uid", "metadata.uid", None),
+            field("labels", "metadata.labels", None),
+            field("annotations", "metadata.annotations", None),
+            field("meta/tier", "metadata.labels['tier']", None),
+            field("meta/absent", "metadata.annotations['absent']", None),
+            resource("cpu_limit", "limits.cpu", Some("1m")),
+            resource("cpu_cores", "limits.cpu", None),
+            resource("mem_limit", "limits.memory", Some("1Mi")),
+            resource("storage_request", "requests.ephemeral-storage", Some("1Mi")),
+            resource("storage_limit", "limits.ephemeral-storage", Some("1Gi")),
+        ];
+        let payload = downward_payload(&items, &pod(), &allocatable, 0o644).unwrap_or_default();
+        let expected = [
+            ("name", "p", 0o644),
+            ("namespace", "ns", 0o600),
+            ("uid", "1234", 0o644),
+            // Sorted by key, values quoted as Go's %q quotes them, no final newline.
+            ("labels", "app=\"shop\"\ntier=\"web\"", 0o644),
+            ("annotations", "note=\"say \\\"hi\\\"\\n\\tbye\\\\\"", 0o644),
+            ("meta/tier", "web", 0o644),
+            ("meta/absent", "", 0o644),
+            ("cpu_limit", "250", 0o644),
+            ("cpu_cores", "1", 0o644),
+            ("mem_limit", "64", 0o644),
+            ("storage_request", "1024", 0o644),
+            // No limit: the node's allocatable.
+            ("storage_limit", "10", 0o644),
+        ];
+        for (path, value, mode) in expected {
+            assert_eq!(
+                text(&payload, path),
+                Some((value.to_owned(), mode)),
+                "{path}"
+            );
+        }
+        assert_eq!(payload.len(), expected.len());
+        // Only the pod's metadata; a resource needs a container that exists. Every error is
+        // reported.
+        let bad = [
+            field("ip", "status.podIP", None),
+            DownwardAPIVolumeFile {
+                resource_field_ref: Some(ResourceFieldSelector {
+                    container_name: Some("nope".to_owned()),
+                    resource: "limits.cpu".to_owned(),
+                    divisor: None,
+                }),
+                ..resource("x", "limits.cpu", None)
+            },
+        ];
+        assert_eq!(
+            downward_payload(&bad, &pod(), &allocatable, 0o644),
+            Err("[unsupported fieldPath: status.podIP, container nope not found]".to_owned())
+        );
+        let unnamed = DownwardAPIVolumeFile {
+            resource_field_ref: Some(ResourceFieldSelector {
+                container_name: None,
+                resource: "limits.cpu".to_owned(),
+                divisor: None,
+            }),
+            ..resource("cpu", "limits.cpu", None)
+        };
+        assert_eq!(
+            downward_payload(&[unnamed], &pod(), &allocatable, 0o644),
+            Err("cpu: resourceFieldRef needs a containerName in a volume".to_owned())
+        );
+        assert_eq!(
+            downward_payload(&bad[..1], &pod(), &allocatable, 0o644),
+            Err("unsupported fieldPath: status.podIP".to_owned())
+        );
+    }
+
+    #[test]
+    fn downward_files_follow_label_changes() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let items = [field("labels", "metadata.labels", None)];
+        let mut pod = pod();
+        let first = downward_payload(&items, &pod, &BTreeMap::new(), 0o644).unwrap_or_default();
+        assert_eq!(atomic_writer::write(dir.path(), &first), Ok(true));
+        let before = metadata_fingerprint(&pod);
+        pod.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("tier".to_owned(), "db".to_owned());
+        assert_ne!(metadata_fingerprint(&pod), before);
+        let second = downward_payload(&items, &pod, &BTreeMap::new(), 0o644).unwrap_or_default();
+        assert_eq!(atomic_writer::write(dir.path(), &second), Ok(true));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("labels"))?,
+            "app=\"shop\"\ntier=\"db\""
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn unsupported_projections_are_named() {
+        let bundle = VolumeProjection {
+            cluster_trust_bundle: Some(ClusterTrustBundleProjection {
+                path: "ca.pem".to_owned(),
+                name: Some("b".to_owned()),
+                ..ClusterTrustBundleProjection::default()
+            }),
+            ..VolumeProjection::default()
+        };
+        assert!(
+            unsupported_projection(&bundle)
+                .is_some_and(|e| e.starts_with("clusterTrustBundle projections are not supported"))
+        );
+        assert!(unsupported_projection(&VolumeProjection::default()).is_some());
+        let supported = [
+            VolumeProjection {
+                config_map: Some(ConfigMapProjection::default()),
+                ..VolumeProjection::default()
+            },
+            VolumeProjection {
+                downward_api: Some(DownwardAPIProjection::default()),
+                ..VolumeProjection::default()
+            },
+        ];
+        assert!(
+            supported
+                .iter()
+                .all(|s| unsupported_projection(s).is_none())
+        );
+    }
+
+    #[test]
+    fn volume_kinds_and_plugin_directories() {
+        let git = Volume {
+            name: "g".to_owned(),
+            git_repo: Some(Default::default()),
+            ..Volume::default()
+        };
+        assert_eq!(Kind::of(&git), Some(Kind::GitRepo));
+        assert_eq!(
+            plugin_dir(Path::new("/r/pods/u"), Kind::DownwardApi.plugin(), "info"),
+            Path::new("/r/pods/u/volumes/kubernetes.io~downward-api/info")
+        );
+        let nfs = Volume {
+            name: "n".to_owned(),
+            nfs: Some(Default::default()),
+            ..Volume::default()
+        };
+        assert_eq!(Kind::of(&nfs), None);
     }
 
     #[test]
     fn host_path_types_are_checked() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
-        let volume = |path: &Path, kind: &str| Volume {
-            name: "v".to_owned(),
-            host_path: Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
-                path: path.display().to_string(),
-                type_: Some(kind.to_owned()),
-            }),
-            ..Volume::default()
+        let source = |path: &Path, kind: &str| HostPathVolumeSource {
+            path: path.display().to_string(),
+            type_: Some(kind.to_owned()),
         };
         let created = dir.path().join("new");
-        assert!(host_path(&volume(&created, "DirectoryOrCreate")).is_ok());
+        assert!(host_path(&source(&created, "DirectoryOrCreate")).is_ok());
         assert!(created.is_dir());
-        assert!(host_path(&volume(&created, "File")).is_err());
-        assert!(host_path(&volume(&dir.path().join("absent"), "Directory")).is_err());
+        assert!(host_path(&source(&created, "File")).is_err());
+        assert!(host_path(&source(&dir.path().join("absent"), "Directory")).is_err());
         let file = dir.path().join("f");
-        assert!(host_path(&volume(&file, "FileOrCreate")).is_ok());
-        assert!(host_path(&volume(&file, "File")).is_ok());
-        assert!(host_path(&volume(&file, "Directory")).is_err());
+        assert!(host_path(&source(&file, "FileOrCreate")).is_ok());
+        assert!(host_path(&source(&file, "File")).is_ok());
+        assert!(host_path(&source(&file, "Directory")).is_err());
         Ok(())
     }
 
@@ -420,18 +1127,6 @@ mod tests {
             ..Container::default()
         };
         assert_eq!(termination_log(dir.path(), &none), Ok(None));
-        Ok(())
-    }
-
-    #[test]
-    fn files_are_written_and_replaced() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let target = dir.path().join("v");
-        let files = BTreeMap::from([("a/b".to_owned(), (b"x".to_vec(), 0o600))]);
-        assert!(write_files(&target, &files).is_ok());
-        assert_eq!(std::fs::read(target.join("a/b"))?, b"x");
-        let evil = BTreeMap::from([("../x".to_owned(), (b"x".to_vec(), 0o600))]);
-        assert!(write_files(&target, &evil).is_err());
         Ok(())
     }
 }

@@ -141,6 +141,7 @@ pub struct Worker {
     waiting: HashMap<String, Waiting>,
     prober: Prober,
     wake: Arc<Notify>,
+    volumes: crate::volumes::PodVolumes,
 }
 
 /// What a sync step decided.
@@ -165,6 +166,7 @@ impl Worker {
             pull_backoff: Backoff::default(),
             waiting: HashMap::new(),
             wake,
+            volumes: crate::volumes::PodVolumes::default(),
         }
     }
 
@@ -275,10 +277,25 @@ impl Worker {
             (true, wait) => (observe(&self.shared.cri, &self.uid).await?, wait),
             (false, wait) => (observed, wait),
         };
+        self.refresh_volumes(pod).await;
         self.prober
             .reconcile(pod, &observed, &self.pod_ip(pod, &observed), false);
         self.post_status(pod, &observed, false).await;
         Ok(wait)
+    }
+
+    /// Refreshes the files of the pod's volumes that are set up (downward API files, tokens,
+    /// ConfigMap and Secret contents).
+    async fn refresh_volumes(&mut self, pod: &Pod) {
+        let pod_dir = self.shared.root_dir.join("pods").join(&self.uid);
+        let shared = self.shared.clone();
+        let host = crate::volumes::Host {
+            client: &shared.client,
+            node_name: &shared.node_name,
+            allocatable: &shared.allocatable,
+            pod_dir: &pod_dir,
+        };
+        self.volumes.refresh(&host, pod).await;
     }
 
     /// Stops what runs of a pod being deleted or finished; deletes a deleted pod from the API
@@ -663,7 +680,16 @@ impl Worker {
             .join(format!("{restart_count}.log"));
         let _ = std::fs::remove_file(&log_file);
         let pod_dir = self.shared.root_dir.join("pods").join(&self.uid);
-        let mut mounts = crate::volumes::prepare(&self.shared.client, pod, container, &pod_dir)
+        let shared = self.shared.clone();
+        let host = crate::volumes::Host {
+            client: &shared.client,
+            node_name: &shared.node_name,
+            allocatable: &shared.allocatable,
+            pod_dir: &pod_dir,
+        };
+        let mut mounts = self
+            .volumes
+            .prepare(&host, pod, container)
             .await
             .map_err(config_error)?;
         match crate::volumes::termination_log(&pod_dir, container) {
