@@ -30,6 +30,12 @@
 //! `capstan-bench scheduler` runs upstream's scheduler_perf `SchedulingBasic` against the real
 //! server (see the `scheduler` module).
 //!
+//! `capstan-bench controllers` times Deployments converging on simulated nodes (see the
+//! `controllers` module).
+//!
+//! `capstan-bench pods` runs a real node (the agent and its containerd): pod start-up latency
+//! beside plain `ctr run`s, and the agent's CPU and memory (see the `pods` module).
+//!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
 
@@ -61,6 +67,7 @@ use tokio::task::JoinSet;
 mod api;
 mod controllers;
 mod crash;
+mod pods;
 mod scheduler;
 
 /// Command-line interface.
@@ -89,6 +96,9 @@ enum Command {
     Scheduler(scheduler::SchedulerArgs),
     /// Benchmark the controllers (Deployments created and rolled out on simulated nodes).
     Controllers(controllers::ControllersArgs),
+    /// Benchmark a real node: pod start-up latency (beside `ctr run`) and the agent's CPU and
+    /// memory. Needs root, containerd, runc and the CNI plugins.
+    Pods(pods::PodsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -318,6 +328,7 @@ async fn main() -> ExitCode {
         Command::CrashWriter(args) => crash::run(args).await,
         Command::Scheduler(args) => scheduler::run(args).await,
         Command::Controllers(args) => controllers::run(args).await,
+        Command::Pods(args) => pods::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
