@@ -30,6 +30,11 @@ pub const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// How often conditions are posted when nothing changed (the kubelet's
 /// `nodeStatusReportFrequency`).
 pub const STATUS_REPORT: Duration = Duration::from_secs(300);
+
+/// How often the runtime's health and images are looked at: a change (the pod network coming
+/// up at start, the runtime going away) is posted within a second, as upstream's kubelet
+/// posts its first Ready quickly (`fastStatusUpdateOnce`) rather than at its next 10 s tick.
+pub const OBSERVE: Duration = Duration::from_secs(1);
 /// Memory kept back from pods: the kubelet's default hard eviction threshold
 /// (`memory.available<100Mi`).
 const EVICTION_MEMORY: u64 = 100 * 1024 * 1024;
@@ -404,8 +409,8 @@ async fn patch_status(
         .await
 }
 
-/// Keeps the node alive: renews its Lease every 10 s, and posts its conditions when they change
-/// (checked every 10 s with `health`) or every 5 minutes. Runs until dropped.
+/// Keeps the node alive: renews its Lease every 10 s, and posts its conditions and images when
+/// they change (looked at every second with `observe`) or every 5 minutes. Runs until dropped.
 pub async fn heartbeat<F, Fut>(client: kube::Client, node: Node, observe: F)
 where
     F: Fn() -> Fut,
@@ -417,7 +422,8 @@ where
     let mut posted: Vec<NodeCondition> = Vec::new();
     let mut posted_images: Option<Vec<ContainerImage>> = None;
     let mut last_post = tokio::time::Instant::now();
-    let mut tick = tokio::time::interval(LEASE_RENEW);
+    let mut last_lease: Option<tokio::time::Instant> = None;
+    let mut tick = tokio::time::interval(OBSERVE);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -452,8 +458,13 @@ where
                 Err(e) => tracing::warn!(node = %name, error = %e, "cannot post the node's status"),
             }
         }
-        if let Err(e) = renew_lease(&nodes, &leases, &name).await {
-            tracing::warn!(node = %name, error = %e, "cannot renew the node's lease");
+        if last_lease.is_none_or(|at| at.elapsed() >= LEASE_RENEW) {
+            match renew_lease(&nodes, &leases, &name).await {
+                Ok(()) => last_lease = Some(tokio::time::Instant::now()),
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "cannot renew the node's lease")
+                }
+            }
         }
     }
 }
