@@ -1,5 +1,6 @@
 //! The admission that runs inside writes ([`crate::registry::Admission`]): upstream's
-//! LimitRanger (defaults, then limits; [`crate::limitranges`]), Priority ([`crate::priority`]),
+//! LimitRanger (defaults, then limits; [`crate::limitranges`]), ServiceAccount
+//! ([`crate::serviceaccount::admission`]), Priority ([`crate::priority`]),
 //! DefaultTolerationSeconds ([`crate::tolerations`]) and ResourceQuota ([`crate::quota`])
 //! plugins, in upstream's order, for every create and update of a namespaced object through the
 //! main endpoint (POST, PUT, PATCH and server-side apply, including the ones that create).
@@ -111,29 +112,38 @@ pub(crate) fn namespace_of(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// The admission chain of writes: LimitRanger, Priority, DefaultTolerationSeconds, then
-/// ResourceQuota.
+/// The admission chain of writes: LimitRanger, ServiceAccount, Priority,
+/// DefaultTolerationSeconds, then ResourceQuota.
 #[derive(Debug)]
 pub(crate) struct Chain {
     limits: Option<crate::limitranges::LimitRanger>,
+    service_accounts: Option<crate::serviceaccount::admission::ServiceAccountAdmission>,
     priority_classes: Option<Arc<Registry>>,
     quota: Option<crate::quota::QuotaAdmission>,
 }
 
 impl Chain {
-    /// The chain over the LimitRange, PriorityClass and ResourceQuota registries (a plugin
-    /// whose registry is missing is left out).
+    /// The chain over the LimitRange, ServiceAccount, PriorityClass and ResourceQuota
+    /// registries (a plugin whose registry is missing is left out).
     pub(crate) fn new(
         limit_ranges: Option<Arc<Registry>>,
+        service_accounts: Option<Arc<Registry>>,
         priority_classes: Option<Arc<Registry>>,
         quotas: Option<Arc<Registry>>,
     ) -> Self {
         Chain {
             limits: limit_ranges.map(crate::limitranges::LimitRanger::new),
+            service_accounts: service_accounts
+                .map(crate::serviceaccount::admission::ServiceAccountAdmission::new),
             priority_classes,
             quota: quotas.map(crate::quota::QuotaAdmission::new),
         }
     }
+}
+
+/// Whether `resource` is the core group's pods.
+fn is_pods(resource: &Resource) -> bool {
+    resource.group.is_empty() && resource.plural == "pods"
 }
 
 impl crate::registry::Admission for Chain {
@@ -146,7 +156,10 @@ impl crate::registry::Admission for Chain {
             if let Some(limits) = &self.limits {
                 limits.mutate(resource, object).await?;
             }
-            if resource.group.is_empty() && resource.plural == "pods" {
+            if is_pods(resource) {
+                if let Some(accounts) = &self.service_accounts {
+                    accounts.mutate(object).await?;
+                }
                 if let Some(classes) = &self.priority_classes {
                     crate::priority::admit(classes, object).await?;
                 }
@@ -166,6 +179,12 @@ impl crate::registry::Admission for Chain {
         Box::pin(async move {
             if let Some(limits) = &self.limits {
                 limits.validate(resource, object, old).await?;
+            }
+            if old.is_none()
+                && is_pods(resource)
+                && let Some(accounts) = &self.service_accounts
+            {
+                accounts.validate(object).await?;
             }
             if let Some(quota) = &self.quota {
                 quota.admit(resource, object, old, dry_run).await?;

@@ -39,14 +39,16 @@ pub(crate) struct Api {
     services: Allocator,
     service_cidr: Cidr,
     lifecycle: NamespaceLifecycle,
-    /// The admission that runs inside writes (LimitRanger, Priority, DefaultTolerationSeconds,
-    /// ResourceQuota).
+    /// The admission that runs inside writes (LimitRanger, ServiceAccount, Priority,
+    /// DefaultTolerationSeconds, ResourceQuota).
     admission: Arc<crate::admission::Chain>,
     /// The watch caches the registries read from; they live as long as the API.
     _caches: Arc<Caches>,
     /// Connections to kubelets, for the pod subresources served by nodes; without them those
     /// subresources are unavailable.
     kubelets: Option<Arc<crate::kubelets::Kubelets>>,
+    /// Issues (`serviceaccounts/token`) and checks service account tokens.
+    tokens: Arc<crate::serviceaccount::TokenAuthority>,
 }
 
 impl std::fmt::Debug for Api {
@@ -491,13 +493,36 @@ impl Api {
                 Some(((r.group, r.version, r.plural), Arc::new(registry)))
             })
             .collect::<HashMap<_, Arc<Registry>>>();
+        let core = |plural: &'static str| registries.get(&("", "v1", plural)).cloned();
         let admission = Arc::new(crate::admission::Chain::new(
-            registries.get(&("", "v1", "limitranges")).cloned(),
+            core("limitranges"),
+            core("serviceaccounts"),
             registries
                 .get(&("scheduling.k8s.io", "v1", "priorityclasses"))
                 .cloned(),
-            registries.get(&("", "v1", "resourcequotas")).cloned(),
+            core("resourcequotas"),
         ));
+        let lookups = match (
+            core("serviceaccounts"),
+            core("pods"),
+            core("secrets"),
+            core("nodes"),
+        ) {
+            (Some(service_accounts), Some(pods), Some(secrets), Some(nodes)) => {
+                Some(crate::serviceaccount::Lookups {
+                    service_accounts,
+                    pods,
+                    secrets,
+                    nodes,
+                })
+            }
+            _ => None,
+        };
+        // A key in memory until the server's own is given (`with_signing_key`).
+        let key = crate::serviceaccount::jws::SigningKey::generate()
+            .map_err(|error| tracing::warn!(%error, "cannot make a service account key"))
+            .ok();
+        let tokens = Arc::new(crate::serviceaccount::TokenAuthority::new(key, lookups));
         Api {
             registries,
             services: Allocator::new(service_cidr, NODE_PORTS),
@@ -506,7 +531,19 @@ impl Api {
             admission,
             _caches: caches,
             kubelets: None,
+            tokens,
         }
+    }
+
+    /// This API signing service account tokens with `key` (the server's persistent key).
+    pub(crate) fn with_signing_key(mut self, key: crate::serviceaccount::jws::SigningKey) -> Self {
+        self.tokens = Arc::new(self.tokens.with_key(key));
+        self
+    }
+
+    /// What issues and checks service account tokens.
+    pub(crate) fn tokens(&self) -> &Arc<crate::serviceaccount::TokenAuthority> {
+        &self.tokens
     }
 
     pub(crate) fn registry(
@@ -693,6 +730,15 @@ impl Api {
                     output.plain(),
                     &[],
                 ))
+            }
+            ("create", Some("token")) => {
+                // `serviceaccounts/token`: a TokenRequest answers with a token; nothing is stored.
+                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                let answer = self
+                    .tokens
+                    .request(namespace.unwrap_or_default(), name, &body)
+                    .await?;
+                Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
             }
             ("create", Some("eviction")) => {
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
@@ -1313,3 +1359,7 @@ mod tests;
 #[cfg(test)]
 #[path = "admission_tests.rs"]
 mod admission_tests;
+
+#[cfg(test)]
+#[path = "serviceaccount/api_tests.rs"]
+mod serviceaccount_tests;

@@ -30,6 +30,18 @@ impl Harness {
             crate::services::Cidr::parse("10.43.0.0/16").unwrap(),
         );
         ensure_defaults(&api, 6443).await.unwrap();
+        // The service account controller's work: pods in `default` need its `default`
+        // service account (ServiceAccount admission).
+        api.registry("", "v1", "serviceaccounts")
+            .unwrap()
+            .create(
+                Some("default"),
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "default"}}),
+                &crate::registry::WriteOptions::default(),
+            )
+            .await
+            .unwrap();
         Harness {
             api,
             store,

@@ -2,19 +2,25 @@
 //!
 //! As upstream's union authenticator: a verified client certificate wins (user = CN, groups = O);
 //! otherwise a bearer token from the static token file (`--token-auth-file`, kube-apiserver's CSV
-//! format `token,user,uid,"group1,group2"`); otherwise the request is anonymous. A bearer token
-//! that matches nothing fails the request with 401 whatever its path.
+//! format `token,user,uid,"group1,group2"`) or a service account token this server issued
+//! ([`crate::serviceaccount`]); otherwise the request is anonymous. A bearer token that matches
+//! nothing fails the request with 401 whatever its path.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// Who made a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     /// The user name (`system:anonymous` without credentials).
     pub name: String,
+    /// The user's unique id, when the authenticator knows one (a service account's uid).
+    pub uid: String,
     /// The user's groups.
     pub groups: Vec<String>,
+    /// Further facts the authenticator attached (a service account token's pod and
+    /// credential id, under upstream's `authentication.kubernetes.io/...` keys).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -22,6 +28,7 @@ impl User {
         User {
             name: "system:anonymous".into(),
             groups: vec!["system:unauthenticated".into()],
+            ..User::default()
         }
     }
 
@@ -43,7 +50,11 @@ impl User {
             .filter_map(|o| o.as_str().ok().map(str::to_owned))
             .collect();
         groups.push("system:authenticated".into());
-        Some(User { name, groups })
+        Some(User {
+            name,
+            groups,
+            ..User::default()
+        })
     }
 }
 
@@ -137,7 +148,9 @@ impl TokenFile {
             groups.push("system:authenticated".into());
             let user = User {
                 name: name.to_owned(),
+                uid: fields[2].trim().to_owned(),
                 groups,
+                ..User::default()
             };
             if users.insert(token.to_owned(), user).is_some() {
                 return Err(invalid("duplicate token".into()));
@@ -170,25 +183,51 @@ pub(crate) enum Authenticated {
     Rejected,
 }
 
-/// Authenticates a request from its connection's certificate user and its Authorization header.
-pub(crate) fn authenticate(
-    certificate_user: Option<&User>,
-    authorization: Option<&str>,
-    tokens: &TokenFile,
-) -> Authenticated {
-    if let Some(user) = certificate_user {
-        return Authenticated::User(user.clone());
-    }
-    let Some(header) = authorization else {
-        return Authenticated::User(User::anonymous());
-    };
-    let token = header
-        .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
-        .map(str::trim);
-    match token.and_then(|t| tokens.user(t)) {
-        Some(user) => Authenticated::User(user.clone()),
-        None => Authenticated::Rejected,
+/// Every way a request may authenticate, in upstream's order: a verified client certificate,
+/// then bearer tokens (the static token file, then service account tokens), else anonymous.
+#[derive(Debug, Default)]
+pub(crate) struct Authenticator {
+    /// `--token-auth-file`.
+    pub tokens: TokenFile,
+    /// Service account tokens (JWTs this server issued).
+    pub service_accounts: Option<std::sync::Arc<crate::serviceaccount::TokenAuthority>>,
+}
+
+impl Authenticator {
+    /// Authenticates a request from its connection's certificate user and its Authorization
+    /// header.
+    pub(crate) async fn authenticate(
+        &self,
+        certificate_user: Option<&User>,
+        authorization: Option<&str>,
+    ) -> Authenticated {
+        if let Some(user) = certificate_user {
+            return Authenticated::User(user.clone());
+        }
+        let Some(header) = authorization else {
+            return Authenticated::User(User::anonymous());
+        };
+        let Some(token) = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        else {
+            return Authenticated::Rejected;
+        };
+        if let Some(user) = self.tokens.user(token) {
+            return Authenticated::User(user.clone());
+        }
+        if let Some(authority) = &self.service_accounts {
+            match authority.authenticate(token).await {
+                Ok(Some(user)) => return Authenticated::User(user),
+                Ok(None) => {}
+                Err(reason) => {
+                    tracing::debug!(%reason, "service account token refused");
+                }
+            }
+        }
+        Authenticated::Rejected
     }
 }
 
@@ -209,11 +248,13 @@ mod tests {
             file.user("secret1"),
             Some(&User {
                 name: "alice".into(),
+                uid: "uid1".into(),
                 groups: vec![
                     "system:masters".into(),
                     "devs".into(),
                     "system:authenticated".into()
                 ],
+                ..User::default()
             })
         );
         assert_eq!(
@@ -235,33 +276,29 @@ mod tests {
         check(",u,1\n", 1);
     }
 
-    #[test]
-    fn certificates_win_then_tokens_then_anonymous() {
-        let tokens = TokenFile::parse("tok,carol,1,grp\n").unwrap();
+    #[tokio::test]
+    async fn certificates_win_then_tokens_then_anonymous() {
+        let authenticator = Authenticator {
+            tokens: TokenFile::parse("tok,carol,1,grp\n").unwrap(),
+            service_accounts: None,
+        };
         let admin = User {
             name: "system:admin".into(),
             groups: vec!["system:masters".into()],
+            ..User::default()
         };
-        let name = |a: Authenticated| match a {
+        let name = async |certificate: Option<&User>, header: Option<&str>| match authenticator
+            .authenticate(certificate, header)
+            .await
+        {
             Authenticated::User(u) => u.name,
             Authenticated::Rejected => "REJECTED".into(),
         };
-        assert_eq!(
-            name(authenticate(Some(&admin), Some("Bearer bad"), &tokens)),
-            "system:admin"
-        );
-        assert_eq!(
-            name(authenticate(None, Some("Bearer tok"), &tokens)),
-            "carol"
-        );
-        assert_eq!(
-            name(authenticate(None, Some("Bearer bad"), &tokens)),
-            "REJECTED"
-        );
-        assert_eq!(
-            name(authenticate(None, Some("Basic xyz"), &tokens)),
-            "REJECTED"
-        );
-        assert_eq!(name(authenticate(None, None, &tokens)), "system:anonymous");
+        assert_eq!(name(Some(&admin), Some("Bearer bad")).await, "system:admin");
+        assert_eq!(name(None, Some("Bearer tok")).await, "carol");
+        assert_eq!(name(None, Some("Bearer bad")).await, "REJECTED");
+        assert_eq!(name(None, Some("Basic xyz")).await, "REJECTED");
+        assert_eq!(name(None, Some("Bearer ")).await, "REJECTED");
+        assert_eq!(name(None, None).await, "system:anonymous");
     }
 }

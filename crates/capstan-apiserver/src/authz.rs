@@ -674,10 +674,12 @@ mod tests {
         let reader = User {
             name: "r".into(),
             groups: vec!["readers".into()],
+            ..User::default()
         };
         let ci = User {
             name: "system:serviceaccount:team:ci".into(),
             groups: vec![],
+            ..User::default()
         };
         let mut create = resource("create", "", "configmaps", "", "");
         assert!(policy.allows(&reader, &resource("list", "apps", "deployments", "", "")));

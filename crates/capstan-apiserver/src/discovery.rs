@@ -666,6 +666,11 @@ mod tests {
             pods["subresources"],
             json!([
                 {
+                    "subresource": "attach",
+                    "responseKind": {"group": "", "version": "", "kind": "PodAttachOptions"},
+                    "verbs": ["create", "get"]
+                },
+                {
                     "subresource": "binding",
                     "responseKind": {"group": "", "version": "", "kind": "Binding"},
                     "verbs": ["create"]
@@ -676,11 +681,37 @@ mod tests {
                     "verbs": ["create"]
                 },
                 {
+                    "subresource": "exec",
+                    "responseKind": {"group": "", "version": "", "kind": "PodExecOptions"},
+                    "verbs": ["create", "get"]
+                },
+                {
+                    "subresource": "log",
+                    "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                    "verbs": ["get"]
+                },
+                {
+                    "subresource": "portforward",
+                    "responseKind": {"group": "", "version": "", "kind": "PodPortForwardOptions"},
+                    "verbs": ["create", "get"]
+                },
+                {
                     "subresource": "status",
                     "responseKind": {"group": "", "version": "", "kind": "Pod"},
                     "verbs": ["get", "patch", "update"]
                 }
             ])
+        );
+        // A service account's token requests speak authentication.k8s.io/v1.
+        let accounts = find(&v1["resources"], "resource", "serviceaccounts");
+        assert_eq!(
+            accounts["subresources"],
+            json!([{
+                "subresource": "token",
+                "responseKind": {"group": "authentication.k8s.io", "version": "v1",
+                                 "kind": "TokenRequest"},
+                "verbs": ["create"]
+            }])
         );
         let namespaces = find(&v1["resources"], "resource", "namespaces");
         assert_eq!(namespaces["scope"], "Cluster");

@@ -169,9 +169,16 @@ pub(crate) fn acting_user(
     for key in extra_keys {
         headers.remove(key);
     }
+    let mut extra: std::collections::BTreeMap<String, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for (key, value) in extras {
+        extra.entry(key).or_default().push(value);
+    }
     Ok(User {
         name,
+        uid: uid.unwrap_or_default(),
         groups: acting_groups,
+        extra,
     })
 }
 
@@ -196,12 +203,22 @@ mod tests {
         let admin = User {
             name: "admin".into(),
             groups: vec!["system:masters".into()],
+            ..User::default()
         };
         let mut h = headers(&[("Impersonate-User", "jane"), ("Impersonate-Group", "devs")]);
         let jane = acting_user(admin.clone(), &mut h, &authorizer).unwrap();
         assert_eq!(jane.name, "jane");
         assert_eq!(jane.groups, ["devs", "system:authenticated"]);
         assert!(h.is_empty());
+        let mut h = headers(&[
+            ("Impersonate-User", "kim"),
+            ("Impersonate-Uid", "u-1"),
+            ("Impersonate-Extra-Scopes", "view"),
+            ("Impersonate-Extra-Scopes", "edit"),
+        ]);
+        let kim = acting_user(admin.clone(), &mut h, &authorizer).unwrap();
+        assert_eq!(kim.uid, "u-1");
+        assert_eq!(kim.extra["scopes"], ["view", "edit"]);
         let mut h = headers(&[("Impersonate-User", "system:serviceaccount:ci:builder")]);
         let sa = acting_user(admin.clone(), &mut h, &authorizer).unwrap();
         assert_eq!(

@@ -1,8 +1,8 @@
 //! The Capstan API server.
 //!
 //! Today it serves HTTPS with certificates it generates on first start ([`pki`]), authenticates
-//! clients by x509 client certificate (user = CN, groups = O, as upstream) or by a static bearer
-//! token (`--token-auth-file`), writes an admin
+//! clients by x509 client certificate (user = CN, groups = O, as upstream), by a static bearer
+//! token (`--token-auth-file`) or by a service account token it issued, writes an admin
 //! kubeconfig, and answers `/healthz`, `/livez`, `/readyz` (with `?verbose`), `/version` and
 //! `/metrics`. Requests go through one chain (authentication, request info, authorization,
 //! handler, metrics). Every other path is refused in upstream's `Status` shape (401 for
@@ -20,8 +20,8 @@ mod fields;
 mod flowcontrol;
 mod health;
 mod impersonate;
-mod kubeconfig;
 mod join;
+mod kubeconfig;
 mod kubelets;
 mod lifecycle;
 mod limitranges;
@@ -37,6 +37,7 @@ mod reviews;
 mod scale;
 mod selectors;
 mod serve;
+mod serviceaccount;
 pub mod services;
 mod status;
 mod strategic;
@@ -125,7 +126,14 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         Some("system:masters"),
     )?;
     let kubelets = kubelets::Kubelets::new(&pki.ca_cert_pem, &kubelet_client)?;
-    let api = std::sync::Arc::new(api::Api::with_services(&store, cidr).with_kubelets(kubelets));
+    let signing_key =
+        serviceaccount::jws::SigningKey::from_pem(&pki::service_account_key(&tls_dir)?)
+            .map_err(|e| StartError::Config(format!("{}: {e}", pki::SERVICE_ACCOUNT_KEY)))?;
+    let api = std::sync::Arc::new(
+        api::Api::with_services(&store, cidr)
+            .with_kubelets(kubelets)
+            .with_signing_key(signing_key),
+    );
     let join = join::Join::load_or_create(
         &config.data_dir,
         &tls_dir,

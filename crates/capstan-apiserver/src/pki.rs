@@ -261,6 +261,26 @@ fn cluster_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, PkiError> {
     Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))
 }
 
+/// The file under the certificates' directory holding the key that signs service account
+/// tokens.
+pub const SERVICE_ACCOUNT_KEY: &str = "service-account.key";
+
+/// The PEM (PKCS#8) of the key that signs service account tokens, `<dir>/service-account.key`:
+/// an ECDSA P-256 key generated on first start (mode 0600) and kept, so tokens issued before a
+/// restart stay valid after it, as upstream's `--service-account-key-file`.
+pub fn service_account_key(dir: &Path) -> Result<String, PkiError> {
+    let path = dir.join(SERVICE_ACCOUNT_KEY);
+    if let Some(pem) = read(&path)? {
+        KeyPair::from_pem(&pem).map_err(cert_error("reading service-account.key"))?;
+        return Ok(pem);
+    }
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(cert_error("generating the service account key"))?;
+    let pem = key.serialize_pem();
+    write_file(&path, &pem, 0o600)?;
+    Ok(pem)
+}
+
 /// Loads the certificates under `dir`, creating what is missing, and issues a serving
 /// certificate for `names`.
 pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
@@ -365,5 +385,21 @@ mod tests {
         };
         assert_eq!(mode("ca.key"), 0o600);
         assert_eq!(mode("admin.key"), 0o600);
+    }
+
+    #[test]
+    fn the_service_account_key_is_made_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = service_account_key(dir.path()).unwrap();
+        assert!(first.starts_with("-----BEGIN PRIVATE KEY-----"), "{first}");
+        assert_eq!(service_account_key(dir.path()).unwrap(), first);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.path().join(SERVICE_ACCOUNT_KEY))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        fs::write(dir.path().join(SERVICE_ACCOUNT_KEY), "not a key").unwrap();
+        assert!(service_account_key(dir.path()).is_err());
     }
 }

@@ -76,6 +76,19 @@ fn pod_grace_period(pod: &core::v1::Pod) -> Option<i64> {
     Some(spec.termination_grace_period_seconds.unwrap_or(30))
 }
 
+/// Upstream's conversion of a pod's service account: `serviceAccountName`, or else the
+/// deprecated `serviceAccount`, is the account, and the deprecated field is written as its copy.
+fn mirror_service_account(pod: &mut core::v1::Pod) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    let name = v::pod::service_account_name(spec).to_owned();
+    if !name.is_empty() {
+        spec.service_account_name = Some(name.clone());
+        spec.service_account = Some(name);
+    }
+}
+
 fn pod_fields(pod: &core::v1::Pod) -> Vec<(&'static str, String)> {
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
@@ -307,9 +320,18 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             ..with_status()
         }),
         ("", "Pod") => strategy::<core::v1::Pod>(Hooks {
-            default: d::default_pod,
+            default: |pod| {
+                d::default_pod(pod);
+                mirror_service_account(pod);
+            },
             validate: v::pod::validate_pod,
-            validate_update: v::pod::validate_pod_update,
+            validate_update: |new, old| {
+                // A pod stored before the deprecated field was mirrored compares as if it had
+                // been.
+                let mut old = old.clone();
+                mirror_service_account(&mut old);
+                v::pod::validate_pod_update(new, &old)
+            },
             validate_status_update: v::pod::validate_pod_status_update,
             field_names: &[
                 "spec.nodeName",

@@ -47,12 +47,22 @@ pub(crate) fn answer(
     authorizer: &Authorizer,
 ) -> Result<Value, ApiError> {
     match kind {
-        "SelfSubjectReview" => Ok(json!({
-            "kind": "SelfSubjectReview",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"creationTimestamp": null},
-            "status": {"userInfo": {"username": user.name, "groups": user.groups}},
-        })),
+        "SelfSubjectReview" => {
+            let mut info = json!({"username": user.name});
+            if !user.uid.is_empty() {
+                info["uid"] = json!(user.uid);
+            }
+            info["groups"] = json!(user.groups);
+            if !user.extra.is_empty() {
+                info["extra"] = json!(user.extra);
+            }
+            Ok(json!({
+                "kind": "SelfSubjectReview",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": null},
+                "status": {"userInfo": info},
+            }))
+        }
         "SelfSubjectAccessReview" => {
             let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
             let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
@@ -118,6 +128,7 @@ mod tests {
         User {
             name: "alice".into(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ..User::default()
         }
     }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use capstan_api::RequestInfo;
 
 use crate::api::Api;
-use crate::auth::{Authenticated, TokenFile, User, authenticate};
+use crate::auth::{Authenticated, Authenticator, TokenFile, User};
 use crate::authz::{Attributes, Authorizer};
 use crate::flowcontrol::{Classification, Flowcontrol};
 use crate::metrics::Metrics;
@@ -405,7 +405,7 @@ fn pf_headers(response: &mut Response, classification: &Classification) {
 async fn handle(
     mut request: Request<Body>,
     certificate_user: Option<&User>,
-    tokens: &TokenFile,
+    authenticator: &Authenticator,
     app: Router,
     metrics: &Metrics,
     control: &Control,
@@ -427,7 +427,10 @@ async fn handle(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let response = match authenticate(certificate_user, authorization, tokens) {
+    let response = match authenticator
+        .authenticate(certificate_user, authorization)
+        .await
+    {
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
         Authenticated::User(user) => {
             match crate::impersonate::acting_user(user, request.headers_mut(), &control.authorizer)
@@ -456,7 +459,10 @@ pub(crate) async fn listen(
     api: Arc<Api>,
     join: crate::join::Join,
 ) -> Result<RunningServer, StartError> {
-    let tokens = Arc::new(tokens);
+    let authenticator = Arc::new(Authenticator {
+        tokens,
+        service_accounts: Some(api.tokens().clone()),
+    });
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
     let addr = SocketAddr::new(config.bind_address, config.port);
     let listener = TcpListener::bind(addr)
@@ -504,10 +510,10 @@ pub(crate) async fn listen(
             if let Err(error) = tcp.set_nodelay(true) {
                 tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
             }
-            let (acceptor, app, tokens, metrics, control) = (
+            let (acceptor, app, authenticator, metrics, control) = (
                 acceptor.clone(),
                 app.clone(),
-                tokens.clone(),
+                authenticator.clone(),
                 metrics.clone(),
                 control.clone(),
             );
@@ -527,9 +533,9 @@ pub(crate) async fn listen(
                     .and_then(|cert| User::from_certificate(cert));
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let (app, tokens, metrics, control) = (
+                        let (app, authenticator, metrics, control) = (
                             app.clone(),
-                            tokens.clone(),
+                            authenticator.clone(),
                             metrics.clone(),
                             control.clone(),
                         );
@@ -538,7 +544,7 @@ pub(crate) async fn listen(
                             let response = handle(
                                 request.map(Body::new),
                                 certificate_user.as_ref(),
-                                &tokens,
+                                &authenticator,
                                 app,
                                 &metrics,
                                 &control,
@@ -564,6 +570,10 @@ pub(crate) async fn listen(
 }
 
 #[cfg(test)]
+#[path = "serviceaccount/serve_tests.rs"]
+mod serviceaccount_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::StatusCode;
@@ -573,7 +583,7 @@ mod tests {
     }
 
     /// A server's API with its default objects and flow control configuration.
-    async fn started() -> (tempfile::TempDir, Store, Arc<Api>, Control) {
+    pub(super) async fn started() -> (tempfile::TempDir, Store, Arc<Api>, Control) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
             dir.path().join("state.db"),
@@ -616,7 +626,15 @@ mod tests {
             api.clone(),
             "127.0.0.1:6443".into(),
         );
-        handle(request, user, &TokenFile::default(), app, &metrics, control).await
+        handle(
+            request,
+            user,
+            &Authenticator::default(),
+            app,
+            &metrics,
+            control,
+        )
+        .await
     }
 
     async fn send(user: Option<User>, path: &str) -> (StatusCode, serde_json::Value) {
@@ -634,6 +652,7 @@ mod tests {
         let user = User {
             name: "jane".into(),
             groups: vec!["developers".into(), "system:authenticated".into()],
+            ..User::default()
         };
         let (code, body) = call(Some(user.clone()), "/api/v1/namespaces/default/pods/web").await;
         assert_eq!(code, StatusCode::FORBIDDEN);
@@ -662,6 +681,7 @@ mod tests {
         let admin = User {
             name: "system:admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..User::default()
         };
         let (code, body) = call(Some(admin), "/apis/nope.example.com/v1").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
@@ -674,6 +694,7 @@ mod tests {
         let admin = User {
             name: "system:admin".into(),
             groups: vec!["system:masters".into()],
+            ..User::default()
         };
         let response = send_to(&store, &api, &control, Some(&admin), "/api/v1/namespaces").await;
         assert_eq!(response.status(), StatusCode::OK);
@@ -725,6 +746,7 @@ mod tests {
         let mallory = User {
             name: "mallory".into(),
             groups: vec!["system:authenticated".into()],
+            ..User::default()
         };
         let response = send_to(&store, &api, &control, Some(&mallory), "/api/v1/pods").await;
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -759,6 +781,7 @@ mod tests {
         let jane = User {
             name: "jane".into(),
             groups: vec!["system:authenticated".into()],
+            ..User::default()
         };
         let get = async |path: &str| {
             send_to(&store, &api, &control, Some(&jane), path)

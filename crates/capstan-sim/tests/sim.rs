@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use capstan_sim::SimConfig;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
@@ -50,14 +50,26 @@ async fn cluster() -> Cluster {
         kubeconfig_mode: 0o600,
         token_auth_file: None,
         service_cidr: "10.43.0.0/16".to_owned(),
+        join_token: None,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap();
+    let client = Client::try_from(config).unwrap();
+    // No controllers run here: make the `default` service account that the service account
+    // controller would, which ServiceAccount admission requires of new pods.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+        )
+        .await
+        .unwrap();
     Cluster {
-        client: Client::try_from(config).unwrap(),
+        client,
         _server: server,
         _dir: dir,
     }

@@ -546,6 +546,9 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
         (!holder.is_empty()).then_some(holder)
     });
     assert!(!holder.is_empty());
+    // Without the service account controller nobody makes `default`, which ServiceAccount
+    // admission requires of new pods.
+    kubectl_ok(KUBECTL, &kc, &["create", "serviceaccount", "default"]);
     // The replication controller runs; the ReplicaSet controller does not.
     apply(&kc, &replica_set("default", "idle", 1));
     apply(

@@ -193,6 +193,8 @@ spec:
       periodSeconds: 1
     livenessProbe:
       httpGet: {{path: /index.html, port: http}}
+      # httpd needs a moment to listen after the container starts.
+      initialDelaySeconds: 2
       periodSeconds: 1
       failureThreshold: 1
 ---

@@ -211,6 +211,7 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<apps::v1::StatefulSet>(g, k);
     // authentication.k8s.io/v1, authorization.k8s.io/v1
     kind::<authentication::v1::SelfSubjectReview>(g, k);
+    kind::<authentication::v1::TokenRequest>(g, k);
     kind::<authorization::v1::SelfSubjectAccessReview>(g, k);
     // autoscaling/v1 (with the scale subresource's Scale), autoscaling/v2
     kind::<autoscaling::v1::HorizontalPodAutoscaler>(g, k);

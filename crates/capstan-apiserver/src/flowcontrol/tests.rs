@@ -31,6 +31,7 @@ fn user(name: &str, groups: &[&str]) -> User {
     User {
         name: name.into(),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        ..User::default()
     }
 }
 
