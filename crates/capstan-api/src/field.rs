@@ -147,8 +147,35 @@ impl From<bool> for BadValue {
     }
 }
 
-/// Go's `%q` for a string: double quotes, with quotes, backslashes and control characters
-/// escaped.
+/// Whether Go's `strconv.IsPrint` holds for a character outside ASCII, as far as it can be told
+/// without Unicode's category tables: control characters, separators other than the ASCII
+/// space, the common format characters and private-use characters are not printable.
+fn go_printable(c: char) -> bool {
+    !(c.is_control()
+        || matches!(
+            c,
+            '\u{a0}'
+                | '\u{ad}'
+                | '\u{600}'..='\u{605}'
+                | '\u{61c}'
+                | '\u{6dd}'
+                | '\u{70f}'
+                | '\u{1680}'
+                | '\u{180e}'
+                | '\u{2000}'..='\u{200f}'
+                | '\u{2028}'..='\u{202f}'
+                | '\u{205f}'..='\u{2064}'
+                | '\u{2066}'..='\u{206f}'
+                | '\u{3000}'
+                | '\u{e000}'..='\u{f8ff}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{f0000}'..='\u{10ffff}'
+        ))
+}
+
+/// `text` quoted as Go's `strconv.Quote` (`%q`) quotes it: the short escapes where Go has
+/// them, `\xNN` for other ASCII controls, `\uNNNN` / `\UNNNNNNNN` for what is not printable.
 pub fn go_quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
@@ -156,13 +183,19 @@ pub fn go_quote(text: &str) -> String {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            '\u{b}' => out.push_str("\\v"),
+            c if c.is_ascii() && (c < ' ' || c == '\u{7f}') => {
                 out.push_str(&format!("\\x{:02x}", c as u32));
             }
-            c => out.push(c),
+            c if c.is_ascii() || go_printable(c) => out.push(c),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
         }
     }
     out.push('"');

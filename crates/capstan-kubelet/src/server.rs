@@ -248,7 +248,7 @@ async fn pod(
     let pods: Api<Pod> = Api::namespaced(state.client.clone(), namespace);
     let pod = match pods.get_opt(name).await {
         Ok(Some(pod)) => pod,
-        Ok(None) => None.ok_or_else(|| not_found(name))?,
+        Ok(None) => return Err(not_found(name)),
         Err(e) => {
             return Err(text(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -13,33 +13,15 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::node::{Cleanup, jsonpath, wait_for};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// The pod network of this test's node: its own bridge and range, so it can run beside a
 /// developer's cluster on the same machine.
 const BRIDGE: &str = "capnode0";
 const CLUSTER_CIDR: &str = "10.201.0.0/16";
-
-fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
-    let mut all = args.to_vec();
-    let expr = format!("jsonpath={path}");
-    all.extend(["-o", expr.as_str()]);
-    let output = kubectl_any("default", kubeconfig, &all);
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// Debian's `docker-registry` serving on a free loopback port until dropped.
 struct Registry {
@@ -79,52 +61,6 @@ impl Drop for Registry {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// Removes what the test's node leaves behind even when the test fails: every pod sandbox
-/// (through CRI, while containerd still runs), the server, its containerd, and the bridge.
-struct Cleanup {
-    data_dir: std::path::PathBuf,
-    bridge: &'static str,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let socket = self.data_dir.join("agent/containerd/containerd.sock");
-        if let Ok(runtime) = tokio::runtime::Runtime::new() {
-            runtime.block_on(async {
-                let Ok(cri) = capstan_kubelet::cri::Cri::connect(&socket).await else {
-                    return;
-                };
-                let mut service = cri.runtime.clone();
-                let Ok(list) = service
-                    .list_pod_sandbox(k8s_cri::v1::ListPodSandboxRequest { filter: None })
-                    .await
-                else {
-                    return;
-                };
-                for sandbox in list.into_inner().items {
-                    let _ = service
-                        .stop_pod_sandbox(k8s_cri::v1::StopPodSandboxRequest {
-                            pod_sandbox_id: sandbox.id.clone(),
-                        })
-                        .await;
-                    let _ = service
-                        .remove_pod_sandbox(k8s_cri::v1::RemovePodSandboxRequest {
-                            pod_sandbox_id: sandbox.id,
-                        })
-                        .await;
-                }
-            });
-        }
-        let config = self.data_dir.join("agent/containerd/config.toml");
-        let _ = Command::new("pkill")
-            .args(["-f", &format!("containerd --config {}", config.display())])
-            .status();
-        let _ = Command::new("ip")
-            .args(["link", "del", self.bridge])
-            .status();
     }
 }
 

@@ -21,33 +21,15 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::node::{Cleanup, jsonpath, wait_for};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside node_e2e's.
 const NODE: &str = "probe-node";
 const BRIDGE: &str = "capnode1";
 const CLUSTER_CIDR: &str = "10.202.0.0/16";
-
-fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
-    let mut all = args.to_vec();
-    let expr = format!("jsonpath={path}");
-    all.extend(["-o", expr.as_str()]);
-    let output = kubectl_any("default", kubeconfig, &all);
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// A field of a pod, by JSONPath.
 fn field(kc: &Path, pod: &str, path: &str) -> String {
@@ -71,61 +53,6 @@ fn restarts(kc: &Path, pod: &str) -> u32 {
     field(kc, pod, "{.status.containerStatuses[0].restartCount}")
         .parse()
         .unwrap_or(0)
-}
-
-/// Removes what the test's node leaves behind even when the test fails: every pod sandbox
-/// (through CRI, while containerd still runs), its containerd (by the PID it recorded), and
-/// the bridge.
-struct Cleanup {
-    data_dir: std::path::PathBuf,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let containerd = self.data_dir.join("agent/containerd");
-        let socket = containerd.join("containerd.sock");
-        if let Ok(runtime) = tokio::runtime::Runtime::new() {
-            runtime.block_on(async {
-                let Ok(cri) = capstan_kubelet::cri::Cri::connect(&socket).await else {
-                    return;
-                };
-                let mut service = cri.runtime.clone();
-                let Ok(list) = service
-                    .list_pod_sandbox(k8s_cri::v1::ListPodSandboxRequest { filter: None })
-                    .await
-                else {
-                    return;
-                };
-                for sandbox in list.into_inner().items {
-                    let _ = service
-                        .stop_pod_sandbox(k8s_cri::v1::StopPodSandboxRequest {
-                            pod_sandbox_id: sandbox.id.clone(),
-                        })
-                        .await;
-                    let _ = service
-                        .remove_pod_sandbox(k8s_cri::v1::RemovePodSandboxRequest {
-                            pod_sandbox_id: sandbox.id,
-                        })
-                        .await;
-                }
-            });
-        }
-        // The agent's containerd, if the server did not stop it: the PID it recorded, if
-        // that process still runs with this test's configuration.
-        let config = containerd.join("config.toml").display().to_string();
-        if let Some(pid) = std::fs::read_to_string(containerd.join("containerd.pid"))
-            .ok()
-            .map(|p| p.trim().to_owned())
-            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                cmdline
-                    .split(|b| *b == 0)
-                    .any(|arg| arg == config.as_bytes())
-            })
-        {
-            let _ = Command::new("kill").arg(&pid).status();
-        }
-        let _ = Command::new("ip").args(["link", "del", BRIDGE]).status();
-    }
 }
 
 fn pods(image: &str, out: &Path) -> String {
@@ -260,6 +187,7 @@ fn probes_hooks_and_termination_messages() {
     let data_dir = dir.path().to_path_buf();
     let _cleanup = Cleanup {
         data_dir: data_dir.clone(),
+        bridge: BRIDGE,
     };
     let archive = data_dir.join("agent/images/busybox.tar");
     let packed = Command::new(env!("CARGO_BIN_EXE_capstan"))

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 pub use capstan_testkit::{EtcdServer, free_port};
 
+pub mod node;
+
 pub struct Server {
     child: Child,
     port: u16,

@@ -1,0 +1,100 @@
+//! What the node tests share: waiting, jsonpath reads, and the cleanup of a node (its pod
+//! sandboxes, its containerd, the tmpfs volumes it mounted, its bridge) even when a test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Polls `probe` until it gives a value, failing the test after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// `kubectl <args> -o jsonpath=<path>`'s output (empty on failure).
+pub fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
+    let mut all = args.to_vec();
+    let expr = format!("jsonpath={path}");
+    all.extend(["-o", expr.as_str()]);
+    let output = super::kubectl_any("default", kubeconfig, &all);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Removes what the test's node leaves behind even when the test fails: every pod sandbox
+/// (through CRI, while containerd still runs), its containerd (by the PID it recorded), and
+/// the bridge.
+pub struct Cleanup {
+    /// The server's (or agent's) data directory.
+    pub data_dir: PathBuf,
+    /// The node's pod bridge.
+    pub bridge: &'static str,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let containerd = self.data_dir.join("agent/containerd");
+        let socket = containerd.join("containerd.sock");
+        if let Ok(runtime) = tokio::runtime::Runtime::new() {
+            runtime.block_on(async {
+                let Ok(cri) = capstan_kubelet::cri::Cri::connect(&socket).await else {
+                    return;
+                };
+                let mut service = cri.runtime.clone();
+                let Ok(list) = service
+                    .list_pod_sandbox(k8s_cri::v1::ListPodSandboxRequest { filter: None })
+                    .await
+                else {
+                    return;
+                };
+                for sandbox in list.into_inner().items {
+                    let _ = service
+                        .stop_pod_sandbox(k8s_cri::v1::StopPodSandboxRequest {
+                            pod_sandbox_id: sandbox.id.clone(),
+                        })
+                        .await;
+                    let _ = service
+                        .remove_pod_sandbox(k8s_cri::v1::RemovePodSandboxRequest {
+                            pod_sandbox_id: sandbox.id,
+                        })
+                        .await;
+                }
+            });
+        }
+        // The agent's containerd, if the server did not stop it: the PID it recorded, if
+        // that process still runs with this test's configuration.
+        let config = containerd.join("config.toml").display().to_string();
+        if let Some(pid) = std::fs::read_to_string(containerd.join("containerd.pid"))
+            .ok()
+            .map(|p| p.trim().to_owned())
+            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| arg == config.as_bytes())
+            })
+        {
+            let _ = Command::new("kill").arg(&pid).status();
+        }
+        // Volumes the agent mounted (tmpfs) under the pods' directories, if the pods were not
+        // torn down.
+        let pods = self.data_dir.join("agent/kubelet/pods");
+        let prefix = format!("{}/", pods.display());
+        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+            for target in mounts
+                .lines()
+                .filter_map(|line| line.split(' ').nth(4))
+                .filter(|target| target.starts_with(&prefix))
+            {
+                let _ = Command::new("umount").args(["-l", target]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", self.bridge])
+            .status();
+    }
+}
