@@ -80,16 +80,29 @@ impl Drop for Cleanup {
         {
             let _ = Command::new("kill").arg(&pid).status();
         }
-        // Volumes the agent mounted (tmpfs) under the pods' directories, if the pods were not
-        // torn down.
-        let pods = self.data_dir.join("agent/kubelet/pods");
-        let prefix = format!("{}/", pods.display());
+        // Shims of this node's containerd and the containers they run: when the server (and
+        // with it containerd) stopped before the sandboxes could be stopped through CRI, they
+        // outlive it. Their command line names the containerd's socket under the data dir.
+        let marker = containerd.display().to_string();
+        for shim in processes().filter(|(_, cmdline)| {
+            cmdline.contains("containerd-shim") && cmdline.contains(&marker)
+        }) {
+            for (child, _) in processes().filter(|(pid, _)| parent_of(*pid) == Some(shim.0)) {
+                let _ = Command::new("kill").args(["-9", &child.to_string()]).status();
+            }
+            let _ = Command::new("kill").args(["-9", &shim.0.to_string()]).status();
+        }
+        // Whatever is still mounted under the data dir (volumes the agent mounted, container
+        // root filesystems), deepest first, so that the directory can be removed.
+        let prefix = format!("{}/", self.data_dir.display());
         if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
-            for target in mounts
+            let mut targets: Vec<&str> = mounts
                 .lines()
                 .filter_map(|line| line.split(' ').nth(4))
                 .filter(|target| target.starts_with(&prefix))
-            {
+                .collect();
+            targets.sort_by_key(|t| std::cmp::Reverse(t.len()));
+            for target in targets {
                 let _ = Command::new("umount").args(["-l", target]).status();
             }
         }
@@ -97,4 +110,30 @@ impl Drop for Cleanup {
             .args(["link", "del", self.bridge])
             .status();
     }
+}
+
+/// Every process: its pid and command line (arguments joined by spaces).
+fn processes() -> impl Iterator<Item = (u32, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            Some((pid, text))
+        })
+}
+
+/// The parent of process `pid`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: the fields after it count.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
