@@ -84,13 +84,17 @@ impl Drop for Cleanup {
         // with it containerd) stopped before the sandboxes could be stopped through CRI, they
         // outlive it. Their command line names the containerd's socket under the data dir.
         let marker = containerd.display().to_string();
-        for shim in processes().filter(|(_, cmdline)| {
-            cmdline.contains("containerd-shim") && cmdline.contains(&marker)
-        }) {
+        for shim in processes()
+            .filter(|(_, cmdline)| cmdline.contains("containerd-shim") && cmdline.contains(&marker))
+        {
             for (child, _) in processes().filter(|(pid, _)| parent_of(*pid) == Some(shim.0)) {
-                let _ = Command::new("kill").args(["-9", &child.to_string()]).status();
+                let _ = Command::new("kill")
+                    .args(["-9", &child.to_string()])
+                    .status();
             }
-            let _ = Command::new("kill").args(["-9", &shim.0.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-9", &shim.0.to_string()])
+                .status();
         }
         // Whatever is still mounted under the data dir (volumes the agent mounted, container
         // root filesystems), deepest first, so that the directory can be removed.
