@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::node::{Cleanup, jsonpath, wait_for};
+use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// The pod network of this test's node: its own bridge and range, so it can run beside a
@@ -73,24 +73,8 @@ fn pods_run_as_containers_on_the_node() {
         bridge: BRIDGE,
     };
     // The busybox image, preloaded: imported when the node starts.
-    let archive = data_dir.join("agent/images/busybox.tar");
-    let packed = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "image",
-            "busybox",
-            "--name",
-            "docker.io/library/busybox:e2e",
-            "--output",
-        ])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    assert!(
-        packed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&packed.stderr)
-    );
-    let image = "busybox:e2e";
+    let archive = pack_busybox(&data_dir);
+    let image = IMAGE;
     // A registry on loopback (Debian's docker-registry) holds a copy under another tag; the
     // node's registries.yaml mirrors docker.io to it.
     let registry = Registry::start(&data_dir.join("registry"));
@@ -117,35 +101,14 @@ fn pods_run_as_containers_on_the_node() {
     )
     .unwrap();
     let port = free_port();
-    let flags = [
-        "--node-name",
-        "e2e-node",
-        "--cni-bridge",
-        BRIDGE,
-        "--cluster-cidr",
-        CLUSTER_CIDR,
-    ];
+    let flags = node_flags("e2e-node", BRIDGE, CLUSTER_CIDR);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = Server::start_node(&data_dir, port, &flags);
     let kubeconfig = server.kubeconfig();
     let kc = kubeconfig.as_path();
 
     // The node registers and turns Ready once its pod network is configured.
-    wait_for("the node to register", Duration::from_secs(60), || {
-        kubectl_any("default", kc, &["get", "node", "e2e-node"])
-            .status
-            .success()
-            .then_some(())
-    });
-    kubectl_ok(
-        "default",
-        kc,
-        &[
-            "wait",
-            "node/e2e-node",
-            "--for=condition=Ready",
-            "--timeout=60s",
-        ],
-    );
+    wait_ready(kc, "e2e-node");
     let node = kubectl_ok("default", kc, &["get", "node", "e2e-node", "-o", "json"]);
     let node: serde_json::Value = serde_json::from_str(&node).unwrap();
     assert_eq!(node["metadata"]["labels"]["kubernetes.io/os"], "linux");

@@ -20,11 +20,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::node::{Cleanup, jsonpath, wait_for};
-use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::{Server, free_port, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside node_e2e's.
 const NODE: &str = "probe-node";
@@ -189,55 +188,16 @@ fn probes_hooks_and_termination_messages() {
         data_dir: data_dir.clone(),
         bridge: BRIDGE,
     };
-    let archive = data_dir.join("agent/images/busybox.tar");
-    let packed = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "image",
-            "busybox",
-            "--name",
-            "docker.io/library/busybox:e2e",
-            "--output",
-        ])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    assert!(
-        packed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&packed.stderr)
-    );
-    let image = "busybox:e2e";
+    pack_busybox(&data_dir);
+    let image = IMAGE;
     let out = data_dir.join("hooks-out");
     let port = free_port();
-    let flags = [
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        BRIDGE,
-        "--cluster-cidr",
-        CLUSTER_CIDR,
-        "--kubelet-port",
-        "10251",
-    ];
+    let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = Server::start_node(&data_dir, port, &flags);
     let kubeconfig = server.kubeconfig();
     let kc = kubeconfig.as_path();
-    wait_for("the node to register", Duration::from_secs(60), || {
-        kubectl_any("default", kc, &["get", "node", NODE])
-            .status
-            .success()
-            .then_some(())
-    });
-    kubectl_ok(
-        "default",
-        kc,
-        &[
-            "wait",
-            &format!("node/{NODE}"),
-            "--for=condition=Ready",
-            "--timeout=60s",
-        ],
-    );
+    wait_ready(kc, NODE);
     let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &pods(image, &out));
     assert!(
         created.status.success(),

@@ -5,6 +5,69 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// The image the node tests run: Debian's static busybox, packed by `capstan image busybox`.
+pub const IMAGE: &str = "busybox:e2e";
+
+/// Packs [`IMAGE`] into the node's preload directory under `data_dir` (imported when the node
+/// starts); returns the archive.
+pub fn pack_busybox(data_dir: &Path) -> PathBuf {
+    let archive = data_dir.join("agent/images/busybox.tar");
+    let packed = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "image",
+            "busybox",
+            "--name",
+            "docker.io/library/busybox:e2e",
+            "--output",
+        ])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    archive
+}
+
+/// The flags of a node called `node` on its own bridge and cluster range, with a free kubelet
+/// port, so that node tests can run beside each other and beside a developer's cluster.
+pub fn node_flags(node: &str, bridge: &str, cluster_cidr: &str) -> Vec<String> {
+    [
+        "--node-name",
+        node,
+        "--cni-bridge",
+        bridge,
+        "--cluster-cidr",
+        cluster_cidr,
+        "--kubelet-port",
+        &super::free_port().to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Waits for node `node` to register and turn Ready (its pod network configured).
+pub fn wait_ready(kubeconfig: &Path, node: &str) {
+    wait_for("the node to register", Duration::from_secs(60), || {
+        super::kubectl_any("default", kubeconfig, &["get", "node", node])
+            .status
+            .success()
+            .then_some(())
+    });
+    super::kubectl_ok(
+        "default",
+        kubeconfig,
+        &[
+            "wait",
+            &format!("node/{node}"),
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+}
+
 /// Polls `probe` until it gives a value, failing the test after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
