@@ -278,20 +278,28 @@ pub async fn run(
         cni_conf_dir,
     );
     let health_cri = cri.clone();
+    // Health is looked at every second; the image list, longer to produce, every tenth time.
+    let observations = std::sync::atomic::AtomicU32::new(0);
     let heartbeat = node::heartbeat(client.clone(), node_object, move || {
         let cri = health_cri.clone();
+        let list_images = observations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(10);
         async move {
             let health = match cri.network_ready().await {
                 Ok(ready) => ready,
                 Err(e) => Err(format!("container runtime is down: {e}")),
             };
-            let images = cri
-                .images
-                .clone()
-                .list_images(k8s_cri::v1::ListImagesRequest { filter: None })
-                .await
-                .ok()
-                .map(|list| node::node_images(list.into_inner().images));
+            let images = match list_images {
+                true => cri
+                    .images
+                    .clone()
+                    .list_images(k8s_cri::v1::ListImagesRequest { filter: None })
+                    .await
+                    .ok()
+                    .map(|list| node::node_images(list.into_inner().images)),
+                false => None,
+            };
             node::Observation { health, images }
         }
     });
