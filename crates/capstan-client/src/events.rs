@@ -78,6 +78,8 @@ pub struct EventRecorder {
 struct Recorder {
     component: String,
     instance: String,
+    /// The `source.host` of its events (a node agent's node).
+    host: Option<String>,
     correlator: Mutex<Correlator>,
     /// One queue per writer; an event always goes to the same writer, so the writes of one
     /// event (its creation, then its count bumps) stay in order.
@@ -97,6 +99,16 @@ impl EventRecorder {
     /// `reportingComponent`) from `instance` (the `source.host`-like reporting instance). Must
     /// be called within a Tokio runtime.
     pub fn start(client: Client, component: &str, instance: &str) -> EventRecorder {
+        Self::spawn(client, component, instance, None)
+    }
+
+    /// Starts a recorder for a component that runs on a node, as a kubelet does: its events
+    /// name the node as their `source.host` and reporting instance.
+    pub fn start_on_host(client: Client, component: &str, host: &str) -> EventRecorder {
+        Self::spawn(client, component, host, Some(host))
+    }
+
+    fn spawn(client: Client, component: &str, instance: &str, host: Option<&str>) -> EventRecorder {
         let writers = (0..WRITERS)
             .map(|_| {
                 let (tx, mut rx) = mpsc::channel::<Action>(QUEUE / WRITERS);
@@ -113,6 +125,7 @@ impl EventRecorder {
             inner: Arc::new(Recorder {
                 component: component.to_owned(),
                 instance: instance.to_owned(),
+                host: host.map(str::to_owned),
                 correlator: Mutex::new(Correlator::new()),
                 writers,
             }),
@@ -128,7 +141,12 @@ impl EventRecorder {
             reason: reason.to_owned(),
             message,
         };
-        let event = new_event(&inner.component, &inner.instance, pending);
+        let event = new_event(
+            &inner.component,
+            &inner.instance,
+            inner.host.as_deref(),
+            pending,
+        );
         let action = inner
             .correlator
             .lock()
@@ -177,7 +195,7 @@ fn event_name(object: &str) -> String {
 }
 
 /// The event as first written, before correlation.
-fn new_event(component: &str, instance: &str, pending: Pending) -> Event {
+fn new_event(component: &str, instance: &str, host: Option<&str>, pending: Pending) -> Event {
     let namespace = pending
         .object
         .namespace
@@ -199,7 +217,7 @@ fn new_event(component: &str, instance: &str, pending: Pending) -> Event {
         type_: Some(pending.kind.as_str().to_owned()),
         source: Some(EventSource {
             component: Some(component.to_owned()),
-            host: None,
+            host: host.map(str::to_owned),
         }),
         first_timestamp: Some(timestamp.clone()),
         last_timestamp: Some(timestamp),
@@ -446,6 +464,7 @@ mod tests {
         new_event(
             "test-controller",
             "here",
+            None,
             Pending {
                 object: ObjectReference {
                     kind: Some("ReplicaSet".into()),

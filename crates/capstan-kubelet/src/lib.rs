@@ -15,6 +15,7 @@
 //! - [`node`] registers the Node, posts its status and renews its Lease;
 //! - [`logs`] reads containers' CRI log files as pod log requests ask (tail, since, follow);
 //! - [`registries`] turns k3s's `registries.yaml` into containerd's registry host files;
+//! - [`events`] writes the kubelet's events (pulls, starts, kills, probe failures, mounts);
 //! - [`pods`] follows the pods bound to the node and keeps one worker per pod;
 //! - [`probes`] runs the containers' liveness, readiness and startup probes and lifecycle hooks;
 //! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server;
@@ -28,6 +29,7 @@ pub mod cni;
 pub mod containerd;
 pub mod cri;
 pub mod env;
+pub mod events;
 pub mod git_repo;
 pub mod images;
 pub mod join;
@@ -265,6 +267,12 @@ pub async fn run(
             source,
         })?;
     tracing::info!(node = %config.node_name, %ip, "node registered");
+    let events = events::Events::start(client.clone(), &config.node_name);
+    events.node(
+        capstan_client::events::EventType::Normal,
+        events::reason::STARTING,
+        "Starting kubelet.".to_owned(),
+    );
     let network = cni::Network {
         bridge: config.cni_bridge.clone(),
         ipam_dir: config.agent_dir.join("cni").join("networks"),
@@ -280,7 +288,7 @@ pub async fn run(
     let health_cri = cri.clone();
     // Health is looked at every second; the image list, longer to produce, every tenth time.
     let observations = std::sync::atomic::AtomicU32::new(0);
-    let heartbeat = node::heartbeat(client.clone(), node_object, move || {
+    let heartbeat = node::heartbeat(client.clone(), node_object, events.clone(), move || {
         let cri = health_cri.clone();
         let list_images = observations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -328,6 +336,7 @@ pub async fn run(
         root_dir: config.root_dir.clone(),
         node_memory: i64::try_from(machine.memory).unwrap_or(i64::MAX),
         allocatable,
+        events,
     });
     tokio::select! {
         _ = shutdown => {}

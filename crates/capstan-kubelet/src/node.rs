@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use capstan_client::events::EventType;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
@@ -17,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Owne
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::events::{Events, reason};
 use crate::now;
 
 /// The kubelet version this agent reports.
@@ -410,8 +412,9 @@ async fn patch_status(
 }
 
 /// Keeps the node alive: renews its Lease every 10 s, and posts its conditions and images when
-/// they change (looked at every second with `observe`) or every 5 minutes. Runs until dropped.
-pub async fn heartbeat<F, Fut>(client: kube::Client, node: Node, observe: F)
+/// they change (looked at every second with `observe`) or every 5 minutes; the node's readiness
+/// changes are also written as events. Runs until dropped.
+pub async fn heartbeat<F, Fut>(client: kube::Client, node: Node, events: Events, observe: F)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Observation>,
@@ -446,6 +449,19 @@ where
             };
             match patch_status(&nodes, &name, status).await {
                 Ok(stored) => {
+                    let was_ready = ready_status(&posted);
+                    let ready = ready_status(&next);
+                    if ready != was_ready && (was_ready.is_some() || ready == Some(true)) {
+                        let (reason, status) = match ready {
+                            Some(true) => (reason::NODE_READY, "NodeReady"),
+                            _ => (reason::NODE_NOT_READY, "NodeNotReady"),
+                        };
+                        events.node(
+                            EventType::Normal,
+                            reason,
+                            format!("Node {name} status is now: {status}"),
+                        );
+                    }
                     posted = next;
                     if observation.images.is_some() {
                         posted_images = observation.images;
@@ -467,6 +483,14 @@ where
             }
         }
     }
+}
+
+/// Whether `conditions` say the node is ready (none when they do not say).
+fn ready_status(conditions: &[NodeCondition]) -> Option<bool> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status == "True")
 }
 
 /// Renews (or creates) the node's Lease, owned by the Node so it goes with it.

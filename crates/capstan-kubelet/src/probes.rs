@@ -27,13 +27,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capstan_client::events::EventType;
 use k8s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod, Probe};
+use k8s_openapi::api::core::v1::{
+    Container, HTTPGetAction, LifecycleHandler, ObjectReference, Pod, Probe,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::sync::Notify;
 use tonic::codegen::http;
 
 use crate::cri::Cri;
+use crate::events::{Events, reason};
 use crate::status::{ContainerRecord, Observed, State};
 
 /// The most of a probe's output kept (upstream's 10 KiB).
@@ -310,6 +314,7 @@ struct Task {
 #[derive(Debug)]
 pub struct Prober {
     cri: Cri,
+    events: Events,
     results: Arc<Results>,
     tasks: HashMap<(String, Kind), Task>,
 }
@@ -326,10 +331,11 @@ pub fn probed_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
 }
 
 impl Prober {
-    /// A prober whose result changes wake `wake`.
-    pub fn new(cri: Cri, wake: Arc<Notify>) -> Prober {
+    /// A prober whose result changes wake `wake`; failures are reported to `events`.
+    pub fn new(cri: Cri, wake: Arc<Notify>, events: Events) -> Prober {
         Prober {
             cri,
+            events,
             results: Arc::new(Results::new(wake)),
             tasks: HashMap::new(),
         }
@@ -400,6 +406,8 @@ impl Prober {
                     started_at: record.started_at,
                     has_startup,
                     cri: self.cri.clone(),
+                    events: self.events.clone(),
+                    object: crate::events::container_ref(pod, &container.name),
                     results: self.results.clone(),
                     trigger: trigger.clone(),
                     pod: format!(
@@ -475,12 +483,21 @@ struct Loop {
     started_at: i64,
     has_startup: bool,
     cri: Cri,
+    events: Events,
+    /// The container, as its events name it.
+    object: ObjectReference,
     results: Arc<Results>,
     trigger: Arc<Notify>,
     pod: String,
 }
 
 impl Loop {
+    /// A warning about the probed container.
+    fn event(&self, reason: &str, message: String) {
+        self.events
+            .record(self.object.clone(), EventType::Warning, reason, message);
+    }
+
     async fn run(self) {
         let settings = Settings::of(&self.probe);
         let mut tracker = Tracker::new(self.kind, settings);
@@ -512,19 +529,29 @@ impl Loop {
                 Err(error) => {
                     // A prober error: the result is thrown away.
                     tracing::warn!(pod = %self.pod, container = %container, error = %error, "{kind} probe errored");
+                    self.event(
+                        reason::UNHEALTHY,
+                        format!("{kind} probe errored and resulted in unknown state: {error}"),
+                    );
                     continue;
                 }
             };
             match &outcome {
                 Outcome::Success(_) => {}
                 Outcome::Warning(output) => {
-                    tracing::warn!(pod = %self.pod, container = %container, "{kind} probe warning: {output}")
-                }
-                Outcome::Failure(output) if self.kind == Kind::Readiness => {
-                    tracing::debug!(pod = %self.pod, container = %container, "{kind} probe failed: {output}")
+                    tracing::warn!(pod = %self.pod, container = %container, "{kind} probe warning: {output}");
+                    self.event(
+                        reason::PROBE_WARNING,
+                        format!("{kind} probe warning: {output}"),
+                    );
                 }
                 Outcome::Failure(output) => {
-                    tracing::info!(pod = %self.pod, container = %container, "{kind} probe failed: {output}")
+                    if self.kind == Kind::Readiness {
+                        tracing::debug!(pod = %self.pod, container = %container, "{kind} probe failed: {output}")
+                    } else {
+                        tracing::info!(pod = %self.pod, container = %container, "{kind} probe failed: {output}")
+                    }
+                    self.event(reason::UNHEALTHY, format!("{kind} probe failed: {output}"));
                 }
             }
             if let Some(verdict) = tracker.record(outcome.verdict()) {

@@ -438,6 +438,20 @@ fn metadata_fingerprint(pod: &Pod) -> u64 {
     crate::fnv1a(crate::FNV_OFFSET, text.into_bytes())
 }
 
+/// Why a container's mounts could not be prepared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareError {
+    /// A volume could not be set up (upstream reports it as `FailedMount`).
+    Mount {
+        /// The volume.
+        volume: String,
+        /// Why.
+        message: String,
+    },
+    /// The container's mounts are wrong (a `CreateContainerConfigError`).
+    Config(String),
+}
+
 /// One pod's volumes as its worker keeps them between syncs: the service account tokens
 /// issued for them, and when they were last refreshed.
 #[derive(Debug, Default)]
@@ -625,7 +639,7 @@ impl PodVolumes {
         host: &Host<'_>,
         pod: &Pod,
         container: &Container,
-    ) -> Result<Vec<Mount>, String> {
+    ) -> Result<Vec<Mount>, PrepareError> {
         let volumes: BTreeMap<&str, &Volume> = pod
             .spec
             .iter()
@@ -639,16 +653,28 @@ impl PodVolumes {
         let mut mounts = Vec::new();
         for mount in container.volume_mounts.iter().flatten() {
             let Some(volume) = volumes.get(mount.name.as_str()) else {
-                return Err(format!("volume {:?} is not defined in the pod", mount.name));
+                return Err(PrepareError::Config(format!(
+                    "volume {:?} is not defined in the pod",
+                    mount.name
+                )));
             };
-            let (mut host_dir, forced_readonly) = self.set_up(host, pod, volume).await?;
+            let (mut host_dir, forced_readonly) =
+                self.set_up(host, pod, volume)
+                    .await
+                    .map_err(|message| PrepareError::Mount {
+                        volume: volume.name.clone(),
+                        message,
+                    })?;
             if let Some(sub_path) = mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
                 if sub_path.starts_with('/') || sub_path.split('/').any(|p| p == "..") {
-                    return Err(format!("invalid subPath {sub_path:?}"));
+                    return Err(PrepareError::Config(format!(
+                        "invalid subPath {sub_path:?}"
+                    )));
                 }
                 host_dir = host_dir.join(sub_path);
                 if !host_dir.exists() {
-                    std::fs::create_dir_all(&host_dir).map_err(|e| io_error(&host_dir, e))?;
+                    std::fs::create_dir_all(&host_dir)
+                        .map_err(|e| PrepareError::Config(io_error(&host_dir, e)))?;
                 }
             }
             mounts.push((

@@ -34,7 +34,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 
+use capstan_client::events::EventType::{Normal, Warning};
+
 use crate::cri::{Cri, CriError};
+use crate::events::{Events, reason};
 use crate::probes::{self, Kind, Prober};
 use crate::runtime::observe;
 use crate::spec::{self, ContainerInputs};
@@ -72,6 +75,8 @@ pub struct Shared {
     pub node_memory: i64,
     /// The node's allocatable resources.
     pub allocatable: BTreeMap<String, String>,
+    /// Where the kubelet's events go.
+    pub events: Events,
 }
 
 impl std::fmt::Debug for Shared {
@@ -159,7 +164,7 @@ impl Worker {
     pub fn new(shared: Arc<Shared>, uid: String) -> Worker {
         let wake = Arc::new(Notify::new());
         Worker {
-            prober: Prober::new(shared.cri.clone(), wake.clone()),
+            prober: Prober::new(shared.cri.clone(), wake.clone(), shared.events.clone()),
             shared,
             uid,
             crash_backoff: Backoff::default(),
@@ -377,11 +382,25 @@ impl Worker {
                     // Its containers ran; a Never pod does not get them again.
                     return Ok((false, None));
                 }
+                if observed.sandbox().is_some() {
+                    self.shared.events.pod(
+                        pod,
+                        Normal,
+                        reason::SANDBOX_CHANGED,
+                        "Pod sandbox changed, it will be killed and re-created.".to_owned(),
+                    );
+                }
                 self.stop_all(None, observed, 0).await?;
                 match self.start_sandbox(pod, observed).await {
                     Ok(id) => id,
                     Err(e) => {
                         tracing::warn!(pod = %name(pod), error = %e, "cannot create the pod sandbox");
+                        self.shared.events.pod(
+                            pod,
+                            Warning,
+                            reason::FAILED_CREATE_POD_SANDBOX,
+                            format!("Failed to create pod sandbox: {e}"),
+                        );
                         return Ok((true, Some(RETRY)));
                     }
                 }
@@ -507,6 +526,15 @@ impl Worker {
             Kill::PostStartHook => "FailedPostStartHook",
         };
         tracing::info!(pod = %name(pod), container = %container.map_or("", |c| c.name.as_str()), id = %id, grace, "{message}");
+        if let Some(container) = container {
+            self.shared.events.container(
+                pod,
+                &container.name,
+                Normal,
+                reason::KILLING,
+                message.to_owned(),
+            );
+        }
         let pre_stop = container.and_then(|c| Some((c, c.lifecycle.as_ref()?.pre_stop.as_ref()?)));
         if let Some((container, hook)) = pre_stop
             && grace > 0
@@ -526,7 +554,14 @@ impl Worker {
             {
                 Ok(Ok(())) => {}
                 Ok(Err(message)) => {
-                    tracing::warn!(pod = %name(pod), container = %container.name, %message, "PreStop hook failed")
+                    tracing::warn!(pod = %name(pod), container = %container.name, %message, "PreStop hook failed");
+                    self.shared.events.container(
+                        pod,
+                        &container.name,
+                        Warning,
+                        reason::FAILED_PRE_STOP_HOOK,
+                        message,
+                    );
                 }
                 Err(_) => {
                     tracing::info!(pod = %name(pod), container = %container.name, grace, "PreStop hook not completed in grace period")
@@ -606,6 +641,17 @@ impl Worker {
                         ),
                     },
                 );
+                self.shared.events.container(
+                    pod,
+                    &container.name,
+                    Warning,
+                    reason::BACK_OFF,
+                    format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        container.name,
+                        probes::pod_full_name(pod)
+                    ),
+                );
                 return Ok((false, Some(remaining)));
             }
             self.crash_backoff.next(&key, exited.finished_at);
@@ -617,10 +663,12 @@ impl Worker {
             .await
         {
             Ok(()) => Ok((true, None)),
-            Err((waiting, wait)) => {
-                tracing::warn!(pod = %name(pod), container = %container.name, reason = %waiting.reason, message = %waiting.message, "cannot start container");
-                self.waiting.insert(container.name.clone(), waiting);
-                Ok((true, Some(wait)))
+            Err(NotStarted { waiting, retry }) => {
+                if let Some(waiting) = waiting {
+                    tracing::warn!(pod = %name(pod), container = %container.name, reason = %waiting.reason, message = %waiting.message, "cannot start container");
+                    self.waiting.insert(container.name.clone(), waiting);
+                }
+                Ok((true, Some(retry)))
             }
         }
     }
@@ -650,7 +698,7 @@ impl Worker {
         sandbox: &str,
         sandbox_ip: &str,
         restart_count: u32,
-    ) -> Result<(), (Waiting, Duration)> {
+    ) -> Result<(), NotStarted> {
         let image_ref = self.ensure_image(pod, container).await?;
         let sources = crate::env::Sources {
             client: &self.shared.client,
@@ -658,18 +706,20 @@ impl Worker {
             host_ips: &self.shared.host_ips,
             allocatable: &self.shared.allocatable,
         };
-        let config_error = |message: String| {
-            (
-                Waiting {
-                    reason: "CreateContainerConfigError".to_owned(),
-                    message,
-                },
-                RETRY,
-            )
+        let events = &self.shared.events;
+        let failed = |reason: &str, message: String| {
+            events.container(
+                pod,
+                &container.name,
+                Warning,
+                reason::FAILED,
+                format!("Error: {message}"),
+            );
+            NotStarted::waiting(reason, message, RETRY)
         };
         let env = crate::env::resolve(&sources, pod, container)
             .await
-            .map_err(config_error)?;
+            .map_err(|message| failed("CreateContainerConfigError", message))?;
         // A log file left by an earlier container of the same name and attempt goes (the
         // runtime appends to it otherwise); the logs of the others stay.
         let log_file = self
@@ -687,11 +737,27 @@ impl Worker {
             allocatable: &shared.allocatable,
             pod_dir: &pod_dir,
         };
-        let mut mounts = self
-            .volumes
-            .prepare(&host, pod, container)
-            .await
-            .map_err(config_error)?;
+        let mut mounts = match self.volumes.prepare(&host, pod, container).await {
+            Ok(mounts) => mounts,
+            // As upstream, a pod whose volumes cannot be set up stays ContainerCreating and
+            // says why in events.
+            Err(crate::volumes::PrepareError::Mount { volume, message }) => {
+                tracing::warn!(pod = %name(pod), %volume, %message, "cannot set the volume up");
+                self.shared.events.pod(
+                    pod,
+                    Warning,
+                    reason::FAILED_MOUNT,
+                    format!("MountVolume.SetUp failed for volume {volume:?} : {message}"),
+                );
+                return Err(NotStarted {
+                    waiting: None,
+                    retry: RETRY,
+                });
+            }
+            Err(crate::volumes::PrepareError::Config(message)) => {
+                return Err(failed("CreateContainerConfigError", message));
+            }
+        };
         match crate::volumes::termination_log(&pod_dir, container) {
             Ok(Some(mount)) => mounts.push(mount),
             Ok(None) => {}
@@ -718,15 +784,6 @@ impl Worker {
                 .to_string(),
         );
         let mut runtime = self.shared.cri.runtime.clone();
-        let create_error = |reason: &str, status: tonic::Status| {
-            (
-                Waiting {
-                    reason: reason.to_owned(),
-                    message: status.message().to_owned(),
-                },
-                RETRY,
-            )
-        };
         let id = runtime
             .create_container(cri::CreateContainerRequest {
                 pod_sandbox_id: sandbox.to_owned(),
@@ -734,15 +791,29 @@ impl Worker {
                 sandbox_config: Some(sandbox_config),
             })
             .await
-            .map_err(|s| create_error("CreateContainerError", s))?
+            .map_err(|s| failed("CreateContainerError", s.message().to_owned()))?
             .into_inner()
             .container_id;
+        events.container(
+            pod,
+            &container.name,
+            Normal,
+            reason::CREATED,
+            format!("Created container: {}", container.name),
+        );
         runtime
             .start_container(cri::StartContainerRequest {
                 container_id: id.clone(),
             })
             .await
-            .map_err(|s| create_error("RunContainerError", s))?;
+            .map_err(|s| failed("RunContainerError", s.message().to_owned()))?;
+        events.container(
+            pod,
+            &container.name,
+            Normal,
+            reason::STARTED,
+            format!("Started container {}", container.name),
+        );
         tracing::info!(pod = %name(pod), container = %container.name, id = %id, restart_count, "started container");
         let post_start = container
             .lifecycle
@@ -756,6 +827,13 @@ impl Worker {
             };
             if let Err(message) = probes::run_hook(&self.shared.cri, hook, pod, &target).await {
                 tracing::warn!(pod = %name(pod), container = %container.name, %message, "FailedPostStartHook");
+                self.shared.events.container(
+                    pod,
+                    &container.name,
+                    Warning,
+                    reason::FAILED_POST_START_HOOK,
+                    message.clone(),
+                );
                 if let Err(e) = self
                     .kill_container(
                         pod,
@@ -769,13 +847,7 @@ impl Worker {
                 {
                     tracing::warn!(pod = %name(pod), container = %container.name, error = %e, "cannot kill the container after its postStart hook failed");
                 }
-                return Err((
-                    Waiting {
-                        reason: "PostStartHookError".to_owned(),
-                        message,
-                    },
-                    RETRY,
-                ));
+                return Err(NotStarted::waiting("PostStartHookError", message, RETRY));
             }
         }
         Ok(())
@@ -786,7 +858,7 @@ impl Worker {
         &mut self,
         pod: &Pod,
         container: &Container,
-    ) -> Result<String, (Waiting, Duration)> {
+    ) -> Result<String, NotStarted> {
         let image = container.image.clone().unwrap_or_default();
         let policy = container
             .image_pull_policy
@@ -807,31 +879,45 @@ impl Worker {
             .ok()
             .and_then(|r| r.into_inner().image)
             .map(|i| i.id);
+        let events = &self.shared.events;
+        let event = |kind, reason: &str, message: String| {
+            events.container(pod, &container.name, kind, reason, message);
+        };
         match (policy.as_str(), present) {
-            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
+            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => {
+                event(
+                    Normal,
+                    reason::PULLED,
+                    format!("Container image {image:?} already present on machine"),
+                );
+                return Ok(id);
+            }
             ("Never", None) => {
-                return Err((
-                    Waiting {
-                        reason: "ErrImageNeverPull".to_owned(),
-                        message: format!(
-                            "Container image \"{image}\" is not present with pull policy of Never"
-                        ),
-                    },
-                    RESYNC,
-                ));
+                let message =
+                    format!("Container image {image:?} is not present with pull policy of Never");
+                event(Warning, reason::ERR_IMAGE_NEVER_PULL, message.clone());
+                event(
+                    Warning,
+                    reason::FAILED,
+                    "Error: ErrImageNeverPull".to_owned(),
+                );
+                return Err(NotStarted::waiting("ErrImageNeverPull", message, RESYNC));
             }
             _ => {}
         }
         let now = now_nanos();
         if let Some(remaining) = self.pull_backoff.remaining(&image, now, now) {
-            return Err((
-                Waiting {
-                    reason: "ImagePullBackOff".to_owned(),
-                    message: format!("Back-off pulling image \"{image}\""),
-                },
-                remaining,
-            ));
+            let message = format!("Back-off pulling image {image:?}");
+            event(Normal, reason::BACK_OFF, message.clone());
+            event(
+                Warning,
+                reason::FAILED,
+                "Error: ImagePullBackOff".to_owned(),
+            );
+            return Err(NotStarted::waiting("ImagePullBackOff", message, remaining));
         }
+        event(Normal, reason::PULLING, format!("Pulling image {image:?}"));
+        let started = Instant::now();
         let auth = crate::pull::credentials(&self.shared.client, pod, &image).await;
         let mut last_error = String::new();
         for auth in auth.into_iter().map(Some).chain(std::iter::once(None)) {
@@ -843,16 +929,45 @@ impl Worker {
                 })
                 .await
             {
-                Ok(response) => return Ok(response.into_inner().image_ref),
+                Ok(response) => {
+                    let image_ref = response.into_inner().image_ref;
+                    let took = crate::events::go_duration_ms(started.elapsed());
+                    let size = images
+                        .image_status(cri::ImageStatusRequest {
+                            image: Some(cri::ImageSpec {
+                                image: image_ref.clone(),
+                                ..cri::ImageSpec::default()
+                            }),
+                            verbose: false,
+                        })
+                        .await
+                        .ok()
+                        .and_then(|r| r.into_inner().image)
+                        .map_or(0, |i| i.size);
+                    // One pull at a time is not enforced here, so the time spent waiting is
+                    // the time spent pulling.
+                    event(
+                        Normal,
+                        reason::PULLED,
+                        format!(
+                            "Successfully pulled image {image:?} in {took} ({took} including waiting). Image size: {size} bytes."
+                        ),
+                    );
+                    return Ok(image_ref);
+                }
                 Err(status) => last_error = status.message().to_owned(),
             }
         }
         self.pull_backoff.next(&image, now);
-        Err((
-            Waiting {
-                reason: "ErrImagePull".to_owned(),
-                message: format!("failed to pull image \"{image}\": {last_error}"),
-            },
+        event(
+            Warning,
+            reason::FAILED,
+            format!("Failed to pull image {image:?}: {last_error}"),
+        );
+        event(Warning, reason::FAILED, "Error: ErrImagePull".to_owned());
+        Err(NotStarted::waiting(
+            "ErrImagePull",
+            format!("failed to pull image {image:?}: {last_error}"),
             self.pull_backoff.delay(&image),
         ))
     }
@@ -943,6 +1058,26 @@ impl Worker {
             }
         }
         (readiness, started)
+    }
+}
+
+/// Why a container did not start: what its status says while it waits (none: it is still
+/// being created, as far as the status goes), and when to try again.
+#[derive(Debug)]
+struct NotStarted {
+    waiting: Option<Waiting>,
+    retry: Duration,
+}
+
+impl NotStarted {
+    fn waiting(reason: &str, message: String, retry: Duration) -> NotStarted {
+        NotStarted {
+            waiting: Some(Waiting {
+                reason: reason.to_owned(),
+                message,
+            }),
+            retry,
+        }
     }
 }
 

@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{
+    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
+};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// The pod network of this test's node: its own bridge and range, so it can run beside a
@@ -373,6 +375,7 @@ spec:
     assert_eq!(last, "3");
     let phase = jsonpath(kc, &["get", "pod", "crash"], "{.status.phase}");
     assert_eq!(phase, "Running");
+    kubelet_events(kc, image);
 
     streams(kc, image, &node);
 
@@ -443,6 +446,52 @@ spec:
 
     join_second_node(kc, &data_dir, &archive);
     server.stop();
+}
+
+/// The kubelet's events, as upstream's read: about the crashing pod's container (its image
+/// already present, created, started, backing off), and about the node (started, ready);
+/// `kubectl describe` lists them beside the scheduler's.
+fn kubelet_events(kc: &Path, image: &str) {
+    let kubelet = ("kubelet".to_owned(), "e2e-node".to_owned());
+    let container = "spec.containers{crash}";
+    let pulled = wait_event(kc, "crash", "Pulled", |_| true);
+    assert_eq!(
+        pulled.message,
+        format!("Container image \"{image}\" already present on machine")
+    );
+    assert_eq!(
+        (pulled.type_.as_str(), pulled.field_path.as_str()),
+        ("Normal", container)
+    );
+    assert_eq!(pulled.source, kubelet);
+    let created = wait_event(kc, "crash", "Created", |_| true);
+    assert_eq!(created.message, "Created container: crash");
+    assert_eq!(created.field_path, container);
+    // Each start of the same container counts on one event.
+    let started = wait_event(kc, "crash", "Started", |e| e.count >= 2);
+    assert_eq!(started.message, "Started container crash");
+    let uid = jsonpath(kc, &["get", "pod", "crash"], "{.metadata.uid}");
+    let back_off = wait_event(kc, "crash", "BackOff", |_| true);
+    assert_eq!(
+        back_off.message,
+        format!("Back-off restarting failed container crash in pod crash_default({uid})")
+    );
+    assert_eq!(back_off.type_, "Warning");
+    let scheduled = wait_event(kc, "crash", "Scheduled", |_| true);
+    assert_eq!(scheduled.source.0, "default-scheduler");
+    let described = kubectl_ok("default", kc, &["describe", "pod", "crash"]);
+    assert!(
+        described.contains("Back-off restarting failed container crash in pod"),
+        "{described}"
+    );
+    assert!(
+        described.contains("Created container: crash"),
+        "{described}"
+    );
+    let starting = wait_event(kc, "e2e-node", "Starting", |_| true);
+    assert_eq!(starting.message, "Starting kubelet.");
+    let ready = wait_event(kc, "e2e-node", "NodeReady", |_| true);
+    assert_eq!(ready.message, "Node e2e-node status is now: NodeReady");
 }
 
 /// `capstan agent` on the same machine joins as a second node with the server's token (its

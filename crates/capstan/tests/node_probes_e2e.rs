@@ -22,7 +22,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{
+    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
+};
 use common::{Server, free_port, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside node_e2e's.
@@ -260,6 +262,26 @@ fn probes_hooks_and_termination_messages() {
         "{.status.containerStatuses[0].lastState.terminated.exitCode}",
     );
     assert!(exit == "137" || exit == "143", "last exit {exit}");
+    // Each failure is an Unhealthy event about the container, each kill a Killing one.
+    let unhealthy = wait_event(kc, "live", "Unhealthy", |_| true);
+    assert!(
+        unhealthy
+            .message
+            .starts_with("Liveness probe failed: Get \"http://"),
+        "{}",
+        unhealthy.message
+    );
+    assert_eq!(
+        (unhealthy.type_.as_str(), unhealthy.field_path.as_str()),
+        ("Warning", "spec.containers{app}")
+    );
+    let killing = wait_event(kc, "live", "Killing", |_| true);
+    assert_eq!(
+        killing.message,
+        "Container app failed liveness probe, will be restarted"
+    );
+    let unready = wait_event(kc, "ready", "Unhealthy", |_| true);
+    assert_eq!(unready.message, "Readiness probe failed: ");
 
     // A failing postStart hook kills its container, which is restarted.
     wait_for("the bad hook's restart", Duration::from_secs(60), || {
@@ -269,6 +291,16 @@ fn probes_hooks_and_termination_messages() {
             "{.status.containerStatuses[0].lastState.terminated.exitCode}",
         );
         (restarts(kc, "bad-hook") >= 1 && !exited.is_empty()).then_some(())
+    });
+    let hook = wait_event(kc, "bad-hook", "FailedPostStartHook", |_| true);
+    assert!(
+        hook.message
+            .starts_with("Exec lifecycle hook ([sh -c exit 7])"),
+        "{}",
+        hook.message
+    );
+    wait_event(kc, "bad-hook", "Killing", |e| {
+        e.message == "FailedPostStartHook"
     });
 
     // Termination messages.
@@ -303,6 +335,9 @@ fn probes_hooks_and_termination_messages() {
     );
     let bye = std::fs::read_to_string(out.join("prestop")).expect("the preStop hook ran");
     assert_eq!(bye, "bye\n");
+    wait_event(kc, "hooks", "Killing", |e| {
+        e.message == "Stopping container app"
+    });
 
     kubectl_ok(
         "default",

@@ -11,7 +11,8 @@
 //!   repository on the host; a claim pre-bound to a hostPath PersistentVolume the test and
 //!   the pod exchange files through;
 //! - `waits` has containers that cannot start: a claim that does not exist, and (without the
-//!   TokenRequest API) a token the API server cannot issue, each a clear waiting reason;
+//!   TokenRequest API) a token the API server cannot issue: they stay ContainerCreating and
+//!   the kubelet says why in FailedMount events;
 //! - deleting the pod removes its volumes from the node and leaves the PersistentVolume's
 //!   files alone.
 
@@ -23,7 +24,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{
+    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
+};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside the other node tests'.
@@ -357,30 +360,36 @@ spec:
         "the checks inside the container failed: {state}"
     );
 
-    // Containers that cannot have their volumes wait, saying why.
-    let (reason, message) = wait_for(
-        "the claim container to wait",
-        Duration::from_secs(30),
-        || {
-            let (reason, message) = waiting(kc, "waits", "claim");
-            (!message.is_empty()).then_some((reason, message))
-        },
+    // Containers whose volumes cannot be set up wait in ContainerCreating, as upstream's do,
+    // and the kubelet says why in FailedMount events about the pod.
+    let mount_failed = wait_event(kc, "waits", "FailedMount", |e| {
+        e.message.contains("\"missing\"")
+    });
+    assert_eq!(
+        mount_failed.message,
+        "MountVolume.SetUp failed for volume \"missing\" : persistentvolumeclaim \"nope\" not found"
     );
-    assert_eq!(reason, "CreateContainerConfigError");
-    assert_eq!(message, "persistentvolumeclaim \"nope\" not found");
+    assert_eq!(mount_failed.type_, "Warning");
+    assert_eq!(mount_failed.field_path, "");
+    assert_eq!(mount_failed.source, ("kubelet".to_owned(), NODE.to_owned()));
+    assert_eq!(
+        waiting(kc, "waits", "claim"),
+        ("ContainerCreating".to_owned(), String::new())
+    );
     if !token_api {
-        let (reason, message) = wait_for(
-            "the token container to wait",
-            Duration::from_secs(30),
-            || {
-                let (reason, message) = waiting(kc, "waits", "token");
-                (!message.is_empty()).then_some((reason, message))
-            },
-        );
-        assert_eq!(reason, "CreateContainerConfigError");
+        let token_failed = wait_event(kc, "waits", "FailedMount", |e| {
+            e.message.contains("\"access\"")
+        });
         assert!(
-            message.starts_with("failed to fetch token for service account \"default/default\""),
-            "{message}"
+            token_failed.message.starts_with(
+                "MountVolume.SetUp failed for volume \"access\" : failed to fetch token for service account \"default/default\""
+            ),
+            "{}",
+            token_failed.message
+        );
+        assert_eq!(
+            waiting(kc, "waits", "token"),
+            ("ContainerCreating".to_owned(), String::new())
         );
     }
 

@@ -89,6 +89,67 @@ pub fn jsonpath(kubeconfig: &Path, args: &[&str], path: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// One event as `kubectl get events` shows it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// `Normal` or `Warning`.
+    pub type_: String,
+    /// The reason.
+    pub reason: String,
+    /// The message.
+    pub message: String,
+    /// The involved object's field path (a container's, for container events).
+    pub field_path: String,
+    /// `source.component` and `source.host`.
+    pub source: (String, String),
+    /// How many times it happened.
+    pub count: i64,
+}
+
+/// The events in the default namespace about the object called `name` (read with
+/// `kubectl get events --field-selector involvedObject.name=<name>`).
+pub fn events(kubeconfig: &Path, name: &str) -> Vec<Event> {
+    let selector = format!("involvedObject.name={name}");
+    let output = super::kubectl_any(
+        "default",
+        kubeconfig,
+        &["get", "events", "--field-selector", &selector, "-o", "json"],
+    );
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| Event {
+            type_: text(&e["type"]),
+            reason: text(&e["reason"]),
+            message: text(&e["message"]),
+            field_path: text(&e["involvedObject"]["fieldPath"]),
+            source: (text(&e["source"]["component"]), text(&e["source"]["host"])),
+            count: e["count"].as_i64().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Waits for an event about `name` with `reason` that `accept` takes, and returns it.
+pub fn wait_event(
+    kubeconfig: &Path,
+    name: &str,
+    reason: &str,
+    accept: impl Fn(&Event) -> bool,
+) -> Event {
+    wait_for(
+        &format!("a {reason} event about {name}"),
+        Duration::from_secs(60),
+        || {
+            events(kubeconfig, name)
+                .into_iter()
+                .find(|e| e.reason == reason && accept(e))
+        },
+    )
+}
+
 /// Removes what the test's node leaves behind even when the test fails: every pod sandbox
 /// (through CRI, while containerd still runs), its containerd (by the PID it recorded), and
 /// the bridge.
