@@ -23,6 +23,7 @@
 //!   [`tokens`] gets service account tokens, [`git_repo`] clones gitRepo volumes, [`claims`]
 //!   resolves persistentVolumeClaims.
 
+pub mod admission;
 pub mod atomic_writer;
 pub mod claims;
 pub mod cni;

@@ -3,17 +3,27 @@
 //! wakes the worker of each pod whose sandboxes or containers changed. After the first list,
 //! what the runtime holds for pods the API no longer has is torn down, so pods deleted while
 //! the agent was away do not linger.
+//!
+//! A pod new to the node is first admitted ([`crate::admission`]) against the node as a watch
+//! of it last showed and the pods already admitted; one the node cannot run is failed
+//! (`Pod was rejected: ...`, with an event) and never reaches a worker. The pods of the first
+//! list are admitted oldest first, as upstream does on start; a pod the node already started
+//! (it has a start time) is not questioned again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use capstan_client::events::EventType;
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::json;
 use tokio::sync::watch;
 
+use crate::admission::{self, Rejection};
 use crate::runtime::fingerprints;
 use crate::worker::{Shared, Worker};
 
@@ -58,6 +68,13 @@ impl Workers {
         }
     }
 
+    /// Whether a worker runs for `uid`.
+    fn running(&self, uid: &str) -> bool {
+        self.workers
+            .get(uid)
+            .is_some_and(|handle| !handle.task.is_finished())
+    }
+
     /// Forgets workers that have finished.
     fn sweep(&mut self) {
         self.workers.retain(|_, handle| !handle.task.is_finished());
@@ -72,12 +89,181 @@ impl Drop for Workers {
     }
 }
 
+/// Whether `pod` has reached a terminal phase.
+fn finished(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// What admission keeps: the node as last seen, the pods it let in, the ones it turned away.
+#[derive(Default)]
+struct Admission {
+    node: Option<Arc<Node>>,
+    admitted: HashMap<String, Arc<Pod>>,
+    rejected: HashSet<String>,
+}
+
+/// What becomes of a pod the watch reported.
+enum Decision {
+    /// Its worker gets it.
+    Run,
+    /// It is turned away.
+    Reject(Rejection),
+    /// Nothing: it was turned away before, or it finished without ever running here.
+    Ignore,
+}
+
+impl Admission {
+    /// Whether a pod new to the node must pass admission (it never ran here and may still).
+    fn needs_check(&self, uid: &str, pod: &Pod) -> bool {
+        !self.admitted.contains_key(uid)
+            && !finished(pod)
+            && pod.metadata.deletion_timestamp.is_none()
+            && pod.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none()
+    }
+
+    /// Decides about `pod` (with `uid`); `running` says whether a worker has it already.
+    fn decide(&mut self, uid: &str, pod: &Arc<Pod>, running: bool) -> Decision {
+        if self.rejected.contains(uid) {
+            return Decision::Ignore;
+        }
+        if !running && !self.admitted.contains_key(uid) && finished(pod) {
+            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
+            if started.is_none() {
+                return Decision::Ignore;
+            }
+        }
+        if !running && self.needs_check(uid, pod) {
+            let others: Vec<Arc<Pod>> = self
+                .admitted
+                .values()
+                .filter(|p| !finished(p))
+                .cloned()
+                .collect();
+            if let Some(node) = &self.node
+                && let Err(rejection) = admission::admit(node, pod, &others)
+            {
+                self.rejected.insert(uid.to_owned());
+                return Decision::Reject(rejection);
+            }
+        }
+        self.admitted.insert(uid.to_owned(), pod.clone());
+        Decision::Run
+    }
+
+    /// Forgets a pod gone from the API.
+    fn forget(&mut self, uid: &str) {
+        self.admitted.remove(uid);
+        self.rejected.remove(uid);
+    }
+}
+
+/// Fails a pod the node turned away, as upstream's kubelet does: phase Failed with the
+/// rejection's reason, and a warning event.
+fn reject(shared: &Arc<Shared>, pod: Arc<Pod>, rejection: Rejection) {
+    tracing::warn!(pod = %pod.metadata.name.as_deref().unwrap_or_default(), reason = %rejection.reason, message = %rejection.message, "pod rejected");
+    shared.events.pod(
+        &pod,
+        EventType::Warning,
+        &rejection.reason,
+        rejection.message.clone(),
+    );
+    let client = shared.client.clone();
+    tokio::spawn(async move {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let patch = json!({
+            "metadata": {"uid": pod.metadata.uid},
+            "status": {
+                "phase": "Failed",
+                "reason": rejection.reason,
+                "message": format!("Pod was rejected: {}", rejection.message),
+            }
+        });
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        for _ in 0..5 {
+            match pods
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return,
+                Err(e) => {
+                    tracing::warn!(pod = %name, error = %e, "cannot fail a rejected pod");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+}
+
+/// Reads this node until it can, then follows it with a watch (admission reads its labels,
+/// taints and allocatable resources).
+async fn node_updates(client: kube::Client, name: String, sender: watch::Sender<Option<Arc<Node>>>) {
+    let api: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api, config).default_backoff().applied_objects().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(node) => {
+                sender.send_replace(Some(Arc::new(node)));
+            }
+            Err(e) => tracing::warn!(error = %e, "watching this node failed; retrying"),
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Hands a pod the watch reported to its worker, once admission lets it in.
+fn deliver(
+    shared: &Arc<Shared>,
+    workers: &mut Workers,
+    admission: &mut Admission,
+    known: &mut HashSet<String>,
+    pod: Arc<Pod>,
+) {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    match admission.decide(&uid, &pod, workers.running(&uid)) {
+        Decision::Run => {
+            known.insert(uid.clone());
+            workers.send(shared, &uid, Some(pod));
+        }
+        Decision::Reject(rejection) => reject(shared, pod, rejection),
+        Decision::Ignore => {}
+    }
+}
+
 /// Runs the node's pods until dropped.
 pub async fn run(shared: Arc<Shared>) {
+    let (node_sender, mut node) = watch::channel(None);
+    let node_task = tokio::spawn(node_updates(
+        shared.client.clone(),
+        shared.node_name.clone(),
+        node_sender,
+    ));
+    let _node_task = AbortOnDrop(node_task);
+    // Admission needs the node: wait for it before looking at any pod.
+    let mut admission = Admission::default();
+    while admission.node.is_none() {
+        if node.changed().await.is_err() {
+            return;
+        }
+        admission.node = node.borrow_and_update().clone();
+    }
     let api: Api<Pod> = Api::all(shared.client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", shared.node_name));
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut workers = Workers::default();
+    // New pods of the first list wait for its end, to be admitted oldest first.
+    let mut held: Vec<Arc<Pod>> = Vec::new();
     // The pods the API has for this node (by UID), once the first list is complete.
     let mut known: HashSet<String> = HashSet::new();
     let mut listing: HashSet<String> = HashSet::new();
@@ -87,33 +273,53 @@ pub async fn run(shared: Arc<Shared>) {
     relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            changed = node.changed() => {
+                if changed.is_ok() {
+                    admission.node = node.borrow_and_update().clone();
+                }
+            }
             event = events.next() => {
                 let Some(event) = event else { return };
                 match event {
-                    Ok(watcher::Event::Init) => listing.clear(),
+                    Ok(watcher::Event::Init) => {
+                        listing.clear();
+                        held.clear();
+                    }
                     Ok(watcher::Event::InitApply(pod)) => {
                         let uid = pod.metadata.uid.clone().unwrap_or_default();
                         listing.insert(uid.clone());
-                        known.insert(uid.clone());
-                        workers.send(&shared, &uid, Some(Arc::new(pod)));
+                        let pod = Arc::new(pod);
+                        if !workers.running(&uid) && admission.needs_check(&uid, &pod) {
+                            held.push(pod);
+                        } else {
+                            deliver(&shared, &mut workers, &mut admission, &mut known, pod);
+                        }
                     }
                     Ok(watcher::Event::InitDone) => {
                         // Pods deleted while the watch was away.
                         for uid in known.difference(&listing).cloned().collect::<Vec<_>>() {
                             known.remove(&uid);
+                            admission.forget(&uid);
                             workers.send(&shared, &uid, None);
+                        }
+                        held.sort_by(|a, b| {
+                            a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp)
+                        });
+                        for pod in held.drain(..) {
+                            deliver(&shared, &mut workers, &mut admission, &mut known, pod);
                         }
                         synced = true;
                     }
                     Ok(watcher::Event::Apply(pod)) => {
-                        let uid = pod.metadata.uid.clone().unwrap_or_default();
-                        known.insert(uid.clone());
-                        workers.send(&shared, &uid, Some(Arc::new(pod)));
+                        deliver(&shared, &mut workers, &mut admission, &mut known, Arc::new(pod));
                     }
                     Ok(watcher::Event::Delete(pod)) => {
                         let uid = pod.metadata.uid.clone().unwrap_or_default();
                         known.remove(&uid);
-                        workers.send(&shared, &uid, None);
+                        admission.forget(&uid);
+                        if workers.running(&uid) {
+                            workers.send(&shared, &uid, None);
+                        }
                     }
                     Err(e) => tracing::warn!(error = %e, "watching this node's pods failed; retrying"),
                 }

@@ -13,7 +13,11 @@
 //! - `hooks`: a postStart hook writes a file the container waits for, a preStop hook writes
 //!   to a hostPath volume when the pod is deleted;
 //! - `bad-hook`: a failing postStart hook has its container killed and restarted;
-//! - `messages`: termination messages from the file, a custom path, and the log's end.
+//! - `messages`: termination messages from the file, a custom path, and the log's end;
+//!
+//! and, before them, the node's own admission of pods bound to it without the scheduler: too
+//! much CPU, a node selector it does not match, and a host port already taken each fail the pod
+//! (`Pod was rejected: ...`) with upstream's reason and an event, while a fitting pod runs.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -182,6 +186,108 @@ spec:
     )
 }
 
+/// Pods bound straight to the node (no scheduler) that it cannot run.
+fn node_admission(kc: &Path, image: &str) {
+    let pod = |name: &str, extra: &str| {
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  nodeName: {NODE}
+  terminationGracePeriodSeconds: 0{extra}
+  containers:
+  - name: app
+    image: {image}
+    command: ["sleep", "3600"]
+    ports: [{{containerPort: 80, hostPort: 18080}}]
+    resources: {{requests: {{cpu: {cpu}}}}}
+---"#,
+            cpu = if name == "greedy" { "1000" } else { "10m" }
+        )
+    };
+    let manifests = [
+        pod("port-holder", ""),
+        pod("greedy", ""),
+        pod("elsewhere", "\n  nodeSelector: {disk: none}"),
+    ]
+    .concat();
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &manifests);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let rejected = |name: &str| {
+        wait_for(
+            &format!("{name} to be rejected"),
+            Duration::from_secs(30),
+            || {
+                let phase = field(kc, name, "{.status.phase}");
+                (phase == "Failed").then(|| {
+                    (
+                        field(kc, name, "{.status.reason}"),
+                        field(kc, name, "{.status.message}"),
+                    )
+                })
+            },
+        )
+    };
+    let (reason, message) = rejected("greedy");
+    assert_eq!(reason, "OutOfcpu");
+    assert!(
+        message.starts_with(
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000000, used: "
+        ),
+        "{message}"
+    );
+    let event = wait_event(kc, "greedy", "OutOfcpu", |_| true);
+    assert_eq!(event.type_, "Warning");
+    assert_eq!(
+        format!("Pod was rejected: {}", event.message),
+        message,
+        "the event says what the status says"
+    );
+    let (reason, message) = rejected("elsewhere");
+    assert_eq!(reason, "NodeAffinity");
+    assert_eq!(
+        message,
+        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+    );
+    // The first pod holds the host port; another pod wanting it is turned away.
+    wait_for("the port holder to run", Duration::from_secs(60), || {
+        running(kc, "port-holder").then_some(())
+    });
+    let taken = kubectl_stdin(
+        "default",
+        kc,
+        &["apply", "-f", "-"],
+        &pod("port-taker", ""),
+    );
+    assert!(taken.status.success());
+    let (reason, _) = rejected("port-taker");
+    assert_eq!(reason, "NodePorts");
+    // Nothing of the rejected pods reached the runtime: they never got a start time.
+    for name in ["greedy", "elsewhere", "port-taker"] {
+        assert_eq!(field(kc, name, "{.status.startTime}"), "", "{name}");
+    }
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "port-holder",
+            "greedy",
+            "elsewhere",
+            "port-taker",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+}
+
 #[test]
 fn probes_hooks_and_termination_messages() {
     let dir = tempfile::tempdir().unwrap();
@@ -200,6 +306,7 @@ fn probes_hooks_and_termination_messages() {
     let kubeconfig = server.kubeconfig();
     let kc = kubeconfig.as_path();
     wait_ready(kc, NODE);
+    node_admission(kc, image);
     let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &pods(image, &out));
     assert!(
         created.status.success(),
