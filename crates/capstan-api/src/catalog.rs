@@ -37,10 +37,38 @@ pub struct Subresource {
     pub kind: &'static str,
     /// The verbs it supports.
     pub verbs: &'static [&'static str],
-    /// A connecter that streams from the node (`log`, `exec`, `attach`, `portforward`) rather
-    /// than an object the API stores.
-    pub connect: bool,
+    /// How it is served when it streams from the pod's node (`log`, `exec`, `attach`,
+    /// `portforward`) rather than reading and writing an object the API stores.
+    pub stream: Option<Stream>,
 }
+
+/// How a subresource served by the pod's node takes its options and answers, as upstream's
+/// REST storage for it does. Its options are a kind the API never stores (`PodLogOptions`,
+/// `PodExecOptions`, ...) whose fields are sent as query parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// A read with options (upstream's getter with options, `pods/log`): `GET` only, answered
+    /// with a stream of bytes in one of `produces`.
+    Read {
+        /// The kind whose fields are the query parameters.
+        options: &'static str,
+        /// The media types the answer is labelled with.
+        produces: &'static [&'static str],
+    },
+    /// A connecter (`pods/exec`, `attach`, `portforward`): each verb's HTTP method (`get`:
+    /// `GET`, `create`: `POST`) opens a connection that is upgraded (SPDY, WebSocket) and carries
+    /// whatever the protocol does. The subresource's kind is its options kind.
+    Connect,
+}
+
+/// The media types upstream labels `pods/log` with (the bytes are the container's log in any
+/// case).
+const LOG_MEDIA_TYPES: &[&str] = &[
+    "text/plain",
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
 
 /// The `status` subresource of a kind.
 const fn status(kind: &'static str) -> Subresource {
@@ -49,7 +77,7 @@ const fn status(kind: &'static str) -> Subresource {
         group_version: None,
         kind,
         verbs: GET_PATCH_UPDATE,
-        connect: false,
+        stream: None,
     }
 }
 
@@ -59,7 +87,7 @@ const SCALE: Subresource = Subresource {
     group_version: Some(("autoscaling", "v1")),
     kind: "Scale",
     verbs: GET_PATCH_UPDATE,
-    connect: false,
+    stream: None,
 };
 
 /// The `finalize` subresource of namespaces.
@@ -68,23 +96,31 @@ const FINALIZE: Subresource = Subresource {
     group_version: None,
     kind: "Namespace",
     verbs: &["update"],
-    connect: false,
+    stream: None,
 };
 
-/// A pod subresource the API server proxies to the pod's node.
-const fn connect(
-    name: &'static str,
-    kind: &'static str,
-    verbs: &'static [&'static str],
-) -> Subresource {
+/// A pod subresource the API server connects to the pod's node for: `kind` is its options kind.
+const fn connect(name: &'static str, kind: &'static str) -> Subresource {
     Subresource {
         name,
         group_version: None,
         kind,
-        verbs,
-        connect: true,
+        verbs: &["create", "get"],
+        stream: Some(Stream::Connect),
     }
 }
+
+/// `pods/log`: read from the pod's node, with `PodLogOptions`; its kind is `Pod`.
+const POD_LOG: Subresource = Subresource {
+    name: "log",
+    group_version: None,
+    kind: "Pod",
+    verbs: &["get"],
+    stream: Some(Stream::Read {
+        options: "PodLogOptions",
+        produces: LOG_MEDIA_TYPES,
+    }),
+};
 
 /// A resource type served by the API server.
 #[derive(Debug, PartialEq, Eq)]
@@ -223,12 +259,12 @@ pub static RESOURCES: &[Resource] = &[
         short: ["po"], categories: ["all"], verbs: ALL_VERBS,
         sub: [
             status("Pod"),
-            Subresource { name: "binding", group_version: None, kind: "Binding", verbs: &["create"], connect: false },
-            Subresource { name: "eviction", group_version: Some(("policy", "v1")), kind: "Eviction", verbs: &["create"], connect: false },
-            connect("attach", "PodAttachOptions", &["create", "get"]),
-            connect("exec", "PodExecOptions", &["create", "get"]),
-            connect("log", "Pod", &["get"]),
-            connect("portforward", "PodPortForwardOptions", &["create", "get"])
+            Subresource { name: "binding", group_version: None, kind: "Binding", verbs: &["create"], stream: None },
+            Subresource { name: "eviction", group_version: Some(("policy", "v1")), kind: "Eviction", verbs: &["create"], stream: None },
+            connect("attach", "PodAttachOptions"),
+            connect("exec", "PodExecOptions"),
+            POD_LOG,
+            connect("portforward", "PodPortForwardOptions")
         ],
         storage: "pods"),
     resource!("", "v1", "PodTemplate", "podtemplates", "podtemplate", namespaced: true,
@@ -243,7 +279,7 @@ pub static RESOURCES: &[Resource] = &[
         short: [], categories: [], verbs: ALL_VERBS, sub: [], storage: "secrets"),
     resource!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", namespaced: true,
         short: ["sa"], categories: [], verbs: ALL_VERBS,
-        sub: [Subresource { name: "token", group_version: Some(("authentication.k8s.io", "v1")), kind: "TokenRequest", verbs: &["create"], connect: false }],
+        sub: [Subresource { name: "token", group_version: Some(("authentication.k8s.io", "v1")), kind: "TokenRequest", verbs: &["create"], stream: None }],
         storage: "serviceaccounts"),
     resource!("", "v1", "Service", "services", "service", namespaced: true,
         short: ["svc"], categories: ["all"], verbs: ALL_VERBS,

@@ -604,8 +604,8 @@ fn resource_items(
         }
     }
 
-    // Connecters (pods/log, exec, ...) are not described yet.
-    for sub in r.subresources.iter().filter(|s| !s.connect) {
+    // Subresources served by the node (pods/log, exec, ...) are not described yet.
+    for sub in r.subresources.iter().filter(|s| s.stream.is_none()) {
         subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items);
     }
 }

@@ -606,7 +606,7 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
             format!("{prefix}/{}", r.plural)
         };
         assert!(document["paths"].get(&collection).is_some(), "{collection}");
-        for sub in r.subresources.iter().filter(|s| !s.connect) {
+        for sub in r.subresources.iter().filter(|s| s.stream.is_none()) {
             let path = format!("{collection}/{{name}}/{}", sub.name);
             let item = &document["paths"][&path];
             assert!(item.is_object(), "{path}");
