@@ -2,16 +2,17 @@
 //! v3: one [`PathItem`] per URL template, each with its path-level parameters and operations.
 //! Operation ids, tags, actions and parameters follow upstream's API installer: `listCoreV1
 //! NamespacedPod`, `deleteAppsV1CollectionNamespacedDeployment`, `watchCoreV1PodListForAllNamespaces`,
-//! `patchAppsV1NamespacedDeploymentScale`, tag `apps_v1`, action `watchlist`, ...
+//! `patchAppsV1NamespacedDeploymentScale`, `connectCoreV1PostNamespacedPodExec`, tag `apps_v1`,
+//! action `watchlist`, ...
 
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::definitions::{Definitions, Gvk, name_of};
-use crate::catalog::{self, Resource, Subresource};
+use super::definitions::{Definitions, Gvk, name_of, reference};
+use crate::catalog::{self, Resource, Stream, Subresource};
 
 /// An HTTP method of an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,30 @@ pub(crate) enum Body {
     DeleteOptions,
 }
 
+/// The body of an operation's responses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Payload {
+    /// An object of the definition named.
+    Object(String),
+    /// Bytes with no schema (a log, what a connection carries), described as a string.
+    Bytes,
+}
+
+impl Payload {
+    /// An object of definition `name`.
+    fn of(name: &str) -> Payload {
+        Payload::Object(name.to_owned())
+    }
+
+    /// The schema of the payload, with a v3 reference for an object.
+    pub(crate) fn schema(&self) -> Value {
+        match self {
+            Payload::Object(name) => reference(name),
+            Payload::Bytes => json!({"type": "string"}),
+        }
+    }
+}
+
 /// The responses of an operation: which status codes, and whether the body may be a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Responses {
@@ -89,13 +114,17 @@ pub(crate) enum Responses {
     Streamed,
     /// 200 in JSON only: `/version/`.
     JsonOnly,
+    /// 200 in the media types listed: a subresource served by the pod's node.
+    Produces(&'static [&'static str]),
 }
 
 impl Responses {
     /// The status codes with a body, and their descriptions.
     pub(crate) fn codes(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Responses::Ok | Responses::Streamed | Responses::JsonOnly => &[("200", "OK")],
+            Responses::Ok | Responses::Streamed | Responses::JsonOnly | Responses::Produces(_) => {
+                &[("200", "OK")]
+            }
             Responses::Created => &[("200", "OK"), ("201", "Created"), ("202", "Accepted")],
             Responses::Replaced => &[("200", "OK"), ("201", "Created")],
             Responses::Deleted => &[("200", "OK"), ("202", "Accepted")],
@@ -113,6 +142,7 @@ impl Responses {
                 "application/vnd.kubernetes.protobuf;stream=watch",
                 "application/yaml",
             ],
+            Responses::Produces(media_types) => media_types,
             _ => OBJECT_MEDIA_TYPES,
         }
     }
@@ -141,15 +171,15 @@ pub(crate) struct Operation {
     pub description: String,
     pub tag: String,
     /// `x-kubernetes-action`: get, list, watch, watchlist, post, put, patch, delete,
-    /// deletecollection; none for discovery.
+    /// deletecollection, connect; none for discovery.
     pub action: Option<&'static str>,
     /// `x-kubernetes-group-version-kind` of the object read or written.
     pub gvk: Option<Gvk>,
     /// Operation-level parameters, sorted by name.
     pub params: Vec<Param>,
     pub body: Option<Body>,
-    /// The definition of the response body.
-    pub response: String,
+    /// The body of the responses with one.
+    pub response: Payload,
     pub responses: Responses,
 }
 
@@ -211,7 +241,7 @@ pub(crate) fn document(defs: &Definitions, path: &str) -> Option<Vec<PathItem>> 
                 gvk: None,
                 params: Vec::new(),
                 body: None,
-                response: name_of::<version::Info>(),
+                response: Payload::Object(name_of::<version::Info>()),
                 responses: Responses::JsonOnly,
             }],
         }]),
@@ -255,7 +285,7 @@ fn discovery_item(
             gvk: None,
             params: Vec::new(),
             body: None,
-            response,
+            response: Payload::Object(response),
             responses: Responses::Ok,
         }],
     }
@@ -325,7 +355,7 @@ impl Naming {
             gvk: Some(gvk.clone()),
             params: sorted(spec.params),
             body: spec.body,
-            response: spec.response.to_owned(),
+            response: spec.response,
             responses: spec.responses,
         }
     }
@@ -341,8 +371,8 @@ struct Spec<'a> {
     description: String,
     action: &'static str,
     body: Option<Body>,
-    /// The definition of the response body.
-    response: &'a str,
+    /// The body of the responses with one.
+    response: Payload,
     responses: Responses,
     params: Vec<Param>,
 }
@@ -411,7 +441,7 @@ fn resource_items(
             description: format!("list or watch {kind} objects"),
             action: "list",
             body: None,
-            response: &list_def,
+            response: Payload::of(&list_def),
             responses: Responses::Streamed,
             params: list_params(),
         }));
@@ -424,7 +454,7 @@ fn resource_items(
             description: format!("create a {kind}"),
             action: "post",
             body: Some(Body::Object(object_def.to_owned())),
-            response: object_def,
+            response: Payload::of(object_def),
             responses: Responses::Created,
             params: write_params(false),
         }));
@@ -437,7 +467,7 @@ fn resource_items(
             description: format!("delete a collection of {kind} objects"),
             action: "deletecollection",
             body: Some(Body::DeleteOptions),
-            response: &status,
+            response: Payload::of(&status),
             responses: Responses::Ok,
             params: delete_collection_params(),
         }));
@@ -459,7 +489,7 @@ fn resource_items(
             description: format!("read the named {kind}"),
             action: "get",
             body: None,
-            response: object_def,
+            response: Payload::of(object_def),
             responses: Responses::Ok,
             params: Vec::new(),
         }));
@@ -472,7 +502,7 @@ fn resource_items(
             description: format!("replace the named {kind}"),
             action: "put",
             body: Some(Body::Object(object_def.to_owned())),
-            response: object_def,
+            response: Payload::of(object_def),
             responses: Responses::Replaced,
             params: write_params(false),
         }));
@@ -485,7 +515,7 @@ fn resource_items(
             description: format!("partially update the named {kind}"),
             action: "patch",
             body: Some(Body::Patch),
-            response: object_def,
+            response: Payload::of(object_def),
             responses: Responses::Replaced,
             params: write_params(true),
         }));
@@ -498,7 +528,7 @@ fn resource_items(
             description: format!("delete the named {kind}"),
             action: "delete",
             body: Some(Body::DeleteOptions),
-            response: &status,
+            response: Payload::of(&status),
             responses: Responses::Deleted,
             params: delete_params(),
         }));
@@ -522,7 +552,7 @@ fn resource_items(
             description: format!("list or watch {kind} objects in every namespace"),
             action: "list",
             body: None,
-            response: &list_def,
+            response: Payload::of(&list_def),
             responses: Responses::Streamed,
             params: Vec::new(),
         });
@@ -545,7 +575,7 @@ fn resource_items(
             ),
             action: "watchlist",
             body: None,
-            response: &watch_event,
+            response: Payload::of(&watch_event),
             responses: Responses::Streamed,
             params: Vec::new(),
         });
@@ -567,7 +597,7 @@ fn resource_items(
             ),
             action: "watch",
             body: None,
-            response: &watch_event,
+            response: Payload::of(&watch_event),
             responses: Responses::Streamed,
             params: Vec::new(),
         });
@@ -591,7 +621,7 @@ fn resource_items(
                 ),
                 action: "watchlist",
                 body: None,
-                response: &watch_event,
+                response: Payload::of(&watch_event),
                 responses: Responses::Streamed,
                 params: Vec::new(),
             });
@@ -604,9 +634,102 @@ fn resource_items(
         }
     }
 
-    // Subresources served by the node (pods/log, exec, ...) are not described yet.
-    for sub in r.subresources.iter().filter(|s| s.stream.is_none()) {
-        subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items);
+    for sub in r.subresources {
+        match sub.stream {
+            None => subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items),
+            Some(stream) => {
+                streamed_item(naming, &object, r, sub, stream, namespace.as_ref(), items);
+            }
+        }
+    }
+}
+
+/// The path of a subresource served by the pod's node, as upstream describes it: the options
+/// kind's fields are query parameters of the path (shared by its operations) beside `name` and
+/// `namespace`, and the answer is a string. A read (`pods/log`) is one `get` answered in the
+/// media types the catalogue lists (and takes `pretty`, as every read); a connecter
+/// (`pods/exec`, ...) has a `connect` operation per method its verbs allow, answered in any media
+/// type, named `connect<Group><Version><Method>...`, with the options kind as its kind.
+fn streamed_item(
+    naming: &Naming,
+    object: &str,
+    r: &Resource,
+    sub: &Subresource,
+    stream: Stream,
+    namespace: Option<&Param>,
+    items: &mut Vec<PathItem>,
+) {
+    let options = match stream {
+        Stream::Read { options, .. } => options,
+        Stream::Connect => sub.kind,
+    };
+    let Some(mut params) = options_params(options) else {
+        return;
+    };
+    let (group, version) = sub.group_version.unwrap_or((r.group, r.version));
+    let gvk = Gvk::new(group, version, sub.kind);
+    let scope = if r.namespaced { "Namespaced" } else { "" };
+    let rest = format!("{scope}{}{}", r.kind, to_operation_id(sub.name, true));
+    let (name, kind) = (sub.name, r.kind);
+    let op = |spec: Spec<'_>| naming.operation(&gvk, spec);
+    let mut operations = Vec::new();
+    match stream {
+        Stream::Read { produces, .. } => {
+            if sub.verbs.contains(&"get") {
+                operations.push(op(Spec {
+                    method: Method::Get,
+                    verb: "read",
+                    rest,
+                    description: format!("read {name} of the named {kind}"),
+                    action: "get",
+                    body: None,
+                    response: Payload::Bytes,
+                    responses: Responses::Produces(produces),
+                    params: Vec::new(),
+                }));
+            }
+            params.push(pretty_param());
+        }
+        Stream::Connect => {
+            for method in sub.verbs.iter().filter_map(|verb| connect_method(verb)) {
+                let upper = method.key().to_ascii_uppercase();
+                operations.push(op(Spec {
+                    method,
+                    verb: "connect",
+                    rest: format!("{}{rest}", to_operation_id(method.key(), true)),
+                    description: format!(
+                        "connect to {name} of the named {kind} through a {upper} request"
+                    ),
+                    action: "connect",
+                    body: None,
+                    response: Payload::Bytes,
+                    responses: Responses::Produces(&["*/*"]),
+                    params: Vec::new(),
+                }));
+            }
+        }
+    }
+    push_item(
+        items,
+        &format!("{object}/{name}"),
+        [name_param(sub.kind)]
+            .into_iter()
+            .chain(namespace.cloned())
+            .chain(params),
+        operations,
+    );
+}
+
+/// The HTTP method a connecter's verb is requested with, as upstream's authorizer names the
+/// method's verb (`GET` is `get`, `POST` is `create`, ...).
+fn connect_method(verb: &str) -> Option<Method> {
+    match verb {
+        "get" => Some(Method::Get),
+        "create" => Some(Method::Post),
+        "update" => Some(Method::Put),
+        "patch" => Some(Method::Patch),
+        "delete" => Some(Method::Delete),
+        _ => None,
     }
 }
 
@@ -638,7 +761,7 @@ fn subresource_item(
             description: format!("read {name} of the named {kind}"),
             action: "get",
             body: None,
-            response: def,
+            response: Payload::of(def),
             responses: Responses::Ok,
             params: Vec::new(),
         }));
@@ -651,7 +774,7 @@ fn subresource_item(
             description: format!("create {name} of a {kind}"),
             action: "post",
             body: Some(Body::Object(def.to_owned())),
-            response: def,
+            response: Payload::of(def),
             responses: Responses::Created,
             params: write_params(false),
         }));
@@ -664,7 +787,7 @@ fn subresource_item(
             description: format!("replace {name} of the named {kind}"),
             action: "put",
             body: Some(Body::Object(def.to_owned())),
-            response: def,
+            response: Payload::of(def),
             responses: Responses::Replaced,
             params: write_params(false),
         }));
@@ -677,7 +800,7 @@ fn subresource_item(
             description: format!("partially update {name} of the named {kind}"),
             action: "patch",
             body: Some(Body::Patch),
-            response: def,
+            response: Payload::of(def),
             responses: Responses::Replaced,
             params: write_params(true),
         }));
@@ -826,6 +949,130 @@ fn delete_params() -> Vec<Param> {
         query("orphanDependents", "boolean", ORPHAN_DEPENDENTS),
         query("propagationPolicy", "string", PROPAGATION_POLICY),
     ]
+}
+
+/// The query parameters of an options kind of a subresource served by the pod's node: its
+/// fields, as upstream's API installer derives them from the Go type (a list is a repeated
+/// parameter of its item's type: `command`, `ports`). These kinds are never stored, are not
+/// definitions of the documents and are not in `k8s-openapi`, so their fields are listed here.
+/// Upstream's documents leave out `PodLogOptions.sinceTime` (a timestamp, which the installer
+/// does not turn into a parameter) though the server reads it; so do these.
+fn options_params(kind: &str) -> Option<Vec<Param>> {
+    let params = match kind {
+        "PodLogOptions" => vec![
+            query(
+                "container",
+                "string",
+                "The container whose log is returned; may be left out when the pod has a single container.",
+            ),
+            query(
+                "follow",
+                "boolean",
+                "Keep the stream open and follow the log as it grows. Defaults to false.",
+            ),
+            query(
+                "insecureSkipTLSVerifyBackend",
+                "boolean",
+                "Read the log from the kubelet without verifying its serving certificate. The connection to the kubelet can then be intercepted, so the log may not come from the real kubelet.",
+            ),
+            query(
+                "limitBytes",
+                "integer",
+                "Stop after this many bytes of log. The output may end within a line and be slightly shorter or longer than the limit.",
+            ),
+            query(
+                "previous",
+                "boolean",
+                "Return the log of the previous, terminated instance of the container. Defaults to false.",
+            ),
+            query(
+                "sinceSeconds",
+                "integer",
+                "Return only the log written in this many seconds before now (from the pod's start at the earliest; nothing for a time in the future). At most one of sinceSeconds and sinceTime may be given.",
+            ),
+            query(
+                "stream",
+                "string",
+                "Which output of the container to return: 'All' (standard output and standard error interleaved, the default), 'Stdout' or 'Stderr'. With tailLines only 'All' may be given.",
+            ),
+            query(
+                "tailLines",
+                "integer",
+                "Return only this many lines from the end of the log. Unset, the log is returned from the container's start, or from sinceSeconds or sinceTime.",
+            ),
+            query(
+                "timestamps",
+                "boolean",
+                "Begin every line with its RFC3339 or RFC3339Nano timestamp. Defaults to false.",
+            ),
+        ],
+        "PodExecOptions" => vec![
+            query(
+                "command",
+                "string",
+                "The command to run, one parameter per element of its argv; no shell runs it.",
+            ),
+            query(
+                "container",
+                "string",
+                "The container to run the command in; may be left out when the pod has a single container.",
+            ),
+            query(
+                "stderr",
+                "boolean",
+                "Stream the standard error of the command back.",
+            ),
+            query(
+                "stdin",
+                "boolean",
+                "Stream standard input to the command. Defaults to false.",
+            ),
+            query(
+                "stdout",
+                "boolean",
+                "Stream the standard output of the command back.",
+            ),
+            query(
+                "tty",
+                "boolean",
+                "Give the command a terminal, allocated by the container runtime on the node. Defaults to false.",
+            ),
+        ],
+        "PodAttachOptions" => vec![
+            query(
+                "container",
+                "string",
+                "The container to attach to; may be left out when the pod has a single container.",
+            ),
+            query(
+                "stderr",
+                "boolean",
+                "Stream the standard error of the container back. Defaults to true.",
+            ),
+            query(
+                "stdin",
+                "boolean",
+                "Stream standard input to the container. Defaults to false.",
+            ),
+            query(
+                "stdout",
+                "boolean",
+                "Stream the standard output of the container back. Defaults to true.",
+            ),
+            query(
+                "tty",
+                "boolean",
+                "Attach through a terminal, allocated by the container runtime on the node. Defaults to false.",
+            ),
+        ],
+        "PodPortForwardOptions" => vec![query(
+            "ports",
+            "integer",
+            "The ports of the pod to forward, one parameter per port. Required with WebSockets.",
+        )],
+        _ => return None,
+    };
+    Some(params)
 }
 
 /// The parameters of a delete of a collection: those of a delete and those of a list that pick

@@ -606,7 +606,9 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
             format!("{prefix}/{}", r.plural)
         };
         assert!(document["paths"].get(&collection).is_some(), "{collection}");
-        for sub in r.subresources.iter().filter(|s| s.stream.is_none()) {
+        // Every subresource, stored or streamed from the node, has a path with an operation
+        // per verb (a streamed one whose options kind has no parameters would have none).
+        for sub in r.subresources {
             let path = format!("{collection}/{{name}}/{}", sub.name);
             let item = &document["paths"][&path];
             assert!(item.is_object(), "{path}");
@@ -619,11 +621,18 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
                     "create" => "post",
                     other => panic!("unexpected verb {other}"),
                 };
+                let operation = &item[method];
                 assert_eq!(
-                    item[method]["x-kubernetes-group-version-kind"],
+                    operation["x-kubernetes-group-version-kind"],
                     gvk(group, version, sub.kind),
                     "{path}"
                 );
+                // The action of a stored subresource's operation is its method's name.
+                let action = match sub.stream {
+                    Some(catalog::Stream::Connect) => "connect",
+                    _ => method,
+                };
+                assert_eq!(operation["x-kubernetes-action"], action, "{method} {path}");
             }
         }
     }
@@ -822,6 +831,245 @@ fn the_v2_document_has_every_path_and_kubectl_finds_field_validation() {
     assert!(metadata["description"].is_string());
 }
 
+/// A parameter's name, `in` and type, as upstream's published documents of 1.33 have the
+/// path-level parameters of the pod subresources served by the node.
+type Shape = (&'static str, &'static str, &'static str);
+
+const ATTACH_PARAMS: &[Shape] = &[
+    ("container", "query", "string"),
+    ("name", "path", "string"),
+    ("namespace", "path", "string"),
+    ("stderr", "query", "boolean"),
+    ("stdin", "query", "boolean"),
+    ("stdout", "query", "boolean"),
+    ("tty", "query", "boolean"),
+];
+
+const EXEC_PARAMS: &[Shape] = &[
+    ("command", "query", "string"),
+    ("container", "query", "string"),
+    ("name", "path", "string"),
+    ("namespace", "path", "string"),
+    ("stderr", "query", "boolean"),
+    ("stdin", "query", "boolean"),
+    ("stdout", "query", "boolean"),
+    ("tty", "query", "boolean"),
+];
+
+const PORTFORWARD_PARAMS: &[Shape] = &[
+    ("name", "path", "string"),
+    ("namespace", "path", "string"),
+    ("ports", "query", "integer"),
+];
+
+const LOG_PARAMS: &[Shape] = &[
+    ("container", "query", "string"),
+    ("follow", "query", "boolean"),
+    ("insecureSkipTLSVerifyBackend", "query", "boolean"),
+    ("limitBytes", "query", "integer"),
+    ("name", "path", "string"),
+    ("namespace", "path", "string"),
+    ("pretty", "query", "string"),
+    ("previous", "query", "boolean"),
+    ("sinceSeconds", "query", "integer"),
+    ("stream", "query", "string"),
+    ("tailLines", "query", "integer"),
+    ("timestamps", "query", "boolean"),
+];
+
+/// The connecters: subresource, options kind, path-level parameters, operation ids of `GET` and
+/// `POST`.
+const CONNECTERS: [(&str, &str, &[Shape], [&str; 2]); 3] = [
+    (
+        "attach",
+        "PodAttachOptions",
+        ATTACH_PARAMS,
+        [
+            "connectCoreV1GetNamespacedPodAttach",
+            "connectCoreV1PostNamespacedPodAttach",
+        ],
+    ),
+    (
+        "exec",
+        "PodExecOptions",
+        EXEC_PARAMS,
+        [
+            "connectCoreV1GetNamespacedPodExec",
+            "connectCoreV1PostNamespacedPodExec",
+        ],
+    ),
+    (
+        "portforward",
+        "PodPortForwardOptions",
+        PORTFORWARD_PARAMS,
+        [
+            "connectCoreV1GetNamespacedPodPortforward",
+            "connectCoreV1PostNamespacedPodPortforward",
+        ],
+    ),
+];
+
+/// The name, `in` and type of each of `params` (the type under `schema` in v3), checking that
+/// exactly the path parameters are required, that each is described, and upstream's
+/// `uniqueItems`.
+fn shapes(params: &Value, v3: bool) -> Vec<(String, String, String)> {
+    params
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .map(|p| {
+            let location = p["in"].as_str().unwrap_or_default();
+            assert_eq!(
+                p.get("required").and_then(Value::as_bool),
+                (location == "path").then_some(true),
+                "{p}"
+            );
+            assert!(
+                p["description"].as_str().is_some_and(|d| !d.is_empty()),
+                "{p}"
+            );
+            let holder = if v3 { &p["schema"] } else { p };
+            assert_eq!(holder["uniqueItems"], true, "{p}");
+            (
+                p["name"].as_str().unwrap_or_default().to_owned(),
+                location.to_owned(),
+                holder["type"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn owned(shapes: &[Shape]) -> Vec<(String, String, String)> {
+    shapes
+        .iter()
+        .map(|(n, i, t)| ((*n).to_owned(), (*i).to_owned(), (*t).to_owned()))
+        .collect()
+}
+
+/// The methods of a path item.
+fn methods(item: &Value) -> Vec<&str> {
+    item.as_object()
+        .expect("path item")
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "parameters")
+        .collect()
+}
+
+#[test]
+fn pod_connecters_have_upstreams_connect_operations_in_v3() {
+    let core = &doc("", "v1").value;
+    for (sub, kind, params, ids) in CONNECTERS {
+        let path = format!("/api/v1/namespaces/{{namespace}}/pods/{{name}}/{sub}");
+        let item = &core["paths"][&path];
+        assert_eq!(shapes(&item["parameters"], true), owned(params), "{path}");
+        let name = item["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "name"))
+            .expect("name");
+        assert_eq!(name["description"], format!("name of the {kind}"));
+        assert_eq!(methods(item), ["get", "post"], "{path}");
+        for (method, id) in ["get", "post"].into_iter().zip(ids) {
+            let op = &item[method];
+            assert_eq!(op["operationId"], id, "{method} {path}");
+            assert_eq!(op["tags"], json!(["core_v1"]), "{id}");
+            assert_eq!(op["x-kubernetes-action"], "connect", "{id}");
+            assert_eq!(op["x-kubernetes-group-version-kind"], gvk("", "v1", kind));
+            assert!(
+                op["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains(sub) && d.contains(&method.to_uppercase())),
+                "{id}: {}",
+                op["description"]
+            );
+            // The options are the path's parameters; nothing is sent in a body.
+            assert!(op.get("parameters").is_none(), "{id}");
+            assert!(op.get("requestBody").is_none(), "{id}");
+            assert_eq!(
+                op["responses"],
+                json!({
+                    "200": {"content": {"*/*": {"schema": {"type": "string"}}}, "description": "OK"},
+                    "401": {"description": "Unauthorized"}
+                }),
+                "{id}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pod_log_has_upstreams_parameters_and_media_types_in_v3() {
+    let core = &doc("", "v1").value;
+    let item = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/log"];
+    assert_eq!(shapes(&item["parameters"], true), owned(LOG_PARAMS));
+    assert_eq!(methods(item), ["get"]);
+    let op = &item["get"];
+    assert_eq!(op["operationId"], "readCoreV1NamespacedPodLog");
+    assert_eq!(op["tags"], json!(["core_v1"]));
+    assert_eq!(op["x-kubernetes-action"], "get");
+    assert_eq!(op["x-kubernetes-group-version-kind"], gvk("", "v1", "Pod"));
+    assert!(op.get("parameters").is_none());
+    let string = json!({"schema": {"type": "string"}});
+    assert_eq!(
+        op["responses"]["200"]["content"],
+        json!({
+            "application/json": string,
+            "application/vnd.kubernetes.protobuf": string,
+            "application/yaml": string,
+            "text/plain": string,
+        })
+    );
+    assert_eq!(
+        op["responses"]["401"],
+        json!({"description": "Unauthorized"})
+    );
+}
+
+#[test]
+fn the_v2_document_has_the_pod_log_and_connect_operations_in_swagger_form() {
+    let v2 = &v2_document().value;
+    let paths = &v2["paths"];
+    let string = json!({"description": "OK", "schema": {"type": "string"}});
+    for (sub, kind, params, ids) in CONNECTERS {
+        let path = format!("/api/v1/namespaces/{{namespace}}/pods/{{name}}/{sub}");
+        let item = &paths[&path];
+        assert_eq!(shapes(&item["parameters"], false), owned(params), "{path}");
+        for (method, id) in ["get", "post"].into_iter().zip(ids) {
+            let op = &item[method];
+            assert_eq!(op["operationId"], id);
+            assert_eq!(op["consumes"], json!(["*/*"]), "{id}");
+            assert_eq!(op["produces"], json!(["*/*"]), "{id}");
+            assert_eq!(op["schemes"], json!(["https"]), "{id}");
+            assert_eq!(op["tags"], json!(["core_v1"]), "{id}");
+            assert_eq!(op["x-kubernetes-action"], "connect", "{id}");
+            assert_eq!(op["x-kubernetes-group-version-kind"], gvk("", "v1", kind));
+            assert!(op.get("parameters").is_none(), "{id}");
+            assert_eq!(op["responses"]["200"], string, "{id}");
+        }
+    }
+    let item = &paths["/api/v1/namespaces/{namespace}/pods/{name}/log"];
+    assert_eq!(shapes(&item["parameters"], false), owned(LOG_PARAMS));
+    let log = &item["get"];
+    assert_eq!(log["operationId"], "readCoreV1NamespacedPodLog");
+    assert_eq!(log["consumes"], json!(["*/*"]));
+    // In upstream's order: a client that picks the first gets the plain text.
+    assert_eq!(
+        log["produces"],
+        json!([
+            "text/plain",
+            "application/json",
+            "application/yaml",
+            "application/vnd.kubernetes.protobuf"
+        ])
+    );
+    assert_eq!(log["responses"]["200"], string);
+    assert_eq!(log["x-kubernetes-action"], "get");
+    // Only what the server routes is advertised: no proxy subresources.
+    for path in paths.as_object().expect("paths").keys() {
+        assert!(!path.contains("/proxy"), "{path}");
+    }
+}
+
 /// A protobuf field's value: a number (whose value these tests do not need) or bytes.
 #[derive(Debug)]
 enum Field<'a> {
@@ -960,6 +1208,57 @@ fn the_v2_protobuf_decodes_as_gnostics_document() {
         properties,
         ["apiVersion", "kind", "metadata", "spec", "status"]
     );
+}
+
+#[test]
+fn the_v2_protobuf_carries_the_connect_paths_parameters_and_string_responses() {
+    let pb = v2_protobuf();
+    let paths = bytes_of(&pb, 8)[0];
+    let exec = bytes_of(paths, 2)
+        .into_iter()
+        .find(|n| string_of(n, 1) == "/api/v1/namespaces/{namespace}/pods/{name}/exec")
+        .expect("exec path");
+    let item = bytes_of(exec, 2)[0];
+    // PathItem: get (2), post (4), parameters (9).
+    assert_eq!(
+        string_of(bytes_of(item, 2)[0], 5),
+        "connectCoreV1GetNamespacedPodExec"
+    );
+    assert_eq!(
+        string_of(bytes_of(item, 4)[0], 5),
+        "connectCoreV1PostNamespacedPodExec"
+    );
+    // ParametersItem (9) > Parameter (1) > NonBodyParameter (2) > query (3) or path (4) > name (4).
+    let non_body: Vec<&[u8]> = bytes_of(item, 9)
+        .into_iter()
+        .flat_map(|p| bytes_of(p, 1))
+        .flat_map(|p| bytes_of(p, 2))
+        .collect();
+    let named = |kind: u32| -> Vec<String> {
+        non_body
+            .iter()
+            .flat_map(|n| bytes_of(n, kind))
+            .map(|p| string_of(p, 4))
+            .collect()
+    };
+    assert_eq!(
+        named(3),
+        ["command", "container", "stderr", "stdin", "stdout", "tty"]
+    );
+    assert_eq!(named(4), ["name", "namespace"]);
+    // get > Responses (9) > NamedResponseValue (1) "200" > ResponseValue (2) > Response (1) >
+    // SchemaItem (2) > Schema (1) > TypeItem (22) > value (1).
+    let get = bytes_of(item, 2)[0];
+    let ok = bytes_of(bytes_of(get, 9)[0], 1)
+        .into_iter()
+        .find(|r| string_of(r, 1) == "200")
+        .expect("200");
+    let response = bytes_of(bytes_of(ok, 2)[0], 1)[0];
+    let schema = bytes_of(bytes_of(response, 2)[0], 1)[0];
+    assert_eq!(string_of(bytes_of(schema, 22)[0], 1), "string");
+    // produces (6) and consumes (7).
+    assert_eq!(string_of(get, 6), "*/*");
+    assert_eq!(string_of(get, 7), "*/*");
 }
 
 #[test]

@@ -98,7 +98,7 @@ fn operation_value(op: &Operation) -> Value {
     };
     params.extend(op.params.iter().map(param));
 
-    let schema = reference(&op.response);
+    let schema = op.response.schema();
     let mut responses = Map::new();
     for (code, description) in op.responses.codes() {
         responses.insert(

@@ -108,7 +108,7 @@ fn operation_value(op: &Operation) -> Value {
         }
         None => {}
     }
-    let schema = reference(&op.response);
+    let schema = op.response.schema();
     let mut responses = Map::new();
     for (code, description) in op.responses.codes() {
         responses.insert(
