@@ -1,5 +1,7 @@
 //! End to end: the official Python `kubernetes` client (typed `CoreV1Api` / `AppsV1Api` calls
-//! and `watch.Watch()`) against the real `capstan server`, on SQLite and on a real etcd.
+//! and `watch.Watch()`) against the real `capstan server`, on SQLite and on a real etcd; and the
+//! served OpenAPI documents against what the client was generated from (the operations and query
+//! parameters of its `pods/log` and connect methods).
 //!
 //! The checks live in `tests/python/client_e2e.py`; this test starts the server (compacting
 //! every second, for the expired-watch check), runs the script with the server's admin

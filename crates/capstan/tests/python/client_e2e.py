@@ -495,6 +495,93 @@ def server_side_apply(core, apps):
     core.delete_namespaced_config_map("ssa", NS)
 
 
+def raw_get(core, path, headers=None):
+    """GET `path` with the client's connection and credentials: (status, headers, body bytes)."""
+    api_client = core.api_client
+    headers = dict(headers or {})
+    token = api_client.configuration.get_api_key_with_prefix("BearerToken")
+    if token:
+        headers["Authorization"] = token
+    response = api_client.rest_client.pool_manager.request(
+        "GET", api_client.configuration.host + path, headers=headers)
+    return response.status, response.headers, response.data
+
+
+def snake(name):
+    """`insecureSkipTLSVerifyBackend` -> `insecure_skip_tls_verify_backend`, as the client names
+    parameters and methods."""
+    out = ""
+    for i, c in enumerate(name):
+        upper_run_ends = i + 1 < len(name) and name[i + 1].islower()
+        if c.isupper() and i > 0 and (not name[i - 1].isupper() or upper_run_ends):
+            out += "_"
+        out += c.lower()
+    return out
+
+
+def client_query_params(method):
+    """The query parameters a generated client method sends: its documented parameters other
+    than the path's and the client's own options (every client version documents them)."""
+    params = set()
+    for line in (method.__doc__ or "").splitlines():
+        line = line.strip()
+        if line.startswith(":param "):
+            name = line[len(":param "):].split(":", 1)[0].strip()
+            if not name.startswith("_") and name not in ("async_req", "name", "namespace"):
+                params.add(name)
+    return params
+
+
+# The pod subresources served by the node: the client's method, its path.
+STREAMED = [
+    ("read_namespaced_pod_log", "log", "get"),
+    ("connect_get_namespaced_pod_exec", "exec", "get"),
+    ("connect_post_namespaced_pod_exec", "exec", "post"),
+    ("connect_get_namespaced_pod_attach", "attach", "get"),
+    ("connect_post_namespaced_pod_attach", "attach", "post"),
+    ("connect_get_namespaced_pod_portforward", "portforward", "get"),
+    ("connect_post_namespaced_pod_portforward", "portforward", "post"),
+]
+
+
+def check_streamed_operations(core, document, version):
+    """Each method the client calls for a streamed pod subresource is an operation of the served
+    `document` (its id, without the group-version, is the method's name) that declares every
+    query parameter the client may send."""
+    for method_name, sub, http_method in STREAMED:
+        path = f"/api/v1/namespaces/{{namespace}}/pods/{{name}}/{sub}"
+        item = document["paths"].get(path, {})
+        op = item.get(http_method, {})
+        op_id = op.get("operationId", "")
+        check_eq(snake(op_id.replace("CoreV1", "", 1)), method_name,
+                 f"{version}: {http_method.upper()} {path} is the client's {method_name}")
+        declared = {snake(p["name"]) for p in item.get("parameters", []) + op.get("parameters", [])
+                    if p.get("in") == "query"}
+        sent = client_query_params(getattr(core, method_name))
+        check(sent and sent <= declared,
+              f"{version}: {op_id} declares the query parameters {method_name} sends",
+              f"client: {sorted(sent)}", f"served: {sorted(declared)}")
+
+
+def openapi(core):
+    """7. The OpenAPI documents describe the log and connect operations the client calls, and
+    /openapi/v3 documents are cached by their hash."""
+    status, _, body = raw_get(core, "/openapi/v2", {"Accept": "application/json"})
+    check_eq(status, 200, "GET /openapi/v2")
+    check_streamed_operations(core, json.loads(body), "v2")
+
+    status, _, body = raw_get(core, "/openapi/v3")
+    check_eq(status, 200, "GET /openapi/v3")
+    url = json.loads(body)["paths"]["api/v1"]["serverRelativeURL"]
+    status, headers, body = raw_get(core, url)
+    check_eq(status, 200, f"GET {url}")
+    check_streamed_operations(core, json.loads(body), "v3")
+    etag = headers.get("ETag", "")
+    check_eq(etag, '"' + url.split("hash=", 1)[1] + '"', "the v3 document's ETag is its hash")
+    status, _, _ = raw_get(core, url, {"If-None-Match": etag})
+    check_eq(status, 304, "the v3 document is not sent again for its ETag")
+
+
 def delete_namespace(core):
     core.delete_namespace(NS)
     try:
@@ -521,6 +608,7 @@ def main():
         ("errors", lambda: errors(core, apps)),
         ("server-side apply", lambda: server_side_apply(core, apps)),
         ("namespace deletion", lambda: delete_namespace(core)),
+        ("openapi", lambda: openapi(core)),
     ]
     for title, step in steps:
         print(f"== {title}", flush=True)
