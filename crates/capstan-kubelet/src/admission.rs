@@ -87,10 +87,9 @@ pub fn admit(node: &Arc<Node>, pod: &Arc<Pod>, admitted: &[Arc<Pod>]) -> Result<
     );
     let mut wanted = PodInfo::new(pod.clone());
     // Extended resources the node does not offer are someone else's to account for.
-    wanted
-        .requests
-        .scalar
-        .retain(|name, _| !resource::is_extended(name) || info.allocatable.scalar.contains_key(name));
+    wanted.requests.scalar.retain(|name, _| {
+        !resource::is_extended(name) || info.allocatable.scalar.contains_key(name)
+    });
     fits(&wanted, &info)?;
     if !node_affinity::pod_matches_node(&wanted, &info.name, info.labels()) {
         return Err(Rejection::predicate(
@@ -198,7 +197,10 @@ mod tests {
     fn a_pod_that_fits_is_admitted() {
         let node = node(json!({}));
         let others = [requesting("a", "1", "512Mi")];
-        assert_eq!(admit(&node, &requesting("b", "1", "512Mi"), &others), Ok(()));
+        assert_eq!(
+            admit(&node, &requesting("b", "1", "512Mi"), &others),
+            Ok(())
+        );
         assert_eq!(admit(&node, &pod("plain", json!({})), &others), Ok(()));
     }
 
@@ -226,7 +228,11 @@ mod tests {
                 )
             )
         );
-        let full = [pod("a", json!({})), pod("b", json!({})), pod("c", json!({}))];
+        let full = [
+            pod("a", json!({})),
+            pod("b", json!({})),
+            pod("c", json!({})),
+        ];
         assert_eq!(
             rejected(admit(&node, &pod("d", json!({})), &full)),
             (

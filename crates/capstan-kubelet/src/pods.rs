@@ -119,7 +119,11 @@ impl Admission {
         !self.admitted.contains_key(uid)
             && !finished(pod)
             && pod.metadata.deletion_timestamp.is_none()
-            && pod.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none()
+            && pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .is_none()
     }
 
     /// Decides about `pod` (with `uid`); `running` says whether a worker has it already.
@@ -199,10 +203,17 @@ fn reject(shared: &Arc<Shared>, pod: Arc<Pod>, rejection: Rejection) {
 
 /// Reads this node until it can, then follows it with a watch (admission reads its labels,
 /// taints and allocatable resources).
-async fn node_updates(client: kube::Client, name: String, sender: watch::Sender<Option<Arc<Node>>>) {
+async fn node_updates(
+    client: kube::Client,
+    name: String,
+    sender: watch::Sender<Option<Arc<Node>>>,
+) {
     let api: Api<Node> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = watcher(api, config).default_backoff().applied_objects().boxed();
+    let mut events = watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
     while let Some(event) = events.next().await {
         match event {
             Ok(node) => {
@@ -334,10 +345,12 @@ pub async fn run(shared: Arc<Shared>) {
                     }
                 };
                 for (uid, print) in &current {
-                    if prints.get(uid) == Some(print) {
+                    if prints.get(uid) != Some(print) && workers.poke(uid) {
                         continue;
                     }
-                    if !workers.poke(uid) && synced && !known.contains(uid) {
+                    // Whatever the runtime holds for a pod the API no longer has goes, changed
+                    // or not: a pod deleted while the agent was down never changes again.
+                    if synced && !known.contains(uid) && !workers.running(uid) {
                         tracing::info!(uid = %uid, "removing the containers of a pod the API no longer has");
                         workers.send(&shared, uid, None);
                     }

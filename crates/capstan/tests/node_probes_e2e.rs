@@ -259,12 +259,7 @@ spec:
     wait_for("the port holder to run", Duration::from_secs(60), || {
         running(kc, "port-holder").then_some(())
     });
-    let taken = kubectl_stdin(
-        "default",
-        kc,
-        &["apply", "-f", "-"],
-        &pod("port-taker", ""),
-    );
+    let taken = kubectl_stdin("default", kc, &["apply", "-f", "-"], &pod("port-taker", ""));
     assert!(taken.status.success());
     let (reason, _) = rejected("port-taker");
     assert_eq!(reason, "NodePorts");
