@@ -261,6 +261,7 @@ pub static RESOURCES: &[Resource] = &[
             status("Pod"),
             Subresource { name: "binding", group_version: None, kind: "Binding", verbs: &["create"], stream: None },
             Subresource { name: "eviction", group_version: Some(("policy", "v1")), kind: "Eviction", verbs: &["create"], stream: None },
+            Subresource { name: "ephemeralcontainers", group_version: None, kind: "Pod", verbs: &["get", "patch", "update"], stream: None },
             connect("attach", "PodAttachOptions"),
             connect("exec", "PodExecOptions"),
             POD_LOG,

@@ -761,7 +761,7 @@ impl Api {
                     &[],
                 ))
             }
-            ("get", None | Some("status")) => {
+            ("get", None | Some("status" | "ephemeralcontainers")) => {
                 let object = registry
                     .read(namespace, name, query.get("resourceVersion"))
                     .await?;
@@ -835,7 +835,7 @@ impl Api {
                     &written.warnings,
                 )
             }
-            ("update", None | Some("status" | "finalize")) => {
+            ("update", None | Some("status" | "finalize" | "ephemeralcontainers")) => {
                 let mut options =
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?;
                 let (body, source) =
@@ -873,7 +873,7 @@ impl Api {
                 };
                 written_response(resource, written, output, &query)
             }
-            ("patch", None | Some("status")) => {
+            ("patch", None | Some("status" | "ephemeralcontainers")) => {
                 let ct = content_type.as_deref();
                 let apply = crate::patch::is_apply(ct);
                 let mut options =

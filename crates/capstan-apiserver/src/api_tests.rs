@@ -1390,6 +1390,94 @@ async fn pod_status_writes_check_ips_and_keep_what_upstream_keeps() {
 }
 
 #[tokio::test]
+async fn ephemeral_containers_are_added_through_their_subresource_only() {
+    let h = Harness::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({
+        "metadata": {"name": "p", "labels": {"a": "1"}},
+        "spec": {"containers": [{"name": "app", "image": "i"}]}
+    });
+    let (code, created) = h.post(pods, pod.clone()).await;
+    assert_eq!(code, 201, "{created}");
+    // Not on create, not through the pod itself.
+    let mut with = pod.clone();
+    with["metadata"]["name"] = json!("q");
+    with["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "i"}]);
+    let (code, body) = h.post(pods, with).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [(
+            "spec.ephemeralContainers".to_owned(),
+            "FieldValueForbidden".to_owned()
+        )]
+    );
+
+    // kubectl debug's strategic merge patch adds one (defaulted as upstream defaults it);
+    // anything else the write carries is dropped.
+    let url = format!("{pods}/p/ephemeralcontainers");
+    let (code, written) = h
+        .patch(
+            &url,
+            "application/strategic-merge-patch+json",
+            json!({"metadata": {"labels": {"a": "2"}},
+                   "spec": {"ephemeralContainers": [
+                       {"name": "debug", "image": "busybox", "targetContainerName": "app",
+                        "stdin": true, "tty": true}],
+                            "activeDeadlineSeconds": 5}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{written}");
+    let debug = &written["spec"]["ephemeralContainers"][0];
+    assert_eq!(debug["name"], "debug");
+    assert_eq!(debug["targetContainerName"], "app");
+    assert_eq!(debug["imagePullPolicy"], "Always");
+    assert_eq!(debug["terminationMessagePolicy"], "File");
+    assert_eq!(written["metadata"]["labels"]["a"], "1");
+    assert!(written["spec"].get("activeDeadlineSeconds").is_none());
+    let (code, read) = h.get(&url).await;
+    assert_eq!((code, &read["kind"]), (200, &json!("Pod")));
+    assert_eq!(
+        read["spec"]["ephemeralContainers"],
+        written["spec"]["ephemeralContainers"]
+    );
+
+    // Existing ones may be neither changed nor removed; new ones are validated.
+    let mut changed = written.clone();
+    changed["spec"]["ephemeralContainers"][0]["image"] = json!("other");
+    let (code, body) = h.put(&url, changed).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Forbidden: existing ephemeral containers \"debug\" may not be changed\n"
+    );
+    let mut removed = written.clone();
+    removed["spec"]["ephemeralContainers"] = json!([]);
+    let (code, body) = h.put(&url, removed).await;
+    assert_eq!(code, 422, "{body}");
+    let mut bad = written.clone();
+    bad["spec"]["ephemeralContainers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "app", "image": "i", "ports": [{"containerPort": 80}]}));
+    let (code, body) = h.put(&url, bad).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        [
+            (
+                "spec.ephemeralContainers[1].name".to_owned(),
+                "FieldValueDuplicate".to_owned()
+            ),
+            (
+                "spec.ephemeralContainers[1].ports".to_owned(),
+                "FieldValueForbidden".to_owned()
+            )
+        ]
+    );
+}
+
+#[tokio::test]
 async fn service_and_namespace_status_and_finalize() {
     let h = Harness::new().await;
     let svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});

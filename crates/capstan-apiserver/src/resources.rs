@@ -229,7 +229,14 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate: v::core::validate_namespace,
             validate_update: v::core::validate_namespace_update,
             validate_status_update: v::core::validate_namespace_status_update,
-            validate_finalize_update: v::core::validate_namespace_finalize_update,
+            validate_subresource_update: |new, old, subresource| match subresource {
+                "finalize" => v::core::validate_namespace_finalize_update(new, old),
+                _ => capstan_api::validation::validate_object_meta_update(
+                    &new.metadata,
+                    &old.metadata,
+                    &capstan_api::field::Path::new("metadata"),
+                ),
+            },
             field_names: &["status.phase"],
             fields: |ns| {
                 vec![(
@@ -333,6 +340,16 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                 v::pod::validate_pod_update(new, &old)
             },
             validate_status_update: v::pod::validate_pod_status_update,
+            validate_subresource_update: |new, old, subresource| match subresource {
+                "ephemeralcontainers" => v::pod::validate_pod_ephemeral_containers_update(new, old),
+                // A binding changes what the pod's rules guard through its own checks; the
+                // metadata rules still hold.
+                _ => capstan_api::validation::validate_object_meta_update(
+                    &new.metadata,
+                    &old.metadata,
+                    &capstan_api::field::Path::new("metadata"),
+                ),
+            },
             field_names: &[
                 "spec.nodeName",
                 "spec.restartPolicy",
@@ -347,10 +364,10 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             grace_period: pod_grace_period,
             return_deleted: true,
             prepare_create: d::prepare_pod_for_create,
-            prepare_update: |pod, old, subresource| {
-                if subresource == Some("status") {
-                    d::prepare_pod_status_update(pod, old);
-                }
+            prepare_update: |pod, old, subresource| match subresource {
+                Some("status") => d::prepare_pod_status_update(pod, old),
+                Some("ephemeralcontainers") => d::prepare_pod_ephemeral_containers_update(pod, old),
+                _ => {}
             },
             ..with_status()
         }),

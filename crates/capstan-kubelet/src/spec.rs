@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use capstan_api::quantity::Quantity;
 use k8s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 
 /// The sandbox and container label that holds the pod's name.
 pub const POD_NAME: &str = "io.kubernetes.pod.name";
@@ -339,6 +339,34 @@ pub struct ContainerInputs {
     pub restart_count: u32,
     /// The node's memory, for the OOM score of burstable pods.
     pub node_memory: i64,
+    /// The running container whose process namespace this one joins, by runtime ID (an
+    /// ephemeral container's `targetContainerName`).
+    pub pid_target: Option<String>,
+}
+
+/// An ephemeral container as the container it runs as (the fields they share; its
+/// `targetContainerName` goes into [`ContainerInputs::pid_target`]).
+pub fn ephemeral_container(ephemeral: &EphemeralContainer) -> Container {
+    let e = ephemeral.clone();
+    Container {
+        name: e.name,
+        image: e.image,
+        image_pull_policy: e.image_pull_policy,
+        command: e.command,
+        args: e.args,
+        working_dir: e.working_dir,
+        env: e.env,
+        env_from: e.env_from,
+        volume_mounts: e.volume_mounts,
+        volume_devices: e.volume_devices,
+        security_context: e.security_context,
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        tty: e.tty,
+        termination_message_path: e.termination_message_path,
+        termination_message_policy: e.termination_message_policy,
+        ..Container::default()
+    }
 }
 
 /// The configuration of `container` in `pod`.
@@ -435,7 +463,16 @@ pub fn container_config(
                 &qos_class(pod),
                 inputs.node_memory,
             )),
-            security_context: Some(container_security(spec, container)),
+            security_context: Some({
+                let mut security = container_security(spec, container);
+                if let (Some(target), Some(namespaces)) =
+                    (&inputs.pid_target, security.namespace_options.as_mut())
+                {
+                    namespaces.pid = cri::NamespaceMode::Target as i32;
+                    namespaces.target_id = target.clone();
+                }
+                security
+            }),
         }),
         ..cri::ContainerConfig::default()
     }

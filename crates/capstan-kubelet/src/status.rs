@@ -401,6 +401,21 @@ pub fn pod_status(pod: &Pod, observed: &Observed, context: &Context<'_>) -> PodS
         .iter()
         .map(|c| container_status(c, observed, context, app_before_start))
         .collect();
+    // Ephemeral containers count for nothing else; the kubelet never calls them ready.
+    let ephemeral_statuses: Vec<ContainerStatus> = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .map(|e| ContainerStatus {
+            ready: false,
+            ..container_status(
+                &crate::spec::ephemeral_container(e),
+                observed,
+                context,
+                app_before_start,
+            )
+        })
+        .collect();
     let mut phase = phase(pod, &init, &statuses).to_owned();
     // A pod that reached a terminal phase stays there.
     if let Some(old) = previous.phase.as_deref()
@@ -560,6 +575,8 @@ pub fn pod_status(pod: &Pod, observed: &Observed, context: &Context<'_>) -> PodS
             .or_else(|| Some(Time(Timestamp::from_second(now.as_second()).unwrap_or(now)))),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
+        ephemeral_container_statuses: (!ephemeral_statuses.is_empty())
+            .then_some(ephemeral_statuses),
         qos_class: previous.qos_class.clone(),
         message: previous.message.clone(),
         reason: previous.reason.clone(),

@@ -413,6 +413,30 @@ impl Worker {
         }
         let sandbox_ip = self.pod_ip(pod, observed);
         let mut wait = None;
+        // Ephemeral containers start once each and are never restarted; they come first so
+        // that a pod stuck on an init container can still be debugged (as upstream).
+        for ephemeral in spec.ephemeral_containers.iter().flatten() {
+            if observed.latest(&ephemeral.name).is_some() {
+                continue;
+            }
+            let container = spec::ephemeral_container(ephemeral);
+            let target = ephemeral
+                .target_container_name
+                .as_deref()
+                .and_then(|name| in_sandbox(observed, name, &sandbox))
+                .filter(|c| c.state == State::Running)
+                .map(|c| c.id.clone());
+            acted = true;
+            let started = self
+                .start_container(pod, &container, &sandbox, &sandbox_ip, 0, target)
+                .await;
+            if let Err(NotStarted { waiting, retry }) = started {
+                if let Some(waiting) = waiting {
+                    self.waiting.insert(ephemeral.name.clone(), waiting);
+                }
+                wait = shorter(wait, Some(retry));
+            }
+        }
         // Init containers, in order: each must complete (a sidecar: start) before the next.
         for container in spec.init_containers.iter().flatten() {
             let current = in_sandbox(observed, &container.name, &sandbox);
@@ -659,7 +683,7 @@ impl Worker {
         self.prune_dead(observed, &container.name).await;
         let restart_count = latest.map_or(0, |l| l.restart_count + 1);
         match self
-            .start_container(pod, container, sandbox, sandbox_ip, restart_count)
+            .start_container(pod, container, sandbox, sandbox_ip, restart_count, None)
             .await
         {
             Ok(()) => Ok((true, None)),
@@ -698,6 +722,7 @@ impl Worker {
         sandbox: &str,
         sandbox_ip: &str,
         restart_count: u32,
+        pid_target: Option<String>,
     ) -> Result<(), NotStarted> {
         let image_ref = self.ensure_image(pod, container).await?;
         let sources = crate::env::Sources {
@@ -771,6 +796,7 @@ impl Worker {
             image_ref,
             restart_count,
             node_memory: self.shared.node_memory,
+            pid_target,
         };
         let config = spec::container_config(pod, container, &inputs);
         let sandbox_config = spec::sandbox_config(

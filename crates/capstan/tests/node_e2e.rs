@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use common::node::{
     Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
 };
-use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::{Server, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin};
 
 /// The pod network of this test's node: its own bridge and range, so it can run beside a
 /// developer's cluster on the same machine.
@@ -378,6 +379,7 @@ spec:
     kubelet_events(kc, image);
 
     streams(kc, image, &node);
+    debug_containers(kc, image);
 
     // Restarting the agent (the whole server) restarts no container.
     let before = jsonpath(
@@ -446,6 +448,113 @@ spec:
 
     join_second_node(kc, &data_dir, &archive);
     server.stop();
+}
+
+/// `kubectl debug`: an ephemeral container added through the pod's `ephemeralcontainers`
+/// subresource runs in the pod, in the process namespace of its target, and can be attached to.
+fn debug_containers(kc: &Path, image: &str) {
+    let pod = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: debugged}}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: app
+    image: {image}
+    command: ["sleep", "3600"]
+"#
+    );
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &pod);
+    assert!(created.status.success());
+    kubectl_ok(
+        "1.33",
+        kc,
+        &[
+            "wait",
+            "pod/debugged",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    kubectl_ok(
+        "1.33",
+        kc,
+        &[
+            "debug",
+            "debugged",
+            "--image",
+            image,
+            "--target=app",
+            "-c",
+            "dbg",
+            "--",
+            "sh",
+            "-c",
+            "ps; exec sleep 1000",
+        ],
+    );
+    let state = |name: &str| {
+        jsonpath(
+            kc,
+            &["get", "pod", "debugged"],
+            &format!("{{.status.ephemeralContainerStatuses[?(@.name==\"{name}\")].state}}"),
+        )
+    };
+    wait_for(
+        "the debug container to run",
+        Duration::from_secs(60),
+        || state("dbg").contains("running").then_some(()),
+    );
+    // It sees the target's processes.
+    let seen = wait_for("the debug container's ps", Duration::from_secs(30), || {
+        let logs = kubectl_ok("1.33", kc, &["logs", "debugged", "-c", "dbg"]);
+        logs.contains("sleep 3600").then_some(logs)
+    });
+    assert!(seen.contains("ps"), "{seen}");
+    // kubectl 1.27 (SPDY) attaches to the one it adds, with stdin. Stdin stays open until
+    // the answer is back: containerd ends an attach when its stdin closes (stdinOnce unset).
+    let mut debugging = Command::new(kubectl_binary("1.27"))
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args([
+            "debug", "-i", "debugged", "--image", image, "-c", "dbg2", "--", "sh",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = debugging.stdin.take().unwrap();
+    input.write_all(b"echo from-debug\n").unwrap();
+    let (lines, answers) = std::sync::mpsc::channel();
+    let output = debugging.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(output)).map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let answer = answers.recv_timeout(Duration::from_secs(60));
+    input.write_all(b"exit 0\n").unwrap();
+    drop(input);
+    let _ = debugging.wait();
+    assert_eq!(answer.as_deref(), Ok("from-debug"));
+    wait_for(
+        "the attached debug container to end",
+        Duration::from_secs(30),
+        || state("dbg2").contains("terminated").then_some(()),
+    );
+    // Ephemeral containers are never restarted; the pod runs on, ready.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(state("dbg2").contains("terminated"));
+    let ready = jsonpath(
+        kc,
+        &["get", "pod", "debugged"],
+        "{.status.conditions[?(@.type==\"Ready\")].status}",
+    );
+    assert_eq!(ready, "True");
+    kubectl_ok("default", kc, &["delete", "pod", "debugged", "--wait=true"]);
 }
 
 /// The kubelet's events, as upstream's read: about the crashing pod's container (its image

@@ -7,7 +7,7 @@ pub mod pod;
 
 pub use pod::{
     default_pod, default_pod_spec, default_pod_template_spec, default_resource_list,
-    prepare_pod_for_create, prepare_pod_status_update,
+    prepare_pod_ephemeral_containers_update, prepare_pod_for_create, prepare_pod_status_update,
 };
 pub mod apps;
 pub mod autoscaling;

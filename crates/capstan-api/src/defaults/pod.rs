@@ -500,6 +500,22 @@ pub fn prepare_pod_status_update(pod: &mut Pod, old: &Pod) {
     }
 }
 
+/// What upstream's ephemeral containers strategy keeps of a write through
+/// `/ephemeralcontainers`: the stored pod with only its ephemeral containers replaced (and the
+/// writer's resource version, for the concurrency check).
+pub fn prepare_pod_ephemeral_containers_update(pod: &mut Pod, old: &Pod) {
+    let ephemeral = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.ephemeral_containers.take());
+    let resource_version = pod.metadata.resource_version.take();
+    *pod = old.clone();
+    pod.metadata.resource_version = resource_version;
+    pod.spec
+        .get_or_insert_with(Default::default)
+        .ephemeral_containers = ephemeral;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

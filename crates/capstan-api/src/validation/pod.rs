@@ -2558,6 +2558,64 @@ fn validate_host_ips(pod: &Pod) -> Vec<FieldError> {
     errs
 }
 
+/// An update through a Pod's `ephemeralcontainers` subresource (upstream's
+/// `ValidatePodEphemeralContainersUpdate`): the metadata, spec and annotation rules of the new
+/// pod; no ephemeral containers for static (mirror) pods; and the ephemeral containers
+/// already there neither removed nor changed.
+pub fn validate_pod_ephemeral_containers_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
+    let opts = PodValidationOptions {
+        resource_is_pod: true,
+        ..Default::default()
+    };
+    let meta_path = Path::new("metadata");
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
+    errs.extend(validate_pod_metadata_and_spec(new, &opts));
+    errs.extend(validate_pod_annotation_changes(
+        new,
+        old,
+        &meta_path.child("annotations"),
+    ));
+    let mirror = old
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    if mirror {
+        return vec![FieldError::forbidden(
+            &Path::new(""),
+            "static pods do not support ephemeral containers",
+        )];
+    }
+    let path = Path::new("spec").child("ephemeralContainers");
+    let containers = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.clone())
+            .unwrap_or_default()
+    };
+    let new_containers = containers(new);
+    for existing in containers(old) {
+        match new_containers.iter().find(|c| c.name == existing.name) {
+            None => errs.push(FieldError::forbidden(
+                &path,
+                &format!(
+                    "existing ephemeral containers {:?} may not be removed\n",
+                    existing.name
+                ),
+            )),
+            Some(now) if *now != existing => errs.push(FieldError::forbidden(
+                &path,
+                &format!(
+                    "existing ephemeral containers {:?} may not be changed\n",
+                    existing.name
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    errs
+}
+
 /// An update of a Pod's status subresource (upstream's `ValidatePodStatusUpdate`): metadata
 /// and pod annotation rules; condition types (named, as upstream does, under
 /// `metadata.conditions`); nominated node name; the QoS class is fixed; terminated containers

@@ -153,8 +153,10 @@ pub struct Hooks<K> {
     /// Validates an update through `/status`, metadata rules included (upstream's status
     /// strategy); by default only the metadata rules.
     pub validate_status_update: fn(&K, &K) -> Vec<FieldError>,
-    /// Validates an update through `/finalize` (namespaces); by default only the metadata rules.
-    pub validate_finalize_update: fn(&K, &K) -> Vec<FieldError>,
+    /// Validates an update through another subresource that writes the object (namespaces'
+    /// `/finalize`, pods' `/ephemeralcontainers`, a pod's binding), named by the last argument;
+    /// by default only the metadata rules.
+    pub validate_subresource_update: fn(&K, &K, &str) -> Vec<FieldError>,
     /// The status policy.
     pub status: StatusPolicy,
     /// Whether a create may set the status although the kind has a status subresource (nodes:
@@ -199,7 +201,7 @@ impl<K: Metadata<Ty = ObjectMeta>> Hooks<K> {
             validate: |_| Vec::new(),
             validate_update: |_, _| Vec::new(),
             validate_status_update: metadata_update::<K>,
-            validate_finalize_update: metadata_update::<K>,
+            validate_subresource_update: |new, old, _| metadata_update::<K>(new, old),
             status: StatusPolicy::None,
             status_on_create: false,
             generation: false,
@@ -268,10 +270,7 @@ where
             // Writes of the desired state (the object, its scale) get the kind's full rules.
             None | Some("scale") => (self.hooks.validate_update)(&new, &old),
             Some("status") => (self.hooks.validate_status_update)(&new, &old),
-            Some("finalize") => (self.hooks.validate_finalize_update)(&new, &old),
-            // A binding changes what the kind's rules guard through its own checks; the
-            // metadata rules still hold.
-            _ => metadata_update(&new, &old),
+            Some(other) => (self.hooks.validate_subresource_update)(&new, &old, other),
         }
     }
 
