@@ -3,7 +3,7 @@
 //! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), the
 //! OpenAPI documents ([`openapi`]), strategic merge patch with the built-in kinds' patch
 //! metadata ([`strategic`]), the resource catalogue ([`catalog`]), selectors ([`selector`]),
-//! quantities ([`quantity`]), ResourceQuota accounting ([`quota`]), Kubernetes protobuf bodies
+//! quantities ([`quantity`]), the query parameters of a request ([`query`]), ResourceQuota accounting ([`quota`]), Kubernetes protobuf bodies
 //! ([`protobuf`]), conversion between the versions of a kind ([`convert`]), and upstream's
 //! defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
 //!
@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod printers;
 pub mod protobuf;
 pub mod quantity;
+pub mod query;
 pub mod quota;
 mod request;
 pub mod selector;

@@ -11,14 +11,13 @@
 //! - WebSocket port-forwarding is either SPDY tunnelled through the WebSocket (kubectl 1.31 and
 //!   later) or the channel protocol of other clients ([`capstan_stream::portforward`]).
 
-use std::collections::HashMap;
-
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use capstan_api::StatusError;
 use capstan_api::field::{FieldError, Path};
+use capstan_api::query::{self, Values, first};
 use capstan_stream::{portforward, remotecommand, spdy, upgrade, websocket};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
@@ -49,7 +48,7 @@ pub(crate) async fn serve(
     name: &str,
     request: Request<Body>,
 ) -> Result<Response, ApiError> {
-    let query = parse_query(request.uri().query());
+    let query = query::parse(request.uri().query());
     let pod = context.pods.get(Some(namespace), name).await?;
     match subresource {
         "log" => log(context, &pod, name, &query).await,
@@ -108,17 +107,6 @@ pub(crate) async fn serve(
     }
 }
 
-fn parse_query(query: Option<&str>) -> HashMap<String, Vec<String>> {
-    let mut pairs: HashMap<String, Vec<String>> = HashMap::new();
-    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        pairs
-            .entry(k.into_owned())
-            .or_default()
-            .push(v.into_owned());
-    }
-    pairs
-}
-
 /// `pairs` as a URL query.
 fn encode(pairs: &[(&str, &str)]) -> String {
     form_urlencoded::Serializer::new(String::new())
@@ -126,12 +114,8 @@ fn encode(pairs: &[(&str, &str)]) -> String {
         .finish()
 }
 
-fn first<'a>(query: &'a HashMap<String, Vec<String>>, key: &str) -> Option<&'a str> {
-    query.get(key).and_then(|v| v.first()).map(String::as_str)
-}
-
 /// A boolean query parameter, as Go's `strconv.ParseBool` reads it.
-fn boolean(query: &HashMap<String, Vec<String>>, key: &str) -> Result<bool, ApiError> {
+fn boolean(query: &Values, key: &str) -> Result<bool, ApiError> {
     match first(query, key) {
         None | Some("") => Ok(false),
         Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
@@ -144,7 +128,7 @@ fn boolean(query: &HashMap<String, Vec<String>>, key: &str) -> Result<bool, ApiE
 }
 
 /// An integer query parameter.
-fn integer(query: &HashMap<String, Vec<String>>, key: &str) -> Result<Option<i64>, ApiError> {
+fn integer(query: &Values, key: &str) -> Result<Option<i64>, ApiError> {
     first(query, key)
         .map(|v| {
             v.parse::<i64>().map_err(|_| {
@@ -158,10 +142,7 @@ fn integer(query: &HashMap<String, Vec<String>>, key: &str) -> Result<Option<i64
 }
 
 /// The streams of an exec or attach request; exec needs a command.
-fn command_options(
-    query: &HashMap<String, Vec<String>>,
-    exec: bool,
-) -> Result<remotecommand::Options, ApiError> {
+fn command_options(query: &Values, exec: bool) -> Result<remotecommand::Options, ApiError> {
     let options = remotecommand::Options {
         stdin: boolean(query, "stdin")?,
         stdout: boolean(query, "stdout")?,
@@ -238,7 +219,7 @@ async fn log(
     context: &Context<'_>,
     pod: &Value,
     name: &str,
-    query: &HashMap<String, Vec<String>>,
+    query: &Values,
 ) -> Result<Response, ApiError> {
     let tail_lines = integer(query, "tailLines")?;
     let limit_bytes = integer(query, "limitBytes")?;
@@ -562,18 +543,18 @@ mod tests {
 
     #[test]
     fn exec_needs_a_stream_and_a_command() {
-        let query = parse_query(Some("command=ls&stdout=true&tty=1"));
+        let query = query::parse(Some("command=ls&stdout=true&tty=1"));
         let options = command_options(&query, true).unwrap();
         assert!(options.stdout && options.tty && !options.stdin);
         assert_eq!(
-            message(command_options(&parse_query(Some("command=ls")), true).unwrap_err()),
+            message(command_options(&query::parse(Some("command=ls")), true).unwrap_err()),
             "you must specify at least 1 of stdin, stdout, stderr"
         );
         assert_eq!(
-            message(command_options(&parse_query(Some("stdout=1")), true).unwrap_err()),
+            message(command_options(&query::parse(Some("stdout=1")), true).unwrap_err()),
             "you must specify at least one command for the container"
         );
-        assert!(command_options(&parse_query(Some("stdout=1")), false).is_ok());
-        assert!(command_options(&parse_query(Some("stdout=maybe")), false).is_err());
+        assert!(command_options(&query::parse(Some("stdout=1")), false).is_ok());
+        assert!(command_options(&query::parse(Some("stdout=maybe")), false).is_err());
     }
 }

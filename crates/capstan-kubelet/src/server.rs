@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use capstan_api::query::{self, Values, first};
 use capstan_stream::upgrade;
 use futures::StreamExt;
 use http::{Method, Request, Response, StatusCode, header};
@@ -200,7 +201,7 @@ async fn handle(
             format!("Forbidden (user={name}, verb={verb}, resource=nodes, subresource(s)=[proxy])"),
         );
     }
-    let query = query_pairs(request.uri().query());
+    let query = query::parse(request.uri().query());
     let result = match segments.as_slice() {
         ["containerLogs", ns, pod, container] if request.method() == Method::GET => {
             container_logs(state, ns, pod, container, &query).await
@@ -219,22 +220,7 @@ async fn handle(
     result.unwrap_or_else(|response| response)
 }
 
-fn query_pairs(query: Option<&str>) -> HashMap<String, Vec<String>> {
-    let mut pairs: HashMap<String, Vec<String>> = HashMap::new();
-    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        pairs
-            .entry(k.into_owned())
-            .or_default()
-            .push(v.into_owned());
-    }
-    pairs
-}
-
-fn first<'a>(query: &'a HashMap<String, Vec<String>>, key: &str) -> Option<&'a str> {
-    query.get(key).and_then(|v| v.first()).map(String::as_str)
-}
-
-fn flag(query: &HashMap<String, Vec<String>>, key: &str) -> bool {
+fn flag(query: &Values, key: &str) -> bool {
     matches!(first(query, key), Some("1" | "true" | "True" | "TRUE"))
 }
 
@@ -340,7 +326,7 @@ fn log_container_id(pod: &Pod, container: &str, previous: bool) -> Result<String
 }
 
 /// The log options of a `containerLogs` request.
-fn log_options(query: &HashMap<String, Vec<String>>) -> Result<LogOptions, String> {
+fn log_options(query: &Values) -> Result<LogOptions, String> {
     let number = |key: &str| -> Result<Option<i64>, String> {
         first(query, key)
             .map(|v| {
@@ -381,7 +367,7 @@ async fn container_logs(
     namespace: &str,
     name: &str,
     container: &str,
-    query: &HashMap<String, Vec<String>>,
+    query: &Values,
 ) -> Result<Response<Body>, Response<Body>> {
     let options = log_options(query).map_err(|e| text(StatusCode::BAD_REQUEST, e))?;
     let pod = pod(state, namespace, name, None).await?;
@@ -466,7 +452,7 @@ async fn stream_command(
     name: &str,
     uid: Option<&str>,
     container: &str,
-    query: &HashMap<String, Vec<String>>,
+    query: &Values,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Response<Body>> {
     let pod = pod(state, namespace, name, uid).await?;
@@ -732,7 +718,7 @@ mod tests {
 
     #[test]
     fn log_options_follow_the_query() {
-        let query = query_pairs(Some(
+        let query = query::parse(Some(
             "follow=true&tailLines=5&timestamps=1&limitBytes=100&stream=Stderr",
         ));
         let options = log_options(&query).unwrap();
@@ -740,8 +726,8 @@ mod tests {
         assert_eq!(options.tail_lines, Some(5));
         assert_eq!(options.limit_bytes, Some(100));
         assert!(matches!(options.stream, LogStream::Stderr));
-        assert!(log_options(&query_pairs(Some("tailLines=x"))).is_err());
-        let since = log_options(&query_pairs(Some("sinceTime=2024-01-02T03:04:05Z")))
+        assert!(log_options(&query::parse(Some("tailLines=x"))).is_err());
+        let since = log_options(&query::parse(Some("sinceTime=2024-01-02T03:04:05Z")))
             .unwrap()
             .since
             .unwrap();
