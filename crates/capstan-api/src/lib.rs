@@ -45,15 +45,29 @@ pub fn kubernetes_version() -> String {
 /// The SHA-512 of `bytes` in upper-case hex: the hash upstream puts in the ETags of discovery
 /// and of OpenAPI v3 documents.
 pub fn sha512_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let digest = ring::digest::digest(&ring::digest::SHA512, bytes);
-    digest
-        .as_ref()
-        .iter()
-        .fold(String::with_capacity(128), |mut out, byte| {
-            let _ = write!(out, "{byte:02X}");
-            out
-        })
+    hex(
+        ring::digest::digest(&ring::digest::SHA512, bytes).as_ref(),
+        b"0123456789ABCDEF",
+    )
+}
+
+/// The SHA-256 of `bytes` in lower-case hex: the CA hash a join token carries
+/// (`K10<hash>::...`, written by the server and checked by a joining agent) and the digests of
+/// the OCI images the kubelet builds (`sha256:<hash>`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(
+        ring::digest::digest(&ring::digest::SHA256, bytes).as_ref(),
+        b"0123456789abcdef",
+    )
+}
+
+fn hex(bytes: &[u8], digits: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(2 * bytes.len());
+    for byte in bytes {
+        out.push(char::from(digits[usize::from(byte >> 4)]));
+        out.push(char::from(digits[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -66,5 +80,18 @@ mod tests {
         assert_eq!(kubernetes_version(), "v1.33.0");
         // The pinned level must also expose the types 1.33 clients use.
         let _ = k8s_openapi::api::core::v1::Pod::default();
+    }
+
+    #[test]
+    fn hashes_are_hex_in_the_case_their_users_expect() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            sha512_hex(b"abc"),
+            "DDAF35A193617ABACC417349AE20413112E6FA4E89A97EA20A9EEEE64B55D39A\
+             2192992A274FC1A836BA3C23A3FEEBBD454D4423643CE80E2A9AC94FA54CA49F"
+        );
     }
 }

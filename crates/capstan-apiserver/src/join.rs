@@ -15,6 +15,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use capstan_api::sha256_hex;
 use serde::{Deserialize, Serialize};
 
 use crate::pki::{self, PkiError};
@@ -61,15 +62,6 @@ pub struct NodeCredentials {
     pub client: Pair,
     /// The kubelet's serving certificate.
     pub serving: Pair,
-}
-
-/// The SHA-256 of `bytes`, in lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The full token for the CA bundle `ca_pem` and `secret`.

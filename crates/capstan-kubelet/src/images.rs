@@ -30,7 +30,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 
-use ring::digest;
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -572,14 +571,7 @@ struct Index<'a> {
 
 /// `sha256:<hex>` of `bytes`.
 fn sha256(bytes: &[u8]) -> String {
-    let digest = digest::digest(&digest::SHA256, bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in digest.as_ref() {
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
-    }
-    out
+    format!("sha256:{}", capstan_api::sha256_hex(bytes))
 }
 
 /// A tar header for an entry owned by root with mtime 0.
