@@ -1,10 +1,11 @@
-//! The admin kubeconfig the server writes at start, as k3s does.
+//! The admin kubeconfig the server writes at start, as k3s does, and its components'
+//! kubeconfigs; the document and the writing are `capstan_client::credentials`'.
 
 use std::path::Path;
 
-use base64::Engine;
+use capstan_client::credentials::Kubeconfig;
 
-use crate::pki::{Pki, PkiError, write_file};
+use crate::pki::{Pki, PkiError};
 
 /// Writes a kubeconfig for the admin user (client certificate in `system:masters`) that trusts
 /// the cluster CA and points at `server_url`.
@@ -25,31 +26,15 @@ pub(crate) fn write(
     ca_cert_pem: &str,
     client: &crate::pki::CertAndKey,
 ) -> Result<(), PkiError> {
-    let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
-    let text = format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- cluster:
-    certificate-authority-data: {ca}
-    server: {server_url}
-  name: default
-contexts:
-- context:
-    cluster: default
-    user: default
-  name: default
-current-context: default
-preferences: {{}}
-users:
-- name: default
-  user:
-    client-certificate-data: {cert}
-    client-key-data: {key}
-",
-        ca = b64(ca_cert_pem),
-        cert = b64(&client.cert_pem),
-        key = b64(&client.key_pem),
-    );
-    write_file(path, &text, mode)
+    Kubeconfig {
+        server: server_url,
+        ca_pem: ca_cert_pem,
+        cert_pem: &client.cert_pem,
+        key_pem: &client.key_pem,
+    }
+    .write(path, mode)
+    .map_err(|source| PkiError::Io {
+        path: path.to_owned(),
+        source,
+    })
 }

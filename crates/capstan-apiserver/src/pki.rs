@@ -7,9 +7,7 @@
 //! with mode 0600.
 
 use std::fs;
-use std::io::Write;
 use std::net::IpAddr;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -88,26 +86,13 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
     }
 }
 
-/// Writes `contents` to `path` atomically with the given mode.
+/// Writes `contents` to `path` atomically with the given mode
+/// (`capstan_client::credentials::write_file`).
 pub(crate) fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
-    let io = |source| PkiError::Io {
+    capstan_client::credentials::write_file(path, contents, mode).map_err(|source| PkiError::Io {
         path: path.to_owned(),
         source,
-    };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(io)?;
-    }
-    let tmp = path.with_extension("tmp");
-    let _ = fs::remove_file(&tmp);
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io)?;
-    file.write_all(contents.as_bytes()).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    fs::rename(&tmp, path).map_err(io)
+    })
 }
 
 fn validity(params: &mut CertificateParams, lifetime: Duration) {

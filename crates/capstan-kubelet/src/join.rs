@@ -309,29 +309,13 @@ pub fn write_kubeconfig(
     server: &str,
     credentials: &Credentials,
 ) -> std::io::Result<()> {
-    use base64::Engine as _;
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: {server}\n  name: default\ncontexts:\n- context:\n    cluster: default\n    user: default\n  name: default\ncurrent-context: default\nusers:\n- name: default\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
-        b64(&credentials.ca),
-        b64(&credentials.client.cert),
-        b64(&credentials.client.key),
-    );
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    capstan_client::credentials::Kubeconfig {
+        server,
+        ca_pem: &credentials.ca,
+        cert_pem: &credentials.client.cert,
+        key_pem: &credentials.client.key,
     }
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    .write(path, 0o600)
 }
 
 #[cfg(test)]
