@@ -89,6 +89,9 @@ pub enum StartError {
     /// The TLS configuration was rejected.
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    /// The serving TLS configuration could not be built.
+    #[error("TLS configuration: {0}")]
+    ServingTls(#[from] capstan_client::tls::TlsError),
     /// A setting is malformed.
     #[error("configuration: {0}")]
     Config(String),

@@ -12,9 +12,6 @@ use axum::routing::get;
 use capstan_store::Store;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -113,28 +110,15 @@ impl Drop for RunningServer {
     }
 }
 
-fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pki.ca_cert_pem.as_bytes()) {
-        let cert = cert.map_err(|e| rustls::Error::General(format!("CA certificate: {e}")))?;
-        roots.add(cert)?;
+/// TLS with the serving certificate, client certificates from the cluster CA (optional), and
+/// HTTP/2 preferred to HTTP/1.1.
+fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, capstan_client::tls::TlsError> {
+    capstan_client::tls::ServerTls {
+        cert_pem: &pki.serving.cert_pem,
+        key_pem: &pki.serving.key_pem,
+        client_ca_pem: &pki.ca_cert_pem,
     }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| rustls::Error::General(format!("client verifier: {e}")))?;
-    let chain = CertificateDer::pem_slice_iter(pki.serving.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| rustls::Error::General(format!("serving certificate: {e}")))?;
-    let key = PrivateKeyDer::from_pem_slice(pki.serving.key_pem.as_bytes())
-        .map_err(|e| rustls::Error::General(format!("serving key: {e}")))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    .config(&[b"h2", b"http/1.1"])
 }
 
 fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: String) -> Router {

@@ -4,7 +4,15 @@
 //! Lease-based leader election ([`leader`]) with upstream's semantics — and, as client-go's
 //! `clientcmd` does upstream, the kubeconfigs clients read ([`credentials`]), written by the
 //! API server for its users and components and by a joining agent for its node.
+//!
+//! It also builds the TLS configuration of the two HTTPS servers, the API server's and the
+//! kubelet API's ([`tls`]): both present a certificate from the cluster CA and check client
+//! certificates against it, the credentials the kubeconfigs carry. It lives here because both
+//! servers depend on this crate and it is the one about those credentials; `capstan-stream`
+//! speaks its protocols over whatever connection it is given and never sees TLS, and
+//! `capstan-api` is the API without I/O.
 
 pub mod credentials;
 pub mod events;
 pub mod leader;
+pub mod tls;

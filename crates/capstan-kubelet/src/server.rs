@@ -29,8 +29,6 @@ use hyper_util::rt::TokioIo;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::Api;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 
 use crate::cri::Cri;
@@ -67,33 +65,15 @@ pub(crate) struct State {
     pub(crate) node_name: String,
 }
 
-fn tls_config(tls: &ServingTls) -> Result<rustls::ServerConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(tls.client_ca_pem.as_bytes()) {
-        let cert = cert.map_err(|e| format!("client CA: {e}"))?;
-        roots.add(cert).map_err(|e| format!("client CA: {e}"))?;
+/// TLS with the kubelet's serving certificate, client certificates from the cluster CA
+/// (optional: without one only `/healthz` is answered), HTTP/1.1 only (upgrades).
+fn tls_config(tls: &ServingTls) -> Result<rustls::ServerConfig, capstan_client::tls::TlsError> {
+    capstan_client::tls::ServerTls {
+        cert_pem: &tls.cert_pem,
+        key_pem: &tls.key_pem,
+        client_ca_pem: &tls.client_ca_pem,
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .allow_unauthenticated()
-    .build()
-    .map_err(|e| format!("client verifier: {e}"))?;
-    let chain = CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("serving certificate: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes())
-        .map_err(|e| format!("serving key: {e}"))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("serving certificate: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    .config(&[b"http/1.1"])
 }
 
 /// Opens the kubelet API's port (`0.0.0.0:<port>`; port 0 picks a free one).

@@ -1,0 +1,238 @@
+//! The TLS configuration of Capstan's HTTPS servers, the API server and the kubelet API: one
+//! serving certificate, and client certificates from the cluster CA, asked for but optional
+//! (a connection without one is still served; the server then authenticates the request some
+//! other way or refuses it). rustls with the `ring` provider and its safe default protocol
+//! versions, as everywhere in the workspace.
+
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+
+/// Why a TLS server configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM document could not be read.
+    #[error("{what}: {source}")]
+    Pem {
+        /// Which one (`CA certificate`, `serving certificate`, `serving key`).
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// rustls refused the certificates.
+    #[error("{what}: {source}")]
+    Rustls {
+        /// What was being done.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The client certificate verifier could not be built (no usable CA certificate).
+    #[error("client verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// What a server presents and whom it trusts, all PEM.
+#[derive(Clone, Copy)]
+pub struct ServerTls<'a> {
+    /// The serving certificate (and any intermediates after it).
+    pub cert_pem: &'a str,
+    /// Its private key.
+    pub key_pem: &'a str,
+    /// The CA bundle client certificates are checked against.
+    pub client_ca_pem: &'a str,
+}
+
+impl std::fmt::Debug for ServerTls<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls").finish_non_exhaustive()
+    }
+}
+
+impl ServerTls<'_> {
+    /// The server configuration, offering the application protocols `alpn` in order of
+    /// preference (the API server: `h2` and `http/1.1`; the kubelet API: `http/1.1`).
+    pub fn config(&self, alpn: &[&[u8]]) -> Result<rustls::ServerConfig, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.client_ca_pem.as_bytes()) {
+            let cert = cert.map_err(|source| TlsError::Pem {
+                what: "CA certificate",
+                source,
+            })?;
+            roots.add(cert).map_err(|source| TlsError::Rustls {
+                what: "CA certificate",
+                source,
+            })?;
+        }
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .build()?;
+        let chain = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| TlsError::Pem {
+                what: "serving certificate",
+                source,
+            })?;
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(|source| {
+            TlsError::Pem {
+                what: "serving key",
+                source,
+            }
+        })?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|source| TlsError::Rustls {
+                what: "protocol versions",
+                source,
+            })?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .map_err(|source| TlsError::Rustls {
+                what: "serving certificate",
+                source,
+            })?;
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{
+        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
+    use rustls::pki_types::ServerName;
+
+    use super::*;
+
+    /// A CA, a serving certificate for `localhost` and a client certificate, PEM.
+    struct Pki {
+        ca: String,
+        serving: (String, String),
+        client: (String, String),
+    }
+
+    fn pki() -> Pki {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::from_ca_cert_pem(&ca, ca_key).unwrap();
+        let leaf = |names: Vec<String>, usage| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(names).unwrap();
+            params.extended_key_usages = vec![usage];
+            let cert = params.signed_by(&key, &issuer).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        Pki {
+            serving: leaf(
+                vec!["localhost".into()],
+                ExtendedKeyUsagePurpose::ServerAuth,
+            ),
+            client: leaf(vec![], ExtendedKeyUsagePurpose::ClientAuth),
+            ca,
+        }
+    }
+
+    /// Handshakes with a server of `server` as a client that trusts `ca` and presents `client`;
+    /// returns the protocol agreed and the certificates the server saw.
+    async fn handshake(
+        server: rustls::ServerConfig,
+        ca: &str,
+        client: Option<&(String, String)>,
+    ) -> (Option<Vec<u8>>, usize) {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+        let mut config = match client {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(
+                    CertificateDer::pem_slice_iter(cert.as_bytes())
+                        .collect::<Result<Vec<_>, _>>()
+                        .unwrap(),
+                    PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+                )
+                .unwrap(),
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let (near, far) = tokio::io::duplex(64 * 1024);
+        let accept = tokio_rustls::TlsAcceptor::from(Arc::new(server)).accept(far);
+        let connect = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), near);
+        let (accepted, connected) = tokio::join!(accept, connect);
+        connected.unwrap();
+        let accepted = accepted.unwrap();
+        let session = accepted.get_ref().1;
+        (
+            session.alpn_protocol().map(<[u8]>::to_vec),
+            session.peer_certificates().map_or(0, <[_]>::len),
+        )
+    }
+
+    #[tokio::test]
+    async fn client_certificates_are_verified_but_optional() {
+        let pki = pki();
+        let tls = ServerTls {
+            cert_pem: &pki.serving.0,
+            key_pem: &pki.serving.1,
+            client_ca_pem: &pki.ca,
+        };
+        let config = tls.config(&[b"h2", b"http/1.1"]).unwrap();
+        assert_eq!(
+            config.alpn_protocols,
+            [b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+        let (alpn, seen) = handshake(config, &pki.ca, Some(&pki.client)).await;
+        assert_eq!((alpn.as_deref(), seen), (Some(&b"http/1.1"[..]), 1));
+        let config = tls.config(&[b"http/1.1"]).unwrap();
+        assert_eq!(handshake(config, &pki.ca, None).await.1, 0);
+    }
+
+    #[test]
+    fn unusable_material_is_refused_with_what_it_was() {
+        let pki = pki();
+        let tls = ServerTls {
+            cert_pem: &pki.serving.0,
+            key_pem: &pki.serving.1,
+            client_ca_pem: &pki.ca,
+        };
+        let error = |tls: ServerTls<'_>| tls.config(&[]).unwrap_err().to_string();
+        assert!(
+            error(ServerTls {
+                client_ca_pem: "",
+                ..tls
+            })
+            .starts_with("client verifier: ")
+        );
+        assert!(
+            error(ServerTls {
+                key_pem: "not a key",
+                ..tls
+            })
+            .starts_with("serving key: ")
+        );
+        // Another certificate's key does not go with the serving certificate.
+        assert!(
+            error(ServerTls {
+                key_pem: &pki.client.1,
+                ..tls
+            })
+            .starts_with("serving certificate: ")
+        );
+    }
+}
