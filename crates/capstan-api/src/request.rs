@@ -188,13 +188,28 @@ impl RequestInfo {
 
     /// The error upstream's authorization filter returns when `user` may not do this.
     pub fn forbidden(&self, user: &str) -> StatusError {
+        self.forbidden_because(user, "")
+    }
+
+    /// The error upstream's authorization filter returns when `user` may not do this and the
+    /// authorizers gave `reason` (written after the description, as upstream does, when not
+    /// empty), e.g. the Node authorizer's `no relationship found between node 'n1' and this
+    /// object`.
+    pub fn forbidden_because(&self, user: &str, reason: &str) -> StatusError {
         let user = quoted(user);
+        let because = |description: String| {
+            if reason.is_empty() {
+                description
+            } else {
+                format!("{description}: {reason}")
+            }
+        };
         if !self.is_resource_request {
-            let reason = format!(
+            let reason = because(format!(
                 "User {user} cannot {} path {}",
                 self.verb,
                 quoted(&self.path)
-            );
+            ));
             return StatusError::forbidden(GroupResource::default(), "", &reason);
         }
         let resource = if self.subresource.is_empty() {
@@ -207,12 +222,12 @@ impl RequestInfo {
         } else {
             format!("in the namespace {}", quoted(&self.namespace))
         };
-        let reason = format!(
+        let reason = because(format!(
             "User {user} cannot {} resource {} in API group {} {place}",
             self.verb,
             quoted(&resource),
             quoted(&self.api_group)
-        );
+        ));
         StatusError::forbidden(
             GroupResource::new(&self.api_group, &self.resource),
             &self.name,
@@ -438,6 +453,15 @@ mod tests {
         assert_eq!(
             message("GET", "/metrics"),
             "forbidden: User \"jane\" cannot get path \"/metrics\""
+        );
+        let because = RequestInfo::new("GET", "/api/v1/namespaces/ns/secrets/x", "")
+            .forbidden_because(
+                "system:node:n1",
+                "no relationship found between node 'n1' and this object",
+            );
+        assert_eq!(
+            because.status.message.unwrap_or_default(),
+            "secrets \"x\" is forbidden: User \"system:node:n1\" cannot get resource \"secrets\" in API group \"\" in the namespace \"ns\": no relationship found between node 'n1' and this object"
         );
     }
 }
