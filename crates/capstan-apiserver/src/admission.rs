@@ -1,9 +1,13 @@
 //! The admission that runs inside writes ([`crate::registry::Admission`]): upstream's
 //! LimitRanger (defaults, then limits; [`crate::limitranges`]), ServiceAccount
-//! ([`crate::serviceaccount::admission`]), Priority ([`crate::priority`]),
-//! DefaultTolerationSeconds ([`crate::tolerations`]) and ResourceQuota ([`crate::quota`])
-//! plugins, in upstream's order, for every create and update of a namespaced object through the
-//! main endpoint (POST, PUT, PATCH and server-side apply, including the ones that create).
+//! ([`crate::serviceaccount::admission`]), NodeRestriction ([`crate::noderestriction`]),
+//! Priority ([`crate::priority`]), DefaultTolerationSeconds ([`crate::tolerations`]) and
+//! ResourceQuota ([`crate::quota`]) plugins, in upstream's order, for every create and update of
+//! a namespaced object through the main endpoint (POST, PUT, PATCH and server-side apply,
+//! including the ones that create). NodeRestriction also runs for a node's writes to
+//! cluster-scoped objects and through subresources (a Node, its status, a pod's status), and
+//! the API runs it itself for a node's deletes, evictions, bindings and TokenRequests, which do
+//! not pass through here.
 //!
 //! Both read their objects (LimitRanges, ResourceQuotas) from the watch cache as it stands, as
 //! upstream's plugins read their informers; a namespace the cache has none for is looked up in
@@ -18,6 +22,7 @@ use capstan_api::catalog::Resource;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use crate::auth::User;
 use crate::registry::{ListOptions, Registry};
 use crate::status::ApiError;
 
@@ -112,32 +117,80 @@ pub(crate) fn namespace_of(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// The admission chain of writes: LimitRanger, ServiceAccount, Priority,
-/// DefaultTolerationSeconds, then ResourceQuota.
+/// The admission chain of writes: LimitRanger, ServiceAccount, NodeRestriction, Priority,
+/// DefaultTolerationSeconds, then ResourceQuota. A request's writes run it as that request's
+/// user ([`Chain::for_request`]).
 #[derive(Debug)]
 pub(crate) struct Chain {
     limits: Option<crate::limitranges::LimitRanger>,
     service_accounts: Option<crate::serviceaccount::admission::ServiceAccountAdmission>,
+    nodes: crate::noderestriction::NodeRestriction,
     priority_classes: Option<Arc<Registry>>,
     quota: Option<crate::quota::QuotaAdmission>,
 }
 
+/// The registries the admission plugins read (a plugin whose registry is missing is left out;
+/// NodeRestriction then finds no pod or node it looks up).
+#[derive(Debug, Default)]
+pub(crate) struct Registries {
+    /// LimitRanges.
+    pub limit_ranges: Option<Arc<Registry>>,
+    /// ServiceAccounts.
+    pub service_accounts: Option<Arc<Registry>>,
+    /// Pods (NodeRestriction).
+    pub pods: Option<Arc<Registry>>,
+    /// Nodes (NodeRestriction).
+    pub nodes: Option<Arc<Registry>>,
+    /// PriorityClasses.
+    pub priority_classes: Option<Arc<Registry>>,
+    /// ResourceQuotas.
+    pub quotas: Option<Arc<Registry>>,
+}
+
 impl Chain {
-    /// The chain over the LimitRange, ServiceAccount, PriorityClass and ResourceQuota
-    /// registries (a plugin whose registry is missing is left out).
-    pub(crate) fn new(
-        limit_ranges: Option<Arc<Registry>>,
-        service_accounts: Option<Arc<Registry>>,
-        priority_classes: Option<Arc<Registry>>,
-        quotas: Option<Arc<Registry>>,
-    ) -> Self {
+    /// The chain over these registries.
+    pub(crate) fn new(registries: Registries) -> Self {
         Chain {
-            limits: limit_ranges.map(crate::limitranges::LimitRanger::new),
-            service_accounts: service_accounts
+            limits: registries
+                .limit_ranges
+                .map(crate::limitranges::LimitRanger::new),
+            service_accounts: registries
+                .service_accounts
                 .map(crate::serviceaccount::admission::ServiceAccountAdmission::new),
-            priority_classes,
-            quota: quotas.map(crate::quota::QuotaAdmission::new),
+            nodes: crate::noderestriction::NodeRestriction::new(registries.pods, registries.nodes),
+            priority_classes: registries.priority_classes,
+            quota: registries.quotas.map(crate::quota::QuotaAdmission::new),
         }
+    }
+
+    /// NodeRestriction, for the writes that do not go through the registry's admission
+    /// (deletes, evictions, bindings, TokenRequests).
+    pub(crate) fn node_restriction(&self) -> &crate::noderestriction::NodeRestriction {
+        &self.nodes
+    }
+
+    /// The admission a write by `user` through `subresource` of `resource` runs inside the
+    /// registry, if any: the whole chain for the main endpoint of a namespaced resource (the
+    /// other plugins have nothing to say about cluster-scoped objects or subresources), and
+    /// NodeRestriction wherever the user is a node.
+    pub(crate) fn for_request(
+        self: &Arc<Self>,
+        resource: &Resource,
+        subresource: Option<&str>,
+        user: Option<&User>,
+    ) -> Option<Arc<dyn crate::registry::Admission>> {
+        let node_user = user
+            .filter(|u| crate::nodeauthz::node_identity(u).is_some())
+            .cloned();
+        let plugins = subresource.is_none() && resource.namespaced;
+        (plugins || node_user.is_some()).then(|| {
+            Arc::new(RequestAdmission {
+                chain: self.clone(),
+                plugins,
+                node_user,
+                subresource: subresource.unwrap_or_default().to_owned(),
+            }) as Arc<dyn crate::registry::Admission>
+        })
     }
 }
 
@@ -146,21 +199,53 @@ fn is_pods(resource: &Resource) -> bool {
     resource.group.is_empty() && resource.plural == "pods"
 }
 
-impl crate::registry::Admission for Chain {
+/// The admission of one request's write.
+#[derive(Debug)]
+struct RequestAdmission {
+    chain: Arc<Chain>,
+    /// Whether the plugins other than NodeRestriction run (the main endpoint of a namespaced
+    /// resource).
+    plugins: bool,
+    /// The request's user, when it is a node (NodeRestriction runs).
+    node_user: Option<User>,
+    /// The subresource written through (empty for the main endpoint).
+    subresource: String,
+}
+
+impl crate::registry::Admission for RequestAdmission {
     fn mutate<'a>(
         &'a self,
         resource: &'static Resource,
         object: &'a mut Value,
     ) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(async move {
-            if let Some(limits) = &self.limits {
-                limits.mutate(resource, object).await?;
-            }
-            if is_pods(resource) {
-                if let Some(accounts) = &self.service_accounts {
+            let chain = &self.chain;
+            if self.plugins {
+                if let Some(limits) = &chain.limits {
+                    limits.mutate(resource, object).await?;
+                }
+                if is_pods(resource)
+                    && let Some(accounts) = &chain.service_accounts
+                {
                     accounts.mutate(object).await?;
                 }
-                if let Some(classes) = &self.priority_classes {
+            }
+            if let Some(user) = &self.node_user {
+                let write = crate::noderestriction::Write {
+                    group: resource.group,
+                    resource: resource.plural,
+                    subresource: &self.subresource,
+                    namespace: namespace_of(object),
+                    name: object
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    operation: crate::noderestriction::Operation::Create(object),
+                };
+                chain.nodes.admit(user, &write).await?;
+            }
+            if self.plugins && is_pods(resource) {
+                if let Some(classes) = &chain.priority_classes {
                     crate::priority::admit(classes, object).await?;
                 }
                 crate::tolerations::admit(object);
@@ -177,16 +262,35 @@ impl crate::registry::Admission for Chain {
         dry_run: bool,
     ) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(async move {
-            if let Some(limits) = &self.limits {
+            let chain = &self.chain;
+            // A create was admitted by NodeRestriction when it was mutated; an update is here.
+            if let (Some(user), Some(old)) = (&self.node_user, old) {
+                let write = crate::noderestriction::Write {
+                    group: resource.group,
+                    resource: resource.plural,
+                    subresource: &self.subresource,
+                    namespace: namespace_of(object),
+                    name: object
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    operation: crate::noderestriction::Operation::Update { new: object, old },
+                };
+                chain.nodes.admit(user, &write).await?;
+            }
+            if !self.plugins {
+                return Ok(());
+            }
+            if let Some(limits) = &chain.limits {
                 limits.validate(resource, object, old).await?;
             }
             if old.is_none()
                 && is_pods(resource)
-                && let Some(accounts) = &self.service_accounts
+                && let Some(accounts) = &chain.service_accounts
             {
                 accounts.validate(object).await?;
             }
-            if let Some(quota) = &self.quota {
+            if let Some(quota) = &chain.quota {
                 quota.admit(resource, object, old, dry_run).await?;
             }
             Ok(())

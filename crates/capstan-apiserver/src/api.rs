@@ -18,7 +18,9 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use crate::auth::User;
 use crate::lifecycle::NamespaceLifecycle;
+use crate::noderestriction::Operation;
 use crate::registry::cache::Caches;
 use crate::registry::object::meta_str;
 use crate::registry::{
@@ -494,14 +496,16 @@ impl Api {
             })
             .collect::<HashMap<_, Arc<Registry>>>();
         let core = |plural: &'static str| registries.get(&("", "v1", plural)).cloned();
-        let admission = Arc::new(crate::admission::Chain::new(
-            core("limitranges"),
-            core("serviceaccounts"),
-            registries
+        let admission = Arc::new(crate::admission::Chain::new(crate::admission::Registries {
+            limit_ranges: core("limitranges"),
+            service_accounts: core("serviceaccounts"),
+            pods: core("pods"),
+            nodes: core("nodes"),
+            priority_classes: registries
                 .get(&("scheduling.k8s.io", "v1", "priorityclasses"))
                 .cloned(),
-            core("resourcequotas"),
-        ));
+            quotas: core("resourcequotas"),
+        }));
         let lookups = match (
             core("serviceaccounts"),
             core("pods"),
@@ -557,12 +561,28 @@ impl Api {
             .get(&(resource.group, resource.version, resource.plural))
     }
 
-    /// The admission a write through `resource`'s main endpoint runs inside the registry: that
-    /// of namespaced resources (cluster-scoped ones have no quotas or limits).
-    fn write_admission(&self, resource: &Resource) -> Option<Arc<dyn crate::registry::Admission>> {
-        resource
-            .namespaced
-            .then(|| self.admission.clone() as Arc<dyn crate::registry::Admission>)
+    /// The admission a write by `user` through `subresource` of `resource` runs inside the
+    /// registry (see [`crate::admission::Chain::for_request`]).
+    fn write_admission(
+        &self,
+        resource: &Resource,
+        subresource: Option<&str>,
+        user: Option<&User>,
+    ) -> Option<Arc<dyn crate::registry::Admission>> {
+        self.admission.for_request(resource, subresource, user)
+    }
+
+    /// NodeRestriction for a write the registry does not admit itself (a delete, an eviction,
+    /// a binding, a TokenRequest): nothing unless `user` is a node.
+    async fn restrict_node(
+        &self,
+        user: Option<&User>,
+        write: crate::noderestriction::Write<'_>,
+    ) -> Result<(), ApiError> {
+        match user {
+            Some(user) => self.admission.node_restriction().admit(user, &write).await,
+            None => Ok(()),
+        }
     }
 
     /// This API reaching kubelets through `kubelets`.
@@ -605,8 +625,15 @@ impl Api {
                 .unwrap_or_default();
             let mut create = info.clone();
             create.verb = "create".to_owned();
-            if !authorizer.allows(&user, &crate::authz::Attributes::from(&create)) {
-                return Err(ApiError::forbidden(&create, &user.name));
+            let decision = authorizer
+                .authorize(&user, &crate::authz::Attributes::from(&create))
+                .await;
+            if !decision.allowed {
+                return Err(ApiError::forbidden_because(
+                    &create,
+                    &user.name,
+                    &decision.reason,
+                ));
             }
         }
         let (Some(kubelets), Some(nodes)) = (&self.kubelets, self.registry("", "v1", "nodes"))
@@ -682,6 +709,17 @@ impl Api {
             .map(str::to_owned);
         let name = info.name.as_str();
         let verb = info.verb.as_str();
+        // Who asks (none in process, as the server's own calls): NodeRestriction narrows nodes.
+        let user = request.extensions().get::<User>().cloned();
+        let user = user.as_ref();
+        let node_write = |operation| crate::noderestriction::Write {
+            group: resource.group,
+            resource: resource.plural,
+            subresource: subresource.unwrap_or_default(),
+            namespace: namespace.unwrap_or_default(),
+            name,
+            operation,
+        };
         if !resource.supports(verb) && subresource.is_none() {
             return Err(StatusError::method_not_supported(
                 GroupResource::new(resource.group, resource.plural),
@@ -723,6 +761,8 @@ impl Api {
             ("create", Some("binding")) => {
                 let options = query.write_options()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                self.restrict_node(user, node_write(Operation::Create(&body)))
+                    .await?;
                 crate::pods::bind(&registry, namespace, name, &body, &options).await?;
                 Ok(respond(
                     StatusCode::CREATED,
@@ -734,6 +774,8 @@ impl Api {
             ("create", Some("token")) => {
                 // `serviceaccounts/token`: a TokenRequest answers with a token; nothing is stored.
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                self.restrict_node(user, node_write(Operation::Create(&body)))
+                    .await?;
                 let answer = self
                     .tokens
                     .request(namespace.unwrap_or_default(), name, &body)
@@ -742,6 +784,8 @@ impl Api {
             }
             ("create", Some("eviction")) => {
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                self.restrict_node(user, node_write(Operation::Create(&body)))
+                    .await?;
                 let pdbs = self
                     .registry("policy", "v1", "poddisruptionbudgets")
                     .cloned();
@@ -787,18 +831,15 @@ impl Api {
                 ) =>
             {
                 // A review answers; nothing is stored.
-                let user = request
-                    .extensions()
-                    .get::<crate::auth::User>()
-                    .cloned()
-                    .unwrap_or_else(crate::auth::User::anonymous);
+                let user = user.cloned().unwrap_or_else(crate::auth::User::anonymous);
                 let authorizer = request
                     .extensions()
                     .get::<Arc<crate::authz::Authorizer>>()
                     .cloned()
                     .unwrap_or_default();
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                let answer = crate::reviews::answer(resource.kind, &body, &user, &authorizer)?;
+                let answer =
+                    crate::reviews::answer(resource.kind, &body, &user, &authorizer).await?;
                 Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
             }
             ("create", None) => {
@@ -810,7 +851,7 @@ impl Api {
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
-                options.admission = self.write_admission(resource);
+                options.admission = self.write_admission(resource, None, user);
                 if let Some(ns) = namespace {
                     self.admit_namespace(ns, resource, meta_str(&body, "name"))
                         .await?;
@@ -841,9 +882,7 @@ impl Api {
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
-                if subresource.is_none() {
-                    options.admission = self.write_admission(resource);
-                }
+                options.admission = self.write_admission(resource, subresource, user);
                 if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
                     // Only a create-on-update needs the namespace to accept content.
                     if registry.read(namespace, name, Some("0")).await.is_err() {
@@ -878,9 +917,7 @@ impl Api {
                 let apply = crate::patch::is_apply(ct);
                 let mut options =
                     query.recorded_write_options(request.headers(), "PatchOptions", Some(apply))?;
-                if subresource.is_none() {
-                    options.admission = self.write_admission(resource);
-                }
+                options.admission = self.write_admission(resource, subresource, user);
                 if apply
                     && let Some(ns) = namespace.filter(|_| subresource.is_none())
                     && registry.read(namespace, name, Some("0")).await.is_err()
@@ -936,6 +973,8 @@ impl Api {
             ("delete", None) => {
                 let options =
                     delete_options(&query, request.into_body(), content_type.as_deref()).await?;
+                self.restrict_node(user, node_write(Operation::Delete))
+                    .await?;
                 if resource.kind == "Namespace" && resource.group.is_empty() {
                     self.lifecycle.deleting(name);
                 }
@@ -967,6 +1006,13 @@ impl Api {
                     }
                     let ns = (!meta_str(object, "namespace").is_empty())
                         .then(|| meta_str(object, "namespace"));
+                    // Upstream admits each object of a collection's delete on its own.
+                    let each = crate::noderestriction::Write {
+                        namespace: ns.unwrap_or_default(),
+                        name: meta_str(object, "name"),
+                        ..node_write(Operation::Delete)
+                    };
+                    self.restrict_node(user, each).await?;
                     match registry
                         .delete(ns, meta_str(object, "name"), &options)
                         .await

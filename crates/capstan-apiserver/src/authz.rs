@@ -1,5 +1,9 @@
-//! Authorization: upstream's union of the privileged-group authorizer (`system:masters` may do
-//! anything) and the RBAC authorizer. RBAC evaluates the `rbac.authorization.k8s.io/v1` objects:
+//! Authorization: upstream's union (`--authorization-mode=Node,RBAC`) of the privileged-group
+//! authorizer (`system:masters` may do anything), the Node authorizer ([`crate::nodeauthz`]:
+//! a kubelet reaches only its own Node and Lease and the objects its pods use) and the RBAC
+//! authorizer, asked in that order; the first to allow wins, and a refusal carries the reasons
+//! the authorizers gave (upstream's message after the colon of the 403).
+//! RBAC evaluates the `rbac.authorization.k8s.io/v1` objects:
 //! a request is allowed when a ClusterRoleBinding, or a RoleBinding in the request's namespace,
 //! binds one of the user's identities to a role with a rule that covers the request. Aggregated
 //! ClusterRoles gather the rules of the ClusterRoles their selectors pick, as upstream's
@@ -48,6 +52,9 @@ pub(crate) struct Attributes {
     pub namespace: String,
     /// The path, for non-resource requests.
     pub path: String,
+    /// The `fieldSelector` of a list or watch, decoded (empty when there is none), which
+    /// upstream's authorizers may look at (`AuthorizeWithSelectors`).
+    pub field_selector: String,
 }
 
 impl From<&RequestInfo> for Attributes {
@@ -61,8 +68,33 @@ impl From<&RequestInfo> for Attributes {
             name: info.name.clone(),
             namespace: info.namespace.clone(),
             path: info.path.clone(),
+            field_selector: String::new(),
         }
     }
+}
+
+impl Attributes {
+    /// The attributes of a request described by `info` whose raw query string is `query`.
+    pub(crate) fn of_request(info: &RequestInfo, query: &str) -> Self {
+        let mut attributes = Attributes::from(info);
+        if info.is_resource_request && matches!(info.verb.as_str(), "list" | "watch") {
+            attributes.field_selector = form_urlencoded::parse(query.as_bytes())
+                .find(|(k, _)| k == "fieldSelector")
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+        }
+        attributes
+    }
+}
+
+/// An authorizer's answer: allowed or not, and why not (upstream's reason, shown after the
+/// colon of a 403; empty when no authorizer gave one).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Decision {
+    /// Whether the request may run.
+    pub allowed: bool,
+    /// The reasons of the authorizers that had no opinion, one a line.
+    pub reason: String,
 }
 
 /// A binding: who, and to which role.
@@ -88,6 +120,9 @@ struct Policy {
 pub(crate) struct Authorizer {
     policy: RwLock<Arc<Policy>>,
     built_from: RwLock<[u64; 4]>,
+    /// The Node authorizer, which looks up what pods use (none: every node is refused what
+    /// needs a relationship).
+    nodes: crate::nodeauthz::NodeAuthorizer,
 }
 
 fn matches(values: &[String], value: &str) -> bool {
@@ -95,7 +130,7 @@ fn matches(values: &[String], value: &str) -> bool {
 }
 
 /// Whether `rule` covers `attrs`, as upstream's `RuleAllows`.
-fn rule_allows(rule: &PolicyRule, attrs: &Attributes) -> bool {
+pub(crate) fn rule_allows(rule: &PolicyRule, attrs: &Attributes) -> bool {
     if !matches(&rule.verbs, &attrs.verb) {
         return false;
     }
@@ -241,9 +276,18 @@ fn aggregate(roles: &[ClusterRole]) -> BTreeMap<String, Vec<PolicyRule>> {
 }
 
 impl Authorizer {
+    /// An authorizer whose Node authorizer looks relationships up in `api` (its RBAC policy is
+    /// empty until [`Authorizer::refresh`]).
+    pub(crate) fn for_api(api: &Api) -> Authorizer {
+        Authorizer {
+            nodes: crate::nodeauthz::NodeAuthorizer::new(api),
+            ..Authorizer::default()
+        }
+    }
+
     /// An authorizer kept current from `api`'s RBAC objects in the background.
     pub(crate) fn start(api: Arc<Api>) -> Arc<Authorizer> {
-        let authorizer = Arc::new(Authorizer::default());
+        let authorizer = Arc::new(Authorizer::for_api(&api));
         let weak = Arc::downgrade(&authorizer);
         let registries = [
             "clusterroles",
@@ -340,17 +384,30 @@ impl Authorizer {
         Ok(())
     }
 
-    /// Whether `user` may do what `attrs` describe.
-    pub(crate) fn allows(&self, user: &User, attrs: &Attributes) -> bool {
+    /// Whether `user` may do what `attrs` describe, and why not: the privileged group, then
+    /// the Node authorizer, then RBAC (which gives no reasons).
+    pub(crate) async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == "system:masters") {
-            return true;
+            return Decision {
+                allowed: true,
+                reason: String::new(),
+            };
+        }
+        let mut reasons = Vec::new();
+        match self.nodes.authorize(user, attrs).await {
+            Some(decision) if decision.allowed => return decision,
+            Some(decision) if !decision.reason.is_empty() => reasons.push(decision.reason),
+            _ => {}
         }
         let policy = self
             .policy
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        policy.allows(user, attrs)
+        Decision {
+            allowed: policy.allows(user, attrs),
+            reason: reasons.join("\n"),
+        }
     }
 }
 
@@ -359,7 +416,9 @@ impl Authorizer {
 /// bootstrap policy grants them; and the user-facing `admin`, `edit` and `view` roles, which
 /// aggregate upstream's `system:aggregate-to-*` rules, and the scheduler's roles
 /// (`system:kube-scheduler`, `system:volume-scheduler`) bound to its user
-/// (`rbac_bootstrap.json`); and `cluster-admin` for the controller manager's user.
+/// (`rbac_bootstrap.json`); the nodes' `system:node` role with a binding that names nobody (the
+/// Node authorizer applies its rules per node); and `cluster-admin` for the controller
+/// manager's user.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -447,42 +506,16 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:volume-scheduler",
             "system:kube-scheduler",
         ),
-        // The node agents, as upstream's `system:node` role grants them (upstream narrows it
-        // further per node with the Node authorizer, which is not built yet).
-        role(
-            "system:node",
-            json!([
-                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-                {"apiGroups": ["authorization.k8s.io"],
-                 "resources": ["localsubjectaccessreviews", "subjectaccessreviews"], "verbs": ["create"]},
-                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["nodes"],
-                 "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
-                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch", "update"]},
-                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
-                 "verbs": ["create", "patch", "update"]},
-                {"apiGroups": [""], "resources": ["pods"],
-                 "verbs": ["get", "list", "watch", "create", "delete"]},
-                {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
-                {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-                {"apiGroups": [""],
-                 "resources": ["configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"],
-                 "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"],
-                 "verbs": ["get", "patch", "update"]},
-                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
-                {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
-                 "verbs": ["create", "get", "list", "watch"]},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                 "verbs": ["create", "delete", "get", "patch", "update"]},
-                {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments", "csidrivers"],
-                 "verbs": ["get", "list", "watch"]},
-                {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"],
-                 "verbs": ["get", "list", "watch"]},
-            ]),
+        // The node agents' role, upstream's `NodeRules`. Its binding has no subjects, as
+        // upstream's since the Node authorizer (which applies these rules, narrowed per node)
+        // took over: see `unbind_nodes`.
+        role("system:node", crate::nodeauthz::node_rules()),
+        (
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": meta("system:node"),
+                   "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "system:node"}}),
         ),
-        binding("system:node", &["system:nodes"]),
         // The controllers read, write and delete every kind (the garbage collector and the
         // namespace controller reach custom resources too) under one identity; upstream
         // splits them into a service account per controller.
@@ -495,7 +528,8 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     objects
 }
 
-/// Creates the bootstrap roles and bindings that are missing.
+/// Creates the bootstrap roles and bindings that are missing, and takes the node group out of
+/// a `system:node` binding an earlier version created ([`unbind_nodes`]).
 pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), ApiError> {
     for (plural, object) in bootstrap_objects() {
         let Some(registry) = api.registry(GROUP, "v1", plural) else {
@@ -510,7 +544,58 @@ pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), ApiError> {
             Err(error) => return Err(error),
         }
     }
-    Ok(())
+    unbind_nodes(api).await
+}
+
+/// Whether `binding` is the `system:node` binding as versions before the Node authorizer
+/// created it: still marked for automatic update, granting the role to the `system:nodes`
+/// group and nobody else.
+fn is_old_node_binding(binding: &Value) -> bool {
+    let annotation = binding
+        .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
+        .and_then(Value::as_str);
+    let subjects = binding["subjects"].as_array().map(Vec::as_slice);
+    annotation == Some("true")
+        && matches!(subjects, Some([subject])
+            if subject["kind"] == "Group" && subject["name"] == "system:nodes")
+}
+
+/// Empties the subjects of a `system:node` binding left by an earlier version, which bound
+/// the whole `system:nodes` group to the role and so let every node read every secret whatever
+/// the Node authorizer says. Upstream keeps such a subject until an administrator reconciles
+/// with `--remove-extra-subjects`; here the binding is emptied once at start, but only while it
+/// is exactly what the bootstrap wrote (an administrator's binding, or one whose autoupdate
+/// annotation was turned off, is left alone).
+async fn unbind_nodes(api: &Api) -> Result<(), ApiError> {
+    let Some(registry) = api.registry(GROUP, "v1", "clusterrolebindings") else {
+        return Ok(());
+    };
+    let binding = match registry.get(None, "system:node").await {
+        Ok(binding) => binding,
+        Err(error) if error.status().code() == 404 => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    if !is_old_node_binding(&binding) {
+        return Ok(());
+    }
+    let mut emptied = binding;
+    if let Some(map) = emptied.as_object_mut() {
+        map.remove("subjects");
+    }
+    match registry
+        .update(None, "system:node", emptied, None, &WriteOptions::default())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(
+                "removed the system:nodes group from the system:node ClusterRoleBinding: the Node authorizer grants nodes their access"
+            );
+            Ok(())
+        }
+        // Someone changed it meanwhile: theirs stands.
+        Err(error) if error.status().code() == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 #[cfg(test)]
@@ -557,7 +642,7 @@ mod tests {
             subresource: sub.into(),
             name: name.into(),
             namespace: "default".into(),
-            path: String::new(),
+            ..Attributes::default()
         }
     }
 
@@ -630,6 +715,52 @@ mod tests {
         assert!(allows("edit", &read_secret));
         assert!(!allows("edit", &create_role));
         assert!(allows("admin", &list_pods) && allows("admin", &create_role));
+    }
+
+    #[tokio::test]
+    async fn the_union_asks_the_node_authorizer_then_rbac() {
+        // The bootstrap policy binds nobody to the node role: only the Node authorizer
+        // (here without lookups, so relating nothing to any node) lets nodes in.
+        let authorizer = tests_support::bootstrapped();
+        let node = User {
+            name: "system:node:n1".into(),
+            groups: vec!["system:nodes".into(), "system:authenticated".into()],
+            ..User::default()
+        };
+        let mut lease = resource("update", "coordination.k8s.io", "leases", "", "n1");
+        lease.namespace = "kube-node-lease".into();
+        assert!(authorizer.authorize(&node, &lease).await.allowed);
+        let secret = resource("get", "", "secrets", "", "s");
+        assert_eq!(
+            authorizer.authorize(&node, &secret).await,
+            Decision {
+                allowed: false,
+                reason: "no relationship found between node 'n1' and this object".into(),
+            }
+        );
+        // RBAC still speaks after the Node authorizer: discovery for every authenticated user.
+        let discovery = Attributes {
+            verb: "get".into(),
+            path: "/api".into(),
+            ..Attributes::default()
+        };
+        assert!(authorizer.authorize(&node, &discovery).await.allowed);
+        // Others get RBAC's answer, which gives no reason.
+        let jane = User {
+            name: "jane".into(),
+            groups: vec!["system:authenticated".into()],
+            ..User::default()
+        };
+        assert_eq!(
+            authorizer.authorize(&jane, &secret).await,
+            Decision::default()
+        );
+        let admin = User {
+            name: "root".into(),
+            groups: vec!["system:masters".into()],
+            ..User::default()
+        };
+        assert!(authorizer.authorize(&admin, &secret).await.allowed);
     }
 
     #[test]

@@ -39,7 +39,7 @@ impl Request {
     }
 
     /// Upstream's 403 for an impersonation the requester may not do.
-    fn forbidden(&self, requester: &str) -> ApiError {
+    fn forbidden(&self, requester: &str, reason: &str) -> ApiError {
         let info = RequestInfo {
             is_resource_request: true,
             verb: "impersonate".into(),
@@ -49,14 +49,14 @@ impl Request {
             name: self.name.clone(),
             ..RequestInfo::default()
         };
-        ApiError::forbidden(&info, requester)
+        ApiError::forbidden_because(&info, requester, reason)
     }
 }
 
 /// The user a request acts as: `user` itself when it asks for no impersonation, else the user
 /// its headers name (after checking that `user` may impersonate each part); the impersonation
 /// headers are removed.
-pub(crate) fn acting_user(
+pub(crate) async fn acting_user(
     user: User,
     headers: &mut HeaderMap,
     authorizer: &Authorizer,
@@ -131,8 +131,9 @@ pub(crate) fn acting_user(
         });
     }
     for request in &requests {
-        if !authorizer.allows(&user, &request.attributes()) {
-            return Err(request.forbidden(&user.name));
+        let decision = authorizer.authorize(&user, &request.attributes()).await;
+        if !decision.allowed {
+            return Err(request.forbidden(&user.name, &decision.reason));
         }
     }
     let mut acting_groups = groups.clone();
@@ -197,8 +198,8 @@ mod tests {
         map
     }
 
-    #[test]
-    fn admins_act_as_others_and_others_may_not() {
+    #[tokio::test]
+    async fn admins_act_as_others_and_others_may_not() {
         let authorizer = crate::authz::tests_support::bootstrapped();
         let admin = User {
             name: "admin".into(),
@@ -206,7 +207,9 @@ mod tests {
             ..User::default()
         };
         let mut h = headers(&[("Impersonate-User", "jane"), ("Impersonate-Group", "devs")]);
-        let jane = acting_user(admin.clone(), &mut h, &authorizer).unwrap();
+        let jane = acting_user(admin.clone(), &mut h, &authorizer)
+            .await
+            .unwrap();
         assert_eq!(jane.name, "jane");
         assert_eq!(jane.groups, ["devs", "system:authenticated"]);
         assert!(h.is_empty());
@@ -216,11 +219,15 @@ mod tests {
             ("Impersonate-Extra-Scopes", "view"),
             ("Impersonate-Extra-Scopes", "edit"),
         ]);
-        let kim = acting_user(admin.clone(), &mut h, &authorizer).unwrap();
+        let kim = acting_user(admin.clone(), &mut h, &authorizer)
+            .await
+            .unwrap();
         assert_eq!(kim.uid, "u-1");
         assert_eq!(kim.extra["scopes"], ["view", "edit"]);
         let mut h = headers(&[("Impersonate-User", "system:serviceaccount:ci:builder")]);
-        let sa = acting_user(admin.clone(), &mut h, &authorizer).unwrap();
+        let sa = acting_user(admin.clone(), &mut h, &authorizer)
+            .await
+            .unwrap();
         assert_eq!(
             sa.groups,
             [
@@ -230,7 +237,7 @@ mod tests {
             ]
         );
         let mut h = headers(&[("Impersonate-User", "admin2")]);
-        let error = acting_user(jane, &mut h, &authorizer).unwrap_err();
+        let error = acting_user(jane, &mut h, &authorizer).await.unwrap_err();
         assert_eq!(error.status().code(), 403);
         assert_eq!(
             error.status().to_json()["message"],
@@ -239,6 +246,7 @@ mod tests {
         let mut h = headers(&[("Impersonate-Group", "devs")]);
         assert_eq!(
             acting_user(admin.clone(), &mut h, &authorizer)
+                .await
                 .unwrap_err()
                 .status()
                 .code(),
@@ -246,7 +254,7 @@ mod tests {
         );
         let mut h = HeaderMap::new();
         assert_eq!(
-            acting_user(admin, &mut h, &authorizer).unwrap().name,
+            acting_user(admin, &mut h, &authorizer).await.unwrap().name,
             "admin"
         );
     }

@@ -26,6 +26,8 @@ mod kubelets;
 mod lifecycle;
 mod limitranges;
 mod metrics;
+mod nodeauthz;
+mod noderestriction;
 mod patch;
 pub mod pki;
 mod pods;

@@ -29,7 +29,7 @@ fn attributes(resource: Option<&Value>, non_resource: Option<&Value>) -> Attribu
             subresource: text(resource, "subresource"),
             name: text(resource, "name"),
             namespace: text(resource, "namespace"),
-            path: String::new(),
+            ..Attributes::default()
         },
         None => Attributes {
             verb: text(non_resource, "verb"),
@@ -40,7 +40,7 @@ fn attributes(resource: Option<&Value>, non_resource: Option<&Value>) -> Attribu
 }
 
 /// Answers a review of `kind` for `user`, asking `authorizer`.
-pub(crate) fn answer(
+pub(crate) async fn answer(
     kind: &str,
     body: &Value,
     user: &User,
@@ -67,9 +67,11 @@ pub(crate) fn answer(
             let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
             let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
             let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
-            let allowed = match (resource, non_resource) {
+            let decision = match (resource, non_resource) {
                 (Some(_), None) | (None, Some(_)) => {
-                    authorizer.allows(user, &attributes(resource, non_resource))
+                    authorizer
+                        .authorize(user, &attributes(resource, non_resource))
+                        .await
                 }
                 (Some(_), Some(_)) => {
                     return Err(invalid_spec(
@@ -84,6 +86,11 @@ pub(crate) fn answer(
                     ));
                 }
             };
+            // Upstream writes the reason an authorizer gave (the Node authorizer's refusals).
+            let mut status = json!({"allowed": decision.allowed});
+            if !decision.allowed && !decision.reason.is_empty() {
+                status["reason"] = json!(decision.reason);
+            }
             let mut metadata = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
             if metadata.get("creationTimestamp").is_none() {
                 metadata["creationTimestamp"] = Value::Null;
@@ -93,7 +100,7 @@ pub(crate) fn answer(
                 "apiVersion": "authorization.k8s.io/v1",
                 "metadata": metadata,
                 "spec": spec,
-                "status": {"allowed": allowed},
+                "status": status,
             }))
         }
         other => Err(StatusError::internal(&format!("no review for {other}")).into()),
@@ -132,33 +139,39 @@ mod tests {
         }
     }
 
-    #[test]
-    fn access_reviews_follow_the_authorizer() {
+    #[tokio::test]
+    async fn access_reviews_follow_the_authorizer() {
         let authorizer = crate::authz::tests_support::bootstrapped();
-        let ask = |user: &User, spec: Value| {
+        let ask = async |user: &User, spec: Value| {
             answer(
                 "SelfSubjectAccessReview",
                 &json!({"spec": spec}),
                 user,
                 &authorizer,
             )
+            .await
         };
         let pods = json!({"resourceAttributes": {"verb": "create", "resource": "pods"}});
         let admin = user(&["system:masters", "system:authenticated"]);
         let plain = user(&["devs", "system:authenticated"]);
         assert_eq!(
-            ask(&admin, pods.clone()).unwrap()["status"]["allowed"],
+            ask(&admin, pods.clone()).await.unwrap()["status"]["allowed"],
             true
         );
-        assert_eq!(ask(&plain, pods).unwrap()["status"]["allowed"], false);
+        assert_eq!(ask(&plain, pods).await.unwrap()["status"]["allowed"], false);
         let own = json!({"resourceAttributes": {"verb": "create",
             "group": "authorization.k8s.io", "resource": "selfsubjectaccessreviews"}});
-        assert_eq!(ask(&plain, own).unwrap()["status"]["allowed"], true);
+        assert_eq!(ask(&plain, own).await.unwrap()["status"]["allowed"], true);
         let health = json!({"nonResourceAttributes": {"verb": "get", "path": "/healthz"}});
-        assert_eq!(ask(&plain, health).unwrap()["status"]["allowed"], true);
-        let error = ask(&plain, json!({})).unwrap_err();
+        assert_eq!(
+            ask(&plain, health).await.unwrap()["status"]["allowed"],
+            true
+        );
+        let error = ask(&plain, json!({})).await.unwrap_err();
         assert_eq!(error.status().code(), 422);
-        let who = answer("SelfSubjectReview", &json!({}), &plain, &authorizer).unwrap();
+        let who = answer("SelfSubjectReview", &json!({}), &plain, &authorizer)
+            .await
+            .unwrap();
         assert_eq!(who["status"]["userInfo"]["username"], "alice");
     }
 }

@@ -219,16 +219,29 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
     .unwrap_or_else(|| ApiError::not_found().into_response())
 }
 
-/// Asks `authorizer` whether `user` may make the request: anonymous users who may not are
-/// told to authenticate (401), others are forbidden (403).
-fn authorize(user: &User, info: &RequestInfo, authorizer: &Authorizer) -> Result<(), ApiError> {
-    if authorizer.allows(user, &Attributes::from(info)) {
+/// Asks `authorizer` whether `user` may make the request (whose raw query is `query`):
+/// anonymous users who may not are told to authenticate (401), others are forbidden (403, with
+/// the authorizers' reasons).
+async fn authorize(
+    user: &User,
+    info: &RequestInfo,
+    query: &str,
+    authorizer: &Authorizer,
+) -> Result<(), ApiError> {
+    let decision = authorizer
+        .authorize(user, &Attributes::of_request(info, query))
+        .await;
+    if decision.allowed {
         return Ok(());
     }
     if user.is_anonymous() {
         return Err(ApiError::unauthorized());
     }
-    Err(ApiError::forbidden(info, &user.name))
+    Err(ApiError::forbidden_because(
+        info,
+        &user.name,
+        &decision.reason,
+    ))
 }
 
 /// How long a request (other than a watch) may take unless it asks for less, as upstream's
@@ -304,7 +317,7 @@ async fn dispatch(
         },
         _ => None,
     };
-    let mut response = match authorize(&user, info, &control.authorizer) {
+    let mut response = match authorize(&user, info, query, &control.authorizer).await {
         Err(error) => error.into_response(),
         Ok(()) => {
             request.extensions_mut().insert(control.authorizer.clone());
@@ -418,6 +431,7 @@ async fn handle(
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
         Authenticated::User(user) => {
             match crate::impersonate::acting_user(user, request.headers_mut(), &control.authorizer)
+                .await
             {
                 Ok(user) => dispatch(request, user, &info, &query, app, control).await,
                 Err(error) => error.into_response(),
@@ -587,7 +601,7 @@ mod tests {
             crate::join::Join::load_or_create(dir.path(), &tls, &pki.ca_cert_pem, None).unwrap();
         let control = Control {
             flowcontrol: Arc::new(Flowcontrol::default()),
-            authorizer: Arc::new(Authorizer::default()),
+            authorizer: Arc::new(Authorizer::for_api(&api)),
             join: Arc::new(join),
         };
         control.flowcontrol.refresh(&api).await.unwrap();

@@ -15,9 +15,9 @@ impl ApiError {
         ApiError(Box::new(StatusError::unauthorized("Unauthorized")))
     }
 
-    /// 403: `user` may not make this request.
-    pub(crate) fn forbidden(info: &RequestInfo, user: &str) -> Self {
-        ApiError(Box::new(info.forbidden(user)))
+    /// 403: `user` may not make this request, for the authorizers' `reason` (if any).
+    pub(crate) fn forbidden_because(info: &RequestInfo, user: &str, reason: &str) -> Self {
+        ApiError(Box::new(info.forbidden_because(user, reason)))
     }
 
     /// 404: nothing is served here.

@@ -66,16 +66,17 @@ pub(crate) struct WriteOptions {
     /// Write as upstream's storage-level updates do (the pod binding): no strategy and no
     /// `managedFields` entry; the caller's `modify` enforces the rules of the change.
     pub below_strategy: bool,
-    /// The admission that runs inside this write (requests through the main endpoint; the
-    /// server's own writes have none).
+    /// The admission that runs inside this write (requests' writes; the server's own writes
+    /// have none).
     pub admission: Option<Arc<dyn Admission>>,
 }
 
 /// Admission that runs inside a write, where upstream's runs in its handlers and generic store:
 /// the mutating step on a new object once it is decoded and defaulted (before the strategy
 /// prepares it), the validating step on a new or changed object once the strategy has prepared
-/// and validated it, just before it is stored. Updates through subresources and writes below
-/// the strategy are not admitted.
+/// and validated it, just before it is stored. Writes below the strategy are not admitted; an
+/// update through a subresource is, when the request's admission asks to be (it knows the
+/// endpoint it was made for).
 pub(crate) trait Admission: Send + Sync + std::fmt::Debug {
     /// Changes a new object of `resource` before it is prepared and validated.
     fn mutate<'a>(
@@ -776,7 +777,7 @@ impl Registry {
             if let Some(admission) = options
                 .admission
                 .as_ref()
-                .filter(|_| subresource.is_none() && !options.below_strategy)
+                .filter(|_| !options.below_strategy)
                 && let Err(e) = admission
                     .validate(self.resource, &new, Some(&old), options.dry_run)
                     .await
