@@ -572,6 +572,10 @@ pub(crate) async fn listen(
 mod serviceaccount_tests;
 
 #[cfg(test)]
+#[path = "nodeauthz_tests.rs"]
+mod nodeauthz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::StatusCode;
