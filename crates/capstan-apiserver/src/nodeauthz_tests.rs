@@ -381,6 +381,59 @@ async fn a_node_writes_only_its_own_node_lease_and_pods() {
         "pods \"sneaky\" is forbidden: pod does not have \"kubernetes.io/config.mirror\" \
          annotation, node \"n1\" can only create mirror pods",
     );
+    // A mirror pod of its own (a static pod's copy) is what a node may create.
+    let n1_uid = c
+        .api
+        .registry("", "v1", "nodes")
+        .unwrap()
+        .get(None, "n1")
+        .await
+        .unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mirror = |uid: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "static-web-n1",
+            "annotations": {"kubernetes.io/config.mirror": "hash"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": uid,
+                                 "controller": true}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    forbidden(
+        c.send(
+            &n1,
+            "POST",
+            &format!("{NS}/pods"),
+            JSON,
+            Some(mirror("stale")),
+        )
+        .await,
+        &format!(
+            "pods \"static-web-n1\" is forbidden: node n1 UID mismatch: expected stale got {n1_uid}"
+        ),
+    );
+    ok(
+        c.send(
+            &n1,
+            "POST",
+            &format!("{NS}/pods"),
+            JSON,
+            Some(mirror(&n1_uid)),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    ok(
+        c.send(
+            &n1,
+            "DELETE",
+            &format!("{NS}/pods/static-web-n1"),
+            JSON,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    );
     let running = json!({"status": {"phase": "Running"}});
     ok(
         patch(&format!("{NS}/pods/web/status"), running.clone()).await,
