@@ -629,6 +629,11 @@ impl NodeAuthorizer {
         let Some(lookups) = &self.lookups else {
             return false;
         };
+        let cluster_scoped = matches!(vertex, Vertex::Volume | Vertex::VolumeAttachment);
+        if namespace.is_empty() && !cluster_scoped {
+            // A namespaced object named without its namespace is related to nothing.
+            return false;
+        }
         match vertex {
             Vertex::Pod => lookups
                 .pods
