@@ -676,6 +676,11 @@ mod tests {
                     "verbs": ["create"]
                 },
                 {
+                    "subresource": "ephemeralcontainers",
+                    "responseKind": {"group": "", "version": "", "kind": "Pod"},
+                    "verbs": ["get", "patch", "update"]
+                },
+                {
                     "subresource": "eviction",
                     "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
                     "verbs": ["create"]
