@@ -215,6 +215,8 @@ async fn pod(
     let pod = match pods.get_opt(name).await {
         Ok(Some(pod)) => pod,
         Ok(None) => return Err(not_found(name)),
+        // The Node authorizer lets a node read only the pods bound to it.
+        Err(kube::Error::Api(status)) if status.code == 403 => return Err(not_found(name)),
         Err(e) => {
             return Err(text(
                 StatusCode::INTERNAL_SERVER_ERROR,
