@@ -15,7 +15,7 @@ use k8s_openapi::api::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::registry::Strategy;
-use crate::registry::strategy::{Converted, Hooks, StatusPolicy, Typed};
+use crate::registry::strategy::{Converted, Hooks, StatusPolicy, Typed, metadata_update};
 
 fn plain<K: Metadata<Ty = ObjectMeta>>() -> Hooks<K> {
     Hooks::plain()
@@ -231,11 +231,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate_status_update: v::core::validate_namespace_status_update,
             validate_subresource_update: |new, old, subresource| match subresource {
                 "finalize" => v::core::validate_namespace_finalize_update(new, old),
-                _ => capstan_api::validation::validate_object_meta_update(
-                    &new.metadata,
-                    &old.metadata,
-                    &capstan_api::field::Path::new("metadata"),
-                ),
+                _ => metadata_update(new, old),
             },
             field_names: &["status.phase"],
             fields: |ns| {
@@ -344,11 +340,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
                 "ephemeralcontainers" => v::pod::validate_pod_ephemeral_containers_update(new, old),
                 // A binding changes what the pod's rules guard through its own checks; the
                 // metadata rules still hold.
-                _ => capstan_api::validation::validate_object_meta_update(
-                    &new.metadata,
-                    &old.metadata,
-                    &capstan_api::field::Path::new("metadata"),
-                ),
+                _ => metadata_update(new, old),
             },
             field_names: &[
                 "spec.nodeName",

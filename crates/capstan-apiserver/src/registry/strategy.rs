@@ -185,7 +185,7 @@ pub struct Hooks<K> {
 }
 
 /// The metadata rules every update obeys, whatever it writes through.
-fn metadata_update<K: Metadata<Ty = ObjectMeta>>(new: &K, old: &K) -> Vec<FieldError> {
+pub fn metadata_update<K: Metadata<Ty = ObjectMeta>>(new: &K, old: &K) -> Vec<FieldError> {
     capstan_api::validation::validate_object_meta_update(
         new.metadata(),
         old.metadata(),
