@@ -189,13 +189,30 @@ impl Worker {
                         RETRY
                     }
                 },
-                Some(pod) => match self.sync(&pod).await {
-                    Ok(wait) => wait.unwrap_or(RESYNC),
-                    Err(e) => {
-                        tracing::warn!(pod = %name(&pod), error = %e, "pod sync failed");
-                        RETRY
+                Some(pod) => {
+                    // The pod's deletion interrupts a sync still running (a postStart hook that
+                    // does not end, a long pull), as upstream's pod workers cancel theirs: the
+                    // next sync reads the runtime afresh and stops what was started.
+                    let outcome = if pod.metadata.deletion_timestamp.is_some() {
+                        Some(self.sync(&pod).await)
+                    } else {
+                        tokio::select! {
+                            outcome = self.sync(&pod) => Some(outcome),
+                            () = deletion(pods.clone()) => None,
+                        }
+                    };
+                    match outcome {
+                        None => {
+                            tracing::info!(pod = %name(&pod), "pod deleted during its sync; stopping it");
+                            continue;
+                        }
+                        Some(Ok(wait)) => wait.unwrap_or(RESYNC),
+                        Some(Err(e)) => {
+                            tracing::warn!(pod = %name(&pod), error = %e, "pod sync failed");
+                            RETRY
+                        }
                     }
-                },
+                }
             };
             tokio::select! {
                 changed = pods.changed() => if changed.is_err() { return },
@@ -1084,6 +1101,22 @@ impl Worker {
             }
         }
         (readiness, started)
+    }
+}
+
+/// Resolves once the pod on `pods` is being deleted or gone (never when the sender goes).
+async fn deletion(mut pods: watch::Receiver<Option<Arc<Pod>>>) {
+    loop {
+        if pods.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let deleting = pods
+            .borrow_and_update()
+            .as_ref()
+            .is_none_or(|pod| pod.metadata.deletion_timestamp.is_some());
+        if deleting {
+            return;
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! - `hooks`: a postStart hook writes a file the container waits for, a preStop hook writes
 //!   to a hostPath volume when the pod is deleted;
 //! - `bad-hook`: a failing postStart hook has its container killed and restarted;
+//! - `stuck-hook`: a postStart hook that never ends does not hold up the pod's deletion;
 //! - `messages`: termination messages from the file, a custom path, and the log's end;
 //!
 //! and, before them, the node's own admission of pods bound to it without the scheduler: too
@@ -164,6 +165,19 @@ spec:
     lifecycle:
       postStart:
         exec: {{command: ["sh", "-c", "exit 7"]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: stuck-hook}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: {image}
+    command: ["sleep", "3600"]
+    lifecycle:
+      postStart:
+        exec: {{command: ["sleep", "3600"]}}
 ---
 apiVersion: v1
 kind: Pod
@@ -404,6 +418,20 @@ fn probes_hooks_and_termination_messages() {
     wait_event(kc, "bad-hook", "Killing", |e| {
         e.message == "FailedPostStartHook"
     });
+    // A postStart hook that never ends does not hold the pod's deletion up.
+    wait_event(kc, "stuck-hook", "Started", |_| true);
+    std::thread::sleep(Duration::from_secs(1));
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "stuck-hook",
+            "--wait=true",
+            "--timeout=30s",
+        ],
+    );
 
     // Termination messages.
     wait_for(
