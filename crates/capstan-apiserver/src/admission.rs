@@ -212,6 +212,28 @@ struct RequestAdmission {
     subresource: String,
 }
 
+impl RequestAdmission {
+    /// What NodeRestriction is asked about `object`, written through this request.
+    fn node_write<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        operation: crate::noderestriction::Operation<'a>,
+    ) -> crate::noderestriction::Write<'a> {
+        crate::noderestriction::Write {
+            group: resource.group,
+            resource: resource.plural,
+            subresource: &self.subresource,
+            namespace: namespace_of(object),
+            name: object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            operation,
+        }
+    }
+}
+
 impl crate::registry::Admission for RequestAdmission {
     fn mutate<'a>(
         &'a self,
@@ -231,17 +253,11 @@ impl crate::registry::Admission for RequestAdmission {
                 }
             }
             if let Some(user) = &self.node_user {
-                let write = crate::noderestriction::Write {
-                    group: resource.group,
-                    resource: resource.plural,
-                    subresource: &self.subresource,
-                    namespace: namespace_of(object),
-                    name: object
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                    operation: crate::noderestriction::Operation::Create(object),
-                };
+                let write = self.node_write(
+                    resource,
+                    object,
+                    crate::noderestriction::Operation::Create(object),
+                );
                 chain.nodes.admit(user, &write).await?;
             }
             if self.plugins && is_pods(resource) {
@@ -265,17 +281,11 @@ impl crate::registry::Admission for RequestAdmission {
             let chain = &self.chain;
             // A create was admitted by NodeRestriction when it was mutated; an update is here.
             if let (Some(user), Some(old)) = (&self.node_user, old) {
-                let write = crate::noderestriction::Write {
-                    group: resource.group,
-                    resource: resource.plural,
-                    subresource: &self.subresource,
-                    namespace: namespace_of(object),
-                    name: object
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                    operation: crate::noderestriction::Operation::Update { new: object, old },
-                };
+                let write = self.node_write(
+                    resource,
+                    object,
+                    crate::noderestriction::Operation::Update { new: object, old },
+                );
                 chain.nodes.admit(user, &write).await?;
             }
             if !self.plugins {
