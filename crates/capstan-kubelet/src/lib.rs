@@ -70,7 +70,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 
 /// The agent's settings.
 #[derive(Debug, Clone)]
@@ -279,13 +278,9 @@ pub async fn run(
         ipam_dir: config.agent_dir.join("cni").join("networks"),
         mtu: None,
     };
-    let pod_network = pod_network(
-        client.clone(),
-        cri.clone(),
-        config.node_name.clone(),
-        network,
-        cni_conf_dir,
-    );
+    let (node_sender, node_updates) = tokio::sync::watch::channel(None);
+    let follow_node = node::follow(client.clone(), config.node_name.clone(), node_sender);
+    let pod_network = pod_network(cri.clone(), node_updates.clone(), network, cni_conf_dir);
     let health_cri = cri.clone();
     // Health is looked at every second; the image list, longer to produce, every tenth time.
     let observations = std::sync::atomic::AtomicU32::new(0);
@@ -344,7 +339,8 @@ pub async fn run(
         _ = heartbeat => {}
         _ = pod_network => {}
         _ = kubelet_api => {}
-        _ = pods::run(shared) => {}
+        _ = follow_node => {}
+        _ = pods::run(shared, node_updates) => {}
     }
     if let Some(own) = own_runtime {
         own.stop().await;
@@ -352,26 +348,21 @@ pub async fn run(
     Ok(())
 }
 
-/// Waits for the node's pod range, then writes the CNI configuration for it and tells the
-/// runtime; follows later changes of the range. Runs until dropped.
+/// Writes the CNI configuration for the node's pod range as soon as the node has one (and again
+/// when it changes), and tells the runtime. Runs until dropped.
 async fn pod_network(
-    client: kube::Client,
     cri: cri::Cri,
-    node_name: String,
+    mut node: tokio::sync::watch::Receiver<Option<Arc<Node>>>,
     network: cni::Network,
     conf_dir: PathBuf,
 ) {
-    let nodes: Api<Node> = Api::all(client);
     let mut current = String::new();
     loop {
-        let cidr = match nodes.get_opt(&node_name).await {
-            Ok(Some(node)) => node.spec.and_then(|s| s.pod_cidr).unwrap_or_default(),
-            Ok(None) => String::new(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read this node");
-                String::new()
-            }
-        };
+        let cidr = node
+            .borrow_and_update()
+            .as_ref()
+            .and_then(|n| n.spec.as_ref()?.pod_cidr.clone())
+            .unwrap_or_default();
         if !cidr.is_empty() && cidr != current {
             match cni::write(&conf_dir, &network, &cidr) {
                 Ok(_) => {
@@ -392,7 +383,8 @@ async fn pod_network(
                 Err(e) => tracing::error!(error = %e, "cannot write the CNI configuration"),
             }
         }
-        let pause = if current.is_empty() { 1 } else { 30 };
-        tokio::time::sleep(std::time::Duration::from_secs(pause)).await;
+        if node.changed().await.is_err() {
+            return std::future::pending().await;
+        }
     }
 }

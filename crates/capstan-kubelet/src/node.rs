@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_client::events::EventType;
+use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
@@ -16,7 +18,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
+use tokio::sync::watch;
 
 use crate::events::{Events, reason};
 use crate::now;
@@ -534,6 +538,26 @@ async fn renew_lease(
         }
     }
     Ok(())
+}
+
+/// Follows this node's Node object with a watch (retrying until it can) and publishes each
+/// version on `sender`: pod admission reads its labels, taints and allocatable resources, the
+/// pod network its `podCIDR`. Runs until dropped.
+pub async fn follow(client: kube::Client, name: String, sender: watch::Sender<Option<Arc<Node>>>) {
+    let api: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(node) => {
+                sender.send_replace(Some(Arc::new(node)));
+            }
+            Err(e) => tracing::warn!(error = %e, "watching this node failed; retrying"),
+        }
+    }
 }
 
 #[cfg(test)]

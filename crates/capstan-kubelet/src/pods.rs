@@ -201,38 +201,6 @@ fn reject(shared: &Arc<Shared>, pod: Arc<Pod>, rejection: Rejection) {
     });
 }
 
-/// Reads this node until it can, then follows it with a watch (admission reads its labels,
-/// taints and allocatable resources).
-async fn node_updates(
-    client: kube::Client,
-    name: String,
-    sender: watch::Sender<Option<Arc<Node>>>,
-) {
-    let api: Api<Node> = Api::all(client);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = watcher(api, config)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(node) => {
-                sender.send_replace(Some(Arc::new(node)));
-            }
-            Err(e) => tracing::warn!(error = %e, "watching this node failed; retrying"),
-        }
-    }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Hands a pod the watch reported to its worker, once admission lets it in.
 fn deliver(
     shared: &Arc<Shared>,
@@ -252,22 +220,18 @@ fn deliver(
     }
 }
 
-/// Runs the node's pods until dropped.
-pub async fn run(shared: Arc<Shared>) {
-    let (node_sender, mut node) = watch::channel(None);
-    let node_task = tokio::spawn(node_updates(
-        shared.client.clone(),
-        shared.node_name.clone(),
-        node_sender,
-    ));
-    let _node_task = AbortOnDrop(node_task);
+/// Runs the node's pods until dropped; `node` follows this node's Node object.
+pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>>>) {
     // Admission needs the node: wait for it before looking at any pod.
     let mut admission = Admission::default();
-    while admission.node.is_none() {
+    loop {
+        admission.node = node.borrow_and_update().clone();
+        if admission.node.is_some() {
+            break;
+        }
         if node.changed().await.is_err() {
             return;
         }
-        admission.node = node.borrow_and_update().clone();
     }
     let api: Api<Pod> = Api::all(shared.client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", shared.node_name));
