@@ -232,6 +232,10 @@ pub fn parse_ports(values: &[String]) -> Result<Vec<u16>, String> {
     if ports.is_empty() {
         return Err("query parameter \"port\" is required".to_owned());
     }
+    // Two channels per port, numbered in one byte.
+    if ports.len() > 128 {
+        return Err(format!("too many ports ({}), at most 128", ports.len()));
+    }
     Ok(ports)
 }
 

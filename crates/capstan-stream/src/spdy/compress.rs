@@ -96,7 +96,8 @@ impl HeaderDecompressor {
     pub(crate) fn decompress(&mut self, input: &[u8]) -> Result<Vec<u8>, SpdyError> {
         let fail = |what: String| SpdyError::Protocol(format!("header decompression: {what}"));
         let start = self.z.total_in();
-        let mut out: Vec<u8> = Vec::with_capacity(input.len() * 4 + 64);
+        let mut out: Vec<u8> =
+            Vec::with_capacity((input.len() * 4 + 64).min(MAX_DECOMPRESSED_BLOCK));
         loop {
             let consumed = (self.z.total_in() - start) as usize;
             if out.len() == out.capacity() {

@@ -266,6 +266,9 @@ pub(crate) fn decode_header_block(block: &[u8]) -> Result<Vec<(String, String)>,
         return Err(malformed("entry count exceeds the block"));
     }
     let mut headers = Vec::with_capacity(count);
+    // What the decoded headers take: a value holding many NUL-separated parts repeats its name
+    // for each, so a small block could otherwise decode to gigabytes.
+    let mut decoded = 0usize;
     for _ in 0..count {
         let len = take_u32(&mut rest)?;
         if len > rest.len() {
@@ -283,6 +286,10 @@ pub(crate) fn decode_header_block(block: &[u8]) -> Result<Vec<(String, String)>,
         let (value, after) = rest.split_at(len);
         rest = after;
         for v in value.split(|&b| b == 0) {
+            decoded = decoded.saturating_add(name.len() + v.len());
+            if decoded > MAX_HEADER_BLOCK {
+                return Err(malformed("decoded headers too large"));
+            }
             headers.push((name.clone(), String::from_utf8_lossy(v).into_owned()));
         }
     }
@@ -295,6 +302,20 @@ pub(crate) fn decode_header_block(block: &[u8]) -> Result<Vec<(String, String)>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_of_many_parts_cannot_decode_past_the_block_limit() {
+        // One entry: a 64 KiB name and a value of 64 Ki NULs (65 537 empty parts).
+        let name = vec![b'a'; 1 << 16];
+        let value = vec![0u8; 1 << 16];
+        let mut block = Vec::new();
+        block.extend_from_slice(&1u32.to_be_bytes());
+        block.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        block.extend_from_slice(&name);
+        block.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        block.extend_from_slice(&value);
+        assert!(decode_header_block(&block).is_err());
+    }
 
     #[test]
     fn syn_stream_fixed_fields() {

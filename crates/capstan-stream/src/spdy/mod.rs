@@ -68,6 +68,8 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use compress::{HeaderCompressor, HeaderDecompressor};
 use frame::{FLAG_FIN, FLAG_UNIDIRECTIONAL, Head};
 
+/// How long [`Session::open`] waits for the peer's SYN_REPLY.
+const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest DATA payload we send in one frame. spdystream accepts up to 16 MiB - 1 (it writes
 /// one frame per `Write` call, 32 KiB with `io.Copy`); 16 KiB keeps frames well inside a 64 KiB
 /// window and interleaves streams finely.
@@ -501,10 +503,15 @@ impl Session {
             .collect();
         // Built before waiting so that dropping this future cancels the stream.
         let stream = Stream::new(self.shared.clone(), stream, headers);
-        match rx.await {
-            Ok(Ok(())) => Ok(stream),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(SpdyError::SessionClosed),
+        // A peer that never answers does not hold the caller forever (client-go gives up
+        // after 30 s too).
+        match tokio::time::timeout(STREAM_CREATION_TIMEOUT, rx).await {
+            Ok(Ok(Ok(()))) => Ok(stream),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(SpdyError::SessionClosed),
+            Err(_) => Err(SpdyError::Protocol(
+                "timed out waiting for the peer to accept a stream".to_owned(),
+            )),
         }
     }
 
