@@ -15,8 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume,
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
+    Node, NodeSelector, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
 };
 use kube::Api;
 
@@ -94,50 +93,6 @@ pub fn check_binding<'a>(
     })
 }
 
-fn requirement_matches(requirement: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = requirement.values.as_deref().unwrap_or_default();
-    let number = |v: &str| v.parse::<i64>().ok();
-    match requirement.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => !value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => match (values, value.and_then(number)) {
-            ([bound], Some(have)) => number(bound).is_some_and(|bound| {
-                if requirement.operator == "Gt" {
-                    have > bound
-                } else {
-                    have < bound
-                }
-            }),
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-fn term_matches(term: &NodeSelectorTerm, node: &str, labels: &BTreeMap<String, String>) -> bool {
-    let expressions = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if expressions.is_empty() && fields.is_empty() {
-        return false;
-    }
-    expressions
-        .iter()
-        .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(node)))
-}
-
-/// Whether a node selector's terms (ORed) select the node called `node` with `labels`.
-pub fn selects(selector: &NodeSelector, node: &str, labels: &BTreeMap<String, String>) -> bool {
-    selector
-        .node_selector_terms
-        .iter()
-        .any(|t| term_matches(t, node, labels))
-}
-
 /// The required node selector of a volume's node affinity, if it has one.
 fn required_affinity(volume: &PersistentVolume) -> Option<&NodeSelector> {
     volume
@@ -164,7 +119,7 @@ pub fn host_path(
     }
     let affinity = required_affinity(volume);
     if let Some(selector) = affinity
-        && !selects(selector, node, labels)
+        && !capstan_scheduler::plugins::node_affinity::selector_matches(selector, node, labels)
     {
         return Err(format!(
             "volume node affinity conflict: persistentvolume {name:?} does not allow node {node:?}"
@@ -233,8 +188,9 @@ pub async fn resolve(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
-        HostPathVolumeSource, LocalVolumeSource, ObjectReference, PersistentVolumeClaimSpec,
-        PersistentVolumeClaimStatus, PersistentVolumeSpec, VolumeNodeAffinity,
+        HostPathVolumeSource, LocalVolumeSource, NodeSelectorRequirement, NodeSelectorTerm,
+        ObjectReference, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
+        PersistentVolumeSpec, VolumeNodeAffinity,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

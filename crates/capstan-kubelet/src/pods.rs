@@ -277,6 +277,8 @@ pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>
                             admission.forget(&uid);
                             workers.send(&shared, &uid, None);
                         }
+                        // Rejected pods deleted meanwhile are forgotten too.
+                        admission.rejected.retain(|uid| listing.contains(uid));
                         held.sort_by(|a, b| {
                             a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp)
                         });

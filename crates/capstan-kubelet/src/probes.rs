@@ -1103,12 +1103,13 @@ pub fn health_status(frame: &[u8]) -> Option<u64> {
                     status = value;
                 }
             }
-            1 => at += 8,
+            // Lengths come from the pod: an overflow is a malformed reply, not a wrap.
+            1 => at = at.checked_add(8)?,
             2 => {
                 let length = usize::try_from(varint(message, &mut at)?).ok()?;
-                at += length;
+                at = at.checked_add(length)?;
             }
-            5 => at += 4,
+            5 => at = at.checked_add(4)?,
             _ => return None,
         }
     }
@@ -1637,6 +1638,10 @@ mod tests {
         );
         assert_eq!(health_status(&[0, 0, 0, 0, 0]), Some(0));
         assert_eq!(health_status(&[1, 0, 0, 0, 0]), None);
+        // A length-delimited field whose length would wrap the offset is malformed.
+        let mut huge = vec![0, 0, 0, 0, 11, 0x12];
+        huge.extend_from_slice(&[0xf5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(health_status(&huge), None);
         assert_eq!(grpc_message("not%20here"), "not here");
     }
 
