@@ -106,6 +106,11 @@ impl Join {
             .map(|t| secret_of(t.trim()).to_owned())
             .filter(|s| !s.is_empty());
         let secret = match given.map(str::trim).filter(|t| !t.is_empty()) {
+            Some(given) if secret_of(given).is_empty() => {
+                return Err(PkiError::Invalid(
+                    "--token: the join token's secret is empty".to_owned(),
+                ));
+            }
             Some(given) => secret_of(given).to_owned(),
             None => saved.unwrap_or_else(random_secret),
         };
@@ -237,6 +242,10 @@ mod tests {
         // A restart without --token keeps the secret.
         let again = Join::load_or_create(dir.path(), &tls, &pki.ca_cert_pem, None).unwrap();
         assert_eq!(again.secret, "s3cret");
+        // A token with an empty secret would let `Basic :` in: refused.
+        let empty =
+            Join::load_or_create(dir.path(), &tls, &pki.ca_cert_pem, Some("K10abc::server:"));
+        assert!(empty.is_err());
         let request = |auth: &str, body: &str| {
             Request::post(NODE)
                 .header(

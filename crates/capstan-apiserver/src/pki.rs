@@ -37,6 +37,9 @@ pub enum PkiError {
         #[source]
         source: rcgen::Error,
     },
+    /// A setting is unusable (the message says which and why).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// A certificate and its private key, PEM-encoded.
