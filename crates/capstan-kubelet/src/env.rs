@@ -227,11 +227,21 @@ pub fn resource_value(
         })
         .unwrap_or_else(|| "0".to_owned());
     let value = Quantity::parse(&text).map_err(|e| format!("invalid quantity {text:?}: {e}"))?;
-    let divisor =
-        Quantity::parse(divisor.unwrap_or("1")).map_err(|e| format!("invalid divisor: {e}"))?;
-    let divisor_milli = divisor.milli_value().max(1);
-    let milli = i128::from(value.milli_value());
-    let units = (milli + i128::from(divisor_milli) - 1) / i128::from(divisor_milli);
+    // Go clients always send a divisor (a zero Quantity is written as "0"); zero means one unit.
+    let divisor = match divisor {
+        Some(divisor) => Quantity::parse(divisor).map_err(|e| format!("invalid divisor: {e}"))?,
+        None => Quantity::parse("1").map_err(|e| format!("invalid divisor: {e}"))?,
+    };
+    let one = Quantity::parse("1").map_err(|e| format!("invalid divisor: {e}"))?;
+    let divisor = if divisor.is_zero() { one } else { divisor };
+    // CPU counts in thousandths of a core, everything else in whole units; both round up.
+    let (amount, unit) = if name == "cpu" {
+        (value.milli_value(), divisor.milli_value())
+    } else {
+        (value.value(), divisor.value())
+    };
+    let unit = i128::from(unit.max(1));
+    let units = (i128::from(amount) + unit - 1).div_euclid(unit);
     Ok(units.to_string())
 }
 
@@ -446,6 +456,10 @@ mod tests {
             ("limits.memory", Some("1Mi"), "64"),
             ("limits.memory", None, "67108864"),
             ("requests.cpu", None, "0"),
+            // Go clients send a zero divisor for "none": one core, one byte.
+            ("limits.cpu", Some("0"), "1"),
+            ("limits.memory", Some("0"), "67108864"),
+            ("requests.memory", Some("0"), "0"),
         ] {
             assert_eq!(
                 resource_value(&container, resource, divisor, &allocatable)

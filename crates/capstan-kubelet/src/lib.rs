@@ -95,6 +95,9 @@ pub struct Config {
     pub max_pods: u32,
     /// The kubelet API's port (0 picks a free one, which the node then reports).
     pub kubelet_port: u16,
+    /// The cluster's DNS domain (`--cluster-domain`): pods with a subdomain are named
+    /// `<hostname>.<subdomain>.<namespace>.svc.<domain>` in their `/etc/hosts`.
+    pub cluster_domain: String,
     /// The kubelet API's certificate and client CA; without them the API is not served (no
     /// logs, exec, attach or port-forward through the API server).
     pub tls: Option<server::ServingTls>,
@@ -114,6 +117,7 @@ impl Config {
             labels: BTreeMap::new(),
             max_pods: 110,
             kubelet_port: 10250,
+            cluster_domain: "cluster.local".to_owned(),
             tls: None,
         }
     }
@@ -330,6 +334,7 @@ pub async fn run(
         runtime_name,
         log_root,
         root_dir: config.root_dir.clone(),
+        cluster_domain: config.cluster_domain.clone(),
         node_memory: i64::try_from(machine.memory).unwrap_or(i64::MAX),
         allocatable,
         events,

@@ -142,6 +142,36 @@ fn all_containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
         .chain(&spec.containers)
 }
 
+/// The pod's host name: `spec.hostname` or its name, cut to 63 characters without a trailing
+/// `-` or `.` (upstream's `GeneratePodHostNameAndDomain`).
+pub fn pod_hostname(pod: &Pod) -> String {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let host = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.as_deref())
+        .filter(|h| !h.is_empty())
+        .unwrap_or(name);
+    if host.len() <= 63 {
+        return host.to_owned();
+    }
+    host.chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches(['-', '.'])
+        .to_owned()
+}
+
+/// The pod's domain when it has a subdomain: `<subdomain>.<namespace>.svc.<cluster domain>`.
+pub fn pod_domain(pod: &Pod, cluster_domain: &str) -> Option<String> {
+    let subdomain = pod.spec.as_ref()?.subdomain.as_deref()?;
+    if subdomain.is_empty() {
+        return None;
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    Some(format!("{subdomain}.{namespace}.svc.{cluster_domain}"))
+}
+
 /// The sandbox configuration of `pod` (attempt `attempt`), logging under `log_directory`.
 pub fn sandbox_config(pod: &Pod, attempt: u32, log_directory: &str) -> cri::PodSandboxConfig {
     let (name, namespace, uid) = meta(pod);
@@ -150,12 +180,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, log_directory: &str) -> cri::PodS
     let hostname = if spec.host_network == Some(true) {
         String::new()
     } else {
-        let host = spec.hostname.as_deref().unwrap_or(name);
-        host.chars()
-            .take(63)
-            .collect::<String>()
-            .trim_end_matches(['-', '.'])
-            .to_owned()
+        pod_hostname(pod)
     };
     let port_mappings = all_containers(spec)
         .flat_map(|c| c.ports.iter().flatten())
@@ -481,6 +506,33 @@ pub fn container_config(
 /// Expands `$(NAME)` references to variables of `env` as the kubelet does: `$$` escapes a `$`,
 /// and a reference to an unknown variable stays as written.
 pub fn expand(text: &str, env: &HashMap<&str, &str>) -> String {
+    expand_by(text, |name| env.get(name).map(|v| (*v).to_owned()))
+}
+
+/// A volume mount's `subPathExpr` expanded from the container's environment, as upstream's
+/// `ExpandContainerVolumeMounts`: a reference to a variable that is missing or empty is an
+/// error naming every such variable.
+pub fn expand_sub_path(expr: &str, env: &HashMap<&str, &str>) -> Result<String, String> {
+    let mut missing = std::collections::BTreeSet::new();
+    let expanded = expand_by(expr, |name| match env.get(name) {
+        Some(value) if !value.is_empty() => Some((*value).to_owned()),
+        _ => {
+            missing.insert(name.to_owned());
+            Some(String::new())
+        }
+    });
+    if missing.is_empty() {
+        Ok(expanded)
+    } else {
+        Err(format!(
+            "missing value for {}",
+            missing.into_iter().collect::<Vec<_>>().join(", ")
+        ))
+    }
+}
+
+/// `$(VAR)` expansion with `lookup`; a name it does not know is written back as it was.
+fn expand_by(text: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -493,8 +545,8 @@ pub fn expand(text: &str, env: &HashMap<&str, &str>) -> String {
             && let Some(end) = body.find(')')
         {
             let name = &body[..end];
-            match env.get(name) {
-                Some(value) => out.push_str(value),
+            match lookup(name) {
+                Some(value) => out.push_str(&value),
                 None => {
                     out.push_str("$(");
                     out.push_str(name);
@@ -559,6 +611,19 @@ mod tests {
         ] {
             assert_eq!(expand(input, &env), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn sub_path_expressions_need_every_variable() {
+        let env = HashMap::from([("POD", "web-0"), ("EMPTY", "")]);
+        assert_eq!(
+            expand_sub_path("logs/$(POD)", &env).as_deref(),
+            Ok("logs/web-0")
+        );
+        assert_eq!(
+            expand_sub_path("$(NOPE)/$(EMPTY)/$(POD)", &env),
+            Err("missing value for EMPTY, NOPE".to_owned())
+        );
     }
 
     #[test]

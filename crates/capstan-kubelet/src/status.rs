@@ -394,7 +394,19 @@ pub fn pod_status(pod: &Pod, observed: &Observed, context: &Context<'_>) -> PodS
         .init_containers
         .iter()
         .flatten()
-        .map(|c| container_status(c, observed, context, "PodInitializing"))
+        .map(|c| {
+            let mut status = container_status(c, observed, context, "PodInitializing");
+            // An init container (not a sidecar, which is ready as other containers are) is
+            // ready once it has exited with success, as upstream's prober manager says.
+            if !is_sidecar(c) {
+                status.ready = status
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .is_some_and(|t| t.exit_code == 0);
+            }
+            status
+        })
         .collect();
     let statuses: Vec<ContainerStatus> = spec
         .containers
@@ -583,6 +595,25 @@ pub fn pod_status(pod: &Pod, observed: &Observed, context: &Context<'_>) -> PodS
         nominated_node_name: previous.nominated_node_name.clone(),
         ..PodStatus::default()
     }
+}
+
+/// The reason a pod fails with once it has been active longer than `activeDeadlineSeconds`.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// Its message, upstream's.
+pub const DEADLINE_EXCEEDED_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
+
+/// How long a pod with `activeDeadlineSeconds` may still run, counted from its `startTime`
+/// (zero once the deadline has passed; `None` without a deadline or before it started), as
+/// upstream's active deadline handler decides. The deadline may be lowered while the pod runs.
+pub fn active_deadline_left(pod: &Pod, now: Timestamp) -> Option<std::time::Duration> {
+    let deadline = pod.spec.as_ref()?.active_deadline_seconds?;
+    let started = pod.status.as_ref()?.start_time.as_ref()?.0;
+    let active = now.as_second().saturating_sub(started.as_second());
+    let left = deadline.saturating_sub(active).max(0);
+    Some(std::time::Duration::from_secs(
+        u64::try_from(left).unwrap_or(0),
+    ))
 }
 
 /// A deleted pod whose containers have all stopped ends in a terminal phase, as the kubelet

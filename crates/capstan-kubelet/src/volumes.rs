@@ -639,7 +639,10 @@ impl PodVolumes {
         host: &Host<'_>,
         pod: &Pod,
         container: &Container,
+        env: &[(String, String)],
     ) -> Result<Vec<Mount>, PrepareError> {
+        let env: std::collections::HashMap<&str, &str> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let volumes: BTreeMap<&str, &Volume> = pod
             .spec
             .iter()
@@ -665,10 +668,22 @@ impl PodVolumes {
                         volume: volume.name.clone(),
                         message,
                     })?;
-            if let Some(sub_path) = mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
-                if sub_path.starts_with('/') || sub_path.split('/').any(|p| p == "..") {
+            let sub_path = match mount.sub_path_expr.as_deref().filter(|e| !e.is_empty()) {
+                Some(expr) => {
+                    Some(crate::spec::expand_sub_path(expr, &env).map_err(PrepareError::Config)?)
+                }
+                None => mount.sub_path.clone(),
+            };
+            if let Some(sub_path) = sub_path.as_deref().filter(|p| !p.is_empty()) {
+                // Upstream's checks, with its messages: the container is not created.
+                if sub_path.starts_with('/') {
                     return Err(PrepareError::Config(format!(
-                        "invalid subPath {sub_path:?}"
+                        "error SubPath `{sub_path}` must not be an absolute path"
+                    )));
+                }
+                if sub_path.split('/').any(|p| p == "..") {
+                    return Err(PrepareError::Config(format!(
+                        "unable to provision SubPath `{sub_path}`: must not contain '..'"
                     )));
                 }
                 host_dir = host_dir.join(sub_path);
@@ -753,6 +768,127 @@ impl PodVolumes {
     }
 }
 
+/// The `/etc/hosts` the node agent manages for a pod's containers, as upstream's kubelet
+/// writes it to `<pod-dir>/etc-hosts` before each container starts: localhost and the IPv6
+/// boilerplate, the pod's addresses under its host name (and its FQDN with a subdomain), then
+/// the `hostAliases`. A host-network pod gets the node's own file with its aliases appended. A
+/// container that mounts something at `/etc/hosts` itself, or a pod without an address yet,
+/// gets none (the runtime's copy stays).
+#[derive(Debug, Clone, Copy)]
+pub struct EtcHosts<'a> {
+    /// The pod's addresses.
+    pub pod_ips: &'a [&'a str],
+    /// The node's addresses (a host-network pod's).
+    pub host_ips: &'a [String],
+    /// The cluster's DNS domain.
+    pub cluster_domain: &'a str,
+}
+
+/// Where the node's own hosts file is.
+const NODE_HOSTS: &str = "/etc/hosts";
+
+impl EtcHosts<'_> {
+    /// Writes the pod's hosts file and returns its mount for `container`, if it gets one.
+    pub fn mount(
+        &self,
+        pod_dir: &Path,
+        pod: &Pod,
+        container: &Container,
+    ) -> Result<Option<Mount>, String> {
+        let host_network = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        let ips: Vec<&str> = if host_network {
+            self.host_ips.iter().map(String::as_str).collect()
+        } else {
+            self.pod_ips
+                .iter()
+                .copied()
+                .filter(|ip| !ip.is_empty())
+                .collect()
+        };
+        let own = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.mount_path == NODE_HOSTS);
+        if ips.is_empty() || own {
+            return Ok(None);
+        }
+        let aliases = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_aliases.as_deref())
+            .unwrap_or_default();
+        let content = if host_network {
+            let node = std::fs::read_to_string(NODE_HOSTS)
+                .map_err(|e| io_error(Path::new(NODE_HOSTS), e))?;
+            format!(
+                "# Kubernetes-managed hosts file (host network).\n{node}{}",
+                alias_lines(aliases)
+            )
+        } else {
+            managed_hosts(
+                &ips,
+                &crate::spec::pod_hostname(pod),
+                crate::spec::pod_domain(pod, self.cluster_domain).as_deref(),
+                aliases,
+            )
+        };
+        std::fs::create_dir_all(pod_dir).map_err(|e| io_error(pod_dir, e))?;
+        let file = pod_dir.join("etc-hosts");
+        std::fs::write(&file, content).map_err(|e| io_error(&file, e))?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| io_error(&file, e))?;
+        Ok(Some((
+            NODE_HOSTS.to_owned(),
+            file.display().to_string(),
+            false,
+        )))
+    }
+}
+
+/// The hosts file of a pod on the pod network.
+fn managed_hosts(
+    ips: &[&str],
+    hostname: &str,
+    domain: Option<&str>,
+    aliases: &[k8s_openapi::api::core::v1::HostAlias],
+) -> String {
+    let mut out = String::from(
+        "# Kubernetes-managed hosts file.\n\
+         127.0.0.1\tlocalhost\n\
+         ::1\tlocalhost ip6-localhost ip6-loopback\n\
+         fe00::0\tip6-localnet\n\
+         fe00::0\tip6-mcastprefix\n\
+         fe00::1\tip6-allnodes\n\
+         fe00::2\tip6-allrouters\n",
+    );
+    for ip in ips {
+        match domain {
+            Some(domain) => out.push_str(&format!("{ip}\t{hostname}.{domain}\t{hostname}\n")),
+            None => out.push_str(&format!("{ip}\t{hostname}\n")),
+        }
+    }
+    out.push_str(&alias_lines(aliases));
+    out
+}
+
+/// The `hostAliases` section: one line per address with all its names.
+fn alias_lines(aliases: &[k8s_openapi::api::core::v1::HostAlias]) -> String {
+    if aliases.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n# Entries added by HostAliases.\n");
+    for alias in aliases {
+        let names = alias.hostnames.as_deref().unwrap_or_default().join("\t");
+        out.push_str(&format!("{}\t{names}\n", alias.ip));
+    }
+    out
+}
+
 /// Creates the file a new container writes its termination message to,
 /// `<pod-dir>/containers/<name>/<random id>` (writable by any user, as upstream makes it), and
 /// returns its mount at the container's `terminationMessagePath` (none when the path is
@@ -806,6 +942,84 @@ mod tests {
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    #[test]
+    fn the_managed_hosts_file_names_the_pod_and_its_aliases() {
+        let pod = |spec: PodSpec| Pod {
+            metadata: ObjectMeta {
+                name: Some("web-0".into()),
+                namespace: Some("shop".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+            ..Pod::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = EtcHosts {
+            pod_ips: &["10.42.0.7"],
+            host_ips: &["192.0.2.1".to_owned()],
+            cluster_domain: "cluster.local",
+        };
+        let container = Container {
+            name: "c".into(),
+            ..Container::default()
+        };
+        let plain = pod(PodSpec {
+            hostname: Some("h".into()),
+            subdomain: Some("sub".into()),
+            host_aliases: Some(vec![k8s_openapi::api::core::v1::HostAlias {
+                ip: "1.2.3.4".into(),
+                hostnames: Some(vec!["foo".into(), "bar".into()]),
+            }]),
+            ..PodSpec::default()
+        });
+        let mount = hosts
+            .mount(dir.path(), &plain, &container)
+            .unwrap()
+            .unwrap();
+        assert_eq!(mount.0, "/etc/hosts");
+        assert_eq!(
+            std::fs::read_to_string(&mount.1).unwrap(),
+            "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n\
+             ::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n\
+             fe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n\
+             10.42.0.7\th.sub.shop.svc.cluster.local\th\n\
+             \n# Entries added by HostAliases.\n1.2.3.4\tfoo\tbar\n"
+        );
+        // Without hostname and subdomain: the pod's name alone.
+        hosts
+            .mount(dir.path(), &pod(PodSpec::default()), &container)
+            .unwrap();
+        let content = std::fs::read_to_string(dir.path().join("etc-hosts")).unwrap();
+        assert!(
+            content.ends_with("fe00::2\tip6-allrouters\n10.42.0.7\tweb-0\n"),
+            "{content}"
+        );
+        // A container that mounts its own /etc/hosts, or a pod without an address, gets none.
+        let own = Container {
+            volume_mounts: Some(vec![k8s_openapi::api::core::v1::VolumeMount {
+                name: "v".into(),
+                mount_path: "/etc/hosts".into(),
+                ..Default::default()
+            }]),
+            ..container.clone()
+        };
+        assert_eq!(hosts.mount(dir.path(), &plain, &own).unwrap(), None);
+        let no_ip = EtcHosts {
+            pod_ips: &[""],
+            ..hosts
+        };
+        assert_eq!(no_ip.mount(dir.path(), &plain, &container).unwrap(), None);
+        // A host-network pod: the node's own file, marked as such.
+        let host = pod(PodSpec {
+            host_network: Some(true),
+            ..PodSpec::default()
+        });
+        hosts.mount(dir.path(), &host, &container).unwrap().unwrap();
+        let content = std::fs::read_to_string(dir.path().join("etc-hosts")).unwrap();
+        assert!(content.starts_with("# Kubernetes-managed hosts file (host network).\n"));
+        assert!(content.ends_with(&std::fs::read_to_string("/etc/hosts").unwrap()));
+    }
 
     fn text(payload: &Payload, path: &str) -> Option<(String, u32)> {
         payload

@@ -71,6 +71,8 @@ pub struct Shared {
     pub log_root: PathBuf,
     /// The agent's root directory (`pods/<uid>/volumes/...`).
     pub root_dir: PathBuf,
+    /// The cluster's DNS domain.
+    pub cluster_domain: String,
     /// The node's memory, in bytes.
     pub node_memory: i64,
     /// The node's allocatable resources.
@@ -193,7 +195,14 @@ impl Worker {
                     // The pod's deletion interrupts a sync still running (a postStart hook that
                     // does not end, a long pull), as upstream's pod workers cancel theirs: the
                     // next sync reads the runtime afresh and stops what was started.
-                    let outcome = if pod.metadata.deletion_timestamp.is_some() {
+                    // A deletion with a shorter grace period interrupts the stopping of one
+                    // with a longer one: the next sync stops the containers again with it.
+                    let outcome = if let Some(grace) = pod.metadata.deletion_grace_period_seconds {
+                        tokio::select! {
+                            outcome = self.sync(&pod) => Some(outcome),
+                            () = shortened(pods.clone(), grace) => None,
+                        }
+                    } else if pod.metadata.deletion_timestamp.is_some() {
                         Some(self.sync(&pod).await)
                     } else {
                         tokio::select! {
@@ -203,7 +212,7 @@ impl Worker {
                     };
                     match outcome {
                         None => {
-                            tracing::info!(pod = %name(&pod), "pod deleted during its sync; stopping it");
+                            tracing::info!(pod = %name(&pod), "pod deleted during its sync, or its grace period shortened; stopping it");
                             continue;
                         }
                         Some(Ok(wait)) => wait.unwrap_or(RESYNC),
@@ -294,6 +303,23 @@ impl Worker {
         if pod.metadata.deletion_timestamp.is_some() || finished {
             return self.terminate(pod, observed).await;
         }
+        let deadline = status::active_deadline_left(pod, crate::now());
+        if deadline == Some(Duration::ZERO) {
+            // Active longer than `activeDeadlineSeconds`: the pod fails and is stopped.
+            tracing::info!(pod = %name(pod), "pod exceeded its active deadline; stopping it");
+            self.shared.events.pod(
+                pod,
+                Normal,
+                status::DEADLINE_EXCEEDED,
+                status::DEADLINE_EXCEEDED_MESSAGE.to_owned(),
+            );
+            let mut failed = pod.clone();
+            let status = failed.status.get_or_insert_with(Default::default);
+            status.phase = Some("Failed".to_owned());
+            status.reason = Some(status::DEADLINE_EXCEEDED.to_owned());
+            status.message = Some(status::DEADLINE_EXCEEDED_MESSAGE.to_owned());
+            return self.terminate(&failed, observed).await;
+        }
         self.waiting.clear();
         let (observed, wait) = match self.run_pod(pod, &observed).await? {
             (true, wait) => (observe(&self.shared.cri, &self.uid).await?, wait),
@@ -303,7 +329,13 @@ impl Worker {
         self.prober
             .reconcile(pod, &observed, &self.pod_ip(pod, &observed), false);
         self.post_status(pod, &observed, false).await;
-        Ok(wait)
+        // Wake when the active deadline passes (the status posted above starts its clock).
+        let deadline = deadline.or(Some(Duration::from_secs(1))).filter(|_| {
+            pod.spec
+                .as_ref()
+                .is_some_and(|s| s.active_deadline_seconds.is_some())
+        });
+        Ok(shorter(wait, deadline))
     }
 
     /// Refreshes the files of the pod's volumes that are set up (downward API files, tokens,
@@ -779,7 +811,7 @@ impl Worker {
             allocatable: &shared.allocatable,
             pod_dir: &pod_dir,
         };
-        let mut mounts = match self.volumes.prepare(&host, pod, container).await {
+        let mut mounts = match self.volumes.prepare(&host, pod, container, &env).await {
             Ok(mounts) => mounts,
             // As upstream, a pod whose volumes cannot be set up stays ContainerCreating and
             // says why in events.
@@ -800,6 +832,16 @@ impl Worker {
                 return Err(failed("CreateContainerConfigError", message));
             }
         };
+        let hosts = crate::volumes::EtcHosts {
+            pod_ips: &[sandbox_ip],
+            host_ips: &self.shared.host_ips,
+            cluster_domain: &self.shared.cluster_domain,
+        };
+        match hosts.mount(&pod_dir, pod, container) {
+            Ok(Some(mount)) => mounts.push(mount),
+            Ok(None) => {}
+            Err(message) => return Err(failed("CreateContainerConfigError", message)),
+        }
         match crate::volumes::termination_log(&pod_dir, container) {
             Ok(Some(mount)) => mounts.push(mount),
             Ok(None) => {}
@@ -1115,6 +1157,24 @@ async fn deletion(mut pods: watch::Receiver<Option<Arc<Pod>>>) {
             .as_ref()
             .is_none_or(|pod| pod.metadata.deletion_timestamp.is_some());
         if deleting {
+            return;
+        }
+    }
+}
+
+/// Resolves when the pod's deletion grace period becomes shorter than `grace` (a second
+/// delete with `--grace-period`), or the pod is gone.
+async fn shortened(mut pods: watch::Receiver<Option<Arc<Pod>>>, grace: i64) {
+    loop {
+        if pods.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let shorter = pods.borrow_and_update().as_ref().is_none_or(|pod| {
+            pod.metadata
+                .deletion_grace_period_seconds
+                .is_some_and(|g| g < grace)
+        });
+        if shorter {
             return;
         }
     }

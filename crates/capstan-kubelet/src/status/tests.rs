@@ -254,6 +254,11 @@ fn init_containers_gate_the_pod() {
         &observed(vec![record("setup", State::Exited, 0, 0, 1)]),
     );
     assert_eq!(condition_of(&done, "Initialized"), "True");
+    // A running init container is not ready; one that exited with success is.
+    let init_ready =
+        |status: &PodStatus| status.init_container_statuses.clone().unwrap_or_default()[0].ready;
+    assert!(!init_ready(&status));
+    assert!(init_ready(&done));
     let app = &done.container_statuses.clone().unwrap_or_default()[0];
     assert_eq!(
         app.state
@@ -270,6 +275,7 @@ fn init_containers_gate_the_pod() {
         &observed(vec![record("setup", State::Exited, 2, 0, 1)]),
     );
     assert_eq!(failed.phase.as_deref(), Some("Failed"));
+    assert!(!init_ready(&failed));
 }
 
 #[test]
