@@ -319,9 +319,22 @@ enum Decision {
     Unlink(Vec<String>),
     /// Delete it with this propagation policy.
     Delete(PropagationPolicy),
+    /// Make its references to its owners non-blocking, then delete it in the foreground: an
+    /// owner waits for it while one of its own dependents is already waiting for its
+    /// dependents, which may be a ring of owners that would otherwise wait on each other.
+    UnblockAndDelete,
 }
 
-fn decide(node: &Node, states: &[(String, OwnerState)]) -> Decision {
+/// What a dependent's own dependents say about deleting it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Dependents {
+    /// It has dependents.
+    any: bool,
+    /// One of them is being deleted in the foreground (waiting for its own dependents).
+    deleting_dependents: bool,
+}
+
+fn decide(node: &Node, states: &[(String, OwnerState)], dependents: Dependents) -> Decision {
     let solid = states
         .iter()
         .filter(|(_, s)| *s == OwnerState::Solid)
@@ -339,8 +352,14 @@ fn decide(node: &Node, states: &[(String, OwnerState)]) -> Decision {
             Decision::Unlink(unlink)
         };
     }
-    if waiting {
-        return Decision::Delete(PropagationPolicy::Foreground);
+    // Upstream deletes in the foreground only what an owner waits for and that has dependents
+    // of its own; a leaf goes by its own finalizers.
+    if waiting && dependents.any {
+        return if dependents.deleting_dependents {
+            Decision::UnblockAndDelete
+        } else {
+            Decision::Delete(PropagationPolicy::Foreground)
+        };
     }
     Decision::Delete(if node.has_finalizer(ORPHAN) {
         PropagationPolicy::Orphan
@@ -426,9 +445,48 @@ impl Collector {
                 self.owner_state(&node, reference).await?,
             ));
         }
+        let dependents = {
+            let graph = lock(&self.graph);
+            let list = graph.dependents_of(uid);
+            Dependents {
+                any: !list.is_empty(),
+                deleting_dependents: list
+                    .iter()
+                    .filter_map(|d| graph.nodes.get(d))
+                    .any(Node::deleting_dependents),
+            }
+        };
         let api = self.api(&node.kind, node.namespace.as_deref());
-        match decide(&node, &states) {
+        match decide(&node, &states, dependents) {
             Decision::Keep => Ok(()),
+            Decision::UnblockAndDelete => {
+                tracing::debug!(kind = %node.kind.resource.kind, name = %node.name, "an owner and a dependent both wait for dependents: unblocking its owner references to break a possible cycle");
+                let unblocked: Vec<OwnerReference> = node
+                    .owners
+                    .iter()
+                    .map(|r| OwnerReference {
+                        block_owner_deletion: r.block_owner_deletion.map(|_| false),
+                        ..r.clone()
+                    })
+                    .collect();
+                let patch = json!({"metadata": {
+                    "ownerReferences": unblocked,
+                    "uid": uid,
+                }});
+                ignore_gone(
+                    api.patch(&node.name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await,
+                )?;
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Foreground),
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.to_owned()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                ignore_gone(api.delete(&node.name, &params).await.map(|_| ()))
+            }
             Decision::Unlink(owners) => {
                 let kept: Vec<&OwnerReference> = node
                     .owners
@@ -825,24 +883,51 @@ mod tests {
                 .map(|(u, s)| ((*u).to_owned(), *s))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(decide(&node(&[]), &states(&[("a", Solid)])), Decision::Keep);
+        let none = Dependents::default();
+        let some = Dependents {
+            any: true,
+            deleting_dependents: false,
+        };
+        let ring = Dependents {
+            any: true,
+            deleting_dependents: true,
+        };
+        assert_eq!(
+            decide(&node(&[]), &states(&[("a", Solid)]), none),
+            Decision::Keep
+        );
         assert_eq!(
             decide(
                 &node(&[]),
-                &states(&[("a", Solid), ("b", Dangling), ("c", Waiting)])
+                &states(&[("a", Solid), ("b", Dangling), ("c", Waiting)]),
+                some
             ),
             Decision::Unlink(vec!["b".into(), "c".into()])
         );
         assert_eq!(
-            decide(&node(&[]), &states(&[("a", Dangling)])),
+            decide(&node(&[]), &states(&[("a", Dangling)]), some),
             Decision::Delete(PropagationPolicy::Background)
         );
+        // An owner waits: foreground when it has dependents, by its finalizers otherwise.
         assert_eq!(
-            decide(&node(&[]), &states(&[("a", Dangling), ("b", Waiting)])),
+            decide(
+                &node(&[]),
+                &states(&[("a", Dangling), ("b", Waiting)]),
+                some
+            ),
             Decision::Delete(PropagationPolicy::Foreground)
         );
         assert_eq!(
-            decide(&node(&["orphan"]), &states(&[("a", Dangling)])),
+            decide(&node(&[]), &states(&[("b", Waiting)]), none),
+            Decision::Delete(PropagationPolicy::Background)
+        );
+        // ... and when one of its dependents waits too (a ring), its references stop blocking.
+        assert_eq!(
+            decide(&node(&[]), &states(&[("b", Waiting)]), ring),
+            Decision::UnblockAndDelete
+        );
+        assert_eq!(
+            decide(&node(&["orphan"]), &states(&[("a", Dangling)]), none),
             Decision::Delete(PropagationPolicy::Orphan)
         );
     }

@@ -397,6 +397,64 @@ fn cascading(kc: &Path) {
         );
         (!out.status.success()).then_some(())
     });
+
+    // Owners in a ring, each blocking its owner's deletion: a foreground delete of one takes
+    // them all (upstream's "should not be blocked by dependency circle").
+    let uid = |name: &str| {
+        get(
+            kc,
+            &[
+                "-n",
+                "cascade",
+                "get",
+                "configmap",
+                name,
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ],
+        )
+    };
+    for name in ["ring1", "ring2", "ring3"] {
+        kubectl_ok(KUBECTL, kc, &["-n", "cascade", "create", "configmap", name]);
+    }
+    for (dependent, owner) in [("ring1", "ring3"), ("ring2", "ring1"), ("ring3", "ring2")] {
+        let patch = format!(
+            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"{owner}","uid":"{}","controller":true,"blockOwnerDeletion":true}}]}}}}"#,
+            uid(owner)
+        );
+        kubectl_ok(
+            KUBECTL,
+            kc,
+            &[
+                "-n",
+                "cascade",
+                "patch",
+                "configmap",
+                dependent,
+                "-p",
+                &patch,
+            ],
+        );
+    }
+    kubectl_ok(
+        KUBECTL,
+        kc,
+        &[
+            "-n",
+            "cascade",
+            "delete",
+            "configmap",
+            "ring1",
+            "--cascade=foreground",
+            "--wait=false",
+        ],
+    );
+    eventually("the ring collected", || {
+        get(kc, &["-n", "cascade", "get", "configmaps", "-o", "name"])
+            .lines()
+            .all(|l| !l.contains("ring"))
+            .then_some(())
+    });
 }
 
 fn namespaces(kc: &Path, ca_file: &Path) {
