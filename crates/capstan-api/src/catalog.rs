@@ -147,8 +147,10 @@ pub struct Resource {
     pub subresources: &'static [Subresource],
     /// The first segment of the storage key after `/registry/`, as upstream lays out etcd.
     pub storage_prefix: &'static str,
-    /// The version objects are stored in when it is not this one: this version is then served
-    /// by conversion (see [`crate::convert`]) from the stored one, which shares the storage key.
+    /// The `apiVersion` objects are stored in when it is not this one (another version of the
+    /// group, or another group's, as events.k8s.io's Events are core Events): this version is
+    /// then served by conversion (see [`crate::convert`]) from the stored one, which shares the
+    /// storage key.
     pub stored_as: Option<&'static str>,
 }
 
@@ -302,8 +304,10 @@ pub static RESOURCES: &[Resource] = &[
         short: ["sts"], categories: ["all"], verbs: ALL_VERBS,
         sub: [status("StatefulSet"), SCALE], storage: "statefulsets"),
     // events.k8s.io/v1
+    // events.k8s.io/v1: the core Events, served in the newer shape by conversion
     resource!("events.k8s.io", "v1", "Event", "events", "event", namespaced: true,
-        short: ["ev"], categories: [], verbs: ALL_VERBS, sub: [], storage: "events.k8s.io/events"),
+        short: ["ev"], categories: [], verbs: ALL_VERBS, sub: [], storage: "events",
+        stored_as: "v1"),
     // authentication.k8s.io/v1
     resource!("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews",
         "selfsubjectreview", namespaced: false, short: [], categories: [], verbs: CREATE_ONLY,
@@ -312,6 +316,9 @@ pub static RESOURCES: &[Resource] = &[
     resource!("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
         "selfsubjectaccessreviews", "selfsubjectaccessreview", namespaced: false, short: [],
         categories: [], verbs: CREATE_ONLY, sub: [], storage: "selfsubjectaccessreviews"),
+    resource!("authorization.k8s.io", "v1", "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews", "selfsubjectrulesreview", namespaced: false, short: [],
+        categories: [], verbs: CREATE_ONLY, sub: [], storage: "selfsubjectrulesreviews"),
     // autoscaling/v2, stored; autoscaling/v1 converted from it
     resource!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
         "horizontalpodautoscaler", namespaced: true, short: ["hpa"], categories: ["all"],
@@ -320,7 +327,7 @@ pub static RESOURCES: &[Resource] = &[
     resource!("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
         "horizontalpodautoscaler", namespaced: true, short: ["hpa"], categories: ["all"],
         verbs: ALL_VERBS, sub: [status("HorizontalPodAutoscaler")],
-        storage: "horizontalpodautoscalers", stored_as: "v2"),
+        storage: "horizontalpodautoscalers", stored_as: "autoscaling/v2"),
     // batch/v1
     resource!("batch", "v1", "CronJob", "cronjobs", "cronjob", namespaced: true,
         short: ["cj"], categories: ["all"], verbs: ALL_VERBS,
@@ -443,9 +450,11 @@ mod tests {
             );
             // Every version of a kind after the first repeats its short names.
             if !r.is_stored_version() {
-                let stored = RESOURCES
-                    .iter()
-                    .find(|s| s.group == r.group && s.kind == r.kind && s.is_stored_version());
+                let stored = RESOURCES.iter().find(|s| {
+                    Some(s.api_version().as_str()) == r.stored_as
+                        && s.kind == r.kind
+                        && s.is_stored_version()
+                });
                 assert_eq!(stored.map(|s| s.storage_prefix), Some(r.storage_prefix));
                 continue;
             }

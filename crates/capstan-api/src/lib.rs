@@ -24,6 +24,7 @@ pub mod protobuf;
 pub mod quantity;
 pub mod query;
 pub mod quota;
+pub mod rbac;
 mod request;
 pub mod selector;
 mod status;

@@ -1,4 +1,5 @@
-//! The admission that runs inside writes ([`crate::registry::Admission`]): upstream's
+//! The admission that runs inside writes ([`crate::registry::Admission`]): the RBAC
+//! escalation check ([`crate::escalation`]) for roles and bindings, and upstream's
 //! LimitRanger (defaults, then limits; [`crate::limitranges`]), ServiceAccount
 //! ([`crate::serviceaccount::admission`]), NodeRestriction ([`crate::noderestriction`]),
 //! Priority ([`crate::priority`]), DefaultTolerationSeconds ([`crate::tolerations`]) and
@@ -173,21 +174,40 @@ impl Chain {
     /// registry, if any: the whole chain for the main endpoint of a namespaced resource (the
     /// other plugins have nothing to say about cluster-scoped objects or subresources), and
     /// NodeRestriction wherever the user is a node.
+    ///
+    /// Writes of RBAC roles and bindings by a user are also checked for escalation
+    /// ([`crate::escalation`]) with `authorizer`; `name` is the object's name in the request's
+    /// path (empty for a create).
     pub(crate) fn for_request(
         self: &Arc<Self>,
         resource: &Resource,
         subresource: Option<&str>,
         user: Option<&User>,
+        authorizer: Option<&Arc<crate::authz::Authorizer>>,
+        name: &str,
     ) -> Option<Arc<dyn crate::registry::Admission>> {
         let node_user = user
             .filter(|u| crate::nodeauthz::node_identity(u).is_some())
             .cloned();
         let plugins = subresource.is_none() && resource.namespaced;
-        (plugins || node_user.is_some()).then(|| {
+        let escalation = match (user, authorizer) {
+            (Some(user), Some(authorizer))
+                if subresource.is_none() && crate::escalation::applies_to(resource) =>
+            {
+                Some(crate::escalation::EscalationCheck {
+                    user: user.clone(),
+                    authorizer: authorizer.clone(),
+                    request_name: name.to_owned(),
+                })
+            }
+            _ => None,
+        };
+        (plugins || node_user.is_some() || escalation.is_some()).then(|| {
             Arc::new(RequestAdmission {
                 chain: self.clone(),
                 plugins,
                 node_user,
+                escalation,
                 subresource: subresource.unwrap_or_default().to_owned(),
             }) as Arc<dyn crate::registry::Admission>
         })
@@ -208,6 +228,8 @@ struct RequestAdmission {
     plugins: bool,
     /// The request's user, when it is a node (NodeRestriction runs).
     node_user: Option<User>,
+    /// The RBAC escalation check, for a user's writes of roles and bindings.
+    escalation: Option<crate::escalation::EscalationCheck>,
     /// The subresource written through (empty for the main endpoint).
     subresource: String,
 }
@@ -235,6 +257,20 @@ impl RequestAdmission {
 }
 
 impl crate::registry::Admission for RequestAdmission {
+    fn authorize_grants<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            match &self.escalation {
+                Some(check) => check.check(resource, object, old).await,
+                None => Ok(()),
+            }
+        })
+    }
+
     fn mutate<'a>(
         &'a self,
         resource: &'static Resource,

@@ -241,6 +241,18 @@ impl Output {
             other => other,
         }
     }
+
+    /// The output of an endpoint that cannot print a Table at all (reviews, bindings,
+    /// evictions, token requests: upstream's REST handlers without a table convertor, whose
+    /// content negotiation refuses the Table media type with 406 before anything is done).
+    fn untabled(self) -> Result<Output, ApiError> {
+        match self {
+            Output::Table => {
+                Err(StatusError::not_acceptable(&["application/json", "application/yaml"]).into())
+            }
+            other => Ok(other),
+        }
+    }
 }
 
 /// Reads the `Accept` header: the first media type served wins, as upstream negotiates.
@@ -563,15 +575,6 @@ impl Api {
 
     /// The admission a write by `user` through `subresource` of `resource` runs inside the
     /// registry (see [`crate::admission::Chain::for_request`]).
-    fn write_admission(
-        &self,
-        resource: &Resource,
-        subresource: Option<&str>,
-        user: Option<&User>,
-    ) -> Option<Arc<dyn crate::registry::Admission>> {
-        self.admission.for_request(resource, subresource, user)
-    }
-
     /// NodeRestriction for a write the registry does not admit itself (a delete, an eviction,
     /// a binding, a TokenRequest): nothing unless `user` is a node.
     async fn restrict_node(
@@ -712,6 +715,14 @@ impl Api {
         // Who asks (none in process, as the server's own calls): NodeRestriction narrows nodes.
         let user = request.extensions().get::<User>().cloned();
         let user = user.as_ref();
+        let authorizer = request
+            .extensions()
+            .get::<Arc<crate::authz::Authorizer>>()
+            .cloned();
+        let write_admission = |subresource: Option<&str>| {
+            self.admission
+                .for_request(resource, subresource, user, authorizer.as_ref(), name)
+        };
         let node_write = |operation| crate::noderestriction::Write {
             group: resource.group,
             resource: resource.plural,
@@ -759,6 +770,7 @@ impl Api {
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
             ("create", Some("binding")) => {
+                let output = output.untabled()?;
                 let options = query.write_options()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
                 self.restrict_node(user, node_write(Operation::Create(&body)))
@@ -773,6 +785,7 @@ impl Api {
             }
             ("create", Some("token")) => {
                 // `serviceaccounts/token`: a TokenRequest answers with a token; nothing is stored.
+                let output = output.untabled()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
                 self.restrict_node(user, node_write(Operation::Create(&body)))
                     .await?;
@@ -783,6 +796,7 @@ impl Api {
                 Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
             }
             ("create", Some("eviction")) => {
+                let output = output.untabled()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
                 self.restrict_node(user, node_write(Operation::Create(&body)))
                     .await?;
@@ -831,6 +845,7 @@ impl Api {
                 ) =>
             {
                 // A review answers; nothing is stored.
+                let output = output.untabled()?;
                 let user = user.cloned().unwrap_or_else(crate::auth::User::anonymous);
                 let authorizer = request
                     .extensions()
@@ -851,7 +866,7 @@ impl Api {
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
-                options.admission = self.write_admission(resource, None, user);
+                options.admission = write_admission(None);
                 if let Some(ns) = namespace {
                     self.admit_namespace(ns, resource, meta_str(&body, "name"))
                         .await?;
@@ -882,7 +897,7 @@ impl Api {
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
-                options.admission = self.write_admission(resource, subresource, user);
+                options.admission = write_admission(subresource);
                 if let Some(ns) = namespace.filter(|_| subresource.is_none()) {
                     // Only a create-on-update needs the namespace to accept content.
                     if registry.read(namespace, name, Some("0")).await.is_err() {
@@ -917,7 +932,7 @@ impl Api {
                 let apply = crate::patch::is_apply(ct);
                 let mut options =
                     query.recorded_write_options(request.headers(), "PatchOptions", Some(apply))?;
-                options.admission = self.write_admission(resource, subresource, user);
+                options.admission = write_admission(subresource);
                 if apply
                     && let Some(ns) = namespace.filter(|_| subresource.is_none())
                     && registry.read(namespace, name, Some("0")).await.is_err()

@@ -2265,3 +2265,126 @@ async fn nodes_keep_their_status_on_create() {
         "{svc}"
     );
 }
+
+#[tokio::test]
+async fn secret_string_data_is_folded_into_data() {
+    let h = Harness::new().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let (code, created) = h
+        .post(
+            &format!("{secrets}?fieldValidation=Strict"),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                   "data": {"a": "b2xk", "b": "a2VwdA=="},
+                   "stringData": {"a": "new", "c": "added"}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created.get("stringData"), None, "{created}");
+    // base64 of "new", "kept", "added"; stringData wins over data for the same key.
+    let want = json!({"a": "bmV3", "b": "a2VwdA==", "c": "YWRkZWQ="});
+    assert_eq!(created["data"], want);
+    let (_, read) = h.get(&format!("{secrets}/s")).await;
+    assert_eq!((read["data"].clone(), read.get("stringData")), (want, None));
+    // A patch (kubectl apply's strategic merge) and an update fold it the same way.
+    let (code, patched) = h
+        .patch(
+            &format!("{secrets}/s"),
+            "application/strategic-merge-patch+json",
+            json!({"stringData": {"d": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["data"]["d"], "eA==");
+    assert_eq!(patched.get("stringData"), None);
+    let mut replaced = patched.clone();
+    replaced["stringData"] = json!({"a": "again"});
+    let (code, updated) = h.put(&format!("{secrets}/s"), replaced).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["data"]["a"], "YWdhaW4=");
+    assert_eq!(updated.get("stringData"), None);
+    // Server-side apply of a manifest written with stringData only.
+    let (code, applied) = h
+        .call(
+            "PATCH",
+            &format!("{secrets}/applied?fieldManager=kubectl"),
+            APPLY,
+            Some(json!({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "applied"}, "stringData": {"k": "v"}})),
+        )
+        .await;
+    assert_eq!(code, 201, "{applied}");
+    assert_eq!(applied["data"], json!({"k": "dg=="}));
+    assert_eq!(applied.get("stringData"), None);
+}
+
+#[tokio::test]
+async fn events_are_one_resource_served_in_both_shapes() {
+    let h = Harness::new().await;
+    let core = "/api/v1/namespaces/default/events";
+    let newer = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let (code, created) = h
+        .post(
+            newer,
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                   "metadata": {"name": "e1"},
+                   "eventTime": "2026-11-27T08:00:00.000000Z",
+                   "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+                   "note": "hello", "reason": "Started", "type": "Normal", "action": "Start",
+                   "reportingController": "example.com/c", "reportingInstance": "i"}),
+        )
+        .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["note"], "hello");
+    // The same object through the core API, in the core shape.
+    let (code, read) = h.get(&format!("{core}/e1")).await;
+    assert_eq!(code, 200, "{read}");
+    assert_eq!(read["apiVersion"], "v1");
+    assert_eq!(read["message"], "hello");
+    assert_eq!(read["involvedObject"]["name"], "p");
+    assert_eq!(read["reportingComponent"], "example.com/c");
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    // A core event is listed through events.k8s.io, and field selectors use its names there.
+    let (code, _) = h
+        .post(
+            core,
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"},
+                   "involvedObject": {"kind": "Pod", "name": "q", "namespace": "default"},
+                   "message": "from core", "reason": "Pulled", "type": "Normal"}),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (_, list) = h.get(newer).await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["e1", "e2"]);
+    assert_eq!(list["items"][1]["note"], "from core");
+    let (code, selected) = h
+        .get(&format!("{newer}?fieldSelector=regarding.name%3Dq"))
+        .await;
+    assert_eq!(code, 200, "{selected}");
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1);
+    assert_eq!(selected["items"][0]["metadata"]["name"], "e2");
+    let (code, _) = h
+        .get(&format!("{core}?fieldSelector=involvedObject.name%3Dp"))
+        .await;
+    assert_eq!(code, 200);
+    // Deleted through one API, gone from the other.
+    assert_eq!(h.delete(&format!("{core}/e1"), None).await.0, 200);
+    assert_eq!(h.get(&format!("{newer}/e1")).await.0, 404);
+    // events.k8s.io keeps its own, stricter validation.
+    let (code, invalid) = h
+        .post(
+            newer,
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                   "metadata": {"name": "bad"}, "reason": "R", "type": "Normal"}),
+        )
+        .await;
+    assert_eq!(code, 422, "{invalid}");
+}

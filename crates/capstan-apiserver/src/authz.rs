@@ -118,6 +118,8 @@ struct Policy {
 /// The authorizer.
 #[derive(Debug, Default)]
 pub(crate) struct Authorizer {
+    /// The API whose RBAC objects make the policy (none for an authorizer fed by hand).
+    api: Option<std::sync::Weak<Api>>,
     policy: RwLock<Arc<Policy>>,
     built_from: RwLock<[u64; 4]>,
     /// The Node authorizer, which looks up what pods use (none: every node is refused what
@@ -180,6 +182,75 @@ fn subject_applies(subject: &Subject, user: &User, binding_namespace: Option<&st
 }
 
 impl Policy {
+    /// The rules of the role `role_ref` names (a Role in `namespace`), or upstream's error for a
+    /// role that does not exist or a kind that is no role.
+    fn referenced_rules(
+        &self,
+        role_ref: &RoleRef,
+        namespace: Option<&str>,
+    ) -> Result<&[PolicyRule], ApiError> {
+        let missing = |plural: &str| {
+            ApiError::from(capstan_api::StatusError::not_found(
+                capstan_api::GroupResource::new(GROUP, plural),
+                &role_ref.name,
+            ))
+        };
+        match role_ref.kind.as_str() {
+            "ClusterRole" => self
+                .cluster_roles
+                .get(&role_ref.name)
+                .map(Vec::as_slice)
+                .ok_or_else(|| missing("clusterroles")),
+            "Role" => self
+                .roles
+                .get(&(
+                    namespace.unwrap_or_default().to_owned(),
+                    role_ref.name.clone(),
+                ))
+                .map(Vec::as_slice)
+                .ok_or_else(|| missing("roles")),
+            // A plain error upstream: a 500 without a reason.
+            other => Err(ApiError::from(capstan_api::StatusError::new_with_reason(
+                500,
+                "",
+                &format!(
+                    "unsupported role reference kind: {}",
+                    capstan_api::field::go_quote(other)
+                ),
+            ))),
+        }
+    }
+
+    /// Every rule RBAC grants `user` through ClusterRoleBindings and, when `namespace` is not
+    /// empty, that namespace's RoleBindings, with the messages of the roles that could not be
+    /// resolved (upstream's `RulesFor`).
+    fn rules_for(&self, user: &User, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
+        let (mut rules, mut errors) = (Vec::new(), Vec::new());
+        let namespaced = (!namespace.is_empty())
+            .then(|| self.bindings.get(namespace))
+            .flatten();
+        for binding in self
+            .cluster_bindings
+            .iter()
+            .chain(namespaced.into_iter().flatten())
+        {
+            if !binding
+                .subjects
+                .iter()
+                .any(|s| subject_applies(s, user, binding.namespace.as_deref()))
+            {
+                continue;
+            }
+            match self.referenced_rules(&binding.role_ref, binding.namespace.as_deref()) {
+                Ok(found) => rules.extend(found.iter().cloned()),
+                Err(error) => {
+                    errors.push(error.status().status.message.clone().unwrap_or_default())
+                }
+            }
+        }
+        (rules, errors)
+    }
+
     fn rules_of(&self, role_ref: &RoleRef, namespace: Option<&str>) -> &[PolicyRule] {
         let rules = match (role_ref.kind.as_str(), namespace) {
             ("ClusterRole", _) => self.cluster_roles.get(&role_ref.name),
@@ -287,7 +358,10 @@ impl Authorizer {
 
     /// An authorizer kept current from `api`'s RBAC objects in the background.
     pub(crate) fn start(api: Arc<Api>) -> Arc<Authorizer> {
-        let authorizer = Arc::new(Authorizer::for_api(&api));
+        let authorizer = Arc::new(Authorizer {
+            api: Some(Arc::downgrade(&api)),
+            ..Authorizer::for_api(&api)
+        });
         let weak = Arc::downgrade(&authorizer);
         let registries = [
             "clusterroles",
@@ -382,6 +456,62 @@ impl Authorizer {
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
         *self.built_from.write().unwrap_or_else(|e| e.into_inner()) = versions;
         Ok(())
+    }
+
+    /// The RBAC policy as the store holds it now (rebuilt first if the objects changed since
+    /// the last build), for the escalation check, which must see a role or binding written a
+    /// moment ago.
+    async fn current_policy(&self) -> Arc<Policy> {
+        if let Some(api) = self.api.as_ref().and_then(std::sync::Weak::upgrade)
+            && let Err(error) = self.refresh(&api).await
+        {
+            tracing::debug!(?error, "cannot read the RBAC policy");
+        }
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The rules RBAC grants `user` (see [`Policy::rules_for`]), from the current policy.
+    pub(crate) async fn rules_for(
+        &self,
+        user: &User,
+        namespace: &str,
+    ) -> (Vec<PolicyRule>, Vec<String>) {
+        self.current_policy().await.rules_for(user, namespace)
+    }
+
+    /// What a SelfSubjectRulesReview lists for `user` in `namespace`: the rules of every
+    /// binding that applies, as they are (ClusterRoleBindings first), and the union's verdict
+    /// on completeness (the Node authorizer cannot list a node's rules; RBAC reports roles it
+    /// could not resolve), as upstream's rule resolvers answer.
+    pub(crate) async fn rules_review(
+        &self,
+        user: &User,
+        namespace: &str,
+    ) -> (Vec<PolicyRule>, bool, Vec<String>) {
+        let mut errors = Vec::new();
+        let incomplete = crate::nodeauthz::node_identity(user).is_some();
+        if incomplete {
+            errors.push("node authorizer does not support user rule resolution".to_owned());
+        }
+        let (rules, unresolved) = self.current_policy().await.rules_for(user, namespace);
+        errors.extend(unresolved);
+        (rules, incomplete, errors)
+    }
+
+    /// The rules of the role a binding in `namespace` refers to, from the current policy (an
+    /// aggregated ClusterRole's gathered ones); a missing role is NotFound, as upstream's.
+    pub(crate) async fn referenced_rules(
+        &self,
+        role_ref: &RoleRef,
+        namespace: Option<&str>,
+    ) -> Result<Vec<PolicyRule>, ApiError> {
+        self.current_policy()
+            .await
+            .referenced_rules(role_ref, namespace)
+            .map(<[PolicyRule]>::to_vec)
     }
 
     /// Whether `user` may do what `attrs` describe, and why not: the privileged group, then

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -83,24 +82,76 @@ pub(crate) async fn readyz(
     report("readyz", &store, is_verbose(&query)).await
 }
 
-/// `/version`, in upstream's `version.Info` shape.
-pub(crate) async fn version() -> Json<serde_json::Value> {
+/// What the binary knows of its own build, reported by `/version`.
+#[derive(Clone, Debug, Default)]
+pub struct BuildInfo {
+    /// The commit built from, 40 hex digits (empty when unknown).
+    pub git_commit: String,
+    /// `clean` or `dirty` (empty when unknown).
+    pub git_tree_state: String,
+    /// When the binary was built, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub build_date: String,
+}
+
+static BUILD: std::sync::OnceLock<BuildInfo> = std::sync::OnceLock::new();
+
+/// Records the running binary's build, once, before the server starts (later calls are
+/// ignored: a process has one build).
+pub fn set_build_info(info: BuildInfo) {
+    let _ = BUILD.set(info);
+}
+
+/// Upstream's `version.Info`, its members in the struct's order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VersionInfo {
+    major: String,
+    minor: String,
+    emulation_major: String,
+    emulation_minor: String,
+    min_compatibility_major: String,
+    min_compatibility_minor: String,
+    git_version: String,
+    git_commit: String,
+    git_tree_state: String,
+    build_date: String,
+    go_version: String,
+    compiler: String,
+    platform: String,
+}
+
+/// `/version` (and `/version/`), written as upstream writes it: indented by two spaces, in
+/// `version.Info`'s member order, without a closing newline.
+pub(crate) async fn version() -> Response {
     let minor = capstan_api::KUBERNETES_MINOR.to_string();
-    Json(serde_json::json!({
-        "major": "1",
-        "minor": minor,
-        "emulationMajor": "1",
-        "emulationMinor": minor,
-        "minCompatibilityMajor": "1",
-        "minCompatibilityMinor": (capstan_api::KUBERNETES_MINOR - 1).to_string(),
-        "gitVersion": capstan_api::kubernetes_version(),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "",
-        "goVersion": "",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
-    }))
+    let build = BUILD.get().cloned().unwrap_or_default();
+    let tree_state = if build.git_tree_state.is_empty() {
+        "clean".to_owned()
+    } else {
+        build.git_tree_state
+    };
+    let info = VersionInfo {
+        major: "1".to_owned(),
+        minor: minor.clone(),
+        emulation_major: "1".to_owned(),
+        emulation_minor: minor,
+        min_compatibility_major: "1".to_owned(),
+        min_compatibility_minor: (capstan_api::KUBERNETES_MINOR - 1).to_string(),
+        git_version: capstan_api::kubernetes_version(),
+        git_commit: build.git_commit,
+        git_tree_state: tree_state,
+        build_date: build.build_date,
+        go_version: String::new(),
+        compiler: "rustc".to_owned(),
+        platform: format!("{}/{}", std::env::consts::OS, go_arch()),
+    };
+    let body = serde_json::to_string_pretty(&info).unwrap_or_default();
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 /// The architecture under Go's name, as clients expect it in `platform`.

@@ -16,6 +16,7 @@ mod api;
 mod auth;
 mod authz;
 mod discovery;
+mod escalation;
 mod fields;
 mod flowcontrol;
 mod health;
@@ -53,6 +54,7 @@ use std::path::PathBuf;
 use capstan_store::Store;
 
 pub use auth::{TokenFile, TokenFileError, User};
+pub use health::{BuildInfo, set_build_info};
 pub use serve::RunningServer;
 
 /// How to run the API server.
@@ -116,13 +118,17 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
     let hostname = std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_owned());
-    let names = pki::serving_names(hostname.as_deref(), &config.tls_sans);
+    let cidr = services::Cidr::parse(&config.service_cidr).map_err(StartError::Config)?;
+    // In-cluster clients reach the server at the `kubernetes` Service's cluster IP (the first
+    // of the range), so the serving certificate names it, as upstream's does.
+    let mut sans = vec![cidr.first().to_string()];
+    sans.extend(config.tls_sans.iter().cloned());
+    let names = pki::serving_names(hostname.as_deref(), &sans);
     let pki = pki::load_or_create(&config.data_dir.join("tls"), &names)?;
     let tokens = match &config.token_auth_file {
         Some(path) => TokenFile::load(path)?,
         None => TokenFile::default(),
     };
-    let cidr = services::Cidr::parse(&config.service_cidr).map_err(StartError::Config)?;
     let tls_dir = config.data_dir.join("tls");
     let kubelet_client = pki::component_client(
         &tls_dir,
@@ -145,17 +151,21 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         &pki.ca_cert_pem,
         config.join_token.as_deref(),
     )?;
-    let server = serve::listen(&config, &pki, tokens, store, api, join).await?;
-    let host = if config.bind_address.is_unspecified() {
-        "127.0.0.1".to_owned()
-    } else {
-        match config.bind_address {
-            IpAddr::V6(ip) => format!("[{ip}]"),
-            IpAddr::V4(ip) => ip.to_string(),
-        }
+    // The admin kubeconfig is written once the port is bound and before any request is
+    // answered, so whoever sees the server ready can read it.
+    let write_kubeconfig = |port: u16| {
+        let host = if config.bind_address.is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else {
+            match config.bind_address {
+                IpAddr::V6(ip) => format!("[{ip}]"),
+                IpAddr::V4(ip) => ip.to_string(),
+            }
+        };
+        let url = format!("https://{host}:{port}");
+        kubeconfig::write_admin(&config.kubeconfig_path, config.kubeconfig_mode, &url, &pki)?;
+        tracing::info!(%url, kubeconfig = %config.kubeconfig_path.display(), "API server listening");
+        Ok(())
     };
-    let url = format!("https://{host}:{}", server.local_addr().port());
-    kubeconfig::write_admin(&config.kubeconfig_path, config.kubeconfig_mode, &url, &pki)?;
-    tracing::info!(%url, kubeconfig = %config.kubeconfig_path.display(), "API server listening");
-    Ok(server)
+    serve::listen(&config, &pki, tokens, store, api, join, write_kubeconfig).await
 }

@@ -13,11 +13,12 @@ use super::tests::started;
 use super::*;
 use crate::registry::WriteOptions;
 
-struct Cluster {
+/// A started API server's request chain (shared with the escalation tests).
+pub(super) struct Cluster {
     _dir: tempfile::TempDir,
     store: Store,
-    api: Arc<Api>,
-    control: Control,
+    pub(super) api: Arc<Api>,
+    pub(super) control: Control,
 }
 
 const NS: &str = "/api/v1/namespaces/default";
@@ -32,7 +33,7 @@ fn node_user(node: &str) -> User {
     }
 }
 
-fn user(name: &str, groups: &[&str]) -> User {
+pub(super) fn user(name: &str, groups: &[&str]) -> User {
     User {
         name: name.into(),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
@@ -41,7 +42,7 @@ fn user(name: &str, groups: &[&str]) -> User {
 }
 
 impl Cluster {
-    async fn new() -> Cluster {
+    pub(super) async fn new() -> Cluster {
         let (dir, store, api, control) = started().await;
         Cluster {
             _dir: dir,
@@ -52,7 +53,7 @@ impl Cluster {
     }
 
     /// Sends a request as `user` (authenticated as by a client certificate).
-    async fn send(
+    pub(super) async fn send(
         &self,
         user: &User,
         method: &str,
@@ -94,7 +95,7 @@ impl Cluster {
     }
 
     /// Creates an object as the server itself would (no admission, no authorization).
-    async fn create(
+    pub(super) async fn create(
         &self,
         group: &str,
         plural: &str,

@@ -392,6 +392,7 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         }),
         ("", "Secret") => strategy::<core::v1::Secret>(Hooks {
             default: d::core::default_secret,
+            internal: Some(capstan_api::convert::secret::fold_string_data),
             validate: v::core::validate_secret,
             validate_update: v::core::validate_secret_update,
             field_names: &["type"],
@@ -470,11 +471,18 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
             validate_status_update: v::apps::validate_stateful_set_status_update,
             ..workload()
         }),
-        ("events.k8s.io", "Event") => strategy::<events::v1::Event>(Hooks {
-            validate: v::misc::validate_events_v1_event,
-            validate_update: v::misc::validate_events_v1_event_update,
-            ..creatable_by_put()
-        }),
+        // Served from the core Events by conversion, validated by its own (stricter) rules.
+        ("events.k8s.io", "Event") => {
+            let served = strategy::<events::v1::Event>(Hooks {
+                validate: v::misc::validate_events_v1_event,
+                validate_update: v::misc::validate_events_v1_event_update,
+                ..creatable_by_put()
+            })?;
+            let hub = strategy_for(capstan_api::catalog::lookup("", "v1", "events")?)?;
+            let conversion =
+                capstan_api::convert::conversion(&resource.api_version(), resource.kind)?;
+            Some(Arc::new(Converted::new(served, hub, conversion)))
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             let hub = strategy::<autoscaling::v2::HorizontalPodAutoscaler>(Hooks {
                 default: d::autoscaling::default_hpa_v2,
@@ -620,6 +628,9 @@ pub(crate) fn strategy_for(resource: &Resource) -> Option<Arc<dyn Strategy>> {
         }
         ("authorization.k8s.io", "SelfSubjectAccessReview") => {
             strategy::<authorization::v1::SelfSubjectAccessReview>(Hooks::plain())
+        }
+        ("authorization.k8s.io", "SelfSubjectRulesReview") => {
+            strategy::<authorization::v1::SelfSubjectRulesReview>(Hooks::plain())
         }
         ("node.k8s.io", "RuntimeClass") => strategy::<node::v1::RuntimeClass>(Hooks {
             validate: v::runtime_class::validate_runtime_class,

@@ -1,6 +1,7 @@
 //! The review APIs, which answer a question instead of storing an object:
 //! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`) and
-//! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`). The
+//! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`) and
+//! SelfSubjectRulesReview (what may I: `kubectl auth can-i --list`). The
 //! answers come from the same authenticator and authorizer ([`Authorizer`]) every request goes
 //! through.
 
@@ -103,8 +104,65 @@ pub(crate) async fn answer(
                 "status": status,
             }))
         }
+        "SelfSubjectRulesReview" => {
+            let namespace = body
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if namespace.is_empty() {
+                return Err(StatusError::bad_request("no namespace on request").into());
+            }
+            let (rules, incomplete, errors) = authorizer.rules_review(user, namespace).await;
+            Ok(rules_review(&rules, incomplete, &errors))
+        }
         other => Err(StatusError::internal(&format!("no review for {other}")).into()),
     }
+}
+
+/// A SelfSubjectRulesReview's answer: each rule as a resource rule (when it names resources)
+/// and as a non-resource rule (when it names URLs), in order; the evaluation errors joined as
+/// Go prints an aggregate error. The spec is not echoed, as upstream's.
+fn rules_review(
+    rules: &[k8s_openapi::api::rbac::v1::PolicyRule],
+    incomplete: bool,
+    errors: &[String],
+) -> Value {
+    let present = |v: &Option<Vec<String>>| v.as_ref().filter(|v| !v.is_empty()).cloned();
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
+    for rule in rules {
+        if let Some(resources) = present(&rule.resources) {
+            let mut entry = json!({"verbs": rule.verbs});
+            if let Some(groups) = present(&rule.api_groups) {
+                entry["apiGroups"] = json!(groups);
+            }
+            entry["resources"] = json!(resources);
+            if let Some(names) = present(&rule.resource_names) {
+                entry["resourceNames"] = json!(names);
+            }
+            resource_rules.push(entry);
+        }
+        if let Some(urls) = present(&rule.non_resource_urls) {
+            non_resource_rules.push(json!({"verbs": rule.verbs, "nonResourceURLs": urls}));
+        }
+    }
+    let mut status = json!({
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": incomplete,
+    });
+    match errors {
+        [] => {}
+        [one] => status["evaluationError"] = json!(one),
+        many => status["evaluationError"] = json!(format!("[{}]", many.join(", "))),
+    }
+    json!({
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": {},
+        "status": status,
+    })
 }
 
 /// Upstream's 422 for a SelfSubjectAccessReview spec without exactly one kind of attributes.

@@ -127,6 +127,7 @@ fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: St
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::readyz))
         .route("/version", get(health::version))
+        .route("/version/", get(health::version))
         .route("/metrics", get(move || async move { metrics.render() }))
         .fallback(move |request: Request<Body>| {
             let (api, server_address) = (api.clone(), server_address.clone());
@@ -456,6 +457,7 @@ pub(crate) async fn listen(
     store: Store,
     api: Arc<Api>,
     join: crate::join::Join,
+    on_bound: impl FnOnce(u16) -> Result<(), StartError>,
 ) -> Result<RunningServer, StartError> {
     let authenticator = Arc::new(Authenticator {
         tokens,
@@ -469,6 +471,7 @@ pub(crate) async fn listen(
     let local_addr = listener
         .local_addr()
         .map_err(|source| StartError::Listen { addr, source })?;
+    on_bound(local_addr.port())?;
     // The default objects exist before the first request is answered (so before /readyz says
     // ok); connections wait in the listen backlog meanwhile.
     crate::api::ensure_defaults(&api, local_addr.port())
@@ -574,6 +577,10 @@ mod serviceaccount_tests;
 #[cfg(test)]
 #[path = "nodeauthz_tests.rs"]
 mod nodeauthz_tests;
+
+#[cfg(test)]
+#[path = "escalation_tests.rs"]
+mod escalation_tests;
 
 #[cfg(test)]
 mod tests {

@@ -242,6 +242,9 @@ struct AgentFlags {
     /// The kubelet API's HTTPS port (logs, exec, attach, port-forward).
     #[arg(long, default_value_t = 10250)]
     kubelet_port: u16,
+    /// The cluster's DNS domain.
+    #[arg(long, default_value = "cluster.local")]
+    cluster_domain: String,
 }
 
 impl AgentFlags {
@@ -259,6 +262,7 @@ impl AgentFlags {
         config.cni_bridge = self.cni_bridge.clone();
         config.max_pods = self.max_pods;
         config.kubelet_port = self.kubelet_port;
+        config.cluster_domain = self.cluster_domain.clone();
         Ok(config)
     }
 }
@@ -665,6 +669,11 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         compaction_interval = ?args.etcd_compaction_interval,
         "datastore ready"
     );
+    capstan_apiserver::set_build_info(capstan_apiserver::BuildInfo {
+        git_commit: env!("CAPSTAN_GIT_COMMIT").to_owned(),
+        git_tree_state: env!("CAPSTAN_GIT_TREE_STATE").to_owned(),
+        build_date: env!("CAPSTAN_BUILD_DATE").to_owned(),
+    });
     let config = capstan_apiserver::Config {
         kubeconfig_path: args
             .write_kubeconfig

@@ -8,6 +8,8 @@
 //! CustomResourceDefinition versions will plug into the same table.
 
 mod autoscaling;
+pub mod events;
+pub mod secret;
 
 use serde_json::Value;
 
@@ -25,6 +27,14 @@ pub struct Conversion {
     pub to_hub: fn(&Value) -> Result<Value, String>,
     /// A hub object in the served version.
     pub from_hub: fn(&Value) -> Value,
+    /// Whether objects of the served version are validated by its own rules (upstream's
+    /// request-version-dependent validation, as for Events) rather than the hub's.
+    pub validated_as_served: bool,
+    /// How the served version's field selector labels name the hub's selectable fields
+    /// (served, hub); empty when it uses the hub's names.
+    pub field_labels: &'static [(&'static str, &'static str)],
+    /// The served names of `field_labels`.
+    pub field_names: &'static [&'static str],
 }
 
 impl Conversion {
@@ -49,13 +59,28 @@ impl Conversion {
     }
 }
 
-static CONVERSIONS: &[Conversion] = &[Conversion {
-    external: "autoscaling/v1",
-    hub: "autoscaling/v2",
-    kind: "HorizontalPodAutoscaler",
-    to_hub: autoscaling::v1_to_v2,
-    from_hub: autoscaling::v2_to_v1,
-}];
+static CONVERSIONS: &[Conversion] = &[
+    Conversion {
+        external: "autoscaling/v1",
+        hub: "autoscaling/v2",
+        kind: "HorizontalPodAutoscaler",
+        to_hub: autoscaling::v1_to_v2,
+        from_hub: autoscaling::v2_to_v1,
+        validated_as_served: false,
+        field_labels: &[],
+        field_names: &[],
+    },
+    Conversion {
+        external: "events.k8s.io/v1",
+        hub: "v1",
+        kind: "Event",
+        to_hub: events::v1_to_core,
+        from_hub: events::core_to_v1,
+        validated_as_served: true,
+        field_labels: events::FIELD_LABELS,
+        field_names: events::FIELD_NAMES,
+    },
+];
 
 /// The conversion of `kind` served as `api_version` (`group/version`, or `version` for the core
 /// group), when that version is not the kind's hub.

@@ -213,6 +213,7 @@ fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
     kind::<authentication::v1::SelfSubjectReview>(g, k);
     kind::<authentication::v1::TokenRequest>(g, k);
     kind::<authorization::v1::SelfSubjectAccessReview>(g, k);
+    kind::<authorization::v1::SelfSubjectRulesReview>(g, k);
     // autoscaling/v1 (with the scale subresource's Scale), autoscaling/v2
     kind::<autoscaling::v1::HorizontalPodAutoscaler>(g, k);
     kind::<autoscaling::v1::Scale>(g, k);

@@ -393,6 +393,7 @@ static SERVED: &[ServedKind] = {
         node::v1::RuntimeClass,
         authentication::v1::SelfSubjectReview,
         authorization::v1::SelfSubjectAccessReview,
+        authorization::v1::SelfSubjectRulesReview,
     ]
 };
 

@@ -158,8 +158,8 @@ fn json_error(bytes: &[u8]) -> Option<String> {
     }
 }
 
-/// A Secret: keys, total size, and the keys each well-known type requires. Fold `stringData`
-/// into `data` first, as upstream does before validation.
+/// A Secret: keys, total size, and the keys each well-known type requires. `stringData` has
+/// been folded into `data` by then (`convert::secret`), as upstream's conversion does.
 pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
     let mut errs =
         validate_object_meta(&secret.metadata, true, NameValidator::DnsSubdomain, &meta());

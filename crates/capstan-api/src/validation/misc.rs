@@ -722,28 +722,6 @@ pub fn validate_endpoint_slice_update(new: &EndpointSlice, old: &EndpointSlice) 
 // ---------------------------------------------------------------------------------------------
 // events.k8s.io/v1 Events
 
-/// The core/v1 form of an events.k8s.io/v1 Event, which upstream validates (and whose field
-/// names its errors use: `involvedObject`, `message`, `count`, ...).
-fn to_core_event(event: &EventV1) -> k8s_openapi::api::core::v1::Event {
-    k8s_openapi::api::core::v1::Event {
-        metadata: event.metadata.clone(),
-        involved_object: event.regarding.clone().unwrap_or_default(),
-        reporting_component: event.reporting_controller.clone(),
-        reporting_instance: event.reporting_instance.clone(),
-        action: event.action.clone(),
-        reason: event.reason.clone(),
-        message: event.note.clone(),
-        type_: event.type_.clone(),
-        event_time: event.event_time.clone(),
-        count: event.deprecated_count,
-        first_timestamp: event.deprecated_first_timestamp.clone(),
-        last_timestamp: event.deprecated_last_timestamp.clone(),
-        source: event.deprecated_source.clone(),
-        related: event.related.clone(),
-        series: None,
-    }
-}
-
 fn validate_series(event: &EventV1) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(series) = &event.series {
@@ -771,7 +749,7 @@ fn time_set(time: Option<&Time>) -> bool {
 /// A new events.k8s.io/v1 Event: the legacy rules every Event passes, then the strict ones of
 /// that API (metadata, series, eventTime set, type Normal or Warning, deprecated fields unset).
 pub fn validate_events_v1_event(event: &EventV1) -> Vec<FieldError> {
-    let mut errs = crate::validation::core::validate_event(&to_core_event(event));
+    let mut errs = crate::validation::core::validate_event(&crate::convert::events::to_core(event));
     errs.extend(validate_object_meta(
         &event.metadata,
         true,
@@ -849,7 +827,7 @@ fn time_value(time: Option<&Timestamp>) -> BadValue {
 /// An update of an events.k8s.io/v1 Event: the legacy rules, the metadata rules, the series
 /// when it changed, and every other field fixed.
 pub fn validate_events_v1_event_update(new: &EventV1, old: &EventV1) -> Vec<FieldError> {
-    let mut errs = crate::validation::core::validate_event(&to_core_event(new));
+    let mut errs = crate::validation::core::validate_event(&crate::convert::events::to_core(new));
     errs.extend(validate_object_meta_update(
         &new.metadata,
         &old.metadata,

@@ -78,6 +78,18 @@ pub(crate) struct WriteOptions {
 /// update through a subresource is, when the request's admission asks to be (it knows the
 /// endpoint it was made for).
 pub(crate) trait Admission: Send + Sync + std::fmt::Debug {
+    /// Authorizes what a new object (`old` is `None`) or a change of the stored `old` grants,
+    /// after mutation and before the strategy validates it: upstream's RBAC escalation check,
+    /// which the storage of roles and bindings runs there.
+    fn authorize_grants<'a>(
+        &'a self,
+        _resource: &'static Resource,
+        _object: &'a Value,
+        _old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Changes a new object of `resource` before it is prepared and validated.
     fn mutate<'a>(
         &'a self,
@@ -507,6 +519,9 @@ impl Registry {
         }
         if let Some(admission) = &options.admission {
             admission.mutate(self.resource, &mut object).await?;
+            admission
+                .authorize_grants(self.resource, &object, None)
+                .await?;
         }
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
@@ -718,6 +733,16 @@ impl Registry {
                 Err(e) => recheck_or!(Err(e)),
             };
             self.check_type(&mut new)?;
+            if let Some(admission) = options
+                .admission
+                .as_ref()
+                .filter(|_| !options.below_strategy && subresource.is_none())
+                && let Err(e) = admission
+                    .authorize_grants(self.resource, &new, Some(&old))
+                    .await
+            {
+                recheck_or!(Err(e));
+            }
             let unchanged = if options.below_strategy {
                 strip_version(&new) == strip_version(&old)
             } else {
@@ -867,6 +892,9 @@ impl Registry {
         }
         if let Some(admission) = &options.admission {
             admission.mutate(self.resource, &mut object).await?;
+            admission
+                .authorize_grants(self.resource, &object, None)
+                .await?;
         }
         self.prepare_and_validate_new(&mut object)?;
         if let Some(admission) = &options.admission {

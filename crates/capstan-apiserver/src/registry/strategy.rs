@@ -146,6 +146,10 @@ pub trait Strategy: Send + Sync + 'static {
 pub struct Hooks<K> {
     /// Fills in defaults, as upstream's defaulting functions.
     pub default: fn(&mut K),
+    /// What upstream's conversion from the served version to its internal form drops or folds
+    /// (a Secret's `stringData` into `data`), run after defaulting and after unknown fields are
+    /// found, so that a field the version has is never reported as unknown.
+    pub internal: Option<fn(&mut K)>,
     /// Validates a new object.
     pub validate: fn(&K) -> Vec<FieldError>,
     /// Validates an update of the object itself (or its scale).
@@ -198,6 +202,7 @@ impl<K: Metadata<Ty = ObjectMeta>> Hooks<K> {
     pub const fn plain() -> Self {
         Hooks {
             default: |_| {},
+            internal: None,
             validate: |_| Vec::new(),
             validate_update: |_, _| Vec::new(),
             validate_status_update: metadata_update::<K>,
@@ -250,6 +255,12 @@ where
             serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
         let mut unknown = Vec::new();
         unknown_fields(object, &encoded, &mut String::new(), &mut unknown);
+        let Some(internal) = self.hooks.internal else {
+            return Ok((encoded, unknown));
+        };
+        internal(&mut typed);
+        let encoded =
+            serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
         Ok((encoded, unknown))
     }
 
@@ -394,6 +405,9 @@ impl Strategy for Converted {
     }
 
     fn validate(&self, object: &Value) -> Vec<FieldError> {
+        if self.conversion.validated_as_served {
+            return self.served.validate(&self.served(&self.to_hub(object)));
+        }
         self.hub.validate(&self.to_hub(object))
     }
 
@@ -403,6 +417,12 @@ impl Strategy for Converted {
         old: &Value,
         subresource: Option<&str>,
     ) -> Vec<FieldError> {
+        if self.conversion.validated_as_served {
+            let served = |object: &Value| self.served(&self.to_hub(object));
+            return self
+                .served
+                .validate_update(&served(new), &served(old), subresource);
+        }
         self.hub
             .validate_update(&self.to_hub(new), &self.to_hub(old), subresource)
     }
@@ -420,11 +440,27 @@ impl Strategy for Converted {
     }
 
     fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
-        self.hub.selectable_fields(&self.to_hub(object))
+        let fields = self.hub.selectable_fields(&self.to_hub(object));
+        let labels = self.conversion.field_labels;
+        if labels.is_empty() {
+            return fields;
+        }
+        // Upstream's field label conversion: the served version's labels for the hub's fields.
+        labels
+            .iter()
+            .filter_map(|(served, hub)| {
+                let value = fields.iter().find(|(name, _)| name == hub)?;
+                Some((*served, value.1.clone()))
+            })
+            .collect()
     }
 
     fn selectable_field_names(&self) -> &'static [&'static str] {
-        self.hub.selectable_field_names()
+        if self.conversion.field_labels.is_empty() {
+            self.hub.selectable_field_names()
+        } else {
+            self.conversion.field_names
+        }
     }
 
     fn default_grace_period(&self, object: &Value) -> Option<i64> {
