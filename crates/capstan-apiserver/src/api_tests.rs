@@ -2388,3 +2388,44 @@ async fn events_are_one_resource_served_in_both_shapes() {
         .await;
     assert_eq!(code, 422, "{invalid}");
 }
+
+#[tokio::test]
+async fn endpoints_without_a_table_refuse_one() {
+    let h = Harness::new().await;
+    let uri = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    let request = Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header("content-type", "application/json")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+        )
+        .body(Body::from(
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                   "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}})
+            .to_string(),
+        ))
+        .unwrap();
+    let response = h
+        .api
+        .serve(&RequestInfo::new("POST", uri, ""), request)
+        .await;
+    assert_eq!(response.status().as_u16(), 406);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let status: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(status["reason"], "NotAcceptable");
+    // Kinds with a table still print one.
+    let request = Request::builder()
+        .uri("/api/v1/namespaces")
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Body::empty())
+        .unwrap();
+    let response = h
+        .api
+        .serve(&RequestInfo::new("GET", "/api/v1/namespaces", ""), request)
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+}

@@ -377,3 +377,52 @@ async fn aggregated_cluster_roles_need_full_authority() {
          cluster-admin privileges to use the aggregationRule"
     );
 }
+
+#[tokio::test]
+async fn self_subject_rules_reviews_list_the_rules_of_each_binding() {
+    let cluster = cluster().await;
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+    let review = |namespace: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+               "spec": {"namespace": namespace}})
+    };
+    let (code, body) = cluster
+        .send(&alice(), "POST", path, JSON, Some(review("team")))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["kind"], "SelfSubjectRulesReview");
+    assert_eq!(body["status"]["incomplete"], false);
+    let rules = body["status"]["resourceRules"].as_array().unwrap();
+    // admin's (aggregated) rules in `team`, and the self reviews every user has.
+    assert!(
+        rules.iter().any(
+            |r| r["resources"].as_array().unwrap().contains(&json!("pods"))
+                && r["verbs"].as_array().unwrap().contains(&json!("delete"))
+        ),
+        "{body}"
+    );
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["resources"]
+                == json!(["selfsubjectaccessreviews", "selfsubjectrulesreviews"]))
+    );
+    let urls = body["status"]["nonResourceRules"].as_array().unwrap();
+    assert!(urls.iter().any(|r| {
+        r["nonResourceURLs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/healthz"))
+    }));
+    // Elsewhere she holds only the defaults.
+    let (_, other) = cluster
+        .send(&alice(), "POST", path, JSON, Some(review("default")))
+        .await;
+    assert!(other["status"]["resourceRules"].as_array().unwrap().len() < rules.len());
+    // A namespace is required.
+    let (code, body) = cluster
+        .send(&alice(), "POST", path, JSON, Some(review("")))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["message"], "no namespace on request");
+}

@@ -115,6 +115,16 @@ pub enum StartError {
 
 /// Starts the API server; it runs until the returned handle is dropped or shut down.
 pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartError> {
+    start_with(config, store, |_| {}).await
+}
+
+/// [`start`], calling `bound` with the port once the admin kubeconfig is written and before
+/// any request is answered.
+pub(crate) async fn start_with(
+    config: Config,
+    store: Store,
+    bound: impl FnOnce(u16),
+) -> Result<RunningServer, StartError> {
     let hostname = std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_owned());
@@ -165,6 +175,7 @@ pub async fn start(config: Config, store: Store) -> Result<RunningServer, StartE
         let url = format!("https://{host}:{port}");
         kubeconfig::write_admin(&config.kubeconfig_path, config.kubeconfig_mode, &url, &pki)?;
         tracing::info!(%url, kubeconfig = %config.kubeconfig_path.display(), "API server listening");
+        bound(port);
         Ok(())
     };
     serve::listen(&config, &pki, tokens, store, api, join, write_kubeconfig).await

@@ -844,6 +844,69 @@ mod tests {
         );
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_server_names_its_cluster_ip_and_writes_the_kubeconfig_before_answering() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
+            dir.path().join("state.db"),
+        ))
+        .await
+        .unwrap();
+        let kubeconfig = dir.path().join("kubeconfig.yaml");
+        let config = crate::Config {
+            data_dir: dir.path().to_path_buf(),
+            bind_address: "127.0.0.1".parse().unwrap(),
+            port: 0,
+            tls_sans: Vec::new(),
+            kubeconfig_path: kubeconfig.clone(),
+            kubeconfig_mode: 0o600,
+            token_auth_file: None,
+            service_cidr: "10.96.0.0/12".into(),
+            join_token: None,
+        };
+        // A client that connects as soon as the port is bound gets its answer only after the
+        // kubeconfig is written: connections wait in the backlog until then.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let watched = kubeconfig.clone();
+        let server = crate::start_with(config, store, move |port| {
+            let client = std::thread::spawn(move || {
+                let out = std::process::Command::new("curl")
+                    .args(["-sk", "--max-time", "20"])
+                    .arg(format!("https://127.0.0.1:{port}/healthz"))
+                    .output()
+                    .unwrap();
+                (
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    watched.exists(),
+                )
+            });
+            tx.send(client).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        })
+        .await
+        .unwrap();
+        let (answer, kubeconfig_there) = rx.recv().unwrap().join().unwrap();
+        assert_eq!(answer, "ok");
+        assert!(
+            kubeconfig_there,
+            "answered before the kubeconfig was written"
+        );
+        // The serving certificate names the `kubernetes` Service's address.
+        let pem = std::fs::read(dir.path().join("tls/serving.crt")).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let names = cert.subject_alternative_name().unwrap().unwrap();
+        assert!(
+            names.value.general_names.iter().any(|n| matches!(
+                n,
+                x509_parser::extensions::GeneralName::IPAddress(ip) if *ip == [10, 96, 0, 1]
+            )),
+            "{:?}",
+            names.value.general_names
+        );
+        drop(server);
+    }
+
     #[tokio::test]
     async fn anonymous_users_see_only_the_public_paths() {
         assert_eq!(call(None, "/healthz").await.0, StatusCode::OK);

@@ -381,10 +381,56 @@ fn autoscalers(version: &str, kubeconfig: &Path, dir: &Path, ns: &str) {
     assert!(resources.contains("autoscaling/v2"), "{resources}");
 }
 
+/// A Secret written with `stringData` (client-side and server-side apply) keeps it as `data`.
+fn secrets(version: &str, kubeconfig: &Path, dir: &Path, ns: &str) {
+    let file = write(
+        dir,
+        "secret.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: {ns}\n\
+             stringData:\n  user: admin\n"
+        ),
+    );
+    kubectl_ok(version, kubeconfig, &["apply", "-f", &file]);
+    kubectl_ok(
+        version,
+        kubeconfig,
+        &["apply", "--server-side", "-f", &file],
+    );
+    let user = kubectl_ok(
+        version,
+        kubeconfig,
+        &[
+            "-n",
+            ns,
+            "get",
+            "secret",
+            "creds",
+            "-o",
+            "jsonpath={.data.user}",
+        ],
+    );
+    assert_eq!(user, "YWRtaW4=");
+    let secret = kubectl_ok(
+        version,
+        kubeconfig,
+        &["-n", ns, "get", "secret", "creds", "-o", "json"],
+    );
+    let secret: Value = serde_json::from_str(&secret).unwrap();
+    assert_eq!(secret.get("stringData"), None, "{secret}");
+}
+
 /// `kubectl auth can-i` and `auth whoami` through the review APIs.
 fn reviews(version: &str, kubeconfig: &Path) {
     let can = kubectl_any(version, kubeconfig, &["auth", "can-i", "create", "pods"]);
     assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "yes");
+    // The rules RBAC gives the admin (cluster-admin through system:masters), listed.
+    let list = kubectl_ok(version, kubeconfig, &["auth", "can-i", "--list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["*.*", "[]", "[]", "[*]"]),
+        "{list}"
+    );
     if version != "1.27" {
         let me = kubectl_ok(version, kubeconfig, &["auth", "whoami", "-o", "json"]);
         let me: Value = serde_json::from_str(&me).unwrap();
@@ -412,6 +458,7 @@ fn apply_diff_and_edit_with_stock_kubectl() {
         diff(version, &kubeconfig, dir.path(), &ns);
         edit(version, &kubeconfig, &ns);
         autoscalers(version, &kubeconfig, dir.path(), &ns);
+        secrets(version, &kubeconfig, dir.path(), &ns);
         reviews(version, &kubeconfig);
     }
     server.stop();

@@ -380,6 +380,7 @@ spec:
 
     streams(kc, image, &node);
     debug_containers(kc, image);
+    kubelet_fidelity(kc, image);
 
     // Restarting the agent (the whole server) restarts no container.
     let before = jsonpath(
@@ -448,6 +449,211 @@ spec:
 
     join_second_node(kc, &data_dir, &archive);
     server.stop();
+}
+
+/// What upstream's kubelet does that the conformance specs check: the managed `/etc/hosts`,
+/// downward API resource values in their units (with the zero divisor Go clients send), init
+/// containers ready once done, `subPathExpr` (and its refusal of an absolute path), a second
+/// delete with a shorter grace period, and a lowered `activeDeadlineSeconds`.
+fn kubelet_fidelity(kc: &Path, image: &str) {
+    let pod = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: fidelity}}
+spec:
+  terminationGracePeriodSeconds: 0
+  hostname: h
+  subdomain: sub
+  hostAliases: [{{ip: 1.2.3.4, hostnames: [foo, bar]}}]
+  volumes: [{{name: work, emptyDir: {{}}}}]
+  initContainers:
+  - {{name: init, image: {image}, command: ["true"]}}
+  containers:
+  - name: app
+    image: {image}
+    command: ["sh", "-c", "cat /etc/hosts; echo CPU=$CPU MEM=$MEM; touch /work/made; sleep 3600"]
+    resources: {{limits: {{cpu: 250m, memory: 64Mi}}}}
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: CPU, valueFrom: {{resourceFieldRef: {{resource: limits.cpu, divisor: "0"}}}}}}
+    - {{name: MEM, valueFrom: {{resourceFieldRef: {{resource: limits.memory, divisor: "0"}}}}}}
+    volumeMounts: [{{name: work, mountPath: /work, subPathExpr: "$(POD_NAME)"}}]
+"#
+    );
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &pod);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    kubectl_ok(
+        "1.33",
+        kc,
+        &[
+            "wait",
+            "pod/fidelity",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    let logs = wait_for("the pod's output", Duration::from_secs(30), || {
+        let logs = kubectl_ok("default", kc, &["logs", "fidelity", "-c", "app"]);
+        logs.contains("CPU=").then_some(logs)
+    });
+    let ip = jsonpath(kc, &["get", "pod", "fidelity"], "{.status.podIP}");
+    assert!(
+        logs.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains(&format!("\n{ip}\th.sub.default.svc.cluster.local\th\n")),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("# Entries added by HostAliases.\n1.2.3.4\tfoo\tbar\n"),
+        "{logs}"
+    );
+    assert!(logs.contains("CPU=1 MEM=67108864"), "{logs}");
+    assert_eq!(
+        jsonpath(
+            kc,
+            &["get", "pod", "fidelity"],
+            "{.status.initContainerStatuses[0].ready}"
+        ),
+        "true"
+    );
+    // The subPathExpr directory, named after the pod, holds what the container wrote.
+    let made = kubectl_any(
+        "default",
+        kc,
+        &["exec", "fidelity", "-c", "app", "--", "ls", "/work"],
+    );
+    assert_eq!(String::from_utf8_lossy(&made.stdout).trim(), "made");
+
+    // A subPathExpr that expands to an absolute path: the container is never created.
+    let bad = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: bad-subpath}}
+spec:
+  terminationGracePeriodSeconds: 0
+  volumes: [{{name: work, emptyDir: {{}}}}]
+  containers:
+  - name: app
+    image: {image}
+    command: ["sleep", "3600"]
+    env: [{{name: WHERE, value: /tmp}}]
+    volumeMounts: [{{name: work, mountPath: /work, subPathExpr: "$(WHERE)"}}]
+"#
+    );
+    assert!(
+        kubectl_stdin("default", kc, &["apply", "-f", "-"], &bad)
+            .status
+            .success()
+    );
+    wait_for(
+        "CreateContainerConfigError",
+        Duration::from_secs(60),
+        || {
+            let reason = jsonpath(
+                kc,
+                &["get", "pod", "bad-subpath"],
+                "{.status.containerStatuses[0].state.waiting.reason}",
+            );
+            (reason == "CreateContainerConfigError").then_some(())
+        },
+    );
+    assert_eq!(
+        jsonpath(kc, &["get", "pod", "bad-subpath"], "{.status.phase}"),
+        "Pending"
+    );
+
+    // A pod that ignores SIGTERM, deleted with 60 s of grace, then again with 1 s: it goes in
+    // seconds, not a minute.
+    let stubborn = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: stubborn}}
+spec:
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: app
+    image: {image}
+    command: ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]
+"#
+    );
+    assert!(
+        kubectl_stdin("default", kc, &["apply", "-f", "-"], &stubborn)
+            .status
+            .success()
+    );
+    kubectl_ok(
+        "1.33",
+        kc,
+        &[
+            "wait",
+            "pod/stubborn",
+            "--for=condition=Ready",
+            "--timeout=60s",
+        ],
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pod", "stubborn", "--wait=false"],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "stubborn",
+            "--grace-period=1",
+            "--wait=false",
+        ],
+    );
+    wait_for("the shortened deletion", Duration::from_secs(30), || {
+        let out = kubectl_any("default", kc, &["get", "pod", "stubborn"]);
+        (!out.status.success()).then_some(())
+    });
+
+    // activeDeadlineSeconds lowered on a running pod fails it.
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "patch",
+            "pod",
+            "fidelity",
+            "-p",
+            r#"{"spec":{"activeDeadlineSeconds":5}}"#,
+        ],
+    );
+    wait_for("DeadlineExceeded", Duration::from_secs(60), || {
+        let state = jsonpath(
+            kc,
+            &["get", "pod", "fidelity"],
+            "{.status.phase} {.status.reason}",
+        );
+        (state == "Failed DeadlineExceeded").then_some(())
+    });
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "delete",
+            "pod",
+            "fidelity",
+            "bad-subpath",
+            "--grace-period=0",
+            "--force",
+        ],
+    );
 }
 
 /// `kubectl debug`: an ephemeral container added through the pod's `ephemeralcontainers`

@@ -28,6 +28,24 @@ fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
             "kubectl {version}"
         );
         assert_eq!(json["serverVersion"]["minor"], "33");
+        // The commit the binary was built from, and when (the kubectl version spec parses them).
+        let head = Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        if let Some(head) = head {
+            assert_eq!(json["serverVersion"]["gitCommit"], head.as_str());
+        }
+        let built = json["serverVersion"]["buildDate"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            built.len() == 20 && built.ends_with('Z') && built.as_bytes()[10] == b'T',
+            "buildDate {built:?}"
+        );
 
         let output = kubectl(
             version,
@@ -54,6 +72,18 @@ fn kubectl_talks_to_the_server_and_credentials_survive_a_restart() {
 
     // Anonymous clients reach health and version, and get upstream's 401 elsewhere.
     assert_eq!(curl(&server.url("/healthz")).as_deref(), Some("ok"));
+    // `/version/` is `/version`, written as upstream writes it: indented, in `version.Info`'s
+    // order, no closing newline.
+    let version = curl(&server.url("/version/")).unwrap();
+    assert_eq!(
+        curl(&server.url("/version")).as_deref(),
+        Some(version.as_str())
+    );
+    assert!(
+        version.starts_with("{\n  \"major\": \"1\",\n  \"minor\": \"33\",")
+            && version.ends_with('}'),
+        "{version}"
+    );
     assert_eq!(curl(&server.url("/livez")).as_deref(), Some("ok"));
     let anonymous_metrics: serde_json::Value =
         serde_json::from_str(&curl(&server.url("/metrics")).unwrap()).unwrap();
