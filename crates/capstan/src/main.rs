@@ -779,6 +779,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     if let Some((stop, task)) = agent {
         let _ = stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
+        log_pods_outlive_stop(&data_dir);
     }
     Ok(())
 }
@@ -817,11 +818,22 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         client_ca_pem: credentials.ca.clone(),
     });
     let client = client_from(Some(&kubeconfig), "kubelet").await?;
-    capstan_kubelet::run(client, config, async {
+    let result = capstan_kubelet::run(client, config, async {
         let _ = shutdown.await;
     })
-    .await
-    .map_err(|e| anyhow::Error::from(e).context("the node agent stopped"))
+    .await;
+    log_pods_outlive_stop(&args.data_dir);
+    result.map_err(|e| anyhow::Error::from(e).context("the node agent stopped"))
+}
+
+/// Says, as the node agent stops, that its pods do not stop with it and how to stop them.
+fn log_pods_outlive_stop(data_dir: &std::path::Path) {
+    tracing::info!(
+        data_dir = %data_dir.display(),
+        "the node's pods keep running after capstan stops (a restart takes them over); \
+         to stop them, run scripts/killall --data-dir <data_dir> \
+         (with --bridge <name> for a --cni-bridge other than cni0)"
+    );
 }
 
 /// Installs the SIGTERM and Ctrl-C handlers now; the returned future ends at the first signal.
