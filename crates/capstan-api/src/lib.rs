@@ -18,6 +18,7 @@ pub mod convert;
 pub mod defaults;
 mod duration;
 pub mod field;
+pub mod gojson;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;

@@ -376,11 +376,9 @@ fn metadata_arity_error(resource: &Resource, asked_list: bool) -> ApiError {
 
 fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String]) -> Response {
     match output {
-        Output::Json | Output::Table | Output::Metadata { .. } => respond_bytes(
-            code,
-            serde_json::to_vec(value).unwrap_or_default().into(),
-            warnings,
-        ),
+        Output::Json | Output::Table | Output::Metadata { .. } => {
+            respond_bytes(code, &capstan_api::gojson::to_vec(value), warnings)
+        }
         Output::Yaml => with_warnings(
             (
                 code,
@@ -395,10 +393,13 @@ fn respond(code: StatusCode, value: &Value, output: Output, warnings: &[String])
     }
 }
 
-/// A JSON body already serialised.
-fn respond_bytes(code: StatusCode, json: bytes::Bytes, warnings: &[String]) -> Response {
+/// A JSON body already serialised, ended with a newline as upstream's encoder ends it.
+fn respond_bytes(code: StatusCode, json: &[u8], warnings: &[String]) -> Response {
+    let mut body = Vec::with_capacity(json.len() + 1);
+    body.extend_from_slice(json);
+    body.push(b'\n');
     with_warnings(
-        (code, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        (code, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         warnings,
     )
 }
@@ -825,7 +826,7 @@ impl Api {
                     .await?;
                 if output == Output::Json {
                     // Serialised once, when the cache took it in.
-                    return Ok(respond_bytes(StatusCode::OK, object.json.clone(), &[]));
+                    return Ok(respond_bytes(StatusCode::OK, &object.json, &[]));
                 }
                 respond_object(
                     StatusCode::OK,
@@ -1152,7 +1153,7 @@ impl Api {
         body.extend_from_slice(br#","apiVersion":"#);
         let _ = serde_json::to_writer(&mut body, &resource.api_version());
         body.extend_from_slice(br#","metadata":"#);
-        let _ = serde_json::to_writer(&mut body, &metadata);
+        body.extend_from_slice(&capstan_api::gojson::to_vec_meta("ListMeta", &metadata));
         body.extend_from_slice(br#","items":["#);
         for (i, item) in list.items.iter().enumerate() {
             if i > 0 {
@@ -1161,7 +1162,7 @@ impl Api {
             item.write_item(&mut body);
         }
         body.extend_from_slice(b"]}");
-        Ok(respond_bytes(StatusCode::OK, body.into(), &[]))
+        Ok(respond_bytes(StatusCode::OK, &body, &[]))
     }
 
     async fn watch(
@@ -1233,13 +1234,13 @@ impl Api {
                     };
                     // Column definitions come once, with the first event.
                     options.no_headers = true;
-                    line.extend_from_slice(&serde_json::to_vec(&converted).unwrap_or_default());
+                    line.extend_from_slice(&capstan_api::gojson::to_vec(&converted));
                 }
                 _ if event.kind != "ERROR"
                     && let Some(version) = metadata_only =>
                 {
                     let partial = partial_metadata(&event.object.object(), version);
-                    line.extend_from_slice(&serde_json::to_vec(&partial).unwrap_or_default());
+                    line.extend_from_slice(&capstan_api::gojson::to_vec(&partial));
                 }
                 // The object's JSON, serialised once for every watcher.
                 _ => line.extend_from_slice(&event.object.json),

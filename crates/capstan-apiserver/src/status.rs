@@ -38,13 +38,11 @@ impl From<StatusError> for ApiError {
 }
 
 impl IntoResponse for ApiError {
+    /// The `Status` written as upstream's encoder writes it: Go's member order, and a newline.
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.0.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
-            code,
-            [(header::CONTENT_TYPE, "application/json")],
-            self.0.to_json().to_string(),
-        )
-            .into_response()
+        let mut body = capstan_api::gojson::to_vec_meta("Status", &self.0.to_json());
+        body.push(b'\n');
+        (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
     }
 }

@@ -16,6 +16,8 @@
 
 mod gotime;
 pub(crate) mod model;
+#[rustfmt::skip]
+mod order;
 mod render;
 #[rustfmt::skip]
 mod schema;
@@ -26,6 +28,7 @@ mod tests;
 
 use serde_json::Value;
 
+pub(crate) use render::zero_field;
 use wire::{Reader, Wire};
 
 /// The media type of Kubernetes protobuf bodies.

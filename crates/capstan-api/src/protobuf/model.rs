@@ -1,5 +1,6 @@
 //! The shape of the generated schema table ([`super::schema`]) and look-ups into it.
 
+use super::order::ORDER;
 use super::schema::{KINDS, MESSAGES};
 
 /// The Go field is a pointer: absent means nil, present means set (even to a zero value).
@@ -113,6 +114,16 @@ impl Message {
     }
 }
 
+/// The fields of message `index` in the order its Go struct declares them (the order Go's
+/// `encoding/json` writes them in).
+pub(crate) fn declared_fields(index: u16) -> impl Iterator<Item = &'static Field> {
+    let message = message(index);
+    let order = ORDER.get(usize::from(index)).copied().unwrap_or_default();
+    order
+        .iter()
+        .filter_map(move |&i| message.and_then(|m| m.fields.get(usize::from(i))))
+}
+
 /// The message with index `index` (indices come from the table itself, so they are in range;
 /// an out-of-range index yields `None` rather than a panic).
 pub(crate) fn message(index: u16) -> Option<&'static Message> {
@@ -185,6 +196,29 @@ mod tests {
                 assert_eq!(f.json.is_empty(), f.has(INLINE), "{}.{}", m.name, f.tag);
             }
         }
+    }
+
+    #[test]
+    fn every_message_lists_each_field_once_in_declaration_order() {
+        assert_eq!(ORDER.len(), MESSAGES.len());
+        for (i, m) in MESSAGES.iter().enumerate() {
+            let index = u16::try_from(i).unwrap_or_default();
+            let mut tags: Vec<u32> = declared_fields(index).map(|f| f.tag).collect();
+            assert_eq!(tags.len(), m.fields.len(), "{}", m.name);
+            tags.sort_unstable();
+            assert!(tags.windows(2).all(|w| w[0] < w[1]), "{}", m.name);
+        }
+        let pod_spec = message_by_name("k8s.io.api.core.v1.PodSpec").unwrap_or_default();
+        let first: Vec<&str> = declared_fields(pod_spec).take(4).map(|f| f.json).collect();
+        assert_eq!(
+            first,
+            [
+                "volumes",
+                "initContainers",
+                "containers",
+                "ephemeralContainers"
+            ]
+        );
     }
 
     #[test]

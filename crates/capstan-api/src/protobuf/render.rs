@@ -127,6 +127,17 @@ fn embedded_json(raw: &[u8]) -> Result<Value, ProtobufError> {
     serde_json::from_slice(raw).map_err(|e| ProtobufError::InvalidEmbeddedJson(e.to_string()))
 }
 
+/// What Go's `encoding/json` writes for `field` of `message` when the Go struct holds its zero
+/// value (the field was absent): `None` when it is left out (a nil pointer, `omitempty`), else
+/// the zero value (`""`, `0`, `false`, `null` for a nil slice or map, the zero object of a
+/// value struct, `null` for a zero `Time`).
+pub(crate) fn zero_field(message: &Message, field: &Field) -> Option<Value> {
+    match Renderer::new(64, 100_000).field(message, field, &[], 0) {
+        Ok(Out::Value(value)) => Some(value),
+        Ok(Out::Omit) | Err(_) => None,
+    }
+}
+
 /// Limits and counters for one decode.
 #[derive(Debug)]
 pub(crate) struct Renderer {

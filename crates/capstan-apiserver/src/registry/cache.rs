@@ -1,8 +1,8 @@
 //! The watch caches: one storage watch over the whole registry feeds, for every resource, the
 //! current state of each object and a window of recent events. They serve watches and reads
-//! without touching the store. Each object's JSON is made once, when its event arrives (the
-//! stored bytes with `resourceVersion` put in and `kind` first, without decoding the object),
-//! and the bytes are shared by every reader and watcher that receives it.
+//! without touching the store. Each object's JSON is made once, when its event arrives (written
+//! as upstream writes it, with its `resourceVersion`), and the bytes are shared by every reader
+//! and watcher that receives it.
 //!
 //! Because one watch sees every revision of the registry in order, the caches know how far they
 //! have caught up with the store as a whole (their *progress*), not only with their own kind. A
@@ -45,14 +45,31 @@ pub(crate) struct Cached {
     attrs: OnceLock<Attrs>,
 }
 
-/// A top-level member of an object being rewritten by [`Cached::from_stored`].
-enum Member<'a> {
-    Raw(&'a str),
-    Object(&'a BTreeMap<&'a str, &'a str>),
-}
+/// An object's members in the order written, borrowed from its JSON (a key with an escape
+/// cannot be borrowed: the object is then decoded instead).
+struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
 
-fn raw(value: &RawValue) -> String {
-    value.get().to_owned()
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some((key, value)) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
 }
 
 /// Writes `"name":`; `name` was borrowed from JSON, so it has nothing to escape.
@@ -73,34 +90,9 @@ pub(crate) struct Attrs {
 }
 
 impl Cached {
-    /// Serialises `object` as it stands.
-    pub(crate) fn of(mut object: Value) -> Arc<Cached> {
-        let (kind, api_version) = match object.as_object_mut() {
-            Some(map) => (map.remove("kind"), map.remove("apiVersion")),
-            None => (None, None),
-        };
-        let rest = serde_json::to_vec(&object).unwrap_or_else(|_| b"{}".to_vec());
-        let mut json = Vec::with_capacity(rest.len() + 64);
-        json.push(b'{');
-        for (name, value) in [("kind", &kind), ("apiVersion", &api_version)] {
-            if let Some(value) = value {
-                json.push(b'"');
-                json.extend_from_slice(name.as_bytes());
-                json.extend_from_slice(b"\":");
-                json.extend_from_slice(&serde_json::to_vec(value).unwrap_or_default());
-                json.push(b',');
-            }
-        }
-        let item_at = json.len();
-        if rest.len() > 2 && rest.first() == Some(&b'{') {
-            json.extend_from_slice(&rest[1..]);
-        } else {
-            // Nothing but the type: no comma after it.
-            if json.len() > 1 {
-                json.pop();
-            }
-            json.push(b'}');
-        }
+    /// Serialises `object` as it stands, as upstream writes it ([`capstan_api::gojson`]).
+    pub(crate) fn of(object: Value) -> Arc<Cached> {
+        let (json, item_at) = capstan_api::gojson::to_vec_split(&object);
         Arc::new(Cached {
             json: Bytes::from(json),
             item_at,
@@ -139,64 +131,78 @@ impl Cached {
         Cached::of(object)
     }
 
-    /// The stored JSON of an object written at `revision`, with that `resourceVersion` put in,
-    /// without decoding the object: the members are copied as they are, the top level and
-    /// `metadata` re-ordered as a decoded tree would write them (keys sorted, `kind` and
-    /// `apiVersion` first). `None` for what this cannot handle (a key with escapes, no
-    /// `metadata` object); [`Cached::new`] then decodes the object.
-    fn from_stored(
-        stored: &[u8],
-        revision: Revision,
-        kind: &str,
-        api_version: &str,
-    ) -> Option<Arc<Cached>> {
-        type Members<'a> = BTreeMap<&'a str, &'a RawValue>;
-        let mut top: Members<'_> = serde_json::from_slice(stored).ok()?;
-        let metadata: Members<'_> = serde_json::from_str(top.remove("metadata")?.get()).ok()?;
-        let string = |text: &str| serde_json::to_string(text).unwrap_or_default();
-        let (kind, api_version) = match (top.remove("kind"), top.remove("apiVersion")) {
-            (None, _) => (string(kind), string(api_version)),
-            (Some(kind), api) => (kind.get().to_owned(), api.map_or_else(String::new, raw)),
+    /// The object stored as `stored` (written by the registry as upstream writes it, so `kind`
+    /// and `apiVersion` first and no `resourceVersion`), served at `revision`: the stored bytes
+    /// with the `resourceVersion` put where Go writes it in `metadata`, nothing decoded. `None`
+    /// for what is not in that form (objects stored before Capstan stored it, a key with an
+    /// escape); [`Cached::new`] then decodes and writes the object.
+    pub(crate) fn from_stored(stored: &[u8], revision: Revision) -> Option<Arc<Cached>> {
+        let top: Members<'_> = serde_json::from_slice(stored).ok()?;
+        let [("kind", kind), ("apiVersion", api_version), ..] = top.0.as_slice() else {
+            return None;
         };
+        let typed = capstan_api::gojson::is_typed(
+            serde_json::from_str(api_version.get()).ok()?,
+            serde_json::from_str(kind.get()).ok()?,
+        );
+        let version = serde_json::to_string(&revision.to_string()).ok()?;
         let mut json = Vec::with_capacity(stored.len() + 32);
-        json.extend_from_slice(b"{\"kind\":");
-        json.extend_from_slice(kind.as_bytes());
-        if !api_version.is_empty() {
-            json.extend_from_slice(b",\"apiVersion\":");
-            json.extend_from_slice(api_version.as_bytes());
-        }
-        json.push(b',');
-        let item_at = json.len();
-        let version = string(&revision.to_string());
-        let mut metadata: BTreeMap<&str, &str> =
-            metadata.into_iter().map(|(k, v)| (k, v.get())).collect();
-        metadata.insert("resourceVersion", &version);
-        let mut members: BTreeMap<&str, Member<'_>> = top
-            .into_iter()
-            .map(|(k, v)| (k, Member::Raw(v.get())))
-            .collect();
-        members.insert("metadata", Member::Object(&metadata));
-        for (i, (name, member)) in members.iter().enumerate() {
+        let mut item_at = 0;
+        json.push(b'{');
+        for (i, (name, value)) in top.0.iter().enumerate() {
             if i > 0 {
                 json.push(b',');
             }
+            if i == 2 {
+                item_at = json.len();
+            }
             write_key(&mut json, name);
-            match member {
-                Member::Raw(text) => json.extend_from_slice(text.as_bytes()),
-                Member::Object(fields) => {
-                    json.push(b'{');
-                    for (j, (name, text)) in fields.iter().enumerate() {
-                        if j > 0 {
-                            json.push(b',');
-                        }
-                        write_key(&mut json, name);
-                        json.extend_from_slice(text.as_bytes());
+            if *name != "metadata" {
+                json.extend_from_slice(value.get().as_bytes());
+                continue;
+            }
+            let meta: Members<'_> = serde_json::from_str(value.get()).ok()?;
+            // Go's ObjectMeta order (name, generateName, namespace, selfLink, uid, then
+            // resourceVersion before everything else), or key order for a custom resource.
+            let before = ["name", "generateName", "namespace", "selfLink", "uid"];
+            let at = meta
+                .0
+                .iter()
+                .position(|(k, _)| {
+                    if typed {
+                        !before.contains(k)
+                    } else {
+                        *k > "resourceVersion"
                     }
-                    json.push(b'}');
+                })
+                .unwrap_or(meta.0.len());
+            json.push(b'{');
+            let mut first = true;
+            let mut put = |json: &mut Vec<u8>, name: &str, raw: &str| {
+                if !first {
+                    json.push(b',');
+                }
+                first = false;
+                write_key(json, name);
+                json.extend_from_slice(raw.as_bytes());
+            };
+            for (j, (name, raw)) in meta.0.iter().enumerate() {
+                if j == at {
+                    put(&mut json, "resourceVersion", &version);
+                }
+                if *name != "resourceVersion" {
+                    put(&mut json, name, raw.get());
                 }
             }
+            if at == meta.0.len() {
+                put(&mut json, "resourceVersion", &version);
+            }
+            json.push(b'}');
         }
         json.push(b'}');
+        if item_at == 0 {
+            item_at = json.len() - 1;
+        }
         Some(Arc::new(Cached {
             json: Bytes::from(json),
             item_at,
@@ -321,7 +327,7 @@ impl WatchCache {
     }
 
     fn cached(&self, kv: &KeyValue, revision: Revision) -> Option<Arc<Cached>> {
-        Cached::from_stored(&kv.value, revision, self.kind, &self.api_version).or_else(|| {
+        Cached::from_stored(&kv.value, revision).or_else(|| {
             let object: Value = serde_json::from_slice(&kv.value).ok()?;
             Some(Cached::new(object, revision, self.kind, &self.api_version))
         })
@@ -632,47 +638,37 @@ mod tests {
         let json = std::str::from_utf8(&cached.json).unwrap();
         assert_eq!(
             json,
-            r#"{"kind":"ConfigMap","apiVersion":"v1","data":{"k":"v"},"metadata":{"name":"a"}}"#
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","creationTimestamp":null},"data":{"k":"v"}}"#
         );
         assert_eq!(cached.object()["kind"], "ConfigMap");
         let mut item = Vec::new();
         cached.write_item(&mut item);
         assert_eq!(
             std::str::from_utf8(&item).unwrap(),
-            r#"{"data":{"k":"v"},"metadata":{"name":"a"}}"#
+            r#"{"metadata":{"name":"a","creationTimestamp":null},"data":{"k":"v"}}"#
         );
     }
 
-    /// The copy of the stored bytes is the JSON that decoding the object, setting its
-    /// `resourceVersion` and serialising it again would give.
+    /// Putting the `resourceVersion` into the stored bytes gives what decoding the object,
+    /// setting it and writing it again would give.
     #[test]
-    fn stored_objects_are_rewritten_as_decoding_would() {
+    fn stored_objects_are_served_without_decoding() {
         let objects = [
-            serde_json::json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "a", "namespace": "n", "uid": "u", "labels": {"x": "y"},
-                             "annotations": {"quote\"d": "tab\tand é \u{1F600} <&>"}},
-                "data": {"k": "line\nbreak", "empty": ""},
-                "binaryData": {}, "immutable": false,
-            }),
-            serde_json::json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "d", "generation": 3, "resourceVersion": "stale"},
-                "spec": {"replicas": 2, "ratio": 0.5, "big": 12345678901234567u64, "neg": -1,
-                         "list": [1, {"a": null}, [true]]},
-                "status": {},
-            }),
-            // No type: the cache's own kind and version.
-            serde_json::json!({"metadata": {"name": "t"}, "spec": {}}),
-            // A version without a kind: both are the cache's.
-            serde_json::json!({"apiVersion": "other/v9", "metadata": {"name": "t"}}),
-            // A kind without a version stays so.
-            serde_json::json!({"kind": "Pod", "metadata": {}}),
-            serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": {}, "zz": 1, "a": 2}),
+                             "creationTimestamp": "2026-11-27T08:00:00Z",
+                             "annotations": {"quote\"d": "tab\tand é <&>"}},
+                "data": {"k": "line\nbreak"}}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d", "generation": 3},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {}}),
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w", "finalizers": ["f"]}, "zz": 1, "a": 2}),
         ];
         for object in objects {
-            let stored = serde_json::to_vec(&object).unwrap();
-            let fast = Cached::from_stored(&stored, 42, "Secret", "v1").unwrap();
+            let stored = capstan_api::gojson::to_vec(&object);
+            let fast = Cached::from_stored(&stored, 42).unwrap();
             let slow = Cached::new(object.clone(), 42, "Secret", "v1");
             assert_eq!(
                 std::str::from_utf8(&fast.json).unwrap(),
@@ -683,22 +679,24 @@ mod tests {
             slow.write_item(&mut b);
             assert_eq!(a, b);
         }
-        // What the copy cannot handle is left to decoding.
-        for stored in [
-            &br#"{"kind":"Pod","metadata":{"na\u006de":"x"}}"#[..],
-            br#"{"kind":"Pod"}"#,
-            br#"{"kind":"Pod","metadata":null}"#,
-            br#"[1]"#,
-        ] {
-            assert!(Cached::from_stored(stored, 1, "Pod", "v1").is_none());
-        }
+        // Objects stored before (keys in name order) and keys with escapes are decoded instead.
+        assert!(
+            Cached::from_stored(br#"{"apiVersion":"v1","kind":"Pod","metadata":{}}"#, 1).is_none()
+        );
+        assert!(
+            Cached::from_stored(
+                br#"{"kind":"Pod","apiVersion":"v1","metadata":{"na\u006de":"x"}}"#,
+                1
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn objects_with_only_a_type_or_no_type_stay_valid_json() {
         for object in [
-            serde_json::json!({"kind": "Status", "apiVersion": "v1"}),
-            serde_json::json!({"kind": "Status"}),
+            serde_json::json!({"kind": "Widget", "apiVersion": "example.com/v1"}),
+            serde_json::json!({"kind": "Widget"}),
             serde_json::json!({}),
             serde_json::json!({"code": 1}),
         ] {

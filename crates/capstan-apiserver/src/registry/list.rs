@@ -6,7 +6,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use capstan_api::StatusError;
 use capstan_api::field::{FieldError, Path};
 use capstan_store::{Revision, StoreError};
-use serde_json::Value;
 
 use std::sync::Arc;
 
@@ -175,25 +174,6 @@ const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to di
 const MAX_PAGE_READ: usize = 10_000;
 
 impl Registry {
-    /// Whether an object passes the selectors.
-    pub(crate) fn matches(&self, selectors: &Selectors, object: &Value) -> bool {
-        if selectors.is_empty() {
-            return true;
-        }
-        // The kind's own fields come from decoding the object into its type: once per object,
-        // however many terms the selector has.
-        let kind_fields = std::cell::OnceCell::new();
-        selectors.matches(&labels(object), |field| match field {
-            "metadata.name" => Some(meta_str(object, "name").to_owned()),
-            "metadata.namespace" => Some(meta_str(object, "namespace").to_owned()),
-            other => kind_fields
-                .get_or_init(|| self.strategy().selectable_fields(object))
-                .iter()
-                .find(|(name, _)| *name == other)
-                .map(|(_, value)| value.clone()),
-        })
-    }
-
     /// Whether a cached object passes the selectors; its labels and fields are worked out once
     /// and kept with it.
     pub(crate) fn matches_cached(&self, selectors: &Selectors, cached: &Cached) -> bool {
@@ -421,9 +401,9 @@ impl Registry {
             revision = Some(page.revision);
             let mut stopped_at = None;
             for (i, kv) in page.kvs.iter().enumerate() {
-                let object = self.decode_stored(kv)?;
-                if self.matches(&options.selectors, &object) {
-                    items.push(Cached::of(object));
+                let cached = self.cached_from_kv(kv)?;
+                if self.matches_cached(&options.selectors, &cached) {
+                    items.push(cached);
                     if limit.is_some_and(|l| items.len() >= l) {
                         stopped_at = Some(i);
                         break;

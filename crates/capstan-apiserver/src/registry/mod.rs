@@ -263,27 +263,39 @@ impl Registry {
             "resourceVersion",
             Some(kv.mod_revision.to_string().into()),
         );
+        // Stored in the form upstream's types give it (the strategies' decoding normalises
+        // every written object), so it is served as it is.
         Ok(object)
     }
 
     /// The stored form of an object: in the stored version, without `resourceVersion` (a
     /// create has none, so it is copied only when there is one to drop).
+    ///
+    /// Objects are stored as upstream writes them ([`capstan_api::gojson`]), so that reads and
+    /// watch events only put their `resourceVersion` in ([`Cached::from_stored`]).
     fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
         if let Some(conversion) = self.conversion {
             let mut stored = (conversion.to_hub)(object)
                 .map_err(|e| ApiError::from(StatusError::internal(&e)))?;
             set_meta(&mut stored, "resourceVersion", None);
-            return serde_json::to_vec(&stored)
-                .map_err(|e| StatusError::internal(&format!("encoding object: {e}")).into());
+            return Ok(capstan_api::gojson::to_vec(&stored));
         }
-        let encoded = if object["metadata"].get("resourceVersion").is_some() {
+        if object["metadata"].get("resourceVersion").is_some() {
             let mut object = object.clone();
             set_meta(&mut object, "resourceVersion", None);
-            serde_json::to_vec(&object)
-        } else {
-            serde_json::to_vec(object)
-        };
-        encoded.map_err(|e| StatusError::internal(&format!("encoding object: {e}")).into())
+            return Ok(capstan_api::gojson::to_vec(&object));
+        }
+        Ok(capstan_api::gojson::to_vec(object))
+    }
+
+    /// A stored object as served: its stored JSON with its `resourceVersion` put in.
+    pub(crate) fn cached_from_kv(&self, kv: &KeyValue) -> Result<Arc<Cached>, ApiError> {
+        if self.conversion.is_none()
+            && let Some(cached) = Cached::from_stored(&kv.value, kv.mod_revision)
+        {
+            return Ok(cached);
+        }
+        Ok(Cached::of(self.decode_stored(kv)?))
     }
 
     /// Maps a store error about the object `name` to the API's error.
@@ -477,7 +489,7 @@ impl Registry {
             .await
             .map_err(|e| self.store_error(name, e))?;
         match response.kv {
-            Some(kv) => Ok(Cached::of(self.decode_stored(&kv)?)),
+            Some(kv) => self.cached_from_kv(&kv),
             None => Err(not_found()),
         }
     }
@@ -764,6 +776,18 @@ impl Registry {
                 object::put_managed(&mut new, new_managed);
                 unchanged
             };
+            // Validating admission judges every update, a no-op included, as upstream's runs
+            // before the storage finds nothing to write.
+            if let Some(admission) = options
+                .admission
+                .as_ref()
+                .filter(|_| !options.below_strategy)
+                && let Err(e) = admission
+                    .validate(self.resource, &new, Some(&old), options.dry_run)
+                    .await
+            {
+                recheck_or!(Err(e));
+            }
             if unchanged {
                 recheck_or!(Ok(Written {
                     object: old,
@@ -798,16 +822,6 @@ impl Registry {
                     }
                     Err(e) => return Err(self.store_error(name, e)),
                 }
-            }
-            if let Some(admission) = options
-                .admission
-                .as_ref()
-                .filter(|_| !options.below_strategy)
-                && let Err(e) = admission
-                    .validate(self.resource, &new, Some(&old), options.dry_run)
-                    .await
-            {
-                recheck_or!(Err(e));
             }
             if options.dry_run {
                 recheck_or!(Ok(Written::at(new, revision, false)));

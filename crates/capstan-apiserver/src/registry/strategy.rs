@@ -255,13 +255,21 @@ where
             serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
         let mut unknown = Vec::new();
         unknown_fields(object, &encoded, &mut String::new(), &mut unknown);
-        let Some(internal) = self.hooks.internal else {
-            return Ok((encoded, unknown));
+        let encoded = match self.hooks.internal {
+            Some(internal) => {
+                internal(&mut typed);
+                serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?
+            }
+            None => encoded,
         };
-        internal(&mut typed);
-        let encoded =
-            serde_json::to_value(&typed).map_err(|e| DecodeError::Invalid(e.to_string()))?;
-        Ok((encoded, unknown))
+        // In the form upstream's Go types give it (zero structs present, omitempty zeros
+        // dropped), the form objects are stored, served and compared in; but the field
+        // manager must still see an empty `managedFields` sent to clear them.
+        let mut normalized = capstan_api::gojson::normalize(&encoded);
+        if let Some(managed) = encoded.pointer("/metadata/managedFields") {
+            normalized["metadata"]["managedFields"] = managed.clone();
+        }
+        Ok((normalized, unknown))
     }
 
     fn validate(&self, object: &Value) -> Vec<FieldError> {
@@ -374,7 +382,7 @@ impl Converted {
     }
 
     fn served(&self, object: &Value) -> Value {
-        (self.conversion.from_hub)(object)
+        capstan_api::gojson::normalize(&(self.conversion.from_hub)(object))
     }
 
     /// Runs `change` on the hub form of `object` and converts the result back.
@@ -484,9 +492,13 @@ impl Strategy for Converted {
 /// not of the kind is left alone (the registry decoded it before, so this does not happen).
 fn rewrite<K: Serialize + DeserializeOwned>(object: &mut Value, change: impl FnOnce(&mut K)) {
     if let Some(mut k) = typed::<K>(object) {
+        let before = serde_json::to_value(&k).ok();
         change(&mut k);
-        if let Ok(encoded) = serde_json::to_value(&k) {
-            *object = encoded;
+        // Most hooks change nothing: the object stays as it was (already in upstream's form).
+        if let Ok(encoded) = serde_json::to_value(&k)
+            && Some(&encoded) != before.as_ref()
+        {
+            *object = capstan_api::gojson::normalize(&encoded);
         }
     }
 }
