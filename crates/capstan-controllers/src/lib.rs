@@ -9,6 +9,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpoints;
 pub mod expectations;
 pub mod gc;
 pub mod history;
@@ -45,6 +46,9 @@ pub const CONTROLLERS: &[&str] = &[
     "daemonset",
     "deployment",
     "disruption",
+    "endpoint",
+    "endpointslice",
+    "endpointslicemirroring",
     "garbagecollector",
     "job",
     "namespace",
@@ -68,6 +72,12 @@ const LONG_NAMES: &[(&str, &str)] = &[
     ("daemonset", "daemonset-controller"),
     ("deployment", "deployment-controller"),
     ("disruption", "disruption-controller"),
+    ("endpoint", "endpoints-controller"),
+    ("endpointslice", "endpointslice-controller"),
+    (
+        "endpointslicemirroring",
+        "endpointslice-mirroring-controller",
+    ),
     ("garbagecollector", "garbage-collector-controller"),
     ("job", "job-controller"),
     ("namespace", "namespace-controller"),
@@ -215,6 +225,27 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
     }
     if config.enabled("resourcequota") {
         controllers.push(Box::pin(resourcequota::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
+    }
+    if config.enabled("endpoint") {
+        controllers.push(Box::pin(endpoints::legacy::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
+    }
+    if config.enabled("endpointslice") {
+        controllers.push(Box::pin(endpoints::slices::start(
+            &mut informers,
+            client.clone(),
+            5,
+        )));
+    }
+    if config.enabled("endpointslicemirroring") {
+        controllers.push(Box::pin(endpoints::mirroring::start(
             &mut informers,
             client.clone(),
             5,

@@ -457,6 +457,162 @@ fn cascading(kc: &Path) {
     });
 }
 
+/// A Service's endpoints: EndpointSlices and the legacy Endpoints follow the pods it selects
+/// (named target ports resolved per pod), keep an empty slice when none is left, and Endpoints
+/// written for a Service without a selector are mirrored into slices.
+fn service_endpoints(kc: &Path) {
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "svc"]);
+    apply(
+        kc,
+        "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web, namespace: svc}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: busybox, ports: [{name: http, containerPort: 8080}]}]}\n",
+    );
+    apply(
+        kc,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: svc, labels: {team: a}}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: http}]\n",
+    );
+    let slices = || -> serde_json::Value {
+        serde_json::from_str(&get(
+            kc,
+            &[
+                "-n",
+                "svc",
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=web",
+                "-o",
+                "json",
+            ],
+        ))
+        .unwrap_or_default()
+    };
+    let addresses = |slices: &serde_json::Value| -> Vec<String> {
+        let mut all: Vec<String> = slices["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+            .filter(|e| e["conditions"]["ready"] == true)
+            .filter_map(|e| e["addresses"][0].as_str().map(str::to_owned))
+            .collect();
+        all.sort();
+        all
+    };
+    let ready = eventually("three ready endpoints", || {
+        let slices = slices();
+        (addresses(&slices).len() == 3).then_some(slices)
+    });
+    let slice = &ready["items"][0];
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(
+        slice["ports"],
+        serde_json::json!([{"name": "", "protocol": "TCP", "port": 8080}])
+    );
+    assert_eq!(
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "endpointslice-controller.k8s.io"
+    );
+    assert_eq!(slice["metadata"]["labels"]["team"], "a");
+    assert_eq!(slice["metadata"]["ownerReferences"][0]["kind"], "Service");
+    assert!(
+        slice["endpoints"][0]["targetRef"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("web-")
+    );
+    // The legacy Endpoints list the same addresses.
+    let legacy = eventually("legacy endpoints", || {
+        let ips = get(
+            kc,
+            &[
+                "-n",
+                "svc",
+                "get",
+                "endpoints",
+                "web",
+                "-o",
+                "jsonpath={.subsets[*].addresses[*].ip}",
+            ],
+        );
+        let mut ips: Vec<String> = ips.split_whitespace().map(str::to_owned).collect();
+        ips.sort();
+        (ips.len() == 3).then_some(ips)
+    });
+    assert_eq!(legacy, addresses(&ready));
+    let described = get(kc, &["-n", "svc", "describe", "service", "web"]);
+    assert!(
+        described.contains(&format!("{}:8080", legacy[0])),
+        "{described}"
+    );
+    // Scaled to nothing: one empty slice stays, the Endpoints have no subsets.
+    kubectl_ok(
+        KUBECTL,
+        kc,
+        &["-n", "svc", "scale", "rs", "web", "--replicas=0"],
+    );
+    eventually("no endpoints left", || {
+        let slices = slices();
+        let items = slices["items"].as_array().cloned().unwrap_or_default();
+        (items.len() == 1 && items[0]["endpoints"].as_array().is_none_or(Vec::is_empty))
+            .then_some(())
+    });
+    eventually("legacy endpoints emptied", || {
+        get(
+            kc,
+            &[
+                "-n",
+                "svc",
+                "get",
+                "endpoints",
+                "web",
+                "-o",
+                "jsonpath={.subsets}",
+            ],
+        )
+        .trim()
+        .is_empty()
+        .then_some(())
+    });
+    // Endpoints written for a Service without a selector are mirrored.
+    apply(
+        kc,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: external, namespace: svc}\nspec:\n  ports: [{port: 5432}]\n---\napiVersion: v1\nkind: Endpoints\nmetadata: {name: external, namespace: svc}\nsubsets: [{addresses: [{ip: 192.0.2.10}], ports: [{port: 5432}]}]\n",
+    );
+    eventually("the mirrored slice", || {
+        let mirrored: serde_json::Value = serde_json::from_str(&get(
+            kc,
+            &[
+                "-n",
+                "svc",
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=external",
+                "-o",
+                "json",
+            ],
+        ))
+        .unwrap_or_default();
+        let slice = mirrored["items"].get(0)?.clone();
+        (slice["endpoints"][0]["addresses"][0] == "192.0.2.10"
+            && slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
+                == "endpointslicemirroring-controller.k8s.io")
+            .then_some(())
+    });
+    // The Service's deletion takes its Endpoints; its slices go with it.
+    kubectl_ok(KUBECTL, kc, &["-n", "svc", "delete", "service", "web"]);
+    eventually("the endpoints gone", || {
+        let out = kubectl_any(KUBECTL, kc, &["-n", "svc", "get", "endpoints", "web"]);
+        (!out.status.success()).then_some(())
+    });
+    eventually("the slices gone", || {
+        slices()["items"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(())
+    });
+}
+
 fn namespaces(kc: &Path, ca_file: &Path) {
     // Every namespace gets its default ServiceAccount.
     kubectl_ok(KUBECTL, kc, &["create", "namespace", "doomed"]);
@@ -574,6 +730,7 @@ fn controllers_manage_replicas_cascades_and_namespaces() {
     scaling(&kc);
     budgets(&kc);
     cascading(&kc);
+    service_endpoints(&kc);
     namespaces(&kc, &dir.path().join("tls").join("ca.crt"));
     server.stop();
 }
