@@ -16,6 +16,7 @@ mod api;
 mod auth;
 mod authz;
 mod discovery;
+mod endpoint_reconciler;
 mod escalation;
 mod fields;
 mod flowcontrol;
@@ -79,6 +80,9 @@ pub struct Config {
     /// The join secret (`--token`: a bare secret or a full `K10...` token); without one the
     /// secret saved by an earlier start, or a new one, is used.
     pub join_token: Option<String>,
+    /// The address other machines and pods reach this server at (`--advertise-address`), which
+    /// the `kubernetes` Service's endpoints list; none keeps them unwritten.
+    pub advertise_address: Option<IpAddr>,
 }
 
 /// Why the API server could not start.
@@ -178,5 +182,23 @@ pub(crate) async fn start_with(
         bound(port);
         Ok(())
     };
-    serve::listen(&config, &pki, tokens, store, api, join, write_kubeconfig).await
+    let advertise = config.advertise_address;
+    let port_of = |server: &RunningServer| server.local_addr().port();
+    let mut server = serve::listen(
+        &config,
+        &pki,
+        tokens,
+        store,
+        api.clone(),
+        join,
+        write_kubeconfig,
+    )
+    .await?;
+    if let Some(address) = advertise {
+        let port = port_of(&server);
+        server
+            .background
+            .push(endpoint_reconciler::start(api, address, port));
+    }
+    Ok(server)
 }

@@ -35,6 +35,8 @@ use crate::{Config, StartError, discovery, health};
 pub struct RunningServer {
     local_addr: SocketAddr,
     accept_loop: JoinHandle<()>,
+    /// Tasks that live as long as the server (the `kubernetes` endpoints' reconciler).
+    pub(crate) background: Vec<JoinHandle<()>>,
     /// Where the certificates live (component credentials are issued there).
     pub(crate) tls_dir: std::path::PathBuf,
 }
@@ -107,6 +109,9 @@ impl RunningServer {
 impl Drop for RunningServer {
     fn drop(&mut self) {
         self.accept_loop.abort();
+        for task in &self.background {
+            task.abort();
+        }
     }
 }
 
@@ -566,6 +571,7 @@ pub(crate) async fn listen(
     Ok(RunningServer {
         local_addr,
         accept_loop,
+        background: Vec::new(),
         tls_dir: config.data_dir.join("tls"),
     })
 }
@@ -863,6 +869,7 @@ mod tests {
             token_auth_file: None,
             service_cidr: "10.96.0.0/12".into(),
             join_token: None,
+            advertise_address: None,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

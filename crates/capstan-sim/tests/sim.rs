@@ -51,6 +51,7 @@ async fn cluster() -> Cluster {
         token_auth_file: None,
         service_cidr: "10.43.0.0/16".to_owned(),
         join_token: None,
+        advertise_address: None,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

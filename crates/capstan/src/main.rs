@@ -68,6 +68,11 @@ struct ServerArgs {
     /// The address the API server listens on.
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: IpAddr,
+    /// The address pods and other machines reach the API server at, listed as the
+    /// `kubernetes` Service's endpoint (default: the bind address when it is a specific
+    /// non-loopback one, else the default route's source address).
+    #[arg(long)]
+    advertise_address: Option<IpAddr>,
     /// The API server's HTTPS port.
     #[arg(long, default_value_t = 6443)]
     https_listen_port: u16,
@@ -687,6 +692,13 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         token_auth_file: args.token_auth_file,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr,
+        advertise_address: Some(args.advertise_address.unwrap_or_else(|| {
+            if args.bind_address.is_unspecified() || args.bind_address.is_loopback() {
+                capstan_kubelet::node::default_ip()
+            } else {
+                args.bind_address
+            }
+        })),
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;

@@ -808,6 +808,73 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller \"nonesuch\""));
 }
 
+/// The `kubernetes` Service's endpoints list every API server that runs: two servers on one
+/// etcd both appear, and one that stops drops out once its Lease expires.
+#[test]
+fn the_kubernetes_service_lists_every_running_server() {
+    let etcd = Datastore::start("etcd");
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let flags = |address: &str| -> Vec<String> {
+        let mut flags = etcd.flags();
+        flags.extend(["--advertise-address".to_owned(), address.to_owned()]);
+        flags.push("--disable-controller-manager".to_owned());
+        flags
+    };
+    let (flags_a, flags_b) = (flags("192.0.2.11"), flags("192.0.2.12"));
+    let a: Vec<&str> = flags_a.iter().map(String::as_str).collect();
+    let b: Vec<&str> = flags_b.iter().map(String::as_str).collect();
+    let port = free_port();
+    let server_a = Server::start_with(dir_a.path(), port, &a);
+    let server_b = Server::start_with(dir_b.path(), free_port(), &b);
+    let kc = server_a.kubeconfig();
+    let addresses = || {
+        let ips = get(
+            &kc,
+            &[
+                "get",
+                "endpoints",
+                "kubernetes",
+                "-o",
+                "jsonpath={.subsets[*].addresses[*].ip}",
+            ],
+        );
+        ips.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    eventually("both servers listed", || {
+        (addresses() == ["192.0.2.11", "192.0.2.12"]).then_some(())
+    });
+    let slice: serde_json::Value = serde_json::from_str(&get(
+        &kc,
+        &["get", "endpointslice", "kubernetes", "-o", "json"],
+    ))
+    .unwrap();
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "kubernetes"
+    );
+    assert_eq!(slice["endpoints"].as_array().unwrap().len(), 2);
+    assert_eq!(slice["ports"][0]["name"], "https");
+    let skip = get(
+        &kc,
+        &[
+            "get",
+            "endpoints",
+            "kubernetes",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ],
+    );
+    assert!(skip.contains("skip-mirror"), "{skip}");
+    // The second server stops: its Lease expires and it leaves the endpoints.
+    server_b.stop();
+    eventually("the stopped server dropped", || {
+        (addresses() == ["192.0.2.11"]).then_some(())
+    });
+    server_a.stop();
+}
+
 /// Watches the pods labelled `app=<app>` and records, from the first complete list on, the
 /// most pods alive (not being deleted) at once and the fewest of them ready.
 #[derive(Debug, Default)]
