@@ -38,13 +38,15 @@ pub struct Subresource {
     /// The verbs it supports.
     pub verbs: &'static [&'static str],
     /// How it is served when it streams from the pod's node (`log`, `exec`, `attach`,
-    /// `portforward`) rather than reading and writing an object the API stores.
+    /// `portforward`) or proxies to a pod, service or node (`proxy`) rather than reading and
+    /// writing an object the API stores.
     pub stream: Option<Stream>,
 }
 
-/// How a subresource served by the pod's node takes its options and answers, as upstream's
-/// REST storage for it does. Its options are a kind the API never stores (`PodLogOptions`,
-/// `PodExecOptions`, ...) whose fields are sent as query parameters.
+/// How a subresource served by the pod's node, or proxied to a backend, takes its options and
+/// answers, as upstream's REST storage for it does. Its options are a kind the API never stores
+/// (`PodLogOptions`, `PodExecOptions`, `PodProxyOptions`, ...) whose fields are sent as query
+/// parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stream {
     /// A read with options (upstream's getter with options, `pods/log`): `GET` only, answered
@@ -59,6 +61,10 @@ pub enum Stream {
     /// `GET`, `create`: `POST`) opens a connection that is upgraded (SPDY, WebSocket) and carries
     /// whatever the protocol does. The subresource's kind is its options kind.
     Connect,
+    /// A connecter with a path (`pods/proxy`, `services/proxy`, `nodes/proxy`): every method
+    /// (`HEAD` and `OPTIONS` too, which have no verb of their own) is passed on, with what
+    /// follows `proxy/` as the backend's path. The subresource's kind is its options kind.
+    Proxy,
 }
 
 /// The media types upstream labels `pods/log` with (the bytes are the container's log in any
@@ -107,6 +113,21 @@ const fn connect(name: &'static str, kind: &'static str) -> Subresource {
         kind,
         verbs: &["create", "get"],
         stream: Some(Stream::Connect),
+    }
+}
+
+/// The verbs of a proxy subresource: those of the methods it passes on (`HEAD` is `get`;
+/// `OPTIONS` has none), as upstream's discovery lists them.
+const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
+/// The `proxy` subresource of pods, services and nodes: `kind` is its options kind.
+const fn proxy(kind: &'static str) -> Subresource {
+    Subresource {
+        name: "proxy",
+        group_version: None,
+        kind,
+        verbs: PROXY_VERBS,
+        stream: Some(Stream::Proxy),
     }
 }
 
@@ -250,7 +271,7 @@ pub static RESOURCES: &[Resource] = &[
         sub: [status("Namespace"), FINALIZE], storage: "namespaces"),
     resource!("", "v1", "Node", "nodes", "node", namespaced: false,
         short: ["no"], categories: [], verbs: ALL_VERBS,
-        sub: [status("Node")], storage: "minions"),
+        sub: [proxy("NodeProxyOptions"), status("Node")], storage: "minions"),
     resource!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim",
         namespaced: true, short: ["pvc"], categories: [], verbs: ALL_VERBS,
         sub: [status("PersistentVolumeClaim")], storage: "persistentvolumeclaims"),
@@ -267,7 +288,8 @@ pub static RESOURCES: &[Resource] = &[
             connect("attach", "PodAttachOptions"),
             connect("exec", "PodExecOptions"),
             POD_LOG,
-            connect("portforward", "PodPortForwardOptions")
+            connect("portforward", "PodPortForwardOptions"),
+            proxy("PodProxyOptions")
         ],
         storage: "pods"),
     resource!("", "v1", "PodTemplate", "podtemplates", "podtemplate", namespaced: true,
@@ -286,7 +308,7 @@ pub static RESOURCES: &[Resource] = &[
         storage: "serviceaccounts"),
     resource!("", "v1", "Service", "services", "service", namespaced: true,
         short: ["svc"], categories: ["all"], verbs: ALL_VERBS,
-        sub: [status("Service")], storage: "services/specs"),
+        sub: [proxy("ServiceProxyOptions"), status("Service")], storage: "services/specs"),
     // apps/v1
     resource!("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision",
         namespaced: true, short: [], categories: [], verbs: ALL_VERBS, sub: [],

@@ -655,6 +655,32 @@ impl Api {
         crate::streaming::serve(&context, subresource, &info.namespace, &info.name, request).await
     }
 
+    /// `pods/proxy`, `services/proxy` and `nodes/proxy`: the request passed on to the pod,
+    /// the service's endpoint or the node ([`crate::proxy`]).
+    async fn proxy(
+        &self,
+        info: &RequestInfo,
+        request: Request<Body>,
+    ) -> Result<Response, ApiError> {
+        let registry = |plural| self.registry("", "v1", plural).map(Arc::as_ref);
+        let (Some(pods), Some(services), Some(endpoints), Some(nodes)) = (
+            registry("pods"),
+            registry("services"),
+            registry("endpoints"),
+            registry("nodes"),
+        ) else {
+            return Err(ApiError::not_found());
+        };
+        let context = crate::proxy::Context {
+            pods,
+            services,
+            endpoints,
+            nodes,
+            kubelets: self.kubelets.as_deref(),
+        };
+        crate::proxy::serve(&context, info, request).await
+    }
+
     /// The registry of namespaces.
     pub(crate) fn namespaces(&self) -> Option<&Arc<Registry>> {
         self.registry("", "v1", "namespaces")
@@ -699,6 +725,9 @@ impl Api {
             return Err(ApiError::not_found());
         }
         let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());
+        if subresource == Some("proxy") && resource.subresource("proxy").is_some() {
+            return self.proxy(info, request).await;
+        }
         if let Some(sub) = subresource
             && (resource.subresource(sub).is_none() || info.parts.len() > 3)
         {

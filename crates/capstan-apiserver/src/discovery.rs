@@ -701,12 +701,32 @@ mod tests {
                     "verbs": ["create", "get"]
                 },
                 {
+                    "subresource": "proxy",
+                    "responseKind": {"group": "", "version": "", "kind": "PodProxyOptions"},
+                    "verbs": ["create", "delete", "get", "patch", "update"]
+                },
+                {
                     "subresource": "status",
                     "responseKind": {"group": "", "version": "", "kind": "Pod"},
                     "verbs": ["get", "patch", "update"]
                 }
             ])
         );
+        // Services and nodes are proxied to as upstream's connecters with a path.
+        for (resource, kind) in [
+            ("services", "ServiceProxyOptions"),
+            ("nodes", "NodeProxyOptions"),
+        ] {
+            let entry = find(&v1["resources"], "resource", resource);
+            assert_eq!(
+                *find(&entry["subresources"], "subresource", "proxy"),
+                json!({
+                    "subresource": "proxy",
+                    "responseKind": {"group": "", "version": "", "kind": kind},
+                    "verbs": ["create", "delete", "get", "patch", "update"]
+                })
+            );
+        }
         // A service account's token requests speak authentication.k8s.io/v1.
         let accounts = find(&v1["resources"], "resource", "serviceaccounts");
         assert_eq!(

@@ -64,35 +64,55 @@ impl Kubelets {
         &self,
         node: &Value,
     ) -> Result<(TlsStream<TcpStream>, String), ApiError> {
-        let (host, port) = address(node)?;
-        let authority = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
+        address(node)?;
+        self.dial(node)
+            .await
+            .map_err(|why| StatusError::internal(&format!("error dialing backend: {why}")).into())
+    }
+
+    /// [`Kubelets::connect`] with the failure as Go words it (`dial tcp 10.0.0.5:10250:
+    /// connect: connection refused`), for the callers that wrap it in their own error.
+    pub(crate) async fn dial(
+        &self,
+        node: &Value,
+    ) -> Result<(TlsStream<TcpStream>, String), String> {
+        let (host, port) = address(node).map_err(|e| {
+            e.status().to_json()["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })?;
+        let authority = crate::proxy::location::join_host_port(&host, &port.to_string());
         let server_name = ServerName::try_from(host.clone())
-            .map_err(|_| StatusError::internal(&format!("invalid node address {host:?}")))?;
+            .map_err(|_| format!("invalid node address {host:?}"))?;
         let dial = async {
-            let tcp = TcpStream::connect(&authority).await?;
-            self.tls.connect(server_name, tcp).await
+            let tcp = TcpStream::connect(&authority).await.map_err(|e| {
+                let text = e.to_string();
+                let why = match e.kind() {
+                    std::io::ErrorKind::ConnectionRefused => "connect: connection refused".into(),
+                    _ => text
+                        .split(" (os error")
+                        .next()
+                        .unwrap_or_default()
+                        .to_lowercase(),
+                };
+                format!("dial tcp {authority}: {why}")
+            })?;
+            self.tls
+                .connect(server_name, tcp)
+                .await
+                .map_err(|e| format!("tls: {e}"))
         };
         match tokio::time::timeout(DIAL_TIMEOUT, dial).await {
             Ok(Ok(tls)) => Ok((tls, authority)),
-            Ok(Err(e)) => Err(dial_error(&authority, &e.to_string())),
-            Err(_) => Err(dial_error(&authority, "i/o timeout")),
+            Ok(Err(why)) => Err(why),
+            Err(_) => Err(format!("dial tcp {authority}: i/o timeout")),
         }
     }
 }
 
-fn dial_error(authority: &str, why: &str) -> ApiError {
-    StatusError::internal(&format!(
-        "error dialing backend: dial tcp {authority}: {why}"
-    ))
-    .into()
-}
-
 /// The address and kubelet port of a Node object.
-fn address(node: &Value) -> Result<(String, u16), ApiError> {
+pub(crate) fn address(node: &Value) -> Result<(String, u16), ApiError> {
     let addresses = node["status"]["addresses"]
         .as_array()
         .cloned()

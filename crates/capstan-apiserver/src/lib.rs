@@ -34,6 +34,7 @@ mod patch;
 pub mod pki;
 mod pods;
 mod priority;
+mod proxy;
 mod quota;
 mod registry;
 mod resources;

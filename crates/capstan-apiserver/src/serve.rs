@@ -546,9 +546,13 @@ pub(crate) async fn listen(
                             control.clone(),
                         );
                         let certificate_user = certificate_user.clone();
+                        let mut request = request.map(Body::new);
+                        request
+                            .extensions_mut()
+                            .insert(crate::proxy::forward::ClientAddr(peer));
                         async move {
                             let response = handle(
-                                request.map(Body::new),
+                                request,
                                 certificate_user.as_ref(),
                                 &authenticator,
                                 app,
@@ -587,6 +591,10 @@ mod nodeauthz_tests;
 #[cfg(test)]
 #[path = "escalation_tests.rs"]
 mod escalation_tests;
+
+#[cfg(test)]
+#[path = "proxy/chain_tests.rs"]
+mod proxy_chain_tests;
 
 #[cfg(test)]
 mod tests {

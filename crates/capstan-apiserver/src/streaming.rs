@@ -2,7 +2,9 @@
 //! The API server checks the request (the pod, its node, the container, the options) as
 //! upstream's connecters do, then proxies it to the node's kubelet API ([`crate::kubelets`]):
 //!
-//! - `log` streams the kubelet's `containerLogs` answer back;
+//! - `log` streams the kubelet's `containerLogs` answer back, as it comes or, to a WebSocket
+//!   client (`binary.k8s.io`, `base64.binary.k8s.io` or no protocol), in WebSocket messages as
+//!   upstream's `wsstream.Reader` sends them;
 //! - SPDY upgrades (older kubectl, client-go's SPDY executor) pass through to the kubelet byte
 //!   for byte;
 //! - WebSocket clients of `exec` and `attach` (`v5.channel.k8s.io` of kubectl 1.30 and later,
@@ -51,7 +53,7 @@ pub(crate) async fn serve(
     let query = query::parse(request.uri().query());
     let pod = context.pods.get(Some(namespace), name).await?;
     match subresource {
-        "log" => log(context, &pod, name, &query).await,
+        "log" => log(context, &pod, name, &query, request).await,
         "exec" | "attach" => {
             let options = command_options(&query, subresource == "exec")?;
             let container = container(&pod, name, first(&query, "container"))?;
@@ -214,12 +216,13 @@ async fn node_of(context: &Context<'_>, pod: &Value, name: &str) -> Result<Value
 }
 
 /// `pods/log`: the options checked as upstream's `ValidatePodLogOptions`, then the kubelet's
-/// `containerLogs` streamed back.
+/// `containerLogs` streamed back (over a WebSocket when the request asks for one).
 async fn log(
     context: &Context<'_>,
     pod: &Value,
     name: &str,
     query: &Values,
+    request: Request<Body>,
 ) -> Result<Response, ApiError> {
     let tail_lines = integer(query, "tailLines")?;
     let limit_bytes = integer(query, "limitBytes")?;
@@ -283,8 +286,10 @@ async fn log(
     let container = container(pod, name, first(query, "container"))?;
     let node_name = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     if node_name.is_empty() {
-        // Upstream answers an unscheduled pod's log with nothing.
-        return Ok(text_response(Body::empty()));
+        // Upstream answers an unscheduled pod's log with nothing: 204, WebSocket or not.
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        return Ok(response);
     }
     let node = context.nodes.get(None, node_name).await?;
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -321,11 +326,11 @@ async fn log(
         encode(&pairs)
     );
     let (io, authority) = context.kubelets.connect(&node).await?;
-    let request = http::Request::get(target)
+    let to_kubelet = http::Request::get(target)
         .header(header::HOST, authority)
         .body(Empty::<Bytes>::new())
         .map_err(|e| StatusError::internal(&e.to_string()))?;
-    let response = upgrade::send(io, request)
+    let response = upgrade::send(io, to_kubelet)
         .await
         .map_err(|e| StatusError::internal(&format!("error talking to the kubelet: {e}")))?;
     if !response.status().is_success() {
@@ -338,7 +343,38 @@ async fn log(
             .unwrap_or_default();
         return Err(refusal(status, &String::from_utf8_lossy(&body)));
     }
+    if upgrade::is_websocket(request.headers()) {
+        return websocket_log(response.into_body(), request);
+    }
     Ok(text_response(Body::new(response.into_body())))
+}
+
+/// A log sent to a WebSocket client, once the kubelet has answered (its refusals are plain
+/// HTTP answers, as upstream's): a client that offers none of the reader protocols gets a bare
+/// 403, as Go's `x/net/websocket` answers it.
+fn websocket_log(
+    log: hyper::body::Incoming,
+    mut request: Request<Body>,
+) -> Result<Response, ApiError> {
+    let accepted = match websocket::accept(request.headers(), websocket::READER_PROTOCOLS) {
+        Ok(accepted) => accepted,
+        Err(websocket::HandshakeError::Protocol { .. }) => {
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::FORBIDDEN;
+            return Ok(response);
+        }
+        Err(invalid) => return Err(StatusError::bad_request(&invalid.to_string()).into()),
+    };
+    let base64 = accepted.protocol.starts_with("base64.");
+    let client = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        let Ok(client) = client.await else {
+            return;
+        };
+        let ws = websocket::server(TokioIo::new(client)).await;
+        websocket::copy_reader(ws, log, base64).await;
+    });
+    Ok(switching(accepted.response))
 }
 
 fn text_response(body: Body) -> Response {

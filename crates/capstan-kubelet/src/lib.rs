@@ -34,6 +34,7 @@ pub mod events;
 pub mod git_repo;
 pub mod images;
 pub mod join;
+mod logfiles;
 pub mod logs;
 pub mod node;
 pub mod pods;
@@ -311,10 +312,13 @@ pub async fn run(
             node::Observation { health, images }
         }
     });
+    let known_pods = pods::KnownPods::default();
     let api_state = Arc::new(server::State {
         client: client.clone(),
         cri: cri.clone(),
         node_name: config.node_name.clone(),
+        pods: known_pods.clone(),
+        log_dir: PathBuf::from(server::NODE_LOG_DIR),
     });
     let tls = config.tls.clone();
     let kubelet_api = async move {
@@ -345,7 +349,7 @@ pub async fn run(
         _ = pod_network => {}
         _ = kubelet_api => {}
         _ = follow_node => {}
-        _ = pods::run(shared, node_updates) => {}
+        _ = pods::run(shared, node_updates, known_pods) => {}
     }
     if let Some(own) = own_runtime {
         own.stop().await;

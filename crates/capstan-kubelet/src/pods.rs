@@ -30,6 +30,50 @@ use crate::worker::{Shared, Worker};
 /// How often the runtime is relisted.
 const RELIST: Duration = Duration::from_secs(1);
 
+/// The pods bound to this node as the agent last received them from the API (upstream's pod
+/// manager), admitted or not, until the API deletes them: what the kubelet API's `/pods`
+/// lists.
+#[derive(Clone, Debug, Default)]
+pub struct KnownPods(Arc<std::sync::RwLock<HashMap<String, Arc<Pod>>>>);
+
+impl KnownPods {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Pod>>> {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records `pod` as the API has it now.
+    fn put(&self, pod: &Arc<Pod>) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        self.write().insert(uid, pod.clone());
+    }
+
+    /// Forgets the pod with `uid`.
+    fn remove(&self, uid: &str) {
+        self.write().remove(uid);
+    }
+
+    /// Forgets every pod whose UID is not in `uids`.
+    fn retain(&self, uids: &HashSet<String>) {
+        self.write().retain(|uid, _| uids.contains(uid));
+    }
+
+    /// The pods, by namespace and name.
+    pub fn list(&self) -> Vec<Arc<Pod>> {
+        let pods = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut list: Vec<Arc<Pod>> = pods.values().cloned().collect();
+        list.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        list
+    }
+}
+
 struct Handle {
     pod: watch::Sender<Option<Arc<Pod>>>,
     task: tokio::task::JoinHandle<()>,
@@ -220,8 +264,13 @@ fn deliver(
     }
 }
 
-/// Runs the node's pods until dropped; `node` follows this node's Node object.
-pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>>>) {
+/// Runs the node's pods until dropped; `node` follows this node's Node object; `known` is kept
+/// to what the API has bound to the node.
+pub async fn run(
+    shared: Arc<Shared>,
+    mut node: watch::Receiver<Option<Arc<Node>>>,
+    known_pods: KnownPods,
+) {
     // Admission needs the node: wait for it before looking at any pod.
     let mut admission = Admission::default();
     loop {
@@ -264,6 +313,7 @@ pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>
                         let uid = pod.metadata.uid.clone().unwrap_or_default();
                         listing.insert(uid.clone());
                         let pod = Arc::new(pod);
+                        known_pods.put(&pod);
                         if !workers.running(&uid) && admission.needs_check(&uid, &pod) {
                             held.push(pod);
                         } else {
@@ -271,6 +321,7 @@ pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>
                         }
                     }
                     Ok(watcher::Event::InitDone) => {
+                        known_pods.retain(&listing);
                         // Pods deleted while the watch was away.
                         for uid in known.difference(&listing).cloned().collect::<Vec<_>>() {
                             known.remove(&uid);
@@ -288,10 +339,13 @@ pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>
                         synced = true;
                     }
                     Ok(watcher::Event::Apply(pod)) => {
-                        deliver(&shared, &mut workers, &mut admission, &mut known, Arc::new(pod));
+                        let pod = Arc::new(pod);
+                        known_pods.put(&pod);
+                        deliver(&shared, &mut workers, &mut admission, &mut known, pod);
                     }
                     Ok(watcher::Event::Delete(pod)) => {
                         let uid = pod.metadata.uid.clone().unwrap_or_default();
+                        known_pods.remove(&uid);
                         known.remove(&uid);
                         admission.forget(&uid);
                         if workers.running(&uid) {
@@ -324,5 +378,48 @@ pub async fn run(shared: Arc<Shared>, mut node: watch::Receiver<Option<Arc<Node>
                 prints = current;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(namespace: &str, name: &str, uid: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(namespace.into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn names(known: &KnownPods) -> Vec<String> {
+        known
+            .list()
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn known_pods_follow_what_the_api_binds_to_the_node() {
+        let known = KnownPods::default();
+        known.put(&pod("b", "web", "1"));
+        known.put(&pod("a", "db", "2"));
+        known.put(&pod("a", "cache", "3"));
+        assert_eq!(names(&known), ["cache", "db", "web"]);
+        // A newer copy replaces the old one.
+        let mut renamed = (*pod("a", "db", "2")).clone();
+        renamed.metadata.labels = Some([("v".to_owned(), "2".to_owned())].into());
+        known.put(&Arc::new(renamed));
+        assert_eq!(known.list().len(), 3);
+        known.remove("3");
+        assert_eq!(names(&known), ["db", "web"]);
+        known.retain(&HashSet::from(["1".to_owned()]));
+        assert_eq!(names(&known), ["web"]);
     }
 }

@@ -1,8 +1,10 @@
 //! The kubelet API: HTTPS on the node's port (`--kubelet-port`, 10250 by default), for the API
-//! server. Clients present a certificate from the cluster CA; only the API server's
-//! (`kube-apiserver-kubelet-client`) and `system:masters` members are served, where upstream
-//! asks the API server (SubjectAccessReview on `nodes/proxy`) and grants exactly those by
-//! default.
+//! server. Clients present a certificate from the cluster CA. Requests are authorized with
+//! upstream's attributes (the method's verb on a subresource of `nodes` named by the path, tried
+//! in upstream 1.33's order, e.g. `pods` then `proxy` for `/pods`), and only the API server's
+//! identity (`kube-apiserver-kubelet-client`) and `system:masters` members are granted them,
+//! where upstream asks the API server (a SubjectAccessReview) and its bootstrap roles grant
+//! exactly those by default.
 //!
 //! - `GET /containerLogs/{namespace}/{pod}/{container}`: a container's log (`follow`,
 //!   `previous`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`,
@@ -11,6 +13,9 @@
 //!   `tty`), `/attach/...`, `/portForward/{namespace}/{pod}[/{uid}]`: the runtime's streaming
 //!   server is asked for a session (CRI `Exec`, `Attach`, `PortForward`) and the client's
 //!   upgrade request (SPDY) is proxied to it byte for byte, as upstream's kubelet does;
+//! - `GET /pods`: the pods bound to the node as the agent knows them, a `PodList`;
+//! - `GET /logs/...`: the node's log files (`/var/log`), as Go's file server serves a directory
+//!   ([`crate::logfiles`]);
 //! - `GET /healthz`.
 
 use std::collections::HashMap;
@@ -56,13 +61,20 @@ impl std::fmt::Debug for ServingTls {
 const API_SERVER_USER: &str = "kube-apiserver-kubelet-client";
 const MASTERS: &str = "system:masters";
 
-type Body = BoxBody<Bytes, std::io::Error>;
+pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
+
+/// The directory `/logs/` serves.
+pub(crate) const NODE_LOG_DIR: &str = "/var/log";
 
 /// What the handlers reach.
 pub(crate) struct State {
     pub(crate) client: kube::Client,
     pub(crate) cri: Cri,
     pub(crate) node_name: String,
+    /// The pods bound to the node, for `/pods`.
+    pub(crate) pods: crate::pods::KnownPods,
+    /// The directory `/logs/` serves.
+    pub(crate) log_dir: std::path::PathBuf,
 }
 
 /// TLS with the kubelet's serving certificate, client certificates from the cluster CA
@@ -157,6 +169,68 @@ fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
     response
 }
 
+/// The verb upstream's kubelet authorizes a request with: its method's (`HEAD`, `OPTIONS` and
+/// others have none).
+fn verb(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "create",
+        Method::GET => "get",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
+    }
+}
+
+/// The subresources of `nodes` upstream's kubelet (1.33, with `KubeletFineGrainedAuthz` on by
+/// default) authorizes a path with, in the order it tries them.
+fn subresources(path: &str) -> &'static [&'static str] {
+    let under = |prefix: &str| {
+        path == prefix
+            || path
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    if under("/stats") {
+        &["stats"]
+    } else if under("/metrics") {
+        &["metrics"]
+    } else if under("/logs") {
+        &["log"]
+    } else if under("/checkpoint") {
+        &["checkpoint"]
+    } else if under("/pods") || under("/runningpods") {
+        &["pods", "proxy"]
+    } else if under("/healthz") {
+        &["healthz", "proxy"]
+    } else if under("/configz") {
+        &["configz", "proxy"]
+    } else {
+        &["proxy"]
+    }
+}
+
+/// Whether `user` may have `subresource` of this node: the API server's client identity and
+/// `system:masters` are granted every one, as upstream's default roles grant them.
+fn granted(user: &(String, Vec<String>), _verb: &str, _subresource: &str) -> bool {
+    user.0 == API_SERVER_USER || user.1.iter().any(|g| g == MASTERS)
+}
+
+/// Authorizes the request as upstream's kubelet: its attributes are tried in order and the
+/// first grant admits it; the refusal names them all.
+fn authorize(user: &(String, Vec<String>), method: &Method, path: &str) -> Result<(), String> {
+    let verb = verb(method);
+    let tried = subresources(path);
+    if tried.iter().any(|sub| granted(user, verb, sub)) {
+        return Ok(());
+    }
+    Err(format!(
+        "Forbidden (user={}, verb={verb}, resource=nodes, subresource(s)=[{}])\n",
+        user.0,
+        tried.join(" ")
+    ))
+}
+
 async fn handle(
     state: &State,
     user: Option<(String, Vec<String>)>,
@@ -167,21 +241,22 @@ async fn handle(
     if segments == ["healthz"] {
         return text(StatusCode::OK, "ok");
     }
-    let Some((name, groups)) = user else {
+    let Some(user) = user else {
         return text(StatusCode::UNAUTHORIZED, "Unauthorized");
     };
-    if name != API_SERVER_USER && !groups.iter().any(|g| g == MASTERS) {
-        let verb = if request.method() == Method::GET {
-            "get"
-        } else {
-            "create"
-        };
-        return text(
-            StatusCode::FORBIDDEN,
-            format!("Forbidden (user={name}, verb={verb}, resource=nodes, subresource(s)=[proxy])"),
-        );
+    if let Err(refusal) = authorize(&user, request.method(), &path) {
+        return text(StatusCode::FORBIDDEN, refusal);
     }
     let query = query::parse(request.uri().query());
+    if path == "/pods" || path == "/pods/" {
+        return pods(state, request.method());
+    }
+    if let Some(file) = path.strip_prefix("/logs/") {
+        if request.method() != Method::GET {
+            return method_not_allowed();
+        }
+        return crate::logfiles::serve(&state.log_dir, &path, file, &request).await;
+    }
     let result = match segments.as_slice() {
         ["containerLogs", ns, pod, container] if request.method() == Method::GET => {
             container_logs(state, ns, pod, container, &query).await
@@ -198,6 +273,47 @@ async fn handle(
         _ => Err(text(StatusCode::NOT_FOUND, "404 page not found")),
     };
     result.unwrap_or_else(|response| response)
+}
+
+fn method_not_allowed() -> Response<Body> {
+    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed");
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+    response
+}
+
+/// `pods` as upstream's kubelet encodes a `v1.PodList` (`runtime.Encode` of the legacy codec).
+fn encode_pods(pods: &[Arc<Pod>]) -> serde_json::Result<String> {
+    let items = if pods.is_empty() {
+        "null".to_owned()
+    } else {
+        let pods: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
+        serde_json::to_string(&pods)?
+    };
+    Ok(format!(r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{}},"items":{items}}}"#) + "\n")
+}
+
+/// `/pods`: the pods bound to the node as the agent knows them, as upstream's kubelet encodes
+/// its `v1.PodList` (compact JSON and a newline, no list metadata, `items: null` when empty).
+fn pods(state: &State, method: &Method) -> Response<Body> {
+    if *method != Method::GET {
+        return method_not_allowed();
+    }
+    let body = match encode_pods(&state.pods.list()) {
+        Ok(body) => body,
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut response = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 fn flag(query: &Values, key: &str) -> bool {
@@ -696,6 +812,58 @@ mod tests {
             log_container_id(&waiting, "c", true).unwrap_err(),
             "previous terminated container \"c\" in pod \"web\" not found"
         );
+    }
+
+    #[test]
+    fn requests_are_authorized_with_upstreams_attributes() {
+        assert_eq!(subresources("/pods"), ["pods", "proxy"]);
+        assert_eq!(subresources("/pods/"), ["pods", "proxy"]);
+        assert_eq!(subresources("/podsx"), ["proxy"]);
+        assert_eq!(subresources("/runningpods/"), ["pods", "proxy"]);
+        assert_eq!(subresources("/logs/syslog"), ["log"]);
+        assert_eq!(subresources("/metrics/cadvisor"), ["metrics"]);
+        assert_eq!(subresources("/stats/summary"), ["stats"]);
+        assert_eq!(subresources("/containerLogs/ns/p/c"), ["proxy"]);
+        assert_eq!(subresources("/exec/ns/p/c"), ["proxy"]);
+        assert_eq!(verb(&Method::POST), "create");
+        assert_eq!(verb(&Method::HEAD), "");
+        let api_server = (API_SERVER_USER.to_owned(), Vec::new());
+        assert!(authorize(&api_server, &Method::GET, "/pods").is_ok());
+        let admin = ("admin".to_owned(), vec![MASTERS.to_owned()]);
+        assert!(authorize(&admin, &Method::POST, "/exec/ns/p/c").is_ok());
+        let node = ("system:node:n1".to_owned(), vec!["system:nodes".to_owned()]);
+        assert_eq!(
+            authorize(&node, &Method::GET, "/pods").unwrap_err(),
+            "Forbidden (user=system:node:n1, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
+        );
+        assert_eq!(
+            authorize(&node, &Method::GET, "/logs/").unwrap_err(),
+            "Forbidden (user=system:node:n1, verb=get, resource=nodes, subresource(s)=[log])\n"
+        );
+    }
+
+    #[test]
+    fn pods_are_listed_as_upstreams_kubelet_encodes_them() {
+        assert_eq!(
+            encode_pods(&[]).unwrap(),
+            "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{},\"items\":null}\n"
+        );
+        let pod = Arc::new(Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let body = encode_pods(&[pod]).unwrap();
+        assert!(
+            body.ends_with("]}\n") && !body[..body.len() - 1].contains('\n'),
+            "{body}"
+        );
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(list["items"][0]["metadata"]["name"], "web");
+        assert!(body.starts_with("{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{},"));
     }
 
     #[test]

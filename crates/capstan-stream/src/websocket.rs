@@ -3,7 +3,8 @@
 //! server supports wins), and the channel framing of Kubernetes' WebSocket subprotocols: every
 //! message starts with its channel number, a byte in the binary protocols (`channel.k8s.io`,
 //! `v4.channel.k8s.io`, `v5.channel.k8s.io`) or an ASCII digit followed by base64 data in the
-//! `base64.` ones.
+//! `base64.` ones. [`copy_reader`] is the other framing upstream has, for a one-way stream
+//! (`pods/log`): `binary.k8s.io` and `base64.binary.k8s.io`, without channels.
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -164,6 +165,82 @@ impl Framing {
     }
 }
 
+/// The subprotocols of a one-way stream (upstream's `NewDefaultReaderProtocols`): none (raw
+/// binary), `binary.k8s.io` and `base64.binary.k8s.io`.
+pub const READER_PROTOCOLS: &[&str] = &["", "binary.k8s.io", "base64.binary.k8s.io"];
+
+/// The most bytes a message of [`copy_reader`] carries, as upstream's reader buffer.
+const READER_CHUNK: usize = 2048;
+
+/// Sends `body` to the client of `ws` as upstream's `wsstream.Reader` does: an empty message
+/// first, then the body in messages of at most 2 KiB (binary, or base64 text when `base64`),
+/// and a normal close at its end. What the client sends is read and dropped; its close ends
+/// the stream.
+pub async fn copy_reader<S, B>(ws: WebSocketStream<S>, body: B, base64: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    use futures::{SinkExt as _, StreamExt as _};
+    use http_body_util::BodyExt as _;
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    let message = |data: &[u8]| {
+        if base64 {
+            Message::text(base64::engine::general_purpose::STANDARD.encode(data))
+        } else {
+            Message::binary(data.to_vec())
+        }
+    };
+    let (mut sink, mut incoming) = ws.split();
+    let mut body = body;
+    if sink.send(message(&[])).await.is_err() {
+        return;
+    }
+    let ended = loop {
+        tokio::select! {
+            frame = body.frame() => match frame {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else { continue };
+                    for chunk in data.chunks(READER_CHUNK) {
+                        if sink.send(message(chunk)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "the stream's source failed");
+                    break true;
+                }
+                None => break true,
+            },
+            received = incoming.next() => match received {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break false,
+                Some(Ok(_)) => {}
+            },
+        }
+    };
+    if ended {
+        let close = Message::Close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        }));
+        if sink.send(close).await.is_ok() {
+            // The client's answering close, briefly, before the connection goes.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while let Some(Ok(message)) = incoming.next().await {
+                    if message.is_close() {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +326,58 @@ mod tests {
             binary.decode(&Message::text("\u{0}typed\n")),
             Some((0, Bytes::from_static(b"typed\n")))
         );
+    }
+
+    /// The client end of a WebSocket over `io`.
+    async fn client<S: AsyncRead + AsyncWrite + Unpin>(io: S) -> WebSocketStream<S> {
+        WebSocketStream::from_raw_socket(io, Role::Client, None).await
+    }
+
+    #[tokio::test]
+    async fn a_reader_sends_an_empty_message_then_chunks_then_a_normal_close() {
+        use futures::StreamExt as _;
+        for (encoded, text) in [(false, false), (true, true)] {
+            let (near, far) = tokio::io::duplex(1 << 16);
+            let log = "container is alive\n".repeat(200);
+            let body = http_body_util::Full::new(Bytes::from(log.clone()));
+            let task = tokio::spawn(async move {
+                copy_reader(server(near).await, body, encoded).await;
+            });
+            let mut ws = client(far).await;
+            let first = ws.next().await.unwrap().unwrap();
+            assert_eq!(first.is_text(), text);
+            assert!(first.into_data().is_empty());
+            let mut got = Vec::new();
+            let mut close = None;
+            while let Some(message) = ws.next().await {
+                match message.unwrap() {
+                    Message::Close(frame) => {
+                        close = frame;
+                        break;
+                    }
+                    message => {
+                        assert_eq!(message.is_text(), text);
+                        let data = message.into_data();
+                        let data = if encoded {
+                            base64::engine::general_purpose::STANDARD
+                                .decode(&data)
+                                .unwrap()
+                        } else {
+                            data.to_vec()
+                        };
+                        assert!(data.len() <= READER_CHUNK, "{}", data.len());
+                        got.extend_from_slice(&data);
+                    }
+                }
+            }
+            assert_eq!(String::from_utf8(got).unwrap(), log);
+            let close = close.expect("a close frame with a status");
+            assert_eq!(
+                close.code,
+                tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Normal
+            );
+            drop(ws);
+            task.await.unwrap();
+        }
     }
 }

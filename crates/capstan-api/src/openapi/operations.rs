@@ -2,8 +2,8 @@
 //! v3: one [`PathItem`] per URL template, each with its path-level parameters and operations.
 //! Operation ids, tags, actions and parameters follow upstream's API installer: `listCoreV1
 //! NamespacedPod`, `deleteAppsV1CollectionNamespacedDeployment`, `watchCoreV1PodListForAllNamespaces`,
-//! `patchAppsV1NamespacedDeploymentScale`, `connectCoreV1PostNamespacedPodExec`, tag `apps_v1`,
-//! action `watchlist`, ...
+//! `patchAppsV1NamespacedDeploymentScale`, `connectCoreV1PostNamespacedPodExec`,
+//! `connectCoreV1HeadNodeProxyWithPath`, tag `apps_v1`, action `watchlist`, ...
 
 use std::borrow::Cow;
 
@@ -22,6 +22,8 @@ pub(crate) enum Method {
     Post,
     Delete,
     Patch,
+    Head,
+    Options,
 }
 
 impl Method {
@@ -33,6 +35,8 @@ impl Method {
             Method::Post => "post",
             Method::Delete => "delete",
             Method::Patch => "patch",
+            Method::Head => "head",
+            Method::Options => "options",
         }
     }
 }
@@ -637,6 +641,9 @@ fn resource_items(
     for sub in r.subresources {
         match sub.stream {
             None => subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items),
+            Some(Stream::Proxy) => {
+                proxy_items(naming, &object, r, sub, namespace.as_ref(), items);
+            }
             Some(stream) => {
                 streamed_item(naming, &object, r, sub, stream, namespace.as_ref(), items);
             }
@@ -661,7 +668,7 @@ fn streamed_item(
 ) {
     let options = match stream {
         Stream::Read { options, .. } => options,
-        Stream::Connect => sub.kind,
+        Stream::Connect | Stream::Proxy => sub.kind,
     };
     let Some(mut params) = options_params(options) else {
         return;
@@ -690,7 +697,7 @@ fn streamed_item(
             }
             params.push(pretty_param());
         }
-        Stream::Connect => {
+        Stream::Connect | Stream::Proxy => {
             for method in sub.verbs.iter().filter_map(|verb| connect_method(verb)) {
                 let upper = method.key().to_ascii_uppercase();
                 operations.push(op(Spec {
@@ -718,6 +725,83 @@ fn streamed_item(
             .chain(params),
         operations,
     );
+}
+
+/// The methods a proxy subresource passes on, in the order upstream's installer lists them.
+const PROXY_METHODS: [Method; 7] = [
+    Method::Get,
+    Method::Put,
+    Method::Post,
+    Method::Delete,
+    Method::Options,
+    Method::Head,
+    Method::Patch,
+];
+
+/// The two paths of a proxy subresource, as upstream describes them: `.../{name}/proxy` and
+/// `.../{name}/proxy/{path}`, each with a `connect` operation per method passed on
+/// (`connectCoreV1GetNamespacedPodProxy`, `connectCoreV1HeadNodeProxyWithPath`, ...) answered in
+/// any media type, the options kind as their kind, and the options' `path` as a query parameter
+/// beside the path's own `path` parameter.
+fn proxy_items(
+    naming: &Naming,
+    object: &str,
+    r: &Resource,
+    sub: &Subresource,
+    namespace: Option<&Param>,
+    items: &mut Vec<PathItem>,
+) {
+    let Some(options) = options_params(sub.kind) else {
+        return;
+    };
+    let gvk = Gvk::new(r.group, r.version, sub.kind);
+    let scope = if r.namespaced { "Namespaced" } else { "" };
+    let (name, kind) = (sub.name, r.kind);
+    for with_path in [false, true] {
+        let suffix = if with_path { "WithPath" } else { "" };
+        let rest = format!("{scope}{kind}{}{suffix}", to_operation_id(name, true));
+        let operations = PROXY_METHODS
+            .iter()
+            .map(|method| {
+                let upper = method.key().to_ascii_uppercase();
+                naming.operation(
+                    &gvk,
+                    Spec {
+                        method: *method,
+                        verb: "connect",
+                        rest: format!("{}{rest}", to_operation_id(method.key(), true)),
+                        description: format!("pass a {upper} request on through {name} of {kind}"),
+                        action: "connect",
+                        body: None,
+                        response: Payload::Bytes,
+                        responses: Responses::Produces(&["*/*"]),
+                        params: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        let path_param = with_path.then_some(Param {
+            name: "path",
+            location: In::Path,
+            ty: "string",
+            description: Cow::Borrowed("path to the resource"),
+        });
+        let path = if with_path {
+            format!("{object}/{name}/{{path}}")
+        } else {
+            format!("{object}/{name}")
+        };
+        push_item(
+            items,
+            &path,
+            [name_param(sub.kind)]
+                .into_iter()
+                .chain(namespace.cloned())
+                .chain(path_param)
+                .chain(options.iter().cloned()),
+            operations,
+        );
+    }
 }
 
 /// The HTTP method a connecter's verb is requested with, as upstream's authorizer names the
@@ -1069,6 +1153,21 @@ fn options_params(kind: &str) -> Option<Vec<Param>> {
             "ports",
             "integer",
             "The ports of the pod to forward, one parameter per port. Required with WebSockets.",
+        )],
+        "PodProxyOptions" => vec![query(
+            "path",
+            "string",
+            "The path of the request passed on to the pod; the path after 'proxy/' takes its place.",
+        )],
+        "ServiceProxyOptions" => vec![query(
+            "path",
+            "string",
+            "The path of the request passed on to the service's endpoint; the path after 'proxy/' takes its place.",
+        )],
+        "NodeProxyOptions" => vec![query(
+            "path",
+            "string",
+            "The path of the request passed on to the node; the path after 'proxy/' takes its place.",
         )],
         _ => return None,
     };

@@ -619,6 +619,7 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
                     "update" => "put",
                     "patch" => "patch",
                     "create" => "post",
+                    "delete" => "delete",
                     other => panic!("unexpected verb {other}"),
                 };
                 let operation = &item[method];
@@ -629,7 +630,7 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
                 );
                 // The action of a stored subresource's operation is its method's name.
                 let action = match sub.stream {
-                    Some(catalog::Stream::Connect) => "connect",
+                    Some(catalog::Stream::Connect | catalog::Stream::Proxy) => "connect",
                     _ => method,
                 };
                 assert_eq!(operation["x-kubernetes-action"], action, "{method} {path}");
@@ -1064,9 +1065,80 @@ fn the_v2_document_has_the_pod_log_and_connect_operations_in_swagger_form() {
     );
     assert_eq!(log["responses"]["200"], string);
     assert_eq!(log["x-kubernetes-action"], "get");
-    // Only what the server routes is advertised: no proxy subresources.
-    for path in paths.as_object().expect("paths").keys() {
-        assert!(!path.contains("/proxy"), "{path}");
+}
+
+#[test]
+fn proxy_subresources_have_upstreams_two_paths_and_seven_methods() {
+    let v2 = &v2_document().value;
+    let v3 = &doc("", "v1").value;
+    let string = json!({"description": "OK", "schema": {"type": "string"}});
+    let namespace = ("namespace", "path", "string");
+    for (object, rest, kind, namespaced) in [
+        (
+            "/api/v1/namespaces/{namespace}/pods/{name}",
+            "NamespacedPodProxy",
+            "PodProxyOptions",
+            true,
+        ),
+        (
+            "/api/v1/namespaces/{namespace}/services/{name}",
+            "NamespacedServiceProxy",
+            "ServiceProxyOptions",
+            true,
+        ),
+        (
+            "/api/v1/nodes/{name}",
+            "NodeProxy",
+            "NodeProxyOptions",
+            false,
+        ),
+    ] {
+        for with_path in [false, true] {
+            let (path, rest) = if with_path {
+                (
+                    format!("{object}/proxy/{{path}}"),
+                    format!("{rest}WithPath"),
+                )
+            } else {
+                (format!("{object}/proxy"), rest.to_owned())
+            };
+            let mut expected = vec![("name", "path", "string")];
+            expected.extend(namespaced.then_some(namespace));
+            expected.extend(with_path.then_some(("path", "path", "string")));
+            expected.push(("path", "query", "string"));
+            let item = &v2["paths"][&path];
+            assert_eq!(
+                shapes(&item["parameters"], false),
+                owned(&expected),
+                "{path}"
+            );
+            assert_eq!(
+                methods(item),
+                ["delete", "get", "head", "options", "patch", "post", "put"],
+                "{path}"
+            );
+            for method in methods(item) {
+                let op = &item[method];
+                let id = format!(
+                    "connectCoreV1{}{rest}",
+                    super::operations::to_operation_id(method, true)
+                );
+                assert_eq!(op["operationId"], id, "{method} {path}");
+                assert_eq!(op["consumes"], json!(["*/*"]), "{id}");
+                assert_eq!(op["produces"], json!(["*/*"]), "{id}");
+                assert_eq!(op["x-kubernetes-action"], "connect", "{id}");
+                assert_eq!(op["x-kubernetes-group-version-kind"], gvk("", "v1", kind));
+                assert!(op.get("parameters").is_none(), "{id}");
+                assert_eq!(op["responses"]["200"], string, "{id}");
+            }
+            let item = &v3["paths"][&path];
+            assert_eq!(
+                shapes(&item["parameters"], true),
+                owned(&expected),
+                "{path}"
+            );
+            assert_eq!(methods(item).len(), 7, "{path}");
+        }
     }
 }
 
