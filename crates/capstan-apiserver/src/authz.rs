@@ -546,7 +546,8 @@ impl Authorizer {
 /// bootstrap policy grants them; and the user-facing `admin`, `edit` and `view` roles, which
 /// aggregate upstream's `system:aggregate-to-*` rules, and the scheduler's roles
 /// (`system:kube-scheduler`, `system:volume-scheduler`) bound to its user
-/// (`rbac_bootstrap.json`); the nodes' `system:node` role with a binding that names nobody (the
+/// (`rbac_bootstrap.json`); the service proxy's `system:node-proxier` bound to
+/// `system:kube-proxy`; the nodes' `system:node` role with a binding that names nobody (the
 /// Node authorizer applies its rules per node); and `cluster-admin` for the controller
 /// manager's user.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
@@ -635,6 +636,23 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:volume-scheduler",
             "system:volume-scheduler",
             "system:kube-scheduler",
+        ),
+        // The service proxy's role and user, as upstream's bootstrap policy has them.
+        role(
+            "system:node-proxier",
+            json!([{"apiGroups": [""], "resources": ["endpoints", "services"],
+                    "verbs": ["list", "watch"]},
+                   {"apiGroups": [""], "resources": ["nodes"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                    "verbs": ["create", "patch", "update"]},
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                    "verbs": ["list", "watch"]}]),
+        ),
+        user_binding(
+            "system:node-proxier",
+            "system:node-proxier",
+            "system:kube-proxy",
         ),
         // The node agents' role, upstream's `NodeRules`. Its binding has no subjects, as
         // upstream's since the Node authorizer (which applies these rules, narrowed per node)

@@ -6,8 +6,9 @@
 //!   server yet and checks against the hash in its token (the token pins the CA);
 //! - `POST /v1-capstan/node` with `Authorization: Basic node:<secret>` and a JSON body
 //!   `{"name": "<node>", "addresses": ["<ip or name>", ...]}`: the node's credentials, a client
-//!   certificate for `system:node:<node>` in `system:nodes` and a kubelet serving certificate
-//!   for its addresses, both from the cluster CA.
+//!   certificate for `system:node:<node>` in `system:nodes`, a kubelet serving certificate
+//!   for its addresses and the service proxy's client certificate (`system:kube-proxy`), all
+//!   from the cluster CA.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,9 @@ use crate::pki::{self, PkiError};
 pub const CACERTS: &str = "/cacerts";
 /// The path that issues a node's credentials.
 pub const NODE: &str = "/v1-capstan/node";
+
+/// The service proxy's user, which upstream's bootstrap policy binds to `system:node-proxier`.
+pub const PROXY_USER: &str = "system:kube-proxy";
 
 /// The largest credentials request read.
 const MAX_BODY: usize = 64 * 1024;
@@ -62,6 +66,8 @@ pub struct NodeCredentials {
     pub client: Pair,
     /// The kubelet's serving certificate.
     pub serving: Pair,
+    /// The service proxy's client certificate (`system:kube-proxy`, shared by every node).
+    pub proxy: Pair,
 }
 
 /// The full token for the CA bundle `ca_pem` and `secret`.
@@ -188,10 +194,12 @@ impl Join {
         names.sort();
         names.dedup();
         let issued = pki::node_client(&self.tls_dir, name).and_then(|client| {
-            pki::kubelet_serving(&self.tls_dir, name, &names).map(|serving| (client, serving))
+            let serving = pki::kubelet_serving(&self.tls_dir, name, &names)?;
+            let proxy = pki::component_client(&self.tls_dir, "proxy", PROXY_USER, None)?;
+            Ok((client, serving, proxy))
         });
         match issued {
-            Ok((client, serving)) => {
+            Ok((client, serving, proxy)) => {
                 tracing::info!(node = %name, "issued credentials to a joining node");
                 axum::Json(NodeCredentials {
                     ca: self.ca_pem.clone(),
@@ -202,6 +210,10 @@ impl Join {
                     serving: Pair {
                         cert: serving.cert_pem,
                         key: serving.key_pem,
+                    },
+                    proxy: Pair {
+                        cert: proxy.cert_pem,
+                        key: proxy.key_pem,
                     },
                 })
                 .into_response()

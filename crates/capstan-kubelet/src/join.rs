@@ -55,6 +55,10 @@ pub struct Credentials {
     pub client: Pair,
     /// The kubelet API's serving certificate and key.
     pub serving: Pair,
+    /// The service proxy's client certificate and key (`system:kube-proxy`); absent from a
+    /// server that predates the proxy.
+    #[serde(default)]
+    pub proxy: Option<Pair>,
 }
 
 /// A certificate and its key, PEM.

@@ -29,6 +29,7 @@ pub mod claims;
 pub mod cni;
 pub mod containerd;
 pub mod cri;
+pub mod dns;
 pub mod env;
 pub mod events;
 pub mod git_repo;
@@ -99,6 +100,12 @@ pub struct Config {
     /// The cluster's DNS domain (`--cluster-domain`): pods with a subdomain are named
     /// `<hostname>.<subdomain>.<namespace>.svc.<domain>` in their `/etc/hosts`.
     pub cluster_domain: String,
+    /// The cluster DNS servers pods with `dnsPolicy: ClusterFirst` use (`--cluster-dns`);
+    /// when empty, the cluster IP of the `kube-system/kube-dns` Service if there is one.
+    pub cluster_dns: Vec<IpAddr>,
+    /// The host's resolver configuration, which `dnsPolicy: Default` pods get and the others'
+    /// search lists extend (`--resolv-conf`).
+    pub resolv_conf: PathBuf,
     /// The kubelet API's certificate and client CA; without them the API is not served (no
     /// logs, exec, attach or port-forward through the API server).
     pub tls: Option<server::ServingTls>,
@@ -119,6 +126,8 @@ impl Config {
             max_pods: 110,
             kubelet_port: 10250,
             cluster_domain: "cluster.local".to_owned(),
+            cluster_dns: Vec::new(),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
             tls: None,
         }
     }
@@ -339,6 +348,8 @@ pub async fn run(
         log_root,
         root_dir: config.root_dir.clone(),
         cluster_domain: config.cluster_domain.clone(),
+        cluster_dns: config.cluster_dns.clone(),
+        resolv_conf: config.resolv_conf.clone(),
         node_memory: i64::try_from(machine.memory).unwrap_or(i64::MAX),
         allocatable,
         events,

@@ -73,6 +73,10 @@ pub struct Shared {
     pub root_dir: PathBuf,
     /// The cluster's DNS domain.
     pub cluster_domain: String,
+    /// The cluster DNS servers (empty: the `kube-dns` Service's cluster IP).
+    pub cluster_dns: Vec<std::net::IpAddr>,
+    /// The host's resolv.conf.
+    pub resolv_conf: PathBuf,
     /// The node's memory, in bytes.
     pub node_memory: i64,
     /// The node's allocatable resources.
@@ -663,13 +667,44 @@ impl Worker {
         }
     }
 
+    /// The cluster DNS servers: the configured ones, else the `kube-system/kube-dns`
+    /// Service's cluster IP (so that a joined node needs no `--cluster-dns`), else none.
+    async fn cluster_dns(&self) -> Vec<std::net::IpAddr> {
+        if !self.shared.cluster_dns.is_empty() {
+            return self.shared.cluster_dns.clone();
+        }
+        let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(self.shared.client.clone(), "kube-system");
+        match services.get_opt("kube-dns").await {
+            Ok(Some(service)) => service
+                .spec
+                .and_then(|s| s.cluster_ip)
+                .and_then(|ip| ip.parse().ok())
+                .into_iter()
+                .collect(),
+            Ok(None) => Vec::new(),
+            Err(error) => {
+                tracing::debug!(%error, "cannot look up the kube-dns Service");
+                Vec::new()
+            }
+        }
+    }
+
     /// Creates a new sandbox for the pod: its directories, then the runtime's sandbox.
     async fn start_sandbox(&mut self, pod: &Pod, observed: &Observed) -> Result<String, String> {
         let log_dir = self.shared.log_root.join(spec::pod_log_dir_name(pod));
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
         let attempt = observed.sandbox().map_or(0, |s| s.attempt + 1);
-        let config = spec::sandbox_config(pod, attempt, &log_dir.display().to_string());
+        let mut config = spec::sandbox_config(pod, attempt, &log_dir.display().to_string());
+        let cluster_dns = self.cluster_dns().await;
+        let host = crate::dns::ResolvConf::read(&self.shared.resolv_conf);
+        let (dns, warnings) =
+            crate::dns::pod_dns(pod, &cluster_dns, &self.shared.cluster_domain, &host);
+        for (reason, message) in warnings {
+            self.shared.events.pod(pod, Warning, reason, message);
+        }
+        config.dns_config = Some(dns.to_cri());
         let mut runtime = self.shared.cri.runtime.clone();
         let response = runtime
             .run_pod_sandbox(cri::RunPodSandboxRequest {

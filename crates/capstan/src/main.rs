@@ -250,6 +250,18 @@ struct AgentFlags {
     /// The cluster's DNS domain.
     #[arg(long, default_value = "cluster.local")]
     cluster_domain: String,
+    /// The cluster DNS servers pods with `dnsPolicy: ClusterFirst` use (comma-separated);
+    /// default: the cluster IP of the `kube-system/kube-dns` Service.
+    #[arg(long, value_delimiter = ',')]
+    cluster_dns: Vec<IpAddr>,
+    /// The resolver configuration `dnsPolicy: Default` pods get and other pods' search lists
+    /// extend.
+    #[arg(long, default_value = "/etc/resolv.conf")]
+    resolv_conf: PathBuf,
+    /// Run no service proxy with the node agent (k3s's flag): Services' cluster IPs and node
+    /// ports are then left to another proxy.
+    #[arg(long)]
+    disable_kube_proxy: bool,
 }
 
 impl AgentFlags {
@@ -268,7 +280,57 @@ impl AgentFlags {
         config.max_pods = self.max_pods;
         config.kubelet_port = self.kubelet_port;
         config.cluster_domain = self.cluster_domain.clone();
+        config.cluster_dns = self.cluster_dns.clone();
+        config.resolv_conf = self.resolv_conf.clone();
         Ok(config)
+    }
+}
+
+impl AgentFlags {
+    /// The service proxy's settings for node `node`: upstream's table name on the default
+    /// bridge; a table per bridge otherwise, so that nodes sharing a machine (tests) keep
+    /// apart.
+    fn proxy_config(&self, node: &str) -> capstan_proxy::Config {
+        let mut config = capstan_proxy::Config::new(node);
+        if self.cni_bridge != "cni0" {
+            config.table = format!("kube-proxy-{}", self.cni_bridge);
+        }
+        config
+    }
+}
+
+/// Runs the service proxy as `client` until the returned sender fires or is dropped; the task
+/// ends once the proxy has removed its table.
+fn spawn_proxy(
+    client: kube::Client,
+    config: capstan_proxy::Config,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result = capstan_proxy::run(client, config, async {
+            let _ = stopped.await;
+        })
+        .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "the service proxy stopped");
+        }
+    });
+    (stop, task)
+}
+
+/// Stops a proxy started by [`spawn_proxy`] and waits (a while) for its table to go.
+async fn stop_proxy(
+    proxy: Option<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )>,
+) {
+    if let Some((stop, task)) = proxy {
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     }
 }
 
@@ -764,6 +826,19 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             key_pem: serving.key_pem,
             client_ca_pem,
         });
+        let proxy = if args.agent.disable_kube_proxy {
+            None
+        } else {
+            let kubeconfig = data_dir.join("cred").join("proxy.kubeconfig");
+            apiserver
+                .write_component_kubeconfig("proxy", "system:kube-proxy", &kubeconfig)
+                .context("cannot write the service proxy's kubeconfig")?;
+            let client = client_from(Some(&kubeconfig), "kube-proxy").await?;
+            Some(spawn_proxy(
+                client,
+                args.agent.proxy_config(&config.node_name),
+            ))
+        };
         let kubeconfig = data_dir.join("cred").join("node.kubeconfig");
         apiserver
             .write_client_kubeconfig(
@@ -784,11 +859,12 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 tracing::error!(error = %format!("{:#}", anyhow::Error::from(e)), "the node agent stopped");
             }
         });
-        Some((stop, task))
+        Some((stop, task, proxy))
     };
     shutdown.await?;
     tracing::info!("shutting down");
-    if let Some((stop, task)) = agent {
+    if let Some((stop, task, proxy)) = agent {
+        stop_proxy(proxy).await;
         let _ = stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
         log_pods_outlive_stop(&data_dir);
@@ -829,11 +905,35 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         key_pem: credentials.serving.key.clone(),
         client_ca_pem: credentials.ca.clone(),
     });
+    let proxy = match (&credentials.proxy, args.agent.disable_kube_proxy) {
+        (_, true) => None,
+        (None, false) => {
+            tracing::warn!("the server issued no service proxy credentials: no service proxy runs");
+            None
+        }
+        (Some(pair), false) => {
+            let kubeconfig = args.data_dir.join("cred").join("proxy.kubeconfig");
+            capstan_client::credentials::Kubeconfig {
+                server: &args.server,
+                ca_pem: &credentials.ca,
+                cert_pem: &pair.cert,
+                key_pem: &pair.key,
+            }
+            .write(&kubeconfig, 0o600)
+            .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
+            let client = client_from(Some(&kubeconfig), "kube-proxy").await?;
+            Some(spawn_proxy(
+                client,
+                args.agent.proxy_config(&config.node_name),
+            ))
+        }
+    };
     let client = client_from(Some(&kubeconfig), "kubelet").await?;
     let result = capstan_kubelet::run(client, config, async {
         let _ = shutdown.await;
     })
     .await;
+    stop_proxy(proxy).await;
     log_pods_outlive_stop(&args.data_dir);
     result.map_err(|e| anyhow::Error::from(e).context("the node agent stopped"))
 }

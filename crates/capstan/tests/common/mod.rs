@@ -35,14 +35,24 @@ impl Server {
         Self::launch(data_dir, port, extra)
     }
 
+    /// A server with its node agent listening on `bind` rather than loopback only (pods reach
+    /// the API server through the `kubernetes` Service at its advertised address).
+    pub fn start_node_on(data_dir: &Path, port: u16, bind: &str, extra: &[&str]) -> Server {
+        let mut args = vec!["--bind-address", bind];
+        args.extend_from_slice(extra);
+        Self::launch(data_dir, port, &args)
+    }
+
     fn launch(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
+        let bind = if extra.contains(&"--bind-address") {
+            &[][..]
+        } else {
+            &["--bind-address", "127.0.0.1"][..]
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args([
-                "server",
-                "--bind-address",
-                "127.0.0.1",
-                "--https-listen-port",
-            ])
+            .arg("server")
+            .args(bind)
+            .args(["--https-listen-port"])
             .arg(port.to_string())
             .arg("--data-dir")
             .arg(data_dir)
@@ -74,6 +84,12 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Kills the server with SIGKILL, as a crash: nothing is cleaned up.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn stop(mut self) {

@@ -1,0 +1,288 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::rules::{NodeInfo, desired};
+
+/// A network namespace of its own, removed when dropped, so the kernel's real nftables can
+/// be exercised without touching the host's rules.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("capstan-nft-{tag}-{}", std::process::id());
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .output();
+        let status = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip netns add {name}");
+        Netns(name)
+    }
+
+    fn nft(&self) -> Vec<String> {
+        ["ip", "netns", "exec", &self.0, "nft"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    /// `nft -j list table ip <table>` in the namespace, or `None` when there is no such table.
+    fn list(&self, table: &str) -> Option<Value> {
+        let output = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &self.0, "nft", "-j", "list", "table", "ip", table,
+            ])
+            .output()
+            .unwrap();
+        output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).unwrap())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .output();
+    }
+}
+
+fn objects<'a>(listing: &'a Value, kind: &str) -> Vec<&'a Value> {
+    listing["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.get(kind))
+        .collect()
+}
+
+fn chain_names(listing: &Value) -> Vec<String> {
+    objects(listing, "chain")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn map_size(listing: &Value, name: &str) -> usize {
+    objects(listing, "map")
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["elem"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+fn services(count: usize, endpoints: usize, affinity: bool) -> (Vec<Service>, Vec<EndpointSlice>) {
+    let mut services = Vec::new();
+    let mut slices = Vec::new();
+    for i in 0..count {
+        let mut spec = json!({
+            "type": "NodePort",
+            "clusterIP": format!("10.43.{}.{}", i / 250, i % 250 + 1),
+            "ports": [{"name": "http", "port": 80, "nodePort": 30000 + i, "protocol": "TCP"},
+                      {"name": "dns", "port": 53, "protocol": "UDP"}],
+        });
+        if affinity {
+            spec["sessionAffinity"] = json!("ClientIP");
+        }
+        services.push(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("svc{i}"), "namespace": "ns"},
+                "spec": spec,
+            }))
+            .unwrap(),
+        );
+        let endpoints: Vec<Value> = (0..endpoints)
+            .map(|e| json!({"addresses": [format!("10.42.{}.{}", e, i % 250 + 1)], "nodeName": "n1"}))
+            .collect();
+        slices.push(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("svc{i}-x"), "namespace": "ns",
+                             "labels": {"kubernetes.io/service-name": format!("svc{i}")}},
+                "addressType": "IPv4",
+                "endpoints": endpoints,
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"},
+                          {"name": "dns", "port": 5353, "protocol": "UDP"}],
+            }))
+            .unwrap(),
+        );
+    }
+    (services, slices)
+}
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+fn node() -> NodeInfo {
+    NodeInfo {
+        name: "n1".to_owned(),
+        pod_cidr: Some((Ipv4Addr::new(10, 42, 0, 0), 24)),
+        addresses: [Ipv4Addr::new(192, 0, 2, 1)].into(),
+    }
+}
+
+#[test]
+fn verdict_maps_are_written_with_the_verdict_type() {
+    let writer = Writer::new("kube-proxy");
+    let json: Value =
+        serde_json::from_str(&to_json(writer.transaction(None, &Desired::default())).unwrap())
+            .unwrap();
+    let maps: Vec<&Value> = json["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.pointer("/add/map"))
+        .collect();
+    assert_eq!(maps.len(), 4);
+    assert!(maps.iter().all(|m| m["map"] == "verdict"));
+    let first = &json["nftables"][0];
+    assert_eq!(
+        first,
+        &json!({"add": {"table": {"family": "ip", "name": "kube-proxy"}}})
+    );
+    assert_eq!(
+        json["nftables"][1],
+        json!({"delete": {"table": {"family": "ip", "name": "kube-proxy"}}})
+    );
+}
+
+#[test]
+fn a_one_endpoint_change_touches_only_its_services_rules() {
+    let writer = Writer::new("kube-proxy");
+    let (services, mut slices) = super::tests::services(100, 10, false);
+    let before = desired(&services, &slices, &node());
+    slices[7].endpoints.pop();
+    let after = desired(&services, &slices, &node());
+    let transaction = writer.transaction(Some(&before), &after);
+    let text = to_json(transaction.clone()).unwrap();
+    assert!(text.contains("ns/svc7/"), "{text}");
+    for other in ["ns/svc6/", "ns/svc8/", "ns/svc70/"] {
+        assert!(!text.contains(other), "{other} touched: {text}");
+    }
+    // Two service chains refilled (tcp and udp), two endpoint chains gone.
+    let flushed = transaction
+        .iter()
+        .filter(|o| matches!(o, NfObject::CmdObject(NfCmd::Flush(_))))
+        .count();
+    assert_eq!(flushed, 4, "{text}");
+    let deleted = transaction
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                NfObject::CmdObject(NfCmd::Delete(NfListObject::Chain(_)))
+            )
+        })
+        .count();
+    assert_eq!(deleted, 2, "{text}");
+    // Nothing changed: nothing to send.
+    assert!(writer.transaction(Some(&after), &after).is_empty());
+}
+
+#[tokio::test]
+async fn the_kernel_takes_full_and_incremental_syncs_and_the_table_goes_away() {
+    let netns = Netns::new("sync");
+    let mut proxier = crate::Proxier::new("kube-proxy", &netns.nft());
+    let (services, mut slices) = super::tests::services(20, 3, true);
+    let stats = proxier
+        .sync(desired(&services, &slices, &node()))
+        .await
+        .unwrap();
+    assert!(stats.full);
+    let listing = netns.list("kube-proxy").expect("the table exists");
+    let chains = chain_names(&listing);
+    for base in [
+        "nat-prerouting",
+        "nat-output",
+        "nat-postrouting",
+        "filter-forward",
+        "services",
+    ] {
+        assert!(
+            chains.iter().any(|c| c == base),
+            "{base} missing: {chains:?}"
+        );
+    }
+    // 20 Services × 2 ports: a service chain each, 3 endpoint chains each, an external chain
+    // per node port.
+    let count = |prefix: &str| {
+        chains
+            .iter()
+            .filter(|c| c.starts_with(prefix) && c.contains('/'))
+            .count()
+    };
+    assert_eq!(count("service-"), 40);
+    assert_eq!(count("endpoint-"), 120);
+    assert_eq!(count("external-"), 20);
+    assert_eq!(map_size(&listing, "service-ips"), 40);
+    assert_eq!(map_size(&listing, "service-nodeports"), 20);
+    assert_eq!(
+        objects(&listing, "set")
+            .iter()
+            .filter(|s| s["name"].as_str().unwrap().starts_with("affinity-"))
+            .count(),
+        120
+    );
+
+    // An endpoint leaves, a Service loses all of them: applied incrementally.
+    slices[3].endpoints.pop();
+    slices[4].endpoints.clear();
+    let stats = proxier
+        .sync(desired(&services, &slices, &node()))
+        .await
+        .unwrap();
+    assert!(!stats.full);
+    let listing = netns.list("kube-proxy").unwrap();
+    let chains = chain_names(&listing);
+    let count = |prefix: &str| {
+        chains
+            .iter()
+            .filter(|c| c.starts_with(prefix) && c.contains('/'))
+            .count()
+    };
+    assert_eq!(count("endpoint-"), 120 - 2 - 6);
+    assert_eq!(count("service-"), 38);
+    assert_eq!(map_size(&listing, "service-ips"), 38);
+    assert_eq!(map_size(&listing, "no-endpoint-services"), 2);
+    assert_eq!(map_size(&listing, "no-endpoint-nodeports"), 1);
+
+    // Someone else changes the table behind the proxy's back: the next sync fails, and the
+    // one after replaces the whole table.
+    let status = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &netns.0,
+            "nft",
+            "delete",
+            "table",
+            "ip",
+            "kube-proxy",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    slices[3].endpoints.clear();
+    assert!(
+        proxier
+            .sync(desired(&services, &slices, &node()))
+            .await
+            .is_err()
+    );
+    let stats = proxier
+        .sync(desired(&services, &slices, &node()))
+        .await
+        .unwrap();
+    assert!(stats.full);
+    assert_eq!(
+        map_size(&netns.list("kube-proxy").unwrap(), "no-endpoint-services"),
+        4
+    );
+
+    proxier.remove().await.unwrap();
+    assert!(netns.list("kube-proxy").is_none());
+    // Removing a table that is not there is fine (a clean stop after a failed start).
+    proxier.remove().await.unwrap();
+}
