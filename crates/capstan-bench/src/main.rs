@@ -36,6 +36,9 @@
 //! `capstan-bench pods` runs a real node (the agent and its containerd): pod start-up latency
 //! beside plain `ctr run`s, and the agent's CPU and memory (see the `pods` module).
 //!
+//! `capstan-bench proxy` times the service proxy's syncs into a real nftables table (see the
+//! `proxy` module).
+//!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
 
@@ -68,6 +71,7 @@ mod api;
 mod controllers;
 mod crash;
 mod pods;
+mod proxy;
 mod scheduler;
 
 /// Command-line interface.
@@ -99,6 +103,9 @@ enum Command {
     /// Benchmark a real node: pod start-up latency (beside `ctr run`) and the agent's CPU and
     /// memory. Needs root, containerd, runc and the CNI plugins.
     Pods(pods::PodsArgs),
+    /// Benchmark the service proxy: syncs of many Services into nftables, one endpoint change
+    /// at a time, incremental against full replacement. Needs root and nft.
+    Proxy(proxy::ProxyArgs),
 }
 
 #[derive(Args, Debug)]
@@ -329,6 +336,7 @@ async fn main() -> ExitCode {
         Command::Scheduler(args) => scheduler::run(args).await,
         Command::Controllers(args) => controllers::run(args).await,
         Command::Pods(args) => pods::run(args).await,
+        Command::Proxy(args) => proxy::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

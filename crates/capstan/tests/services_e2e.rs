@@ -2,7 +2,8 @@
 //! (nftables, in the table `kube-proxy-<bridge>`); pods are busybox containers serving
 //! their own names over HTTP. A client pod reaches a Deployment through its cluster IP, the
 //! host through a node port; a pod failing readiness leaves the rotation and comes back;
-//! scaling updates the rules; session affinity holds; a Service without endpoints refuses
+//! scaling updates the rules; session affinity holds; `kubectl port-forward svc/web` reaches a
+//! pod; a Service without endpoints refuses
 //! connections; a pod lists pods with its service account's token through the `kubernetes`
 //! Service (kubectl inside the pod, in-cluster configuration), allowed or forbidden per RBAC.
 //! The proxy's table is gone after a clean stop, survives a `kill -9` (traffic keeps
@@ -269,6 +270,36 @@ fn services_reach_pods_through_the_proxy() {
         host_get(&address)
     });
     assert!(pods.contains(&body), "{body} not one of {pods:?}");
+
+    // kubectl port-forward svc/web: to one of its pods, on the target port.
+    let mut forward = Command::new(common::kubectl_binary("default"))
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(["port-forward", "svc/web", ":80"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(forward.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    // "Forwarding from 127.0.0.1:40123 -> 8080"
+    let local = line
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("unexpected port-forward output {line:?}"))
+        .to_owned();
+    assert!(line.trim_end().ends_with("-> 8080"), "{line}");
+    let body = host_get(&local);
+    let _ = forward.kill();
+    let _ = forward.wait();
+    assert!(
+        body.as_ref().is_some_and(|b| pods.contains(b)),
+        "{body:?} through port-forward"
+    );
 
     // The Service's endpoints, as kubectl shows them.
     let endpoints = kubectl_ok("default", kc, &["get", "endpoints", "web"]);
