@@ -1,13 +1,12 @@
 //! End to end: Services on a real node. The server runs its node agent and service proxy
-//! (nftables, in the table `kube-proxy-<bridge>`); pods are busybox containers serving
-//! their own names over HTTP. A client pod reaches a Deployment through its cluster IP, the
-//! host through a node port; a pod failing readiness leaves the rotation and comes back;
-//! scaling updates the rules; session affinity holds; `kubectl port-forward svc/web` reaches a
-//! pod; a Service without endpoints refuses
-//! connections; a pod lists pods with its service account's token through the `kubernetes`
-//! Service (kubectl inside the pod, in-cluster configuration), allowed or forbidden per RBAC.
-//! The proxy's table is gone after a clean stop, survives a `kill -9` (traffic keeps
-//! flowing) and is rebuilt by the next start.
+//! (nftables, in the table `kube-proxy-<bridge>`); pods are busybox containers serving their
+//! own names over HTTP. A client pod reaches a Deployment through its cluster IP, the host
+//! through a node port; `kubectl port-forward svc/web` reaches a pod; a pod failing readiness
+//! leaves the rotation and comes back; scaling updates the rules; session affinity holds; a
+//! Service without endpoints refuses connections; a pod lists pods with its service account's
+//! token through the `kubernetes` Service (kubectl and the Python client inside the pod,
+//! in-cluster configuration), allowed or forbidden per RBAC. The proxy's table is gone after a
+//! clean stop, survives a `kill -9` (traffic keeps flowing) and is rebuilt by the next start.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -187,10 +186,68 @@ spec:
     image: IMAGE
     command: ["sleep", "3600"]
     volumeMounts: [{name: kubectl, mountPath: /usr/local/bin/kubectl}]
+  - name: python
+    image: IMAGE
+    command: ["sleep", "3600"]
+    volumeMounts:
+    - {name: usr, mountPath: /usr, readOnly: true}
+    - {name: lib, mountPath: /lib, readOnly: true}
+    - {name: lib64, mountPath: /lib64, readOnly: true}
+PYTHON_MOUNT
   volumes:
   - name: kubectl
     hostPath: {path: KUBECTL, type: File}
+  - name: usr
+    hostPath: {path: /usr, type: Directory}
+  - name: lib
+    hostPath: {path: /usr/lib, type: Directory}
+  - name: lib64
+    hostPath: {path: /usr/lib64, type: Directory}
+PYTHON_VOLUME
 "#;
+
+/// The Python client inside a pod: `load_incluster_config`, then a list that RBAC allows and
+/// one it forbids.
+const INCLUSTER_PY: &str = r#"
+from kubernetes import client, config
+config.load_incluster_config()
+v1 = client.CoreV1Api()
+print("pods:" + ",".join(p.metadata.name for p in v1.list_namespaced_pod("default").items))
+try:
+    v1.list_namespaced_secret("default")
+    print("secrets: listed")
+except client.ApiException as e:
+    print("secrets: %d" % e.status)
+"#;
+
+/// The pod's mount of the host's Python prefix (its volume when `!mount`), unless `/usr` (which
+/// the pod mounts anyway) holds it.
+fn python_mount(prefix: &str, mount: bool) -> String {
+    if prefix == "/usr" || prefix.starts_with("/usr/") {
+        String::new()
+    } else if mount {
+        format!("    - {{name: python, mountPath: {prefix}, readOnly: true}}")
+    } else {
+        format!("  - name: python\n    hostPath: {{path: {prefix}, type: Directory}}")
+    }
+}
+
+/// The host's Python (the one with the `kubernetes` package) and its prefix, which the pod
+/// mounts with the host's `/usr` to run it.
+fn host_python() -> (String, String) {
+    let output = Command::new("python3")
+        .args(["-c", "import sys, kubernetes; print(sys.executable); print(sys.prefix)"])
+        .output()
+        .expect("python3 with the kubernetes package (scripts/install-deps installs it)");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let mut lines = text.lines();
+    let executable = std::fs::canonicalize(lines.next().unwrap())
+        .unwrap()
+        .display()
+        .to_string();
+    (executable, lines.next().unwrap().to_owned())
+}
 
 #[test]
 fn services_reach_pods_through_the_proxy() {
@@ -399,6 +456,21 @@ fn services_reach_pods_through_the_proxy() {
             && message.contains("cannot list resource \"secrets\""),
         "{message}"
     );
+
+    // The Python client's in-cluster configuration, the same way.
+    let output = kubectl_any(
+        "default",
+        kc,
+        &["exec", "incluster", "-c", "python", "--", &python, "-c", INCLUSTER_PY],
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(printed.contains("pods:") && printed.contains("incluster"), "{printed}");
+    assert!(printed.contains("secrets: 403"), "{printed}");
 
     // A clean stop removes the table.
     server.stop();
