@@ -236,10 +236,17 @@ fn python_mount(prefix: &str, mount: bool) -> String {
 /// mounts with the host's `/usr` to run it.
 fn host_python() -> (String, String) {
     let output = Command::new("python3")
-        .args(["-c", "import sys, kubernetes; print(sys.executable); print(sys.prefix)"])
+        .args([
+            "-c",
+            "import sys, kubernetes; print(sys.executable); print(sys.prefix)",
+        ])
         .output()
         .expect("python3 with the kubernetes package (scripts/install-deps installs it)");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let mut lines = text.lines();
     let executable = std::fs::canonicalize(lines.next().unwrap())
@@ -337,12 +344,12 @@ fn services_reach_pods_through_the_proxy() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // kubectl keeps writing to its output ("Handling connection for ..."): read it all, or
+    // it dies of SIGPIPE.
+    let mut reader = std::io::BufReader::new(forward.stdout.take().unwrap());
     let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(forward.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     // "Forwarding from 127.0.0.1:40123 -> 8080"
     let local = line
         .split_whitespace()
@@ -350,13 +357,14 @@ fn services_reach_pods_through_the_proxy() {
         .unwrap_or_else(|| panic!("unexpected port-forward output {line:?}"))
         .to_owned();
     assert!(line.trim_end().ends_with("-> 8080"), "{line}");
-    let body = host_get(&local);
+    let body = wait_for(
+        "an answer through port-forward",
+        Duration::from_secs(30),
+        || host_get(&local),
+    );
     let _ = forward.kill();
     let _ = forward.wait();
-    assert!(
-        body.as_ref().is_some_and(|b| pods.contains(b)),
-        "{body:?} through port-forward"
-    );
+    assert!(pods.contains(&body), "{body:?} through port-forward");
 
     // The Service's endpoints, as kubectl shows them.
     let endpoints = kubectl_ok("default", kc, &["get", "endpoints", "web"]);
@@ -419,9 +427,12 @@ fn services_reach_pods_through_the_proxy() {
 
     // In-cluster clients: kubectl inside a pod, with the pod's service account token, through
     // the kubernetes Service.
+    let (python, prefix) = host_python();
     let reader = READER
         .replace("IMAGE", IMAGE)
-        .replace("KUBECTL", &kubectl_path());
+        .replace("KUBECTL", &kubectl_path())
+        .replace("PYTHON_MOUNT", &python_mount(&prefix, true))
+        .replace("PYTHON_VOLUME", &python_mount(&prefix, false));
     let applied = kubectl_stdin("default", kc, &["apply", "-f", "-"], &reader);
     assert!(
         applied.status.success(),
@@ -461,7 +472,16 @@ fn services_reach_pods_through_the_proxy() {
     let output = kubectl_any(
         "default",
         kc,
-        &["exec", "incluster", "-c", "python", "--", &python, "-c", INCLUSTER_PY],
+        &[
+            "exec",
+            "incluster",
+            "-c",
+            "python",
+            "--",
+            &python,
+            "-c",
+            INCLUSTER_PY,
+        ],
     );
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -469,7 +489,10 @@ fn services_reach_pods_through_the_proxy() {
         "{printed}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(printed.contains("pods:") && printed.contains("incluster"), "{printed}");
+    assert!(
+        printed.contains("pods:") && printed.contains("incluster"),
+        "{printed}"
+    );
     assert!(printed.contains("secrets: 403"), "{printed}");
 
     // A clean stop removes the table.
