@@ -547,8 +547,10 @@ impl Authorizer {
 /// aggregate upstream's `system:aggregate-to-*` rules, and the scheduler's roles
 /// (`system:kube-scheduler`, `system:volume-scheduler`) bound to its user
 /// (`rbac_bootstrap.json`); the nodes' `system:node` role with a binding that names nobody (the
-/// Node authorizer applies its rules per node); and `cluster-admin` for the controller
-/// manager's user.
+/// Node authorizer applies its rules per node); `cluster-admin` for the controller
+/// manager's user; upstream's `system:kube-dns` role and binding, and the cluster DNS
+/// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
+/// user `system:kube-dns`.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -654,8 +656,57 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "cluster-admin",
             "system:kube-controller-manager",
         ),
+        // Upstream's role of the kube-dns service account (the kube-dns add-on's identity).
+        role(
+            "system:kube-dns",
+            json!([{"apiGroups": [""], "resources": ["endpoints", "services"],
+                    "verbs": ["list", "watch"]}]),
+        ),
+        (
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": meta("system:kube-dns"),
+                   "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "system:kube-dns"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "kube-dns",
+                                 "namespace": "kube-system"}]}),
+        ),
+        // The cluster DNS server (`capstan-dns`, user system:kube-dns): it reads what CoreDNS
+        // reads (Services, EndpointSlices, Namespaces) and, in kube-system only, creates the
+        // kube-dns Service and holds its Lease.
+        role(
+            "capstan:kube-dns",
+            json!([{"apiGroups": [""], "resources": ["services", "namespaces"],
+                    "verbs": ["list", "watch"]},
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                    "verbs": ["list", "watch"]}]),
+        ),
+        user_binding("capstan:kube-dns", "capstan:kube-dns", "system:kube-dns"),
+        (
+            "roles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": namespaced(meta("capstan:kube-dns"), "kube-system"),
+                   "rules": [{"apiGroups": [""], "resources": ["services"],
+                              "resourceNames": ["kube-dns"], "verbs": ["get"]},
+                             {"apiGroups": [""], "resources": ["services"],
+                              "verbs": ["create"]},
+                             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update", "delete"]}]}),
+        ),
+        (
+            "rolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": namespaced(meta("capstan:kube-dns"), "kube-system"),
+                   "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "capstan:kube-dns"},
+                   "subjects": [{"apiGroup": GROUP, "kind": "User", "name": "system:kube-dns"}]}),
+        ),
     ]);
     objects
+}
+
+/// `metadata` placed in `namespace`.
+fn namespaced(mut metadata: Value, namespace: &str) -> Value {
+    metadata["namespace"] = json!(namespace);
+    metadata
 }
 
 /// Creates the bootstrap roles and bindings that are missing, and takes the node group out of
@@ -665,8 +716,9 @@ pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), ApiError> {
         let Some(registry) = api.registry(GROUP, "v1", plural) else {
             continue;
         };
+        let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
         match registry
-            .create(None, object, &WriteOptions::default())
+            .create(namespace.as_deref(), object, &WriteOptions::default())
             .await
         {
             Ok(_) => {}

@@ -72,7 +72,8 @@ pub fn kube_dns_service(cluster_ip: IpAddr) -> Result<Service, RegisterError> {
     .map_err(|e| RegisterError::Build("kube-dns Service", e))
 }
 
-/// Creates the `kube-dns` Service unless it exists (an existing one is left as it is).
+/// Creates the `kube-dns` Service unless it exists (an existing one is left as it is, and a
+/// different cluster IP only noted).
 pub async fn ensure_service(client: &Client, cluster_ip: IpAddr) -> Result<(), RegisterError> {
     let api: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
     let existing = api.get_opt(SERVICE).await.map_err(|source| RegisterError::Api {
@@ -82,7 +83,7 @@ pub async fn ensure_service(client: &Client, cluster_ip: IpAddr) -> Result<(), R
     if let Some(existing) = existing {
         let ip = existing.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
         if ip != cluster_ip.to_string() {
-            tracing::warn!(
+            tracing::debug!(
                 existing = %ip, wanted = %cluster_ip,
                 "the kube-dns Service has another cluster IP; leaving it as it is"
             );
@@ -170,16 +171,14 @@ pub async fn release_lease(client: &Client, address: SocketAddr) -> Result<(), R
     }
 }
 
-/// Keeps the Service and this server's Lease: the Service is ensured until that succeeds
-/// once, the Lease renewed every [`RENEW_INTERVAL`].
+/// Keeps the Service and this server's Lease: the Service is recreated whenever it is missing
+/// (checked with every renewal), the Lease renewed every [`RENEW_INTERVAL`].
 pub async fn run(client: Client, cluster_ip: Option<IpAddr>, address: SocketAddr) {
-    let mut service_done = cluster_ip.is_none();
     loop {
-        if let (false, Some(ip)) = (service_done, cluster_ip) {
-            match ensure_service(&client, ip).await {
-                Ok(()) => service_done = true,
-                Err(error) => tracing::warn!(%error, "cannot ensure the kube-dns Service"),
-            }
+        if let Some(ip) = cluster_ip
+            && let Err(error) = ensure_service(&client, ip).await
+        {
+            tracing::warn!(%error, "cannot ensure the kube-dns Service");
         }
         if let Err(error) = renew_lease(&client, address).await {
             tracing::warn!(%error, "cannot renew the DNS server's Lease");
