@@ -789,8 +789,30 @@ pub(crate) mod tests_support {
         let mut policy = Policy::default();
         let mut roles = Vec::new();
         for (plural, object) in bootstrap_objects() {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             if plural == "clusterroles" {
                 roles.push(serde_json::from_value::<ClusterRole>(object).unwrap());
+            } else if plural == "roles" {
+                let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(object).unwrap();
+                let name = role.metadata.name.unwrap_or_default();
+                policy
+                    .roles
+                    .insert((namespace, name), role.rules.unwrap_or_default());
+            } else if plural == "rolebindings" {
+                let binding: k8s_openapi::api::rbac::v1::RoleBinding =
+                    serde_json::from_value(object).unwrap();
+                policy
+                    .bindings
+                    .entry(namespace.clone())
+                    .or_default()
+                    .push(Binding {
+                        subjects: binding.subjects.unwrap_or_default(),
+                        role_ref: binding.role_ref,
+                        namespace: Some(namespace),
+                    });
             } else {
                 let binding: ClusterRoleBinding = serde_json::from_value(object).unwrap();
                 policy.cluster_bindings.push(Binding {
@@ -897,6 +919,49 @@ mod tests {
         assert!(allows("edit", &read_secret));
         assert!(!allows("edit", &create_role));
         assert!(allows("admin", &list_pods) && allows("admin", &create_role));
+    }
+
+    #[tokio::test]
+    async fn the_dns_server_may_read_what_it_answers_from_and_little_else() {
+        let authorizer = tests_support::bootstrapped();
+        let dns = User {
+            name: "system:kube-dns".into(),
+            groups: vec!["system:authenticated".into()],
+            ..User::default()
+        };
+        let at = |verb: &str, group: &str, plural: &str, name: &str, namespace: &str| {
+            let mut attributes = resource(verb, group, plural, "", name);
+            attributes.namespace = namespace.into();
+            attributes
+        };
+        for allowed in [
+            at("list", "", "services", "", ""),
+            at("watch", "", "services", "", ""),
+            at("watch", "", "namespaces", "", ""),
+            at("list", "discovery.k8s.io", "endpointslices", "", ""),
+            at("get", "", "services", "kube-dns", "kube-system"),
+            at("create", "", "services", "", "kube-system"),
+            at("update", "coordination.k8s.io", "leases", "capstan-dns-x", "kube-system"),
+            at("delete", "coordination.k8s.io", "leases", "capstan-dns-x", "kube-system"),
+        ] {
+            assert!(
+                authorizer.authorize(&dns, &allowed).await.allowed,
+                "{allowed:?}"
+            );
+        }
+        for refused in [
+            at("get", "", "secrets", "s", "default"),
+            at("get", "", "services", "web", "kube-system"),
+            at("create", "", "services", "", "default"),
+            at("update", "", "services", "kube-dns", "kube-system"),
+            at("update", "coordination.k8s.io", "leases", "n1", "kube-node-lease"),
+            at("create", "discovery.k8s.io", "endpointslices", "", "kube-system"),
+        ] {
+            assert!(
+                !authorizer.authorize(&dns, &refused).await.allowed,
+                "{refused:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -311,7 +311,13 @@ async fn write_if_changed(
             let mut updated = object;
             updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
             registry
-                .update(Some(namespace), name, updated, None, &WriteOptions::default())
+                .update(
+                    Some(namespace),
+                    name,
+                    updated,
+                    None,
+                    &WriteOptions::default(),
+                )
                 .await
                 .map_err(error)?;
         }
@@ -409,7 +415,10 @@ mod tests {
         assert_eq!(
             dns_servers(&leases, now),
             vec![
-                (53, vec![IpAddr::from([192, 0, 2, 7]), IpAddr::from([192, 0, 2, 8])]),
+                (
+                    53,
+                    vec![IpAddr::from([192, 0, 2, 7]), IpAddr::from([192, 0, 2, 8])]
+                ),
                 (5353, vec![IpAddr::from([192, 0, 2, 9])]),
             ]
         );

@@ -94,7 +94,12 @@ fn encoded_query(name: &str) -> Result<Vec<u8>> {
 }
 
 /// Sends `query` (with `id`) and waits for its answer; true when it is NOERROR with one record.
-async fn exchange(socket: &tokio::net::UdpSocket, query: &mut [u8], id: u16, buf: &mut [u8]) -> Result<bool> {
+async fn exchange(
+    socket: &tokio::net::UdpSocket,
+    query: &mut [u8],
+    id: u16,
+    buf: &mut [u8],
+) -> Result<bool> {
     query[..2].copy_from_slice(&id.to_be_bytes());
     socket.send(query).await?;
     loop {
@@ -116,7 +121,12 @@ struct LoadResult {
 }
 
 /// One client: asks in turn for the names starting at `offset`, until `until`.
-async fn client(server: SocketAddr, queries: Arc<Vec<Vec<u8>>>, offset: usize, until: Instant) -> Result<LoadResult> {
+async fn client(
+    server: SocketAddr,
+    queries: Arc<Vec<Vec<u8>>>,
+    offset: usize,
+    until: Instant,
+) -> Result<LoadResult> {
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
     socket.connect(server).await?;
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 10_000_000, 3)?;
@@ -232,8 +242,14 @@ pub async fn run(args: DnsArgs) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut buf = vec![0u8; 1500];
     let mut last = queries[services - 1].clone();
-    while !exchange(&probe, &mut last, 1, &mut buf).await.unwrap_or(false) {
-        ensure!(Instant::now() < deadline, "the DNS server never answered the last Service");
+    while !exchange(&probe, &mut last, 1, &mut buf)
+        .await
+        .unwrap_or(false)
+    {
+        ensure!(
+            Instant::now() < deadline,
+            "the DNS server never answered the last Service"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let queries = Arc::new(queries);

@@ -226,56 +226,62 @@ impl Zone {
     }
 
     /// A query for a name in the cluster zone (CoreDNS's `ServeDNS`).
-    fn cluster(&self, snapshot: &Snapshot, qname: &Name, lower: &Name, qtype: RecordType) -> Answer {
+    fn cluster(
+        &self,
+        snapshot: &Snapshot,
+        qname: &Name,
+        lower: &Name,
+        qtype: RecordType,
+    ) -> Answer {
         let labels = self.labels_below(lower);
         let apex = labels.is_empty();
         let mut extra = Vec::new();
         let mut chase = None;
-        let result: Result<Vec<Record>, NameError> = match qtype {
-            RecordType::A | RecordType::AAAA => {
-                self.addresses(snapshot, qname, &labels, qtype, &mut Vec::new())
+        let result: Result<Vec<Record>, NameError> =
+            match qtype {
+                RecordType::A | RecordType::AAAA => self
+                    .addresses(snapshot, qname, &labels, qtype, &mut Vec::new())
                     .map(|(records, c)| {
                         chase = c;
                         records
-                    })
-            }
-            RecordType::TXT => self.txt(snapshot, qname, &labels),
-            RecordType::CNAME => self.targets(snapshot, &labels, qtype).map(|targets| {
-                match targets.first().map(|t| &t.host) {
-                    Some(Host::Name(target)) => vec![Record::from_rdata(
-                        qname.clone(),
-                        self.ttl,
-                        RData::CNAME(CNAME(target.clone())),
-                    )],
-                    _ => Vec::new(),
+                    }),
+                RecordType::TXT => self.txt(snapshot, qname, &labels),
+                RecordType::CNAME => self.targets(snapshot, &labels, qtype).map(|targets| {
+                    match targets.first().map(|t| &t.host) {
+                        Some(Host::Name(target)) => vec![Record::from_rdata(
+                            qname.clone(),
+                            self.ttl,
+                            RData::CNAME(CNAME(target.clone())),
+                        )],
+                        _ => Vec::new(),
+                    }
+                }),
+                RecordType::PTR | RecordType::MX => {
+                    let lookup = if qtype == RecordType::PTR {
+                        self.records(snapshot, &labels)
+                    } else {
+                        self.targets(snapshot, &labels, qtype)
+                    };
+                    lookup.map(|_| Vec::new())
                 }
-            }),
-            RecordType::PTR | RecordType::MX => {
-                let lookup = if qtype == RecordType::PTR {
-                    self.records(snapshot, &labels)
+                RecordType::SRV => self
+                    .targets(snapshot, &labels, qtype)
+                    .map(|targets| self.srv(qname, targets, &mut extra)),
+                RecordType::SOA => Ok(if apex {
+                    vec![self.soa(snapshot)]
                 } else {
-                    self.targets(snapshot, &labels, qtype)
-                };
-                lookup.map(|_| Vec::new())
-            }
-            RecordType::SRV => self
-                .targets(snapshot, &labels, qtype)
-                .map(|targets| self.srv(qname, targets, &mut extra)),
-            RecordType::SOA => Ok(if apex {
-                vec![self.soa(snapshot)]
-            } else {
-                Vec::new()
-            }),
-            RecordType::AXFR | RecordType::IXFR => {
-                let mut answer = Answer::new(ResponseCode::Refused);
-                answer.authoritative = false;
-                return answer;
-            }
-            RecordType::NS if apex => Ok(self.ns(qname, &mut extra)),
-            _ => self
-                .addresses(snapshot, qname, &labels, RecordType::A, &mut Vec::new())
-                .map(|_| Vec::new()),
-        };
+                    Vec::new()
+                }),
+                RecordType::AXFR | RecordType::IXFR => {
+                    let mut answer = Answer::new(ResponseCode::Refused);
+                    answer.authoritative = false;
+                    return answer;
+                }
+                RecordType::NS if apex => Ok(self.ns(qname, &mut extra)),
+                _ => self
+                    .addresses(snapshot, qname, &labels, RecordType::A, &mut Vec::new())
+                    .map(|_| Vec::new()),
+            };
         match result {
             Err(NameError) => {
                 let rcode = if snapshot.synced {
@@ -339,7 +345,12 @@ impl Zone {
     }
 
     /// TXT: only `dns-version.<zone>` has one; other names that exist are NODATA.
-    fn txt(&self, snapshot: &Snapshot, qname: &Name, labels: &[String]) -> Result<Vec<Record>, NameError> {
+    fn txt(
+        &self,
+        snapshot: &Snapshot,
+        qname: &Name,
+        labels: &[String],
+    ) -> Result<Vec<Record>, NameError> {
         if labels.len() == 1 && labels[0] == "dns-version" {
             return Ok(vec![Record::from_rdata(
                 qname.clone(),
@@ -379,8 +390,11 @@ impl Zone {
                     if chain.contains(&link) {
                         continue;
                     }
-                    let cname =
-                        Record::from_rdata(qname.clone(), self.ttl, RData::CNAME(CNAME(to.clone())));
+                    let cname = Record::from_rdata(
+                        qname.clone(),
+                        self.ttl,
+                        RData::CNAME(CNAME(to.clone())),
+                    );
                     if self.name.zone_of(&to_lower) {
                         chain.push(link);
                         let below = self.labels_below(&to_lower);
@@ -443,7 +457,12 @@ impl Zone {
     /// What a name resolves to for a query of `qtype` (CoreDNS's `Services`): the zone's name
     /// servers for `ns.dns.<zone>`, else [`Zone::records`], without ExternalName Services for
     /// SRV queries.
-    fn targets(&self, snapshot: &Snapshot, labels: &[String], qtype: RecordType) -> Result<Vec<Target>, NameError> {
+    fn targets(
+        &self,
+        snapshot: &Snapshot,
+        labels: &[String],
+        qtype: RecordType,
+    ) -> Result<Vec<Target>, NameError> {
         if labels.len() == 2 && labels[0] == "ns" && labels[1] == "dns" {
             let key = join(&["ns", "dns"], &self.name).unwrap_or_else(|| self.name.clone());
             return Ok(self
@@ -488,7 +507,9 @@ impl Zone {
         let mut found = false;
         match &service.kind {
             ServiceKind::ExternalName(external) => {
-                if request.endpoint.is_some() || request.port.is_some() || request.protocol.is_some()
+                if request.endpoint.is_some()
+                    || request.port.is_some()
+                    || request.protocol.is_some()
                 {
                     return Err(NameError);
                 }
@@ -572,7 +593,9 @@ impl Zone {
     /// that has it.
     fn reverse(&self, snapshot: &Snapshot, ip: IpAddr) -> Vec<Name> {
         if let Some((namespace, name)) = snapshot.service_ips.get(&ip) {
-            return join(&[name, namespace, "svc"], &self.name).into_iter().collect();
+            return join(&[name, namespace, "svc"], &self.name)
+                .into_iter()
+                .collect();
         }
         let mut names = Vec::new();
         for (namespace, service, hostname) in snapshot.endpoint_ips.get(&ip).into_iter().flatten() {

@@ -82,8 +82,10 @@ impl Forwarder {
             })
             .collect();
         let config = ResolverConfig::from_parts(None, Vec::new(), name_servers);
-        let mut builder =
-            hickory_resolver::Resolver::builder_with_config(config, TokioRuntimeProvider::default());
+        let mut builder = hickory_resolver::Resolver::builder_with_config(
+            config,
+            TokioRuntimeProvider::default(),
+        );
         let options: &mut ResolverOpts = builder.options_mut();
         options.ndots = 0;
         options.timeout = UPSTREAM_TIMEOUT;
@@ -242,10 +244,8 @@ impl RequestHandler for Handler {
         let query = match (refusal, request.queries.queries().first()) {
             (None, Some(query)) => query.original().clone(),
             (refusal, _) => {
-                let response = builder.error_msg(
-                    &request.metadata,
-                    refusal.unwrap_or(ResponseCode::FormErr),
-                );
+                let response =
+                    builder.error_msg(&request.metadata, refusal.unwrap_or(ResponseCode::FormErr));
                 return match response_handle.send_response(response).await {
                     Ok(info) => info,
                     Err(_) => failed(request),

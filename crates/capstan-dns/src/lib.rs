@@ -194,7 +194,9 @@ async fn bind(address: SocketAddr) -> Result<(UdpSocket, TcpListener), StartErro
             Err(e) => last = Some(e),
         }
     }
-    Err(error(last.unwrap_or_else(|| std::io::Error::other("no free port"))))
+    Err(error(
+        last.unwrap_or_else(|| std::io::Error::other("no free port")),
+    ))
 }
 
 /// Starts the server: binds `config.listen`, and with a `client`, watches the cluster,
@@ -212,8 +214,9 @@ pub async fn start(config: Config, client: Option<kube::Client>) -> Result<Runni
         }
         None => Vec::new(),
     };
-    let zone =
-        Arc::new(Zone::new(&config.cluster_domain, config.ttl, nameservers).map_err(StartError::Config)?);
+    let zone = Arc::new(
+        Zone::new(&config.cluster_domain, config.ttl, nameservers).map_err(StartError::Config)?,
+    );
     let servers = match &config.upstream {
         Upstream::Servers(servers) => servers.clone(),
         Upstream::ResolvConf(path) => resolv_conf_servers(path).unwrap_or_else(|error| {

@@ -285,11 +285,7 @@ impl Snapshot {
                 .collect();
             for address in &addresses {
                 let entry = snapshot.endpoint_ips.entry(address.ip).or_default();
-                let named = (
-                    key.0.clone(),
-                    key.1.clone(),
-                    address.hostname.clone(),
-                );
+                let named = (key.0.clone(), key.1.clone(), address.hostname.clone());
                 if !entry.contains(&named) {
                     entry.push(named);
                 }

@@ -76,10 +76,13 @@ pub fn kube_dns_service(cluster_ip: IpAddr) -> Result<Service, RegisterError> {
 /// different cluster IP only noted).
 pub async fn ensure_service(client: &Client, cluster_ip: IpAddr) -> Result<(), RegisterError> {
     let api: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
-    let existing = api.get_opt(SERVICE).await.map_err(|source| RegisterError::Api {
-        what: "cannot read the kube-dns Service",
-        source,
-    })?;
+    let existing = api
+        .get_opt(SERVICE)
+        .await
+        .map_err(|source| RegisterError::Api {
+            what: "cannot read the kube-dns Service",
+            source,
+        })?;
     if let Some(existing) = existing {
         let ip = existing.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
         if ip != cluster_ip.to_string() {
@@ -90,7 +93,10 @@ pub async fn ensure_service(client: &Client, cluster_ip: IpAddr) -> Result<(), R
         }
         return Ok(());
     }
-    match api.create(&PostParams::default(), &kube_dns_service(cluster_ip)?).await {
+    match api
+        .create(&PostParams::default(), &kube_dns_service(cluster_ip)?)
+        .await
+    {
         Ok(_) => {
             tracing::info!(%cluster_ip, "created the kube-dns Service");
             Ok(())
@@ -126,7 +132,11 @@ pub async fn renew_lease(client: &Client, address: SocketAddr) -> Result<(), Reg
         "renewTime": now(),
     });
     let error = |what| move |source| RegisterError::Api { what, source };
-    match api.get_opt(&name).await.map_err(error("cannot read the DNS Lease"))? {
+    match api
+        .get_opt(&name)
+        .await
+        .map_err(error("cannot read the DNS Lease"))?
+    {
         Some(mut lease) => {
             lease.spec = Some(
                 serde_json::from_value(spec).map_err(|e| RegisterError::Build("DNS Lease", e))?,
@@ -161,7 +171,10 @@ pub async fn renew_lease(client: &Client, address: SocketAddr) -> Result<(), Reg
 /// endpoints at the next reconcile rather than when the Lease runs out).
 pub async fn release_lease(client: &Client, address: SocketAddr) -> Result<(), RegisterError> {
     let api: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    match api.delete(&lease_name(address), &DeleteParams::default()).await {
+    match api
+        .delete(&lease_name(address), &DeleteParams::default())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(RegisterError::Api {

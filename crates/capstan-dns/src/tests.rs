@@ -36,7 +36,12 @@ fn service(namespace: &str, name: &str, spec: serde_json::Value) -> ServiceInfo 
     ServiceInfo::from_service(&object).unwrap()
 }
 
-fn slice(namespace: &str, service: &str, ports: serde_json::Value, endpoints: serde_json::Value) -> SliceInfo {
+fn slice(
+    namespace: &str,
+    service: &str,
+    ports: serde_json::Value,
+    endpoints: serde_json::Value,
+) -> SliceInfo {
     let family = if endpoints.to_string().contains(':') {
         "IPv6"
     } else {
@@ -268,9 +273,15 @@ fn endpoints_answer_by_hostname_and_dashed_address() {
         ["fd00--42-6.db.default.svc.cluster.local. 5 AAAA fd00::42:6"]
     );
     // An endpoint that has a hostname is not named by its address.
-    assert_nxdomain(&ask("10-42-0-5.db.default.svc.cluster.local.", RecordType::A));
+    assert_nxdomain(&ask(
+        "10-42-0-5.db.default.svc.cluster.local.",
+        RecordType::A,
+    ));
     // Not ready.
-    assert_nxdomain(&ask("10-42-0-7.db.default.svc.cluster.local.", RecordType::A));
+    assert_nxdomain(&ask(
+        "10-42-0-7.db.default.svc.cluster.local.",
+        RecordType::A,
+    ));
     // The endpoints of a service with a cluster IP have names too.
     assert_eq!(
         rendered(&ask("10-42-0-9.web.default.svc.cluster.local.", RecordType::A).answers),
@@ -334,8 +345,14 @@ fn srv_records_name_ports_and_targets() {
         ["_DNS._UDP.udp.other.svc.cluster.local. 5 SRV 0 100 53 udp.other.svc.cluster.local."]
     );
     // A port or protocol the service does not have.
-    assert_nxdomain(&ask("_nope._tcp.web.default.svc.cluster.local.", RecordType::SRV));
-    assert_nxdomain(&ask("_http._udp.web.default.svc.cluster.local.", RecordType::SRV));
+    assert_nxdomain(&ask(
+        "_nope._tcp.web.default.svc.cluster.local.",
+        RecordType::SRV,
+    ));
+    assert_nxdomain(&ask(
+        "_http._udp.web.default.svc.cluster.local.",
+        RecordType::SRV,
+    ));
     // SRV of an ExternalName service: it exists, but has no SRV records.
     assert_nodata(&ask("ext.default.svc.cluster.local.", RecordType::SRV));
 }
@@ -419,7 +436,11 @@ fn reverse_names_of_cluster_ips_and_endpoints() {
     assert_eq!(ptr("42.10.in-addr.arpa."), None);
     assert_eq!(ptr("1.0.0.127.in-addr.arpa."), None);
     assert_eq!(
-        zone().answer(&snapshot(), &name("20.0.43.10.in-addr.arpa."), RecordType::A),
+        zone().answer(
+            &snapshot(),
+            &name("20.0.43.10.in-addr.arpa."),
+            RecordType::A
+        ),
         Outcome::Forward
     );
 }
@@ -434,7 +455,10 @@ fn pod_names_spell_their_address() {
         rendered(&ask("fd00--1.default.pod.cluster.local.", RecordType::AAAA).answers),
         ["fd00--1.default.pod.cluster.local. 5 AAAA fd00::1"]
     );
-    assert_nodata(&ask("10-42-0-99.default.pod.cluster.local.", RecordType::AAAA));
+    assert_nodata(&ask(
+        "10-42-0-99.default.pod.cluster.local.",
+        RecordType::AAAA,
+    ));
     assert_nxdomain(&ask("10-42-0-99.nowhere.pod.cluster.local.", RecordType::A));
     assert_nxdomain(&ask("not-an-ip.default.pod.cluster.local.", RecordType::A));
     assert_nxdomain(&ask("300-1-1-1.default.pod.cluster.local.", RecordType::A));
@@ -458,13 +482,18 @@ fn nxdomain_and_nodata_as_coredns() {
     assert_nodata(&ask("web.default.svc.cluster.local.", RecordType::TXT));
     assert_nodata(&ask("web.default.svc.cluster.local.", RecordType::HTTPS));
     assert_nodata(&ask("web.default.svc.cluster.local.", RecordType::PTR));
-    assert_nxdomain(&ask("missing.default.svc.cluster.local.", RecordType::HTTPS));
+    assert_nxdomain(&ask(
+        "missing.default.svc.cluster.local.",
+        RecordType::HTTPS,
+    ));
     assert_nxdomain(&ask("missing.default.svc.cluster.local.", RecordType::TXT));
     // The SOA, with CoreDNS's values.
     let answer = ask("missing.default.svc.cluster.local.", RecordType::A);
     assert_eq!(
         rendered(&answer.authorities),
-        ["cluster.local. 5 SOA ns.dns.cluster.local. hostmaster.cluster.local. 1700000000 7200 1800 86400 5"]
+        [
+            "cluster.local. 5 SOA ns.dns.cluster.local. hostmaster.cluster.local. 1700000000 7200 1800 86400 5"
+        ]
     );
     let answer = ask("cluster.local.", RecordType::SOA);
     assert_eq!(answer.answers.len(), 1);
@@ -493,7 +522,11 @@ fn nxdomain_and_nodata_as_coredns() {
     );
     // Until the first lists arrive, a name not found may yet exist: SERVFAIL.
     let empty = Snapshot::default();
-    match zone().answer(&empty, &name("web.default.svc.cluster.local."), RecordType::A) {
+    match zone().answer(
+        &empty,
+        &name("web.default.svc.cluster.local."),
+        RecordType::A,
+    ) {
         Outcome::Answer(answer) => assert_eq!(answer.rcode, ResponseCode::ServFail),
         Outcome::Forward => panic!("forwarded"),
     }
@@ -533,7 +566,10 @@ fn snapshots_follow_changes() {
         Outcome::Answer(answer) => rendered(&answer.answers),
         Outcome::Forward => Vec::new(),
     };
-    assert_eq!(a(&before), ["web.default.svc.cluster.local. 5 A 10.43.0.20"]);
+    assert_eq!(
+        a(&before),
+        ["web.default.svc.cluster.local. 5 A 10.43.0.20"]
+    );
     assert_eq!(a(&after), ["web.default.svc.cluster.local. 5 A 10.43.0.99"]);
 }
 
@@ -623,13 +659,7 @@ impl RequestHandler for FakeUpstream {
             Vec::new()
         };
         response
-            .send_response(builder.build(
-                metadata,
-                records.iter(),
-                [].iter(),
-                [].iter(),
-                [].iter(),
-            ))
+            .send_response(builder.build(metadata, records.iter(), [].iter(), [].iter(), [].iter()))
             .await
             .unwrap()
     }
@@ -655,7 +685,11 @@ fn closed_port() -> SocketAddr {
 #[tokio::test]
 async fn the_handler_writes_coredns_headers() {
     let handler = handler(&[]);
-    let response = exchange(&handler, &query("web.default.svc.cluster.local.", RecordType::A)).await;
+    let response = exchange(
+        &handler,
+        &query("web.default.svc.cluster.local.", RecordType::A),
+    )
+    .await;
     assert_eq!(response.metadata.id, 4242);
     assert_eq!(response.metadata.message_type, MessageType::Response);
     assert!(response.metadata.authoritative);
@@ -667,7 +701,11 @@ async fn the_handler_writes_coredns_headers() {
         response.answers[0].data,
         RData::A(A::from_str("10.43.0.20").unwrap())
     );
-    let response = exchange(&handler, &query("nope.default.svc.cluster.local.", RecordType::AAAA)).await;
+    let response = exchange(
+        &handler,
+        &query("nope.default.svc.cluster.local.", RecordType::AAAA),
+    )
+    .await;
     assert_eq!(response.metadata.response_code, ResponseCode::NXDomain);
     assert_eq!(response.authorities.len(), 1);
     // Not a query: NOTIMP; two questions: FORMERR.
@@ -676,7 +714,10 @@ async fn the_handler_writes_coredns_headers() {
     let response = exchange(&handler, &update).await;
     assert_eq!(response.metadata.response_code, ResponseCode::NotImp);
     let mut two = query("web.default.svc.cluster.local.", RecordType::A);
-    two.add_query(Query::query(name("db.default.svc.cluster.local."), RecordType::A));
+    two.add_query(Query::query(
+        name("db.default.svc.cluster.local."),
+        RecordType::A,
+    ));
     let response = exchange(&handler, &two).await;
     assert_eq!(response.metadata.response_code, ResponseCode::FormErr);
 }
@@ -710,7 +751,11 @@ async fn forwarding_relays_upstream_answers_and_fails_as_servfail() {
         Arc::new(ArcSwap::from_pointee(snapshot)),
         Forwarder::new(&[upstream]).unwrap(),
     );
-    let response = exchange(&with_up, &query("up.default.svc.cluster.local.", RecordType::A)).await;
+    let response = exchange(
+        &with_up,
+        &query("up.default.svc.cluster.local.", RecordType::A),
+    )
+    .await;
     assert!(response.metadata.authoritative);
     assert_eq!(
         rendered(&response.answers),
@@ -731,7 +776,11 @@ async fn forwarding_relays_upstream_answers_and_fails_as_servfail() {
     let response = exchange(&none, &query("www.example.com.", RecordType::A)).await;
     assert_eq!(response.metadata.response_code, ResponseCode::ServFail);
     // An ExternalName whose target cannot be looked up: the CNAME alone.
-    let response = exchange(&dead, &query("ext.default.svc.cluster.local.", RecordType::A)).await;
+    let response = exchange(
+        &dead,
+        &query("ext.default.svc.cluster.local.", RecordType::A),
+    )
+    .await;
     assert_eq!(response.metadata.response_code, ResponseCode::NoError);
     assert_eq!(
         rendered(&response.answers),
@@ -789,7 +838,11 @@ async fn the_server_answers_over_udp_and_tcp_and_survives_garbage() {
     );
     // Nothing watched: cluster names are not known yet (SERVFAIL, as CoreDNS before its sync).
     let response = udp
-        .query(name("web.default.svc.cluster.local."), DNSClass::IN, RecordType::A)
+        .query(
+            name("web.default.svc.cluster.local."),
+            DNSClass::IN,
+            RecordType::A,
+        )
         .await
         .unwrap();
     assert_eq!(response.metadata.response_code, ResponseCode::ServFail);
@@ -820,9 +873,12 @@ async fn large_answers_are_truncated_over_udp_and_whole_over_tcp() {
         json!([{"name": "p", "port": 1, "protocol": "TCP"}]),
         json!(endpoints),
     )];
-    let dns = crate::start(crate::Config::new(SocketAddr::from(([127, 0, 0, 1], 0)), None), None)
-        .await
-        .unwrap();
+    let dns = crate::start(
+        crate::Config::new(SocketAddr::from(([127, 0, 0, 1], 0)), None),
+        None,
+    )
+    .await
+    .unwrap();
     dns.replace_snapshot(Snapshot::build(
         ["default"],
         services.iter(),
@@ -833,13 +889,19 @@ async fn large_answers_are_truncated_over_udp_and_whole_over_tcp() {
     let qname = name("big.default.svc.cluster.local.");
     let mut udp = udp_client(dns.local_addr()).await;
     udp.disable_edns();
-    let response = udp.query(qname.clone(), DNSClass::IN, RecordType::A).await.unwrap();
+    let response = udp
+        .query(qname.clone(), DNSClass::IN, RecordType::A)
+        .await
+        .unwrap();
     assert!(response.metadata.truncation);
     assert!(response.answers.len() < 60);
     assert!(response.to_vec().unwrap().len() <= 512);
     // EDNS with a larger buffer: everything fits.
     udp.enable_edns();
-    let response = udp.query(qname.clone(), DNSClass::IN, RecordType::A).await.unwrap();
+    let response = udp
+        .query(qname.clone(), DNSClass::IN, RecordType::A)
+        .await
+        .unwrap();
     assert!(!response.metadata.truncation);
     assert_eq!(response.answers.len(), 60);
     let mut tcp = tcp_client(dns.local_addr()).await;

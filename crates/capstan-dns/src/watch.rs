@@ -13,8 +13,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -101,7 +101,11 @@ async fn rebuild(state: Arc<Mutex<State>>, changed: Arc<Notify>, snapshot: Arc<A
         let next = {
             let Ok(state) = state.lock() else { return };
             Snapshot::build(
-                state.namespaces.objects.keys().map(|(_, name)| name.as_str()),
+                state
+                    .namespaces
+                    .objects
+                    .keys()
+                    .map(|(_, name)| name.as_str()),
                 state.services.objects.values(),
                 state.slices.objects.values(),
                 state.namespaces.synced && state.services.synced && state.slices.synced,

@@ -301,7 +301,10 @@ fn parse_labels(list: &[String]) -> anyhow::Result<std::collections::BTreeMap<St
 /// An upstream DNS server: `IP` (port 53) or `IP:PORT` (`[IPv6]:PORT`).
 fn parse_upstream(text: &str) -> Result<std::net::SocketAddr, String> {
     text.parse::<std::net::SocketAddr>()
-        .or_else(|_| text.parse::<IpAddr>().map(|ip| std::net::SocketAddr::new(ip, 53)))
+        .or_else(|_| {
+            text.parse::<IpAddr>()
+                .map(|ip| std::net::SocketAddr::new(ip, 53))
+        })
         .map_err(|_| format!("invalid DNS server {text:?}: expected IP or IP:PORT"))
 }
 

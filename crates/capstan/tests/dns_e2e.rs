@@ -96,15 +96,18 @@ impl Dns {
         tokio::spawn(background);
         let (stream, sender) =
             TcpClientStream::new(address, None, None, TokioRuntimeProvider::default());
-        let (tcp, background) =
-            Client::<TokioRuntimeProvider>::new(stream.await.unwrap(), sender);
+        let (tcp, background) = Client::<TokioRuntimeProvider>::new(stream.await.unwrap(), sender);
         tokio::spawn(background);
         Dns { udp, tcp }
     }
 
     /// Asks over UDP and over TCP; both must answer the same. Returns the code, the sorted
     /// answers and the sorted additional records.
-    async fn ask(&mut self, qname: &str, qtype: RecordType) -> (ResponseCode, Vec<String>, Vec<String>) {
+    async fn ask(
+        &mut self,
+        qname: &str,
+        qtype: RecordType,
+    ) -> (ResponseCode, Vec<String>, Vec<String>) {
         let (u, t) = self.ask_both(qname, qtype).await;
         assert_eq!(u, t, "UDP and TCP differ for {qname} {qtype}");
         u
@@ -159,7 +162,10 @@ impl Dns {
                 return;
             }
             let code = format!("{udp} (UDP) and {tcp} (TCP)");
-            assert!(Instant::now() < deadline, "{qname} {qtype}: {code}, expected {want}");
+            assert!(
+                Instant::now() < deadline,
+                "{qname} {qtype}: {code}, expected {want}"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }

@@ -753,6 +753,7 @@ impl Served {
             token_auth_file: None,
             service_cidr: "10.96.0.0/12".into(),
             join_token: None,
+            advertise_address: None,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
