@@ -207,8 +207,8 @@ async fn kube_dns_endpoint(client: &kube::Client) -> (IpAddr, u16) {
                 assert_eq!(
                     ports,
                     [
-                        ("dns".to_owned(), "UDP".to_owned(), i32::from(port)),
-                        ("dns-tcp".to_owned(), "TCP".to_owned(), i32::from(port)),
+                        ("dns".to_owned(), "UDP".to_owned(), port),
+                        ("dns-tcp".to_owned(), "TCP".to_owned(), port),
                     ]
                 );
                 return (address, u16::try_from(port).unwrap());
@@ -367,7 +367,7 @@ fn cluster_dns_answers_from_the_api() {
             answers,
             ["_http._tcp.web.default.svc.cluster.local. 5 SRV 0 100 80 web.default.svc.cluster.local."]
         );
-        assert_eq!(additionals, [web_a.clone()]);
+        assert_eq!(additionals, std::slice::from_ref(&web_a));
         dns.until(
             "db.default.svc.cluster.local.",
             RecordType::A,
