@@ -796,7 +796,8 @@ pub(crate) mod tests_support {
             if plural == "clusterroles" {
                 roles.push(serde_json::from_value::<ClusterRole>(object).unwrap());
             } else if plural == "roles" {
-                let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(object).unwrap();
+                let role: k8s_openapi::api::rbac::v1::Role =
+                    serde_json::from_value(object).unwrap();
                 let name = role.metadata.name.unwrap_or_default();
                 policy
                     .roles
@@ -941,8 +942,20 @@ mod tests {
             at("list", "discovery.k8s.io", "endpointslices", "", ""),
             at("get", "", "services", "kube-dns", "kube-system"),
             at("create", "", "services", "", "kube-system"),
-            at("update", "coordination.k8s.io", "leases", "capstan-dns-x", "kube-system"),
-            at("delete", "coordination.k8s.io", "leases", "capstan-dns-x", "kube-system"),
+            at(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                "capstan-dns-x",
+                "kube-system",
+            ),
+            at(
+                "delete",
+                "coordination.k8s.io",
+                "leases",
+                "capstan-dns-x",
+                "kube-system",
+            ),
         ] {
             assert!(
                 authorizer.authorize(&dns, &allowed).await.allowed,
@@ -954,8 +967,20 @@ mod tests {
             at("get", "", "services", "web", "kube-system"),
             at("create", "", "services", "", "default"),
             at("update", "", "services", "kube-dns", "kube-system"),
-            at("update", "coordination.k8s.io", "leases", "n1", "kube-node-lease"),
-            at("create", "discovery.k8s.io", "endpointslices", "", "kube-system"),
+            at(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                "n1",
+                "kube-node-lease",
+            ),
+            at(
+                "create",
+                "discovery.k8s.io",
+                "endpointslices",
+                "",
+                "kube-system",
+            ),
         ] {
             assert!(
                 !authorizer.authorize(&dns, &refused).await.allowed,

@@ -203,6 +203,31 @@ impl Handler {
     }
 }
 
+/// The records of a section in the order CoreDNS's `loadbalance` plugin (in kubeadm's and
+/// k3s's Corefiles) gives them: CNAMEs first, then other records, then the addresses in a
+/// random order, then MX records in a random order; so clients that take the first address
+/// spread over a headless Service's endpoints.
+pub fn load_balanced(records: Vec<Record>) -> Vec<Record> {
+    use rand::seq::SliceRandom as _;
+    let (mut cnames, mut rest, mut addresses, mut mx) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for record in records {
+        match record.record_type() {
+            RecordType::CNAME => cnames.push(record),
+            RecordType::A | RecordType::AAAA => addresses.push(record),
+            RecordType::MX => mx.push(record),
+            _ => rest.push(record),
+        }
+    }
+    let mut rng = rand::rng();
+    addresses.shuffle(&mut rng);
+    mx.shuffle(&mut rng);
+    cnames.extend(rest);
+    cnames.extend(addresses);
+    cnames.extend(mx);
+    cnames
+}
+
 /// The header of a response to `request` that could not be sent.
 fn failed(request: &Request) -> ResponseInfo {
     let mut metadata = Metadata::response_from_request(&request.metadata);
@@ -252,7 +277,11 @@ impl RequestHandler for Handler {
                 };
             }
         };
-        let response = self.resolve(query.name(), query.query_type()).await;
+        let mut response = self.resolve(query.name(), query.query_type()).await;
+        if response.rcode == ResponseCode::NoError {
+            response.answers = load_balanced(std::mem::take(&mut response.answers));
+            response.additionals = load_balanced(std::mem::take(&mut response.additionals));
+        }
         let mut metadata = Metadata::response_from_request(&request.metadata);
         metadata.response_code = response.rcode;
         metadata.authoritative = response.authoritative;

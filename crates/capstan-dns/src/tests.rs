@@ -682,6 +682,29 @@ fn closed_port() -> SocketAddr {
     socket.local_addr().unwrap()
 }
 
+#[test]
+fn answers_are_load_balanced_as_coredns_orders_them() {
+    let a = |last: u8| Record::from_rdata(name("x.test."), 5, RData::A(A::new(10, 0, 0, last)));
+    let cname = Record::from_rdata(
+        name("y.test."),
+        5,
+        RData::CNAME(hickory_proto::rr::rdata::CNAME(name("x.test."))),
+    );
+    let records: Vec<Record> = std::iter::once(cname.clone())
+        .chain((1..=8).map(a))
+        .collect();
+    let mut orders = std::collections::HashSet::new();
+    for _ in 0..50 {
+        let balanced = crate::handler::load_balanced(records.clone());
+        assert_eq!(balanced[0], cname);
+        let mut sorted = balanced[1..].to_vec();
+        sorted.sort_by_key(|r| r.data.to_string());
+        assert_eq!(sorted, records[1..].to_vec());
+        orders.insert(rendered(&balanced));
+    }
+    assert!(orders.len() > 1, "the addresses were never reordered");
+}
+
 #[tokio::test]
 async fn the_handler_writes_coredns_headers() {
     let handler = handler(&[]);
