@@ -548,8 +548,10 @@ impl Authorizer {
 /// (`system:kube-scheduler`, `system:volume-scheduler`) bound to its user
 /// (`rbac_bootstrap.json`); the service proxy's `system:node-proxier` bound to
 /// `system:kube-proxy`; the nodes' `system:node` role with a binding that names nobody (the
-/// Node authorizer applies its rules per node); and `cluster-admin` for the controller
-/// manager's user.
+/// Node authorizer applies its rules per node); `cluster-admin` for the controller
+/// manager's user; upstream's `system:kube-dns` role and binding, and the cluster DNS
+/// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
+/// user `system:kube-dns`.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -672,8 +674,57 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "cluster-admin",
             "system:kube-controller-manager",
         ),
+        // Upstream's role of the kube-dns service account (the kube-dns add-on's identity).
+        role(
+            "system:kube-dns",
+            json!([{"apiGroups": [""], "resources": ["endpoints", "services"],
+                    "verbs": ["list", "watch"]}]),
+        ),
+        (
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": meta("system:kube-dns"),
+                   "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "system:kube-dns"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "kube-dns",
+                                 "namespace": "kube-system"}]}),
+        ),
+        // The cluster DNS server (`capstan-dns`, user system:kube-dns): it reads what CoreDNS
+        // reads (Services, EndpointSlices, Namespaces) and, in kube-system only, creates the
+        // kube-dns Service and holds its Lease.
+        role(
+            "capstan:kube-dns",
+            json!([{"apiGroups": [""], "resources": ["services", "namespaces"],
+                    "verbs": ["list", "watch"]},
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                    "verbs": ["list", "watch"]}]),
+        ),
+        user_binding("capstan:kube-dns", "capstan:kube-dns", "system:kube-dns"),
+        (
+            "roles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": namespaced(meta("capstan:kube-dns"), "kube-system"),
+                   "rules": [{"apiGroups": [""], "resources": ["services"],
+                              "resourceNames": ["kube-dns"], "verbs": ["get"]},
+                             {"apiGroups": [""], "resources": ["services"],
+                              "verbs": ["create"]},
+                             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update", "delete"]}]}),
+        ),
+        (
+            "rolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": namespaced(meta("capstan:kube-dns"), "kube-system"),
+                   "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "capstan:kube-dns"},
+                   "subjects": [{"apiGroup": GROUP, "kind": "User", "name": "system:kube-dns"}]}),
+        ),
     ]);
     objects
+}
+
+/// `metadata` placed in `namespace`.
+fn namespaced(mut metadata: Value, namespace: &str) -> Value {
+    metadata["namespace"] = json!(namespace);
+    metadata
 }
 
 /// Creates the bootstrap roles and bindings that are missing, and takes the node group out of
@@ -683,8 +734,9 @@ pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), ApiError> {
         let Some(registry) = api.registry(GROUP, "v1", plural) else {
             continue;
         };
+        let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
         match registry
-            .create(None, object, &WriteOptions::default())
+            .create(namespace.as_deref(), object, &WriteOptions::default())
             .await
         {
             Ok(_) => {}
@@ -755,8 +807,31 @@ pub(crate) mod tests_support {
         let mut policy = Policy::default();
         let mut roles = Vec::new();
         for (plural, object) in bootstrap_objects() {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             if plural == "clusterroles" {
                 roles.push(serde_json::from_value::<ClusterRole>(object).unwrap());
+            } else if plural == "roles" {
+                let role: k8s_openapi::api::rbac::v1::Role =
+                    serde_json::from_value(object).unwrap();
+                let name = role.metadata.name.unwrap_or_default();
+                policy
+                    .roles
+                    .insert((namespace, name), role.rules.unwrap_or_default());
+            } else if plural == "rolebindings" {
+                let binding: k8s_openapi::api::rbac::v1::RoleBinding =
+                    serde_json::from_value(object).unwrap();
+                policy
+                    .bindings
+                    .entry(namespace.clone())
+                    .or_default()
+                    .push(Binding {
+                        subjects: binding.subjects.unwrap_or_default(),
+                        role_ref: binding.role_ref,
+                        namespace: Some(namespace),
+                    });
             } else {
                 let binding: ClusterRoleBinding = serde_json::from_value(object).unwrap();
                 policy.cluster_bindings.push(Binding {
@@ -863,6 +938,73 @@ mod tests {
         assert!(allows("edit", &read_secret));
         assert!(!allows("edit", &create_role));
         assert!(allows("admin", &list_pods) && allows("admin", &create_role));
+    }
+
+    #[tokio::test]
+    async fn the_dns_server_may_read_what_it_answers_from_and_little_else() {
+        let authorizer = tests_support::bootstrapped();
+        let dns = User {
+            name: "system:kube-dns".into(),
+            groups: vec!["system:authenticated".into()],
+            ..User::default()
+        };
+        let at = |verb: &str, group: &str, plural: &str, name: &str, namespace: &str| {
+            let mut attributes = resource(verb, group, plural, "", name);
+            attributes.namespace = namespace.into();
+            attributes
+        };
+        for allowed in [
+            at("list", "", "services", "", ""),
+            at("watch", "", "services", "", ""),
+            at("watch", "", "namespaces", "", ""),
+            at("list", "discovery.k8s.io", "endpointslices", "", ""),
+            at("get", "", "services", "kube-dns", "kube-system"),
+            at("create", "", "services", "", "kube-system"),
+            at(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                "capstan-dns-x",
+                "kube-system",
+            ),
+            at(
+                "delete",
+                "coordination.k8s.io",
+                "leases",
+                "capstan-dns-x",
+                "kube-system",
+            ),
+        ] {
+            assert!(
+                authorizer.authorize(&dns, &allowed).await.allowed,
+                "{allowed:?}"
+            );
+        }
+        for refused in [
+            at("get", "", "secrets", "s", "default"),
+            at("get", "", "services", "web", "kube-system"),
+            at("create", "", "services", "", "default"),
+            at("update", "", "services", "kube-dns", "kube-system"),
+            at(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                "n1",
+                "kube-node-lease",
+            ),
+            at(
+                "create",
+                "discovery.k8s.io",
+                "endpointslices",
+                "",
+                "kube-system",
+            ),
+        ] {
+            assert!(
+                !authorizer.authorize(&dns, &refused).await.allowed,
+                "{refused:?}"
+            );
+        }
     }
 
     #[tokio::test]

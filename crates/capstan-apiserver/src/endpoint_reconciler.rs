@@ -5,6 +5,16 @@
 //! not to be mirrored) and EndpointSlice list the addresses of the Leases that have not
 //! expired, so a server that stops drops out within 15 s and several servers on one etcd all
 //! appear. In-cluster clients reach the servers through the Service's cluster IP.
+//!
+//! The same mechanism lists the cluster DNS servers (`capstan-dns`) as the endpoints of the
+//! `kube-system/kube-dns` Service: each DNS server holds a Lease `capstan-dns-<address>-<port>`
+//! labelled `k8s-app: kube-dns` with holder `<address>:<port>` (written through the API by the
+//! DNS server itself, so a DNS server that dies drops out even while its API server runs), and
+//! every reconcile writes the Endpoints (`dns` UDP and `dns-tcp` TCP at each server's real
+//! port, marked not to be mirrored) and EndpointSlices (`kube-dns`, one more,
+//! `kube-dns-<port>`, per further port in use; managed by `endpoint-reconciler.capstan.io`) of
+//! the Service, as long as it exists and has no selector (a Service with a selector, such as a
+//! CoreDNS deployment's, belongs to the endpoints controllers).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -28,6 +38,12 @@ const IDENTITY_LABEL: (&str, &str) = ("apiserver.kubernetes.io/identity", "kube-
 const SERVICE: &str = "kubernetes";
 const NAMESPACE: &str = "default";
 const LEASE_NAMESPACE: &str = "kube-system";
+/// The DNS servers' Service, namespace and Lease label.
+const DNS_SERVICE: &str = "kube-dns";
+const DNS_NAMESPACE: &str = "kube-system";
+const DNS_LEASE_LABEL: (&str, &str) = ("k8s-app", "kube-dns");
+/// The managed-by value of the DNS Service's EndpointSlices.
+const DNS_MANAGED_BY: &str = "endpoint-reconciler.capstan.io";
 
 /// This server's Lease name.
 fn lease_name(address: IpAddr, port: u16) -> String {
@@ -47,6 +63,9 @@ pub(crate) fn start(api: Arc<Api>, address: IpAddr, port: u16) -> JoinHandle<()>
         loop {
             if let Err(error) = reconcile(&api, address, port).await {
                 tracing::warn!(%error, "cannot reconcile the kubernetes service's endpoints");
+            }
+            if let Err(error) = reconcile_dns(&api).await {
+                tracing::warn!(%error, "cannot reconcile the kube-dns service's endpoints");
             }
             tokio::time::sleep(INTERVAL).await;
         }
@@ -108,6 +127,11 @@ pub(crate) async fn reconcile(api: &Api, address: IpAddr, port: u16) -> Result<(
 
 /// The address of a Lease that has not expired.
 fn live_address(lease: &Value, now: Timestamp) -> Option<IpAddr> {
+    live_holder(lease, now).map(|(address, _)| address)
+}
+
+/// The address and port (`<address>:<port>`) of the holder of a Lease that has not expired.
+fn live_holder(lease: &Value, now: Timestamp) -> Option<(IpAddr, u16)> {
     let spec = &lease["spec"];
     let renewed: Timestamp = spec["renewTime"].as_str()?.parse().ok()?;
     let duration = spec["leaseDurationSeconds"]
@@ -117,13 +141,198 @@ fn live_address(lease: &Value, now: Timestamp) -> Option<IpAddr> {
         return None;
     }
     let holder = spec["holderIdentity"].as_str()?;
-    let (address, _) = holder.rsplit_once(':')?;
-    address.trim_matches(['[', ']']).parse().ok()
+    let (address, port) = holder.rsplit_once(':')?;
+    Some((
+        address.trim_matches(['[', ']']).parse().ok()?,
+        port.parse().ok()?,
+    ))
+}
+
+/// The DNS servers whose Leases stand, grouped by port (ascending), addresses sorted.
+fn dns_servers(leases: &[Value], now: Timestamp) -> Vec<(u16, Vec<IpAddr>)> {
+    let mut by_port: std::collections::BTreeMap<u16, Vec<IpAddr>> = Default::default();
+    for lease in leases {
+        if lease["metadata"]["labels"][DNS_LEASE_LABEL.0] != DNS_LEASE_LABEL.1 {
+            continue;
+        }
+        if let Some((address, port)) = live_holder(lease, now) {
+            by_port.entry(port).or_default().push(address);
+        }
+    }
+    by_port
+        .into_iter()
+        .map(|(port, mut addresses)| {
+            addresses.sort();
+            addresses.dedup();
+            (port, addresses)
+        })
+        .collect()
+}
+
+/// Writes the endpoints of the `kube-system/kube-dns` Service from the DNS servers' Leases,
+/// when the Service exists without a selector.
+pub(crate) async fn reconcile_dns(api: &Api) -> Result<(), String> {
+    let error = |e: ApiError| e.status().to_json().to_string();
+    let services = api.registry("", "v1", "services").ok_or("no services")?;
+    let Ok(service) = services.get(Some(DNS_NAMESPACE), DNS_SERVICE).await else {
+        return Ok(());
+    };
+    let selector = &service["spec"]["selector"];
+    if selector.as_object().is_some_and(|s| !s.is_empty()) {
+        return Ok(());
+    }
+    let leases = api
+        .registry("coordination.k8s.io", "v1", "leases")
+        .ok_or("no leases")?;
+    let listed = leases
+        .list(Some(DNS_NAMESPACE), &ListOptions::default())
+        .await
+        .map_err(error)?;
+    let objects: Vec<Value> = listed.items.iter().map(|item| item.object()).collect();
+    let groups = dns_servers(&objects, Timestamp::now());
+    let dns_ports = |port: u16| {
+        json!([{"name": "dns", "port": port, "protocol": "UDP"},
+               {"name": "dns-tcp", "port": port, "protocol": "TCP"}])
+    };
+    let mut endpoints = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": DNS_SERVICE, "namespace": DNS_NAMESPACE,
+                     "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+    });
+    if !groups.is_empty() {
+        endpoints["subsets"] = groups
+            .iter()
+            .map(|(port, addresses)| {
+                json!({
+                    "addresses": addresses.iter().map(|a| json!({"ip": a.to_string()})).collect::<Vec<_>>(),
+                    "ports": dns_ports(*port),
+                })
+            })
+            .collect();
+    }
+    let slice = |name: String, port: Option<u16>, addresses: &[IpAddr]| {
+        let ipv4 = addresses.iter().all(IpAddr::is_ipv4);
+        let mut slice = json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name, "namespace": DNS_NAMESPACE,
+                         "labels": {"kubernetes.io/service-name": DNS_SERVICE,
+                                    "endpointslice.kubernetes.io/managed-by": DNS_MANAGED_BY}},
+            "addressType": if ipv4 { "IPv4" } else { "IPv6" },
+            "endpoints": addresses.iter().map(|a| json!({
+                "addresses": [a.to_string()], "conditions": {"ready": true},
+            })).collect::<Vec<_>>(),
+        });
+        if let Some(port) = port {
+            slice["ports"] = dns_ports(port);
+        }
+        slice
+    };
+    let mut objects = vec![("", "endpoints", DNS_SERVICE.to_owned(), endpoints)];
+    if groups.is_empty() {
+        objects.push((
+            "discovery.k8s.io",
+            "endpointslices",
+            DNS_SERVICE.to_owned(),
+            slice(DNS_SERVICE.to_owned(), None, &[]),
+        ));
+    }
+    for (i, (port, addresses)) in groups.iter().enumerate() {
+        let name = if i == 0 {
+            DNS_SERVICE.to_owned()
+        } else {
+            format!("{DNS_SERVICE}-{port}")
+        };
+        objects.push((
+            "discovery.k8s.io",
+            "endpointslices",
+            name.clone(),
+            slice(name, Some(*port), addresses),
+        ));
+    }
+    let wanted: Vec<String> = objects
+        .iter()
+        .filter(|o| o.1 == "endpointslices")
+        .map(|o| o.2.clone())
+        .collect();
+    for (group, plural, name, object) in objects {
+        let fields: [&str; 2] = if plural == "endpoints" {
+            ["subsets", "subsets"]
+        } else {
+            ["endpoints", "ports"]
+        };
+        write_if_changed(api, group, plural, DNS_NAMESPACE, &name, object, fields).await?;
+    }
+    // Slices of ports no server uses any more.
+    let slices = api
+        .registry("discovery.k8s.io", "v1", "endpointslices")
+        .ok_or("no registry")?;
+    let listed = slices
+        .list(Some(DNS_NAMESPACE), &ListOptions::default())
+        .await
+        .map_err(error)?;
+    for item in &listed.items {
+        let object = item.object();
+        let labels = &object["metadata"]["labels"];
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        if labels["kubernetes.io/service-name"] == DNS_SERVICE
+            && labels["endpointslice.kubernetes.io/managed-by"] == DNS_MANAGED_BY
+            && !wanted.iter().any(|w| w == name)
+        {
+            slices
+                .delete(Some(DNS_NAMESPACE), name, &Default::default())
+                .await
+                .map_err(error)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `object` (`namespace/name`) unless the stored one has the same `fields` and labels.
+async fn write_if_changed(
+    api: &Api,
+    group: &str,
+    plural: &str,
+    namespace: &str,
+    name: &str,
+    object: Value,
+    fields: [&str; 2],
+) -> Result<(), String> {
+    let error = |e: ApiError| e.status().to_json().to_string();
+    // Compared and written in the form the registry stores.
+    let object = capstan_api::gojson::normalize(&object);
+    let registry = api.registry(group, "v1", plural).ok_or("no registry")?;
+    match registry.get(Some(namespace), name).await {
+        Ok(current) => {
+            let same = fields.iter().all(|f| current.get(*f) == object.get(*f))
+                && current["metadata"]["labels"] == object["metadata"]["labels"];
+            if same {
+                return Ok(());
+            }
+            let mut updated = object;
+            updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            registry
+                .update(
+                    Some(namespace),
+                    name,
+                    updated,
+                    None,
+                    &WriteOptions::default(),
+                )
+                .await
+                .map_err(error)?;
+        }
+        Err(_) => {
+            registry
+                .create(Some(namespace), object, &WriteOptions::default())
+                .await
+                .map_err(error)?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes the Endpoints and EndpointSlice of the `kubernetes` Service, when they differ.
 async fn write_endpoints(api: &Api, addresses: &[IpAddr], port: u16) -> Result<(), String> {
-    let error = |e: ApiError| e.status().to_json().to_string();
     let ports = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
     let mut endpoints = json!({
         "apiVersion": "v1", "kind": "Endpoints",
@@ -147,50 +356,26 @@ async fn write_endpoints(api: &Api, addresses: &[IpAddr], port: u16) -> Result<(
         })).collect::<Vec<_>>(),
         "ports": ports,
     });
-    // Compared and written in the form the registry stores.
-    let (endpoints, slice) = (
-        capstan_api::gojson::normalize(&endpoints),
-        capstan_api::gojson::normalize(&slice),
-    );
-    for (group, plural, object, fields) in [
-        ("", "endpoints", endpoints, ["subsets", "subsets"]),
-        (
-            "discovery.k8s.io",
-            "endpointslices",
-            slice,
-            ["endpoints", "ports"],
-        ),
-    ] {
-        let registry = api.registry(group, "v1", plural).ok_or("no registry")?;
-        match registry.get(Some(NAMESPACE), SERVICE).await {
-            Ok(current) => {
-                let same = fields.iter().all(|f| current.get(*f) == object.get(*f))
-                    && current["metadata"]["labels"] == object["metadata"]["labels"];
-                if same {
-                    continue;
-                }
-                let mut updated = object.clone();
-                updated["metadata"]["resourceVersion"] =
-                    current["metadata"]["resourceVersion"].clone();
-                registry
-                    .update(
-                        Some(NAMESPACE),
-                        SERVICE,
-                        updated,
-                        None,
-                        &WriteOptions::default(),
-                    )
-                    .await
-                    .map_err(error)?;
-            }
-            Err(_) => {
-                registry
-                    .create(Some(NAMESPACE), object, &WriteOptions::default())
-                    .await
-                    .map_err(error)?;
-            }
-        }
-    }
+    write_if_changed(
+        api,
+        "",
+        "endpoints",
+        NAMESPACE,
+        SERVICE,
+        endpoints,
+        ["subsets", "subsets"],
+    )
+    .await?;
+    write_if_changed(
+        api,
+        "discovery.k8s.io",
+        "endpointslices",
+        NAMESPACE,
+        SERVICE,
+        slice,
+        ["endpoints", "ports"],
+    )
+    .await?;
     Ok(())
 }
 
@@ -214,6 +399,28 @@ mod tests {
         assert_eq!(
             live_address(&lease("2026-11-27T11:59:40.000000Z"), now),
             None
+        );
+        let dns = |holder: &str, renewed: &str, label: &str| {
+            json!({"metadata": {"labels": {"k8s-app": label}},
+                   "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                            "renewTime": renewed}})
+        };
+        let leases = [
+            dns("192.0.2.8:53", "2026-11-27T11:59:55.000000Z", "kube-dns"),
+            dns("192.0.2.7:53", "2026-11-27T11:59:55.000000Z", "kube-dns"),
+            dns("192.0.2.9:5353", "2026-11-27T11:59:55.000000Z", "kube-dns"),
+            dns("192.0.2.10:53", "2026-11-27T11:59:00.000000Z", "kube-dns"),
+            dns("192.0.2.11:53", "2026-11-27T11:59:55.000000Z", "other"),
+        ];
+        assert_eq!(
+            dns_servers(&leases, now),
+            vec![
+                (
+                    53,
+                    vec![IpAddr::from([192, 0, 2, 7]), IpAddr::from([192, 0, 2, 8])]
+                ),
+                (5353, vec![IpAddr::from([192, 0, 2, 9])]),
+            ]
         );
         assert_eq!(
             lease_name(IpAddr::from([10, 0, 0, 1]), 6443),

@@ -59,6 +59,12 @@ impl Cidr {
     pub fn first(self) -> Ipv4Addr {
         Ipv4Addr::from(self.base + 1)
     }
+
+    /// The `n`th address after the network's (the 10th is the cluster DNS's by convention,
+    /// 10.43.0.10 in 10.43.0.0/16); `None` past the range's last usable address.
+    pub fn nth(self, n: u32) -> Option<Ipv4Addr> {
+        (n >= 1 && n < self.size() - 1).then(|| Ipv4Addr::from(self.base + n))
+    }
 }
 
 impl std::fmt::Display for Cidr {

@@ -481,6 +481,8 @@ impl ServerProcess {
             .arg(data_dir)
             .args(["--bind-address", "127.0.0.1", "--https-listen-port"])
             .arg(port.to_string())
+            // The cluster DNS on a free port, so a host resolver on 53 is no obstacle.
+            .args(["--dns-port", "0"])
             .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

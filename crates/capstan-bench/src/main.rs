@@ -39,6 +39,9 @@
 //! `capstan-bench proxy` times the service proxy's syncs into a real nftables table (see the
 //! `proxy` module).
 //!
+//! `capstan-bench dns` measures the cluster DNS server: queries per second and latency for
+//! cluster names over UDP, and the memory DNS adds to an idle server (see the `dns` module).
+//!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
 
@@ -70,6 +73,7 @@ use tokio::task::JoinSet;
 mod api;
 mod controllers;
 mod crash;
+mod dns;
 mod pods;
 mod proxy;
 mod scheduler;
@@ -100,6 +104,9 @@ enum Command {
     Scheduler(scheduler::SchedulerArgs),
     /// Benchmark the controllers (Deployments created and rolled out on simulated nodes).
     Controllers(controllers::ControllersArgs),
+    /// Benchmark the cluster DNS server: queries per second and latency for cluster names,
+    /// and the memory it adds to an idle server.
+    Dns(dns::DnsArgs),
     /// Benchmark a real node: pod start-up latency (beside `ctr run`) and the agent's CPU and
     /// memory. Needs root, containerd, runc and the CNI plugins.
     Pods(pods::PodsArgs),
@@ -337,6 +344,7 @@ async fn main() -> ExitCode {
         Command::Controllers(args) => controllers::run(args).await,
         Command::Pods(args) => pods::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
+        Command::Dns(args) => dns::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

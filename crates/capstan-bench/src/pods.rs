@@ -280,6 +280,7 @@ impl NodeServer {
             .arg("--data-dir")
             .arg(data)
             .args(["--https-listen-port", &port])
+            .args(["--dns-port", "0"])
             .args(node_flags())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -5,8 +5,8 @@
 //! this machine; `capstan agent` joins a machine to a cluster as a node.
 //!
 //! `capstan server` brings up the datastore (embedded SQLite, or etcd for several servers) and
-//! its compaction, the API server, the scheduler, the controllers and the node agent, each
-//! component an API client of the server like any other. `capstan image` builds and imports
+//! its compaction, the API server, the scheduler, the controllers, the cluster DNS server and
+//! the node agent, each component an API client of the server like any other. `capstan image` builds and imports
 //! images without a registry.
 
 use std::net::IpAddr;
@@ -115,6 +115,17 @@ struct ServerArgs {
     disable_controller_manager: bool,
     #[command(flatten)]
     controllers: ControllerFlags,
+    /// Run no cluster DNS server in this process.
+    #[arg(long)]
+    disable_dns: bool,
+    /// The port the DNS server answers on at the advertise address, UDP and TCP (0: a free
+    /// port); the kube-dns Service's endpoints name it.
+    #[arg(long, default_value_t = 53)]
+    dns_port: u16,
+    /// Where the DNS server forwards names outside the cluster, `IP` or `IP:PORT`
+    /// (repeatable, comma-separated; default: the name servers of /etc/resolv.conf).
+    #[arg(long, value_delimiter = ',', value_parser = parse_upstream)]
+    dns_upstream: Vec<std::net::SocketAddr>,
 }
 
 /// The controllers' settings, shared by `capstan server` and `capstan controller-manager`.
@@ -251,7 +262,9 @@ struct AgentFlags {
     #[arg(long, default_value = "cluster.local")]
     cluster_domain: String,
     /// The cluster DNS servers pods with `dnsPolicy: ClusterFirst` use (comma-separated);
-    /// default: the cluster IP of the `kube-system/kube-dns` Service.
+    /// default: the cluster IP of the `kube-system/kube-dns` Service. On `capstan server` the
+    /// first is also that Service's cluster IP (default: the 10th address of
+    /// `--service-cidr`, e.g. 10.43.0.10).
     #[arg(long, value_delimiter = ',')]
     cluster_dns: Vec<IpAddr>,
     /// The resolver configuration `dnsPolicy: Default` pods get and other pods' search lists
@@ -343,6 +356,16 @@ fn parse_labels(list: &[String]) -> anyhow::Result<std::collections::BTreeMap<St
         labels.insert(key.to_owned(), value.to_owned());
     }
     Ok(labels)
+}
+
+/// An upstream DNS server: `IP` (port 53) or `IP:PORT` (`[IPv6]:PORT`).
+fn parse_upstream(text: &str) -> Result<std::net::SocketAddr, String> {
+    text.parse::<std::net::SocketAddr>()
+        .or_else(|_| {
+            text.parse::<IpAddr>()
+                .map(|ip| std::net::SocketAddr::new(ip, 53))
+        })
+        .map_err(|_| format!("invalid DNS server {text:?}: expected IP or IP:PORT"))
 }
 
 fn parse_cidr(text: &str) -> Result<String, String> {
@@ -472,7 +495,13 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // hickory's server logs every DNS query at info: only its warnings by default.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        "info,hickory_server=warn,hickory_net=warn,hickory_resolver=warn,\
+                         hickory_proto=warn",
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -741,6 +770,16 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         git_tree_state: env!("CAPSTAN_GIT_TREE_STATE").to_owned(),
         build_date: env!("CAPSTAN_BUILD_DATE").to_owned(),
     });
+    let advertise_address = args.advertise_address.unwrap_or_else(|| {
+        if args.bind_address.is_unspecified() || args.bind_address.is_loopback() {
+            capstan_kubelet::node::default_ip()
+        } else {
+            args.bind_address
+        }
+    });
+    let dns_settings = (!args.disable_dns)
+        .then(|| dns_config(&args, advertise_address))
+        .transpose()?;
     let config = capstan_apiserver::Config {
         kubeconfig_path: args
             .write_kubeconfig
@@ -753,14 +792,8 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         tls_sans: args.tls_san,
         token_auth_file: args.token_auth_file,
         join_token: args.token.clone(),
-        service_cidr: args.service_cidr,
-        advertise_address: Some(args.advertise_address.unwrap_or_else(|| {
-            if args.bind_address.is_unspecified() || args.bind_address.is_loopback() {
-                capstan_kubelet::node::default_ip()
-            } else {
-                args.bind_address
-            }
-        })),
+        service_cidr: args.service_cidr.clone(),
+        advertise_address: Some(advertise_address),
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;
@@ -798,6 +831,28 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             controllers,
             leader_elect,
         )))
+    };
+    // The cluster DNS server, as user system:kube-dns, answering on the advertise address.
+    let dns = match dns_settings {
+        Some(settings) => {
+            let kubeconfig = data_dir.join("cred").join("dns.kubeconfig");
+            apiserver
+                .write_component_kubeconfig("dns", "system:kube-dns", &kubeconfig)
+                .context("cannot write the DNS server's kubeconfig")?;
+            let client = client_from(Some(&kubeconfig), "capstan-dns").await?;
+            let listen = settings.listen;
+            Some(
+                capstan_dns::start(settings, Some(client))
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "cannot start the DNS server on {listen} \
+                             (choose another --dns-port, or --disable-dns)"
+                        )
+                    })?,
+            )
+        }
+        None => None,
     };
     // The node agent, as system:node:<name> like any kubelet.
     let agent = if args.disable_agent {
@@ -863,6 +918,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     };
     shutdown.await?;
     tracing::info!("shutting down");
+    if let Some(dns) = dns {
+        let _ = tokio::time::timeout(Duration::from_secs(5), dns.stop()).await;
+    }
     if let Some((stop, task, proxy)) = agent {
         stop_proxy(proxy).await;
         let _ = stop.send(());
@@ -870,6 +928,28 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         log_pods_outlive_stop(&data_dir);
     }
     Ok(())
+}
+
+/// The DNS server's settings: the cluster DNS IP (`--cluster-dns`, else the 10th address of
+/// `--service-cidr`), the advertise address at `--dns-port`, the cluster domain and upstreams.
+fn dns_config(args: &ServerArgs, advertise: IpAddr) -> anyhow::Result<capstan_dns::Config> {
+    let cluster_dns = match args.agent.cluster_dns.first() {
+        Some(ip) => *ip,
+        None => capstan_apiserver::services::Cidr::parse(&args.service_cidr)
+            .map_err(|e| anyhow::anyhow!("invalid --service-cidr: {e}"))?
+            .nth(10)
+            .map(IpAddr::V4)
+            .context("--service-cidr has no 10th address for the cluster DNS")?,
+    };
+    let mut config = capstan_dns::Config::new(
+        std::net::SocketAddr::new(advertise, args.dns_port),
+        Some(cluster_dns),
+    );
+    config.cluster_domain = args.agent.cluster_domain.clone();
+    if !args.dns_upstream.is_empty() {
+        config.upstream = capstan_dns::Upstream::Servers(args.dns_upstream.clone());
+    }
+    Ok(config)
 }
 
 /// `capstan agent`: joins the cluster at `--server` with `--token` (the server's CA pinned by

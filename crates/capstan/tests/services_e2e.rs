@@ -1,7 +1,8 @@
 //! End to end: Services on a real node. The server runs its node agent and service proxy
 //! (nftables, in the table `kube-proxy-<bridge>`); pods are busybox containers serving their
 //! own names over HTTP. A client pod reaches a Deployment through its cluster IP, the host
-//! through a node port; `kubectl port-forward svc/web` reaches a pod; a pod failing readiness
+//! through a node port, and by name through the cluster DNS (a headless Service as each pod);
+//! `kubectl port-forward svc/web` reaches a pod; a pod failing readiness
 //! leaves the rotation and comes back; scaling updates the rules; session affinity holds; a
 //! Service without endpoints refuses connections; a pod lists pods with its service account's
 //! token through the `kubernetes` Service (kubectl and the Python client inside the pod,
@@ -398,6 +399,55 @@ fn services_reach_pods_through_the_proxy() {
     wait_for("the third pod in rotation", Duration::from_secs(60), || {
         (answers(kc, &url, 20) == three).then_some(())
     });
+
+    // Cluster DNS through the proxy: the Service by its full name and by its short name (the
+    // pod's resolv.conf searches its namespace), a headless Service as each of its pods.
+    let resolv = exec(kc, "client", &["cat", "/etc/resolv.conf"]);
+    let resolv = String::from_utf8_lossy(&resolv.stdout).into_owned();
+    assert!(
+        resolv.contains("nameserver 10.97.0.10")
+            && resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local")
+            && resolv.contains("options ndots:5"),
+        "{resolv}"
+    );
+    for name in ["web.default.svc.cluster.local", "web"] {
+        let body = wait_for(&format!("http://{name}/"), Duration::from_secs(30), || {
+            fetch(kc, &format!("http://{name}/")).ok()
+        });
+        assert!(three.contains(&body), "{body} from http://{name}/");
+    }
+    let headless = kubectl_stdin(
+        "default",
+        kc,
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web-headless}\n\
+         spec: {clusterIP: None, selector: {app: web}, ports: [{port: 8080}]}\n",
+    );
+    assert!(headless.status.success());
+    let ips: BTreeSet<String> = jsonpath(
+        kc,
+        &["get", "pods", "-l", "app=web"],
+        "{.items[*].status.podIP}",
+    )
+    .split_whitespace()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(ips.len(), 3);
+    wait_for(
+        "the headless Service's records",
+        Duration::from_secs(30),
+        || {
+            let output = exec(
+                kc,
+                "client",
+                &["nslookup", "web-headless.default.svc.cluster.local"],
+            );
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            ips.iter()
+                .all(|ip| text.contains(ip.as_str()))
+                .then_some(())
+        },
+    );
 
     // Session affinity: one client, one pod.
     kubectl_ok(

@@ -54,6 +54,8 @@ impl Server {
             .args(bind)
             .args(["--https-listen-port"])
             .arg(port.to_string())
+            // The cluster DNS on a free port: servers of parallel tests must not clash on 53.
+            .args(["--dns-port", "0"])
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
