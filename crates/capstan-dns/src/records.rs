@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// The label that ties an EndpointSlice to its Service.
@@ -316,11 +316,6 @@ impl Snapshot {
             .get(&(namespace.to_owned(), name.to_owned()))
             .map(Arc::as_ref)
     }
-}
-
-/// The names of the namespaces in `list`.
-pub fn namespace_name(namespace: &Namespace) -> Option<&str> {
-    namespace.metadata.name.as_deref()
 }
 
 #[cfg(test)]

@@ -941,8 +941,21 @@ fn dns_config(args: &ServerArgs, advertise: IpAddr) -> anyhow::Result<capstan_dn
             .map(IpAddr::V4)
             .context("--service-cidr has no 10th address for the cluster DNS")?,
     };
+    // The advertise address may not be this machine's (a NAT's, or made up in tests): then the
+    // DNS server answers on the node's own address, which its Lease, and so the kube-dns
+    // endpoints, name instead.
+    let listen = if std::net::UdpSocket::bind((advertise, 0)).is_ok() {
+        advertise
+    } else {
+        let local = capstan_kubelet::node::default_ip();
+        tracing::warn!(
+            %advertise, %local,
+            "the advertise address is not this machine's; the DNS server answers on {local}"
+        );
+        local
+    };
     let mut config = capstan_dns::Config::new(
-        std::net::SocketAddr::new(advertise, args.dns_port),
+        std::net::SocketAddr::new(listen, args.dns_port),
         Some(cluster_dns),
     );
     config.cluster_domain = args.agent.cluster_domain.clone();

@@ -491,3 +491,114 @@ fn cluster_dns_answers_from_the_api() {
     });
     server.stop();
 }
+
+/// Two servers on one etcd: the kube-dns endpoints list each server's DNS (at its own port,
+/// here on one machine), and one that stops drops out, one that is killed once its Lease runs
+/// out. Their advertise addresses are not this machine's, so each DNS answers on the node's
+/// address, which its endpoints name.
+#[test]
+fn kube_dns_lists_every_running_dns_server() {
+    fn as_strs(flags: &[String]) -> Vec<&str> {
+        flags.iter().map(String::as_str).collect()
+    }
+    let etcd = Datastore::start("etcd");
+    let flags = |address: &str| -> Vec<String> {
+        let mut flags = etcd.flags();
+        flags.extend(["--advertise-address".to_owned(), address.to_owned()]);
+        flags.push("--disable-controller-manager".to_owned());
+        flags
+    };
+    let (flags_a, flags_b, flags_c) = (
+        flags("192.0.2.21"),
+        flags("192.0.2.22"),
+        flags("192.0.2.23"),
+    );
+    let (dir_a, dir_b, dir_c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let server_a = Server::start_with(dir_a.path(), free_port(), &as_strs(&flags_a));
+    let server_b = Server::start_with(dir_b.path(), free_port(), &as_strs(&flags_b));
+    let server_c = Server::start_with(dir_c.path(), free_port(), &as_strs(&flags_c));
+    let kubeconfig = server_a.kubeconfig();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(kube_client(&kubeconfig));
+    // Every server's DNS, as (port, address) from the Endpoints' subsets.
+    let listed = || {
+        runtime.block_on(async {
+            let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "kube-system");
+            let Some(endpoints) = endpoints.get_opt("kube-dns").await.unwrap() else {
+                return Vec::new();
+            };
+            let mut listed: Vec<(i32, String)> = Vec::new();
+            for subset in endpoints.subsets.unwrap_or_default() {
+                let port = subset.ports.unwrap_or_default()[0].port;
+                for address in subset.addresses.unwrap_or_default() {
+                    listed.push((port, address.ip));
+                }
+            }
+            listed.sort();
+            listed
+        })
+    };
+    let three = common::eventually("three DNS servers listed", || {
+        let listed = listed();
+        (listed.len() == 3).then_some(listed)
+    });
+    // Each answers at its port.
+    runtime.block_on(async {
+        for (port, _) in &three {
+            let port = u16::try_from(*port).unwrap();
+            let mut dns = Dns::connect(SocketAddr::from(([127, 0, 0, 1], port))).await;
+            dns.until(
+                "kube-dns.kube-system.svc.cluster.local.",
+                RecordType::A,
+                &["kube-dns.kube-system.svc.cluster.local. 5 A 10.43.0.10"],
+            )
+            .await;
+        }
+    });
+    // One slice per port in use.
+    let slices: Vec<String> = runtime.block_on(async {
+        let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
+        let mut names: Vec<String> = slices
+            .list(&kube::api::ListParams::default().labels("kubernetes.io/service-name=kube-dns"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect();
+        names.sort();
+        names
+    });
+    assert_eq!(slices.len(), 3, "{slices:?}");
+    assert!(slices.contains(&"kube-dns".to_owned()), "{slices:?}");
+    // A clean stop gives up the Lease; a killed server's Lease runs out.
+    server_b.stop();
+    drop(server_c);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let left = loop {
+        let listed = listed();
+        if listed.len() == 1 {
+            break listed[0].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stopped DNS servers still listed: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(three.contains(&left));
+    // The one left is the one still answering.
+    runtime.block_on(async {
+        let port = u16::try_from(left.0).unwrap();
+        let mut dns = Dns::connect(SocketAddr::from(([127, 0, 0, 1], port))).await;
+        let (code, _, _) = dns
+            .ask("kube-dns.kube-system.svc.cluster.local.", RecordType::A)
+            .await;
+        assert_eq!(code, ResponseCode::NoError);
+    });
+    server_a.stop();
+}
