@@ -44,10 +44,15 @@ fn main() {
     ];
     watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
     for file in watched {
-        if let Some(path) = git(&["rev-parse", "--git-path", &file]) {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
-            println!("cargo:rerun-if-changed={}", path.display());
-        }
+        // When git cannot answer (not installed yet, a repository it refuses to read), watch
+        // the workspace's `.git` directly: a stamp left empty must not stick once git works.
+        let path = match git(&["rev-parse", "--git-path", &file]) {
+            Some(path) => Path::new(env!("CARGO_MANIFEST_DIR")).join(path),
+            None => Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../.git")
+                .join(&file),
+        };
+        println!("cargo:rerun-if-changed={}", path.display());
     }
 }
 

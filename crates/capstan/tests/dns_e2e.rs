@@ -94,9 +94,21 @@ impl Dns {
         let stream = UdpClientStream::builder(address, TokioRuntimeProvider::default()).build();
         let (udp, background) = Client::<TokioRuntimeProvider>::from_sender(stream);
         tokio::spawn(background);
-        let (stream, sender) =
-            TcpClientStream::new(address, None, None, TokioRuntimeProvider::default());
-        let (tcp, background) = Client::<TokioRuntimeProvider>::new(stream.await.unwrap(), sender);
+        // A server's listener may come up a moment after its Lease names it: retry a while.
+        let mut attempts = 0;
+        let (stream, sender) = loop {
+            let (stream, sender) =
+                TcpClientStream::new(address, None, None, TokioRuntimeProvider::default());
+            match stream.await {
+                Ok(stream) => break (stream, sender),
+                Err(error) => {
+                    attempts += 1;
+                    assert!(attempts < 100, "cannot connect to {address}: {error}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        };
+        let (tcp, background) = Client::<TokioRuntimeProvider>::new(stream, sender);
         tokio::spawn(background);
         Dns { udp, tcp }
     }
