@@ -1151,6 +1151,50 @@ async fn services_get_cluster_ips_and_node_ports() {
 }
 
 #[tokio::test]
+async fn a_type_change_drops_what_the_new_type_does_not_use() {
+    let h = Harness::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let (code, web) = h
+        .post(services, json!({"metadata": {"name": "web"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 201, "{web}");
+    // As client-go's e2e jig does: the stored object with only type and externalName changed.
+    let mut changed = web.clone();
+    changed["spec"]["type"] = "ExternalName".into();
+    changed["spec"]["externalName"] = "web.example.com".into();
+    let (code, external) = h.put(&format!("{services}/web"), changed).await;
+    assert_eq!(code, 200, "{external}");
+    let spec = &external["spec"];
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "externalTrafficPolicy"] {
+        assert!(spec.get(field).is_none(), "{field} left: {spec}");
+    }
+    assert!(spec["ports"][0].get("nodePort").is_none(), "{spec}");
+
+    // Back to ClusterIP by a patch: a fresh address, and no node port.
+    let (code, back) = h
+        .patch(
+            &format!("{services}/web"),
+            "application/merge-patch+json",
+            json!({"spec": {"type": "ClusterIP", "externalName": null}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{back}");
+    assert!(back["spec"]["clusterIP"].as_str().unwrap().starts_with("10.43."));
+    assert!(back["spec"]["ports"][0].get("nodePort").is_none());
+
+    // A cluster IP the client changed on the way to ExternalName is not dropped: validation
+    // refuses it, as upstream.
+    let mut changed = back.clone();
+    changed["spec"]["type"] = "ExternalName".into();
+    changed["spec"]["externalName"] = "web.example.com".into();
+    changed["spec"]["clusterIP"] = "10.43.9.9".into();
+    changed["spec"]["clusterIPs"] = json!(["10.43.9.9"]);
+    let (code, body) = h.put(&format!("{services}/web"), changed).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.clusterIPs");
+}
+
+#[tokio::test]
 async fn reads_from_the_cache_see_every_completed_write() {
     let h = Harness::new().await;
     // Every write is visible to the very next read, whichever resource the latest write was to.

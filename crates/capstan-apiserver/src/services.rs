@@ -191,6 +191,9 @@ impl Allocator {
         old: Option<&Value>,
         used: &InUse,
     ) -> Result<(), ApiError> {
+        if let Some(old) = old {
+            drop_type_dependent_fields(svc, old);
+        }
         let mut errors = Vec::new();
         if wants_cluster_ip(svc)
             && old.is_none_or(|o| !wants_cluster_ip(o) || o["spec"]["clusterIP"].is_null())
@@ -341,7 +344,11 @@ impl Allocator {
 /// ports of ports it still has (upstream's `patchAllocatedValues`).
 pub(crate) fn carry_allocations(new: &mut Value, old: &Value) {
     let empty = |v: &Value| v.is_null() || v.as_str() == Some("");
-    if empty(&new["spec"]["clusterIP"]) && !empty(&old["spec"]["clusterIP"]) {
+    if wants_cluster_ip(new)
+        && wants_cluster_ip(old)
+        && empty(&new["spec"]["clusterIP"])
+        && !empty(&old["spec"]["clusterIP"])
+    {
         for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             if !old["spec"][field].is_null() {
                 new["spec"][field] = old["spec"][field].clone();
@@ -366,6 +373,69 @@ pub(crate) fn carry_allocations(new: &mut Value, old: &Value) {
                 port["nodePort"] = node_port;
             }
         }
+    }
+}
+
+/// On an update that changes the type, clears what the new type does not use and the client
+/// left as it was (upstream's `dropTypeDependentFields`): the cluster IPs and IP families when
+/// the type becomes ExternalName, node ports when it leaves NodePort/LoadBalancer, and the
+/// fields only a load balancer or external traffic has. A field the client changed stays, for
+/// validation to judge.
+fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
+    let spec_same = |field: &str, new: &Value| new["spec"][field] == old["spec"][field];
+    if wants_cluster_ip(old) && !wants_cluster_ip(new) {
+        if spec_same("clusterIP", new) && spec_same("clusterIPs", new) {
+            remove_spec(new, "clusterIP");
+            remove_spec(new, "clusterIPs");
+        }
+        for field in ["ipFamilies", "ipFamilyPolicy"] {
+            if spec_same(field, new) {
+                remove_spec(new, field);
+            }
+        }
+    }
+    let node_ports = |svc: &Value| -> Vec<Value> {
+        svc["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| p["nodePort"].clone())
+            .collect()
+    };
+    if wants_node_ports(old) && !wants_node_ports(new) && node_ports(old) == node_ports(new) {
+        for port in new["spec"]["ports"].as_array_mut().into_iter().flatten() {
+            if let Some(port) = port.as_object_mut() {
+                port.remove("nodePort");
+            }
+        }
+    }
+    let is_lb = |svc: &Value| svc["spec"]["type"].as_str() == Some("LoadBalancer");
+    if is_lb(old) && !is_lb(new) {
+        for field in [
+            "healthCheckNodePort",
+            "allocateLoadBalancerNodePorts",
+            "loadBalancerClass",
+        ] {
+            if spec_same(field, new) {
+                remove_spec(new, field);
+            }
+        }
+    }
+    if wants_node_ports(old) && !wants_node_ports(new) && spec_same("externalTrafficPolicy", new) {
+        remove_spec(new, "externalTrafficPolicy");
+    }
+    if !is_lb(new) {
+        if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) {
+            if status.contains_key("loadBalancer") {
+                status.insert("loadBalancer".into(), json!({}));
+            }
+        }
+    }
+}
+
+fn remove_spec(svc: &mut Value, field: &str) {
+    if let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove(field);
     }
 }
 
