@@ -1165,7 +1165,13 @@ async fn a_type_change_drops_what_the_new_type_does_not_use() {
     let (code, external) = h.put(&format!("{services}/web"), changed).await;
     assert_eq!(code, 200, "{external}");
     let spec = &external["spec"];
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "externalTrafficPolicy"] {
+    for field in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "externalTrafficPolicy",
+    ] {
         assert!(spec.get(field).is_none(), "{field} left: {spec}");
     }
     assert!(spec["ports"][0].get("nodePort").is_none(), "{spec}");
@@ -1179,7 +1185,12 @@ async fn a_type_change_drops_what_the_new_type_does_not_use() {
         )
         .await;
     assert_eq!(code, 200, "{back}");
-    assert!(back["spec"]["clusterIP"].as_str().unwrap().starts_with("10.43."));
+    assert!(
+        back["spec"]["clusterIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("10.43.")
+    );
     assert!(back["spec"]["ports"][0].get("nodePort").is_none());
 
     // A cluster IP the client changed on the way to ExternalName is not dropped: validation
@@ -2421,6 +2432,40 @@ async fn events_are_one_resource_served_in_both_shapes() {
         .get(&format!("{core}?fieldSelector=involvedObject.name%3Dp"))
         .await;
     assert_eq!(code, 200);
+    // Each version selects by its own names, whichever listed first (the objects' fields are
+    // kept in one cache for both).
+    for (url, name) in [
+        (
+            format!("{core}?fieldSelector=involvedObject.name%3Dp"),
+            "e1",
+        ),
+        (
+            format!("{core}?fieldSelector=reportingComponent%3Dexample.com%2Fc"),
+            "e1",
+        ),
+        (
+            format!("{newer}?fieldSelector=reportingController%3Dexample.com%2Fc"),
+            "e1",
+        ),
+        (format!("{newer}?fieldSelector=regarding.name%3Dq"), "e2"),
+    ] {
+        let (code, selected) = h.get(&url).await;
+        assert_eq!(code, 200, "{selected}");
+        let names: Vec<&str> = selected["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, [name], "{url}");
+    }
+    // The core `source` field is the reporting controller when the event has no source.
+    let (code, selected) = h
+        .get(&format!("{core}?fieldSelector=source%3Dexample.com%2Fc"))
+        .await;
+    assert_eq!(code, 200, "{selected}");
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1, "{selected}");
+    assert_eq!(selected["items"][0]["metadata"]["name"], "e1");
     // Deleted through one API, gone from the other.
     assert_eq!(h.delete(&format!("{core}/e1"), None).await.0, 200);
     assert_eq!(h.get(&format!("{newer}/e1")).await.0, 404);

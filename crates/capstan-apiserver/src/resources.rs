@@ -148,9 +148,18 @@ fn event_fields(event: &core::v1::Event) -> Vec<(&'static str, String)> {
             "reportingComponent",
             opt_str(event.reporting_component.as_ref()),
         ),
+        // The source component, or the reporting controller when there is none (an event
+        // written through events.k8s.io/v1), as upstream's `ToSelectableFields`.
         (
             "source",
-            opt_str(event.source.as_ref().and_then(|s| s.component.as_ref())),
+            opt_str(
+                event
+                    .source
+                    .as_ref()
+                    .and_then(|s| s.component.as_ref())
+                    .filter(|c| !c.is_empty())
+                    .or(event.reporting_component.as_ref()),
+            ),
         ),
         ("type", opt_str(event.type_.as_ref())),
     ]

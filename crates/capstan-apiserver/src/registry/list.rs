@@ -202,7 +202,9 @@ impl Registry {
                 fields,
             }
         });
+        let strategy = self.strategy();
         selectors.matches(&attrs.labels, |field| {
+            let field = strategy.hub_field_label(field);
             attrs
                 .fields
                 .iter()

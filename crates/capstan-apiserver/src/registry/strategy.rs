@@ -111,9 +111,16 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Fields beyond `metadata.name` and `metadata.namespace` that field selectors may use,
-    /// with their values for `object`.
+    /// with their values for `object`, named as the hub version names them (every version of
+    /// a resource shares one cache, which keeps these with each object).
     fn selectable_fields(&self, _object: &Value) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+
+    /// The hub's name for field selector label `label` of this version (upstream's field label
+    /// conversion); `label` itself where the names agree.
+    fn hub_field_label<'a>(&self, label: &'a str) -> &'a str {
+        label
     }
 
     /// The names of the selectable fields (for errors on unsupported ones).
@@ -448,19 +455,15 @@ impl Strategy for Converted {
     }
 
     fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
-        let fields = self.hub.selectable_fields(&self.to_hub(object));
-        let labels = self.conversion.field_labels;
-        if labels.is_empty() {
-            return fields;
-        }
-        // Upstream's field label conversion: the served version's labels for the hub's fields.
-        labels
+        self.hub.selectable_fields(&self.to_hub(object))
+    }
+
+    fn hub_field_label<'a>(&self, label: &'a str) -> &'a str {
+        self.conversion
+            .field_labels
             .iter()
-            .filter_map(|(served, hub)| {
-                let value = fields.iter().find(|(name, _)| name == hub)?;
-                Some((*served, value.1.clone()))
-            })
-            .collect()
+            .find(|(served, _)| *served == label)
+            .map_or(label, |(_, hub)| *hub)
     }
 
     fn selectable_field_names(&self) -> &'static [&'static str] {
