@@ -424,12 +424,11 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     if wants_node_ports(old) && !wants_node_ports(new) && spec_same("externalTrafficPolicy", new) {
         remove_spec(new, "externalTrafficPolicy");
     }
-    if !is_lb(new) {
-        if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) {
-            if status.contains_key("loadBalancer") {
-                status.insert("loadBalancer".into(), json!({}));
-            }
-        }
+    if !is_lb(new)
+        && let Some(status) = new.get_mut("status").and_then(Value::as_object_mut)
+        && status.contains_key("loadBalancer")
+    {
+        status.insert("loadBalancer".into(), json!({}));
     }
 }
 
