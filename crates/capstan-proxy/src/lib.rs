@@ -4,15 +4,16 @@
 //! endpoints.
 //!
 //! - `rules.rs`: the pure model — what the table should hold for a set of Services, slices and
-//!   this node (chains per Service port and endpoint, dispatch map entries, affinity sets).
+//!   this node (chains per Service port, dispatch map entries, hairpin and affinity sets),
+//!   kept per Service so that a sync recomputes only the Services that changed.
 //! - `nft.rs`: that model as nftables JSON (the `nftables` crate), the base chains hooked into
 //!   prerouting, output, input, forward and postrouting, the difference between two models as
 //!   one transaction, applied with `nft -j -f -`.
 //! - here: the watches and the sync loop. A change to a watched object wakes the loop, which
-//!   computes the model and applies only what changed since the last successful sync; the first
-//!   sync (after the watches have listed everything) and any sync after a failure replace the
-//!   whole table, which also reconciles what a crashed process left. A clean stop removes the
-//!   table.
+//!   brings the model up to date and applies only what changed since the last successful
+//!   sync; the first sync (after the watches have listed everything) and any sync after a
+//!   failure replace the whole table, which also reconciles what a crashed process left. A
+//!   clean stop removes the table.
 //!
 //! IPv4 only; topology-aware hints, LoadBalancer source ranges and health-check node ports are
 //! not implemented.
@@ -145,11 +146,12 @@ pub async fn run(
         );
         tracing::info!(table = %config.table, node = %config.node_name, "service proxy started");
         let mut retry: Option<Duration> = None;
+        let mut model = rules::Model::default();
         loop {
             let started = Instant::now();
             let node = nodes.state().into_iter().next();
             let info = NodeInfo::from_node(&config.node_name, node.as_deref());
-            let desired = rules::desired(&services.state(), &slices.state(), &info);
+            let desired = model.desired(&services.state(), &slices.state(), &info);
             match proxier.sync(desired).await {
                 Ok(stats) => {
                     retry = None;

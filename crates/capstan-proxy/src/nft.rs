@@ -11,6 +11,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use nftables::expr::{
     BinaryOperation, CT, Expression, Fib, FibFlag, FibResult, Meta, MetaKey, NamedExpression,
@@ -23,7 +24,7 @@ use nftables::schema::{
 use nftables::stmt::{self, JumpTarget, Match, NAT, NATFamily, NATFlag, Operator, Statement};
 use nftables::types::{NfChainType, NfFamily, NfHook};
 
-use crate::rules::{Desired, MASQUERADE_MARK, Protocol, Rule, Target};
+use crate::rules::{Desired, MASQUERADE_MARK, Protocol, Rule, ServiceKey, ServiceRules, Target};
 
 /// An error applying a transaction.
 #[derive(Debug, thiserror::Error)]
@@ -142,10 +143,6 @@ fn statements(rule: &Rule) -> Vec<Statement<'static>> {
             jump(MARK_FOR_MASQUERADE),
         ],
         Rule::Masquerade => vec![jump(MARK_FOR_MASQUERADE)],
-        Rule::MasqueradeFrom(ip) => vec![
-            matches(payload("ip", "saddr"), Operator::EQ, s(ip.to_string())),
-            jump(MARK_FOR_MASQUERADE),
-        ],
         Rule::GotoFromRange { range, chain } => vec![
             matches(payload("ip", "saddr"), Operator::EQ, prefix(*range)),
             goto(chain),
@@ -189,6 +186,41 @@ fn statements(rule: &Rule) -> Vec<Statement<'static>> {
                 flags: None,
             })),
         ],
+        Rule::DnatRandom {
+            protocol,
+            endpoints,
+        } => vec![
+            matches(meta(MetaKey::L4proto), Operator::EQ, s(protocol.name())),
+            Statement::DNAT(Some(NAT {
+                addr: Some(Expression::Named(NamedExpression::Map(Box::new(
+                    nftables::expr::Map {
+                        key: Expression::Named(NamedExpression::Numgen(Numgen {
+                            mode: NgMode::Random,
+                            ng_mod: u32::try_from(endpoints.len()).unwrap_or(u32::MAX),
+                            offset: None,
+                        })),
+                        data: Expression::Named(NamedExpression::Set(
+                            endpoints
+                                .iter()
+                                .enumerate()
+                                .map(|(i, (ip, port))| {
+                                    SetItem::Mapping(
+                                        Expression::Number(u32::try_from(i).unwrap_or(u32::MAX)),
+                                        concat(vec![
+                                            s(ip.to_string()),
+                                            Expression::Number(u32::from(*port)),
+                                        ]),
+                                    )
+                                })
+                                .collect(),
+                        )),
+                    },
+                )))),
+                family: Some(NATFamily::IP),
+                port: None,
+                flags: None,
+            })),
+        ],
         Rule::Goto(chain) => vec![goto(chain)],
         Rule::Drop => vec![Statement::Drop(None)],
     }
@@ -200,6 +232,7 @@ const NO_ENDPOINT_SERVICES: &str = "no-endpoint-services";
 const NO_ENDPOINT_NODEPORTS: &str = "no-endpoint-nodeports";
 const CLUSTER_IPS: &str = "cluster-ips";
 const NODEPORT_IPS: &str = "nodeport-ips";
+const HAIRPIN: &str = "hairpin";
 const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
 const MASQUERADING: &str = "masquerading";
 const REJECT_CHAIN: &str = "reject-chain";
@@ -284,11 +317,20 @@ impl Writer {
     }
 
     fn set(&self, name: &str, timeout: Option<u32>) -> NfListObject<'static> {
+        self.typed_set(name, SetTypeValue::Single(SetType::Ipv4Addr), timeout)
+    }
+
+    fn typed_set(
+        &self,
+        name: &str,
+        set_type: SetTypeValue<'static>,
+        timeout: Option<u32>,
+    ) -> NfListObject<'static> {
         NfListObject::Set(Box::new(Set {
             family: NfFamily::IP,
             table: self.t(),
             name: Cow::Owned(name.to_owned()),
-            set_type: SetTypeValue::Single(SetType::Ipv4Addr),
+            set_type,
             flags: timeout.map(|_| HashSet::from([SetFlag::Timeout])),
             timeout,
             ..Set::default()
@@ -315,6 +357,11 @@ impl Writer {
             self.map(NO_ENDPOINT_NODEPORTS, proto_port),
             add(self.set(CLUSTER_IPS, None)),
             add(self.set(NODEPORT_IPS, None)),
+            add(self.typed_set(
+                HAIRPIN,
+                SetTypeValue::Concatenated(Cow::Owned(vec![SetType::Ipv4Addr, SetType::Ipv4Addr])),
+                None,
+            )),
         ];
         for chain in [
             MARK_FOR_MASQUERADE,
@@ -470,13 +517,36 @@ impl Writer {
             self.base_chain("nat-output", nat, NfHook::Output, -100),
             self.rule("nat-output", vec![jump(SERVICES)]),
             self.base_chain("nat-postrouting", nat, NfHook::Postrouting, 100),
+            // Hairpin: an endpoint that reached itself through a Service (its source is its
+            // new destination) is masqueraded, so that its replies come back through the NAT.
+            self.rule(
+                "nat-postrouting",
+                vec![
+                    matches(
+                        Expression::Named(NamedExpression::CT(CT {
+                            key: Cow::Borrowed("status"),
+                            family: None,
+                            dir: None,
+                        })),
+                        Operator::IN,
+                        s("dnat"),
+                    ),
+                    matches(
+                        concat(vec![payload("ip", "saddr"), payload("ip", "daddr")]),
+                        Operator::EQ,
+                        s(format!("@{HAIRPIN}")),
+                    ),
+                    jump(MARK_FOR_MASQUERADE),
+                ],
+            ),
             self.rule("nat-postrouting", vec![jump(MASQUERADING)]),
         ]);
         objects
     }
 
     /// The transaction that takes the table from `applied` (what the last successful sync put
-    /// there; `None` for unknown, which replaces the whole table) to `desired`.
+    /// there; `None` for unknown, which replaces the whole table) to `desired`. Only Services
+    /// whose part is not the very same as before are compared chain by chain.
     pub fn transaction(&self, applied: Option<&Desired>, desired: &Desired) -> Vec<Obj> {
         let mut objects = Vec::new();
         let empty = Desired::default();
@@ -490,31 +560,65 @@ impl Writer {
                 &empty
             }
         };
+        let nothing = ServiceRules::default();
+        // Services gone, then Services new or different.
+        let changed: Vec<&ServiceKey> = old
+            .services
+            .keys()
+            .filter(|key| !desired.services.contains_key(*key))
+            .chain(
+                desired
+                    .services
+                    .iter()
+                    .filter(|(key, after)| {
+                        old.services
+                            .get(*key)
+                            .is_none_or(|before| !Arc::ptr_eq(before, after) && before != *after)
+                    })
+                    .map(|(key, _)| key),
+            )
+            .collect();
+        let parts: Vec<(&ServiceRules, &ServiceRules)> = changed
+            .iter()
+            .map(|key| {
+                (
+                    old.services.get(*key).map_or(&nothing, |p| &**p),
+                    desired.services.get(*key).map_or(&nothing, |p| &**p),
+                )
+            })
+            .collect();
         // New affinity sets, before the rules that use them.
-        for (set, timeout) in &desired.affinity_sets {
-            if old.affinity_sets.get(set) != Some(timeout) {
-                if old.affinity_sets.contains_key(set) {
-                    objects.push(delete(self.set(set, None)));
+        for (before, after) in &parts {
+            for (set, timeout) in &after.affinity_sets {
+                if before.affinity_sets.get(set) != Some(timeout) {
+                    if before.affinity_sets.contains_key(set) {
+                        objects.push(delete(self.set(set, None)));
+                    }
+                    objects.push(add(self.set(set, Some(*timeout))));
                 }
-                objects.push(add(self.set(set, Some(*timeout))));
             }
         }
         // New chains first (they may refer to each other), then their rules.
-        let changed: Vec<&String> = desired
-            .chains
+        let changed_chains: Vec<(&String, &Vec<Rule>)> = parts
             .iter()
-            .filter(|(name, rules)| old.chains.get(*name) != Some(*rules))
-            .map(|(name, _)| name)
+            .flat_map(|(before, after)| {
+                after
+                    .chains
+                    .iter()
+                    .filter(|(name, rules)| before.chains.get(*name) != Some(*rules))
+                    .map(|(name, rules)| (name, rules, before.chains.contains_key(name)))
+            })
+            .map(|(name, rules, existed)| {
+                objects.push(if existed {
+                    flush_chain(self.chain(name))
+                } else {
+                    add(NfListObject::Chain(self.chain(name)))
+                });
+                (name, rules)
+            })
             .collect();
-        for name in &changed {
-            if old.chains.contains_key(*name) {
-                objects.push(flush_chain(self.chain(name)));
-            } else {
-                objects.push(add(NfListObject::Chain(self.chain(name))));
-            }
-        }
-        for name in &changed {
-            for rule in &desired.chains[*name] {
+        for (name, rules) in changed_chains {
+            for rule in rules {
                 objects.push(self.rule(name, statements(rule)));
             }
         }
@@ -547,32 +651,44 @@ impl Writer {
             &desired.no_endpoint_nodeports,
             |(protocol, port)| proto_port(*protocol, *port),
         );
+        let address = |ip: &Ipv4Addr| s(ip.to_string());
+        let pair = |ip: &Ipv4Addr| concat(vec![s(ip.to_string()), s(ip.to_string())]);
         self.diff_set(
             &mut objects,
             CLUSTER_IPS,
             &old.cluster_ips,
             &desired.cluster_ips,
+            address,
         );
         self.diff_set(
             &mut objects,
             NODEPORT_IPS,
             &old.nodeport_ips,
             &desired.nodeport_ips,
+            address,
         );
+        self.diff_set(&mut objects, HAIRPIN, &old.hairpin, &desired.hairpin, pair);
         // Chains and sets nothing refers to any more.
-        for name in old.chains.keys() {
-            if !desired.chains.contains_key(name) {
-                objects.push(flush_chain(self.chain(name)));
-            }
+        let gone: Vec<&String> = parts
+            .iter()
+            .flat_map(|(before, after)| {
+                before
+                    .chains
+                    .keys()
+                    .filter(|name| !after.chains.contains_key(*name))
+            })
+            .collect();
+        for name in &gone {
+            objects.push(flush_chain(self.chain(name)));
         }
-        for name in old.chains.keys() {
-            if !desired.chains.contains_key(name) {
-                objects.push(delete(NfListObject::Chain(self.chain(name))));
-            }
+        for name in &gone {
+            objects.push(delete(NfListObject::Chain(self.chain(name))));
         }
-        for set in old.affinity_sets.keys() {
-            if !desired.affinity_sets.contains_key(set) {
-                objects.push(delete(self.set(set, None)));
+        for (before, after) in &parts {
+            for set in before.affinity_sets.keys() {
+                if !after.affinity_sets.contains_key(set) {
+                    objects.push(delete(self.set(set, None)));
+                }
             }
         }
         objects
@@ -610,14 +726,13 @@ impl Writer {
         set: &str,
         old: &BTreeSet<Ipv4Addr>,
         new: &BTreeSet<Ipv4Addr>,
+        element: impl Fn(&Ipv4Addr) -> Expression<'static>,
     ) {
-        let removed: Vec<Expression<'static>> =
-            old.difference(new).map(|ip| s(ip.to_string())).collect();
+        let removed: Vec<Expression<'static>> = old.difference(new).map(&element).collect();
         if !removed.is_empty() {
             objects.push(delete(self.element(set, removed)));
         }
-        let added: Vec<Expression<'static>> =
-            new.difference(old).map(|ip| s(ip.to_string())).collect();
+        let added: Vec<Expression<'static>> = new.difference(old).map(&element).collect();
         if !added.is_empty() {
             objects.push(add(self.element(set, added)));
         }

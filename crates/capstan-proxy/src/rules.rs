@@ -1,27 +1,37 @@
 //! What the proxy wants in the kernel, computed from Services, EndpointSlices and this node,
-//! without I/O: the per-Service chains and the entries of the shared dispatch maps, as
-//! upstream's nftables proxier lays them out.
+//! without I/O: the per-Service chains and the entries of the shared dispatch maps, laid out as
+//! upstream's nftables proxier does, with one difference that keeps the table small (see below).
 //!
 //! - `service-ips` maps `cluster IP . protocol . port` (and each external IP) to the Service
 //!   port's chain; `service-nodeports` maps `protocol . node port` to its external chain.
 //! - `service-<hash>-<ns>/<name>/<proto>/<port>` masquerades traffic to the cluster IP that does
-//!   not come from this node's pods, keeps session affinity, and picks an endpoint at random
-//!   (`numgen random`) among the ready ones, or the serving terminating ones when none is
-//!   ready.
+//!   not come from this node's pods and picks an endpoint at random (`numgen random`) among the
+//!   ready ones, or the serving terminating ones when none is ready.
 //! - `local-<hash>-...` does the same over this node's endpoints only, for
 //!   `internalTrafficPolicy: Local` and `externalTrafficPolicy: Local`.
 //! - `external-<hash>-...` handles NodePort and external-IP traffic: masqueraded and sent to
 //!   the service chain under the `Cluster` policy; under `Local`, pods of this node and the
 //!   node itself still reach every endpoint, other sources only this node's (or are dropped).
-//! - `endpoint-<hash>-...__<ip>/<port>` masquerades hairpin traffic (an endpoint reaching
-//!   itself), records session affinity, and rewrites the destination.
 //! - A Service port without endpoints is in `no-endpoint-services` / `no-endpoint-nodeports`,
 //!   whose verdict the filter chains apply to new connections: reject (connection refused),
 //!   or drop when only a `Local` policy leaves it without endpoints.
+//!
+//! Upstream gives every endpoint a chain of its own (`endpoint-<hash>-...`) that masquerades
+//! hairpin traffic and rewrites the destination. Here a Service port without session affinity
+//! rewrites the destination in one rule, `dnat to numgen random mod N map { i : ip . port }`,
+//! and hairpin traffic (an endpoint of this node reaching itself through a Service) is
+//! masqueraded in postrouting, where its source equals its new destination: the `hairpin` set
+//! holds `ip . ip` for each such endpoint. Per-endpoint chains remain only where session
+//! affinity needs a set per endpoint. Every `nft` run reads the whole table first, so eight
+//! times fewer chains make every sync that much cheaper (see BENCHMARKS.md).
+//!
+//! [`Model`] keeps each Service's part between syncs and recomputes only the Services whose
+//! object or slices changed (by resourceVersion) or all of them when the node changed.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -97,8 +107,6 @@ pub enum Rule {
     },
     /// Everything is marked for masquerade.
     Masquerade,
-    /// Traffic from `source` (an endpoint's own address) is marked for masquerade.
-    MasqueradeFrom(Ipv4Addr),
     /// Traffic from this node's pod range goes to `chain`.
     GotoFromRange {
         /// The pod range.
@@ -130,46 +138,132 @@ pub enum Rule {
         /// The endpoint's port.
         port: u16,
     },
+    /// The destination becomes one of `endpoints` (`ip:port`) at random.
+    DnatRandom {
+        /// The protocol (nftables needs it to rewrite a port).
+        protocol: Protocol,
+        /// The endpoints, at least two.
+        endpoints: Vec<(Ipv4Addr, u16)>,
+    },
     /// Go to `chain`.
     Goto(String),
     /// Drop.
     Drop,
 }
 
-/// Everything the proxy wants in its table beyond the fixed base chains.
+/// A Service, by namespace and name.
+pub type ServiceKey = (String, String);
+
+/// A key of `service-ips` / `no-endpoint-services`: destination address, protocol, port.
+pub type IpKey = (Ipv4Addr, Protocol, u16);
+/// A key of `service-nodeports` / `no-endpoint-nodeports`: protocol, node port.
+pub type NodePortKey = (Protocol, u16);
+
+/// What one Service adds to the table: its chains and sets, and its entries in the shared maps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceRules {
+    /// The Service's chains and their rules.
+    pub chains: BTreeMap<String, Vec<Rule>>,
+    /// Session affinity sets and their timeouts (seconds).
+    pub affinity_sets: BTreeMap<String, u32>,
+    /// Entries of `service-ips`.
+    pub service_ips: Vec<(IpKey, Target)>,
+    /// Entries of `service-nodeports`.
+    pub service_nodeports: Vec<(NodePortKey, Target)>,
+    /// Entries of `no-endpoint-services`.
+    pub no_endpoint_services: Vec<(IpKey, Target)>,
+    /// Entries of `no-endpoint-nodeports`.
+    pub no_endpoint_nodeports: Vec<(NodePortKey, Target)>,
+    /// The cluster IP.
+    pub cluster_ip: Option<Ipv4Addr>,
+    /// This node's endpoints that may reach themselves through the Service.
+    pub hairpin: BTreeSet<Ipv4Addr>,
+}
+
+/// Everything the proxy wants in its table beyond the fixed base chains: each Service's part,
+/// and the shared maps and sets they make up together.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Desired {
-    /// The per-Service chains and their rules.
-    pub chains: BTreeMap<String, Vec<Rule>>,
+    /// Each Service's part; a part that did not change between two models is the same `Arc`.
+    pub services: BTreeMap<ServiceKey, Arc<ServiceRules>>,
     /// `ip . protocol . port` → verdict, for cluster and external IPs.
-    pub service_ips: BTreeMap<(Ipv4Addr, Protocol, u16), Target>,
+    pub service_ips: BTreeMap<IpKey, Target>,
     /// `protocol . node port` → verdict.
-    pub service_nodeports: BTreeMap<(Protocol, u16), Target>,
+    pub service_nodeports: BTreeMap<NodePortKey, Target>,
     /// Service IP ports without endpoints.
-    pub no_endpoint_services: BTreeMap<(Ipv4Addr, Protocol, u16), Target>,
+    pub no_endpoint_services: BTreeMap<IpKey, Target>,
     /// Node ports without endpoints.
-    pub no_endpoint_nodeports: BTreeMap<(Protocol, u16), Target>,
+    pub no_endpoint_nodeports: BTreeMap<NodePortKey, Target>,
     /// Every cluster IP served, so that traffic to one on a port it does not serve is rejected.
     pub cluster_ips: BTreeSet<Ipv4Addr>,
     /// The node's addresses, where node ports are served.
     pub nodeport_ips: BTreeSet<Ipv4Addr>,
-    /// Session affinity sets and their timeouts (seconds).
-    pub affinity_sets: BTreeMap<String, u32>,
+    /// Endpoints of this node, whose traffic to themselves through a Service is masqueraded.
+    pub hairpin: BTreeSet<Ipv4Addr>,
 }
 
 impl Desired {
+    /// The model made of `services`' parts on `node`.
+    fn assemble(services: BTreeMap<ServiceKey, Arc<ServiceRules>>, node: &NodeInfo) -> Desired {
+        let mut desired = Desired {
+            nodeport_ips: node.addresses.clone(),
+            ..Desired::default()
+        };
+        for part in services.values() {
+            desired.service_ips.extend(part.service_ips.iter().cloned());
+            desired
+                .service_nodeports
+                .extend(part.service_nodeports.iter().cloned());
+            desired
+                .no_endpoint_services
+                .extend(part.no_endpoint_services.iter().cloned());
+            desired
+                .no_endpoint_nodeports
+                .extend(part.no_endpoint_nodeports.iter().cloned());
+            desired.cluster_ips.extend(part.cluster_ip);
+            desired.hairpin.extend(part.hairpin.iter().copied());
+        }
+        desired.services = services;
+        desired
+    }
+
+    /// Every Service chain and its rules.
+    pub fn chains(&self) -> impl Iterator<Item = (&String, &Vec<Rule>)> {
+        self.services.values().flat_map(|part| part.chains.iter())
+    }
+
+    /// The rules of chain `name`, if some Service has it.
+    pub fn chain(&self, name: &str) -> Option<&Vec<Rule>> {
+        self.services
+            .values()
+            .find_map(|part| part.chains.get(name))
+    }
+
+    /// Every session affinity set and its timeout.
+    pub fn affinity_sets(&self) -> impl Iterator<Item = (&String, &u32)> {
+        self.services
+            .values()
+            .flat_map(|part| part.affinity_sets.iter())
+    }
+
     /// How many objects (chains, rules, map and set elements) this holds: the size of a full
     /// sync's transaction, roughly.
     pub fn size(&self) -> usize {
-        self.chains.len()
-            + self.chains.values().map(Vec::len).sum::<usize>()
+        self.services
+            .values()
+            .map(|part| {
+                part.chains.len()
+                    + part.chains.values().map(Vec::len).sum::<usize>()
+                    + part.affinity_sets.len()
+            })
+            .sum::<usize>()
             + self.service_ips.len()
             + self.service_nodeports.len()
             + self.no_endpoint_services.len()
             + self.no_endpoint_nodeports.len()
             + self.cluster_ips.len()
             + self.nodeport_ips.len()
-            + self.affinity_sets.len()
+            + self.hairpin.len()
     }
 }
 
@@ -342,215 +436,295 @@ fn cluster_ip(service: &Service) -> Option<Ipv4Addr> {
     spec.cluster_ip.as_deref()?.parse().ok()
 }
 
-/// Builds what the table should hold for `services` and `slices` as seen from `node`.
+/// Builds what the table should hold for `services` and `slices` as seen from `node`, from
+/// scratch.
 pub fn desired<S, E>(services: &[S], slices: &[E], node: &NodeInfo) -> Desired
 where
     S: Borrow<Service>,
     E: Borrow<EndpointSlice>,
 {
-    let index = index_slices(slices);
-    let mut desired = Desired {
-        nodeport_ips: node.addresses.clone(),
-        ..Desired::default()
-    };
-    for service in services {
-        let service: &Service = service.borrow();
-        let Some(ip) = cluster_ip(service) else {
-            continue;
-        };
-        let (Some(namespace), Some(name), Some(spec)) = (
-            service.metadata.namespace.as_deref(),
-            service.metadata.name.as_deref(),
-            service.spec.as_ref(),
-        ) else {
-            continue;
-        };
-        desired.cluster_ips.insert(ip);
-        let slices = index
-            .get(&(namespace, name))
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let affinity = (spec.session_affinity.as_deref() == Some("ClientIP")).then(|| {
-            spec.session_affinity_config
-                .as_ref()
-                .and_then(|c| c.client_ip.as_ref())
-                .and_then(|c| c.timeout_seconds)
-                .and_then(|t| u32::try_from(t).ok())
-                .filter(|t| *t > 0)
-                .unwrap_or(DEFAULT_AFFINITY_TIMEOUT)
-        });
-        let internal_local = spec.internal_traffic_policy.as_deref() == Some("Local");
-        let external_local = matches!(
-            spec.external_traffic_policy.as_deref(),
-            Some("Local") | Some("OnlyLocal")
-        );
-        let external_ips: Vec<Ipv4Addr> = spec
-            .external_ips
-            .iter()
-            .flatten()
-            .filter_map(|ip| ip.parse().ok())
-            .collect();
-        let node_ports = matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
-        for port in spec.ports.iter().flatten() {
-            let Some(protocol) = Protocol::parse(port.protocol.as_deref()) else {
+    Model::default().desired(services, slices, node)
+}
+
+/// What a Service's part was computed from: the Service's resourceVersion and its slices'
+/// names and resourceVersions.
+type Fingerprint = (String, Vec<(String, String)>);
+
+/// Builds models one after another, recomputing only the Services whose object or slices
+/// changed since the last one (all of them when the node changed).
+#[derive(Debug, Default)]
+pub struct Model {
+    node: Option<NodeInfo>,
+    parts: HashMap<ServiceKey, (Fingerprint, Arc<ServiceRules>)>,
+}
+
+impl Model {
+    /// What the table should hold for `services` and `slices` as seen from `node`.
+    pub fn desired<S, E>(&mut self, services: &[S], slices: &[E], node: &NodeInfo) -> Desired
+    where
+        S: Borrow<Service>,
+        E: Borrow<EndpointSlice>,
+    {
+        if self.node.as_ref() != Some(node) {
+            self.parts.clear();
+            self.node = Some(node.clone());
+        }
+        let index = index_slices(slices);
+        let mut parts = HashMap::with_capacity(services.len());
+        let mut services_parts = BTreeMap::new();
+        for service in services {
+            let service: &Service = service.borrow();
+            let (Some(namespace), Some(name)) = (
+                service.metadata.namespace.as_deref(),
+                service.metadata.name.as_deref(),
+            ) else {
                 continue;
             };
-            let Ok(service_port) = u16::try_from(port.port) else {
-                continue;
-            };
-            let port_name = port.name.as_deref().unwrap_or("");
-            let readable = format!("{namespace}/{name}/{}/{port_name}", protocol.name());
-            let id = hash(&readable);
-            let all = endpoints_for(slices, port_name, protocol, &node.name);
-            let cluster = usable(&all.iter().collect::<Vec<_>>());
-            let local = usable(&all.iter().filter(|e| e.local).collect::<Vec<_>>());
-            let service_chain = format!("service-{id}-{readable}");
-            let local_chain = format!("local-{id}-{readable}");
-            let external_chain = format!("external-{id}-{readable}");
-            let masquerade = node.pod_cidr.map(|local| Rule::MasqueradeUnlessFrom {
-                ip,
-                protocol,
-                port: service_port,
-                local,
+            let slices = index
+                .get(&(namespace, name))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let key = (namespace.to_owned(), name.to_owned());
+            let fingerprint = fingerprint(service, slices);
+            let kept = self.parts.remove(&key).filter(|(previous, _)| {
+                fingerprint
+                    .as_ref()
+                    .is_some_and(|fingerprint| previous == fingerprint)
             });
-            let endpoint_chain = |endpoint: &Endpoint, desired: &mut Desired| {
+            let part = match kept {
+                Some((_, part)) => part,
+                None => match service_rules(service, slices, node) {
+                    Some(part) => Arc::new(part),
+                    None => continue,
+                },
+            };
+            if let Some(fingerprint) = fingerprint {
+                parts.insert(key.clone(), (fingerprint, Arc::clone(&part)));
+            }
+            services_parts.insert(key, part);
+        }
+        self.parts = parts;
+        Desired::assemble(services_parts, node)
+    }
+}
+
+/// What `service`'s part is computed from, or `None` when an object has no resourceVersion
+/// (then it is always recomputed).
+fn fingerprint(service: &Service, slices: &[&EndpointSlice]) -> Option<Fingerprint> {
+    let version = service.metadata.resource_version.clone()?;
+    let mut slice_versions = slices
+        .iter()
+        .map(|slice| {
+            Some((
+                slice.metadata.name.clone().unwrap_or_default(),
+                slice.metadata.resource_version.clone()?,
+            ))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    slice_versions.sort();
+    Some((version, slice_versions))
+}
+
+/// `service`'s part of the table, with its `slices` as seen from `node`; `None` when this
+/// proxy does not handle the Service.
+fn service_rules(
+    service: &Service,
+    slices: &[&EndpointSlice],
+    node: &NodeInfo,
+) -> Option<ServiceRules> {
+    let ip = cluster_ip(service)?;
+    let namespace = service.metadata.namespace.as_deref()?;
+    let name = service.metadata.name.as_deref()?;
+    let spec = service.spec.as_ref()?;
+    let mut part = ServiceRules {
+        cluster_ip: Some(ip),
+        ..ServiceRules::default()
+    };
+    let affinity = (spec.session_affinity.as_deref() == Some("ClientIP")).then(|| {
+        spec.session_affinity_config
+            .as_ref()
+            .and_then(|c| c.client_ip.as_ref())
+            .and_then(|c| c.timeout_seconds)
+            .and_then(|t| u32::try_from(t).ok())
+            .filter(|t| *t > 0)
+            .unwrap_or(DEFAULT_AFFINITY_TIMEOUT)
+    });
+    let internal_local = spec.internal_traffic_policy.as_deref() == Some("Local");
+    let external_local = matches!(
+        spec.external_traffic_policy.as_deref(),
+        Some("Local") | Some("OnlyLocal")
+    );
+    let external_ips: Vec<Ipv4Addr> = spec
+        .external_ips
+        .iter()
+        .flatten()
+        .filter_map(|ip| ip.parse().ok())
+        .collect();
+    let node_ports = matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
+    for port in spec.ports.iter().flatten() {
+        let Some(protocol) = Protocol::parse(port.protocol.as_deref()) else {
+            continue;
+        };
+        let Ok(service_port) = u16::try_from(port.port) else {
+            continue;
+        };
+        let port_name = port.name.as_deref().unwrap_or("");
+        let readable = format!("{namespace}/{name}/{}/{port_name}", protocol.name());
+        let id = hash(&readable);
+        let all = endpoints_for(slices, port_name, protocol, &node.name);
+        let cluster = usable(&all.iter().collect::<Vec<_>>());
+        let local = usable(&all.iter().filter(|e| e.local).collect::<Vec<_>>());
+        part.hairpin.extend(
+            all.iter()
+                .filter(|e| e.local || node.pod_cidr.is_some_and(|range| in_range(e.ip, range)))
+                .map(|e| e.ip),
+        );
+        let service_chain = format!("service-{id}-{readable}");
+        let local_chain = format!("local-{id}-{readable}");
+        let external_chain = format!("external-{id}-{readable}");
+        let masquerade = node.pod_cidr.map(|local| Rule::MasqueradeUnlessFrom {
+            ip,
+            protocol,
+            port: service_port,
+            local,
+        });
+        // The rules that send a connection to one of `endpoints`.
+        let pick = |endpoints: &[Endpoint], part: &mut ServiceRules| -> Vec<Rule> {
+            let Some(timeout) = affinity else {
+                return vec![match endpoints {
+                    [one] => Rule::Dnat {
+                        protocol,
+                        ip: one.ip,
+                        port: one.port,
+                    },
+                    _ => Rule::DnatRandom {
+                        protocol,
+                        endpoints: endpoints.iter().map(|e| (e.ip, e.port)).collect(),
+                    },
+                }];
+            };
+            // Session affinity: a chain and a set of recent clients per endpoint.
+            let mut rules = Vec::new();
+            let mut chains = Vec::new();
+            for endpoint in endpoints {
                 let suffix = format!("{readable}__{}/{}", endpoint.ip, endpoint.port);
                 let chain = format!("endpoint-{id}-{suffix}");
-                let mut rules = vec![Rule::MasqueradeFrom(endpoint.ip)];
-                if let Some(timeout) = affinity {
-                    let set = format!("affinity-{id}-{suffix}");
-                    desired.affinity_sets.insert(set.clone(), timeout);
-                    rules.push(Rule::RecordAffinity(set));
-                }
-                rules.push(Rule::Dnat {
-                    protocol,
-                    ip: endpoint.ip,
-                    port: endpoint.port,
-                });
-                desired.chains.insert(chain.clone(), rules);
-                chain
-            };
-            // The rules that pick one of `endpoints`, their chains created.
-            let pick = |endpoints: &[Endpoint], desired: &mut Desired| -> Vec<Rule> {
-                let chains: Vec<String> = endpoints
-                    .iter()
-                    .map(|e| endpoint_chain(e, desired))
-                    .collect();
-                let mut rules = Vec::new();
-                if affinity.is_some() {
-                    for (endpoint, chain) in endpoints.iter().zip(&chains) {
-                        let set = format!(
-                            "affinity-{id}-{readable}__{}/{}",
-                            endpoint.ip, endpoint.port
-                        );
-                        rules.push(Rule::Affinity {
-                            set,
-                            chain: chain.clone(),
-                        });
-                    }
-                }
-                rules.push(Rule::Random(chains));
-                rules
-            };
-            if !cluster.is_empty() {
-                let mut rules: Vec<Rule> = masquerade.iter().cloned().collect();
-                rules.extend(pick(&cluster, &mut desired));
-                desired.chains.insert(service_chain.clone(), rules);
-            }
-            if (internal_local || external_local) && !local.is_empty() {
-                let mut rules: Vec<Rule> = if internal_local {
-                    masquerade.iter().cloned().collect()
-                } else {
-                    Vec::new()
-                };
-                rules.extend(pick(&local, &mut desired));
-                desired.chains.insert(local_chain.clone(), rules);
-            }
-            // Traffic to the cluster IP.
-            let key = (ip, protocol, service_port);
-            if internal_local {
-                if local.is_empty() {
-                    let verdict = if cluster.is_empty() {
-                        Target::Reject
-                    } else {
-                        Target::Drop
-                    };
-                    desired.no_endpoint_services.insert(key, verdict);
-                } else {
-                    desired
-                        .service_ips
-                        .insert(key, Target::Goto(local_chain.clone()));
-                }
-            } else if cluster.is_empty() {
-                desired.no_endpoint_services.insert(key, Target::Reject);
-            } else {
-                desired
-                    .service_ips
-                    .insert(key, Target::Goto(service_chain.clone()));
-            }
-            // Traffic to node ports and external IPs.
-            let node_port = port
-                .node_port
-                .filter(|_| node_ports)
-                .and_then(|p| u16::try_from(p).ok())
-                .filter(|p| *p != 0);
-            if node_port.is_none() && external_ips.is_empty() {
-                continue;
-            }
-            let external = if cluster.is_empty() {
-                Err(Target::Reject)
-            } else if external_local {
-                let mut rules = Vec::new();
-                if let Some(range) = node.pod_cidr {
-                    rules.push(Rule::GotoFromRange {
-                        range,
-                        chain: service_chain.clone(),
-                    });
-                }
-                rules.push(Rule::MasqueradeFromNode);
-                rules.push(Rule::GotoFromNode(service_chain.clone()));
-                rules.push(if local.is_empty() {
-                    Rule::Drop
-                } else {
-                    Rule::Goto(local_chain.clone())
-                });
-                desired.chains.insert(external_chain.clone(), rules);
-                Ok(Target::Goto(external_chain.clone()))
-            } else {
-                desired.chains.insert(
-                    external_chain.clone(),
-                    vec![Rule::Masquerade, Rule::Goto(service_chain.clone())],
+                let set = format!("affinity-{id}-{suffix}");
+                part.affinity_sets.insert(set.clone(), timeout);
+                part.chains.insert(
+                    chain.clone(),
+                    vec![
+                        Rule::RecordAffinity(set.clone()),
+                        Rule::Dnat {
+                            protocol,
+                            ip: endpoint.ip,
+                            port: endpoint.port,
+                        },
+                    ],
                 );
-                Ok(Target::Goto(external_chain.clone()))
-            };
-            if let Some(node_port) = node_port {
-                match &external {
-                    Ok(target) => {
-                        desired
-                            .service_nodeports
-                            .insert((protocol, node_port), target.clone());
-                    }
-                    Err(verdict) => {
-                        desired
-                            .no_endpoint_nodeports
-                            .insert((protocol, node_port), verdict.clone());
-                    }
-                }
+                rules.push(Rule::Affinity {
+                    set,
+                    chain: chain.clone(),
+                });
+                chains.push(chain);
             }
-            for external_ip in &external_ips {
-                let key = (*external_ip, protocol, service_port);
-                match &external {
-                    Ok(target) => {
-                        desired.service_ips.insert(key, target.clone());
-                    }
-                    Err(verdict) => {
-                        desired.no_endpoint_services.insert(key, verdict.clone());
-                    }
-                }
+            rules.push(Rule::Random(chains));
+            rules
+        };
+        if !cluster.is_empty() {
+            let mut rules: Vec<Rule> = masquerade.iter().cloned().collect();
+            rules.extend(pick(&cluster, &mut part));
+            part.chains.insert(service_chain.clone(), rules);
+        }
+        if (internal_local || external_local) && !local.is_empty() {
+            let mut rules: Vec<Rule> = if internal_local {
+                masquerade.iter().cloned().collect()
+            } else {
+                Vec::new()
+            };
+            rules.extend(pick(&local, &mut part));
+            part.chains.insert(local_chain.clone(), rules);
+        }
+        // Traffic to the cluster IP.
+        let key = (ip, protocol, service_port);
+        if internal_local {
+            if local.is_empty() {
+                let verdict = if cluster.is_empty() {
+                    Target::Reject
+                } else {
+                    Target::Drop
+                };
+                part.no_endpoint_services.push((key, verdict));
+            } else {
+                part.service_ips
+                    .push((key, Target::Goto(local_chain.clone())));
+            }
+        } else if cluster.is_empty() {
+            part.no_endpoint_services.push((key, Target::Reject));
+        } else {
+            part.service_ips
+                .push((key, Target::Goto(service_chain.clone())));
+        }
+        // Traffic to node ports and external IPs.
+        let node_port = port
+            .node_port
+            .filter(|_| node_ports)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0);
+        if node_port.is_none() && external_ips.is_empty() {
+            continue;
+        }
+        let external = if cluster.is_empty() {
+            Err(Target::Reject)
+        } else if external_local {
+            let mut rules = Vec::new();
+            if let Some(range) = node.pod_cidr {
+                rules.push(Rule::GotoFromRange {
+                    range,
+                    chain: service_chain.clone(),
+                });
+            }
+            rules.push(Rule::MasqueradeFromNode);
+            rules.push(Rule::GotoFromNode(service_chain.clone()));
+            rules.push(if local.is_empty() {
+                Rule::Drop
+            } else {
+                Rule::Goto(local_chain.clone())
+            });
+            part.chains.insert(external_chain.clone(), rules);
+            Ok(Target::Goto(external_chain.clone()))
+        } else {
+            part.chains.insert(
+                external_chain.clone(),
+                vec![Rule::Masquerade, Rule::Goto(service_chain.clone())],
+            );
+            Ok(Target::Goto(external_chain.clone()))
+        };
+        if let Some(node_port) = node_port {
+            match &external {
+                Ok(target) => part
+                    .service_nodeports
+                    .push(((protocol, node_port), target.clone())),
+                Err(verdict) => part
+                    .no_endpoint_nodeports
+                    .push(((protocol, node_port), verdict.clone())),
+            }
+        }
+        for external_ip in &external_ips {
+            let key = (*external_ip, protocol, service_port);
+            match &external {
+                Ok(target) => part.service_ips.push((key, target.clone())),
+                Err(verdict) => part.no_endpoint_services.push((key, verdict.clone())),
             }
         }
     }
-    desired
+    Some(part)
+}
+
+/// Whether `ip` is in `range` (`addr/len`).
+fn in_range(ip: Ipv4Addr, (addr, len): (Ipv4Addr, u8)) -> bool {
+    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(addr) & mask
 }
 
 #[cfg(test)]

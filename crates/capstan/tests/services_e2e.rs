@@ -329,6 +329,27 @@ fn services_reach_pods_through_the_proxy() {
     );
     assert_eq!(seen, pods);
 
+    // Hairpin: a pod reaches itself through its own Service (masqueraded, so that its reply
+    // comes back through the NAT), as well as the other pod.
+    let first = pods.iter().next().unwrap().clone();
+    let seen = wait_for(
+        "a pod reaching itself through its Service",
+        Duration::from_secs(60),
+        || {
+            let seen: BTreeSet<String> = (0..12)
+                .filter_map(|_| {
+                    let output = exec(kc, &first, &["timeout", "5", "wget", "-qO-", &url]);
+                    output
+                        .status
+                        .success()
+                        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+                })
+                .collect();
+            (seen == pods).then_some(seen)
+        },
+    );
+    assert!(seen.contains(&first));
+
     // The host reaches them through the node port.
     let address = format!("{node_ip}:{node_port}");
     let body = wait_for("the node port", Duration::from_secs(30), || {
@@ -374,7 +395,6 @@ fn services_reach_pods_through_the_proxy() {
     assert!(described.contains("Endpoints:"), "{described}");
 
     // A pod failing readiness leaves the rotation, and comes back.
-    let first = pods.iter().next().unwrap().clone();
     let second = pods.iter().nth(1).unwrap().clone();
     let removed = exec(kc, &first, &["rm", "/tmp/ready"]);
     assert!(removed.status.success());

@@ -161,24 +161,163 @@ fn a_one_endpoint_change_touches_only_its_services_rules() {
     for other in ["ns/svc6/", "ns/svc8/", "ns/svc70/"] {
         assert!(!text.contains(other), "{other} touched: {text}");
     }
-    // Two service chains refilled (tcp and udp), two endpoint chains gone.
+    // Two service chains refilled (tcp and udp); no chain comes or goes, and the endpoint
+    // leaves the hairpin set.
     let flushed = transaction
         .iter()
         .filter(|o| matches!(o, NfObject::CmdObject(NfCmd::Flush(_))))
         .count();
-    assert_eq!(flushed, 4, "{text}");
-    let deleted = transaction
+    assert_eq!(flushed, 2, "{text}");
+    let chains_added_or_deleted = transaction
         .iter()
         .filter(|o| {
             matches!(
                 o,
-                NfObject::CmdObject(NfCmd::Delete(NfListObject::Chain(_)))
+                NfObject::CmdObject(
+                    NfCmd::Delete(NfListObject::Chain(_)) | NfCmd::Add(NfListObject::Chain(_))
+                )
             )
         })
         .count();
-    assert_eq!(deleted, 2, "{text}");
+    assert_eq!(chains_added_or_deleted, 0, "{text}");
+    let hairpin_deleted = transaction.iter().any(|o| {
+        let NfObject::CmdObject(NfCmd::Delete(NfListObject::Element(element))) = o else {
+            return false;
+        };
+        element.name == "hairpin"
+            && serde_json::to_string(&element.elem).unwrap()
+                == r#"[{"concat":["10.42.9.8","10.42.9.8"]}]"#
+    });
+    assert!(hairpin_deleted, "{text}");
     // Nothing changed: nothing to send.
     assert!(writer.transaction(Some(&after), &after).is_empty());
+}
+
+#[test]
+fn a_model_recomputes_only_the_services_that_changed() {
+    let writer = Writer::new("kube-proxy");
+    let (mut services, mut slices) = super::tests::services(50, 4, false);
+    for object in services.iter_mut() {
+        object.metadata.resource_version = Some("1".to_owned());
+    }
+    for object in slices.iter_mut() {
+        object.metadata.resource_version = Some("1".to_owned());
+    }
+    let mut model = crate::rules::Model::default();
+    let before = model.desired(&services, &slices, &node());
+    // A new version of one slice.
+    slices[7].endpoints.pop();
+    slices[7].metadata.resource_version = Some("2".to_owned());
+    let after = model.desired(&services, &slices, &node());
+    let recomputed: Vec<&String> = after
+        .services
+        .iter()
+        .filter(|(key, part)| !Arc::ptr_eq(&before.services[*key], part))
+        .map(|(key, _)| &key.1)
+        .collect();
+    assert_eq!(recomputed, ["svc7"]);
+    assert_eq!(
+        after,
+        desired(&services, &slices, &node()),
+        "the same as from scratch"
+    );
+    let text = to_json(writer.transaction(Some(&before), &after)).unwrap();
+    assert!(
+        text.contains("ns/svc7/") && !text.contains("ns/svc8/"),
+        "{text}"
+    );
+    // Another node: everything is recomputed for it.
+    let elsewhere = NodeInfo {
+        name: "n2".to_owned(),
+        ..node()
+    };
+    let moved = model.desired(&services, &slices, &elsewhere);
+    assert!(
+        moved
+            .services
+            .iter()
+            .all(|(key, part)| !Arc::ptr_eq(&after.services[key], part))
+    );
+    assert_eq!(moved, desired(&services, &slices, &elsewhere));
+}
+
+#[tokio::test]
+async fn the_kernel_takes_one_rule_per_service_port_without_affinity() {
+    let netns = Netns::new("plain");
+    let mut proxier = crate::Proxier::new("kube-proxy", &netns.nft());
+    let (services, mut slices) = super::tests::services(20, 3, false);
+    proxier
+        .sync(desired(&services, &slices, &node()))
+        .await
+        .unwrap();
+    let listing = netns.list("kube-proxy").expect("the table exists");
+    let chains = chain_names(&listing);
+    let count = |chains: &[String], prefix: &str| {
+        chains
+            .iter()
+            .filter(|c| c.starts_with(prefix) && c.contains('/'))
+            .count()
+    };
+    assert_eq!(count(&chains, "service-"), 40);
+    assert_eq!(count(&chains, "external-"), 20);
+    assert_eq!(count(&chains, "endpoint-"), 0, "{chains:?}");
+    // The endpoint is picked in the service chain, over the three endpoints.
+    let rules = objects(&listing, "rule");
+    let svc3 = rules
+        .iter()
+        .find(|r| {
+            r["chain"].as_str().unwrap().starts_with("service-")
+                && r["chain"].as_str().unwrap().ends_with("ns/svc3/tcp/http")
+                && r.to_string().contains("dnat")
+        })
+        .expect("svc3's dnat rule");
+    let text = svc3.to_string();
+    for ip in ["10.42.0.4", "10.42.1.4", "10.42.2.4"] {
+        assert!(text.contains(ip), "{text}");
+    }
+    assert!(text.contains("numgen"), "{text}");
+    let hairpin = objects(&listing, "set")
+        .into_iter()
+        .find(|s| s["name"] == "hairpin")
+        .expect("the hairpin set");
+    assert_eq!(hairpin["elem"].as_array().unwrap().len(), 60);
+
+    // One endpoint left, then none, then three again: applied incrementally.
+    slices[3].endpoints.truncate(1);
+    let stats = proxier
+        .sync(desired(&services, &slices, &node()))
+        .await
+        .unwrap();
+    assert!(!stats.full);
+    let listing = netns.list("kube-proxy").unwrap();
+    let one = objects(&listing, "rule")
+        .into_iter()
+        .filter(|r| r["chain"].as_str().unwrap().ends_with("ns/svc3/tcp/http"))
+        .map(|r| r.to_string())
+        .find(|r| r.contains("dnat"))
+        .unwrap();
+    assert!(
+        one.contains("10.42.0.4") && !one.contains("numgen"),
+        "{one}"
+    );
+    slices[3].endpoints.clear();
+    proxier
+        .sync(desired(&services, &slices, &node()))
+        .await
+        .unwrap();
+    let listing = netns.list("kube-proxy").unwrap();
+    assert_eq!(count(&chain_names(&listing), "service-"), 38);
+    assert_eq!(map_size(&listing, "no-endpoint-services"), 2);
+    let (_, full_slices) = super::tests::services(20, 3, false);
+    let stats = proxier
+        .sync(desired(&services, &full_slices, &node()))
+        .await
+        .unwrap();
+    assert!(!stats.full);
+    let listing = netns.list("kube-proxy").unwrap();
+    assert_eq!(count(&chain_names(&listing), "service-"), 40);
+    assert_eq!(map_size(&listing, "no-endpoint-services"), 0);
+    proxier.remove().await.unwrap();
 }
 
 #[tokio::test]

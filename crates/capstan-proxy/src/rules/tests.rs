@@ -46,10 +46,25 @@ fn node() -> NodeInfo {
 
 fn chain<'a>(desired: &'a Desired, prefix: &str) -> (&'a String, &'a Vec<Rule>) {
     desired
-        .chains
-        .iter()
+        .chains()
         .find(|(name, _)| name.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no chain {prefix}* in {:?}", desired.chains.keys()))
+        .unwrap_or_else(|| {
+            let names: Vec<&String> = desired.chains().map(|(name, _)| name).collect();
+            panic!("no chain {prefix}* in {names:?}")
+        })
+}
+
+/// The endpoints a rule rewrites the destination to (one, or one at random of several).
+fn picks(rule: &Rule) -> Vec<(Ipv4Addr, u16)> {
+    match rule {
+        Rule::Dnat { ip, port, .. } => vec![(*ip, *port)],
+        Rule::DnatRandom { endpoints, .. } => endpoints.clone(),
+        other => panic!("not a dnat: {other:?}"),
+    }
+}
+
+fn ep(ip: &str, port: u16) -> (Ipv4Addr, u16) {
+    (ip.parse().unwrap(), port)
 }
 
 const KEY: (Ipv4Addr, Protocol, u16) = (Ipv4Addr::new(10, 43, 0, 20), Protocol::Tcp, 80);
@@ -84,21 +99,22 @@ fn a_cluster_ip_balances_over_ready_endpoints() {
             local: (Ipv4Addr::new(10, 42, 0, 0), 24)
         }
     );
-    let Rule::Random(endpoints) = &rules[1] else {
-        panic!("{rules:?}")
-    };
-    assert_eq!(endpoints.len(), 2, "the unready endpoint is left out");
-    assert!(endpoints[0].ends_with("ns/web/tcp/http__10.42.0.5/8080"));
     assert_eq!(
-        desired.chains[&endpoints[1]],
-        vec![
-            Rule::MasqueradeFrom(Ipv4Addr::new(10, 42, 1, 5)),
-            Rule::Dnat {
-                protocol: Protocol::Tcp,
-                ip: Ipv4Addr::new(10, 42, 1, 5),
-                port: 8080
-            }
-        ]
+        rules[1],
+        Rule::DnatRandom {
+            protocol: Protocol::Tcp,
+            endpoints: vec![ep("10.42.0.5", 8080), ep("10.42.1.5", 8080)],
+        },
+        "the unready endpoint is left out"
+    );
+    assert_eq!(rules.len(), 2);
+    assert_eq!(desired.chains().count(), 1, "no chain per endpoint");
+    // Only this node's endpoints can hairpin, ready or not.
+    assert_eq!(
+        desired.hairpin,
+        [Ipv4Addr::new(10, 42, 0, 5)].into(),
+        "{:?}",
+        desired.hairpin
     );
     assert!(desired.cluster_ips.contains(&KEY.0));
     assert!(desired.no_endpoint_services.is_empty());
@@ -115,7 +131,7 @@ fn without_endpoints_connections_are_refused() {
         Some(&Target::Reject)
     );
     assert!(desired.service_ips.is_empty());
-    assert!(desired.chains.is_empty());
+    assert_eq!(desired.chains().count(), 0);
     // Unready endpoints that are not terminating do not count either.
     let slices = [web_slice(
         "web-a",
@@ -140,11 +156,7 @@ fn terminating_endpoints_serve_only_when_none_is_ready() {
     )];
     let desired = desired(&services, &slices, &node());
     let (_, rules) = chain(&desired, "service-");
-    let Rule::Random(endpoints) = &rules[1] else {
-        panic!("{rules:?}")
-    };
-    assert_eq!(endpoints.len(), 1);
-    assert!(endpoints[0].ends_with("__10.42.0.5/8080"));
+    assert_eq!(picks(&rules[1]), [ep("10.42.0.5", 8080)]);
     let slices = [web_slice(
         "web-a",
         &[
@@ -154,11 +166,7 @@ fn terminating_endpoints_serve_only_when_none_is_ready() {
     )];
     let desired = super::desired(&services, &slices, &node());
     let (_, rules) = chain(&desired, "service-");
-    let Rule::Random(endpoints) = &rules[1] else {
-        panic!("{rules:?}")
-    };
-    assert_eq!(endpoints.len(), 1);
-    assert!(endpoints[0].ends_with("__10.42.0.7/8080"));
+    assert_eq!(picks(&rules[1]), [ep("10.42.0.7", 8080)]);
 }
 
 #[test]
@@ -242,11 +250,7 @@ fn external_traffic_policy_local_keeps_outside_traffic_on_this_node() {
     let (_, rules) = chain(&desired, "external-");
     let (local_chain, local_rules) = chain(&desired, "local-");
     assert_eq!(rules.last(), Some(&Rule::Goto(local_chain.clone())));
-    let Rule::Random(endpoints) = &local_rules[0] else {
-        panic!("{local_rules:?}")
-    };
-    assert_eq!(endpoints.len(), 1);
-    assert!(endpoints[0].ends_with("__10.42.0.9/8080"));
+    assert_eq!(picks(&local_rules[0]), [ep("10.42.0.9", 8080)]);
 }
 
 #[test]
@@ -287,23 +291,23 @@ fn client_ip_affinity_records_and_follows_clients() {
         ],
     )];
     let desired = desired(&services, &slices, &node());
-    assert_eq!(desired.affinity_sets.len(), 2);
-    assert!(desired.affinity_sets.values().all(|t| *t == 60));
+    assert_eq!(desired.affinity_sets().count(), 2);
+    assert!(desired.affinity_sets().all(|(_, t)| *t == 60));
     let (_, rules) = chain(&desired, "service-");
     assert!(matches!(&rules[1], Rule::Affinity { set, chain }
         if set.starts_with("affinity-") && set.ends_with("__10.42.0.5/8080")
             && chain.ends_with("__10.42.0.5/8080")));
     assert!(matches!(&rules[3], Rule::Random(c) if c.len() == 2));
     let (_, endpoint) = chain(&desired, "endpoint-");
-    assert!(matches!(&endpoint[1], Rule::RecordAffinity(set) if set.starts_with("affinity-")));
+    assert!(matches!(&endpoint[0], Rule::RecordAffinity(set) if set.starts_with("affinity-")));
+    assert!(matches!(&endpoint[1], Rule::Dnat { port: 8080, .. }));
     // The default timeout is upstream's three hours.
     let services = [web(json!({"sessionAffinity": "ClientIP"}))];
     let desired = super::desired(&services, &slices, &node());
     assert!(
         desired
-            .affinity_sets
-            .values()
-            .all(|t| *t == DEFAULT_AFFINITY_TIMEOUT)
+            .affinity_sets()
+            .all(|(_, t)| *t == DEFAULT_AFFINITY_TIMEOUT)
     );
 }
 
@@ -358,22 +362,20 @@ fn slices_are_matched_by_port_name_and_protocol_and_merged() {
         .get(&(Ipv4Addr::new(10, 43, 0, 10), Protocol::Udp, 53))
         .unwrap();
     let Target::Goto(udp) = udp else { panic!() };
-    let Rule::Random(endpoints) = &desired.chains[udp][1] else {
-        panic!()
-    };
-    assert_eq!(endpoints.len(), 2);
-    assert!(endpoints[0].ends_with("kube-system/dns/udp/dns__192.0.2.1/5353"));
+    assert!(udp.ends_with("kube-system/dns/udp/dns"), "{udp}");
+    assert_eq!(
+        picks(&desired.chain(udp).unwrap()[1]),
+        [ep("192.0.2.1", 5353), ep("192.0.2.2", 5353)]
+    );
     let Target::Goto(tcp) =
         &desired.service_ips[&(Ipv4Addr::new(10, 43, 0, 10), Protocol::Tcp, 53)]
     else {
         panic!()
     };
     assert!(tcp.contains("kube-system/dns/tcp/dns-tcp"));
-    assert!(
-        desired.chains[tcp]
-            .iter()
-            .any(|r| matches!(r, Rule::Random(e)
-        if e.iter().all(|c| c.ends_with("/5354"))))
+    assert_eq!(
+        picks(&desired.chain(tcp).unwrap()[1]),
+        [ep("192.0.2.1", 5354), ep("192.0.2.2", 5354)]
     );
 }
 
@@ -402,5 +404,5 @@ fn node_info_comes_from_the_node_object() {
     let info = NodeInfo::from_node("n1", None);
     let desired = desired(&services, &slices, &info);
     let (_, rules) = chain(&desired, "service-");
-    assert!(matches!(rules[0], Rule::Random(_)));
+    assert!(matches!(rules[0], Rule::Dnat { .. }), "{rules:?}");
 }
