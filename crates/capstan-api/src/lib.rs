@@ -15,8 +15,9 @@ pub use k8s_openapi;
 pub mod apply;
 pub mod catalog;
 pub mod convert;
+pub mod cron;
 pub mod defaults;
-mod duration;
+pub mod duration;
 pub mod field;
 pub mod gojson;
 pub mod openapi;
@@ -32,7 +33,7 @@ mod status;
 pub mod strategic;
 pub mod validation;
 
-pub use duration::parse_go_duration;
+pub use duration::{go_duration_nanos, parse_go_duration};
 pub use request::RequestInfo;
 pub use status::{GroupResource, StatusError};
 

@@ -5,7 +5,6 @@
 //! Writing goes through capstan-client's [`EventRecorder`], which folds repeats into counts and
 //! never makes the caller wait.
 
-use std::time::Duration;
 
 use capstan_client::events::{EventRecorder, EventType};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -144,36 +143,6 @@ pub fn node_ref(name: &str) -> ObjectReference {
     }
 }
 
-/// A duration cut to milliseconds, as Go prints a `time.Duration` (`523ms`, `1.5s`, `2m3.04s`).
-pub fn go_duration_ms(d: Duration) -> String {
-    let millis = d.as_millis();
-    if millis == 0 {
-        return "0s".to_owned();
-    }
-    if millis < 1000 {
-        return format!("{millis}ms");
-    }
-    let hours = millis / 3_600_000;
-    let minutes = millis / 60_000 % 60;
-    let seconds = millis / 1000 % 60;
-    let fraction = millis % 1000;
-    let mut text = String::new();
-    if hours > 0 {
-        text.push_str(&format!("{hours}h"));
-    }
-    if hours > 0 || minutes > 0 {
-        text.push_str(&format!("{minutes}m"));
-    }
-    text.push_str(&seconds.to_string());
-    if fraction > 0 {
-        let digits = format!("{fraction:03}");
-        text.push('.');
-        text.push_str(digits.trim_end_matches('0'));
-    }
-    text.push('s');
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,21 +200,5 @@ mod tests {
             (node.kind.as_deref(), node.uid.as_deref()),
             (Some("Node"), Some("n1"))
         );
-    }
-
-    #[test]
-    fn durations_print_as_go_prints_them_cut_to_milliseconds() {
-        let cases = [
-            (Duration::from_nanos(999_999), "0s"),
-            (Duration::from_micros(523_400), "523ms"),
-            (Duration::from_millis(1000), "1s"),
-            (Duration::from_millis(1500), "1.5s"),
-            (Duration::from_millis(1234), "1.234s"),
-            (Duration::from_millis(123_040), "2m3.04s"),
-            (Duration::from_secs(3600), "1h0m0s"),
-        ];
-        for (d, text) in cases {
-            assert_eq!(go_duration_ms(d), text, "{d:?}");
-        }
     }
 }

@@ -741,7 +741,7 @@ impl Worker {
                         reason: "CrashLoopBackOff".to_owned(),
                         message: format!(
                             "back-off {} restarting failed container={} pod={}_{}({})",
-                            go_duration(delay),
+                            capstan_api::duration::format_go_duration(delay),
                             container.name,
                             pod.metadata.name.as_deref().unwrap_or_default(),
                             pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -1051,7 +1051,7 @@ impl Worker {
             {
                 Ok(response) => {
                     let image_ref = response.into_inner().image_ref;
-                    let took = crate::events::go_duration_ms(started.elapsed());
+                    let took = capstan_api::duration::format_go_duration(started.elapsed());
                     let size = images
                         .image_status(cri::ImageStatusRequest {
                             image: Some(cri::ImageSpec {
@@ -1321,16 +1321,6 @@ fn name(pod: &Pod) -> String {
     )
 }
 
-/// A duration as Go prints it (`10s`, `1m20s`, `5m0s`).
-fn go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs < 60 {
-        format!("{secs}s")
-    } else {
-        format!("{}m{}s", secs / 60, secs % 60)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1359,12 +1349,5 @@ mod tests {
         assert_eq!(backoff.remaining("c", later, later), None);
         backoff.next("c", later);
         assert_eq!(backoff.delay("c"), BACKOFF_INITIAL);
-    }
-
-    #[test]
-    fn durations_print_as_go_does() {
-        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
-        assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
-        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
     }
 }

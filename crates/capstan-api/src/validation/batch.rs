@@ -13,13 +13,13 @@ use k8s_openapi::api::batch::v1::{
 use k8s_openapi::api::core::v1::{Affinity, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
+use crate::cron;
 use crate::defaults::batch::{
     CONTROLLER_UID_LABEL, JOB_NAME_LABEL, LEGACY_CONTROLLER_UID_LABEL, LEGACY_JOB_NAME_LABEL,
 };
 use crate::field::{BadValue, FieldError, Path, go_quote};
 use crate::selector::LabelSelector as Selector;
 use crate::validation::apps::semantic_eq;
-use crate::validation::cron::{load_location, parse_standard_schedule};
 use crate::validation::gofmt::{go_opt_string_map, go_pointer, selector_value};
 use crate::validation::meta::{
     FIELD_IMMUTABLE, validate_label_selector, validate_nonnegative, validate_object_meta,
@@ -1339,7 +1339,7 @@ fn validate_schedule(
     path: &Path,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    if let Err(e) = parse_standard_schedule(schedule) {
+    if let Err(e) = cron::parse(schedule) {
         errs.push(FieldError::invalid(path, schedule, &e));
     }
     let has_tz = schedule.contains("TZ");
@@ -1395,7 +1395,7 @@ pub fn validate_time_zone(time_zone: Option<&str>, path: &Path) -> Vec<FieldErro
             "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
         ));
     }
-    if let Err(e) = load_location(zone) {
+    if let Err(e) = cron::load_zone(zone) {
         errs.push(FieldError::invalid(path, zone, &e));
     }
     errs

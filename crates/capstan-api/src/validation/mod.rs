@@ -14,7 +14,6 @@ pub mod apps;
 pub mod autoscaling;
 pub mod batch;
 pub mod core;
-pub mod cron;
 pub mod flowcontrol;
 pub(crate) mod gofmt;
 pub mod misc;

@@ -8,9 +8,8 @@
 //!
 //! The decisions are pure functions of the CronJob, its Jobs and a fixed `now`
 //! ([`decide`], [`review_children`], [`history_to_delete`], [`job_from_template`]);
-//! [`reconcile`] only carries them out.
-
-pub mod schedule;
+//! [`reconcile`] only carries them out. Schedules are `capstan_api::cron`'s, the one parser
+//! the API's validation uses too.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,7 +28,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use crate::job;
 use crate::pods;
 use crate::runtime::{self, Change, Error, Informers, Queue};
-use schedule::Schedule;
+use capstan_api::cron::{self as schedule, Schedule};
 
 /// The annotation holding a Job's scheduled time (RFC 3339, in the CronJob's zone).
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";

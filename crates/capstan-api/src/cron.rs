@@ -1,16 +1,28 @@
-//! CronJob schedules as upstream parses and steps them (robfig/cron v3's `ParseStandard` and
-//! `SpecSchedule.Next`): five fields (minute, hour, day of month, month, day of week) with
-//! `*`, `?`, ranges, steps, lists and month/day names; the descriptors `@yearly`,
-//! `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly` and
-//! `@every <duration>`; and an optional `TZ=<zone>` / `CRON_TZ=<zone>` prefix, which is how
-//! the controller applies `spec.timeZone`. Times are stepped in the schedule's zone the way
-//! robfig does, so daylight-saving transitions behave as upstream (a time skipped by a
-//! spring-forward does not run that day; one repeated by a fall-back runs twice).
+//! CronJob schedules, one type for the API's validation and the CronJob controller, as
+//! upstream parses and steps them with `robfig/cron/v3` (`ParseStandard`, `SpecSchedule.Next`):
+//! five fields (minute, hour, day of month, month, day of week) with `*`, `?`, ranges, steps,
+//! lists and month/day names; the descriptors `@yearly`, `@annually`, `@monthly`, `@weekly`,
+//! `@daily`, `@midnight`, `@hourly` and `@every <Go duration>`; and an optional `TZ=<zone>` /
+//! `CRON_TZ=<zone>` prefix, which is how the controller applies `spec.timeZone`. Parse errors
+//! are robfig's messages word for word (upstream reports them as field errors). Times are
+//! stepped in the schedule's zone the way robfig does, so daylight-saving transitions behave
+//! as upstream (a time skipped by a spring-forward does not run that day; one repeated by a
+//! fall-back runs twice). Zones come from the IANA database bundled with `jiff`, looked up
+//! case-sensitively as Go's `time.LoadLocation` does on Linux.
+//!
+//! No crate is used for the schedule itself: maintained cron crates (`croner`, `cron`) differ
+//! from robfig in syntax (seconds fields, `L`/`W`/`#`), in how day-of-month and day-of-week
+//! combine and in their error texts, all of which clients of the API observe.
 
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan, Zoned};
+
+use crate::duration::go_duration_nanos;
+use crate::field::go_quote;
 
 /// Set when a day field was `*` or `?` (robfig's `starBit`): then both day fields must match.
 const STAR: u64 = 1 << 63;
@@ -18,7 +30,7 @@ const STAR: u64 = 1 << 63;
 /// A parsed schedule.
 #[derive(Debug, Clone)]
 pub enum Schedule {
-    /// A five-field schedule in a zone.
+    /// A five-field schedule (or a descriptor other than `@every`) in a zone.
     Spec(Spec),
     /// `@every <duration>`: a fixed delay (whole seconds, at least one).
     Every(Duration),
@@ -35,10 +47,11 @@ pub struct Spec {
     zone: TimeZone,
 }
 
+/// Bounds and names of one schedule field.
 struct Bounds {
-    min: u32,
-    max: u32,
-    names: &'static [&'static str],
+    min: u64,
+    max: u64,
+    names: &'static [(&'static str, u64)],
 }
 
 const MINUTES: Bounds = Bounds {
@@ -51,7 +64,7 @@ const HOURS: Bounds = Bounds {
     max: 23,
     names: &[],
 };
-const DOM: Bounds = Bounds {
+const DAYS_OF_MONTH: Bounds = Bounds {
     min: 1,
     max: 31,
     names: &[],
@@ -60,152 +73,103 @@ const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,
     names: &[
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+        ("jan", 1),
+        ("feb", 2),
+        ("mar", 3),
+        ("apr", 4),
+        ("may", 5),
+        ("jun", 6),
+        ("jul", 7),
+        ("aug", 8),
+        ("sep", 9),
+        ("oct", 10),
+        ("nov", 11),
+        ("dec", 12),
     ],
 };
-const DOW: Bounds = Bounds {
+const DAYS_OF_WEEK: Bounds = Bounds {
     min: 0,
     max: 6,
-    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+    names: &[
+        ("sun", 0),
+        ("mon", 1),
+        ("tue", 2),
+        ("wed", 3),
+        ("thu", 4),
+        ("fri", 5),
+        ("sat", 6),
+    ],
 };
 
-/// Loads an IANA zone as Go's `time.LoadLocation` does (`""` and `UTC` are UTC; the
-/// controller's local zone is taken to be UTC).
-pub fn load_zone(name: &str) -> Result<TimeZone, String> {
-    match name {
-        "" | "UTC" | "Local" => Ok(TimeZone::UTC),
-        _ => TimeZone::get(name).map_err(|_| format!("unknown time zone {name}")),
-    }
-}
-
-/// Parses a schedule as robfig's `ParseStandard` does (with robfig's error messages).
-pub fn parse(text: &str) -> Result<Schedule, String> {
-    if text.is_empty() {
-        return Err("empty spec string".into());
-    }
-    let mut spec = text;
-    let mut zone = TimeZone::UTC;
-    if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
-        let (Some(space), Some(eq)) = (spec.find(' '), spec.find('=')) else {
-            return Err(format!("provided bad location {spec}: missing schedule"));
-        };
-        let name = &spec[eq + 1..space];
-        zone = load_zone(name).map_err(|e| format!("provided bad location {name}: {e}"))?;
-        spec = spec[space..].trim();
-    }
-    if let Some(descriptor) = spec.strip_prefix('@') {
-        return parse_descriptor(descriptor, spec, zone);
-    }
-    let fields: Vec<&str> = spec.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "expected exactly 5 fields, found {}: {spec}",
-            fields.len()
-        ));
-    }
-    Ok(Schedule::Spec(Spec {
-        minute: field(fields[0], &MINUTES)?,
-        hour: field(fields[1], &HOURS)?,
-        dom: field(fields[2], &DOM)?,
-        month: field(fields[3], &MONTHS)?,
-        dow: field(fields[4], &DOW)?,
-        zone,
-    }))
-}
-
-fn parse_descriptor(descriptor: &str, spec: &str, zone: TimeZone) -> Result<Schedule, String> {
-    let all = |b: &Bounds| bits(b.min, b.max, 1) | STAR;
-    let (minute, hour) = (1, 1);
-    let make = |dom: u64, month: u64, dow: u64, hour: u64| Spec {
-        minute,
-        hour,
-        dom,
-        month,
-        dow,
-        zone: zone.clone(),
+/// Go's `strconv.Atoi`, with its error text.
+fn go_atoi(expr: &str) -> Result<i64, String> {
+    let syntax = || format!("strconv.Atoi: parsing {}: invalid syntax", go_quote(expr));
+    let (negative, digits) = match expr.as_bytes().first() {
+        Some(b'-') => (true, &expr[1..]),
+        Some(b'+') => (false, &expr[1..]),
+        _ => (false, expr),
     };
-    let spec = match descriptor {
-        "yearly" | "annually" => make(1 << 1, 1 << 1, all(&DOW), hour),
-        "monthly" => make(1 << 1, all(&MONTHS), all(&DOW), hour),
-        "weekly" => make(all(&DOM), all(&MONTHS), 1, hour),
-        "daily" | "midnight" => make(all(&DOM), all(&MONTHS), all(&DOW), hour),
-        "hourly" => make(all(&DOM), all(&MONTHS), all(&DOW), all(&HOURS)),
-        _ => {
-            if let Some(duration) = descriptor.strip_prefix("every ") {
-                let parsed: kube::core::Duration = duration
-                    .parse()
-                    .map_err(|e| format!("failed to parse duration {spec}: {e}"))?;
-                let secs = if parsed.is_negative() {
-                    0
-                } else {
-                    Duration::from(parsed).as_secs()
-                };
-                return Ok(Schedule::Every(Duration::from_secs(secs.max(1))));
-            }
-            return Err(format!("unrecognized descriptor: {spec}"));
-        }
-    };
-    Ok(Schedule::Spec(spec))
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(syntax());
+    }
+    let magnitude: i128 = digits
+        .bytes()
+        .try_fold(0i128, |acc, b| {
+            acc.checked_mul(10)?.checked_add(i128::from(b - b'0'))
+        })
+        .unwrap_or(i128::MAX);
+    let value = if negative { -magnitude } else { magnitude };
+    i64::try_from(value).map_err(|_| {
+        format!(
+            "strconv.Atoi: parsing {}: value out of range",
+            go_quote(expr)
+        )
+    })
 }
 
-fn bits(min: u32, max: u32, step: u32) -> u64 {
-    if step == 1 {
-        return (!(u64::MAX << (max + 1))) & (u64::MAX << min);
+fn must_parse_int(expr: &str) -> Result<u64, String> {
+    let num = go_atoi(expr).map_err(|e| format!("failed to parse int from {expr}: {e}"))?;
+    u64::try_from(num).map_err(|_| format!("negative number ({num}) not allowed: {expr}"))
+}
+
+fn parse_int_or_name(expr: &str, bounds: &Bounds) -> Result<u64, String> {
+    let lower = expr.to_lowercase();
+    if let Some((_, value)) = bounds.names.iter().find(|(name, _)| *name == lower) {
+        return Ok(*value);
     }
-    (min..=max)
-        .step_by(step as usize)
+    must_parse_int(expr)
+}
+
+/// The values `start..=end` by `step` as bits.
+fn bits(start: u64, end: u64, step: u64) -> u64 {
+    (start..=end)
+        .step_by(usize::try_from(step).unwrap_or(usize::MAX))
         .fold(0, |acc, i| acc | 1 << i)
 }
 
-fn number(text: &str) -> Result<u32, String> {
-    let n: i64 = text
-        .parse()
-        .map_err(|_| format!("failed to parse int from {text}: invalid syntax"))?;
-    if n < 0 {
-        return Err(format!("negative number ({n}) not allowed: {text}"));
-    }
-    u32::try_from(n).map_err(|_| format!("failed to parse int from {text}: value out of range"))
-}
-
-fn number_or_name(text: &str, names: &[&str]) -> Result<u32, String> {
-    let lower = text.to_ascii_lowercase();
-    if let Some(i) = names.iter().position(|n| *n == lower) {
-        // Months are named from 1, days from 0.
-        return Ok(i as u32 + if names.len() == 12 { 1 } else { 0 });
-    }
-    number(text)
-}
-
-fn field(text: &str, bounds: &Bounds) -> Result<u64, String> {
-    let mut out = 0;
-    for expr in text.split(',') {
-        out |= range(expr, bounds)?;
-    }
-    Ok(out)
-}
-
-fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
+/// One comma-separated part of a field (robfig's `getRange`).
+fn range(expr: &str, bounds: &Bounds) -> Result<u64, String> {
     let range_and_step: Vec<&str> = expr.split('/').collect();
-    let low_high: Vec<&str> = range_and_step[0].split('-').collect();
-    let single = low_high.len() == 1;
-    let (start, mut end, mut extra);
-    if low_high[0] == "*" || low_high[0] == "?" {
-        (start, end, extra) = (b.min, b.max, STAR);
+    let low_and_high: Vec<&str> = range_and_step[0].split('-').collect();
+    let single = low_and_high.len() == 1;
+    let (start, mut end, mut extra) = if low_and_high[0] == "*" || low_and_high[0] == "?" {
+        (bounds.min, bounds.max, STAR)
     } else {
-        start = number_or_name(low_high[0], b.names)?;
-        end = match low_high.len() {
+        let start = parse_int_or_name(low_and_high[0], bounds)?;
+        let end = match low_and_high.len() {
             1 => start,
-            2 => number_or_name(low_high[1], b.names)?,
+            2 => parse_int_or_name(low_and_high[1], bounds)?,
             _ => return Err(format!("too many hyphens: {expr}")),
         };
-        extra = 0;
-    }
+        (start, end, 0)
+    };
     let step = match range_and_step.len() {
         1 => 1,
         2 => {
-            let step = number(range_and_step[1])?;
+            let step = must_parse_int(range_and_step[1])?;
+            // `N/step` means `N-max/step`.
             if single {
-                end = b.max;
+                end = bounds.max;
             }
             if step > 1 {
                 extra = 0;
@@ -214,16 +178,16 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
         }
         _ => return Err(format!("too many slashes: {expr}")),
     };
-    if start < b.min {
+    if start < bounds.min {
         return Err(format!(
             "beginning of range ({start}) below minimum ({}): {expr}",
-            b.min
+            bounds.min
         ));
     }
-    if end > b.max {
+    if end > bounds.max {
         return Err(format!(
             "end of range ({end}) above maximum ({}): {expr}",
-            b.max
+            bounds.max
         ));
     }
     if start > end {
@@ -235,6 +199,110 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
         return Err(format!("step of range should be a positive number: {expr}"));
     }
     Ok(bits(start, end, step) | extra)
+}
+
+/// A whole field: its comma-separated parts, empty ones skipped as Go's `FieldsFunc` does.
+fn field(text: &str, bounds: &Bounds) -> Result<u64, String> {
+    text.split(',')
+        .filter(|expr| !expr.is_empty())
+        .try_fold(0, |acc, expr| Ok(acc | range(expr, bounds)?))
+}
+
+fn descriptor(spec: &str, zone: TimeZone) -> Result<Schedule, String> {
+    let all = |b: &Bounds| bits(b.min, b.max, 1) | STAR;
+    let make = |dom: u64, month: u64, dow: u64, hour: u64| {
+        Schedule::Spec(Spec {
+            minute: 1,
+            hour,
+            dom,
+            month,
+            dow,
+            zone: zone.clone(),
+        })
+    };
+    Ok(match spec {
+        "@yearly" | "@annually" => make(1 << 1, 1 << 1, all(&DAYS_OF_WEEK), 1),
+        "@monthly" => make(1 << 1, all(&MONTHS), all(&DAYS_OF_WEEK), 1),
+        "@weekly" => make(all(&DAYS_OF_MONTH), all(&MONTHS), 1, 1),
+        "@daily" | "@midnight" => make(all(&DAYS_OF_MONTH), all(&MONTHS), all(&DAYS_OF_WEEK), 1),
+        "@hourly" => make(
+            all(&DAYS_OF_MONTH),
+            all(&MONTHS),
+            all(&DAYS_OF_WEEK),
+            all(&HOURS),
+        ),
+        _ => {
+            let Some(duration) = spec.strip_prefix("@every ") else {
+                return Err(format!("unrecognized descriptor: {spec}"));
+            };
+            let nanos = go_duration_nanos(duration)
+                .map_err(|e| format!("failed to parse duration {spec}: {e}"))?;
+            // robfig's `Every`: at least a second, rounded down to whole seconds.
+            let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(0);
+            Schedule::Every(Duration::from_secs(secs.max(1)))
+        }
+    })
+}
+
+/// Parses `spec` as robfig's `ParseStandard` does; the error is that parser's message.
+pub fn parse(spec: &str) -> Result<Schedule, String> {
+    if spec.is_empty() {
+        return Err("empty spec string".to_owned());
+    }
+    let mut spec = spec;
+    let mut zone = TimeZone::UTC;
+    if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
+        let eq = spec.find('=').unwrap_or(0);
+        let space = spec.find(' ').unwrap_or(spec.len());
+        let name = &spec[eq + 1..space];
+        zone = load_zone(name).map_err(|e| format!("provided bad location {name}: {e}"))?;
+        spec = spec[space..].trim();
+    }
+    if spec.starts_with('@') {
+        return descriptor(spec, zone);
+    }
+    let fields: Vec<&str> = spec.split_whitespace().collect();
+    if fields.len() != 5 {
+        return Err(format!(
+            "expected exactly 5 fields, found {}: [{}]",
+            fields.len(),
+            fields.join(" ")
+        ));
+    }
+    Ok(Schedule::Spec(Spec {
+        minute: field(fields[0], &MINUTES)?,
+        hour: field(fields[1], &HOURS)?,
+        dom: field(fields[2], &DAYS_OF_MONTH)?,
+        month: field(fields[3], &MONTHS)?,
+        dow: field(fields[4], &DAYS_OF_WEEK)?,
+        zone,
+    }))
+}
+
+fn zone_names() -> &'static BTreeSet<String> {
+    static NAMES: OnceLock<BTreeSet<String>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        jiff::tz::db()
+            .available()
+            .map(|name| name.to_string())
+            .collect()
+    })
+}
+
+/// Go's `time.LoadLocation` on a Linux host: `""` and `UTC` are UTC, `Local` is the local zone
+/// (taken to be UTC, as the server keeps UTC), other names must be IANA zone names (matched
+/// case-sensitively).
+pub fn load_zone(name: &str) -> Result<TimeZone, String> {
+    if name.is_empty() || name == "UTC" || name == "Local" {
+        return Ok(TimeZone::UTC);
+    }
+    if name.contains("..") || name.starts_with('/') || name.starts_with('\\') {
+        return Err("time: invalid location name".to_owned());
+    }
+    if !zone_names().contains(name) {
+        return Err(format!("unknown time zone {name}"));
+    }
+    TimeZone::get(name).map_err(|_| format!("unknown time zone {name}"))
 }
 
 fn at_civil(zone: &TimeZone, y: i16, m: i8, d: i8, h: i8) -> Option<Zoned> {
@@ -517,6 +585,88 @@ mod tests {
             "TZ=Asia/Kolkata 0 9 * * *",
             "2026-01-01T00:00:00Z",
             &["2026-01-01T03:30:00Z"],
+        );
+    }
+
+    #[test]
+    fn schedules() {
+        let ok = [
+            "* * * * *",
+            "*/5 1-3,7 ? JAN-mar sun",
+            "0 0 1 1 *",
+            "15 4 * * 1-5",
+            "@daily",
+            "@every 1h30m",
+            "@every 1.5s",
+            "TZ=UTC 0 * * * *",
+            "  0   0 * * *  ",
+        ];
+        for schedule in ok {
+            assert_eq!(parse(schedule).map(|_| ()), Ok(()), "{schedule}");
+        }
+        let bad = [
+            ("", "empty spec string"),
+            ("* * *", "expected exactly 5 fields, found 3: [* * *]"),
+            (
+                "0 0 0 * * *",
+                "expected exactly 5 fields, found 6: [0 0 0 * * *]",
+            ),
+            ("60 * * * *", "end of range (60) above maximum (59): 60"),
+            ("* * 0 * *", "beginning of range (0) below minimum (1): 0"),
+            (
+                "5-1 * * * *",
+                "beginning of range (5) beyond end of range (1): 5-1",
+            ),
+            (
+                "*/0 * * * *",
+                "step of range should be a positive number: */0",
+            ),
+            ("1-2-3 * * * *", "too many hyphens: 1-2-3"),
+            ("*/2/3 * * * *", "too many slashes: */2/3"),
+            (
+                "x * * * *",
+                "failed to parse int from x: strconv.Atoi: parsing \"x\": invalid syntax",
+            ),
+            ("*/-1 * * * *", "negative number (-1) not allowed: -1"),
+            (
+                "* * * foo *",
+                "failed to parse int from foo: strconv.Atoi: parsing \"foo\": invalid syntax",
+            ),
+            ("@sometimes", "unrecognized descriptor: @sometimes"),
+            (
+                "@every 5",
+                "failed to parse duration @every 5: time: missing unit in duration \"5\"",
+            ),
+            (
+                "@every 5y",
+                "failed to parse duration @every 5y: time: unknown unit \"y\" in duration \"5y\"",
+            ),
+            (
+                "TZ=Mars/Base 0 * * * *",
+                "provided bad location Mars/Base: unknown time zone Mars/Base",
+            ),
+        ];
+        for (schedule, message) in bad {
+            assert_eq!(
+                parse(schedule).map(|_| ()),
+                Err(message.to_owned()),
+                "{schedule}"
+            );
+        }
+    }
+
+    #[test]
+    fn locations() {
+        for ok in ["America/New_York", "UTC", "", "Local", "Etc/GMT+5"] {
+            assert!(load_zone(ok).is_ok(), "{ok}");
+        }
+        assert_eq!(
+            load_zone("america/new_york").err(),
+            Some("unknown time zone america/new_york".to_owned())
+        );
+        assert_eq!(
+            load_zone("a..b").err(),
+            Some("time: invalid location name".to_owned())
         );
     }
 }
