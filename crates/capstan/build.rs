@@ -9,11 +9,24 @@ fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        }
+        // Said, so that an empty stamp can be traced to its cause.
+        Ok(out) => {
+            let message = String::from_utf8_lossy(&out.stderr);
+            if !message.trim().is_empty() {
+                println!("cargo:warning=git {}: {}", args.join(" "), message.trim());
+            }
+            None
+        }
+        Err(error) => {
+            println!("cargo:warning=git {}: {error}", args.join(" "));
+            None
+        }
+    }
 }
 
 fn main() {
