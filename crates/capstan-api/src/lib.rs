@@ -19,6 +19,7 @@ pub mod cron;
 pub mod defaults;
 pub mod duration;
 pub mod field;
+pub mod fit;
 pub mod gojson;
 pub mod openapi;
 pub mod printers;

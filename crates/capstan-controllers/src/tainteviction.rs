@@ -17,6 +17,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 
+use capstan_api::fit::tolerates;
 use capstan_client::events::{EventRecorder, EventType};
 
 use crate::runtime::{self, Change, Error, Informers, Queue};
@@ -107,29 +108,6 @@ fn no_execute(node: &Node) -> Vec<Taint> {
         .filter(|t| t.effect == "NoExecute")
         .cloned()
         .collect()
-}
-
-/// Whether `toleration` tolerates `taint` (upstream's `ToleratesTaint`).
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if toleration
-        .effect
-        .as_deref()
-        .is_some_and(|e| !e.is_empty() && e != taint.effect)
-    {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or_default();
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        _ => false,
-    }
 }
 
 /// What to do with a pod under `taints`.

@@ -119,7 +119,7 @@ pub fn host_path(
     }
     let affinity = required_affinity(volume);
     if let Some(selector) = affinity
-        && !capstan_scheduler::plugins::node_affinity::selector_matches(selector, node, labels)
+        && !capstan_api::fit::selector_matches(selector, node, labels)
     {
         return Err(format!(
             "volume node affinity conflict: persistentvolume {name:?} does not allow node {node:?}"

@@ -5,7 +5,6 @@
 //! Writing goes through capstan-client's [`EventRecorder`], which folds repeats into counts and
 //! never makes the caller wait.
 
-
 use capstan_client::events::{EventRecorder, EventType};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 

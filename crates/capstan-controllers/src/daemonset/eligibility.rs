@@ -1,13 +1,15 @@
 //! Which nodes a DaemonSet's pod belongs on (upstream's `NodeShouldRunDaemonPod` and the
 //! daemon pod template helpers of `pkg/controller/daemon/util`): the node name, the node
 //! selector and required node affinity, and the node's taints against the pod's tolerations
-//! plus the tolerations every daemon pod gets.
+//! plus the tolerations every daemon pod gets. The matching rules are `capstan_api::fit`'s,
+//! the scheduler's own.
 
 use std::collections::BTreeMap;
 
+use capstan_api::fit;
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
-    Taint, Toleration,
+    Toleration,
 };
 
 /// Upstream's taint keys.
@@ -112,106 +114,6 @@ pub fn target_node(spec: &PodSpec) -> Option<&str> {
         })
 }
 
-/// Whether `toleration` tolerates `taint` (upstream's `ToleratesTaint`).
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if toleration
-        .effect
-        .as_deref()
-        .is_some_and(|e| !e.is_empty() && e != taint.effect)
-    {
-        return false;
-    }
-    if toleration
-        .key
-        .as_deref()
-        .is_some_and(|k| !k.is_empty() && k != taint.key)
-    {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or_default() {
-        "" | "Equal" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        "Exists" => true,
-        _ => false,
-    }
-}
-
-/// The first taint with an effect in `effects` that no toleration tolerates.
-fn untolerated<'a>(
-    taints: &'a [Taint],
-    tolerations: &[Toleration],
-    effects: &[&str],
-) -> Option<&'a Taint> {
-    taints
-        .iter()
-        .filter(|t| effects.contains(&t.effect.as_str()))
-        .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
-}
-
-/// Whether one requirement holds for `value` (a label's or field's, `None` when absent);
-/// `None` when the requirement is malformed.
-fn requirement_holds(req: &NodeSelectorRequirement, value: Option<&str>) -> Option<bool> {
-    let values = req.values.as_deref().unwrap_or_default();
-    let number = |s: &str| s.parse::<i64>().ok();
-    Some(match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => !value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let [bound] = values else { return None };
-            let bound = number(bound)?;
-            match value.and_then(number) {
-                None => false,
-                Some(v) if req.operator == "Gt" => v > bound,
-                Some(v) => v < bound,
-            }
-        }
-        _ => return None,
-    })
-}
-
-/// Whether `node` satisfies one term; malformed and empty terms match nothing.
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let labels = node.metadata.labels.as_ref();
-    let expressions = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if expressions.is_empty() && fields.is_empty() {
-        return false;
-    }
-    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    let expressions_hold = expressions
-        .iter()
-        .all(|r| requirement_holds(r, label(&r.key)) == Some(true));
-    let fields_hold = fields.iter().all(|r| {
-        r.key == "metadata.name"
-            && requirement_holds(r, node.metadata.name.as_deref()) == Some(true)
-    });
-    expressions_hold && fields_hold
-}
-
-/// The pod's node selector and required node affinity (upstream's `GetRequiredNodeAffinity`).
-pub fn fits_node_affinity(spec: &PodSpec, node: &Node) -> bool {
-    let empty = BTreeMap::new();
-    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-    let selector_ok = spec
-        .node_selector
-        .as_ref()
-        .is_none_or(|s| s.iter().all(|(k, v)| labels.get(k) == Some(v)));
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    selector_ok
-        && required.is_none_or(|r| r.node_selector_terms.iter().any(|t| term_matches(t, node)))
-}
-
 /// Whether the daemon pod should run on the node, and whether one already there may keep
 /// running (upstream's `NodeShouldRunDaemonPod`): the template's node name, node selector and
 /// affinity must fit; untolerated NoSchedule or NoExecute taints keep new pods off, and only
@@ -227,7 +129,9 @@ pub fn should_run(template: Option<&PodSpec>, node: &Node) -> (bool, bool) {
         return (false, false);
     }
     add_daemon_tolerations(&mut spec);
-    if !fits_node_affinity(&spec, node) {
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    if !fit::pod_matches_node(&spec, node_name, labels) {
         return (false, false);
     }
     let taints = node
@@ -236,10 +140,10 @@ pub fn should_run(template: Option<&PodSpec>, node: &Node) -> (bool, bool) {
         .and_then(|s| s.taints.as_deref())
         .unwrap_or_default();
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
-    if untolerated(taints, tolerations, &["NoSchedule", "NoExecute"]).is_some() {
+    if fit::first_untolerated(taints, tolerations, &["NoSchedule", "NoExecute"]).is_some() {
         return (
             false,
-            untolerated(taints, tolerations, &["NoExecute"]).is_none(),
+            fit::first_untolerated(taints, tolerations, &["NoExecute"]).is_none(),
         );
     }
     (true, true)

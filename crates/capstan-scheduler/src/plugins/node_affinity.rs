@@ -5,8 +5,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    NodeAffinity as ApiNodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PreferredSchedulingTerm,
+    NodeAffinity as ApiNodeAffinity, NodeSelector, PreferredSchedulingTerm,
 };
 
 use crate::framework::{
@@ -43,78 +42,18 @@ impl NodeAffinity {
     }
 }
 
-/// Whether one requirement holds for these values (labels, or `metadata.name` for fields).
-fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = req.values.as_deref().unwrap_or_default();
-    let number = |v: &str| v.parse::<i64>().ok();
-    match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => !value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let ([bound], Some(have)) = (values, value.and_then(number)) else {
-                return false;
-            };
-            let Some(bound) = number(bound) else {
-                return false;
-            };
-            if req.operator == "Gt" {
-                have > bound
-            } else {
-                have < bound
-            }
-        }
-        _ => false,
-    }
-}
+pub use capstan_api::fit::{selector_matches, term_matches};
 
-/// Whether a node selector term matches a node: every label expression and every field
-/// expression (`metadata.name` only) holds; an empty term matches nothing.
-pub fn term_matches(term: &NodeSelectorTerm, name: &str, labels: &Labels) -> bool {
-    let expressions = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if expressions.is_empty() && fields.is_empty() {
-        return false;
-    }
-    expressions
-        .iter()
-        .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(name)))
-}
-
-/// Whether any of a node selector's terms matches (terms are ORed).
-pub fn selector_matches(selector: &NodeSelector, name: &str, labels: &Labels) -> bool {
-    selector
-        .node_selector_terms
-        .iter()
-        .any(|t| term_matches(t, name, labels))
-}
-
-/// Upstream's `GetRequiredNodeAffinity(pod).Match(node)`: `spec.nodeSelector` and the
-/// required affinity both hold.
+/// Upstream's `GetRequiredNodeAffinity(pod).Match(node)` for a pod of the snapshot.
 pub fn pod_matches_node(pod: &PodInfo, name: &str, labels: &Labels) -> bool {
-    let spec = pod.pod.spec.as_ref();
-    let selector_ok = spec
-        .and_then(|s| s.node_selector.as_ref())
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    selector_ok && required(pod).is_none_or(|required| selector_matches(required, name, labels))
+    pod.pod
+        .spec
+        .as_ref()
+        .is_none_or(|spec| capstan_api::fit::pod_matches_node(spec, name, labels))
 }
 
 fn required(pod: &PodInfo) -> Option<&NodeSelector> {
-    pod.pod
-        .spec
-        .as_ref()?
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()
+    capstan_api::fit::required_node_affinity(pod.pod.spec.as_ref()?)
 }
 
 fn preferred(pod: &PodInfo) -> &[PreferredSchedulingTerm] {

@@ -15,39 +15,7 @@ pub const NAME: &str = "TaintToleration";
 #[derive(Debug)]
 pub struct TaintToleration;
 
-/// Whether a toleration tolerates a taint (upstream's `ToleratesTaint`): the effects agree
-/// (or the toleration names none), the keys agree (or the toleration names none, which with
-/// `Exists` tolerates everything), and the operator's value test holds.
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or_default();
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or_default();
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or_default() {
-        "" | "Equal" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        "Exists" => true,
-        _ => false,
-    }
-}
-
-/// The first taint with one of `effects` that no toleration tolerates.
-pub fn first_untolerated<'a>(
-    taints: &'a [Taint],
-    tolerations: &[Toleration],
-    effects: &[&str],
-) -> Option<&'a Taint> {
-    taints
-        .iter()
-        .filter(|t| effects.contains(&t.effect.as_str()))
-        .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
-}
+pub use capstan_api::fit::{first_untolerated, tolerates};
 
 /// Upstream's reason for an untolerated taint.
 pub fn reason(taint: &Taint) -> String {
