@@ -15,11 +15,17 @@
 //!   failure replace the whole table, which also reconciles what a crashed process left. A
 //!   clean stop removes the table.
 //!
+//! - `conntrack.rs`: after a sync, UDP flows whose endpoint is gone are deleted from the
+//!   kernel's connection tracking (`conntrack`), as upstream's proxy does.
+//!
 //! IPv4 only; topology-aware hints, LoadBalancer source ranges and health-check node ports are
 //! not implemented.
 
+pub mod conntrack;
 pub mod nft;
 pub mod rules;
+#[cfg(test)]
+mod testing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +50,8 @@ pub struct Config {
     pub table: String,
     /// How to run `nft` (`["nft"]`; tests run it in a network namespace).
     pub nft: Vec<String>,
+    /// How to run `conntrack` (`["conntrack"]`), which clears stale UDP flows.
+    pub conntrack: Vec<String>,
 }
 
 impl Config {
@@ -53,6 +61,7 @@ impl Config {
             node_name: node_name.to_owned(),
             table: "kube-proxy".to_owned(),
             nft: vec!["nft".to_owned()],
+            conntrack: vec!["conntrack".to_owned()],
         }
     }
 }
@@ -103,6 +112,11 @@ impl Proxier {
         }
     }
 
+    /// What the last successful sync put in the table.
+    pub fn applied(&self) -> Option<&Desired> {
+        self.applied.as_ref()
+    }
+
     /// Removes the table.
     pub async fn remove(&mut self) -> Result<(), NftError> {
         self.applied = None;
@@ -147,6 +161,7 @@ pub async fn run(
         tracing::info!(table = %config.table, node = %config.node_name, "service proxy started");
         let mut retry: Option<Duration> = None;
         let mut model = rules::Model::default();
+        let mut conntrack_warned = false;
         loop {
             let started = Instant::now();
             let node = nodes.state().into_iter().next();
@@ -161,6 +176,24 @@ pub async fn run(
                         took = ?started.elapsed(),
                         "service rules synced"
                     );
+                    // With the rules in place, flows to endpoints that are gone are dropped.
+                    if stats.commands > 0
+                        && let Some(applied) = proxier.applied()
+                    {
+                        match conntrack::clean(&config.conntrack, applied).await {
+                            Ok(0) => {}
+                            Ok(deleted) => {
+                                tracing::debug!(deleted, "stale UDP flows cleared");
+                            }
+                            Err(error) if !conntrack_warned => {
+                                conntrack_warned = true;
+                                tracing::warn!(error = %error, "cannot clear stale UDP flows (is conntrack installed?)");
+                            }
+                            Err(error) => {
+                                tracing::debug!(error = %error, "cannot clear stale UDP flows")
+                            }
+                        }
+                    }
                 }
                 Err(error) => {
                     let delay = retry.map_or(Duration::from_millis(500), |d| {

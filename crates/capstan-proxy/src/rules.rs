@@ -178,6 +178,22 @@ pub struct ServiceRules {
     pub cluster_ip: Option<Ipv4Addr>,
     /// This node's endpoints that may reach themselves through the Service.
     pub hairpin: BTreeSet<Ipv4Addr>,
+    /// The UDP ports with serving endpoints, whose stale conntrack entries are cleared.
+    pub udp: Vec<UdpPort>,
+}
+
+/// A UDP Service port with serving endpoints: a flow to one of its frontends whose reply comes
+/// from another address is stale (its endpoint is gone) and is cleared from conntrack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpPort {
+    /// The cluster IP and the external IPs.
+    pub ips: Vec<Ipv4Addr>,
+    /// The Service port.
+    pub port: u16,
+    /// The node port, if any.
+    pub node_port: Option<u16>,
+    /// The serving endpoints' addresses (ready or not, terminating or not, as upstream).
+    pub serving: BTreeSet<Ipv4Addr>,
 }
 
 /// Everything the proxy wants in its table beyond the fixed base chains: each Service's part,
@@ -671,6 +687,17 @@ fn service_rules(
             .filter(|_| node_ports)
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p != 0);
+        let serving: BTreeSet<Ipv4Addr> = all.iter().filter(|e| e.serving).map(|e| e.ip).collect();
+        if protocol == Protocol::Udp && !serving.is_empty() {
+            part.udp.push(UdpPort {
+                ips: std::iter::once(ip)
+                    .chain(external_ips.iter().copied())
+                    .collect(),
+                port: service_port,
+                node_port,
+                serving,
+            });
+        }
         if node_port.is_none() && external_ips.is_empty() {
             continue;
         }
