@@ -19,7 +19,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::{Value, json};
 
 use super::{
-    PodEndpoint, Port, has_selector, labels_for, pod_endpoint, selected_pods, services_of,
+    PodEndpoint, Port, has_selector, labels_for, pod_endpoint, selected_pods,
     should_be_in_endpoints,
 };
 use crate::runtime::{self, Change, Error, Informers, Queue};
@@ -76,18 +76,7 @@ pub fn start(
             Change::Deleted(_) => {}
         });
     }
-    {
-        let (queue, store) = (queue.clone(), services.store());
-        pod_informer.on_change(move |change| {
-            let old = match change {
-                Change::Applied { old, .. } => old.as_deref(),
-                Change::Deleted(_) => None,
-            };
-            for service in services_of(&store, change.object(), old) {
-                queue.add(ObjectRef::from_obj(&*service));
-            }
-        });
-    }
+    super::follow_pods(&pod_informer, services.store(), queue.clone());
     {
         let queue = queue.clone();
         endpoints.on_change(move |change| {

@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::pods;
+use crate::runtime::{Change, Informer, Queue};
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -255,6 +256,20 @@ pub fn labels_for(service: &Service, extra: &[(&str, &str)]) -> BTreeMap<String,
         labels.insert((*k).to_owned(), (*v).to_owned());
     }
     labels
+}
+
+/// Queues every Service a pod's change may concern (see [`services_of`]): how the EndpointSlice
+/// and Endpoints controllers follow pods.
+pub fn follow_pods(pods: &Informer<Pod>, services: Store<Service>, queue: Queue<Service>) {
+    pods.on_change(move |change| {
+        let old = match change {
+            Change::Applied { old, .. } => old.as_deref(),
+            Change::Deleted(_) => None,
+        };
+        for service in services_of(&services, change.object(), old) {
+            queue.add(ObjectRef::from_obj(&*service));
+        }
+    });
 }
 
 /// The Service a pod's change may concern: every Service of its namespace whose selector

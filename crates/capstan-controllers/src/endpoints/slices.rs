@@ -22,10 +22,10 @@ use serde_json::{Value, json};
 
 use super::{
     MANAGED_BY_LABEL, PodEndpoint, Port, SERVICE_NAME_LABEL, has_selector, labels_for,
-    pod_endpoint, selected_pods, services_of, should_be_in_endpoints,
+    pod_endpoint, selected_pods, should_be_in_endpoints,
 };
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Error, Informers, Queue};
 
 /// The value of the managed-by label on the slices this controller writes.
 pub const CONTROLLER: &str = "endpointslice-controller.k8s.io";
@@ -61,18 +61,7 @@ pub fn start(
         let queue = queue.clone();
         services.on_change(move |change| queue.add(ObjectRef::from_obj(change.object())));
     }
-    {
-        let (queue, store) = (queue.clone(), services.store());
-        pod_informer.on_change(move |change| {
-            let old = match change {
-                Change::Applied { old, .. } => old.as_deref(),
-                Change::Deleted(_) => None,
-            };
-            for service in services_of(&store, change.object(), old) {
-                queue.add(ObjectRef::from_obj(&*service));
-            }
-        });
-    }
+    super::follow_pods(&pod_informer, services.store(), queue.clone());
     {
         // A slice of ours changed or went: its Service is brought back in line.
         let queue = queue.clone();
