@@ -162,30 +162,30 @@ spec:
         );
     }
 
-    // services/proxy through Endpoints (written here: no Endpoints controller runs yet).
+    // services/proxy through the Endpoints the endpoints controller keeps for the Service.
     apply(
         kc,
-        &format!(
-            r#"
+        r#"
 apiVersion: v1
 kind: Service
-metadata: {{name: web}}
+metadata: {name: web}
 spec:
-  selector: {{app: web}}
+  selector: {app: web}
   ports:
-  - {{name: http, port: 80, targetPort: http}}
----
-apiVersion: v1
-kind: Endpoints
-metadata: {{name: web}}
-subsets:
-- addresses:
-  - ip: {ip}
-    targetRef: {{kind: Pod, namespace: default, name: web}}
-  ports:
-  - {{name: http, port: 8080, protocol: TCP}}
-"#
-        ),
+  - {name: http, port: 80, targetPort: http}
+"#,
+    );
+    wait_for(
+        "the web pod in its Service's endpoints",
+        Duration::from_secs(60),
+        || {
+            let listed = jsonpath(
+                kc,
+                &["get", "endpoints", "web"],
+                "{.subsets[*].addresses[*].ip}",
+            );
+            (listed.split_whitespace().any(|a| a == ip)).then_some(())
+        },
     );
     for name in ["web:http", "http:web:http", "web:80"] {
         let prefix = format!("{NS}/services/{name}/proxy");
