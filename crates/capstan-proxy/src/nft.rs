@@ -346,6 +346,40 @@ impl Writer {
         })
     }
 
+    /// A rule of `chain` that looks up `ip daddr . l4proto . th dport` in verdict map `map`.
+    fn ip_dispatch(&self, chain: &str, map: &str) -> Obj {
+        let key = [payload("ip", "daddr")]
+            .into_iter()
+            .chain(l4proto_dport())
+            .collect();
+        self.rule(
+            chain,
+            vec![Statement::VerdictMap(stmt::VerdictMap {
+                key: concat(key),
+                data: s(format!("@{map}")),
+            })],
+        )
+    }
+
+    /// A rule of `chain` that, for traffic to a node address, looks up `l4proto . th dport` in
+    /// verdict map `map`.
+    fn nodeport_dispatch(&self, chain: &str, map: &str) -> Obj {
+        self.rule(
+            chain,
+            vec![
+                matches(
+                    payload("ip", "daddr"),
+                    Operator::EQ,
+                    s(format!("@{NODEPORT_IPS}")),
+                ),
+                Statement::VerdictMap(stmt::VerdictMap {
+                    key: concat(l4proto_dport()),
+                    data: s(format!("@{map}")),
+                }),
+            ],
+        )
+    }
+
     /// The fixed part of the table: hook chains, dispatch maps and sets, as upstream's.
     fn base(&self) -> Vec<Obj> {
         let ip_proto_port = vec![SetType::Ipv4Addr, SetType::InetProto, SetType::InetService];
@@ -418,58 +452,10 @@ impl Writer {
                 }))],
             ),
             self.rule(REJECT_CHAIN, vec![Statement::Reject(None)]),
-            self.rule(
-                SERVICES,
-                vec![Statement::VerdictMap(stmt::VerdictMap {
-                    key: concat(
-                        [payload("ip", "daddr")]
-                            .into_iter()
-                            .chain(l4proto_dport())
-                            .collect(),
-                    ),
-                    data: s(format!("@{SERVICE_IPS}")),
-                })],
-            ),
-            self.rule(
-                SERVICES,
-                vec![
-                    matches(
-                        payload("ip", "daddr"),
-                        Operator::EQ,
-                        s(format!("@{NODEPORT_IPS}")),
-                    ),
-                    Statement::VerdictMap(stmt::VerdictMap {
-                        key: concat(l4proto_dport()),
-                        data: s(format!("@{SERVICE_NODEPORTS}")),
-                    }),
-                ],
-            ),
-            self.rule(
-                SERVICE_ENDPOINTS_CHECK,
-                vec![Statement::VerdictMap(stmt::VerdictMap {
-                    key: concat(
-                        [payload("ip", "daddr")]
-                            .into_iter()
-                            .chain(l4proto_dport())
-                            .collect(),
-                    ),
-                    data: s(format!("@{NO_ENDPOINT_SERVICES}")),
-                })],
-            ),
-            self.rule(
-                NODEPORT_ENDPOINTS_CHECK,
-                vec![
-                    matches(
-                        payload("ip", "daddr"),
-                        Operator::EQ,
-                        s(format!("@{NODEPORT_IPS}")),
-                    ),
-                    Statement::VerdictMap(stmt::VerdictMap {
-                        key: concat(l4proto_dport()),
-                        data: s(format!("@{NO_ENDPOINT_NODEPORTS}")),
-                    }),
-                ],
-            ),
+            self.ip_dispatch(SERVICES, SERVICE_IPS),
+            self.nodeport_dispatch(SERVICES, SERVICE_NODEPORTS),
+            self.ip_dispatch(SERVICE_ENDPOINTS_CHECK, NO_ENDPOINT_SERVICES),
+            self.nodeport_dispatch(NODEPORT_ENDPOINTS_CHECK, NO_ENDPOINT_NODEPORTS),
             // A cluster IP on a port its Service does not serve: refused, as upstream.
             self.rule(
                 CLUSTER_IPS_CHECK,
