@@ -77,6 +77,13 @@ fn mode_error(mode: Option<i32>, path: &Path) -> Option<FieldError> {
         .map(|m| FieldError::invalid(path, m, FILE_MODE_ERROR))
 }
 
+/// `required_if_empty` on its own.
+fn required(value: &str, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    required_if_empty(value, path, &mut errs);
+    errs
+}
+
 fn required_if_empty(value: &str, path: &Path, errs: &mut Vec<FieldError>) {
     if value.is_empty() {
         errs.push(FieldError::required(path, ""));
@@ -784,22 +791,60 @@ pub struct VolumeContext<'a> {
     pub resource_is_pod: bool,
 }
 
+/// Visits one volume source in upstream's order (pod volumes and PersistentVolumes alike):
+/// only the first one set is validated, each further one is forbidden.
+macro_rules! one_source {
+    ($errs:ident, $count:ident, $path:expr, $field:expr, $name:expr, $check:expr) => {
+        if let Some(s) = &$field {
+            if $count > 0 {
+                $errs.push(FieldError::forbidden(&$path.child($name), MORE_THAN_ONE));
+            } else {
+                $count += 1;
+                #[allow(clippy::redundant_closure_call)]
+                $errs.extend(($check)(s));
+            }
+        }
+    };
+}
+
+/// A partition number of a cloud disk: 0 (none) to 255.
+fn validate_partition(partition: Option<i32>, path: &Path, errs: &mut Vec<FieldError>) {
+    let partition = partition.unwrap_or(0);
+    if !(0..=255).contains(&partition) {
+        errs.push(FieldError::invalid(
+            path,
+            partition,
+            &inclusive_range_error(1, 255),
+        ));
+    }
+}
+
+/// A GCE persistent disk, for pods and PersistentVolumes alike (upstream reports under
+/// `persistentDisk`); `path` is the volume source's.
+fn validate_gce_pd(s: &api::GCEPersistentDiskVolumeSource, path: &Path) -> Vec<FieldError> {
+    let p = path.child("persistentDisk");
+    let mut e = Vec::new();
+    required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
+    validate_partition(s.partition, &p.child("partition"), &mut e);
+    e
+}
+
+/// An AWS EBS volume, for pods and PersistentVolumes alike; `path` is the volume source's.
+fn validate_aws_ebs(s: &api::AWSElasticBlockStoreVolumeSource, path: &Path) -> Vec<FieldError> {
+    let p = path.child("awsElasticBlockStore");
+    let mut e = Vec::new();
+    required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
+    validate_partition(s.partition, &p.child("partition"), &mut e);
+    e
+}
+
 /// Counts the sources of one volume and validates each; returns the errors.
 fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut count = 0usize;
-    // Visits a source in upstream's order: only the first one set is validated.
     macro_rules! source {
         ($field:expr, $name:expr, $check:expr) => {
-            if let Some(s) = &$field {
-                if count > 0 {
-                    errs.push(FieldError::forbidden(&path.child($name), MORE_THAN_ONE));
-                } else {
-                    count += 1;
-                    #[allow(clippy::redundant_closure_call)]
-                    errs.extend(($check)(s));
-                }
-            }
+            one_source!(errs, count, path, $field, $name, $check)
         };
     }
     source!(v.empty_dir, "emptyDir", |s: &api::EmptyDirVolumeSource| {
@@ -835,43 +880,12 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
         ));
         e
     });
-    source!(
-        v.gce_persistent_disk,
-        "gcePersistentDisk",
-        |s: &api::GCEPersistentDiskVolumeSource| {
-            // Upstream reports under "persistentDisk".
-            let p = path.child("persistentDisk");
-            let mut e = Vec::new();
-            required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
-            let partition = s.partition.unwrap_or(0);
-            if !(0..=255).contains(&partition) {
-                e.push(FieldError::invalid(
-                    &p.child("partition"),
-                    partition,
-                    &inclusive_range_error(1, 255),
-                ));
-            }
-            e
-        }
-    );
-    source!(
-        v.aws_elastic_block_store,
-        "awsElasticBlockStore",
-        |s: &api::AWSElasticBlockStoreVolumeSource| {
-            let p = path.child("awsElasticBlockStore");
-            let mut e = Vec::new();
-            required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-            let partition = s.partition.unwrap_or(0);
-            if !(0..=255).contains(&partition) {
-                e.push(FieldError::invalid(
-                    &p.child("partition"),
-                    partition,
-                    &inclusive_range_error(1, 255),
-                ));
-            }
-            e
-        }
-    );
+    source!(v.gce_persistent_disk, "gcePersistentDisk", |s| {
+        validate_gce_pd(s, path)
+    });
+    source!(v.aws_elastic_block_store, "awsElasticBlockStore", |s| {
+        validate_aws_ebs(s, path)
+    });
     source!(v.secret, "secret", |s: &api::SecretVolumeSource| {
         let p = path.child("secret");
         let mut e = Vec::new();
@@ -931,15 +945,10 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
     source!(
         v.persistent_volume_claim,
         "persistentVolumeClaim",
-        |s: &api::PersistentVolumeClaimVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.claim_name,
-                &path.child("persistentVolumeClaim").child("claimName"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::PersistentVolumeClaimVolumeSource| required(
+            &s.claim_name,
+            &path.child("persistentVolumeClaim").child("claimName")
+        )
     );
     source!(v.rbd, "rbd", |s: &api::RBDVolumeSource| {
         let p = path.child("rbd");
@@ -1028,41 +1037,26 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
     source!(
         v.vsphere_volume,
         "vsphereVolume",
-        |s: &api::VsphereVirtualDiskVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.volume_path,
-                &path.child("vsphereVolume").child("volumePath"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::VsphereVirtualDiskVolumeSource| required(
+            &s.volume_path,
+            &path.child("vsphereVolume").child("volumePath")
+        )
     );
     source!(
         v.photon_persistent_disk,
         "photonPersistentDisk",
-        |s: &api::PhotonPersistentDiskVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.pd_id,
-                &path.child("photonPersistentDisk").child("pdID"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::PhotonPersistentDiskVolumeSource| required(
+            &s.pd_id,
+            &path.child("photonPersistentDisk").child("pdID")
+        )
     );
     source!(
         v.portworx_volume,
         "portworxVolume",
-        |s: &api::PortworxVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.volume_id,
-                &path.child("portworxVolume").child("volumeID"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::PortworxVolumeSource| required(
+            &s.volume_id,
+            &path.child("portworxVolume").child("volumeID")
+        )
     );
     source!(v.azure_disk, "azureDisk", |s| validate_azure_disk(
         s,
@@ -1241,57 +1235,19 @@ pub fn validate_persistent_volume_source(
     let mut count = 0usize;
     macro_rules! source {
         ($field:expr, $name:expr, $check:expr) => {
-            if let Some(s) = &$field {
-                if count > 0 {
-                    errs.push(FieldError::forbidden(&path.child($name), MORE_THAN_ONE));
-                } else {
-                    count += 1;
-                    #[allow(clippy::redundant_closure_call)]
-                    errs.extend(($check)(s));
-                }
-            }
+            one_source!(errs, count, path, $field, $name, $check)
         };
     }
     source!(spec.host_path, "hostPath", |s| validate_host_path(
         s,
         &path.child("hostPath")
     ));
-    source!(
-        spec.gce_persistent_disk,
-        "gcePersistentDisk",
-        |s: &api::GCEPersistentDiskVolumeSource| {
-            let p = path.child("persistentDisk");
-            let mut e = Vec::new();
-            required_if_empty(&s.pd_name, &p.child("pdName"), &mut e);
-            let partition = s.partition.unwrap_or(0);
-            if !(0..=255).contains(&partition) {
-                e.push(FieldError::invalid(
-                    &p.child("partition"),
-                    partition,
-                    &inclusive_range_error(1, 255),
-                ));
-            }
-            e
-        }
-    );
-    source!(
-        spec.aws_elastic_block_store,
-        "awsElasticBlockStore",
-        |s: &api::AWSElasticBlockStoreVolumeSource| {
-            let p = path.child("awsElasticBlockStore");
-            let mut e = Vec::new();
-            required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-            let partition = s.partition.unwrap_or(0);
-            if !(0..=255).contains(&partition) {
-                e.push(FieldError::invalid(
-                    &p.child("partition"),
-                    partition,
-                    &inclusive_range_error(1, 255),
-                ));
-            }
-            e
-        }
-    );
+    source!(spec.gce_persistent_disk, "gcePersistentDisk", |s| {
+        validate_gce_pd(s, path)
+    });
+    source!(spec.aws_elastic_block_store, "awsElasticBlockStore", |s| {
+        validate_aws_ebs(s, path)
+    });
     source!(
         spec.glusterfs,
         "glusterfs",
@@ -1433,41 +1389,26 @@ pub fn validate_persistent_volume_source(
     source!(
         spec.vsphere_volume,
         "vsphereVolume",
-        |s: &api::VsphereVirtualDiskVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.volume_path,
-                &path.child("vsphereVolume").child("volumePath"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::VsphereVirtualDiskVolumeSource| required(
+            &s.volume_path,
+            &path.child("vsphereVolume").child("volumePath")
+        )
     );
     source!(
         spec.photon_persistent_disk,
         "photonPersistentDisk",
-        |s: &api::PhotonPersistentDiskVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.pd_id,
-                &path.child("photonPersistentDisk").child("pdID"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::PhotonPersistentDiskVolumeSource| required(
+            &s.pd_id,
+            &path.child("photonPersistentDisk").child("pdID")
+        )
     );
     source!(
         spec.portworx_volume,
         "portworxVolume",
-        |s: &api::PortworxVolumeSource| {
-            let mut e = Vec::new();
-            required_if_empty(
-                &s.volume_id,
-                &path.child("portworxVolume").child("volumeID"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::PortworxVolumeSource| required(
+            &s.volume_id,
+            &path.child("portworxVolume").child("volumeID")
+        )
     );
     source!(spec.azure_disk, "azureDisk", |s| validate_azure_disk(
         s,
