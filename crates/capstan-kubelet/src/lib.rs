@@ -5,50 +5,40 @@
 //! Like the other components it reaches the cluster only through the Kubernetes API (a
 //! [`kube::Client`]); it never touches storage.
 //!
-//! - [`containerd`] starts and supervises a containerd of the agent's own (config, socket and
-//!   state under the data dir) unless a runtime endpoint is given;
-//! - [`images`] builds OCI image archives without a registry (the sandbox image, a busybox
-//!   image) and imports archives into the runtime;
-//! - [`cni`] writes the CNI configuration containerd's CRI plugin sets pod networks up with;
-//! - [`cri`] connects the CRI runtime and image services;
-//! - [`join`] joins a cluster from another machine with a CA-pinning token;
-//! - [`node`] registers the Node, posts its status and renews its Lease;
-//! - [`logs`] reads containers' CRI log files as pod log requests ask (tail, since, follow);
-//! - [`registries`] turns k3s's `registries.yaml` into containerd's registry host files;
-//! - [`events`] writes the kubelet's events (pulls, starts, kills, probe failures, mounts);
-//! - [`pods`] follows the pods bound to the node and keeps one worker per pod;
-//! - [`probes`] runs the containers' liveness, readiness and startup probes and lifecycle hooks;
-//! - [`server`] serves the kubelet API (logs, exec, attach, port-forward) to the API server;
-//! - [`volumes`] sets pods' volumes up: [`atomic_writer`] writes projected files,
-//!   [`tokens`] gets service account tokens, [`git_repo`] clones gitRepo volumes, [`claims`]
-//!   resolves persistentVolumeClaims.
+//! The agent in layers, each a folder:
+//! - [`runtime`]: the container runtime and what it needs: [`runtime::containerd`] starts and
+//!   supervises a containerd of the agent's own unless a runtime endpoint is given,
+//!   [`runtime::cri`] connects the CRI runtime and image services, [`runtime::images`] builds
+//!   OCI image archives without a registry and imports them, [`runtime::pull`] and
+//!   [`runtime::registries`] pull images (k3s's `registries.yaml`), [`runtime::cni`] writes the
+//!   CNI configuration, [`runtime::logs`] reads containers' CRI log files;
+//! - [`spec`]: a pod spec turned into CRI sandbox and container configs ([`spec::env`]:
+//!   environment variables, [`spec::dns`]: `resolv.conf`);
+//! - [`volumes`]: pods' volumes (emptyDir, hostPath, configMap, secret, projected,
+//!   downwardAPI, gitRepo, persistentVolumeClaim), with [`volumes::atomic_writer`] writing
+//!   projected files, [`volumes::tokens`] service account tokens, [`volumes::git_repo`] clones,
+//!   [`volumes::claims`] claims;
+//! - [`pod`]: the pods bound to the node: [`pod::manager`] follows them and keeps one
+//!   [`pod::worker`] per pod, [`pod::admission`] admits them, [`pod::probes`] runs probes and
+//!   lifecycle hooks, [`pod::status`] computes and posts their status, [`pod::inspect`] reads
+//!   what runs, [`pod::events`] writes the kubelet's events;
+//! - [`node`]: the Node's registration, status and Lease, and [`node::join`] (joining a cluster
+//!   from another machine with a CA-pinning token);
+//! - [`server`]: the kubelet API (logs, exec, attach, port-forward, `/pods`) for the API
+//!   server.
 
-pub mod admission;
-pub mod atomic_writer;
-pub mod claims;
-pub mod cni;
-pub mod containerd;
-pub mod cri;
-pub mod dns;
-pub mod env;
-pub mod events;
-pub mod git_repo;
-pub mod images;
-pub mod join;
-mod logfiles;
-pub mod logs;
 pub mod node;
-pub mod pods;
-pub mod probes;
-pub mod pull;
-pub mod registries;
+pub mod pod;
 pub mod runtime;
 pub mod server;
 pub mod spec;
-pub mod status;
-pub mod tokens;
 pub mod volumes;
-pub mod worker;
+
+pub use node::join;
+pub use runtime::{containerd, cri, images};
+
+use pod::{events, manager as pods, worker};
+use runtime::{cni, registries};
 
 /// FNV-1a over `bytes`, continuing from `hash` (start with [`FNV_OFFSET`]): stable hashes for
 /// container specs and runtime fingerprints.

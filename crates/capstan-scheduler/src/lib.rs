@@ -17,9 +17,9 @@ pub mod config;
 pub mod framework;
 pub mod plugins;
 pub mod queue;
-pub mod resource;
 mod scheduler;
 pub mod snapshot;
 
+pub use capstan_api::fit::resource;
 pub use config::Config;
 pub use scheduler::Scheduler;

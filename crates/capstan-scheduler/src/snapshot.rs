@@ -193,55 +193,17 @@ impl PodInfo {
             || !self.preferred_anti_affinity.is_empty()
     }
 
-    /// The host ports the pod's containers ask for, as (host IP, protocol, port) with
-    /// upstream's defaults (`0.0.0.0`, `TCP`).
+    /// The host ports the pod's containers ask for ([`capstan_api::fit::host_ports`]).
     pub fn host_ports(&self) -> Vec<HostPort> {
-        let Some(spec) = self.pod.spec.as_ref() else {
-            return Vec::new();
-        };
-        spec.containers
-            .iter()
-            .chain(
-                spec.init_containers
-                    .iter()
-                    .flatten()
-                    .filter(|c| c.restart_policy.as_deref() == Some("Always")),
-            )
-            .flat_map(|c| c.ports.iter().flatten())
-            .filter(|p| p.host_port.is_some_and(|port| port > 0))
-            .map(|p| HostPort {
-                ip: p
-                    .host_ip
-                    .clone()
-                    .filter(|ip| !ip.is_empty())
-                    .unwrap_or_else(|| "0.0.0.0".to_owned()),
-                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_owned()),
-                port: p.host_port.unwrap_or_default(),
-            })
-            .collect()
+        self.pod
+            .spec
+            .as_ref()
+            .map(capstan_api::fit::host_ports)
+            .unwrap_or_default()
     }
 }
 
-/// A host port in use or wanted on a node.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct HostPort {
-    /// The host IP (`0.0.0.0` for every address).
-    pub ip: String,
-    /// `TCP`, `UDP` or `SCTP`.
-    pub protocol: String,
-    /// The port.
-    pub port: i32,
-}
-
-impl HostPort {
-    /// Whether two host ports cannot both be bound (upstream's `HostPortInfo.CheckConflict`):
-    /// the same protocol and port, on the same IP or where either takes every address.
-    pub fn conflicts(&self, other: &HostPort) -> bool {
-        self.port == other.port
-            && self.protocol == other.protocol
-            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
-    }
-}
+pub use capstan_api::fit::HostPort;
 
 /// A node and what is placed on it (upstream's `framework.NodeInfo`).
 #[derive(Clone, Debug)]

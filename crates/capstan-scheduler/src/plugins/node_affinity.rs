@@ -14,9 +14,9 @@ use crate::framework::{
 use crate::snapshot::{Labels, NodeInfo, PodInfo, Snapshot};
 
 /// The plugin's registered name.
-pub const NAME: &str = "NodeAffinity";
+pub const NAME: &str = capstan_api::fit::predicates::NODE_AFFINITY;
 /// Upstream's reason for a node the pod's selector or affinity does not match.
-pub const REASON_POD: &str = "node(s) didn't match Pod's node affinity/selector";
+pub const REASON_POD: &str = capstan_api::fit::predicates::NODE_AFFINITY_REASON;
 /// Upstream's reason for a node the profile's `addedAffinity` does not match.
 pub const REASON_ENFORCED: &str = "node(s) didn't match scheduler-enforced node affinity";
 /// Upstream's reason when the terms name disjoint sets of nodes.

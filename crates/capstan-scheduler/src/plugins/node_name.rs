@@ -4,9 +4,9 @@ use crate::framework::{ClusterEvent, CycleState, Plugin, Point, Status};
 use crate::snapshot::{NodeInfo, PodInfo};
 
 /// The plugin's registered name.
-pub const NAME: &str = "NodeName";
+pub const NAME: &str = capstan_api::fit::predicates::NODE_NAME;
 /// Upstream's reason.
-pub const REASON: &str = "node(s) didn't match the requested node name";
+pub const REASON: &str = capstan_api::fit::predicates::NODE_NAME_REASON;
 
 /// The plugin.
 #[derive(Debug)]
@@ -14,10 +14,10 @@ pub struct NodeName;
 
 /// Whether the pod may go on the node.
 pub fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
-    match pod.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-        None | Some("") => true,
-        Some(name) => name == node.name,
-    }
+    pod.pod
+        .spec
+        .as_ref()
+        .is_none_or(|spec| capstan_api::fit::node_name_fits(spec, &node.name))
 }
 
 impl Plugin for NodeName {

@@ -4,9 +4,9 @@ use crate::framework::{ClusterEvent, CycleState, Plugin, Point, PreFilterResult,
 use crate::snapshot::{HostPort, NodeInfo, PodInfo, Snapshot};
 
 /// The plugin's registered name.
-pub const NAME: &str = "NodePorts";
+pub const NAME: &str = capstan_api::fit::predicates::NODE_PORTS;
 /// Upstream's reason.
-pub const REASON: &str = "node(s) didn't have free ports for the requested pod ports";
+pub const REASON: &str = capstan_api::fit::predicates::NODE_PORTS_REASON;
 const STATE: &str = "PreFilterNodePorts";
 
 /// The plugin.
@@ -15,9 +15,7 @@ pub struct NodePorts;
 
 /// Whether none of `wanted` conflicts with the node's ports in use.
 pub fn fits(wanted: &[HostPort], node: &NodeInfo) -> bool {
-    wanted
-        .iter()
-        .all(|w| !node.used_ports.iter().any(|used| used.conflicts(w)))
+    capstan_api::fit::ports_fit(wanted, &node.used_ports)
 }
 
 impl Plugin for NodePorts {

@@ -9,7 +9,7 @@ use crate::framework::{
 use crate::snapshot::{NodeInfo, PodInfo};
 
 /// The plugin's registered name.
-pub const NAME: &str = "TaintToleration";
+pub const NAME: &str = capstan_api::fit::predicates::TAINT_TOLERATION;
 
 /// The plugin.
 #[derive(Debug)]

@@ -15,8 +15,10 @@
 //!   upgrade request (SPDY) is proxied to it byte for byte, as upstream's kubelet does;
 //! - `GET /pods`: the pods bound to the node as the agent knows them, a `PodList`;
 //! - `GET /logs/...`: the node's log files (`/var/log`), as Go's file server serves a directory
-//!   ([`crate::logfiles`]);
+//!   ([`crate::server::logfiles`]);
 //! - `GET /healthz`.
+
+mod logfiles;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -36,8 +38,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::Api;
 use tokio::net::TcpListener;
 
-use crate::cri::Cri;
-use crate::logs::{LogOptions, LogStream};
+use crate::runtime::cri::Cri;
+use crate::runtime::logs::{LogOptions, LogStream};
 use crate::spec::{CONTAINER_NAME, POD_UID};
 
 /// The kubelet's serving certificate and the CA its clients' certificates come from.
@@ -72,7 +74,7 @@ pub(crate) struct State {
     pub(crate) cri: Cri,
     pub(crate) node_name: String,
     /// The pods bound to the node, for `/pods`.
-    pub(crate) pods: crate::pods::KnownPods,
+    pub(crate) pods: crate::pod::manager::KnownPods,
     /// The directory `/logs/` serves.
     pub(crate) log_dir: std::path::PathBuf,
 }
@@ -255,7 +257,7 @@ async fn handle(
         if request.method() != Method::GET {
             return method_not_allowed();
         }
-        return crate::logfiles::serve(&state.log_dir, &path, file, &request).await;
+        return crate::server::logfiles::serve(&state.log_dir, &path, file, &request).await;
     }
     let result = match segments.as_slice() {
         ["containerLogs", ns, pod, container] if request.method() == Method::GET => {
@@ -504,7 +506,7 @@ async fn container_logs(
                 .is_some_and(|s| s.state == cri::ContainerState::ContainerRunning as i32)
         }) as futures::future::BoxFuture<'static, bool>
     };
-    let lines = crate::logs::read(status.log_path.into(), options, running);
+    let lines = crate::runtime::logs::read(status.log_path.into(), options, running);
     let body = StreamBody::new(lines.map(|chunk| chunk.map(Frame::data)));
     let mut response = Response::new(BodyExt::boxed(body));
     response.headers_mut().insert(

@@ -4,7 +4,7 @@
 //! what the runtime holds for pods the API no longer has is torn down, so pods deleted while
 //! the agent was away do not linger.
 //!
-//! A pod new to the node is first admitted ([`crate::admission`]) against the node as a watch
+//! A pod new to the node is first admitted ([`crate::pod::admission`]) against the node as a watch
 //! of it last showed and the pods already admitted; one the node cannot run is failed
 //! (`Pod was rejected: ...`, with an event) and never reaches a worker. The pods of the first
 //! list are admitted oldest first, as upstream does on start; a pod the node already started
@@ -23,9 +23,9 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::admission::{self, Rejection};
-use crate::runtime::fingerprints;
-use crate::worker::{Shared, Worker};
+use crate::pod::admission::{self, Rejection};
+use crate::pod::inspect::fingerprints;
+use crate::pod::worker::{Shared, Worker};
 
 /// How often the runtime is relisted.
 const RELIST: Duration = Duration::from_secs(1);

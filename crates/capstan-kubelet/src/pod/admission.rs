@@ -13,15 +13,14 @@
 //!   (`NodeName`), host ports already taken (`NodePorts`), an untolerated `NoExecute` taint
 //!   (`TaintToleration`).
 //!
-//! The fit rules are the scheduler's own ([`capstan_scheduler`]'s plugins), as upstream's kubelet
-//! calls the scheduler's.
+//! The fit rules are the ones the scheduler's plugins call ([`capstan_api::fit`]), as upstream's
+//! kubelet calls the scheduler's.
 
 use std::sync::Arc;
 
-use capstan_scheduler::plugins::{node_affinity, node_name, node_ports, taint_toleration};
-use capstan_scheduler::resource;
-use capstan_scheduler::snapshot::{NodeInfo, PodInfo};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use capstan_api::fit::resource::{self, Resource};
+use capstan_api::fit::{self, predicates};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 
 /// The operating system this agent runs pods for.
 const OS: &str = "linux";
@@ -81,47 +80,68 @@ pub fn admit(node: &Arc<Node>, pod: &Arc<Pod>, admitted: &[Arc<Pod>]) -> Result<
             message: "Failed to admit pod as the OS field doesn't match node OS".to_owned(),
         });
     }
-    let info = NodeInfo::new(
-        node.clone(),
-        admitted.iter().map(|p| Arc::new(PodInfo::new(p.clone()))),
-    );
-    let mut wanted = PodInfo::new(pod.clone());
+    let no_spec = PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    let allocatable = resource::node_allocatable(node);
+    let mut requested = Resource::default();
+    let mut used_ports = Vec::new();
+    for other in admitted {
+        requested.add(&resource::pod_requests(other));
+        used_ports.extend(other.spec.as_ref().map(fit::host_ports).unwrap_or_default());
+    }
+    let mut wanted = resource::pod_requests(pod);
     // Extended resources the node does not offer are someone else's to account for.
-    wanted.requests.scalar.retain(|name, _| {
-        !resource::is_extended(name) || info.allocatable.scalar.contains_key(name)
-    });
-    fits(&wanted, &info)?;
-    if !node_affinity::pod_matches_node(&wanted, &info.name, info.labels()) {
+    wanted
+        .scalar
+        .retain(|name, _| !resource::is_extended(name) || allocatable.scalar.contains_key(name));
+    fits(&wanted, admitted.len() as i64, &allocatable, &requested)?;
+    let empty = Default::default();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    if !fit::pod_matches_node(spec, node_name, labels) {
         return Err(Rejection::predicate(
-            node_affinity::NAME,
-            node_affinity::REASON_POD,
+            predicates::NODE_AFFINITY,
+            predicates::NODE_AFFINITY_REASON,
         ));
     }
-    if !node_name::fits(&wanted, &info) {
-        return Err(Rejection::predicate(node_name::NAME, node_name::REASON));
+    if !fit::node_name_fits(spec, node_name) {
+        return Err(Rejection::predicate(
+            predicates::NODE_NAME,
+            predicates::NODE_NAME_REASON,
+        ));
     }
-    if !node_ports::fits(&wanted.host_ports(), &info) {
-        return Err(Rejection::predicate(node_ports::NAME, node_ports::REASON));
+    if !fit::ports_fit(&fit::host_ports(spec), &used_ports) {
+        return Err(Rejection::predicate(
+            predicates::NODE_PORTS,
+            predicates::NODE_PORTS_REASON,
+        ));
     }
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or_default();
-    if taint_toleration::first_untolerated(&info.taints, tolerations, &["NoExecute"]).is_some() {
-        return Err(Rejection::predicate(taint_toleration::NAME, TAINT_REASON));
+    if untolerated_no_execute(node, spec) {
+        return Err(Rejection::predicate(
+            predicates::TAINT_TOLERATION,
+            TAINT_REASON,
+        ));
     }
     Ok(())
 }
 
+/// Whether the node has a `NoExecute` taint the pod does not tolerate.
+fn untolerated_no_execute(node: &Node, spec: &PodSpec) -> bool {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
+    let tolerations = spec.tolerations.as_deref().unwrap_or_default();
+    fit::first_untolerated(taints, tolerations, &["NoExecute"]).is_some()
+}
+
 /// The room check (upstream's `noderesources.Fits`): the first resource the pod lacks.
-fn fits(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-    let pods = node.pods.len() as i64;
-    let allowed = node.allocatable.allowed_pod_number;
+fn fits(want: &Resource, pods: i64, have: &Resource, used: &Resource) -> Result<(), Rejection> {
+    let allowed = have.allowed_pod_number;
     if pods + 1 > allowed {
         return Err(Rejection::insufficient("pods", 1, pods, allowed));
     }
-    let (want, have, used) = (&pod.requests, &node.allocatable, &node.requested);
     let named = [
         ("cpu", want.milli_cpu, have.milli_cpu, used.milli_cpu),
         ("memory", want.memory, have.memory, used.memory),

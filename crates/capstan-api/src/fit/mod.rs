@@ -2,13 +2,98 @@
 //! tolerates a taint (upstream's `ToleratesTaint`) and whether a node's name and labels satisfy
 //! a node selector or a pod's required node affinity (upstream's `nodeaffinity` helpers). The
 //! scheduler's plugins, the DaemonSet and taint-eviction controllers and the kubelet's
-//! admission and volume checks all call these, so they cannot drift apart.
+//! admission and volume checks all call these, so they cannot drift apart. Beside them: host
+//! ports and their conflicts, the `spec.nodeName` test, the predicates' upstream names and
+//! reasons ([`predicates`]), and [`resource`], the amounts pods request and nodes hold.
+
+pub mod resource;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
+
+/// The fit predicates' upstream names (the scheduler's plugin names, which the kubelet's
+/// admission also gives as reasons) and the reasons they report.
+pub mod predicates {
+    /// Required node affinity and `spec.nodeSelector`.
+    pub const NODE_AFFINITY: &str = "NodeAffinity";
+    /// Upstream's reason when a pod's node affinity or selector does not match.
+    pub const NODE_AFFINITY_REASON: &str = "node(s) didn't match Pod's node affinity/selector";
+    /// `spec.nodeName`.
+    pub const NODE_NAME: &str = "NodeName";
+    /// Upstream's reason when the pod names another node.
+    pub const NODE_NAME_REASON: &str = "node(s) didn't match the requested node name";
+    /// Host ports.
+    pub const NODE_PORTS: &str = "NodePorts";
+    /// Upstream's reason when a wanted host port is taken.
+    pub const NODE_PORTS_REASON: &str =
+        "node(s) didn't have free ports for the requested pod ports";
+    /// Taints and tolerations.
+    pub const TAINT_TOLERATION: &str = "TaintToleration";
+}
+
+/// A host port in use or wanted on a node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// The host IP (`0.0.0.0` for every address).
+    pub ip: String,
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    /// The port.
+    pub port: i32,
+}
+
+impl HostPort {
+    /// Whether two host ports cannot both be bound (upstream's `HostPortInfo.CheckConflict`):
+    /// the same protocol and port, on the same IP or where either takes every address.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
+    }
+}
+
+/// The host ports a pod's containers (and its sidecar init containers) ask for, with
+/// upstream's defaults (`0.0.0.0`, `TCP`).
+pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    spec.containers
+        .iter()
+        .chain(
+            spec.init_containers
+                .iter()
+                .flatten()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always")),
+        )
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.host_port.is_some_and(|port| port > 0))
+        .map(|p| HostPort {
+            ip: p
+                .host_ip
+                .clone()
+                .filter(|ip| !ip.is_empty())
+                .unwrap_or_else(|| "0.0.0.0".to_owned()),
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_owned()),
+            port: p.host_port.unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Whether none of `wanted` conflicts with a port in `used`.
+pub fn ports_fit(wanted: &[HostPort], used: &[HostPort]) -> bool {
+    wanted
+        .iter()
+        .all(|w| !used.iter().any(|taken| taken.conflicts(w)))
+}
+
+/// Whether a pod may go on the node called `node`: it names no node, or this one.
+pub fn node_name_fits(spec: &PodSpec, node: &str) -> bool {
+    match spec.node_name.as_deref() {
+        None | Some("") => true,
+        Some(name) => name == node,
+    }
+}
 
 /// Whether a toleration tolerates a taint: the effects agree (or the toleration names none),
 /// the keys agree (or the toleration names none, which with `Exists` tolerates everything),

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use k8s_cri::v1 as cri;
 
-use crate::cri::{Cri, CriError};
+use crate::pod::status::{ContainerRecord, Observed, SandboxRecord, State};
+use crate::runtime::cri::{Cri, CriError};
 use crate::spec::{
     CONTAINER_HASH, CONTAINER_NAME, POD_UID, RESTART_COUNT, TERMINATION_MESSAGE_PATH,
     TERMINATION_MESSAGE_POLICY,
 };
-use crate::status::{ContainerRecord, Observed, SandboxRecord, State};
 
 fn state(value: i32) -> State {
     match cri::ContainerState::try_from(value) {
@@ -225,11 +225,12 @@ fn read_tail(path: &std::path::Path, most: u64) -> std::io::Result<Vec<u8>> {
 /// last 2 KiB (as upstream reads them, through its log reader into a small ring buffer).
 pub async fn log_tail(path: &std::path::Path) -> String {
     use futures::{FutureExt as _, StreamExt as _};
-    let options = crate::logs::LogOptions {
+    let options = crate::runtime::logs::LogOptions {
         tail_lines: Some(MESSAGE_LOG_LINES),
-        ..crate::logs::LogOptions::default()
+        ..crate::runtime::logs::LogOptions::default()
     };
-    let mut chunks = crate::logs::read(path.to_path_buf(), options, || async { false }.boxed());
+    let mut chunks =
+        crate::runtime::logs::read(path.to_path_buf(), options, || async { false }.boxed());
     let mut out: Vec<u8> = Vec::new();
     while let Some(Ok(chunk)) = chunks.next().await {
         out.extend_from_slice(&chunk);

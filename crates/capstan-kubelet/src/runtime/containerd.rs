@@ -349,7 +349,7 @@ async fn wait_ready(
 ) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(cri) = crate::cri::Cri::connect(socket).await
+        if let Ok(cri) = crate::runtime::cri::Cri::connect(socket).await
             && cri.version().await.is_ok()
         {
             return Ok(());

@@ -1,9 +1,9 @@
-//! Resource amounts as the scheduler counts them: what a pod requests (upstream's
+//! Resource amounts as the scheduler and the kubelet count them: what a pod requests (upstream's
 //! `resource.PodRequests` from component-helpers) and what a node can hold.
 
 use std::collections::BTreeMap;
 
-use capstan_api::quantity::Quantity;
+use crate::quantity::Quantity;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 

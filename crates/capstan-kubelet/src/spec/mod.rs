@@ -3,6 +3,9 @@
 //! pods by again) and each container's configuration (command, environment, mounts, resource
 //! limits as cgroup settings, security context).
 
+pub mod dns;
+pub mod env;
+
 use std::collections::{BTreeMap, HashMap};
 
 use capstan_api::quantity::Quantity;

@@ -2,6 +2,8 @@
 //! from the machine, addresses, system info), the conditions it posts, and the Lease in
 //! `kube-node-lease` it renews every 10 s so the node lifecycle controller knows it is alive.
 
+pub mod join;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
@@ -22,8 +24,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::events::{Events, reason};
 use crate::now;
+use crate::pod::events::{Events, reason};
 
 /// The kubelet version this agent reports.
 pub const KUBELET_VERSION: &str = "v1.33.0";

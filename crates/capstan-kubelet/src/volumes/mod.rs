@@ -6,14 +6,19 @@
 //! - `emptyDir` (on disk, or tmpfs for the Memory medium with its size limit) and `hostPath`
 //!   (with its type checks);
 //! - `configMap`, `secret`, `downwardAPI` and `projected` (configMap, secret, downwardAPI and
-//!   serviceAccountToken sources): their files are written by [`crate::atomic_writer`] (the
+//!   serviceAccountToken sources): their files are written by [`crate::volumes::atomic_writer`] (the
 //!   `..data` link layout, so running containers see updates whole), with `defaultMode` and
 //!   `items[].mode`; secret, downwardAPI and projected volumes live on a tmpfs of their own,
 //!   as upstream's do. They are refreshed while the pod runs: downward API files when the
-//!   pod's labels or annotations change, service account tokens when [`crate::tokens`] says
+//!   pod's labels or annotations change, service account tokens when [`crate::volumes::tokens`] says
 //!   they are due, and what comes from ConfigMaps and Secrets every minute;
-//! - `gitRepo` ([`crate::git_repo`]), cloned once;
-//! - `persistentVolumeClaim` ([`crate::claims`]) bound to a `hostPath` or `local` volume.
+//! - `gitRepo` ([`crate::volumes::git_repo`]), cloned once;
+//! - `persistentVolumeClaim` ([`crate::volumes::claims`]) bound to a `hostPath` or `local` volume.
+
+pub mod atomic_writer;
+pub mod claims;
+pub mod git_repo;
+pub mod tokens;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
@@ -26,8 +31,8 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::Api;
 
-use crate::atomic_writer::{self, FileProjection, Payload};
-use crate::tokens::{self, Tokens};
+use atomic_writer::{FileProjection, Payload};
+use tokens::Tokens;
 
 /// A mount for the runtime: (path in the container, path on the host, read-only).
 pub type Mount = (String, String, bool);
@@ -282,7 +287,7 @@ pub fn downward_payload(
     for item in items {
         let value = if let Some(field) = &item.field_ref {
             if volume_field(&field.field_path) {
-                crate::env::field_value(pod, &field.field_path, "", &[])
+                crate::spec::env::field_value(pod, &field.field_path, "", &[])
             } else {
                 Err(format!("unsupported fieldPath: {}", field.field_path))
             }
@@ -307,7 +312,7 @@ pub fn downward_payload(
                     .find(|c| c.name == name)
                     .ok_or_else(|| format!("container {name} not found"))
                     .and_then(|container| {
-                        crate::env::resource_value(
+                        crate::spec::env::resource_value(
                             container,
                             &resource.resource,
                             resource.divisor.as_ref().map(|d| d.0.as_str()),
@@ -621,13 +626,14 @@ impl PodVolumes {
                     .join("plugins")
                     .join("kubernetes.io~git-repo")
                     .join(&volume.name);
-                crate::git_repo::set_up(&source, &dir, &meta).await?;
+                crate::volumes::git_repo::set_up(&source, &dir, &meta).await?;
                 Ok((dir, false))
             }
             Kind::Claim => {
                 let source = volume.persistent_volume_claim.clone().unwrap_or_default();
                 let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-                crate::claims::resolve(host.client, host.node_name, namespace, &source).await
+                crate::volumes::claims::resolve(host.client, host.node_name, namespace, &source)
+                    .await
             }
         }
     }

@@ -36,9 +36,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::sync::Notify;
 use tonic::codegen::http;
 
-use crate::cri::Cri;
-use crate::events::{Events, reason};
-use crate::status::{ContainerRecord, Observed, State};
+use crate::pod::events::{Events, reason};
+use crate::pod::status::{ContainerRecord, Observed, State};
+use crate::runtime::cri::Cri;
 
 /// The most of a probe's output kept (upstream's 10 KiB).
 const MAX_OUTPUT: usize = 10 * 1024;
@@ -325,7 +325,7 @@ pub fn probed_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
         spec.init_containers
             .iter()
             .flatten()
-            .filter(|c| crate::status::is_sidecar(c))
+            .filter(|c| crate::pod::status::is_sidecar(c))
             .chain(&spec.containers)
     })
 }
@@ -407,7 +407,7 @@ impl Prober {
                     has_startup,
                     cri: self.cri.clone(),
                     events: self.events.clone(),
-                    object: crate::events::container_ref(pod, &container.name),
+                    object: crate::pod::events::container_ref(pod, &container.name),
                     results: self.results.clone(),
                     trigger: trigger.clone(),
                     pod: format!(

@@ -11,7 +11,7 @@
 //!   init containers one by one, then its app containers; exited containers restart as the
 //!   restart policy says, after the kubelet's crash-loop back-off (10 s doubling to 5 minutes,
 //!   forgotten after 10 minutes of quiet);
-//! - containers are probed ([`crate::probes`]): a container whose liveness or startup probe
+//! - containers are probed ([`crate::pod::probes`]): a container whose liveness or startup probe
 //!   failed is killed (with the probe's grace period if it sets one) and restarted at once as
 //!   the restart policy says; readiness and startup results go into the status. A probe result
 //!   change wakes the worker;
@@ -36,12 +36,12 @@ use tokio::sync::{Notify, watch};
 
 use capstan_client::events::EventType::{Normal, Warning};
 
-use crate::cri::{Cri, CriError};
-use crate::events::{Events, reason};
-use crate::probes::{self, Kind, Prober};
-use crate::runtime::observe;
+use crate::pod::events::{Events, reason};
+use crate::pod::inspect::observe;
+use crate::pod::probes::{self, Kind, Prober};
+use crate::pod::status::{self, ContainerRecord, Observed, State, Waiting};
+use crate::runtime::cri::{Cri, CriError};
 use crate::spec::{self, ContainerInputs};
-use crate::status::{self, ContainerRecord, Observed, State, Waiting};
 
 /// How often a worker syncs when nothing wakes it.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -698,9 +698,9 @@ impl Worker {
         let attempt = observed.sandbox().map_or(0, |s| s.attempt + 1);
         let mut config = spec::sandbox_config(pod, attempt, &log_dir.display().to_string());
         let cluster_dns = self.cluster_dns().await;
-        let host = crate::dns::ResolvConf::read(&self.shared.resolv_conf);
+        let host = crate::spec::dns::ResolvConf::read(&self.shared.resolv_conf);
         let (dns, warnings) =
-            crate::dns::pod_dns(pod, &cluster_dns, &self.shared.cluster_domain, &host);
+            crate::spec::dns::pod_dns(pod, &cluster_dns, &self.shared.cluster_domain, &host);
         for (reason, message) in warnings {
             self.shared.events.pod(pod, Warning, reason, message);
         }
@@ -809,7 +809,7 @@ impl Worker {
         pid_target: Option<String>,
     ) -> Result<(), NotStarted> {
         let image_ref = self.ensure_image(pod, container).await?;
-        let sources = crate::env::Sources {
+        let sources = crate::spec::env::Sources {
             client: &self.shared.client,
             pod_ip: sandbox_ip,
             host_ips: &self.shared.host_ips,
@@ -826,7 +826,7 @@ impl Worker {
             );
             NotStarted::waiting(reason, message, RETRY)
         };
-        let env = crate::env::resolve(&sources, pod, container)
+        let env = crate::spec::env::resolve(&sources, pod, container)
             .await
             .map_err(|message| failed("CreateContainerConfigError", message))?;
         // A log file left by an earlier container of the same name and attempt goes (the
@@ -1038,7 +1038,7 @@ impl Worker {
         }
         event(Normal, reason::PULLING, format!("Pulling image {image:?}"));
         let started = Instant::now();
-        let auth = crate::pull::credentials(&self.shared.client, pod, &image).await;
+        let auth = crate::runtime::pull::credentials(&self.shared.client, pod, &image).await;
         let mut last_error = String::new();
         for auth in auth.into_iter().map(Some).chain(std::iter::once(None)) {
             match images
