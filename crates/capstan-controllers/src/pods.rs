@@ -355,13 +355,7 @@ pub fn object_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectRefe
     }
 }
 
-/// The message of an API error as upstream prints it in events.
-pub fn error_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
+pub use crate::runtime::error_message;
 
 /// Runs `total` calls of `call` in batches of 1, 2, 4, ... (upstream's `slowStartBatch`),
 /// stopping after the first batch with a failure; returns how many succeeded and the first

@@ -350,7 +350,7 @@ impl Error {
     /// own message (e.g. `pods "x" is forbidden: exceeded quota: ...`), else the error.
     pub fn message(&self) -> String {
         match self {
-            Error::Api(error) => crate::pods::error_message(error),
+            Error::Api(error) => error_message(error),
             other => other.to_string(),
         }
     }
@@ -450,6 +450,14 @@ pub async fn run_controller<K, Ctx, F, Fut>(
     );
     futures::pin_mut!(stream);
     while stream.next().await.is_some() {}
+}
+
+/// The message of an API error as upstream prints it in events.
+pub fn error_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
