@@ -24,7 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use crate::api::Api;
+use crate::registry::Registries;
 use crate::registry::{ListOptions, WriteOptions};
 use crate::status::ApiError;
 
@@ -58,13 +58,13 @@ fn now_micro() -> String {
 
 /// Starts reconciling for a server reached at `address`:`port`; stops when the handle is
 /// aborted.
-pub(crate) fn start(api: Arc<Api>, address: IpAddr, port: u16) -> JoinHandle<()> {
+pub(crate) fn start(registries: Arc<Registries>, address: IpAddr, port: u16) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            if let Err(error) = reconcile(&api, address, port).await {
+            if let Err(error) = reconcile(&registries, address, port).await {
                 tracing::warn!(%error, "cannot reconcile the kubernetes service's endpoints");
             }
-            if let Err(error) = reconcile_dns(&api).await {
+            if let Err(error) = reconcile_dns(&registries).await {
                 tracing::warn!(%error, "cannot reconcile the kube-dns service's endpoints");
             }
             tokio::time::sleep(INTERVAL).await;
@@ -73,10 +73,14 @@ pub(crate) fn start(api: Arc<Api>, address: IpAddr, port: u16) -> JoinHandle<()>
 }
 
 /// Renews this server's Lease, then writes the endpoints of every server whose Lease stands.
-pub(crate) async fn reconcile(api: &Api, address: IpAddr, port: u16) -> Result<(), String> {
+pub(crate) async fn reconcile(
+    registries: &Registries,
+    address: IpAddr,
+    port: u16,
+) -> Result<(), String> {
     let error = |e: ApiError| e.status().to_json().to_string();
-    let leases = api
-        .registry("coordination.k8s.io", "v1", "leases")
+    let leases = registries
+        .get("coordination.k8s.io", "v1", "leases")
         .ok_or("no leases")?;
     let name = lease_name(address, port);
     let lease = json!({
@@ -122,7 +126,7 @@ pub(crate) async fn reconcile(api: &Api, address: IpAddr, port: u16) -> Result<(
         .collect();
     addresses.sort();
     addresses.dedup();
-    write_endpoints(api, &addresses, port).await
+    write_endpoints(registries, &addresses, port).await
 }
 
 /// The address of a Lease that has not expired.
@@ -171,9 +175,9 @@ fn dns_servers(leases: &[Value], now: Timestamp) -> Vec<(u16, Vec<IpAddr>)> {
 
 /// Writes the endpoints of the `kube-system/kube-dns` Service from the DNS servers' Leases,
 /// when the Service exists without a selector.
-pub(crate) async fn reconcile_dns(api: &Api) -> Result<(), String> {
+pub(crate) async fn reconcile_dns(registries: &Registries) -> Result<(), String> {
     let error = |e: ApiError| e.status().to_json().to_string();
-    let services = api.registry("", "v1", "services").ok_or("no services")?;
+    let services = registries.get("", "v1", "services").ok_or("no services")?;
     let Ok(service) = services.get(Some(DNS_NAMESPACE), DNS_SERVICE).await else {
         return Ok(());
     };
@@ -181,8 +185,8 @@ pub(crate) async fn reconcile_dns(api: &Api) -> Result<(), String> {
     if selector.as_object().is_some_and(|s| !s.is_empty()) {
         return Ok(());
     }
-    let leases = api
-        .registry("coordination.k8s.io", "v1", "leases")
+    let leases = registries
+        .get("coordination.k8s.io", "v1", "leases")
         .ok_or("no leases")?;
     let listed = leases
         .list(Some(DNS_NAMESPACE), &ListOptions::default())
@@ -260,11 +264,20 @@ pub(crate) async fn reconcile_dns(api: &Api) -> Result<(), String> {
         } else {
             ["endpoints", "ports"]
         };
-        write_if_changed(api, group, plural, DNS_NAMESPACE, &name, object, fields).await?;
+        write_if_changed(
+            registries,
+            group,
+            plural,
+            DNS_NAMESPACE,
+            &name,
+            object,
+            fields,
+        )
+        .await?;
     }
     // Slices of ports no server uses any more.
-    let slices = api
-        .registry("discovery.k8s.io", "v1", "endpointslices")
+    let slices = registries
+        .get("discovery.k8s.io", "v1", "endpointslices")
         .ok_or("no registry")?;
     let listed = slices
         .list(Some(DNS_NAMESPACE), &ListOptions::default())
@@ -289,7 +302,7 @@ pub(crate) async fn reconcile_dns(api: &Api) -> Result<(), String> {
 
 /// Writes `object` (`namespace/name`) unless the stored one has the same `fields` and labels.
 async fn write_if_changed(
-    api: &Api,
+    registries: &Registries,
     group: &str,
     plural: &str,
     namespace: &str,
@@ -300,7 +313,7 @@ async fn write_if_changed(
     let error = |e: ApiError| e.status().to_json().to_string();
     // Compared and written in the form the registry stores.
     let object = capstan_api::gojson::normalize(&object);
-    let registry = api.registry(group, "v1", plural).ok_or("no registry")?;
+    let registry = registries.get(group, "v1", plural).ok_or("no registry")?;
     match registry.get(Some(namespace), name).await {
         Ok(current) => {
             let same = fields.iter().all(|f| current.get(*f) == object.get(*f))
@@ -332,7 +345,11 @@ async fn write_if_changed(
 }
 
 /// Writes the Endpoints and EndpointSlice of the `kubernetes` Service, when they differ.
-async fn write_endpoints(api: &Api, addresses: &[IpAddr], port: u16) -> Result<(), String> {
+async fn write_endpoints(
+    registries: &Registries,
+    addresses: &[IpAddr],
+    port: u16,
+) -> Result<(), String> {
     let ports = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
     let mut endpoints = json!({
         "apiVersion": "v1", "kind": "Endpoints",
@@ -357,7 +374,7 @@ async fn write_endpoints(api: &Api, addresses: &[IpAddr], port: u16) -> Result<(
         "ports": ports,
     });
     write_if_changed(
-        api,
+        registries,
         "",
         "endpoints",
         NAMESPACE,
@@ -367,7 +384,7 @@ async fn write_endpoints(api: &Api, addresses: &[IpAddr], port: u16) -> Result<(
     )
     .await?;
     write_if_changed(
-        api,
+        registries,
         "discovery.k8s.io",
         "endpointslices",
         NAMESPACE,

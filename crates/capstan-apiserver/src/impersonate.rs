@@ -8,7 +8,7 @@
 use axum::http::HeaderMap;
 use capstan_api::{RequestInfo, StatusError};
 
-use crate::auth::User;
+use crate::authn::User;
 use crate::authz::{Attributes, Authorizer};
 use crate::status::ApiError;
 

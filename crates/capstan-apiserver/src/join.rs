@@ -288,7 +288,7 @@ mod tests {
             .unwrap();
         let credentials: NodeCredentials = serde_json::from_slice(&body).unwrap();
         assert_eq!(credentials.ca, pki.ca_cert_pem);
-        let user = crate::auth::User::from_certificate(
+        let user = crate::authn::User::from_certificate(
             &rustls::pki_types::pem::PemObject::from_pem_slice(credentials.client.cert.as_bytes())
                 .map(|c: rustls::pki_types::CertificateDer<'_>| c.to_vec())
                 .unwrap(),

@@ -12,51 +12,29 @@
 //! This is the only crate that touches `capstan-store`.
 
 mod admission;
-mod api;
-mod auth;
+mod authn;
 mod authz;
-mod discovery;
+mod bootstrap;
 mod endpoint_reconciler;
-mod escalation;
-mod fields;
 mod flowcontrol;
-mod health;
+mod handlers;
 mod impersonate;
 mod join;
 mod kubeconfig;
-mod kubelets;
-mod lifecycle;
-mod limitranges;
 mod metrics;
-mod nodeauthz;
-mod noderestriction;
-mod patch;
 pub mod pki;
-mod pods;
-mod priority;
-mod proxy;
-mod quota;
 mod registry;
-mod resources;
-mod reviews;
-mod scale;
-mod selectors;
 mod serve;
-mod serviceaccount;
-pub mod services;
 mod status;
-mod strategic;
-mod streaming;
-mod strict;
-mod tolerations;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use capstan_store::Store;
 
-pub use auth::{TokenFile, TokenFileError, User};
-pub use health::{BuildInfo, set_build_info};
+pub use authn::{TokenFile, TokenFileError, User};
+pub use handlers::health::{BuildInfo, set_build_info};
+pub use registry::services;
 pub use serve::RunningServer;
 
 /// How to run the API server.
@@ -151,12 +129,12 @@ pub(crate) async fn start_with(
         "kube-apiserver-kubelet-client",
         Some("system:masters"),
     )?;
-    let kubelets = kubelets::Kubelets::new(&pki.ca_cert_pem, &kubelet_client)?;
+    let kubelets = handlers::kubelets::Kubelets::new(&pki.ca_cert_pem, &kubelet_client)?;
     let signing_key =
-        serviceaccount::jws::SigningKey::from_pem(&pki::service_account_key(&tls_dir)?)
+        authn::serviceaccount::jws::SigningKey::from_pem(&pki::service_account_key(&tls_dir)?)
             .map_err(|e| StartError::Config(format!("{}: {e}", pki::SERVICE_ACCOUNT_KEY)))?;
     let api = std::sync::Arc::new(
-        api::Api::with_services(&store, cidr)
+        handlers::resource::Api::with_services(&store, cidr)
             .with_kubelets(kubelets)
             .with_signing_key(signing_key),
     );
@@ -197,9 +175,11 @@ pub(crate) async fn start_with(
     .await?;
     if let Some(address) = advertise {
         let port = port_of(&server);
-        server
-            .background
-            .push(endpoint_reconciler::start(api, address, port));
+        server.background.push(endpoint_reconciler::start(
+            api.registries().clone(),
+            address,
+            port,
+        ));
     }
     Ok(server)
 }

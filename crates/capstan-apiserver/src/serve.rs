@@ -21,14 +21,15 @@ use std::time::{Duration, Instant};
 
 use capstan_api::RequestInfo;
 
-use crate::api::Api;
-use crate::auth::{Authenticated, Authenticator, TokenFile, User};
+use crate::authn::{Authenticated, Authenticator, TokenFile, User};
 use crate::authz::{Attributes, Authorizer};
 use crate::flowcontrol::{Classification, Flowcontrol};
+use crate::handlers::resource::Api;
+use crate::handlers::{discovery, health};
 use crate::metrics::Metrics;
 use crate::pki::Pki;
 use crate::status::ApiError;
-use crate::{Config, StartError, discovery, health};
+use crate::{Config, StartError};
 
 /// A running API server.
 #[derive(Debug)]
@@ -479,19 +480,20 @@ pub(crate) async fn listen(
     on_bound(local_addr.port())?;
     // The default objects exist before the first request is answered (so before /readyz says
     // ok); connections wait in the listen backlog meanwhile.
-    crate::api::ensure_defaults(&api, local_addr.port())
+    crate::bootstrap::ensure_defaults(api.registries(), api.service_cidr(), local_addr.port())
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
-    crate::flowcontrol::ensure_bootstrap(&api)
+    let registries = api.registries();
+    crate::flowcontrol::ensure_bootstrap(registries)
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
-    crate::authz::ensure_bootstrap(&api)
+    crate::authz::ensure_bootstrap(registries)
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
-    let flowcontrol = Flowcontrol::start(api.clone());
-    let authorizer = Authorizer::start(api.clone());
-    let loaded = match flowcontrol.refresh(&api).await {
-        Ok(()) => authorizer.refresh(&api).await,
+    let flowcontrol = Flowcontrol::start(registries.clone());
+    let authorizer = Authorizer::start(registries.clone());
+    let loaded = match flowcontrol.refresh(registries).await {
+        Ok(()) => authorizer.refresh(registries).await,
         Err(error) => Err(error),
     };
     loaded.map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
@@ -549,7 +551,7 @@ pub(crate) async fn listen(
                         let mut request = request.map(Body::new);
                         request
                             .extensions_mut()
-                            .insert(crate::proxy::forward::ClientAddr(peer));
+                            .insert(crate::handlers::proxy::forward::ClientAddr(peer));
                         async move {
                             let response = handle(
                                 request,
@@ -581,19 +583,19 @@ pub(crate) async fn listen(
 }
 
 #[cfg(test)]
-#[path = "serviceaccount/serve_tests.rs"]
+#[path = "authn/serviceaccount/serve_tests.rs"]
 mod serviceaccount_tests;
 
 #[cfg(test)]
-#[path = "nodeauthz_tests.rs"]
+#[path = "authz/node_tests.rs"]
 mod nodeauthz_tests;
 
 #[cfg(test)]
-#[path = "escalation_tests.rs"]
+#[path = "authz/escalation_tests.rs"]
 mod escalation_tests;
 
 #[cfg(test)]
-#[path = "proxy/chain_tests.rs"]
+#[path = "handlers/proxy/chain_tests.rs"]
 mod proxy_chain_tests;
 
 #[cfg(test)]
@@ -615,22 +617,28 @@ mod tests {
         .unwrap();
         let api = Arc::new(Api::with_services(
             &store,
-            crate::services::Cidr::parse("10.43.0.0/16").unwrap(),
+            crate::registry::services::Cidr::parse("10.43.0.0/16").unwrap(),
         ));
-        crate::api::ensure_defaults(&api, 6443).await.unwrap();
-        crate::flowcontrol::ensure_bootstrap(&api).await.unwrap();
-        crate::authz::ensure_bootstrap(&api).await.unwrap();
+        crate::bootstrap::ensure_defaults(api.registries(), api.service_cidr(), 6443)
+            .await
+            .unwrap();
+        crate::flowcontrol::ensure_bootstrap(api.registries())
+            .await
+            .unwrap();
+        crate::authz::ensure_bootstrap(api.registries())
+            .await
+            .unwrap();
         let tls = dir.path().join("tls");
         let pki = crate::pki::load_or_create(&tls, &["localhost".to_owned()]).unwrap();
         let join =
             crate::join::Join::load_or_create(dir.path(), &tls, &pki.ca_cert_pem, None).unwrap();
         let control = Control {
             flowcontrol: Arc::new(Flowcontrol::default()),
-            authorizer: Arc::new(Authorizer::for_api(&api)),
+            authorizer: Arc::new(Authorizer::over(api.registries())),
             join: Arc::new(join),
         };
-        control.flowcontrol.refresh(&api).await.unwrap();
-        control.authorizer.refresh(&api).await.unwrap();
+        control.flowcontrol.refresh(api.registries()).await.unwrap();
+        control.authorizer.refresh(api.registries()).await.unwrap();
         (dir, store, api, control)
     }
 
@@ -765,7 +773,7 @@ mod tests {
             .create(None, schema, &Default::default())
             .await
             .unwrap();
-        control.flowcontrol.refresh(&api).await.unwrap();
+        control.flowcontrol.refresh(api.registries()).await.unwrap();
         let mallory = User {
             name: "mallory".into(),
             groups: vec!["system:authenticated".into()],
@@ -843,7 +851,7 @@ mod tests {
             )
             .await
             .unwrap();
-        control.authorizer.refresh(&api).await.unwrap();
+        control.authorizer.refresh(api.registries()).await.unwrap();
         assert_eq!(
             get("/api/v1/namespaces/default/configmaps").await,
             StatusCode::OK

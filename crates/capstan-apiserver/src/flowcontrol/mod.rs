@@ -27,8 +27,8 @@ use k8s_openapi::api::flowcontrol::v1::{
 };
 use serde_json::Value;
 
-use crate::api::Api;
-use crate::auth::User;
+use crate::authn::User;
+use crate::registry::Registries;
 use crate::registry::{Changes, ListOptions, Registry, WriteOptions};
 pub(crate) use levels::{Level, Rejected, Seat};
 
@@ -90,21 +90,21 @@ pub(crate) struct Flowcontrol {
 
 impl Flowcontrol {
     /// A classifier over `api`'s configuration objects, kept current in the background.
-    pub(crate) fn start(api: Arc<Api>) -> Arc<Flowcontrol> {
+    pub(crate) fn start(registries: Arc<Registries>) -> Arc<Flowcontrol> {
         let flowcontrol = Arc::new(Flowcontrol::default());
         let weak = Arc::downgrade(&flowcontrol);
-        let registries = ["flowschemas", "prioritylevelconfigurations"]
+        let watched = ["flowschemas", "prioritylevelconfigurations"]
             .into_iter()
-            .filter_map(|plural| api.registry(GROUP, "v1", plural).cloned())
+            .filter_map(|plural| registries.get(GROUP, "v1", plural).cloned())
             .collect();
-        let mut changes = Changes::new(registries);
+        let mut changes = Changes::new(watched);
         tokio::spawn(async move {
             loop {
                 changes.changed(REFRESH).await;
                 let Some(flowcontrol) = weak.upgrade() else {
                     return;
                 };
-                if let Err(error) = flowcontrol.refresh(&api).await {
+                if let Err(error) = flowcontrol.refresh(&registries).await {
                     tracing::debug!(?error, "cannot read the flow control configuration");
                 }
                 drop(flowcontrol);
@@ -115,10 +115,13 @@ impl Flowcontrol {
 
     /// Rebuilds the classifier when the configuration objects changed, and records on each
     /// FlowSchema whether its priority level exists (its `Dangling` condition).
-    pub(crate) async fn refresh(&self, api: &Api) -> Result<(), crate::status::ApiError> {
+    pub(crate) async fn refresh(
+        &self,
+        registries: &Registries,
+    ) -> Result<(), crate::status::ApiError> {
         let (Some(schemas), Some(levels)) = (
-            api.registry(GROUP, "v1", "flowschemas"),
-            api.registry(GROUP, "v1", "prioritylevelconfigurations"),
+            registries.get(GROUP, "v1", "flowschemas"),
+            registries.get(GROUP, "v1", "prioritylevelconfigurations"),
         ) else {
             return Ok(());
         };
@@ -278,7 +281,7 @@ async fn record_dangling(
             "message": message,
         });
         let options = WriteOptions {
-            writer: Some(crate::fields::Writer {
+            writer: Some(crate::registry::fields::Writer {
                 manager: STATUS_MANAGER.into(),
                 force: false,
             }),
@@ -379,7 +382,9 @@ fn bootstrap_objects() -> (Vec<Value>, Vec<Value>) {
 /// Creates the bootstrap objects that are missing and, for those whose auto-update annotation
 /// is still `true`, puts back the bootstrap spec (mandatory objects always get it back), as
 /// upstream's configuration ensurer does at start.
-pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), crate::status::ApiError> {
+pub(crate) async fn ensure_bootstrap(
+    registries: &Registries,
+) -> Result<(), crate::status::ApiError> {
     let (mandatory, suggested) = bootstrap_objects();
     let all = mandatory
         .into_iter()
@@ -390,7 +395,7 @@ pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), crate::status::Api
             Some("FlowSchema") => "flowschemas",
             _ => "prioritylevelconfigurations",
         };
-        let Some(registry) = api.registry(GROUP, "v1", plural) else {
+        let Some(registry) = registries.get(GROUP, "v1", plural) else {
             continue;
         };
         let name = object["metadata"]["name"]
@@ -398,7 +403,7 @@ pub(crate) async fn ensure_bootstrap(api: &Api) -> Result<(), crate::status::Api
             .unwrap_or_default()
             .to_owned();
         let options = WriteOptions {
-            writer: Some(crate::fields::Writer {
+            writer: Some(crate::registry::fields::Writer {
                 manager: "api-priority-and-fairness-config-producer-v1".into(),
                 force: false,
             }),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::cache::{Attrs, Cached};
 use super::{Registry, parse_resource_version};
 use crate::registry::object::{labels, meta_str};
-use crate::selectors::Selectors;
+use crate::registry::selectors::Selectors;
 use crate::status::ApiError;
 
 /// The query of a list.

@@ -10,9 +10,15 @@
 //! periods and finalizers; every store error becomes an upstream `Status`.
 
 pub(crate) mod cache;
+pub(crate) mod fields;
 mod list;
 pub(crate) mod object;
+pub(crate) mod resources;
+pub(crate) mod selectors;
+pub mod services;
 pub(crate) mod strategy;
+pub(crate) mod strict;
+mod table;
 mod watch;
 
 use std::sync::Arc;
@@ -28,10 +34,11 @@ use serde_json::Value;
 
 pub(crate) use list::ListOptions;
 pub(crate) use strategy::Strategy;
+pub(crate) use table::Registries;
 pub(crate) use watch::{Changes, WatchOptions};
 
+use crate::registry::strict::{Problem, Source, strict_decoding_error};
 use crate::status::ApiError;
-use crate::strict::{Problem, Source, strict_decoding_error};
 use cache::Cached;
 use object::{finalizers, is_terminating, meta_str, set_meta};
 
@@ -59,7 +66,7 @@ pub(crate) struct WriteOptions {
     pub source: Source,
     /// The field manager recording this write in `managedFields` (`None`: not recorded, as for
     /// the server's own writes and for applies, which record themselves).
-    pub writer: Option<crate::fields::Writer>,
+    pub writer: Option<crate::registry::fields::Writer>,
     /// Create the object when it does not exist even where the kind does not allow create on
     /// update (server-side apply).
     pub force_allow_create: bool,
@@ -125,6 +132,54 @@ pub(crate) struct DeleteOptions {
     pub orphan_dependents: Option<bool>,
 }
 
+impl DeleteOptions {
+    /// The options a `DeleteOptions` body (or `null`) gives.
+    pub(crate) fn from_body(body: &Value) -> DeleteOptions {
+        DeleteOptions {
+            dry_run: body["dryRun"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v == "All")),
+            grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
+            precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_owned),
+            precondition_resource_version: body["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(str::to_owned),
+            propagation_policy: body["propagationPolicy"].as_str().map(str::to_owned),
+            orphan_dependents: body["orphanDependents"].as_bool(),
+        }
+    }
+
+    /// These options once checked as upstream checks them: a known propagation policy, not
+    /// given with `orphanDependents`; a negative grace period means immediately.
+    pub(crate) fn validated(mut self) -> Result<DeleteOptions, ApiError> {
+        let mut errors = Vec::new();
+        if let Some(policy) = &self.propagation_policy {
+            if !matches!(policy.as_str(), "Orphan" | "Background" | "Foreground") {
+                errors.push(FieldError::not_supported(
+                    &Path::new("propagationPolicy"),
+                    policy.as_str(),
+                    &["Foreground", "Background", "Orphan", "nil"],
+                ));
+            }
+            if self.orphan_dependents.is_some() {
+                errors.push(FieldError::invalid(
+                    &Path::new("propagationPolicy"),
+                    policy.as_str(),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                ));
+            }
+        }
+        if self.grace_period_seconds.is_some_and(|g| g < 0) {
+            // Upstream treats a negative grace period as immediate deletion.
+            self.grace_period_seconds = Some(0);
+        }
+        if !errors.is_empty() {
+            return Err(StatusError::invalid("meta.k8s.io", "DeleteOptions", "", &errors).into());
+        }
+        Ok(self)
+    }
+}
+
 /// The result of a write: the object as stored, whether it was created, and warnings.
 #[derive(Debug)]
 pub(crate) struct Written {
@@ -172,6 +227,38 @@ pub(crate) struct Registry {
     /// version. The registry works in the served version; objects are converted on their way
     /// into the store and out of the store and the watch cache.
     conversion: Option<&'static Conversion>,
+    /// Runs at the start of every write through the main endpoint (see [`BeginWrite`]).
+    begin_write: Option<BeginWrite>,
+}
+
+/// What a resource's storage does at the start of each write through its main endpoint, as
+/// upstream's `BeginCreate`/`BeginUpdate` hooks: after mutating admission and before the
+/// strategy prepares and validates the object, given the new object (which it may change) and
+/// the stored one on an update. What it returns is held until the write is stored or fails
+/// (a lock, for the Service allocator).
+pub(crate) type BeginWrite = Arc<
+    dyn for<'a> Fn(
+            &'a Registry,
+            &'a mut Value,
+            Option<&'a Value>,
+        ) -> BoxFuture<'a, Result<Box<dyn std::any::Any + Send>, ApiError>>
+        + Send
+        + Sync,
+>;
+
+/// A [`BeginWrite`] from a closure (which gives the closure its signature).
+pub(crate) fn begin_write<F>(hook: F) -> BeginWrite
+where
+    F: for<'a> Fn(
+            &'a Registry,
+            &'a mut Value,
+            Option<&'a Value>,
+        ) -> BoxFuture<'a, Result<Box<dyn std::any::Any + Send>, ApiError>>
+        + Send
+        + Sync
+        + 'static,
+{
+    Arc::new(hook)
 }
 
 impl std::fmt::Debug for Registry {
@@ -204,6 +291,25 @@ impl Registry {
             store,
             cache: None,
             conversion,
+            begin_write: None,
+        }
+    }
+
+    /// Runs `hook` at the start of every write through the main endpoint.
+    pub(crate) fn with_begin_write(mut self, hook: BeginWrite) -> Self {
+        self.begin_write = Some(hook);
+        self
+    }
+
+    /// Runs the write hook, if any, on a new object (`old` is `None`) or a change of `old`.
+    async fn begin_write(
+        &self,
+        object: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<Option<Box<dyn std::any::Any + Send>>, ApiError> {
+        match &self.begin_write {
+            Some(hook) => Ok(Some(hook(self, object, old).await?)),
+            None => Ok(None),
         }
     }
 
@@ -230,8 +336,11 @@ impl Registry {
     }
 
     /// The field manager's view of one of this resource's endpoints.
-    pub(crate) fn endpoint<'a>(&self, subresource: Option<&'a str>) -> crate::fields::Endpoint<'a> {
-        crate::fields::Endpoint {
+    pub(crate) fn endpoint<'a>(
+        &self,
+        subresource: Option<&'a str>,
+    ) -> crate::registry::fields::Endpoint<'a> {
+        crate::registry::fields::Endpoint {
             resource: self.resource,
             subresource,
             status_subresource: self.strategy.status_policy()
@@ -535,6 +644,7 @@ impl Registry {
                 .authorize_grants(self.resource, &object, None)
                 .await?;
         }
+        let _held = self.begin_write(&mut object, None).await?;
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
             if !prefix.is_empty() {
@@ -717,7 +827,10 @@ impl Registry {
                 return $result;
             }};
         }
+        // What the write hook holds for the attempt in progress.
+        let mut held = None;
         for _ in 0..MAX_RETRIES {
+            drop(held.take());
             let Some((mut old, revision)) = current.take() else {
                 return self
                     .create_on_update(
@@ -745,6 +858,12 @@ impl Registry {
                 Err(e) => recheck_or!(Err(e)),
             };
             self.check_type(&mut new)?;
+            if !options.below_strategy && subresource.is_none() {
+                match self.begin_write(&mut new, Some(&old)).await {
+                    Ok(hold) => held = hold,
+                    Err(e) => recheck_or!(Err(e)),
+                }
+            }
             if let Some(admission) = options
                 .admission
                 .as_ref()
@@ -910,6 +1029,7 @@ impl Registry {
                 .authorize_grants(self.resource, &object, None)
                 .await?;
         }
+        let _held = self.begin_write(&mut object, None).await?;
         self.prepare_and_validate_new(&mut object)?;
         if let Some(admission) = &options.admission {
             admission

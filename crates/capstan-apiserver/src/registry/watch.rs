@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::cache::{Cached, CachedEvent, Subscription};
 use super::list::{ListOptions, ReadAt, read_at};
 use super::{Registry, store_error};
-use crate::selectors::Selectors;
+use crate::registry::selectors::Selectors;
 use crate::status::ApiError;
 
 /// The query of a watch.

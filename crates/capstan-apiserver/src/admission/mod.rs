@@ -1,0 +1,476 @@
+//! The admission chain: upstream's built-in admission plugins, each a [`Plugin`] registered
+//! in one [`Chain`], run in upstream's order: NamespaceLifecycle ([`lifecycle`]), LimitRanger
+//! ([`limitranges`]), ServiceAccount ([`serviceaccount`]), NodeRestriction
+//! ([`noderestriction`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
+//! ResourceQuota ([`quota`]). Every plugin has two phases, as upstream's: [`Plugin::admit`]
+//! (mutating) and [`Plugin::validate`] (validating), and looks at the [`Attributes`] of the
+//! write to decide whether it has anything to say.
+//!
+//! Where it runs:
+//! - creates and updates (POST, PUT, PATCH, server-side apply, through any endpoint) run it
+//!   inside the registry's write ([`Chain::for_request`] gives the registry a
+//!   [`crate::registry::Admission`]): the mutating phase on a new object once decoded and
+//!   defaulted, the validating phase once the strategy has prepared and validated the object,
+//!   just before it is stored;
+//! - deletes, and the subresources whose bodies are not stored (bindings, evictions,
+//!   TokenRequests), run it from their handlers ([`Chain::admit`]), once per object.
+//!
+//! The same request admission also carries the RBAC escalation check
+//! ([`crate::authz::escalation`]), which upstream's storage of roles and bindings runs, not its
+//! admission. The Service's cluster IPs and node ports are not admission either, as upstream's
+//! are not: the services registry allocates them in its write hook ([`crate::registry::services`]).
+//!
+//! Adding a plugin: a module here with a type implementing [`Plugin`], and its place in
+//! [`Chain::new`].
+//!
+//! Plugins that read objects per namespace (LimitRanges, ResourceQuotas) use a
+//! [`NamespaceLookup`]: the watch cache as it stands, as upstream's plugins read their
+//! informers; a namespace the cache has none for is looked up in the store, and that answer is
+//! used for 30 s (upstream's `liveLookupCache`), so an object created a moment ago is not missed
+//! while the cache catches up.
+
+pub(crate) mod lifecycle;
+pub(crate) mod limitranges;
+pub(crate) mod noderestriction;
+pub(crate) mod priority;
+pub(crate) mod quota;
+pub(crate) mod serviceaccount;
+pub(crate) mod tolerations;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use capstan_api::catalog::Resource;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::authn::User;
+use crate::registry::{ListOptions, Registry};
+use crate::status::ApiError;
+
+/// How long a store lookup of a namespace the cache had nothing for stands in for the cache.
+const LIVE_TTL: Duration = Duration::from_secs(30);
+
+/// Past this many remembered lookups, expired ones are dropped.
+const LIVE_ENTRIES: usize = 10_000;
+
+/// Store lookups by namespace: when each was made, and what it found.
+type LiveLookups = HashMap<String, (Instant, Arc<Vec<Value>>)>;
+
+/// The objects of one namespaced resource in a namespace, as admission reads them.
+#[derive(Debug)]
+pub(crate) struct NamespaceLookup {
+    registry: Arc<Registry>,
+    live: Mutex<LiveLookups>,
+}
+
+impl NamespaceLookup {
+    /// Lookups of `registry`'s objects.
+    pub(crate) fn new(registry: Arc<Registry>) -> Self {
+        NamespaceLookup {
+            registry,
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The registry looked in.
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The objects in `namespace`: the cache's, or when it has none, a recent store lookup.
+    /// With `consistent`, a namespace the cache has objects for is read consistently (which
+    /// waits for the cache to hold every write made before the call).
+    pub(crate) async fn list(
+        &self,
+        namespace: &str,
+        consistent: bool,
+    ) -> Result<Arc<Vec<Value>>, ApiError> {
+        let cached = ListOptions {
+            resource_version: Some("0".to_owned()),
+            ..ListOptions::default()
+        };
+        let list = self.registry.list(Some(namespace), &cached).await?;
+        if !list.items.is_empty() {
+            let list = if consistent {
+                self.registry
+                    .list(Some(namespace), &ListOptions::default())
+                    .await?
+            } else {
+                list
+            };
+            return Ok(Arc::new(
+                list.items.iter().map(|item| item.object()).collect(),
+            ));
+        }
+        let now = Instant::now();
+        if let Some((at, items)) = self.lock().get(namespace)
+            && now.duration_since(*at) < LIVE_TTL
+        {
+            return Ok(items.clone());
+        }
+        let items: Vec<Value> = self
+            .registry
+            .list(Some(namespace), &ListOptions::default())
+            .await?
+            .items
+            .iter()
+            .map(|item| item.object())
+            .collect();
+        let items = Arc::new(items);
+        let mut live = self.lock();
+        if live.len() >= LIVE_ENTRIES {
+            live.retain(|_, (at, _)| now.duration_since(*at) < LIVE_TTL);
+        }
+        live.insert(namespace.to_owned(), (now, items.clone()));
+        Ok(items)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveLookups> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The namespace of an object being admitted (empty for cluster-scoped ones).
+pub(crate) fn namespace_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// What is done to the object being admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// A new object (through the main endpoint, or a subresource's body: a binding, an
+    /// eviction, a TokenRequest).
+    Create,
+    /// A change of a stored object.
+    Update,
+    /// A delete.
+    Delete,
+}
+
+/// What a plugin is asked about (upstream's `admission.Attributes`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Attributes<'a> {
+    /// The resource written.
+    pub resource: &'static Resource,
+    /// The subresource written through (empty for the main endpoint).
+    pub subresource: &'a str,
+    /// What is done.
+    pub operation: Operation,
+    /// The namespace (empty for cluster-scoped objects).
+    pub namespace: &'a str,
+    /// The object's name: the URL's, or for a create the new object's (empty while it is to
+    /// be generated).
+    pub name: &'a str,
+    /// Who asks (`None` for the server's own writes).
+    pub user: Option<&'a User>,
+    /// Whether nothing is to be recorded (`dryRun=All`).
+    pub dry_run: bool,
+}
+
+impl Attributes<'_> {
+    /// Whether the write goes through the main endpoint of a namespaced resource, where most
+    /// plugins act.
+    pub(crate) fn main_namespaced(&self) -> bool {
+        self.subresource.is_empty() && self.resource.namespaced
+    }
+
+    /// Whether this creates an object of the core group's `plural` through its main endpoint.
+    pub(crate) fn creates_core(&self, plural: &str) -> bool {
+        self.operation == Operation::Create
+            && self.subresource.is_empty()
+            && self.resource.group.is_empty()
+            && self.resource.plural == plural
+    }
+}
+
+/// One admission plugin.
+pub(crate) trait Plugin: Send + Sync + std::fmt::Debug {
+    /// Upstream's name of the plugin.
+    fn name(&self) -> &'static str;
+
+    /// The mutating phase: may change `object`, the new object (`None` for a delete); `old` is
+    /// the stored object where there is one.
+    fn admit<'a>(
+        &'a self,
+        _attrs: &'a Attributes<'a>,
+        _object: Option<&'a mut Value>,
+        _old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The validating phase, for creates and updates the registry is about to store.
+    fn validate<'a>(
+        &'a self,
+        _attrs: &'a Attributes<'a>,
+        _object: &'a Value,
+        _old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The admission chain: every plugin, in order.
+#[derive(Debug)]
+pub(crate) struct Chain {
+    plugins: Vec<Box<dyn Plugin>>,
+}
+
+/// The registries the admission plugins read (a plugin whose registry is missing is left out;
+/// NodeRestriction then finds no pod or node it looks up).
+#[derive(Debug, Default)]
+pub(crate) struct Registries {
+    /// Namespaces (NamespaceLifecycle).
+    pub namespaces: Option<Arc<Registry>>,
+    /// LimitRanges.
+    pub limit_ranges: Option<Arc<Registry>>,
+    /// ServiceAccounts.
+    pub service_accounts: Option<Arc<Registry>>,
+    /// Pods (NodeRestriction).
+    pub pods: Option<Arc<Registry>>,
+    /// Nodes (NodeRestriction).
+    pub nodes: Option<Arc<Registry>>,
+    /// PriorityClasses.
+    pub priority_classes: Option<Arc<Registry>>,
+    /// ResourceQuotas.
+    pub quotas: Option<Arc<Registry>>,
+}
+
+impl Chain {
+    /// The chain of upstream's plugins, in upstream's order, over these registries.
+    pub(crate) fn new(registries: Registries) -> Self {
+        let mut plugins: Vec<Box<dyn Plugin>> = Vec::new();
+        if let Some(namespaces) = registries.namespaces {
+            plugins.push(Box::new(lifecycle::NamespaceLifecycle::new(namespaces)));
+        }
+        if let Some(ranges) = registries.limit_ranges {
+            plugins.push(Box::new(limitranges::LimitRanger::new(ranges)));
+        }
+        if let Some(accounts) = registries.service_accounts {
+            plugins.push(Box::new(serviceaccount::ServiceAccountAdmission::new(
+                accounts,
+            )));
+        }
+        plugins.push(Box::new(noderestriction::NodeRestriction::new(
+            registries.pods,
+            registries.nodes,
+        )));
+        if let Some(classes) = registries.priority_classes {
+            plugins.push(Box::new(priority::Priority::new(classes)));
+        }
+        plugins.push(Box::new(tolerations::DefaultTolerationSeconds));
+        if let Some(quotas) = registries.quotas {
+            plugins.push(Box::new(quota::QuotaAdmission::new(quotas)));
+        }
+        Chain { plugins }
+    }
+
+    /// The plugins' names, in order.
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.plugins.iter().map(|p| p.name()).collect()
+    }
+
+    /// Runs the mutating phase of every plugin, in order.
+    async fn mutate(
+        &self,
+        attrs: &Attributes<'_>,
+        mut object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        for plugin in &self.plugins {
+            let admitted = plugin.admit(attrs, object.as_deref_mut(), old).await;
+            refused_by(plugin.as_ref(), attrs, admitted)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the validating phase of every plugin, in order.
+    async fn check(
+        &self,
+        attrs: &Attributes<'_>,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        for plugin in &self.plugins {
+            let validated = plugin.validate(attrs, object, old).await;
+            refused_by(plugin.as_ref(), attrs, validated)?;
+        }
+        Ok(())
+    }
+
+    /// Admits a write the registry does not store through its admission: a delete (`object`
+    /// is `None`) or a subresource's body that is not stored (a binding, an eviction, a
+    /// TokenRequest). Both phases run; mutations of a body are not kept.
+    pub(crate) async fn admit(
+        &self,
+        attrs: &Attributes<'_>,
+        object: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        match object {
+            Some(object) => {
+                let mut body = object.clone();
+                self.mutate(attrs, Some(&mut body), None).await?;
+                self.check(attrs, &body, None).await
+            }
+            None => self.mutate(attrs, None, None).await,
+        }
+    }
+
+    /// The admission the writes of one request run inside the registry: this chain as `user`
+    /// through `subresource` of `resource` (upstream runs admission for every write, the
+    /// server's own aside).
+    ///
+    /// Writes of RBAC roles and bindings by a user are also checked for escalation
+    /// ([`crate::authz::escalation`]) with `authorizer`; `name` is the object's name in the request's
+    /// path (empty for a create).
+    pub(crate) fn for_request(
+        self: &Arc<Self>,
+        resource: &'static Resource,
+        subresource: Option<&str>,
+        user: Option<&User>,
+        authorizer: Option<&Arc<crate::authz::Authorizer>>,
+        name: &str,
+    ) -> Option<Arc<dyn crate::registry::Admission>> {
+        let escalation = match (user, authorizer) {
+            (Some(user), Some(authorizer))
+                if subresource.is_none() && crate::authz::escalation::applies_to(resource) =>
+            {
+                Some(crate::authz::escalation::EscalationCheck {
+                    user: user.clone(),
+                    authorizer: authorizer.clone(),
+                    request_name: name.to_owned(),
+                })
+            }
+            _ => None,
+        };
+        Some(Arc::new(RequestAdmission {
+            chain: self.clone(),
+            user: user.cloned(),
+            escalation,
+            subresource: subresource.unwrap_or_default().to_owned(),
+        }))
+    }
+}
+
+/// Passes on a plugin's answer, noting a refusal in the debug log with the plugin's name.
+fn refused_by(
+    plugin: &dyn Plugin,
+    attrs: &Attributes<'_>,
+    answer: Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    if let Err(error) = &answer {
+        tracing::debug!(
+            plugin = plugin.name(),
+            resource = attrs.resource.plural,
+            namespace = attrs.namespace,
+            name = attrs.name,
+            code = error.status().code(),
+            "admission refused"
+        );
+    }
+    answer
+}
+
+/// The admission of one request's writes.
+#[derive(Debug)]
+struct RequestAdmission {
+    chain: Arc<Chain>,
+    /// Who asks.
+    user: Option<User>,
+    /// The RBAC escalation check, for a user's writes of roles and bindings.
+    escalation: Option<crate::authz::escalation::EscalationCheck>,
+    /// The subresource written through (empty for the main endpoint).
+    subresource: String,
+}
+
+impl RequestAdmission {
+    /// The attributes of writing `object` of `resource` through this request.
+    fn attributes<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        operation: Operation,
+        dry_run: bool,
+    ) -> Attributes<'a> {
+        Attributes {
+            resource,
+            subresource: &self.subresource,
+            operation,
+            namespace: namespace_of(object),
+            name: object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            user: self.user.as_ref(),
+            dry_run,
+        }
+    }
+}
+
+impl crate::registry::Admission for RequestAdmission {
+    fn authorize_grants<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            match &self.escalation {
+                Some(check) => check.check(resource, object, old).await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn mutate<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a mut Value,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            // The attributes borrow the object's name; the plugins change the object.
+            let (namespace, name) = (
+                namespace_of(object).to_owned(),
+                object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+            let attrs = Attributes {
+                resource,
+                subresource: &self.subresource,
+                operation: Operation::Create,
+                namespace: &namespace,
+                name: &name,
+                user: self.user.as_ref(),
+                dry_run: false,
+            };
+            self.chain.mutate(&attrs, Some(object), None).await
+        })
+    }
+
+    fn validate<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let operation = if old.is_some() {
+                Operation::Update
+            } else {
+                Operation::Create
+            };
+            let attrs = self.attributes(resource, object, operation, dry_run);
+            self.chain.check(&attrs, object, old).await
+        })
+    }
+}

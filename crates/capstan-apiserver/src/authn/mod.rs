@@ -1,0 +1,306 @@
+//! Authentication: who a request comes from.
+//!
+//! As upstream's union authenticator: a verified client certificate wins (user = CN, groups = O);
+//! otherwise a bearer token from the static token file (`--token-auth-file`, kube-apiserver's CSV
+//! format `token,user,uid,"group1,group2"`) or a service account token this server issued
+//! ([`crate::authn::serviceaccount`]); otherwise the request is anonymous. A bearer token that matches
+//! nothing fails the request with 401 whatever its path.
+
+pub(crate) mod serviceaccount;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Who made a request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct User {
+    /// The user name (`system:anonymous` without credentials).
+    pub name: String,
+    /// The user's unique id, when the authenticator knows one (a service account's uid).
+    pub uid: String,
+    /// The user's groups.
+    pub groups: Vec<String>,
+    /// Further facts the authenticator attached (a service account token's pod and
+    /// credential id, under upstream's `authentication.kubernetes.io/...` keys).
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl User {
+    pub(crate) fn anonymous() -> Self {
+        User {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..User::default()
+        }
+    }
+
+    pub(crate) fn is_anonymous(&self) -> bool {
+        self.name == "system:anonymous"
+    }
+
+    /// The identity a verified client certificate carries: user = CN, groups = O.
+    pub(crate) fn from_certificate(der: &[u8]) -> Option<Self> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let name = subject
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())?
+            .to_owned();
+        let mut groups: Vec<String> = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_owned))
+            .collect();
+        groups.push("system:authenticated".into());
+        Some(User {
+            name,
+            groups,
+            ..User::default()
+        })
+    }
+}
+
+/// A token file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    /// The file could not be read.
+    #[error("cannot read token file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is malformed.
+    #[error("token file line {line}: {reason}")]
+    Invalid {
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The static bearer tokens of `--token-auth-file`.
+#[derive(Clone, Debug, Default)]
+pub struct TokenFile {
+    users: HashMap<String, User>,
+}
+
+/// Splits one CSV record, honouring double quotes (`""` inside quotes is a quote).
+fn csv_fields(line: &str) -> Result<Vec<String>, String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        let field = fields.last_mut().ok_or("empty record")?;
+        match (c, quoted) {
+            ('"', false) if field.is_empty() => quoted = true,
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            ('"', true) => quoted = false,
+            (',', false) => fields.push(String::new()),
+            (c, _) => field.push(c),
+        }
+    }
+    if quoted {
+        return Err("unterminated quoted field".into());
+    }
+    Ok(fields)
+}
+
+impl TokenFile {
+    /// Parses the file's text.
+    pub fn parse(text: &str) -> Result<Self, TokenFileError> {
+        let mut users = HashMap::new();
+        for (index, line) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let invalid = |reason: String| TokenFileError::Invalid {
+                line: line_no,
+                reason,
+            };
+            let fields = csv_fields(trimmed).map_err(invalid)?;
+            if fields.len() < 3 {
+                return Err(invalid(format!(
+                    "expected token,user,uid[,\"groups\"], found {} field(s)",
+                    fields.len()
+                )));
+            }
+            let (token, name) = (fields[0].trim(), fields[1].trim());
+            if token.is_empty() || name.is_empty() {
+                return Err(invalid("token and user must not be empty".into()));
+            }
+            let mut groups: Vec<String> = fields
+                .get(3)
+                .map(|g| {
+                    g.split(',')
+                        .map(str::trim)
+                        .filter(|g| !g.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            groups.push("system:authenticated".into());
+            let user = User {
+                name: name.to_owned(),
+                uid: fields[2].trim().to_owned(),
+                groups,
+                ..User::default()
+            };
+            if users.insert(token.to_owned(), user).is_some() {
+                return Err(invalid("duplicate token".into()));
+            }
+        }
+        Ok(TokenFile { users })
+    }
+
+    /// Reads and parses a token file.
+    pub fn load(path: &Path) -> Result<Self, TokenFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TokenFileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// The user a bearer token belongs to.
+    pub(crate) fn user(&self, token: &str) -> Option<&User> {
+        self.users.get(token)
+    }
+}
+
+/// The outcome of authenticating one request.
+#[derive(Debug)]
+pub(crate) enum Authenticated {
+    /// A known user, or the anonymous one.
+    User(User),
+    /// Credentials were offered and are wrong: 401.
+    Rejected,
+}
+
+/// Every way a request may authenticate, in upstream's order: a verified client certificate,
+/// then bearer tokens (the static token file, then service account tokens), else anonymous.
+#[derive(Debug, Default)]
+pub(crate) struct Authenticator {
+    /// `--token-auth-file`.
+    pub tokens: TokenFile,
+    /// Service account tokens (JWTs this server issued).
+    pub service_accounts: Option<std::sync::Arc<crate::authn::serviceaccount::TokenAuthority>>,
+}
+
+impl Authenticator {
+    /// Authenticates a request from its connection's certificate user and its Authorization
+    /// header.
+    pub(crate) async fn authenticate(
+        &self,
+        certificate_user: Option<&User>,
+        authorization: Option<&str>,
+    ) -> Authenticated {
+        if let Some(user) = certificate_user {
+            return Authenticated::User(user.clone());
+        }
+        let Some(header) = authorization else {
+            return Authenticated::User(User::anonymous());
+        };
+        let Some(token) = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        else {
+            return Authenticated::Rejected;
+        };
+        if let Some(user) = self.tokens.user(token) {
+            return Authenticated::User(user.clone());
+        }
+        if let Some(authority) = &self.service_accounts {
+            match authority.authenticate(token).await {
+                Ok(Some(user)) => return Authenticated::User(user),
+                Ok(None) => {}
+                Err(reason) => {
+                    tracing::debug!(%reason, "service account token refused");
+                }
+            }
+        }
+        Authenticated::Rejected
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_files_parse_as_kube_apiserver_reads_them() {
+        let file = TokenFile::parse(
+            "# comment\n\
+             secret1,alice,uid1,\"system:masters,devs\"\n\
+             \n\
+             secret2,bob,uid2\n",
+        )
+        .unwrap();
+        assert_eq!(
+            file.user("secret1"),
+            Some(&User {
+                name: "alice".into(),
+                uid: "uid1".into(),
+                groups: vec![
+                    "system:masters".into(),
+                    "devs".into(),
+                    "system:authenticated".into()
+                ],
+                ..User::default()
+            })
+        );
+        assert_eq!(
+            file.user("secret2").unwrap().groups,
+            ["system:authenticated"]
+        );
+        assert_eq!(file.user("nope"), None);
+    }
+
+    #[test]
+    fn malformed_token_files_name_the_line() {
+        let check = |text: &str, line: usize| match TokenFile::parse(text) {
+            Err(TokenFileError::Invalid { line: l, .. }) => assert_eq!(l, line, "{text:?}"),
+            other => panic!("{text:?}: expected an error on line {line}, got {other:?}"),
+        };
+        check("a,b\n", 1);
+        check("t,u,1\nt,v,2\n", 2);
+        check("ok,u,1\nt,u,1,\"open\n", 2);
+        check(",u,1\n", 1);
+    }
+
+    #[tokio::test]
+    async fn certificates_win_then_tokens_then_anonymous() {
+        let authenticator = Authenticator {
+            tokens: TokenFile::parse("tok,carol,1,grp\n").unwrap(),
+            service_accounts: None,
+        };
+        let admin = User {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into()],
+            ..User::default()
+        };
+        let name = async |certificate: Option<&User>, header: Option<&str>| match authenticator
+            .authenticate(certificate, header)
+            .await
+        {
+            Authenticated::User(u) => u.name,
+            Authenticated::Rejected => "REJECTED".into(),
+        };
+        assert_eq!(name(Some(&admin), Some("Bearer bad")).await, "system:admin");
+        assert_eq!(name(None, Some("Bearer tok")).await, "carol");
+        assert_eq!(name(None, Some("Bearer bad")).await, "REJECTED");
+        assert_eq!(name(None, Some("Basic xyz")).await, "REJECTED");
+        assert_eq!(name(None, Some("Bearer ")).await, "REJECTED");
+        assert_eq!(name(None, None).await, "system:anonymous");
+    }
+}

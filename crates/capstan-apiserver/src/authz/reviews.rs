@@ -1,0 +1,235 @@
+//! The review APIs, which answer a question instead of storing an object:
+//! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`) and
+//! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`) and
+//! SelfSubjectRulesReview (what may I: `kubectl auth can-i --list`). The
+//! answers come from the same authenticator and authorizer ([`Authorizer`]) every request goes
+//! through.
+
+use capstan_api::StatusError;
+use capstan_api::field::{FieldError, Path};
+use serde_json::{Value, json};
+
+use crate::authn::User;
+use crate::authz::{Attributes, Authorizer};
+use crate::status::ApiError;
+
+/// The attributes a SelfSubjectAccessReview asks about.
+fn attributes(resource: Option<&Value>, non_resource: Option<&Value>) -> Attributes {
+    let text = |v: Option<&Value>, key: &str| {
+        v.and_then(|v| v.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    match resource {
+        Some(_) => Attributes {
+            resource_request: true,
+            verb: text(resource, "verb"),
+            group: text(resource, "group"),
+            resource: text(resource, "resource"),
+            subresource: text(resource, "subresource"),
+            name: text(resource, "name"),
+            namespace: text(resource, "namespace"),
+            ..Attributes::default()
+        },
+        None => Attributes {
+            verb: text(non_resource, "verb"),
+            path: text(non_resource, "path"),
+            ..Attributes::default()
+        },
+    }
+}
+
+/// Answers a review of `kind` for `user`, asking `authorizer`.
+pub(crate) async fn answer(
+    kind: &str,
+    body: &Value,
+    user: &User,
+    authorizer: &Authorizer,
+) -> Result<Value, ApiError> {
+    match kind {
+        "SelfSubjectReview" => {
+            let mut info = json!({"username": user.name});
+            if !user.uid.is_empty() {
+                info["uid"] = json!(user.uid);
+            }
+            info["groups"] = json!(user.groups);
+            if !user.extra.is_empty() {
+                info["extra"] = json!(user.extra);
+            }
+            Ok(json!({
+                "kind": "SelfSubjectReview",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": null},
+                "status": {"userInfo": info},
+            }))
+        }
+        "SelfSubjectAccessReview" => {
+            let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+            let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
+            let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
+            let decision = match (resource, non_resource) {
+                (Some(_), None) | (None, Some(_)) => {
+                    authorizer
+                        .authorize(user, &attributes(resource, non_resource))
+                        .await
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid_spec(
+                        "nonResourceAttributes",
+                        "cannot be specified in combination with resourceAttributes",
+                    ));
+                }
+                (None, None) => {
+                    return Err(invalid_spec(
+                        "resourceAttributes",
+                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                    ));
+                }
+            };
+            // Upstream writes the reason an authorizer gave (the Node authorizer's refusals).
+            let mut status = json!({"allowed": decision.allowed});
+            if !decision.allowed && !decision.reason.is_empty() {
+                status["reason"] = json!(decision.reason);
+            }
+            let mut metadata = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            if metadata.get("creationTimestamp").is_none() {
+                metadata["creationTimestamp"] = Value::Null;
+            }
+            Ok(json!({
+                "kind": "SelfSubjectAccessReview",
+                "apiVersion": "authorization.k8s.io/v1",
+                "metadata": metadata,
+                "spec": spec,
+                "status": status,
+            }))
+        }
+        "SelfSubjectRulesReview" => {
+            let namespace = body
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if namespace.is_empty() {
+                return Err(StatusError::bad_request("no namespace on request").into());
+            }
+            let (rules, incomplete, errors) = authorizer.rules_review(user, namespace).await;
+            Ok(rules_review(&rules, incomplete, &errors))
+        }
+        other => Err(StatusError::internal(&format!("no review for {other}")).into()),
+    }
+}
+
+/// A SelfSubjectRulesReview's answer: each rule as a resource rule (when it names resources)
+/// and as a non-resource rule (when it names URLs), in order; the evaluation errors joined as
+/// Go prints an aggregate error. The spec is not echoed, as upstream's.
+fn rules_review(
+    rules: &[k8s_openapi::api::rbac::v1::PolicyRule],
+    incomplete: bool,
+    errors: &[String],
+) -> Value {
+    let present = |v: &Option<Vec<String>>| v.as_ref().filter(|v| !v.is_empty()).cloned();
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
+    for rule in rules {
+        if let Some(resources) = present(&rule.resources) {
+            let mut entry = json!({"verbs": rule.verbs});
+            if let Some(groups) = present(&rule.api_groups) {
+                entry["apiGroups"] = json!(groups);
+            }
+            entry["resources"] = json!(resources);
+            if let Some(names) = present(&rule.resource_names) {
+                entry["resourceNames"] = json!(names);
+            }
+            resource_rules.push(entry);
+        }
+        if let Some(urls) = present(&rule.non_resource_urls) {
+            non_resource_rules.push(json!({"verbs": rule.verbs, "nonResourceURLs": urls}));
+        }
+    }
+    let mut status = json!({
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": incomplete,
+    });
+    match errors {
+        [] => {}
+        [one] => status["evaluationError"] = json!(one),
+        many => status["evaluationError"] = json!(format!("[{}]", many.join(", "))),
+    }
+    json!({
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": {},
+        "status": status,
+    })
+}
+
+/// Upstream's 422 for a SelfSubjectAccessReview spec without exactly one kind of attributes.
+fn invalid_spec(field: &str, detail: &str) -> ApiError {
+    let value = if field == "resourceAttributes" {
+        capstan_api::field::BadValue::Null
+    } else {
+        capstan_api::field::BadValue::Other("{...}".into())
+    };
+    StatusError::invalid(
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "",
+        &[FieldError::invalid(
+            &Path::new("spec").child(field),
+            value,
+            detail,
+        )],
+    )
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(groups: &[&str]) -> User {
+        User {
+            name: "alice".into(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ..User::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn access_reviews_follow_the_authorizer() {
+        let authorizer = crate::authz::tests_support::bootstrapped();
+        let ask = async |user: &User, spec: Value| {
+            answer(
+                "SelfSubjectAccessReview",
+                &json!({"spec": spec}),
+                user,
+                &authorizer,
+            )
+            .await
+        };
+        let pods = json!({"resourceAttributes": {"verb": "create", "resource": "pods"}});
+        let admin = user(&["system:masters", "system:authenticated"]);
+        let plain = user(&["devs", "system:authenticated"]);
+        assert_eq!(
+            ask(&admin, pods.clone()).await.unwrap()["status"]["allowed"],
+            true
+        );
+        assert_eq!(ask(&plain, pods).await.unwrap()["status"]["allowed"], false);
+        let own = json!({"resourceAttributes": {"verb": "create",
+            "group": "authorization.k8s.io", "resource": "selfsubjectaccessreviews"}});
+        assert_eq!(ask(&plain, own).await.unwrap()["status"]["allowed"], true);
+        let health = json!({"nonResourceAttributes": {"verb": "get", "path": "/healthz"}});
+        assert_eq!(
+            ask(&plain, health).await.unwrap()["status"]["allowed"],
+            true
+        );
+        let error = ask(&plain, json!({})).await.unwrap_err();
+        assert_eq!(error.status().code(), 422);
+        let who = answer("SelfSubjectReview", &json!({}), &plain, &authorizer)
+            .await
+            .unwrap();
+        assert_eq!(who["status"]["userInfo"]["username"], "alice");
+    }
+}

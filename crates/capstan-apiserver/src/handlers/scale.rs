@@ -1,0 +1,150 @@
+//! The `scale` subresource: an `autoscaling/v1` `Scale` view of a workload's replicas, read from
+//! and written to the parent object (deployments, replica sets, stateful sets, replication
+//! controllers) through the parent's registry, so the parent's rules and concurrency apply.
+
+use capstan_api::field::{FieldError, Path};
+use capstan_api::selector::LabelSelector;
+use capstan_api::{GroupResource, StatusError};
+use serde_json::{Value, json};
+
+use crate::registry::object::meta_str;
+use crate::registry::{Registry, WriteOptions, Written, parse_resource_version};
+use crate::status::ApiError;
+
+/// The selector of the parent in the string form `Scale.status.selector` carries.
+fn selector_string(parent: &Value) -> String {
+    let selector = &parent["spec"]["selector"];
+    if selector.get("matchLabels").is_some() || selector.get("matchExpressions").is_some() {
+        // A metav1.LabelSelector (apps/v1 kinds).
+        let typed = serde_json::from_value(selector.clone()).ok();
+        return LabelSelector::from_api(typed.as_ref())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+    }
+    // A plain map (replication controllers).
+    let mut pairs: Vec<String> = selector
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    pairs.sort();
+    pairs.join(",")
+}
+
+/// The `Scale` of a parent object.
+pub(crate) fn scale_of(parent: &Value) -> Value {
+    let meta = &parent["metadata"];
+    let mut metadata = json!({
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta["uid"],
+        "resourceVersion": meta["resourceVersion"],
+        "creationTimestamp": meta["creationTimestamp"],
+    });
+    if let Some(map) = metadata.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+    }
+    let mut status = json!({"replicas": parent["status"]["replicas"].as_i64().unwrap_or(0)});
+    let selector = selector_string(parent);
+    if !selector.is_empty() {
+        status["selector"] = selector.into();
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": {"replicas": parent["spec"]["replicas"].as_i64().unwrap_or(1)},
+        "status": status,
+    })
+}
+
+/// Reads the scale of `name`.
+pub(crate) async fn get(
+    registry: &Registry,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Value, ApiError> {
+    Ok(scale_of(&registry.get(namespace, name).await?))
+}
+
+/// How the new scale is computed from the current one.
+pub(crate) enum ScaleChange<'a> {
+    /// A PUT of a whole `Scale`.
+    Replace(Value),
+    /// A PATCH of the `Scale`, in the given content type.
+    Patch {
+        content_type: Option<&'a str>,
+        body: &'a [u8],
+    },
+}
+
+/// Writes the scale of `name`: the parent's `spec.replicas` changes, nothing else.
+pub(crate) async fn update(
+    registry: &Registry,
+    namespace: Option<&str>,
+    name: &str,
+    change: ScaleChange<'_>,
+    options: &WriteOptions,
+) -> Result<Value, ApiError> {
+    let key = registry.resource.storage_key(namespace, name);
+    let scale_resource = GroupResource::new("autoscaling", "scale");
+    let mut pinned = None;
+    if let ScaleChange::Replace(body) = &change
+        && let Some(rv) = body["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+    {
+        pinned = Some(parse_resource_version(rv).map_err(|()| {
+            ApiError::from(StatusError::bad_request(&format!(
+                "invalid resourceVersion {rv:?}"
+            )))
+        })?);
+    }
+    let written: Written = registry
+        .guaranteed_update(&key, name, pinned, Some("scale"), options, |old| {
+            let Some(old) = old else {
+                return Err(StatusError::not_found(scale_resource, name).into());
+            };
+            let current = scale_of(old);
+            let desired = match &change {
+                ScaleChange::Replace(body) => body.clone(),
+                ScaleChange::Patch { content_type, body } => {
+                    crate::handlers::patch::apply_to_scale(&current, content_type.as_deref(), body)?
+                }
+            };
+            if !meta_str(&desired, "name").is_empty() && meta_str(&desired, "name") != name {
+                return Err(StatusError::bad_request(&format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    meta_str(&desired, "name")
+                ))
+                .into());
+            }
+            let replicas = match &desired["spec"]["replicas"] {
+                Value::Null => 0,
+                value => value.as_i64().ok_or_else(|| {
+                    ApiError::from(StatusError::bad_request("spec.replicas must be an integer"))
+                })?,
+            };
+            if replicas < 0 {
+                return Err(StatusError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    &[FieldError::invalid(
+                        &Path::new("spec").child("replicas"),
+                        replicas,
+                        "must be greater than or equal to 0",
+                    )],
+                )
+                .into());
+            }
+            let mut parent = old.clone();
+            parent["spec"]["replicas"] = replicas.into();
+            Ok(parent)
+        })
+        .await?;
+    Ok(scale_of(&written.object))
+}
