@@ -389,6 +389,22 @@ impl Counts {
     /// The number of `evaluator`'s objects in `namespace`; `None` until its watch has listed
     /// them (the first call starts it) or when no such resource is served.
     fn count(self: &Arc<Self>, evaluator: &Evaluator, namespace: &str) -> Option<usize> {
+        if let Evaluator::Objects { group, resource } = evaluator
+            && group.is_empty()
+            && resource == "resourcequotas"
+        {
+            // The quotas themselves are counted from the store this controller measures them
+            // from, as upstream counts them from the informer that woke it: that store holds
+            // the quota being measured, where a second watch may not have seen it yet (and
+            // an added object does not wake a measurement).
+            return Some(
+                self.quotas
+                    .state()
+                    .iter()
+                    .filter(|q| q.metadata.namespace.as_deref() == Some(namespace))
+                    .count(),
+            );
+        }
         let counted = {
             let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(counted) = kinds.get(evaluator) {
