@@ -100,11 +100,17 @@ fn quota(kc: &Path) {
     kubectl_ok(
         KUBECTL,
         kc,
-        &["-n", "quota", "create", "quota", "quotas", "--hard=resourcequotas=5"],
+        &[
+            "-n",
+            "quota",
+            "create",
+            "quota",
+            "quotas",
+            "--hard=resourcequotas=5",
+        ],
     );
     eventually("the quotas counted", || {
-        (used_of(kc, "quota", "quotas") == serde_json::json!({"resourcequotas": "2"}))
-            .then_some(())
+        (used_of(kc, "quota", "quotas") == serde_json::json!({"resourcequotas": "2"})).then_some(())
     });
     assert!(run(kc, "quota", "p1", "400m").status.success());
     assert!(run(kc, "quota", "p2", "400m").status.success());
