@@ -32,6 +32,7 @@ mod request;
 pub mod selector;
 mod status;
 pub mod strategic;
+pub mod strategy;
 pub mod validation;
 
 pub use duration::{go_duration_nanos, parse_go_duration};

@@ -10,10 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::Resource;
-use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, events,
-    flowcontrol, networking, node, policy, rbac, scheduling, storage,
-};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::version;
 use schemars::JsonSchema;
@@ -100,7 +96,7 @@ impl Definitions {
         // Every group-version served, for the kinds every group-version shares.
         let mut served: BTreeSet<(String, String)> = BTreeSet::new();
         served.insert((String::new(), "v1".to_owned()));
-        for resource in catalog::RESOURCES {
+        for resource in catalog::resources() {
             served.insert((resource.group.to_owned(), resource.version.to_owned()));
             for sub in resource.subresources {
                 if let Some((group, version)) = sub.group_version {
@@ -119,7 +115,7 @@ impl Definitions {
 
         // List kinds, which k8s-openapi models generically.
         let list_meta = name_of::<meta::ListMeta>();
-        for resource in catalog::RESOURCES {
+        for resource in catalog::resources() {
             let gvk = Gvk::new(resource.group, resource.version, resource.kind);
             let Some(item) = kinds.get(&gvk).cloned() else {
                 continue;
@@ -173,87 +169,46 @@ impl Definitions {
     }
 }
 
-/// Registers the `k8s-openapi` type of a kind and records which definition holds it.
-fn kind<T: JsonSchema + Resource>(
+/// Registers a kind's schema and records which definition holds it.
+fn kind(
+    generator: &mut SchemaGenerator,
+    kinds: &mut BTreeMap<Gvk, String>,
+    gvk: Gvk,
+    schema: &catalog::Schema,
+) {
+    (schema.generate)(generator);
+    kinds.insert(gvk, (schema.name)().into_owned());
+}
+
+/// Registers the `meta/v1` kind `T`, as served under the core group.
+fn meta_kind<T: JsonSchema + Resource>(
     generator: &mut SchemaGenerator,
     kinds: &mut BTreeMap<Gvk, String>,
 ) {
-    generator.subschema_for::<T>();
-    kinds.insert(Gvk::new(T::GROUP, T::VERSION, T::KIND), name_of::<T>());
+    let gvk = Gvk::new(T::GROUP, T::VERSION, T::KIND);
+    kind(generator, kinds, gvk, &catalog::schema_of::<T>());
 }
 
 /// The `k8s-openapi` type of every kind the catalogue serves, of the kinds its subresources speak,
-/// and of the discovery and status kinds. `every_catalogue_kind_has_a_definition` checks that the
-/// catalogue needs no other.
+/// and of the discovery and status kinds.
 fn register_kinds(g: &mut SchemaGenerator, k: &mut BTreeMap<Gvk, String>) {
-    // core/v1
-    kind::<core::v1::Binding>(g, k);
-    kind::<core::v1::ConfigMap>(g, k);
-    kind::<core::v1::Endpoints>(g, k);
-    kind::<core::v1::Event>(g, k);
-    kind::<core::v1::LimitRange>(g, k);
-    kind::<core::v1::Namespace>(g, k);
-    kind::<core::v1::Node>(g, k);
-    kind::<core::v1::PersistentVolume>(g, k);
-    kind::<core::v1::PersistentVolumeClaim>(g, k);
-    kind::<core::v1::Pod>(g, k);
-    kind::<core::v1::PodTemplate>(g, k);
-    kind::<core::v1::ReplicationController>(g, k);
-    kind::<core::v1::ResourceQuota>(g, k);
-    kind::<core::v1::Secret>(g, k);
-    kind::<core::v1::Service>(g, k);
-    kind::<core::v1::ServiceAccount>(g, k);
-    // apps/v1
-    kind::<apps::v1::ControllerRevision>(g, k);
-    kind::<apps::v1::DaemonSet>(g, k);
-    kind::<apps::v1::Deployment>(g, k);
-    kind::<apps::v1::ReplicaSet>(g, k);
-    kind::<apps::v1::StatefulSet>(g, k);
-    // authentication.k8s.io/v1, authorization.k8s.io/v1
-    kind::<authentication::v1::SelfSubjectReview>(g, k);
-    kind::<authentication::v1::TokenRequest>(g, k);
-    kind::<authorization::v1::SelfSubjectAccessReview>(g, k);
-    kind::<authorization::v1::SelfSubjectRulesReview>(g, k);
-    // autoscaling/v1 (with the scale subresource's Scale), autoscaling/v2
-    kind::<autoscaling::v1::HorizontalPodAutoscaler>(g, k);
-    kind::<autoscaling::v1::Scale>(g, k);
-    kind::<autoscaling::v2::HorizontalPodAutoscaler>(g, k);
-    // batch/v1
-    kind::<batch::v1::CronJob>(g, k);
-    kind::<batch::v1::Job>(g, k);
-    // coordination.k8s.io/v1
-    kind::<coordination::v1::Lease>(g, k);
-    // discovery.k8s.io/v1
-    kind::<discovery::v1::EndpointSlice>(g, k);
-    // events.k8s.io/v1
-    kind::<events::v1::Event>(g, k);
-    // flowcontrol.apiserver.k8s.io/v1
-    kind::<flowcontrol::v1::FlowSchema>(g, k);
-    kind::<flowcontrol::v1::PriorityLevelConfiguration>(g, k);
-    // networking.k8s.io/v1
-    kind::<networking::v1::Ingress>(g, k);
-    kind::<networking::v1::IngressClass>(g, k);
-    kind::<networking::v1::NetworkPolicy>(g, k);
-    // node.k8s.io/v1
-    kind::<node::v1::RuntimeClass>(g, k);
-    // policy/v1
-    kind::<policy::v1::Eviction>(g, k);
-    kind::<policy::v1::PodDisruptionBudget>(g, k);
-    // rbac.authorization.k8s.io/v1
-    kind::<rbac::v1::ClusterRole>(g, k);
-    kind::<rbac::v1::ClusterRoleBinding>(g, k);
-    kind::<rbac::v1::Role>(g, k);
-    kind::<rbac::v1::RoleBinding>(g, k);
-    // scheduling.k8s.io/v1
-    kind::<scheduling::v1::PriorityClass>(g, k);
-    // storage.k8s.io/v1
-    kind::<storage::v1::StorageClass>(g, k);
-    // meta/v1, as served under the core group
-    kind::<meta::APIGroup>(g, k);
-    kind::<meta::APIGroupList>(g, k);
-    kind::<meta::APIResourceList>(g, k);
-    kind::<meta::APIVersions>(g, k);
-    kind::<meta::Status>(g, k);
+    for resource in catalog::resources() {
+        let gvk = Gvk::new(resource.group, resource.version, resource.kind);
+        kind(g, k, gvk, &resource.schema);
+        for sub in resource.subresources {
+            if let Some(schema) = &sub.schema {
+                let (group, version) = sub
+                    .group_version
+                    .unwrap_or((resource.group, resource.version));
+                kind(g, k, Gvk::new(group, version, sub.kind), schema);
+            }
+        }
+    }
+    meta_kind::<meta::APIGroup>(g, k);
+    meta_kind::<meta::APIGroupList>(g, k);
+    meta_kind::<meta::APIResourceList>(g, k);
+    meta_kind::<meta::APIVersions>(g, k);
+    meta_kind::<meta::Status>(g, k);
 }
 
 /// Adds `gvk` to the `x-kubernetes-group-version-kind` list of definition `name`.

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::catalog::{self, RESOURCES};
+use crate::catalog;
 
 fn doc(group: &str, version: &str) -> Arc<Document> {
     v3_document(group, version).unwrap_or_else(|| panic!("no v3 document for {group}/{version}"))
@@ -15,7 +15,7 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
 
 /// Every group-version the catalogue serves (with the group-versions of subresource kinds).
 fn served_group_versions() -> BTreeSet<(&'static str, &'static str)> {
-    RESOURCES.iter().map(|r| (r.group, r.version)).collect()
+    catalog::resources().map(|r| (r.group, r.version)).collect()
 }
 
 /// kubectl's `supportsQueryParamV3`: the first PATCH operation (in any order: Go ranges over a
@@ -206,7 +206,7 @@ fn patch_of_a_deployment_has_field_validation_and_the_patch_media_types() {
 
 #[test]
 fn kubectl_finds_server_side_field_validation_for_every_kind_in_v3() {
-    for r in RESOURCES.iter().filter(|r| r.supports("patch")) {
+    for r in catalog::resources().filter(|r| r.supports("patch")) {
         let document = &doc(r.group, r.version).value;
         assert!(
             v3_supports_query_param(
@@ -574,7 +574,7 @@ fn definitions_carry_group_version_kinds() {
 
 #[test]
 fn every_catalogue_kind_has_a_definition_and_paths() {
-    for r in RESOURCES {
+    for r in catalog::resources() {
         let document = &doc(r.group, r.version).value;
         let schemas = &document["components"]["schemas"];
         let with_kind = |kind: &str| {
@@ -643,7 +643,7 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
 fn kubectl_explain_finds_every_kind_through_its_resource_path() {
     // As kubectl's explain template: the GVK of an operation at the resource's path, then the
     // definition listing that GVK.
-    for r in RESOURCES {
+    for r in catalog::resources() {
         let document = &doc(r.group, r.version).value;
         let prefix = if r.group.is_empty() {
             "/api".to_owned()
@@ -807,7 +807,7 @@ fn the_v2_document_has_every_path_and_kubectl_finds_field_validation() {
     );
     assert_eq!(patch["schemes"], json!(["https"]));
     // kubectl's v2 `supportsQueryParam`, for every kind.
-    for r in RESOURCES.iter().filter(|r| r.supports("patch")) {
+    for r in catalog::resources().filter(|r| r.supports("patch")) {
         let kind = gvk(r.group, r.version, r.kind);
         let op = paths
             .values()

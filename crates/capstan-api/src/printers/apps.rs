@@ -43,7 +43,7 @@ fn template_containers(object: &Value) -> (Value, Value) {
     container_cells(list(object, &["spec", "template", "spec", "containers"]))
 }
 
-pub(super) const DEPLOYMENT_COLUMNS: &[Column] = &[
+pub(crate) const DEPLOYMENT_COLUMNS: &[Column] = &[
     NAME,
     col("Ready", "string", READY_PODS),
     col("Up-to-date", "string", DEPLOY_UPDATED),
@@ -54,7 +54,7 @@ pub(super) const DEPLOYMENT_COLUMNS: &[Column] = &[
     wide("Selector", "string", DEPLOY_SELECTOR),
 ];
 
-pub(super) fn deployment(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn deployment(object: &Value, now: Timestamp) -> Row {
     let (names, images) = template_containers(object);
     // Unlike the other workloads, an empty selector prints as nothing rather than `<none>`.
     let selector =
@@ -75,7 +75,7 @@ pub(super) fn deployment(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const REPLICA_SET_COLUMNS: &[Column] = &[
+pub(crate) const REPLICA_SET_COLUMNS: &[Column] = &[
     NAME,
     col("Desired", "integer", RS_SPEC_REPLICAS),
     col("Current", "integer", RS_STATUS_REPLICAS),
@@ -86,7 +86,7 @@ pub(super) const REPLICA_SET_COLUMNS: &[Column] = &[
     wide("Selector", "string", RS_SELECTOR),
 ];
 
-pub(super) fn replica_set(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn replica_set(object: &Value, now: Timestamp) -> Row {
     let (names, images) = template_containers(object);
     Row::of(vec![
         name(object),
@@ -100,7 +100,7 @@ pub(super) fn replica_set(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const STATEFUL_SET_COLUMNS: &[Column] = &[
+pub(crate) const STATEFUL_SET_COLUMNS: &[Column] = &[
     NAME,
     col("Ready", "string", READY_PODS),
     AGE,
@@ -108,7 +108,7 @@ pub(super) const STATEFUL_SET_COLUMNS: &[Column] = &[
     wide("Images", "string", IMAGES_DESCRIPTION),
 ];
 
-pub(super) fn stateful_set(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn stateful_set(object: &Value, now: Timestamp) -> Row {
     let (names, images) = template_containers(object);
     Row::of(vec![
         name(object),
@@ -123,7 +123,7 @@ pub(super) fn stateful_set(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const DAEMON_SET_COLUMNS: &[Column] = &[
+pub(crate) const DAEMON_SET_COLUMNS: &[Column] = &[
     NAME,
     col("Desired", "integer", DS_DESIRED),
     col("Current", "integer", DS_CURRENT),
@@ -137,7 +137,7 @@ pub(super) const DAEMON_SET_COLUMNS: &[Column] = &[
     wide("Selector", "string", DS_SELECTOR),
 ];
 
-pub(super) fn daemon_set(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn daemon_set(object: &Value, now: Timestamp) -> Row {
     let (names, images) = template_containers(object);
     let status = |field: &str| Value::from(int(object, &["status", field]));
     Row::of(vec![
@@ -158,7 +158,7 @@ pub(super) fn daemon_set(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const CONTROLLER_REVISION_COLUMNS: &[Column] = &[
+pub(crate) const CONTROLLER_REVISION_COLUMNS: &[Column] = &[
     NAME,
     col("Controller", "string", "Controller of the object"),
     col("Revision", "string", CR_REVISION),
@@ -188,7 +188,7 @@ fn controller(object: &Value) -> String {
     }
 }
 
-pub(super) fn controller_revision(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn controller_revision(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(controller(object)),

@@ -31,7 +31,7 @@ const fn wide(name: &'static str, type_: &'static str, description: &'static str
     }
 }
 
-pub(super) const JOB_COLUMNS: &[Column] = &[
+pub(crate) const JOB_COLUMNS: &[Column] = &[
     NAME,
     col("Status", "string", "Status of the job."),
     col("Completions", "string", JOB_SUCCEEDED),
@@ -50,7 +50,7 @@ fn has_condition(job: &Value, type_: &str) -> bool {
         .is_some_and(|c| text(c, &["status"]) == "True")
 }
 
-pub(super) fn job(job: &Value, now: Timestamp) -> Row {
+pub(crate) fn job(job: &Value, now: Timestamp) -> Row {
     let succeeded = int(job, &["status", "succeeded"]);
     let mut completions = opt_int(job, &["spec", "completions"]);
     let parallelism = opt_int(job, &["spec", "parallelism"]);
@@ -98,7 +98,7 @@ pub(super) fn job(job: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const CRON_JOB_COLUMNS: &[Column] = &[
+pub(crate) const CRON_JOB_COLUMNS: &[Column] = &[
     NAME,
     col("Schedule", "string", CRON_SCHEDULE),
     col("Timezone", "string", CRON_TIME_ZONE),
@@ -111,7 +111,7 @@ pub(super) const CRON_JOB_COLUMNS: &[Column] = &[
     wide("Selector", "string", JOB_SELECTOR),
 ];
 
-pub(super) fn cron_job(cron_job: &Value, now: Timestamp) -> Row {
+pub(crate) fn cron_job(cron_job: &Value, now: Timestamp) -> Row {
     let last_schedule = match time(cron_job, &["status", "lastScheduleTime"]) {
         Some(ts) => since(Some(ts), now),
         None => "<none>".to_owned(),

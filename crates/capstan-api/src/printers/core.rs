@@ -40,7 +40,7 @@ pub(super) const IMAGES_DESCRIPTION: &str = "Images referenced by each container
 // ---------------------------------------------------------------------------------------------
 // pods
 
-pub(super) const POD_COLUMNS: &[Column] = &[
+pub(crate) const POD_COLUMNS: &[Column] = &[
     NAME,
     col(
         "Ready",
@@ -105,7 +105,7 @@ fn terminated_reason(terminated: &Value, prefix: &str) -> String {
 /// reason, overridden by the first unfinished init container (`Init:1/2`, `Init:Error`...) or else
 /// by the containers' waiting and terminated reasons, then by deletion (`Terminating`, or
 /// `Unknown` on a lost node); RESTARTS adds how long ago the last restart ended.
-pub(super) fn pod(pod: &Value, now: Timestamp) -> Row {
+pub(crate) fn pod(pod: &Value, now: Timestamp) -> Row {
     let init_specs = list(pod, &["spec", "initContainers"]);
     let is_sidecar = |name: &str| {
         init_specs
@@ -278,14 +278,14 @@ pub(super) fn pod(pod: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // podtemplates
 
-pub(super) const POD_TEMPLATE_COLUMNS: &[Column] = &[
+pub(crate) const POD_TEMPLATE_COLUMNS: &[Column] = &[
     NAME,
     col("Containers", "string", CONTAINERS_DESCRIPTION),
     col("Images", "string", IMAGES_DESCRIPTION),
     col("Pod Labels", "string", "The labels for the pod template."),
 ];
 
-pub(super) fn pod_template(object: &Value, _now: Timestamp) -> Row {
+pub(crate) fn pod_template(object: &Value, _now: Timestamp) -> Row {
     let (names, images) = container_cells(list(object, &["template", "spec", "containers"]));
     Row::of(vec![
         name(object),
@@ -298,7 +298,7 @@ pub(super) fn pod_template(object: &Value, _now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // replicationcontrollers
 
-pub(super) const REPLICATION_CONTROLLER_COLUMNS: &[Column] = &[
+pub(crate) const REPLICATION_CONTROLLER_COLUMNS: &[Column] = &[
     NAME,
     col("Desired", "integer", RC_SPEC_REPLICAS),
     col("Current", "integer", RC_STATUS_REPLICAS),
@@ -309,7 +309,7 @@ pub(super) const REPLICATION_CONTROLLER_COLUMNS: &[Column] = &[
     wide("Selector", "string", RC_SELECTOR),
 ];
 
-pub(super) fn replication_controller(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn replication_controller(object: &Value, now: Timestamp) -> Row {
     let (names, images) =
         container_cells(list(object, &["spec", "template", "spec", "containers"]));
     // An empty selector defaults to the template's labels.
@@ -333,7 +333,7 @@ pub(super) fn replication_controller(object: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // services
 
-pub(super) const SERVICE_COLUMNS: &[Column] = &[
+pub(crate) const SERVICE_COLUMNS: &[Column] = &[
     NAME,
     col("Type", "string", SVC_TYPE),
     col("Cluster-IP", "string", SVC_CLUSTER_IP),
@@ -406,7 +406,7 @@ fn port_string(ports: &[Value]) -> String {
         .join(",")
 }
 
-pub(super) fn service(service: &Value, now: Timestamp) -> Row {
+pub(crate) fn service(service: &Value, now: Timestamp) -> Row {
     let type_ = defaulted(service, &["spec", "type"], "ClusterIP");
     let cluster_ip = match list(service, &["spec", "clusterIPs"]).first() {
         Some(ip) => ip.as_str().unwrap_or("").to_owned(),
@@ -426,7 +426,7 @@ pub(super) fn service(service: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // endpoints
 
-pub(super) const ENDPOINTS_COLUMNS: &[Column] =
+pub(crate) const ENDPOINTS_COLUMNS: &[Column] =
     &[NAME, col("Endpoints", "string", EP_SUBSETS), AGE];
 
 /// `host:port`, with brackets around an IPv6 host (Go's `net.JoinHostPort`).
@@ -481,7 +481,7 @@ fn format_endpoints(endpoints: &Value) -> String {
     }
 }
 
-pub(super) fn endpoints(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn endpoints(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(format_endpoints(object)),
@@ -492,7 +492,7 @@ pub(super) fn endpoints(object: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // nodes
 
-pub(super) const NODE_COLUMNS: &[Column] = &[
+pub(crate) const NODE_COLUMNS: &[Column] = &[
     NAME,
     col("Status", "string", "The status of the node"),
     col("Roles", "string", "The roles of the node"),
@@ -538,7 +538,7 @@ fn or_unknown(value: &str) -> String {
     }
 }
 
-pub(super) fn node(node: &Value, now: Timestamp) -> Row {
+pub(crate) fn node(node: &Value, now: Timestamp) -> Row {
     // The last `Ready` condition counts, as upstream keys conditions by type.
     let ready = list(node, &["status", "conditions"])
         .iter()
@@ -570,7 +570,7 @@ pub(super) fn node(node: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // events (core/v1 and events.k8s.io/v1)
 
-pub(super) const EVENT_COLUMNS: &[Column] = &[
+pub(crate) const EVENT_COLUMNS: &[Column] = &[
     col("Last Seen", "string", EV_LAST),
     col("Type", "string", EV_TYPE),
     col("Reason", "string", EV_REASON),
@@ -667,24 +667,24 @@ fn event_with(event: &Value, now: Timestamp, fields: &EventFields) -> Row {
     ])
 }
 
-pub(super) fn event(event: &Value, now: Timestamp) -> Row {
+pub(crate) fn event(event: &Value, now: Timestamp) -> Row {
     event_with(event, now, &CORE_EVENT)
 }
 
-pub(super) fn events_v1_event(event: &Value, now: Timestamp) -> Row {
+pub(crate) fn events_v1_event(event: &Value, now: Timestamp) -> Row {
     event_with(event, now, &EVENTS_V1_EVENT)
 }
 
 // ---------------------------------------------------------------------------------------------
 // namespaces, secrets, serviceaccounts, configmaps
 
-pub(super) const NAMESPACE_COLUMNS: &[Column] = &[
+pub(crate) const NAMESPACE_COLUMNS: &[Column] = &[
     NAME,
     col("Status", "string", "The status of the namespace"),
     AGE,
 ];
 
-pub(super) fn namespace(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn namespace(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(defaulted(object, &["status", "phase"], "Active")),
@@ -692,14 +692,14 @@ pub(super) fn namespace(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const SECRET_COLUMNS: &[Column] = &[
+pub(crate) const SECRET_COLUMNS: &[Column] = &[
     NAME,
     col("Type", "string", SECRET_TYPE),
     col("Data", "string", SECRET_DATA),
     AGE,
 ];
 
-pub(super) fn secret(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn secret(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(defaulted(object, &["type"], "Opaque")),
@@ -708,10 +708,10 @@ pub(super) fn secret(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const SERVICE_ACCOUNT_COLUMNS: &[Column] =
+pub(crate) const SERVICE_ACCOUNT_COLUMNS: &[Column] =
     &[NAME, col("Secrets", "string", SA_SECRETS), AGE];
 
-pub(super) fn service_account(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn service_account(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(len(object, &["secrets"])),
@@ -719,9 +719,9 @@ pub(super) fn service_account(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const CONFIG_MAP_COLUMNS: &[Column] = &[NAME, col("Data", "string", CM_DATA), AGE];
+pub(crate) const CONFIG_MAP_COLUMNS: &[Column] = &[NAME, col("Data", "string", CM_DATA), AGE];
 
-pub(super) fn config_map(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn config_map(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(len(object, &["data"]) + len(object, &["binaryData"])),
@@ -732,7 +732,7 @@ pub(super) fn config_map(object: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // resourcequotas
 
-pub(super) const RESOURCE_QUOTA_COLUMNS: &[Column] = &[
+pub(crate) const RESOURCE_QUOTA_COLUMNS: &[Column] = &[
     NAME,
     col(
         "Request",
@@ -747,7 +747,7 @@ pub(super) const RESOURCE_QUOTA_COLUMNS: &[Column] = &[
     AGE,
 ];
 
-pub(super) fn resource_quota(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn resource_quota(object: &Value, now: Timestamp) -> Row {
     let hard = at(object, &["status", "hard"]).and_then(Value::as_object);
     let used = at(object, &["status", "used"]);
     let mut resources: Vec<&String> = hard.map(|h| h.keys().collect()).unwrap_or_default();
@@ -778,7 +778,7 @@ pub(super) fn resource_quota(object: &Value, now: Timestamp) -> Row {
 // ---------------------------------------------------------------------------------------------
 // persistentvolumes, persistentvolumeclaims
 
-pub(super) const PERSISTENT_VOLUME_COLUMNS: &[Column] = &[
+pub(crate) const PERSISTENT_VOLUME_COLUMNS: &[Column] = &[
     NAME,
     col("Capacity", "string", PV_CAPACITY),
     col("Access Modes", "string", PV_ACCESS_MODES),
@@ -831,7 +831,7 @@ fn phase_or_terminating<'a>(object: &'a Value, default: &'a str) -> &'a str {
     }
 }
 
-pub(super) fn persistent_volume(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn persistent_volume(object: &Value, now: Timestamp) -> Row {
     let claim = match at(object, &["spec", "claimRef"]) {
         Some(claim) if !claim.is_null() => {
             format!("{}/{}", text(claim, &["namespace"]), text(claim, &["name"]))
@@ -860,7 +860,7 @@ pub(super) fn persistent_volume(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const PERSISTENT_VOLUME_CLAIM_COLUMNS: &[Column] = &[
+pub(crate) const PERSISTENT_VOLUME_CLAIM_COLUMNS: &[Column] = &[
     NAME,
     col("Status", "string", PVC_PHASE),
     col("Volume", "string", PVC_VOLUME),
@@ -876,7 +876,7 @@ pub(super) const PERSISTENT_VOLUME_CLAIM_COLUMNS: &[Column] = &[
     wide("VolumeMode", "string", PVC_VOLUME_MODE),
 ];
 
-pub(super) fn persistent_volume_claim(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn persistent_volume_claim(object: &Value, now: Timestamp) -> Row {
     let volume = text(object, &["spec", "volumeName"]);
     // Capacity and access modes are only shown once the claim is bound to a volume.
     let (capacity, modes) = if volume.is_empty() {

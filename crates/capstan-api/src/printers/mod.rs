@@ -2,8 +2,9 @@
 //! `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`, which `kubectl get` (plain, `-o wide`
 //! and `-w`) prints as is.
 //!
-//! Each built-in resource with an upstream printer has its column definitions ([`columns`]) and
-//! row cells ([`row`], [`cells`]) computed from the object's `v1` JSON exactly as upstream's
+//! Each built-in resource with an upstream printer declares it in the catalogue (a [`Printer`]:
+//! its column definitions and a row function, in `core.rs`, `apps.rs`, `batch.rs` and `other.rs`
+//! here), computing the cells from the object's `v1` JSON exactly as upstream's
 //! `pkg/printers/internalversion` does. The server always prints wide, so rows carry every
 //! column, including those of priority 1 that kubectl shows only with `-o wide`. Resources without
 //! a printer get upstream's default convertor: `Name` and `Created At` ([`DEFAULT_COLUMNS`],
@@ -17,12 +18,12 @@
 //! deployment's replicas, a job's completions...), an absent field is printed as its default, as
 //! upstream would see it after decoding the stored object.
 
-mod apps;
-mod batch;
-mod core;
+pub(crate) mod apps;
+pub(crate) mod batch;
+pub(crate) mod core;
 mod descriptions;
 mod format;
-mod other;
+pub(crate) mod other;
 mod quantity;
 #[cfg(test)]
 mod tests;
@@ -137,103 +138,32 @@ pub const DEFAULT_COLUMNS: &[Column] = &[
     },
 ];
 
-type PrintFn = fn(&Value, Timestamp) -> Row;
+/// Fills a row of a printer's columns from an object (its JSON as stored, `v1`), ages measured
+/// at the given time.
+pub type PrintFn = fn(&Value, Timestamp) -> Row;
 
-/// The printer for a resource: its columns and how to fill a row.
-fn printer(group: &str, resource: &str) -> Option<(&'static [Column], PrintFn)> {
-    let found: (&'static [Column], PrintFn) = match (group, resource) {
-        ("", "pods") => (core::POD_COLUMNS, core::pod),
-        ("", "podtemplates") => (core::POD_TEMPLATE_COLUMNS, core::pod_template),
-        ("", "replicationcontrollers") => (
-            core::REPLICATION_CONTROLLER_COLUMNS,
-            core::replication_controller,
-        ),
-        ("", "services") => (core::SERVICE_COLUMNS, core::service),
-        ("", "endpoints") => (core::ENDPOINTS_COLUMNS, core::endpoints),
-        ("", "nodes") => (core::NODE_COLUMNS, core::node),
-        ("", "events") => (core::EVENT_COLUMNS, core::event),
-        ("events.k8s.io", "events") => (core::EVENT_COLUMNS, core::events_v1_event),
-        ("", "namespaces") => (core::NAMESPACE_COLUMNS, core::namespace),
-        ("", "secrets") => (core::SECRET_COLUMNS, core::secret),
-        ("", "serviceaccounts") => (core::SERVICE_ACCOUNT_COLUMNS, core::service_account),
-        ("", "configmaps") => (core::CONFIG_MAP_COLUMNS, core::config_map),
-        ("", "resourcequotas") => (core::RESOURCE_QUOTA_COLUMNS, core::resource_quota),
-        ("", "persistentvolumes") => (core::PERSISTENT_VOLUME_COLUMNS, core::persistent_volume),
-        ("", "persistentvolumeclaims") => (
-            core::PERSISTENT_VOLUME_CLAIM_COLUMNS,
-            core::persistent_volume_claim,
-        ),
-        ("apps", "deployments") => (apps::DEPLOYMENT_COLUMNS, apps::deployment),
-        ("apps", "replicasets") => (apps::REPLICA_SET_COLUMNS, apps::replica_set),
-        ("apps", "statefulsets") => (apps::STATEFUL_SET_COLUMNS, apps::stateful_set),
-        ("apps", "daemonsets") => (apps::DAEMON_SET_COLUMNS, apps::daemon_set),
-        ("apps", "controllerrevisions") => {
-            (apps::CONTROLLER_REVISION_COLUMNS, apps::controller_revision)
-        }
-        ("autoscaling", "horizontalpodautoscalers") => {
-            (other::HPA_COLUMNS, other::horizontal_pod_autoscaler)
-        }
-        ("batch", "jobs") => (batch::JOB_COLUMNS, batch::job),
-        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
-            (other::FLOW_SCHEMA_COLUMNS, other::flow_schema)
-        }
-        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
-            (other::PRIORITY_LEVEL_COLUMNS, other::priority_level)
-        }
-        ("batch", "cronjobs") => (batch::CRON_JOB_COLUMNS, batch::cron_job),
-        ("coordination.k8s.io", "leases") => (other::LEASE_COLUMNS, other::lease),
-        ("networking.k8s.io", "ingresses") => (other::INGRESS_COLUMNS, other::ingress),
-        ("networking.k8s.io", "ingressclasses") => {
-            (other::INGRESS_CLASS_COLUMNS, other::ingress_class)
-        }
-        ("networking.k8s.io", "networkpolicies") => {
-            (other::NETWORK_POLICY_COLUMNS, other::network_policy)
-        }
-        ("node.k8s.io", "runtimeclasses") => (other::RUNTIME_CLASS_COLUMNS, other::runtime_class),
-        ("storage.k8s.io", "storageclasses") => {
-            (other::STORAGE_CLASS_COLUMNS, other::storage_class)
-        }
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
-            (other::ROLE_BINDING_COLUMNS, other::role_binding)
-        }
-        ("discovery.k8s.io", "endpointslices") => {
-            (other::ENDPOINT_SLICE_COLUMNS, other::endpoint_slice)
-        }
-        ("policy", "poddisruptionbudgets") => (
-            other::POD_DISRUPTION_BUDGET_COLUMNS,
-            other::pod_disruption_budget,
-        ),
-        ("scheduling.k8s.io", "priorityclasses") => {
-            (other::PRIORITY_CLASS_COLUMNS, other::priority_class)
-        }
-        _ => return None,
-    };
-    Some(found)
+/// A resource's dedicated printer, as upstream's `pkg/printers/internalversion` has for most
+/// built-in kinds: its columns and how to fill a row. A resource declares its printer in the
+/// catalogue ([`crate::catalog::Resource::printer`]); those without one print with upstream's
+/// default convertor ([`DEFAULT_COLUMNS`], [`default_cells`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Printer {
+    /// The column definitions.
+    pub columns: &'static [Column],
+    /// The row function.
+    pub print: PrintFn,
 }
 
-/// The columns of a resource's dedicated printer (group `""` is core), or `None` when upstream
-/// has none for it and uses the default convertor ([`DEFAULT_COLUMNS`]).
-pub fn columns(group: &str, resource: &str) -> Option<&'static [Column]> {
-    printer(group, resource).map(|(columns, _)| columns)
+/// The columns a Table has: the printer's, or [`DEFAULT_COLUMNS`].
+pub fn table_columns(printer: Option<&Printer>) -> &'static [Column] {
+    printer.map_or(DEFAULT_COLUMNS, |p| p.columns)
 }
 
-/// The columns a Table of this resource has: its printer's, or [`DEFAULT_COLUMNS`].
-pub fn table_columns(group: &str, resource: &str) -> &'static [Column] {
-    columns(group, resource).unwrap_or(DEFAULT_COLUMNS)
-}
-
-/// One row of a resource's dedicated printer for `object` (its JSON as stored, `v1`), ages
-/// measured at `now`; `None` when the resource has no printer.
-pub fn row(group: &str, resource: &str, object: &Value, now: Timestamp) -> Option<Row> {
-    printer(group, resource).map(|(_, print)| print(object, now))
-}
-
-/// The cells of one row, in the order of [`table_columns`]: the printer's cells, or the default
-/// convertor's when the resource has no printer.
-pub fn cells(group: &str, resource: &str, object: &Value, now: Timestamp) -> Vec<Value> {
-    match row(group, resource, object, now) {
-        Some(row) => row.cells,
-        None => default_cells(object),
+/// The row `printer` prints for `object`, or the default convertor's without one.
+pub fn row(printer: Option<&Printer>, object: &Value, now: Timestamp) -> Row {
+    match printer {
+        Some(printer) => (printer.print)(object, now),
+        None => Row::of(default_cells(object)),
     }
 }
 
@@ -329,24 +259,18 @@ fn row_json(row: Row, object: &Value, include: IncludeObject) -> Value {
 }
 
 fn table_json(
-    group: &str,
-    resource: &str,
+    printer: Option<&Printer>,
     objects: &[&Value],
     metadata: Map<String, Value>,
     options: &TableOptions,
     now: Timestamp,
 ) -> Value {
-    let has_printer = printer(group, resource).is_some();
     let rows: Vec<Value> = objects
         .iter()
-        .map(|object| {
-            let row =
-                row(group, resource, object, now).unwrap_or_else(|| Row::of(default_cells(object)));
-            row_json(row, object, options.include_object)
-        })
+        .map(|object| row_json(row(printer, object, now), object, options.include_object))
         .collect();
     // Upstream's default convertor leaves `rows` nil for an empty list; printers return `[]`.
-    let rows = if rows.is_empty() && !has_printer {
+    let rows = if rows.is_empty() && printer.is_none() {
         Value::Null
     } else {
         Value::Array(rows)
@@ -354,12 +278,7 @@ fn table_json(
     let column_definitions = if options.no_headers {
         Value::Null
     } else {
-        Value::Array(
-            table_columns(group, resource)
-                .iter()
-                .map(Column::to_json)
-                .collect(),
-        )
+        Value::Array(table_columns(printer).iter().map(Column::to_json).collect())
     };
     json!({
         "kind": "Table",
@@ -372,8 +291,7 @@ fn table_json(
 
 /// The Table of a list of `items` (each as stored, `v1`), carrying the list's metadata.
 pub fn list_table(
-    group: &str,
-    resource: &str,
+    printer: Option<&Printer>,
     items: &[&Value],
     list_meta: &ListMeta,
     options: &TableOptions,
@@ -397,14 +315,13 @@ pub fn list_table(
     if let Some(count) = list_meta.remaining_item_count {
         metadata.insert("remainingItemCount".into(), Value::from(count));
     }
-    table_json(group, resource, items, metadata, options, now)
+    table_json(printer, items, metadata, options, now)
 }
 
 /// The one-row Table of a single object, for a GET or a watch event; its `metadata` carries the
 /// object's `resourceVersion`.
 pub fn object_table(
-    group: &str,
-    resource: &str,
+    printer: Option<&Printer>,
     object: &Value,
     options: &TableOptions,
     now: Timestamp,
@@ -414,5 +331,5 @@ pub fn object_table(
     if !rv.is_empty() {
         metadata.insert("resourceVersion".into(), Value::from(rv));
     }
-    table_json(group, resource, &[object], metadata, options, now)
+    table_json(printer, &[object], metadata, options, now)
 }

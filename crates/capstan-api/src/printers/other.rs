@@ -30,7 +30,7 @@ const fn wide(name: &'static str, type_: &'static str, description: &'static str
     }
 }
 
-pub(super) const ROLE_BINDING_COLUMNS: &[Column] = &[
+pub(crate) const ROLE_BINDING_COLUMNS: &[Column] = &[
     NAME,
     col("Role", "string", RB_ROLE),
     AGE,
@@ -41,7 +41,7 @@ pub(super) const ROLE_BINDING_COLUMNS: &[Column] = &[
 
 /// A RoleBinding or ClusterRoleBinding: `Kind/name` of its role, then its subjects by kind
 /// (service accounts as `namespace/name`).
-pub(super) fn role_binding(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn role_binding(object: &Value, now: Timestamp) -> Row {
     let role = format!(
         "{}/{}",
         text(object, &["roleRef", "kind"]),
@@ -70,7 +70,7 @@ pub(super) fn role_binding(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const INGRESS_COLUMNS: &[Column] = &[
+pub(crate) const INGRESS_COLUMNS: &[Column] = &[
     NAME,
     col("Class", "string", ING_CLASS),
     col("Hosts", "string", ING_HOSTS),
@@ -81,7 +81,7 @@ pub(super) const INGRESS_COLUMNS: &[Column] = &[
 
 /// An Ingress: its class, up to three hosts (`*` for none), the load balancer's addresses
 /// (sorted, distinct), and `80` or `80, 443` with TLS.
-pub(super) fn ingress(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn ingress(object: &Value, now: Timestamp) -> Row {
     let rules = list(object, &["spec", "rules"]);
     let mut hosts: Vec<&str> = Vec::new();
     let mut more = false;
@@ -123,7 +123,7 @@ pub(super) fn ingress(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const INGRESS_CLASS_COLUMNS: &[Column] = &[
+pub(crate) const INGRESS_CLASS_COLUMNS: &[Column] = &[
     NAME,
     col("Controller", "string", IC_CONTROLLER),
     col("Parameters", "string", IC_PARAMETERS),
@@ -131,7 +131,7 @@ pub(super) const INGRESS_CLASS_COLUMNS: &[Column] = &[
 ];
 
 /// An IngressClass: its controller and `Kind[.apiGroup]/name` of its parameters.
-pub(super) fn ingress_class(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn ingress_class(object: &Value, now: Timestamp) -> Row {
     let parameters = match at(object, &["spec", "parameters"]) {
         Some(p) if p.is_object() => {
             let mut text_ = text(p, &["kind"]).to_owned();
@@ -150,11 +150,11 @@ pub(super) fn ingress_class(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const NETWORK_POLICY_COLUMNS: &[Column] =
+pub(crate) const NETWORK_POLICY_COLUMNS: &[Column] =
     &[NAME, col("Pod-Selector", "string", NP_POD_SELECTOR), AGE];
 
 /// A NetworkPolicy: its pod selector.
-pub(super) fn network_policy(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn network_policy(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(format_label_selector(at(object, &["spec", "podSelector"]))),
@@ -162,7 +162,7 @@ pub(super) fn network_policy(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const STORAGE_CLASS_COLUMNS: &[Column] = &[
+pub(crate) const STORAGE_CLASS_COLUMNS: &[Column] = &[
     NAME,
     col("Provisioner", "string", SC_PROVISIONER),
     col("ReclaimPolicy", "string", SC_RECLAIM),
@@ -173,7 +173,7 @@ pub(super) const STORAGE_CLASS_COLUMNS: &[Column] = &[
 
 /// A StorageClass: `(default)` after the name of the default class, its provisioner, reclaim
 /// policy and binding mode (upstream's defaults when unset) and whether volumes may grow.
-pub(super) fn storage_class(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn storage_class(object: &Value, now: Timestamp) -> Row {
     let annotations = [
         "storageclass.kubernetes.io/is-default-class",
         "storageclass.beta.kubernetes.io/is-default-class",
@@ -195,11 +195,11 @@ pub(super) fn storage_class(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const RUNTIME_CLASS_COLUMNS: &[Column] =
+pub(crate) const RUNTIME_CLASS_COLUMNS: &[Column] =
     &[NAME, col("Handler", "string", RC_HANDLER), AGE];
 
 /// A RuntimeClass: its handler.
-pub(super) fn runtime_class(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn runtime_class(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(text(object, &["handler"])),
@@ -207,9 +207,9 @@ pub(super) fn runtime_class(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "string", LEASE_HOLDER), AGE];
+pub(crate) const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "string", LEASE_HOLDER), AGE];
 
-pub(super) fn lease(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn lease(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(text(object, &["spec", "holderIdentity"])),
@@ -217,7 +217,7 @@ pub(super) fn lease(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const ENDPOINT_SLICE_COLUMNS: &[Column] = &[
+pub(crate) const ENDPOINT_SLICE_COLUMNS: &[Column] = &[
     NAME,
     col("AddressType", "string", EPS_ADDRESS_TYPE),
     col("Ports", "string", EPS_PORTS),
@@ -225,7 +225,7 @@ pub(super) const ENDPOINT_SLICE_COLUMNS: &[Column] = &[
     AGE,
 ];
 
-pub(super) fn endpoint_slice(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn endpoint_slice(object: &Value, now: Timestamp) -> Row {
     let ports: Vec<String> = list(object, &["ports"])
         .iter()
         .map(|port| {
@@ -253,7 +253,7 @@ pub(super) fn endpoint_slice(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const POD_DISRUPTION_BUDGET_COLUMNS: &[Column] = &[
+pub(crate) const POD_DISRUPTION_BUDGET_COLUMNS: &[Column] = &[
     NAME,
     col(
         "Min Available",
@@ -280,7 +280,7 @@ fn int_or_string_or_na(object: &Value, path: &[&str]) -> String {
     }
 }
 
-pub(super) fn pod_disruption_budget(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn pod_disruption_budget(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(int_or_string_or_na(object, &["spec", "minAvailable"])),
@@ -290,7 +290,7 @@ pub(super) fn pod_disruption_budget(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const PRIORITY_CLASS_COLUMNS: &[Column] = &[
+pub(crate) const PRIORITY_CLASS_COLUMNS: &[Column] = &[
     NAME,
     col("Value", "integer", PC_VALUE),
     col("Global-Default", "boolean", PC_GLOBAL_DEFAULT),
@@ -298,7 +298,7 @@ pub(super) const PRIORITY_CLASS_COLUMNS: &[Column] = &[
     col("PreemptionPolicy", "string", PC_PREEMPTION),
 ];
 
-pub(super) fn priority_class(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn priority_class(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(int(object, &["value"])),
@@ -309,7 +309,7 @@ pub(super) fn priority_class(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const HPA_COLUMNS: &[Column] = &[
+pub(crate) const HPA_COLUMNS: &[Column] = &[
     NAME,
     col("Reference", "string", HPA_REFERENCE),
     col("Targets", "string", HPA_TARGETS),
@@ -321,7 +321,7 @@ pub(super) const HPA_COLUMNS: &[Column] = &[
 
 /// A HorizontalPodAutoscaler (of either version, printed from its `autoscaling/v2` form): its
 /// target, each metric as `current/target` (two at most), the replica bounds and count.
-pub(super) fn horizontal_pod_autoscaler(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn horizontal_pod_autoscaler(object: &Value, now: Timestamp) -> Row {
     let converted;
     let hpa = match crate::convert::conversion(
         object["apiVersion"].as_str().unwrap_or_default(),
@@ -451,7 +451,7 @@ fn hpa_metrics(specs: &[Value], statuses: &[Value]) -> String {
     items.join(", ")
 }
 
-pub(super) const FLOW_SCHEMA_COLUMNS: &[Column] = &[
+pub(crate) const FLOW_SCHEMA_COLUMNS: &[Column] = &[
     NAME,
     col("PriorityLevel", "string", FS_PRIORITY_LEVEL),
     col("MatchingPrecedence", "string", FS_MATCHING_PRECEDENCE),
@@ -462,7 +462,7 @@ pub(super) const FLOW_SCHEMA_COLUMNS: &[Column] = &[
 
 /// A FlowSchema: its priority level, precedence, distinguisher, and whether the level is
 /// missing (its `Dangling` condition, `?` before the server has judged it).
-pub(super) fn flow_schema(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn flow_schema(object: &Value, now: Timestamp) -> Row {
     let dangling = list(object, &["status", "conditions"])
         .iter()
         .find(|c| text(c, &["type"]) == "Dangling")
@@ -480,7 +480,7 @@ pub(super) fn flow_schema(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
-pub(super) const PRIORITY_LEVEL_COLUMNS: &[Column] = &[
+pub(crate) const PRIORITY_LEVEL_COLUMNS: &[Column] = &[
     NAME,
     col("Type", "string", PL_TYPE),
     col("NominalConcurrencyShares", "string", PL_NCS),
@@ -492,7 +492,7 @@ pub(super) const PRIORITY_LEVEL_COLUMNS: &[Column] = &[
 
 /// A PriorityLevelConfiguration: its type, and for limited levels their shares and queuing
 /// (`<none>` where there is none).
-pub(super) fn priority_level(object: &Value, now: Timestamp) -> Row {
+pub(crate) fn priority_level(object: &Value, now: Timestamp) -> Row {
     let none = || Value::from("<none>");
     let limited = at(object, &["spec", "limited"]).filter(|l| l.is_object());
     let queuing = limited

@@ -5,6 +5,29 @@ use serde_json::{Value, json};
 
 use super::*;
 
+/// The printer the catalogue declares for `group`/`resource`.
+fn printer_of(group: &str, resource: &str) -> Option<&'static Printer> {
+    crate::catalog::resources()
+        .find(|r| r.group == group && r.plural == resource)
+        .and_then(|r| r.printer.as_ref())
+}
+
+fn columns(group: &str, resource: &str) -> Option<&'static [Column]> {
+    printer_of(group, resource).map(|p| p.columns)
+}
+
+fn table_columns(group: &str, resource: &str) -> &'static [Column] {
+    super::table_columns(printer_of(group, resource))
+}
+
+fn row(group: &str, resource: &str, object: &Value, now: Timestamp) -> Option<Row> {
+    printer_of(group, resource).map(|p| (p.print)(object, now))
+}
+
+fn cells(group: &str, resource: &str, object: &Value, now: Timestamp) -> Vec<Value> {
+    super::row(printer_of(group, resource), object, now).cells
+}
+
 const MINUTE: i64 = 60;
 const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
@@ -528,7 +551,7 @@ fn pods() {
         }]
     );
     let failed = json!({"metadata": {"name": "f"}, "status": {"phase": "Failed"}});
-    let row = super::row("", "pods", &failed, now()).expect("pods have a printer");
+    let row = self::row("", "pods", &failed, now()).expect("pods have a printer");
     assert_eq!(row.conditions[0].reason, "Failed");
     assert_eq!(row.conditions[0].message, "The pod failed.");
 
@@ -1691,8 +1714,7 @@ fn list_tables() {
         remaining_item_count: Some(7),
     };
     let table = list_table(
-        "",
-        "pods",
+        printer_of("", "pods"),
         &[&pods[0], &pods[1]],
         &list_meta,
         &TableOptions::default(),
@@ -1728,7 +1750,7 @@ fn list_tables() {
         include_object: IncludeObject::Object,
         no_headers: true,
     };
-    let table = object_table("", "pods", &pods[0], &options, now());
+    let table = object_table(printer_of("", "pods"), &pods[0], &options, now());
     assert_eq!(table["columnDefinitions"], Value::Null);
     assert_eq!(table["metadata"], json!({"resourceVersion": "42"}));
     assert_eq!(table["rows"][0]["object"], pods[0]);
@@ -1738,8 +1760,7 @@ fn list_tables() {
         no_headers: false,
     };
     let table = list_table(
-        "",
-        "pods",
+        printer_of("", "pods"),
         &[&pods[1]],
         &ListMeta::default(),
         &options,
@@ -1750,8 +1771,7 @@ fn list_tables() {
 
     // Empty lists: printers give `[]`, the default convertor `null`.
     let empty = list_table(
-        "",
-        "pods",
+        printer_of("", "pods"),
         &[],
         &ListMeta::default(),
         &TableOptions::default(),
@@ -1759,8 +1779,7 @@ fn list_tables() {
     );
     assert_eq!(empty["rows"], json!([]));
     let empty = list_table(
-        "",
-        "limitranges",
+        printer_of("", "limitranges"),
         &[],
         &ListMeta::default(),
         &TableOptions::default(),

@@ -5,12 +5,13 @@
 //! built-in kinds Capstan serves, generated once from `k8s-openapi`'s schemas and annotated
 //! from [`super::metadata::FIELD_PATCHES`].
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
-use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
+use k8s_openapi::schemars::SchemaGenerator;
 use serde_json::{Map, Value};
+
+use crate::catalog::{self, Schema};
 
 use super::metadata::{PATCH_MERGE_KEY_EXTENSION, PATCH_STRATEGY_EXTENSION, annotate_definitions};
 
@@ -321,81 +322,24 @@ impl<'a> PatchMeta<'a> {
     }
 }
 
-/// A built-in kind Capstan serves, and how to generate its schema.
-struct ServedKind {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    definition: fn() -> Cow<'static, str>,
-    generate: fn(&mut SchemaGenerator) -> Schema,
+/// The built-in kinds that accept strategic merge patches, with their schemas: every kind of the
+/// catalogue and every kind its subresources speak (`Scale`, `Binding`, ...), some more than once.
+fn served() -> impl Iterator<Item = ((&'static str, &'static str, &'static str), &'static Schema)> {
+    catalog::resources().flat_map(|resource| {
+        let subresources = resource.subresources.iter().filter_map(move |sub| {
+            let schema = sub.schema.as_ref()?;
+            let (group, version) = sub
+                .group_version
+                .unwrap_or((resource.group, resource.version));
+            Some(((group, version, sub.kind), schema))
+        });
+        std::iter::once((
+            (resource.group, resource.version, resource.kind),
+            &resource.schema,
+        ))
+        .chain(subresources)
+    })
 }
-
-macro_rules! served {
-    ($($ty:ty),* $(,)?) => {
-        &[$(ServedKind {
-            group: <$ty as k8s_openapi::Resource>::GROUP,
-            version: <$ty as k8s_openapi::Resource>::VERSION,
-            kind: <$ty as k8s_openapi::Resource>::KIND,
-            definition: <$ty as JsonSchema>::schema_name,
-            generate: SchemaGenerator::subschema_for::<$ty>,
-        }),*]
-    };
-}
-
-/// The built-in kinds that accept strategic merge patches.
-static SERVED: &[ServedKind] = {
-    use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, events};
-    use k8s_openapi::api::{
-        authentication, authorization, flowcontrol, networking, node, policy, rbac, scheduling,
-        storage,
-    };
-    served![
-        core::v1::Pod,
-        core::v1::PodTemplate,
-        core::v1::ReplicationController,
-        core::v1::Service,
-        core::v1::Endpoints,
-        core::v1::Node,
-        core::v1::Namespace,
-        core::v1::ConfigMap,
-        core::v1::Secret,
-        core::v1::ServiceAccount,
-        core::v1::Event,
-        core::v1::LimitRange,
-        core::v1::ResourceQuota,
-        core::v1::PersistentVolume,
-        core::v1::PersistentVolumeClaim,
-        apps::v1::Deployment,
-        apps::v1::ReplicaSet,
-        apps::v1::StatefulSet,
-        apps::v1::DaemonSet,
-        apps::v1::ControllerRevision,
-        autoscaling::v1::Scale,
-        autoscaling::v1::HorizontalPodAutoscaler,
-        autoscaling::v2::HorizontalPodAutoscaler,
-        batch::v1::Job,
-        batch::v1::CronJob,
-        coordination::v1::Lease,
-        events::v1::Event,
-        discovery::v1::EndpointSlice,
-        flowcontrol::v1::FlowSchema,
-        flowcontrol::v1::PriorityLevelConfiguration,
-        networking::v1::Ingress,
-        networking::v1::IngressClass,
-        networking::v1::NetworkPolicy,
-        policy::v1::PodDisruptionBudget,
-        rbac::v1::ClusterRole,
-        rbac::v1::ClusterRoleBinding,
-        rbac::v1::Role,
-        rbac::v1::RoleBinding,
-        scheduling::v1::PriorityClass,
-        storage::v1::StorageClass,
-        node::v1::RuntimeClass,
-        authentication::v1::SelfSubjectReview,
-        authorization::v1::SelfSubjectAccessReview,
-        authorization::v1::SelfSubjectRulesReview,
-    ]
-};
 
 /// The catalogue of every built-in kind Capstan serves (and every type they contain), built
 /// on first use.
@@ -403,8 +347,8 @@ pub fn builtin() -> &'static Catalogue {
     static BUILTIN: OnceLock<Catalogue> = OnceLock::new();
     BUILTIN.get_or_init(|| {
         let mut generator = SchemaGenerator::default();
-        for kind in SERVED {
-            (kind.generate)(&mut generator);
+        for (_, schema) in served() {
+            (schema.generate)(&mut generator);
         }
         let mut definitions = generator.take_definitions(false);
         annotate_definitions(&mut definitions);
@@ -416,15 +360,11 @@ pub fn builtin() -> &'static Catalogue {
 /// group), or `None` if Capstan serves no such built-in kind: a custom resource, which
 /// upstream does not patch strategically (see [`super::custom_resource_rejection`]).
 pub fn for_kind(group: &str, version: &str, kind: &str) -> Option<PatchMeta<'static>> {
-    let served = SERVED
-        .iter()
-        .find(|served| (served.group, served.version, served.kind) == (group, version, kind))?;
-    builtin().get(&(served.definition)())
+    let (_, schema) = served().find(|(gvk, _)| *gvk == (group, version, kind))?;
+    builtin().get(&(schema.name)())
 }
 
-/// The (group, version, kind) of every built-in kind [`for_kind`] knows.
-pub fn served_kinds() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
-    SERVED
-        .iter()
-        .map(|served| (served.group, served.version, served.kind))
+/// The (group, version, kind) of every built-in kind [`for_kind`] knows, each once.
+pub fn served_kinds() -> BTreeSet<(&'static str, &'static str, &'static str)> {
+    served().map(|(gvk, _)| gvk).collect()
 }

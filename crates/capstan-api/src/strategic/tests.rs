@@ -685,8 +685,10 @@ fn every_served_kind_has_patch_metadata_and_custom_resources_have_none() {
         assert_eq!(meta.map(|meta| meta.type_name()), Some(kind));
         count += 1;
     }
-    // Every catalogue kind, and the Scale of the scale subresource.
-    assert_eq!(count, crate::catalog::RESOURCES.len() + 1);
+    // Every catalogue kind (the two HorizontalPodAutoscaler versions are two), and the kinds of
+    // the subresources: Scale, Binding, Eviction and TokenRequest.
+    assert_eq!(count, crate::catalog::resources().count() + 4);
+    assert!(served_kinds().contains(&("autoscaling", "v1", "Scale")));
     assert!(for_kind("stable.example.com", "v1", "CronTab").is_none());
     assert!(for_kind("apps", "v1beta1", "Deployment").is_none());
     assert!(for_kind("", "v1", "Deployment").is_none());

@@ -332,8 +332,7 @@ fn respond_object(
     }
     if output == Output::Table && object["kind"] != "Status" {
         let table = printers::object_table(
-            resource.group,
-            resource.plural,
+            resource.printer.as_ref(),
             object,
             &table_options(query)?,
             now(),
@@ -1027,8 +1026,7 @@ impl Api {
             };
             let objects: Vec<Value> = list.items.iter().map(|item| item.object()).collect();
             let table = printers::list_table(
-                resource.group,
-                resource.plural,
+                resource.printer.as_ref(),
                 &objects.iter().collect::<Vec<_>>(),
                 &meta,
                 &table_options(query)?,
@@ -1131,8 +1129,7 @@ impl Api {
                 Some(options) if event.kind != "ERROR" => {
                     let converted = if event.kind == "BOOKMARK" {
                         printers::list_table(
-                            resource.group,
-                            resource.plural,
+                            resource.printer.as_ref(),
                             &[],
                             &printers::ListMeta {
                                 resource_version: Some(
@@ -1145,8 +1142,7 @@ impl Api {
                         )
                     } else {
                         printers::object_table(
-                            resource.group,
-                            resource.plural,
+                            resource.printer.as_ref(),
                             &event.object.object(),
                             options,
                             now(),

@@ -26,7 +26,7 @@ impl std::fmt::Debug for Registries {
 }
 
 impl Registries {
-    /// A registry over `store` for every catalogued resource with a strategy, one watch cache
+    /// A registry over `store` for every catalogued resource, with its strategy, one watch cache
     /// per stored kind (versions served by conversion share it). `begin_write` gives a
     /// resource's write hook, if it has one ([`Registry::with_begin_write`]).
     pub(crate) fn new(
@@ -35,24 +35,18 @@ impl Registries {
     ) -> Self {
         let caches = Caches::start(
             store.clone(),
-            catalog::RESOURCES
-                .iter()
+            catalog::resources()
                 .filter(|r| r.is_stored_version())
                 .map(|r| (r.storage_key_prefix(), r.kind, r.api_version())),
         );
-        let by_resource = catalog::RESOURCES
-            .iter()
-            .filter_map(|r| {
-                let mut registry = Registry::new(
-                    r,
-                    crate::registry::resources::strategy_for(r)?,
-                    store.clone(),
-                )
-                .with_cache(caches.cache(&r.storage_key_prefix()));
+        let by_resource = catalog::resources()
+            .map(|r| {
+                let mut registry = Registry::new(r, (r.strategy)(), store.clone())
+                    .with_cache(caches.cache(&r.storage_key_prefix()));
                 if let Some(hook) = begin_write(r) {
                     registry = registry.with_begin_write(hook);
                 }
-                Some(((r.group, r.version, r.plural), Arc::new(registry)))
+                ((r.group, r.version, r.plural), Arc::new(registry))
             })
             .collect();
         Registries {

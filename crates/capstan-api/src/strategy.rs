@@ -10,8 +10,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use capstan_api::convert::Conversion;
-use capstan_api::field::FieldError;
+use crate::convert::Conversion;
+use crate::field::FieldError;
 use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -197,10 +197,10 @@ pub struct Hooks<K> {
 
 /// The metadata rules every update obeys, whatever it writes through.
 pub fn metadata_update<K: Metadata<Ty = ObjectMeta>>(new: &K, old: &K) -> Vec<FieldError> {
-    capstan_api::validation::validate_object_meta_update(
+    crate::validation::validate_object_meta_update(
         new.metadata(),
         old.metadata(),
-        &capstan_api::field::Path::new("metadata"),
+        &crate::field::Path::new("metadata"),
     )
 }
 
@@ -228,12 +228,60 @@ impl<K: Metadata<Ty = ObjectMeta>> Hooks<K> {
             mark_terminating: |_| {},
         }
     }
+
+    /// Hooks of a kind a PUT may create (upstream's `AllowCreateOnUpdate`: endpoints, events,
+    /// limit ranges, leases, endpoint slices, services, the RBAC kinds).
+    pub const fn creatable_by_put() -> Self {
+        Hooks {
+            create_on_update: true,
+            ..Hooks::plain()
+        }
+    }
+
+    /// Hooks of a kind whose status is written through `/status` and whose generation counts
+    /// spec changes (the workload kinds).
+    pub const fn workload() -> Self {
+        Hooks {
+            status: StatusPolicy::Subresource,
+            generation: true,
+            ..Hooks::plain()
+        }
+    }
+
+    /// Hooks of a kind with a status subresource but no generation.
+    pub const fn with_status() -> Self {
+        Hooks {
+            status: StatusPolicy::Subresource,
+            ..Hooks::plain()
+        }
+    }
 }
 
 /// A strategy over the `k8s-openapi` type `K`.
 pub struct Typed<K> {
     hooks: Hooks<K>,
     kind: PhantomData<fn() -> K>,
+}
+
+impl<K> std::fmt::Debug for Hooks<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("status", &self.status)
+            .field("generation", &self.generation)
+            .field("create_on_update", &self.create_on_update)
+            .field("field_names", &self.field_names)
+            .field("return_deleted", &self.return_deleted)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> std::fmt::Debug for Typed<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Typed")
+            .field("kind", &std::any::type_name::<K>())
+            .field("hooks", &self.hooks)
+            .finish()
+    }
 }
 
 impl<K> Typed<K> {
@@ -272,7 +320,7 @@ where
         // In the form upstream's Go types give it (zero structs present, omitempty zeros
         // dropped), the form objects are stored, served and compared in; but the field
         // manager must still see an empty `managedFields` sent to clear them.
-        let mut normalized = capstan_api::gojson::normalize(&encoded);
+        let mut normalized = crate::gojson::normalize(&encoded);
         if let Some(managed) = encoded.pointer("/metadata/managedFields") {
             normalized["metadata"]["managedFields"] = managed.clone();
         }
@@ -367,6 +415,12 @@ pub struct Converted {
     conversion: &'static Conversion,
 }
 
+impl std::fmt::Debug for Converted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Converted").finish_non_exhaustive()
+    }
+}
+
 impl Converted {
     /// The strategy of the version `conversion` serves: `served` decodes it, `hub` rules.
     pub fn new(
@@ -389,7 +443,7 @@ impl Converted {
     }
 
     fn served(&self, object: &Value) -> Value {
-        capstan_api::gojson::normalize(&(self.conversion.from_hub)(object))
+        crate::gojson::normalize(&(self.conversion.from_hub)(object))
     }
 
     /// Runs `change` on the hub form of `object` and converts the result back.
@@ -501,7 +555,7 @@ fn rewrite<K: Serialize + DeserializeOwned>(object: &mut Value, change: impl FnO
         if let Ok(encoded) = serde_json::to_value(&k)
             && Some(&encoded) != before.as_ref()
         {
-            *object = capstan_api::gojson::normalize(&encoded);
+            *object = crate::gojson::normalize(&encoded);
         }
     }
 }
@@ -580,10 +634,7 @@ mod tests {
     #[test]
     fn updates_are_validated_by_what_they_write_through() {
         fn marker(field: &str) -> Vec<FieldError> {
-            vec![FieldError::forbidden(
-                &capstan_api::field::Path::new(field),
-                "x",
-            )]
+            vec![FieldError::forbidden(&crate::field::Path::new(field), "x")]
         }
         let strategy = Typed::<ConfigMap>::new(Hooks {
             validate_update: |_, _| marker("main"),

@@ -1,0 +1,17 @@
+//! `authorization.k8s.io/v1`: the reviews the API server answers without storing them (see the
+//! API server's `authz/reviews.rs`); the strategies only decode their bodies.
+
+use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectRulesReview};
+
+use super::{CREATE_ONLY, Resource, of};
+
+pub(super) static RESOURCES: &[Resource] = &[
+    Resource {
+        verbs: CREATE_ONLY,
+        ..of::<SelfSubjectAccessReview>("selfsubjectaccessreview")
+    },
+    Resource {
+        verbs: CREATE_ONLY,
+        ..of::<SelfSubjectRulesReview>("selfsubjectrulesreview")
+    },
+];
