@@ -61,6 +61,27 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// Applies `manifest` and returns the row `kubectl get <resource> <name> --no-headers` prints.
+fn apply_and_get_row(
+    version: &str,
+    kubeconfig: &Path,
+    manifest: &str,
+    resource: &str,
+    name: &str,
+) -> String {
+    let out = kubectl_stdin(version, kubeconfig, &["apply", "-f", "-"], manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kubectl_ok(
+        version,
+        kubeconfig,
+        &["get", resource, name, "--no-headers"],
+    )
+}
+
 /// One kubectl version's pass through the everyday commands, in its own namespace.
 fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     let ns = format!("e2e-{}", version.replace('.', "-"));
@@ -607,17 +628,7 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
     let class = format!(
         "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: {class_name}\n  annotations:\n    storageclass.kubernetes.io/is-default-class: \"true\"\nprovisioner: example.com/fast\n"
     );
-    let out = kubectl_stdin(version, kubeconfig, &["apply", "-f", "-"], &class);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let row = kubectl_ok(
-        version,
-        kubeconfig,
-        &["get", "sc", &class_name, "--no-headers"],
-    );
+    let row = apply_and_get_row(version, kubeconfig, &class, "sc", &class_name);
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
         &cells[..6],
@@ -632,31 +643,57 @@ fn everyday_commands(version: &str, kubeconfig: &Path, dir: &Path) {
         "{row}"
     );
     kubectl_ok(version, kubeconfig, &["delete", "sc", &class_name]);
+
+    let runtime_name = format!("gvisor-{ns}");
     let runtime = format!(
-        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor-{ns}\nhandler: runsc\n"
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {runtime_name}\nhandler: runsc\n"
     );
-    let out = kubectl_stdin(version, kubeconfig, &["apply", "-f", "-"], &runtime);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let row = kubectl_ok(
-        version,
-        kubeconfig,
-        &[
-            "get",
-            "runtimeclass",
-            &format!("gvisor-{ns}"),
-            "--no-headers",
-        ],
-    );
+    let row = apply_and_get_row(version, kubeconfig, &runtime, "runtimeclass", &runtime_name);
     assert_eq!(row.split_whitespace().nth(1), Some("runsc"), "{row}");
     kubectl_ok(
         version,
         kubeconfig,
-        &["delete", "runtimeclass", &format!("gvisor-{ns}")],
+        &["delete", "runtimeclass", &runtime_name],
     );
+
+    // A CSI driver: defaulted, printed, and `attachRequired` immutable, as upstream.
+    let driver_name = format!("csi-{ns}.example.com");
+    let driver = format!(
+        "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata:\n  name: {driver_name}\nspec:\n  podInfoOnMount: true\n"
+    );
+    let row = apply_and_get_row(version, kubeconfig, &driver, "csidriver", &driver_name);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..7],
+        [
+            driver_name.as_str(),
+            "true",
+            "true",
+            "false",
+            "<unset>",
+            "false",
+            "Persistent"
+        ],
+        "{row}"
+    );
+    let out = kubectl_any(
+        version,
+        kubeconfig,
+        &[
+            "patch",
+            "csidriver",
+            &driver_name,
+            "-p",
+            r#"{"spec":{"attachRequired":false}}"#,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("spec.attachedRequired: Invalid value: false: field is immutable"),
+        "{stderr}"
+    );
+    kubectl_ok(version, kubeconfig, &["delete", "csidriver", &driver_name]);
 
     // Delete by file and by label.
     k(&["delete", "deployment", "shop"]);
@@ -681,6 +718,7 @@ fn discovery_commands(version: &str, kubeconfig: &Path) {
         vec!["namespaces", "ns", "v1", "false", "Namespace"],
         vec!["cronjobs", "cj", "batch/v1", "true", "CronJob"],
         vec!["leases", "coordination.k8s.io/v1", "true", "Lease"],
+        vec!["csidrivers", "storage.k8s.io/v1", "false", "CSIDriver"],
     ] {
         assert!(
             rows.contains(&expected),

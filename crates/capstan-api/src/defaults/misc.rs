@@ -98,6 +98,27 @@ pub fn default_storage_class(class: &mut k8s_openapi::api::storage::v1::StorageC
         .get_or_insert_with(|| "Immediate".to_owned());
 }
 
+/// A CSIDriver: attach required, no pod information on mount, no capacity tracking, no
+/// republishing, no SELinux mount option, the `ReadWriteOnceWithFSType` group policy and
+/// persistent volumes only, as upstream's `SetDefaults_CSIDriver` with 1.33's gates.
+pub fn default_csi_driver(driver: &mut k8s_openapi::api::storage::v1::CSIDriver) {
+    let spec = &mut driver.spec;
+    spec.attach_required.get_or_insert(true);
+    spec.pod_info_on_mount.get_or_insert(false);
+    spec.storage_capacity.get_or_insert(false);
+    spec.fs_group_policy
+        .get_or_insert_with(|| "ReadWriteOnceWithFSType".to_owned());
+    if spec
+        .volume_lifecycle_modes
+        .as_ref()
+        .is_none_or(Vec::is_empty)
+    {
+        spec.volume_lifecycle_modes = Some(vec!["Persistent".to_owned()]);
+    }
+    spec.requires_republish.get_or_insert(false);
+    spec.se_linux_mount.get_or_insert(false);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,14 @@
 //! Printers for the smaller groups: `coordination.k8s.io/v1` leases, `discovery.k8s.io/v1`
-//! endpoint slices, `policy/v1` pod disruption budgets and `scheduling.k8s.io/v1` priority
-//! classes.
+//! endpoint slices, `policy/v1` pod disruption budgets, `scheduling.k8s.io/v1` priority
+//! classes, `storage.k8s.io/v1` storage classes and CSI drivers, and the others.
 
 use jiff::Timestamp;
 use serde_json::Value;
 
 use super::descriptions::*;
 use super::format::{
-    age, at, flag, format_label_selector, int, int_or_string, list, list_with_more, name, opt_int,
-    opt_text, text,
+    age, at, flag, format_label_selector, int, int_or_string, list, list_with_more, name, opt_flag,
+    opt_int, opt_text, text,
 };
 use super::quantity::quantity_string;
 use super::{AGE, Column, NAME, Row};
@@ -203,6 +203,52 @@ pub(crate) fn runtime_class(object: &Value, now: Timestamp) -> Row {
     Row::of(vec![
         name(object),
         Value::from(text(object, &["handler"])),
+        age(object, now),
+    ])
+}
+
+pub(crate) const CSI_DRIVER_COLUMNS: &[Column] = &[
+    NAME,
+    col("AttachRequired", "boolean", CSI_ATTACH_REQUIRED),
+    col("PodInfoOnMount", "boolean", CSI_POD_INFO_ON_MOUNT),
+    col("StorageCapacity", "boolean", CSI_STORAGE_CAPACITY),
+    col("TokenRequests", "string", CSI_TOKEN_REQUESTS),
+    col("RequiresRepublish", "boolean", CSI_REQUIRES_REPUBLISH),
+    col("Modes", "string", CSI_MODES),
+    AGE,
+];
+
+/// A CSIDriver: its flags (upstream's defaults when unset), the audiences of its token
+/// requests (`<unset>` without the list) and its lifecycle modes (`<none>` without any).
+pub(crate) fn csi_driver(object: &Value, now: Timestamp) -> Row {
+    let spec_flag = |field: &str, default: bool| {
+        Value::from(opt_flag(object, &["spec", field]).unwrap_or(default))
+    };
+    let token_requests = match at(object, &["spec", "tokenRequests"]) {
+        Some(Value::Array(requests)) => requests
+            .iter()
+            .map(|r| text(r, &["audience"]))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "<unset>".to_owned(),
+    };
+    let modes: Vec<&str> = list(object, &["spec", "volumeLifecycleModes"])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let modes = if modes.is_empty() {
+        "<none>".to_owned()
+    } else {
+        modes.join(",")
+    };
+    Row::of(vec![
+        name(object),
+        spec_flag("attachRequired", true),
+        spec_flag("podInfoOnMount", false),
+        spec_flag("storageCapacity", false),
+        Value::from(token_requests),
+        spec_flag("requiresRepublish", false),
+        Value::from(modes),
         age(object, now),
     ])
 }

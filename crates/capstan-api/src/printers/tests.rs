@@ -219,6 +219,7 @@ fn every_printer_fills_every_column_even_for_an_empty_object() {
         ("discovery.k8s.io", "endpointslices"),
         ("policy", "poddisruptionbudgets"),
         ("scheduling.k8s.io", "priorityclasses"),
+        ("storage.k8s.io", "csidrivers"),
     ];
     for (group, resource) in resources {
         let columns = columns(group, resource).expect("has a printer");
@@ -1612,6 +1613,52 @@ fn cron_jobs() {
             "",
             "",
             "<none>"
+        ]),
+    );
+}
+
+#[test]
+fn csi_drivers() {
+    assert_eq!(
+        column_names("storage.k8s.io", "csidrivers"),
+        [
+            ("Name", 0),
+            ("AttachRequired", 0),
+            ("PodInfoOnMount", 0),
+            ("StorageCapacity", 0),
+            ("TokenRequests", 0),
+            ("RequiresRepublish", 0),
+            ("Modes", 0),
+            ("Age", 0),
+        ]
+    );
+    check(
+        "storage.k8s.io",
+        "csidrivers",
+        "defaulted",
+        json!({"metadata": meta("csi.example.com"),
+               "spec": {"attachRequired": false, "podInfoOnMount": true, "storageCapacity": false,
+                        "requiresRepublish": false,
+                        "volumeLifecycleModes": ["Persistent", "Ephemeral"],
+                        "tokenRequests": [{"audience": "vault"}, {"audience": ""}]}}),
+        json!([
+            "csi.example.com",
+            false,
+            true,
+            false,
+            "vault,",
+            false,
+            "Persistent,Ephemeral",
+            "3d4h"
+        ]),
+    );
+    check(
+        "storage.k8s.io",
+        "csidrivers",
+        "bare",
+        json!({"metadata": meta("bare"), "spec": {}}),
+        json!([
+            "bare", true, false, false, "<unset>", false, "<none>", "3d4h"
         ]),
     );
 }
