@@ -26,6 +26,10 @@ pub struct RequestInfo {
     pub api_version: String,
     /// The namespace (for a namespace object itself, its name).
     pub namespace: String,
+    /// Whether the path scopes the resource to a namespace (`.../namespaces/{ns}/{resource}`),
+    /// as opposed to naming a namespace object (`.../namespaces/{name}`, its `status` or
+    /// `finalize`), which also sets [`RequestInfo::namespace`].
+    pub namespace_scoped_path: bool,
     /// The resource (plural name), e.g. `pods`.
     pub resource: String,
     /// The subresource, e.g. `status`.
@@ -142,6 +146,7 @@ impl RequestInfo {
             info.namespace = rest[1].to_owned();
             if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
                 rest = &rest[2..];
+                info.namespace_scoped_path = true;
             }
         }
         info.parts = rest.iter().map(|p| (*p).to_owned()).collect();
@@ -415,6 +420,19 @@ mod tests {
     fn malformed_escapes_do_not_panic() {
         assert_eq!(percent_decode("a%3Db%zz%e2%8"), "a=b%zz\u{fffd}%8");
         assert_eq!(percent_decode("%C3%A9+x%"), "\u{e9} x%");
+    }
+
+    #[test]
+    fn a_namespace_in_the_path_scopes_what_follows_it_not_a_namespace_object() {
+        let scoped = |path: &str| RequestInfo::new("GET", path, "").namespace_scoped_path;
+        assert!(scoped("/api/v1/namespaces/a/pods/x"));
+        assert!(scoped("/api/v1/namespaces/a/nodes"));
+        assert!(scoped("/apis/apps/v1/namespaces/a/deployments"));
+        assert!(!scoped("/api/v1/namespaces/a"));
+        assert!(!scoped("/api/v1/namespaces/a/status"));
+        assert!(!scoped("/api/v1/namespaces/a/finalize"));
+        assert!(!scoped("/api/v1/namespaces"));
+        assert!(!scoped("/api/v1/nodes/n"));
     }
 
     #[test]

@@ -7,5 +7,6 @@ use super::{CREATE_ONLY, Resource, of};
 
 pub(super) static RESOURCES: &[Resource] = &[Resource {
     verbs: CREATE_ONLY,
+    review: true,
     ..of::<SelfSubjectReview>("selfsubjectreview")
 }];

@@ -8,10 +8,12 @@ use super::{CREATE_ONLY, Resource, of};
 pub(super) static RESOURCES: &[Resource] = &[
     Resource {
         verbs: CREATE_ONLY,
+        review: true,
         ..of::<SelfSubjectAccessReview>("selfsubjectaccessreview")
     },
     Resource {
         verbs: CREATE_ONLY,
+        review: true,
         ..of::<SelfSubjectRulesReview>("selfsubjectrulesreview")
     },
 ];

@@ -250,6 +250,9 @@ pub struct Resource {
     /// then served by conversion (see [`crate::convert`]) from the stored one, which shares the
     /// storage key.
     pub stored_as: Option<&'static str>,
+    /// Whether a create is a question the API server answers and nothing is stored (the review
+    /// APIs: the API server's `authz/reviews.rs` answers them).
+    pub review: bool,
     /// The kind's `k8s-openapi` type.
     pub schema: Schema,
     /// Builds the kind's strategy (the registry builds it once).
@@ -294,6 +297,7 @@ where
         subresources: &[],
         storage_prefix: T::URL_PATH_SEGMENT,
         stored_as: None,
+        review: false,
         schema: schema_of::<T>(),
         strategy: plain::<T>,
         printer: None,

@@ -241,6 +241,24 @@ pub(crate) struct Registries {
     pub quotas: Option<Arc<Registry>>,
 }
 
+impl Registries {
+    /// The registries of the table the plugins read.
+    pub(crate) fn from_table(table: &crate::registry::Registries) -> Self {
+        let core = |plural: &str| table.core(plural).cloned();
+        Registries {
+            namespaces: core("namespaces"),
+            limit_ranges: core("limitranges"),
+            service_accounts: core("serviceaccounts"),
+            pods: core("pods"),
+            nodes: core("nodes"),
+            priority_classes: table
+                .get("scheduling.k8s.io", "v1", "priorityclasses")
+                .cloned(),
+            quotas: core("resourcequotas"),
+        }
+    }
+}
+
 impl Chain {
     /// The chain of upstream's plugins, in upstream's order, over these registries.
     pub(crate) fn new(registries: Registries) -> Self {

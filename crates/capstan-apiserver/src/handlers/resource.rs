@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use capstan_api::catalog::Resource;
+use capstan_api::catalog::{Resource, Stream};
 use capstan_api::printers::{self, IncludeObject, TableOptions};
 use capstan_api::{GroupResource, RequestInfo, StatusError};
 use capstan_store::Store;
@@ -489,34 +489,10 @@ impl Api {
             store,
             &crate::registry::services::begin_write_for(service_cidr),
         ));
-        let core = |plural: &str| registries.core(plural).cloned();
-        let admission = Arc::new(crate::admission::Chain::new(crate::admission::Registries {
-            namespaces: core("namespaces"),
-            limit_ranges: core("limitranges"),
-            service_accounts: core("serviceaccounts"),
-            pods: core("pods"),
-            nodes: core("nodes"),
-            priority_classes: registries
-                .get("scheduling.k8s.io", "v1", "priorityclasses")
-                .cloned(),
-            quotas: core("resourcequotas"),
-        }));
-        let lookups = match (
-            core("serviceaccounts"),
-            core("pods"),
-            core("secrets"),
-            core("nodes"),
-        ) {
-            (Some(service_accounts), Some(pods), Some(secrets), Some(nodes)) => {
-                Some(crate::authn::serviceaccount::Lookups {
-                    service_accounts,
-                    pods,
-                    secrets,
-                    nodes,
-                })
-            }
-            _ => None,
-        };
+        let admission = Arc::new(crate::admission::Chain::new(
+            crate::admission::Registries::from_table(&registries),
+        ));
+        let lookups = crate::authn::serviceaccount::Lookups::from_table(&registries);
         // A key in memory until the server's own is given (`with_signing_key`).
         let key = crate::authn::serviceaccount::jws::SigningKey::generate()
             .map_err(|error| tracing::warn!(%error, "cannot make a service account key"))
@@ -685,13 +661,13 @@ impl Api {
             return Err(ApiError::not_found());
         };
         let resource = registry.resource;
-        // A namespace-scoped path for a cluster-scoped resource (or the reverse) serves nothing.
+        // A namespace-scoped path for a cluster-scoped resource serves nothing.
         let namespace = if resource.namespaced {
             (!info.namespace.is_empty()).then_some(info.namespace.as_str())
-        } else if resource.plural == "namespaces" || info.namespace.is_empty() {
-            None
-        } else {
+        } else if info.namespace_scoped_path {
             return Err(ApiError::not_found());
+        } else {
+            None
         };
         // A named object of a namespaced resource needs its namespace; a list or watch across
         // namespaces may still name one (`fieldSelector=metadata.name=x`), as upstream's
@@ -704,7 +680,10 @@ impl Api {
             return Err(ApiError::not_found());
         }
         let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());
-        if subresource == Some("proxy") && resource.subresource("proxy").is_some() {
+        let stream = subresource
+            .and_then(|s| resource.subresource(s))
+            .and_then(|s| s.stream);
+        if stream == Some(Stream::Proxy) {
             return self.proxy(info, request).await;
         }
         if let Some(sub) = subresource
@@ -750,7 +729,8 @@ impl Api {
             )
             .into());
         }
-        if let Some(sub @ ("log" | "exec" | "attach" | "portforward")) = subresource {
+        // The subresources the pod's node serves (`log`, `exec`, `attach`, `portforward`).
+        if let (Some(sub), Some(Stream::Read { .. } | Stream::Connect)) = (subresource, stream) {
             return self.stream_from_node(&registry, info, sub, request).await;
         }
         match (verb, subresource) {
@@ -854,12 +834,7 @@ impl Api {
             }
             ("list", None) => self.list(&registry, namespace, &query, output).await,
             ("watch", None) => self.watch(&registry, namespace, &query, output).await,
-            ("create", None)
-                if matches!(
-                    resource.group,
-                    "authentication.k8s.io" | "authorization.k8s.io"
-                ) =>
-            {
+            ("create", None) if resource.review => {
                 // A review answers; nothing is stored.
                 let output = output.untabled()?;
                 let user = user.cloned().unwrap_or_else(crate::authn::User::anonymous);

@@ -61,6 +61,19 @@ pub(crate) struct Lookups {
     pub nodes: Arc<Registry>,
 }
 
+impl Lookups {
+    /// The registries of the table tokens name; `None` if one is missing.
+    pub(crate) fn from_table(table: &crate::registry::Registries) -> Option<Self> {
+        let core = |plural: &str| table.core(plural).cloned();
+        Some(Lookups {
+            service_accounts: core("serviceaccounts")?,
+            pods: core("pods")?,
+            secrets: core("secrets")?,
+            nodes: core("nodes")?,
+        })
+    }
+}
+
 /// Issues and checks service account tokens.
 #[derive(Debug)]
 pub(crate) struct TokenAuthority {
