@@ -2,13 +2,20 @@
 //! `/version` reports as `gitCommit`, `gitTreeState` and `buildDate` (clients and upstream's
 //! `kubectl version` spec parse them). Only this leaf crate reruns it when the checkout moves.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
+
+/// This crate's folder, as cargo gives it to the running script: the build script's binary is
+/// shared by checkouts of the workspace at other paths (cargo leaves workspace paths out of
+/// its hashes), so the path it was compiled in may be another checkout's, or gone.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
 
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(manifest_dir())
         .output();
     match out {
         Ok(out) if out.status.success() => {
@@ -60,10 +67,8 @@ fn main() {
         // When git cannot answer (not installed yet, a repository it refuses to read), watch
         // the workspace's `.git` directly: a stamp left empty must not stick once git works.
         let path = match git(&["rev-parse", "--git-path", &file]) {
-            Some(path) => Path::new(env!("CARGO_MANIFEST_DIR")).join(path),
-            None => Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../.git")
-                .join(&file),
+            Some(path) => manifest_dir().join(path),
+            None => manifest_dir().join("../../.git").join(&file),
         };
         println!("cargo:rerun-if-changed={}", path.display());
     }
