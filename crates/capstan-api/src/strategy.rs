@@ -300,7 +300,14 @@ fn typed<K: DeserializeOwned>(object: &Value) -> Option<K> {
 
 impl<K> Strategy for Typed<K>
 where
-    K: Serialize + DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+    K: Serialize
+        + DeserializeOwned
+        + Clone
+        + PartialEq
+        + Metadata<Ty = ObjectMeta>
+        + Send
+        + Sync
+        + 'static,
 {
     fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError> {
         let mut typed: K =
@@ -547,13 +554,17 @@ impl Strategy for Converted {
 
 /// Runs `change` on the typed form of `object` and writes the result back; an object that is
 /// not of the kind is left alone (the registry decoded it before, so this does not happen).
-fn rewrite<K: Serialize + DeserializeOwned>(object: &mut Value, change: impl FnOnce(&mut K)) {
+fn rewrite<K>(object: &mut Value, change: impl FnOnce(&mut K))
+where
+    K: Serialize + DeserializeOwned + Clone + PartialEq,
+{
     if let Some(mut k) = typed::<K>(object) {
-        let before = serde_json::to_value(&k).ok();
+        let before = k.clone();
         change(&mut k);
-        // Most hooks change nothing: the object stays as it was (already in upstream's form).
-        if let Ok(encoded) = serde_json::to_value(&k)
-            && Some(&encoded) != before.as_ref()
+        // Most hooks change nothing: the object stays as it was (already in upstream's form),
+        // and is encoded again only when the hook changed it.
+        if k != before
+            && let Ok(encoded) = serde_json::to_value(&k)
         {
             *object = crate::gojson::normalize(&encoded);
         }

@@ -279,6 +279,8 @@ where
         + JsonSchema
         + Serialize
         + DeserializeOwned
+        + Clone
+        + PartialEq
         + Send
         + Sync
         + 'static,
@@ -308,7 +310,14 @@ where
 /// whose bodies are only decoded).
 fn plain<K>() -> Arc<dyn Strategy>
 where
-    K: Serialize + DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+    K: Serialize
+        + DeserializeOwned
+        + Clone
+        + PartialEq
+        + Metadata<Ty = ObjectMeta>
+        + Send
+        + Sync
+        + 'static,
 {
     typed::<K>(Hooks::plain())
 }
@@ -316,7 +325,14 @@ where
 /// The strategy running `hooks` on the `k8s-openapi` type `K`.
 pub fn typed<K>(hooks: Hooks<K>) -> Arc<dyn Strategy>
 where
-    K: Serialize + DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+    K: Serialize
+        + DeserializeOwned
+        + Clone
+        + PartialEq
+        + Metadata<Ty = ObjectMeta>
+        + Send
+        + Sync
+        + 'static,
 {
     Arc::new(Typed::new(hooks))
 }
