@@ -298,8 +298,13 @@ fn typed<K: DeserializeOwned>(object: &Value) -> Option<K> {
     K::deserialize(object).ok()
 }
 
-impl<K> Strategy for Typed<K>
-where
+/// What a typed strategy needs of its `k8s-openapi` type (every resource type has it).
+pub trait Kind:
+    Serialize + DeserializeOwned + Clone + PartialEq + Metadata<Ty = ObjectMeta> + Send + Sync + 'static
+{
+}
+
+impl<K> Kind for K where
     K: Serialize
         + DeserializeOwned
         + Clone
@@ -307,8 +312,11 @@ where
         + Metadata<Ty = ObjectMeta>
         + Send
         + Sync
-        + 'static,
+        + 'static
 {
+}
+
+impl<K: Kind> Strategy for Typed<K> {
     fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError> {
         let mut typed: K =
             serde_path_to_error::deserialize(object).map_err(DecodeError::from_serde)?;

@@ -29,14 +29,11 @@ mod storage;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ClusterResourceScope, Metadata, NamespaceResourceScope};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use schemars::{JsonSchema, SchemaGenerator};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::printers::{Column, PrintFn, Printer};
-use crate::strategy::{Converted, Hooks, Strategy, Typed};
+use crate::strategy::{Converted, Hooks, Kind, Strategy, Typed};
 
 /// The verbs of a resource that supports every collection and object operation.
 pub const ALL_VERBS: &[&str] = &[
@@ -274,16 +271,7 @@ impl Eq for Resource {}
 /// each declaration states what differs.
 pub const fn of<T>(singular: &'static str) -> Resource
 where
-    T: k8s_openapi::Resource
-        + Metadata<Ty = ObjectMeta>
-        + JsonSchema
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + PartialEq
-        + Send
-        + Sync
-        + 'static,
+    T: Kind + JsonSchema,
     T::Scope: Scope,
 {
     Resource {
@@ -308,32 +296,12 @@ where
 
 /// The strategy of a kind that defaults and validates nothing kind-specific (the review kinds,
 /// whose bodies are only decoded).
-fn plain<K>() -> Arc<dyn Strategy>
-where
-    K: Serialize
-        + DeserializeOwned
-        + Clone
-        + PartialEq
-        + Metadata<Ty = ObjectMeta>
-        + Send
-        + Sync
-        + 'static,
-{
+fn plain<K: Kind>() -> Arc<dyn Strategy> {
     typed::<K>(Hooks::plain())
 }
 
 /// The strategy running `hooks` on the `k8s-openapi` type `K`.
-pub fn typed<K>(hooks: Hooks<K>) -> Arc<dyn Strategy>
-where
-    K: Serialize
-        + DeserializeOwned
-        + Clone
-        + PartialEq
-        + Metadata<Ty = ObjectMeta>
-        + Send
-        + Sync
-        + 'static,
-{
+pub fn typed<K: Kind>(hooks: Hooks<K>) -> Arc<dyn Strategy> {
     Arc::new(Typed::new(hooks))
 }
 
