@@ -4,7 +4,6 @@
 //! subresource reads to answer 429 when an eviction would break a budget.
 
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,14 +20,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::pods;
-use crate::runtime::{self, Error, Informers, Queue};
+use crate::runtime::{self, Error, Queue, Setup, Task};
 
 /// How long a pod the eviction subresource recorded as disrupted is counted out (upstream's
 /// `DeletionTimeout`).
 const DISRUPTED_TIMEOUT: i64 = 2 * 60;
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     pods: Store<Pod>,
     replica_sets: Store<ReplicaSet>,
@@ -37,29 +36,16 @@ pub struct Context {
     stateful_sets: Store<StatefulSet>,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let budgets = informers.get::<PodDisruptionBudget>();
-    let pod_informer = informers.get::<Pod>();
-    let replica_sets = informers.get::<ReplicaSet>();
-    let deployments = informers.get::<Deployment>();
-    let controllers = informers.get::<ReplicationController>();
-    let stateful_sets = informers.get::<StatefulSet>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let budgets = setup.watch::<PodDisruptionBudget>();
+    let pod_informer = setup.watch::<Pod>();
+    let replica_sets = setup.watch::<ReplicaSet>();
+    let deployments = setup.watch::<Deployment>();
+    let controllers = setup.watch::<ReplicationController>();
+    let stateful_sets = setup.watch::<StatefulSet>();
     let (queue, rx) = Queue::<PodDisruptionBudget>::new();
-    {
-        let queue = queue.clone();
-        budgets.on_change(move |change| queue.add(ObjectRef::from_obj(change.object())));
-    }
+    queue.follow(&budgets);
     {
         // A pod's change concerns the budgets that select it (before and after).
         let store = budgets.store();
@@ -84,29 +70,14 @@ pub fn start(
         });
     }
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         pods: pod_informer.store(),
         replica_sets: replica_sets.store(),
         deployments: deployments.store(),
         controllers: controllers.store(),
         stateful_sets: stateful_sets.store(),
     });
-    runtime::run_controller(
-        "disruption",
-        budgets.store(),
-        runtime::all_synced(vec![
-            budgets.synced(),
-            pod_informer.synced(),
-            replica_sets.synced(),
-            deployments.synced(),
-            controllers.synced(),
-            stateful_sets.synced(),
-        ]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("disruption", &budgets, rx, ctx, reconcile)
 }
 
 /// The budget's selector; an empty one selects nothing (policy/v1 selects all only for
@@ -309,7 +280,7 @@ impl Context {
 }
 
 /// One sync of a budget.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     budget: Arc<PodDisruptionBudget>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {

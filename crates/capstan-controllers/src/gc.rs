@@ -26,7 +26,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 
-use crate::runtime::{self, AbortOnDrop, backoff};
+use crate::runtime::{self, AbortOnDrop, Setup, Task, backoff};
 
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";
@@ -726,6 +726,11 @@ where
         }
     })
     .await
+}
+
+/// Returns the garbage collector's run future (it discovers and watches every kind itself).
+pub fn start(setup: Setup<'_>) -> Task {
+    Box::pin(run(setup.client()))
 }
 
 /// Runs the garbage collector until the returned future is dropped.

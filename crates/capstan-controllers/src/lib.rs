@@ -29,79 +29,169 @@ pub mod tainteviction;
 pub mod ttlafterfinished;
 
 use std::collections::BTreeSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
-use capstan_client::events::EventRecorder;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::ReplicationController;
 use kube::Client;
 
-use crate::runtime::{AbortOnDrop, Informers};
+use crate::runtime::{AbortOnDrop, Informers, Setup, Task};
 
-/// Every controller by its upstream name, as `--disable-controllers` takes them.
-pub const CONTROLLERS: &[&str] = &[
-    "cronjob",
-    "daemonset",
-    "deployment",
-    "disruption",
-    "endpoint",
-    "endpointslice",
-    "endpointslicemirroring",
-    "garbagecollector",
-    "job",
-    "namespace",
-    "nodeipam",
-    "nodelifecycle",
-    "podgc",
-    "replicaset",
-    "replicationcontroller",
-    "resourcequota",
-    "root-ca-cert-publisher",
-    "serviceaccount",
-    "statefulset",
-    "taint-eviction-controller",
-    "ttl-after-finished",
+/// One controller of the manager.
+struct Controller {
+    /// Its name as `--disable-controllers` takes it (upstream's older form).
+    name: &'static str,
+    /// Upstream's current name for it (kube-controller-manager accepts both forms).
+    long_name: &'static str,
+    /// Keys reconciled at once (upstream's `--concurrent-*-syncs` default).
+    concurrency: u16,
+    /// Registers its informer handlers and returns its run future.
+    start: fn(Setup<'_>) -> Task,
+}
+
+/// Every controller, in the order they are started.
+const TABLE: &[Controller] = &[
+    Controller {
+        name: "nodeipam",
+        long_name: "node-ipam-controller",
+        concurrency: 1,
+        start: nodeipam::start,
+    },
+    Controller {
+        name: "nodelifecycle",
+        long_name: "node-lifecycle-controller",
+        concurrency: 5,
+        start: nodelifecycle::start,
+    },
+    Controller {
+        name: "podgc",
+        long_name: "pod-garbage-collector-controller",
+        concurrency: 1,
+        start: podgc::start,
+    },
+    Controller {
+        name: "taint-eviction-controller",
+        long_name: "taint-eviction-controller",
+        concurrency: 5,
+        start: tainteviction::start,
+    },
+    Controller {
+        name: "replicaset",
+        long_name: "replicaset-controller",
+        concurrency: 5,
+        start: replicaset::start::<ReplicaSet>,
+    },
+    Controller {
+        name: "replicationcontroller",
+        long_name: "replicationcontroller-controller",
+        concurrency: 5,
+        start: replicaset::start::<ReplicationController>,
+    },
+    Controller {
+        name: "deployment",
+        long_name: "deployment-controller",
+        concurrency: 5,
+        start: deployment::start,
+    },
+    Controller {
+        name: "resourcequota",
+        long_name: "resourcequota-controller",
+        concurrency: 5,
+        start: resourcequota::start,
+    },
+    Controller {
+        name: "endpoint",
+        long_name: "endpoints-controller",
+        concurrency: 5,
+        start: endpoints::legacy::start,
+    },
+    Controller {
+        name: "endpointslice",
+        long_name: "endpointslice-controller",
+        concurrency: 5,
+        start: endpoints::slices::start,
+    },
+    Controller {
+        name: "endpointslicemirroring",
+        long_name: "endpointslice-mirroring-controller",
+        concurrency: 5,
+        start: endpoints::mirroring::start,
+    },
+    Controller {
+        name: "disruption",
+        long_name: "disruption-controller",
+        concurrency: 5,
+        start: disruption::start,
+    },
+    Controller {
+        name: "daemonset",
+        long_name: "daemonset-controller",
+        concurrency: 2,
+        start: daemonset::start,
+    },
+    Controller {
+        name: "job",
+        long_name: "job-controller",
+        concurrency: 5,
+        start: job::start,
+    },
+    Controller {
+        name: "cronjob",
+        long_name: "cronjob-controller",
+        concurrency: 5,
+        start: cronjob::start,
+    },
+    Controller {
+        name: "ttl-after-finished",
+        long_name: "ttl-after-finished-controller",
+        concurrency: 5,
+        start: ttlafterfinished::start,
+    },
+    Controller {
+        name: "garbagecollector",
+        long_name: "garbage-collector-controller",
+        concurrency: 1,
+        start: gc::start,
+    },
+    Controller {
+        name: "namespace",
+        long_name: "namespace-controller",
+        concurrency: 5,
+        start: namespace::start,
+    },
+    Controller {
+        name: "serviceaccount",
+        long_name: "serviceaccount-controller",
+        concurrency: 5,
+        start: serviceaccount::start,
+    },
+    Controller {
+        name: "root-ca-cert-publisher",
+        long_name: "root-ca-certificate-publisher-controller",
+        concurrency: 5,
+        start: rootcacert::start,
+    },
+    Controller {
+        name: "statefulset",
+        long_name: "statefulset-controller",
+        concurrency: 5,
+        start: statefulset::start,
+    },
 ];
 
-/// Upstream's current controller names (kube-controller-manager accepts both forms), by the
-/// older name this crate lists them under.
-const LONG_NAMES: &[(&str, &str)] = &[
-    ("cronjob", "cronjob-controller"),
-    ("daemonset", "daemonset-controller"),
-    ("deployment", "deployment-controller"),
-    ("disruption", "disruption-controller"),
-    ("endpoint", "endpoints-controller"),
-    ("endpointslice", "endpointslice-controller"),
-    (
-        "endpointslicemirroring",
-        "endpointslice-mirroring-controller",
-    ),
-    ("garbagecollector", "garbage-collector-controller"),
-    ("job", "job-controller"),
-    ("namespace", "namespace-controller"),
-    ("nodeipam", "node-ipam-controller"),
-    ("nodelifecycle", "node-lifecycle-controller"),
-    ("podgc", "pod-garbage-collector-controller"),
-    ("replicaset", "replicaset-controller"),
-    ("replicationcontroller", "replicationcontroller-controller"),
-    ("resourcequota", "resourcequota-controller"),
-    (
-        "root-ca-cert-publisher",
-        "root-ca-certificate-publisher-controller",
-    ),
-    ("serviceaccount", "serviceaccount-controller"),
-    ("statefulset", "statefulset-controller"),
-    ("ttl-after-finished", "ttl-after-finished-controller"),
-];
+/// Every controller's name as `--disable-controllers` takes it, sorted.
+pub fn controller_names() -> Vec<&'static str> {
+    let mut names: Vec<_> = TABLE.iter().map(|c| c.name).collect();
+    names.sort_unstable();
+    names
+}
 
-/// The name [`CONTROLLERS`] lists a controller under, given either of upstream's names.
+/// The name [`TABLE`] lists a controller under, given either of upstream's names.
 fn short_name(name: &str) -> &str {
-    LONG_NAMES
+    TABLE
         .iter()
-        .find(|(_, long)| *long == name)
-        .map_or(name, |(short, _)| short)
+        .find(|c| c.long_name == name)
+        .map_or(name, |c| c.name)
 }
 
 /// Which controllers run, and their settings.
@@ -139,11 +229,11 @@ impl Config {
         match self
             .disabled
             .iter()
-            .find(|n| !CONTROLLERS.contains(&short_name(n.as_str())))
+            .find(|n| !TABLE.iter().any(|c| c.name == short_name(n.as_str())))
         {
             Some(unknown) => Err(format!(
                 "unknown controller {unknown:?}; known controllers: {}",
-                CONTROLLERS.join(", ")
+                controller_names().join(", ")
             )),
             None => Ok(()),
         }
@@ -163,170 +253,21 @@ pub struct ControllerManager {
 /// Starts the enabled controllers as `identity` (the events' reporting instance). Must be
 /// called within a Tokio runtime.
 pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManager {
-    // Each controller reports its events under its upstream component name.
-    let recorder = |component: &str| EventRecorder::start(client.clone(), component, identity);
     let mut informers = Informers::default();
-    let mut controllers: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
-    if config.enabled("nodeipam")
-        && let Ok(cidr) = nodeipam::ClusterCidr::parse(&config.cluster_cidr)
-    {
-        controllers.push(Box::pin(nodeipam::start(
-            &mut informers,
-            client.clone(),
-            cidr,
-        )));
-    }
-    if config.enabled("nodelifecycle") {
-        controllers.push(Box::pin(nodelifecycle::start(
-            &mut informers,
-            client.clone(),
-            config.node_monitor_grace_period,
-            5,
-        )));
-    }
-    if config.enabled("podgc") {
-        controllers.push(Box::pin(podgc::start(
-            &mut informers,
-            client.clone(),
-            config.terminated_pod_gc_threshold,
-        )));
-    }
-    if config.enabled("taint-eviction-controller") {
-        controllers.push(Box::pin(tainteviction::start(
-            &mut informers,
-            client.clone(),
-            recorder("taint-eviction-controller"),
-            5,
-        )));
-    }
-    if config.enabled("replicaset") {
-        controllers.push(Box::pin(replicaset::start::<ReplicaSet>(
-            &mut informers,
-            client.clone(),
-            recorder("replicaset-controller"),
-            5,
-        )));
-    }
-    if config.enabled("replicationcontroller") {
-        controllers.push(Box::pin(replicaset::start::<ReplicationController>(
-            &mut informers,
-            client.clone(),
-            recorder("replication-controller"),
-            5,
-        )));
-    }
-    if config.enabled("deployment") {
-        controllers.push(Box::pin(deployment::start(
-            &mut informers,
-            client.clone(),
-            recorder("deployment-controller"),
-            5,
-        )));
-    }
-    if config.enabled("resourcequota") {
-        controllers.push(Box::pin(resourcequota::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("endpoint") {
-        controllers.push(Box::pin(endpoints::legacy::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("endpointslice") {
-        controllers.push(Box::pin(endpoints::slices::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("endpointslicemirroring") {
-        controllers.push(Box::pin(endpoints::mirroring::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("disruption") {
-        controllers.push(Box::pin(disruption::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("daemonset") {
-        controllers.push(Box::pin(daemonset::start(
-            &mut informers,
-            client.clone(),
-            recorder("daemonset-controller"),
-            2,
-        )));
-    }
-    if config.enabled("job") {
-        controllers.push(Box::pin(job::start(
-            &mut informers,
-            client.clone(),
-            recorder("job-controller"),
-            5,
-        )));
-    }
-    if config.enabled("cronjob") {
-        controllers.push(Box::pin(cronjob::start(
-            &mut informers,
-            client.clone(),
-            recorder("cronjob-controller"),
-            5,
-        )));
-    }
-    if config.enabled("ttl-after-finished") {
-        controllers.push(Box::pin(ttlafterfinished::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("garbagecollector") {
-        controllers.push(Box::pin(gc::run(client.clone())));
-    }
-    if config.enabled("namespace") {
-        controllers.push(Box::pin(namespace::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    if config.enabled("serviceaccount") {
-        controllers.push(Box::pin(serviceaccount::start(
-            &mut informers,
-            client.clone(),
-            5,
-        )));
-    }
-    match (&config.root_ca, config.enabled("root-ca-cert-publisher")) {
-        (Some(root_ca), true) => controllers.push(Box::pin(rootcacert::start(
-            &mut informers,
-            client.clone(),
-            root_ca.clone(),
-            5,
-        ))),
-        // As upstream, the publisher needs the bundle; without one it does not start.
-        (None, true) => {
-            tracing::warn!("no root CA bundle known: root-ca-cert-publisher not started")
-        }
-        _ => {}
-    }
-    if config.enabled("statefulset") {
-        controllers.push(Box::pin(statefulset::start(
-            &mut informers,
-            client.clone(),
-            recorder("statefulset-controller"),
-            5,
-        )));
-    }
+    let controllers: Vec<Task> = TABLE
+        .iter()
+        .filter(|c| config.enabled(c.name))
+        .map(|c| {
+            let setup = Setup::new(
+                &mut informers,
+                client.clone(),
+                config,
+                identity,
+                c.concurrency,
+            );
+            (c.start)(setup)
+        })
+        .collect();
     let mut tasks = informers.start(&client);
     tasks.extend(
         controllers

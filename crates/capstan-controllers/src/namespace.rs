@@ -5,7 +5,6 @@
 //! `kubernetes` finalizer through `/finalize` so that the API server can delete the namespace.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use kube::discovery::{Discovery, Scope, verbs};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::runtime::{self, Error, Informers, Queue};
+use crate::runtime::{self, Error, Queue, Setup, Task};
 
 /// The finalizer this controller owns.
 const FINALIZER: &str = "kubernetes";
@@ -55,38 +54,23 @@ const CONDITIONS: [(&str, &str, &str); 5] = [
 ];
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let namespaces = informers.get::<Namespace>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let namespaces = setup.watch::<Namespace>();
     let (queue, rx) = Queue::<Namespace>::new();
     namespaces.on_change(move |change| {
         if change.object().metadata.deletion_timestamp.is_some() {
             queue.add(ObjectRef::from_obj(change.object()));
         }
     });
-    runtime::run_controller(
-        "namespace",
-        namespaces.store(),
-        namespaces.synced(),
-        rx,
-        concurrency,
-        Arc::new(Context { client }),
-        reconcile,
-    )
+    let ctx = Arc::new(Context {
+        client: setup.client(),
+    });
+    setup.run("namespace", &namespaces, rx, ctx, reconcile)
 }
 
 /// What deleting the content found.
@@ -277,7 +261,7 @@ async fn delete_each(api: &Api<DynamicObject>) -> Result<(), kube::Error> {
 }
 
 /// One sync of a namespace being deleted (upstream's `namespacedResourcesDeleter.Delete`).
-pub async fn reconcile(cached: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(cached: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = cached.metadata.name.clone().unwrap_or_default();
     let api: Api<Namespace> = Api::all(ctx.client.clone());
     // Act on the namespace as it is now, not as the cache remembers it.

@@ -3,7 +3,6 @@
 //! default); ranges of deleted nodes are free again.
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +13,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 
 /// The node mask size (upstream's `--node-cidr-mask-size` for IPv4).
 const NODE_MASK: u8 = 24;
@@ -113,16 +112,20 @@ impl std::fmt::Debug for Context {
     }
 }
 
-/// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    cidr: ClusterCidr,
-) -> impl Future<Output = ()> + Send + 'static {
-    let nodes = informers.get::<Node>();
+/// Registers the informer handlers and returns the controller's run future (a warning and
+/// nothing else when the cluster CIDR does not parse; the configuration is validated first).
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let cidr = match ClusterCidr::parse(&setup.config().cluster_cidr) {
+        Ok(cidr) => cidr,
+        Err(error) => {
+            tracing::warn!(%error, "nodeipam not started");
+            return Box::pin(async {});
+        }
+    };
+    let nodes = setup.watch::<Node>();
     let (queue, rx) = Queue::<Node>::new();
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         cidr,
         allocations: Mutex::new(Allocations::default()),
     });
@@ -144,16 +147,9 @@ pub fn start(
             }
         });
     }
-    // One at a time: allocations are decided against the ranges already handed out.
-    runtime::run_controller(
-        "nodeipam",
-        nodes.store(),
-        nodes.synced(),
-        rx,
-        1,
-        ctx,
-        reconcile,
-    )
+    // One at a time (the table's concurrency): allocations are decided against the ranges
+    // already handed out.
+    setup.run("nodeipam", &nodes, rx, ctx, reconcile)
 }
 
 fn pod_cidr(node: &Node) -> Option<&str> {

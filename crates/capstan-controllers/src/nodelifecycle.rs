@@ -9,7 +9,6 @@
 //! ([`crate::tainteviction`]) acts on the `NoExecute` taints.
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Error, Queue, Setup, Task};
 
 /// How often every node's health is looked at (upstream's `--node-monitor-period`).
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
@@ -147,28 +146,16 @@ impl std::fmt::Debug for Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    grace: Duration,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let nodes = informers.get::<Node>();
-    let leases = informers.get::<Lease>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let nodes = setup.watch::<Node>();
+    let leases = setup.watch::<Lease>();
     let (queue, rx) = Queue::<Node>::new();
-    {
-        let queue = queue.clone();
-        nodes.on_change(move |change| {
-            if let Change::Applied { .. } = change {
-                queue.add(ObjectRef::from_obj(change.object()));
-            }
-        });
-    }
+    queue.follow_applied(&nodes);
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         leases: leases.store(),
         nodes: nodes.store(),
-        grace,
+        grace: setup.config().node_monitor_grace_period,
         probes: Mutex::new(HashMap::new()),
         zones: Mutex::new(None),
         limiters: Mutex::new(HashMap::new()),
@@ -183,21 +170,13 @@ pub fn start(
             }
         }
     };
-    let run = runtime::run_controller(
-        "nodelifecycle",
-        nodes.store(),
-        runtime::all_synced(vec![nodes.synced(), leases.synced()]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    );
-    async move {
+    let run = setup.run("nodelifecycle", &nodes, rx, ctx, reconcile);
+    Box::pin(async move {
         tokio::select! {
             () = run => {}
             () = ticker => {}
         }
-    }
+    })
 }
 
 fn condition<'a>(node: &'a Node, kind: &str) -> Option<&'a NodeCondition> {

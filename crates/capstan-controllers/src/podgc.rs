@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 
-use crate::runtime::{self, Informers};
+use crate::runtime::{self, Setup, Task};
 
 /// How often the collector runs (upstream's `gcCheckPeriod`).
 const PERIOD: Duration = Duration::from_secs(20);
@@ -51,17 +51,14 @@ fn excess_terminated(pods: &[Arc<Pod>], threshold: usize) -> Vec<Arc<Pod>> {
     done
 }
 
-/// Runs the collector until the returned future is dropped.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    threshold: usize,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let pods = informers.get::<Pod>();
-    let nodes = informers.get::<Node>();
+/// Returns the controller's run future: a sweep every period once the caches are synced.
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let pods = setup.watch::<Pod>();
+    let nodes = setup.watch::<Node>();
     let (pod_store, node_store) = (pods.store(), nodes.store());
-    let synced = runtime::all_synced(vec![pods.synced(), nodes.synced()]);
-    async move {
+    let synced = setup.synced();
+    let (client, threshold) = (setup.client(), setup.config().terminated_pod_gc_threshold);
+    Box::pin(async move {
         synced.await;
         tracing::info!(controller = "podgc", "caches synced; starting");
         let mut missing_since: HashMap<String, Instant> = HashMap::new();
@@ -76,7 +73,7 @@ pub fn start(
             )
             .await;
         }
-    }
+    })
 }
 
 async fn collect(

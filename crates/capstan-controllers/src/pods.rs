@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::Future;
 
+use capstan_client::events::{EventRecorder, EventType};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -356,6 +357,72 @@ pub fn object_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectRefe
 }
 
 pub use crate::runtime::error_message;
+
+/// Whether the API refused a write because the namespace is being deleted (controllers stay
+/// quiet about it, as upstream's do).
+pub fn namespace_terminating(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"))
+}
+
+/// Creates `pod` for `owner` as upstream's pod control does: a `SuccessfulCreate` event once it
+/// is made, a `FailedCreate` warning when it is refused (unless its namespace is going).
+pub async fn create_pod(
+    api: &Api<Pod>,
+    pod: &Pod,
+    recorder: &EventRecorder,
+    owner: &ObjectReference,
+) -> Result<Pod, kube::Error> {
+    match api.create(&PostParams::default(), pod).await {
+        Ok(made) => {
+            let name = made.metadata.name.as_deref().unwrap_or_default();
+            let message = format!("Created pod: {name}");
+            recorder.record(
+                owner.clone(),
+                EventType::Normal,
+                "SuccessfulCreate",
+                message,
+            );
+            Ok(made)
+        }
+        Err(error) => {
+            if !namespace_terminating(&error) {
+                let message = format!("Error creating: {}", error_message(&error));
+                recorder.record(owner.clone(), EventType::Warning, "FailedCreate", message);
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Deletes the pod `name` of `owner` as upstream's pod control does: a `SuccessfulDelete`
+/// event, or a `FailedDelete` warning unless the pod was already gone (a 404 is still returned,
+/// for the caller's expectations).
+pub async fn delete_pod(
+    api: &Api<Pod>,
+    name: &str,
+    recorder: &EventRecorder,
+    owner: &ObjectReference,
+) -> Result<(), kube::Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {
+            let message = format!("Deleted pod: {name}");
+            recorder.record(
+                owner.clone(),
+                EventType::Normal,
+                "SuccessfulDelete",
+                message,
+            );
+            Ok(())
+        }
+        Err(error) => {
+            if !runtime::is_not_found(&error) {
+                let message = format!("Error deleting: {}", error_message(&error));
+                recorder.record(owner.clone(), EventType::Warning, "FailedDelete", message);
+            }
+            Err(error)
+        }
+    }
+}
 
 /// Runs `total` calls of `call` in batches of 1, 2, 4, ... (upstream's `slowStartBatch`),
 /// stopping after the first batch with a failure; returns how many succeeded and the first

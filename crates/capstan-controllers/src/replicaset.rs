@@ -6,20 +6,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::expectations::Expectations;
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
-use capstan_client::events::{EventRecorder, EventType};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
+use capstan_client::events::EventRecorder;
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -53,6 +52,8 @@ pub trait Replicated:
 {
     /// The controller's name (`--disable-controllers` and logs).
     const CONTROLLER: &'static str;
+    /// The component its events are reported as.
+    const COMPONENT: &'static str;
     /// The owner reference's apiVersion.
     const API_VERSION: &'static str;
     /// The spec and status as a ReplicaSet's.
@@ -61,6 +62,7 @@ pub trait Replicated:
 
 impl Replicated for ReplicaSet {
     const CONTROLLER: &'static str = "replicaset";
+    const COMPONENT: &'static str = "replicaset-controller";
     const API_VERSION: &'static str = "apps/v1";
     fn spec(&self) -> Spec {
         let spec = self.spec.clone().unwrap_or_default();
@@ -76,6 +78,7 @@ impl Replicated for ReplicaSet {
 
 impl Replicated for ReplicationController {
     const CONTROLLER: &'static str = "replicationcontroller";
+    const COMPONENT: &'static str = "replication-controller";
     const API_VERSION: &'static str = "v1";
     fn spec(&self) -> Spec {
         let spec = self.spec.clone().unwrap_or_default();
@@ -123,14 +126,9 @@ impl<K: Replicated> Debug for Context<K> {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start<K: Replicated>(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let owners = informers.get::<K>();
-    let pod_informer = informers.get::<Pod>();
+pub fn start<K: Replicated>(mut setup: Setup<'_>) -> Task {
+    let owners = setup.watch::<K>();
+    let pod_informer = setup.watch::<Pod>();
     let (queue, rx) = Queue::<K>::new();
     let expectations = Arc::new(Expectations::default());
     {
@@ -145,28 +143,19 @@ pub fn start<K: Replicated>(
         });
     }
     {
-        let queue = queue.clone();
         let store = owners.store();
         let expectations = expectations.clone();
         pod_informer
             .on_change(move |change| on_pod_change::<K>(change, &store, &queue, &expectations));
     }
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         owners: owners.store(),
         pods: pod_informer.store(),
         expectations,
-        recorder,
+        recorder: setup.recorder(K::COMPONENT),
     });
-    runtime::run_controller(
-        K::CONTROLLER,
-        owners.store(),
-        runtime::all_synced(vec![owners.synced(), pod_informer.synced()]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile::<K>,
-    )
+    setup.run(K::CONTROLLER, &owners, rx, ctx, reconcile::<K>)
 }
 
 /// The owner of kind `K` that `pod`'s controller reference names, if it is in the cache.
@@ -454,41 +443,11 @@ async fn manage_replicas<K: Replicated>(
             meta.name.as_deref().unwrap_or_default(),
             controller,
         );
-        let (created, result) = pods::slow_start(wanted, |_| {
-            let (api, pod, recorder, owner_ref) = (
-                pod_api.clone(),
-                pod.clone(),
-                ctx.recorder.clone(),
-                pods::object_reference(owner),
-            );
-            async move {
-                match api.create(&PostParams::default(), &pod).await {
-                    Ok(made) => {
-                        let name = made.metadata.name.unwrap_or_default();
-                        recorder.record(
-                            owner_ref,
-                            EventType::Normal,
-                            "SuccessfulCreate",
-                            format!("Created pod: {name}"),
-                        );
-                        Ok(())
-                    }
-                    Err(error) => {
-                        // A namespace being deleted refuses new pods; upstream stays quiet then.
-                        let terminating = matches!(&error, kube::Error::Api(s)
-                            if s.code == 403 && s.message.contains("being terminated"));
-                        if !terminating {
-                            recorder.record(
-                                owner_ref,
-                                EventType::Warning,
-                                "FailedCreate",
-                                format!("Error creating: {}", pods::error_message(&error)),
-                            );
-                        }
-                        Err(error)
-                    }
-                }
-            }
+        let owner_ref = pods::object_reference(owner);
+        let (created, result) = pods::slow_start(wanted, |_| async {
+            pods::create_pod(&pod_api, &pod, &ctx.recorder, &owner_ref)
+                .await
+                .map(|_| ())
         })
         .await;
         // Creations that failed or were never tried will not be observed.
@@ -504,41 +463,20 @@ async fn manage_replicas<K: Replicated>(
         let victims = pods::pods_to_delete(owned, &related, count, pods::now());
         ctx.expectations
             .expect_deletions(&key, victims.iter().map(|p| pods::key(&p.metadata)));
+        let owner_ref = pods::object_reference(owner);
         let results = join_all(victims.iter().map(|pod| {
-            let (api, recorder, owner_ref) = (
-                pod_api.clone(),
-                ctx.recorder.clone(),
-                pods::object_reference(owner),
-            );
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let pod_key = pods::key(&pod.metadata);
-            let expectations = ctx.expectations.clone();
-            let key = key.clone();
+            let (pod_api, owner_ref, key) = (&pod_api, &owner_ref, &key);
             async move {
-                match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => {
-                        recorder.record(
-                            owner_ref,
-                            EventType::Normal,
-                            "SuccessfulDelete",
-                            format!("Deleted pod: {name}"),
-                        );
-                        Ok(())
-                    }
-                    Err(error) => {
-                        expectations.deletion_observed(&key, &pod_key);
-                        if runtime::is_not_found(&error) {
-                            return Ok(());
-                        }
-                        recorder.record(
-                            owner_ref,
-                            EventType::Warning,
-                            "FailedDelete",
-                            format!("Error deleting: {}", pods::error_message(&error)),
-                        );
-                        Err(error)
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let result = pods::delete_pod(pod_api, name, &ctx.recorder, owner_ref).await;
+                if let Err(error) = result {
+                    ctx.expectations
+                        .deletion_observed(key, &pods::key(&pod.metadata));
+                    if !runtime::is_not_found(&error) {
+                        return Err(error);
                     }
                 }
+                Ok(())
             }
         }))
         .await;

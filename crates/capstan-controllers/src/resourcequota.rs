@@ -17,7 +17,6 @@
 //! that has not seen the newest objects yet would hand their share out a second time.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,24 +33,18 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
 use crate::pods;
-use crate::runtime::{self, AbortOnDrop, Change, Error, Informers, Queue};
+use crate::runtime::{self, AbortOnDrop, Change, Error, Queue, Setup, Task};
 
 /// How often every quota is measured again (upstream's default sync period).
 pub const RESYNC: Duration = Duration::from_secs(5 * 60);
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     pods: Store<Pod>,
     services: Store<Service>,
     claims: Store<PersistentVolumeClaim>,
     counts: Arc<Counts>,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
 }
 
 /// The names a quota limits: its spec's and those its status still shows.
@@ -142,15 +135,11 @@ fn status_hard_stale(quota: &ResourceQuota) -> bool {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let quotas = informers.get::<ResourceQuota>();
-    let pod_informer = informers.get::<Pod>();
-    let services = informers.get::<Service>();
-    let claims = informers.get::<PersistentVolumeClaim>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let quotas = setup.watch::<ResourceQuota>();
+    let pod_informer = setup.watch::<Pod>();
+    let services = setup.watch::<Service>();
+    let claims = setup.watch::<PersistentVolumeClaim>();
     let (queue, rx) = Queue::<ResourceQuota>::new();
     {
         let queue = queue.clone();
@@ -187,6 +176,7 @@ pub fn start(
             });
         });
     }
+    let client = setup.client();
     let ctx = Arc::new(Context {
         counts: Arc::new(Counts::new(client.clone(), quotas.store(), queue)),
         client,
@@ -194,20 +184,7 @@ pub fn start(
         services: services.store(),
         claims: claims.store(),
     });
-    runtime::run_controller(
-        "resourcequota",
-        quotas.store(),
-        runtime::all_synced(vec![
-            quotas.synced(),
-            pod_informer.synced(),
-            services.synced(),
-            claims.synced(),
-        ]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("resourcequota", &quotas, rx, ctx, reconcile)
 }
 
 /// What a quota's namespace holds, as measured.
@@ -301,7 +278,10 @@ fn grace_left(pod: &Pod, now: Timestamp) -> Option<Duration> {
 }
 
 /// Measures one quota and writes its status if it changed.
-pub async fn reconcile(quota: Arc<ResourceQuota>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(
+    quota: Arc<ResourceQuota>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let namespace = quota.metadata.namespace.clone().unwrap_or_default();
     let name = quota.metadata.name.clone().unwrap_or_default();
     if quota.metadata.deletion_timestamp.is_some() {

@@ -4,7 +4,6 @@
 //! edited is put back.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -14,7 +13,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Error, Queue, Setup, Task};
 
 /// The ConfigMap's name.
 pub const NAME: &str = "kube-root-ca.crt";
@@ -27,37 +26,24 @@ const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the k
      No other usage is guaranteed across distributions of Kubernetes clusters.";
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     maps: Store<ConfigMap>,
     root_ca: String,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future; `root_ca` is the
 /// PEM bundle to publish.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    root_ca: String,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let namespaces = informers.get::<Namespace>();
-    let maps = informers.get_by_fields::<ConfigMap>("metadata.name=kube-root-ca.crt");
+pub fn start(mut setup: Setup<'_>) -> Task {
+    // As upstream, the publisher needs the bundle; without one it does not start.
+    let Some(root_ca) = setup.config().root_ca.clone() else {
+        tracing::warn!("no root CA bundle known: root-ca-cert-publisher not started");
+        return Box::pin(async {});
+    };
+    let namespaces = setup.watch::<Namespace>();
+    let maps = setup.watch_by_fields::<ConfigMap>("metadata.name=kube-root-ca.crt");
     let (queue, rx) = Queue::<Namespace>::new();
-    {
-        let queue = queue.clone();
-        namespaces.on_change(move |change| {
-            if let Change::Applied { .. } = change {
-                queue.add(ObjectRef::from_obj(change.object()));
-            }
-        });
-    }
+    queue.follow_applied(&namespaces);
     maps.on_change(move |change| {
         let map = change.object();
         if map.metadata.name.as_deref() == Some(NAME)
@@ -66,19 +52,12 @@ pub fn start(
             queue.add_name(None, namespace);
         }
     });
-    runtime::run_controller(
-        "root-ca-cert-publisher",
-        namespaces.store(),
-        runtime::all_synced(vec![namespaces.synced(), maps.synced()]),
-        rx,
-        concurrency,
-        Arc::new(Context {
-            client,
-            maps: maps.store(),
-            root_ca,
-        }),
-        reconcile,
-    )
+    let ctx = Arc::new(Context {
+        client: setup.client(),
+        maps: maps.store(),
+        root_ca,
+    });
+    setup.run("root-ca-cert-publisher", &namespaces, rx, ctx, reconcile)
 }
 
 /// What the ConfigMap must hold, if `existing` does not already.
@@ -115,7 +94,10 @@ fn wanted(existing: Option<&ConfigMap>, root_ca: &str) -> Option<ConfigMap> {
 }
 
 /// Creates or restores the ConfigMap of an active namespace.
-pub async fn reconcile(namespace: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(
+    namespace: Arc<Namespace>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let active = namespace.metadata.deletion_timestamp.is_none()
         && namespace.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
     if !active {

@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capstan_client::events::EventRecorder;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt, TryFutureExt};
 use kube::api::Api;
@@ -270,6 +271,125 @@ impl Informers {
     }
 }
 
+/// What a controller's `start` is handed: the manager's shared informers, API client and
+/// configuration, and how many keys it reconciles at once. It notes each informer the controller
+/// reads ([`Setup::watch`]), so that [`Setup::run`] reconciles only once all of them are synced.
+pub struct Setup<'a> {
+    informers: &'a mut Informers,
+    synced: Vec<tokio::sync::watch::Receiver<bool>>,
+    client: Client,
+    config: &'a crate::Config,
+    identity: &'a str,
+    /// Keys reconciled at once (upstream's `--concurrent-*-syncs` default for the controller).
+    pub concurrency: u16,
+}
+
+impl Debug for Setup<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup")
+            .field("informers", &self.synced.len())
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Setup<'a> {
+    /// A controller's setup over the manager's informers, reporting events as `identity`.
+    pub(crate) fn new(
+        informers: &'a mut Informers,
+        client: Client,
+        config: &'a crate::Config,
+        identity: &'a str,
+        concurrency: u16,
+    ) -> Self {
+        Setup {
+            informers,
+            synced: Vec::new(),
+            client,
+            config,
+            identity,
+            concurrency,
+        }
+    }
+
+    /// The API client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The controller manager's configuration.
+    pub fn config(&self) -> &crate::Config {
+        self.config
+    }
+
+    /// An event recorder reporting as upstream's `component` (e.g. `job-controller`).
+    pub fn recorder(&self, component: &str) -> EventRecorder {
+        EventRecorder::start(self.client.clone(), component, self.identity)
+    }
+
+    /// The shared informer of every object of type `K`, which the controller reads.
+    pub fn watch<K>(&mut self) -> Informer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let informer = self.informers.get::<K>();
+        self.synced.push(informer.synced.subscribe());
+        informer
+    }
+
+    /// The shared informer of the objects of type `K` that a field selector picks.
+    pub fn watch_by_fields<K>(&mut self, fields: &'static str) -> Informer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let informer = self.informers.get_by_fields::<K>(fields);
+        self.synced.push(informer.synced.subscribe());
+        informer
+    }
+
+    /// Done once every informer the controller watches is synced.
+    pub fn synced(&self) -> Task {
+        let waits: Vec<Task> = self
+            .synced
+            .iter()
+            .map(|rx| {
+                let mut rx = rx.clone();
+                Box::pin(async move {
+                    let _ = rx.wait_for(|synced| *synced).await;
+                }) as Task
+            })
+            .collect();
+        Box::pin(all_synced(waits))
+    }
+
+    /// The controller `name` ([`run_controller`]): once every watched informer is synced, it
+    /// reconciles the objects of `primary` whose keys come through `queue`.
+    pub fn run<K, Ctx, F, Fut>(
+        &self,
+        name: &'static str,
+        primary: &Informer<K>,
+        queue: QueueReceiver<K>,
+        ctx: Arc<Ctx>,
+        reconcile: F,
+    ) -> Task
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        Ctx: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    {
+        Box::pin(run_controller(
+            name,
+            primary.store(),
+            self.synced(),
+            queue,
+            self.concurrency,
+            ctx,
+            reconcile,
+        ))
+    }
+}
+
 /// A spawned task that stops when this handle is dropped.
 #[derive(Debug)]
 pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
@@ -304,6 +424,44 @@ impl<K: Resource<DynamicType = ()> + 'static> Queue<K> {
     /// Asks for `key` to be reconciled.
     pub fn add(&self, key: ObjectRef<K>) {
         let _ = self.tx.unbounded_send(key);
+    }
+
+    /// Asks for every object of `informer` that is added, updated or deleted to be reconciled.
+    pub fn follow(&self, informer: &Informer<K>)
+    where
+        K: Clone + DeserializeOwned + Debug + Send + Sync,
+    {
+        let queue = self.clone();
+        informer.on_change(move |change| queue.add(ObjectRef::from_obj(change.object())));
+    }
+
+    /// Asks for every object of `informer` that is added or updated (not deleted) to be
+    /// reconciled.
+    pub fn follow_applied(&self, informer: &Informer<K>)
+    where
+        K: Clone + DeserializeOwned + Debug + Send + Sync,
+    {
+        let queue = self.clone();
+        informer.on_change(move |change| {
+            if let Change::Applied { new, .. } = change {
+                queue.add(ObjectRef::from_obj(*new));
+            }
+        });
+    }
+
+    /// Asks for the object of the same namespace and name as any changed object of `informer`
+    /// (e.g. a Service when its Endpoints change) to be reconciled.
+    pub fn follow_namesakes<T>(&self, informer: &Informer<T>)
+    where
+        T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let queue = self.clone();
+        informer.on_change(move |change| {
+            let meta = change.object().meta();
+            if let Some(name) = meta.name.as_deref() {
+                queue.add_name(meta.namespace.as_deref(), name);
+            }
+        });
     }
 
     /// Asks for the object `name` in `namespace` to be reconciled.

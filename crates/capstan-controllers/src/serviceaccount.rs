@@ -1,7 +1,6 @@
 //! The service account controller (upstream's `serviceaccounts-controller`): every active
 //! namespace has a `default` ServiceAccount; one deleted is made again.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
@@ -11,40 +10,23 @@ use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 
 /// The service accounts every namespace gets.
 const NAMES: [&str; 1] = ["default"];
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     accounts: Store<ServiceAccount>,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let namespaces = informers.get::<Namespace>();
-    let accounts = informers.get::<ServiceAccount>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let namespaces = setup.watch::<Namespace>();
+    let accounts = setup.watch::<ServiceAccount>();
     let (queue, rx) = Queue::<Namespace>::new();
-    {
-        let queue = queue.clone();
-        namespaces.on_change(move |change| {
-            if let Change::Applied { .. } = change {
-                queue.add(ObjectRef::from_obj(change.object()));
-            }
-        });
-    }
+    queue.follow_applied(&namespaces);
     accounts.on_change(move |change| {
         let account = change.object();
         if let (Change::Deleted(_), Some(namespace)) =
@@ -54,22 +36,18 @@ pub fn start(
             queue.add_name(None, namespace);
         }
     });
-    runtime::run_controller(
-        "serviceaccount",
-        namespaces.store(),
-        runtime::all_synced(vec![namespaces.synced(), accounts.synced()]),
-        rx,
-        concurrency,
-        Arc::new(Context {
-            client,
-            accounts: accounts.store(),
-        }),
-        reconcile,
-    )
+    let ctx = Arc::new(Context {
+        client: setup.client(),
+        accounts: accounts.store(),
+    });
+    setup.run("serviceaccount", &namespaces, rx, ctx, reconcile)
 }
 
 /// Creates the missing service accounts of an active namespace.
-pub async fn reconcile(namespace: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(
+    namespace: Arc<Namespace>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let active = namespace.metadata.deletion_timestamp.is_none()
         && namespace.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
     if !active {

@@ -6,7 +6,6 @@
 //! Before deleting, the pod is marked with the `DisruptionTarget` condition, as upstream does.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,10 +19,10 @@ use serde_json::json;
 use capstan_api::fit::tolerates;
 use capstan_client::events::{EventRecorder, EventType};
 
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     nodes: Store<Node>,
     recorder: EventRecorder,
@@ -31,21 +30,10 @@ pub struct Context {
     pending: Mutex<HashMap<String, Instant>>,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let nodes = informers.get::<Node>();
-    let pods = informers.get::<Pod>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let nodes = setup.watch::<Node>();
+    let pods = setup.watch::<Pod>();
     let (queue, rx) = Queue::<Pod>::new();
     {
         let queue = queue.clone();
@@ -82,20 +70,12 @@ pub fn start(
         });
     }
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         nodes: nodes.store(),
-        recorder,
+        recorder: setup.recorder("taint-eviction-controller"),
         pending: Mutex::new(HashMap::new()),
     });
-    runtime::run_controller(
-        "taint-eviction-controller",
-        pods.store(),
-        runtime::all_synced(vec![nodes.synced(), pods.synced()]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("taint-eviction-controller", &pods, rx, ctx, reconcile)
 }
 
 /// The node's NoExecute taints.
@@ -147,7 +127,7 @@ fn verdict(tolerations: &[Toleration], taints: &[Taint]) -> Verdict {
 }
 
 /// One look at a pod on a tainted (or untainted) node.
-pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = crate::pods::key(&pod.metadata);
     let node_name = pod
         .spec

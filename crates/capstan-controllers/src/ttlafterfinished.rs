@@ -4,7 +4,6 @@
 //! API is checked again before deletion, and the deletion is guarded by its resourceVersion,
 //! so a Job whose TTL was just extended is not deleted.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::job;
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 
 /// How long until the Job expires at `now` (zero once expired); `None` when it has no TTL,
 /// has not finished, or is already being deleted.
@@ -46,12 +45,8 @@ struct Context {
 }
 
 /// Registers the Job handler and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let jobs = informers.get::<Job>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let jobs = setup.watch::<Job>();
     let (queue, rx) = Queue::<Job>::new();
     jobs.on_change(move |change| {
         if let Change::Applied { new, .. } = change
@@ -64,15 +59,10 @@ pub fn start(
             queue.add(ObjectRef::from_obj(*new));
         }
     });
-    runtime::run_controller(
-        "ttl-after-finished",
-        jobs.store(),
-        jobs.synced(),
-        rx,
-        concurrency,
-        Arc::new(Context { client }),
-        reconcile,
-    )
+    let ctx = Arc::new(Context {
+        client: setup.client(),
+    });
+    setup.run("ttl-after-finished", &jobs, rx, ctx, reconcile)
 }
 
 async fn reconcile(cached: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -11,7 +11,6 @@
 //! [`reconcile`] only carries them out. Schedules are `capstan_api::cron`'s, the one parser
 //! the API's validation uses too.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +22,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 
 use crate::job;
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 use capstan_api::cron::{self as schedule, Schedule};
 
 /// The annotation holding a Job's scheduled time (RFC 3339, in the CronJob's zone).
@@ -421,23 +420,11 @@ struct Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let cronjobs = informers.get::<CronJob>();
-    let jobs = informers.get::<Job>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let cronjobs = setup.watch::<CronJob>();
+    let jobs = setup.watch::<Job>();
     let (queue, rx) = Queue::<CronJob>::new();
-    {
-        let queue = queue.clone();
-        cronjobs.on_change(move |change| {
-            if let Change::Applied { new, .. } = change {
-                queue.add(ObjectRef::from_obj(*new));
-            }
-        });
-    }
+    queue.follow_applied(&cronjobs);
     jobs.on_change(move |change| {
         let owner = |job: &Job| {
             if let Some(r) = pods::controller_of(&job.metadata).filter(|r| r.kind == "CronJob")
@@ -457,19 +444,11 @@ pub fn start(
         }
     });
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         jobs: jobs.store(),
-        recorder,
+        recorder: setup.recorder("cronjob-controller"),
     });
-    runtime::run_controller(
-        "cronjob",
-        cronjobs.store(),
-        runtime::all_synced(vec![cronjobs.synced(), jobs.synced()]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("cronjob", &cronjobs, rx, ctx, reconcile)
 }
 
 fn record(ctx: &Context, cj: &CronJob, (kind, reason, message): Event) {
@@ -718,8 +697,7 @@ async fn start_job(
             existing
         }
         Err(error) => {
-            let terminating = matches!(&error, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"));
-            if !terminating {
+            if !pods::namespace_terminating(&error) {
                 record(
                     ctx,
                     cj,

@@ -9,7 +9,6 @@ pub mod eligibility;
 pub mod plan;
 
 use std::collections::{BTreeSet, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +26,7 @@ use serde_json::json;
 use crate::expectations::Expectations;
 use crate::history::{self, HASH_LABEL};
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 use plan::{GENERATION_LABEL, Plan, View};
 
 /// The most pods created or deleted in one sync (upstream's `BurstReplicas`).
@@ -87,16 +86,11 @@ impl std::fmt::Debug for Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let sets = informers.get::<DaemonSet>();
-    let pod_informer = informers.get::<Pod>();
-    let node_informer = informers.get::<Node>();
-    let revision_informer = informers.get::<ControllerRevision>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let sets = setup.watch::<DaemonSet>();
+    let pod_informer = setup.watch::<Pod>();
+    let node_informer = setup.watch::<Node>();
+    let revision_informer = setup.watch::<ControllerRevision>();
     let (queue, rx) = Queue::<DaemonSet>::new();
     let expectations = Arc::new(Expectations::default());
     {
@@ -129,28 +123,15 @@ pub fn start(
         });
     }
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         pods: pod_informer.store(),
         nodes: node_informer.store(),
         revisions: revision_informer.store(),
         expectations,
-        recorder,
+        recorder: setup.recorder("daemonset-controller"),
         backoff: FailedBackoff::default(),
     });
-    runtime::run_controller(
-        "daemonset",
-        sets.store(),
-        runtime::all_synced(vec![
-            sets.synced(),
-            pod_informer.synced(),
-            node_informer.synced(),
-            revision_informer.synced(),
-        ]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("daemonset", &sets, rx, ctx, reconcile)
 }
 
 fn selector(ds: &DaemonSet) -> Option<Selector> {
@@ -682,34 +663,11 @@ async fn sync_nodes(
                 &create_on[i],
             ));
         }
-        let (api, recorder, owner_ref) = (pod_api.clone(), ctx.recorder.clone(), owner_ref.clone());
+        let (api, owner_ref) = (&pod_api, &owner_ref);
         async move {
-            match api.create(&PostParams::default(), &pod).await {
-                Ok(made) => {
-                    let made = made.metadata.name.unwrap_or_default();
-                    recorder.record(
-                        owner_ref,
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        format!("Created pod: {made}"),
-                    );
-                    Ok(())
-                }
-                Err(error) => {
-                    let terminating = matches!(&error, kube::Error::Api(s)
-                        if s.code == 403 && s.message.contains("being terminated"));
-                    if !terminating {
-                        let message = pods::error_message(&error);
-                        recorder.record(
-                            owner_ref,
-                            EventType::Warning,
-                            "FailedCreate",
-                            format!("Error creating: {message}"),
-                        );
-                    }
-                    Err(error)
-                }
-            }
+            pods::create_pod(api, &pod, &ctx.recorder, owner_ref)
+                .await
+                .map(|_| ())
         }
     })
     .await;
@@ -717,35 +675,17 @@ async fn sync_nodes(
         ctx.expectations.creation_observed(&key);
     }
     let results = join_all(delete.iter().map(|pod| {
-        let (api, recorder, owner_ref) = (pod_api.clone(), ctx.recorder.clone(), owner_ref.clone());
-        let (key, pod_key) = (key.clone(), format!("{namespace}/{pod}"));
-        let expectations = ctx.expectations.clone();
+        let (api, owner_ref, key, namespace) = (&pod_api, &owner_ref, &key, &namespace);
         async move {
-            match api.delete(pod, &DeleteParams::default()).await {
-                Ok(_) => {
-                    recorder.record(
-                        owner_ref,
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        format!("Deleted pod: {pod}"),
-                    );
-                    Ok(())
-                }
-                Err(error) => {
-                    expectations.deletion_observed(&key, &pod_key);
-                    if runtime::is_not_found(&error) {
-                        return Ok(());
-                    }
-                    let message = pods::error_message(&error);
-                    recorder.record(
-                        owner_ref,
-                        EventType::Warning,
-                        "FailedDelete",
-                        format!("Error deleting: {message}"),
-                    );
-                    Err(error)
+            let result = pods::delete_pod(api, pod, &ctx.recorder, owner_ref).await;
+            if let Err(error) = result {
+                ctx.expectations
+                    .deletion_observed(key, &format!("{namespace}/{pod}"));
+                if !runtime::is_not_found(&error) {
+                    return Err(error);
                 }
             }
+            Ok(())
         }
     }))
     .await;

@@ -33,7 +33,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use tracing::Instrument;
 
-use crate::runtime::{Change, Error, Informers, Queue};
+use crate::runtime::{Change, Error, Queue, Setup, Task};
 
 /// What the reconciler reads and writes with.
 pub struct Context {
@@ -365,15 +365,10 @@ fn deployment_for_pod_deletion(
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let deployments = informers.get::<Deployment>();
-    let replica_sets = informers.get::<ReplicaSet>();
-    let pods = informers.get::<Pod>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let deployments = setup.watch::<Deployment>();
+    let replica_sets = setup.watch::<ReplicaSet>();
+    let pods = setup.watch::<Pod>();
     let (queue, rx) = Queue::<Deployment>::new();
 
     {
@@ -390,7 +385,6 @@ pub fn start(
         });
     }
     {
-        let queue = queue.clone();
         let (d_store, rs_store, pod_store) =
             (deployments.store(), replica_sets.store(), pods.store());
         pods.on_change(move |change| {
@@ -403,24 +397,12 @@ pub fn start(
     }
 
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         replica_sets: replica_sets.store(),
         pods: pods.store(),
-        recorder,
+        recorder: setup.recorder("deployment-controller"),
     });
-    crate::runtime::run_controller(
-        "deployment",
-        deployments.store(),
-        crate::runtime::all_synced(vec![
-            deployments.synced(),
-            replica_sets.synced(),
-            pods.synced(),
-        ]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("deployment", &deployments, rx, ctx, reconcile)
 }
 
 #[cfg(test)]

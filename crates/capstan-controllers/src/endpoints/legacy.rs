@@ -8,7 +8,6 @@
 //! its Endpoints.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
@@ -22,7 +21,7 @@ use super::{
     PodEndpoint, Port, has_selector, labels_for, pod_endpoint, selected_pods,
     should_be_in_endpoints,
 };
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 
 /// The most addresses an Endpoints object holds.
 pub const MAX_ADDRESSES: usize = 1000;
@@ -30,29 +29,20 @@ pub const MAX_ADDRESSES: usize = 1000;
 pub const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
     endpoints: Store<Endpoints>,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let services = informers.get::<Service>();
-    let pod_informer = informers.get::<Pod>();
-    let nodes = informers.get::<Node>();
-    let endpoints = informers.get::<Endpoints>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let services = setup.watch::<Service>();
+    let pod_informer = setup.watch::<Pod>();
+    let nodes = setup.watch::<Node>();
+    let endpoints = setup.watch::<Endpoints>();
+    let client = setup.client();
     let (queue, rx) = Queue::<Service>::new();
     {
         let (queue, client) = (queue.clone(), client.clone());
@@ -77,34 +67,14 @@ pub fn start(
         });
     }
     super::follow_pods(&pod_informer, services.store(), queue.clone());
-    {
-        let queue = queue.clone();
-        endpoints.on_change(move |change| {
-            let endpoints = change.object();
-            if let Some(name) = endpoints.metadata.name.as_deref() {
-                queue.add_name(endpoints.metadata.namespace.as_deref(), name);
-            }
-        });
-    }
-    runtime::run_controller(
-        "endpoint",
-        services.store(),
-        runtime::all_synced(vec![
-            services.synced(),
-            pod_informer.synced(),
-            nodes.synced(),
-            endpoints.synced(),
-        ]),
-        rx,
-        concurrency,
-        Arc::new(Context {
-            client,
-            pods: pod_informer.store(),
-            nodes: nodes.store(),
-            endpoints: endpoints.store(),
-        }),
-        reconcile,
-    )
+    queue.follow_namesakes(&endpoints);
+    let ctx = Arc::new(Context {
+        client,
+        pods: pod_informer.store(),
+        nodes: nodes.store(),
+        endpoints: endpoints.store(),
+    });
+    setup.run("endpoint", &services, rx, ctx, reconcile)
 }
 
 fn address_json(namespace: &str, endpoint: &PodEndpoint) -> Value {
@@ -175,7 +145,7 @@ pub(super) fn subsets(namespace: &str, endpoints: &[PodEndpoint]) -> (Vec<Value>
 }
 
 /// Brings the Service's Endpoints in line with the pods it selects.
-pub async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !has_selector(&service) || service.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

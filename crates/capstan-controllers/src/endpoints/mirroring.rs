@@ -6,7 +6,6 @@
 //! leader-election records are not mirrored; mirrored slices go when mirroring stops applying.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
@@ -20,7 +19,7 @@ use serde_json::{Value, json};
 use super::slices::{MAX_ENDPOINTS, Wanted, plan, ports_json};
 use super::{MANAGED_BY_LABEL, Port, SERVICE_NAME_LABEL, SKIP_MIRROR_LABEL};
 use crate::pods;
-use crate::runtime::{self, Error, Informers, Queue};
+use crate::runtime::{self, Error, Queue, Setup, Task};
 
 /// The value of the managed-by label on the slices this controller writes.
 pub const CONTROLLER: &str = "endpointslicemirroring-controller.k8s.io";
@@ -35,66 +34,27 @@ const NOT_COPIED: [&str; 2] = [
 const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     services: Store<Service>,
     slices: Store<EndpointSlice>,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let endpoints = informers.get::<Endpoints>();
-    let services = informers.get::<Service>();
-    let slices = informers.get::<EndpointSlice>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let endpoints = setup.watch::<Endpoints>();
+    let services = setup.watch::<Service>();
+    let slices = setup.watch::<EndpointSlice>();
     let (queue, rx) = Queue::<Endpoints>::new();
-    {
-        let queue = queue.clone();
-        endpoints.on_change(move |change| queue.add(ObjectRef::from_obj(change.object())));
-    }
-    {
-        let queue = queue.clone();
-        services.on_change(move |change| {
-            let service = change.object();
-            if let Some(name) = service.metadata.name.as_deref() {
-                queue.add_name(service.metadata.namespace.as_deref(), name);
-            }
-        });
-    }
-    {
-        let queue = queue.clone();
-        slices.on_change(move |change| {
-            let slice = change.object();
-            let labels = pods::labels_of(&slice.metadata);
-            if labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(CONTROLLER)
-                && let Some(name) = labels.get(SERVICE_NAME_LABEL)
-            {
-                queue.add_name(slice.metadata.namespace.as_deref(), name);
-            }
-        });
-    }
-    runtime::run_controller(
-        "endpointslice-mirroring",
-        endpoints.store(),
-        runtime::all_synced(vec![endpoints.synced(), services.synced(), slices.synced()]),
-        rx,
-        concurrency,
-        Arc::new(Context {
-            client,
-            services: services.store(),
-            slices: slices.store(),
-        }),
-        reconcile,
-    )
+    queue.follow(&endpoints);
+    queue.follow_namesakes(&services);
+    super::follow_managed_slices(&slices, CONTROLLER, queue);
+    let ctx = Arc::new(Context {
+        client: setup.client(),
+        services: services.store(),
+        slices: slices.store(),
+    });
+    setup.run("endpointslice-mirroring", &endpoints, rx, ctx, reconcile)
 }
 
 /// Whether `endpoints` are to be mirrored, given their Service.
@@ -182,7 +142,10 @@ fn wanted_slices(endpoints: &Endpoints) -> BTreeMap<&'static str, Vec<Wanted>> {
 }
 
 /// Brings the slices mirroring the Endpoints in line with them.
-pub async fn reconcile(endpoints: Arc<Endpoints>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(
+    endpoints: Arc<Endpoints>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let namespace = endpoints.metadata.namespace.clone().unwrap_or_default();
     let name = endpoints.metadata.name.clone().unwrap_or_default();
     let service = ctx.services.get(&ObjectRef::new(&name).within(&namespace));

@@ -18,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::pods;
 use crate::runtime::{Change, Informer, Queue};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -268,6 +269,27 @@ pub fn follow_pods(pods: &Informer<Pod>, services: Store<Service>, queue: Queue<
         };
         for service in services_of(&services, change.object(), old) {
             queue.add(ObjectRef::from_obj(&*service));
+        }
+    });
+}
+
+/// Asks for the object named by the `kubernetes.io/service-name` label of every changed slice
+/// that `manager` manages to be reconciled: a slice of ours changed or went, so its Service (or
+/// Endpoints) is brought back in line.
+pub fn follow_managed_slices<K>(
+    slices: &Informer<EndpointSlice>,
+    manager: &'static str,
+    queue: Queue<K>,
+) where
+    K: kube::Resource<DynamicType = ()> + 'static,
+{
+    slices.on_change(move |change| {
+        let slice = change.object();
+        let labels = pods::labels_of(&slice.metadata);
+        if labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(manager)
+            && let Some(name) = labels.get(SERVICE_NAME_LABEL)
+        {
+            queue.add_name(slice.metadata.namespace.as_deref(), name);
         }
     });
 }

@@ -9,7 +9,6 @@
 //! change touches as few slices as it can.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
@@ -17,7 +16,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
 
 use super::{
@@ -25,7 +24,7 @@ use super::{
     pod_endpoint, selected_pods, should_be_in_endpoints,
 };
 use crate::pods;
-use crate::runtime::{self, Error, Informers, Queue};
+use crate::runtime::{self, Error, Queue, Setup, Task};
 
 /// The value of the managed-by label on the slices this controller writes.
 pub const CONTROLLER: &str = "endpointslice-controller.k8s.io";
@@ -33,67 +32,30 @@ pub const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 pub const MAX_ENDPOINTS: usize = 100;
 
 /// The controller's shared state.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
     slices: Store<EndpointSlice>,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
-
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let services = informers.get::<Service>();
-    let pod_informer = informers.get::<Pod>();
-    let nodes = informers.get::<Node>();
-    let slices = informers.get::<EndpointSlice>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let services = setup.watch::<Service>();
+    let pod_informer = setup.watch::<Pod>();
+    let nodes = setup.watch::<Node>();
+    let slices = setup.watch::<EndpointSlice>();
     let (queue, rx) = Queue::<Service>::new();
-    {
-        let queue = queue.clone();
-        services.on_change(move |change| queue.add(ObjectRef::from_obj(change.object())));
-    }
+    queue.follow(&services);
     super::follow_pods(&pod_informer, services.store(), queue.clone());
-    {
-        // A slice of ours changed or went: its Service is brought back in line.
-        let queue = queue.clone();
-        slices.on_change(move |change| {
-            let slice = change.object();
-            let labels = pods::labels_of(&slice.metadata);
-            if labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(CONTROLLER)
-                && let Some(name) = labels.get(SERVICE_NAME_LABEL)
-            {
-                queue.add_name(slice.metadata.namespace.as_deref(), name);
-            }
-        });
-    }
-    runtime::run_controller(
-        "endpointslice",
-        services.store(),
-        runtime::all_synced(vec![
-            services.synced(),
-            pod_informer.synced(),
-            nodes.synced(),
-            slices.synced(),
-        ]),
-        rx,
-        concurrency,
-        Arc::new(Context {
-            client,
-            pods: pod_informer.store(),
-            nodes: nodes.store(),
-            slices: slices.store(),
-        }),
-        reconcile,
-    )
+    super::follow_managed_slices(&slices, CONTROLLER, queue);
+    let ctx = Arc::new(Context {
+        client: setup.client(),
+        pods: pod_informer.store(),
+        nodes: nodes.store(),
+        slices: slices.store(),
+    });
+    setup.run("endpointslice", &services, rx, ctx, reconcile)
 }
 
 /// The JSON of one endpoint.
@@ -198,7 +160,7 @@ pub(super) fn plan<'a>(
 }
 
 /// Brings the Service's EndpointSlices in line with the pods it selects.
-pub async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !has_selector(&service) || service.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

@@ -16,7 +16,6 @@ pub mod backoff;
 pub mod indexes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,7 +34,7 @@ use serde_json::json;
 
 use crate::expectations::Expectations;
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 use indexes::{COMPLETION_INDEX, COMPLETION_INDEX_ENV, Intervals};
 
 /// The finalizer that keeps a finished pod until the Job has counted it.
@@ -865,14 +864,9 @@ impl std::fmt::Debug for Context {
 
 /// Registers the informer handlers and returns the controller's run future (the Job queue
 /// and the queue of orphaned pods whose tracking finalizer must go).
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let job_informer = informers.get::<Job>();
-    let pod_informer = informers.get::<Pod>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let job_informer = setup.watch::<Job>();
+    let pod_informer = setup.watch::<Pod>();
     let (queue, rx) = Queue::<Job>::new();
     let (orphans, orphan_rx) = Queue::<Pod>::new();
     let expectations = Arc::new(Expectations::default());
@@ -909,35 +903,26 @@ pub fn start(
         });
     }
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         jobs: job_informer.store(),
         pods: pod_informer.store(),
         expectations,
         finalizers,
         backoffs,
-        recorder,
+        recorder: setup.recorder("job-controller"),
     });
-    let jobs = runtime::run_controller(
-        "job",
-        job_informer.store(),
-        runtime::all_synced(vec![job_informer.synced(), pod_informer.synced()]),
-        rx,
-        concurrency,
-        ctx.clone(),
-        reconcile,
-    );
-    let orphan_pods = runtime::run_controller(
+    let jobs = setup.run("job", &job_informer, rx, ctx.clone(), reconcile);
+    setup.concurrency = 1;
+    let orphan_pods = setup.run(
         "job-orphan-pods",
-        pod_informer.store(),
-        runtime::all_synced(vec![job_informer.synced(), pod_informer.synced()]),
+        &pod_informer,
         orphan_rx,
-        1,
         ctx,
         sync_orphan_pod,
     );
-    async move {
+    Box::pin(async move {
         futures::join!(jobs, orphan_pods);
-    }
+    })
 }
 
 /// Queues the pods of a finished or deleted Job that still carry the finalizer (upstream's
@@ -1314,36 +1299,21 @@ async fn create_pods(
     let mut created = 0;
     let mut batch = 1;
     let mut first_error = None;
+    let owner = pods::object_reference(job);
     while done < indexes.len() {
         let size = batch.min(indexes.len() - done);
         let results = join_all(indexes[done..done + size].iter().map(|index| {
-            let (api, pod) = (api.clone(), pod_for(job, *index));
-            async move { api.create(&PostParams::default(), &pod).await }
+            let pod = pod_for(job, *index);
+            let (api, owner) = (&api, &owner);
+            async move { pods::create_pod(api, &pod, &ctx.recorder, owner).await }
         }))
         .await;
         for result in results {
             match result {
-                Ok(pod) => {
-                    created += 1;
-                    let name = pod.metadata.name.unwrap_or_default();
-                    ctx.recorder.record(
-                        pods::object_reference(job),
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        format!("Created pod: {name}"),
-                    );
-                }
+                Ok(_) => created += 1,
                 Err(error) => {
                     ctx.expectations.creation_observed(key);
-                    let terminating = matches!(&error, kube::Error::Api(s)
-                        if s.code == 403 && s.message.contains("being terminated"));
-                    if !terminating {
-                        ctx.recorder.record(
-                            pods::object_reference(job),
-                            EventType::Warning,
-                            "FailedCreate",
-                            format!("Error creating: {}", pods::error_message(&error)),
-                        );
+                    if !pods::namespace_terminating(&error) {
                         first_error.get_or_insert(error);
                     }
                 }

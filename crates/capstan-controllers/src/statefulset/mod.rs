@@ -9,7 +9,6 @@ pub mod identity;
 pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use serde_json::json;
 
 use crate::history;
 use crate::pods;
-use crate::runtime::{self, Change, Error, Informers, Queue};
+use crate::runtime::{self, Change, Error, Queue, Setup, Task};
 use plan::{Input, Step};
 
 /// The controller's shared state.
@@ -47,27 +46,15 @@ impl std::fmt::Debug for Context {
 }
 
 /// Registers the informer handlers and returns the controller's run future.
-pub fn start(
-    informers: &mut Informers,
-    client: Client,
-    recorder: EventRecorder,
-    concurrency: u16,
-) -> impl Future<Output = ()> + Send + 'static {
-    let sets = informers.get::<StatefulSet>();
-    let pod_informer = informers.get::<Pod>();
-    let claim_informer = informers.get::<PersistentVolumeClaim>();
-    let revision_informer = informers.get::<ControllerRevision>();
+pub fn start(mut setup: Setup<'_>) -> Task {
+    let sets = setup.watch::<StatefulSet>();
+    let pod_informer = setup.watch::<Pod>();
+    let claim_informer = setup.watch::<PersistentVolumeClaim>();
+    let revision_informer = setup.watch::<ControllerRevision>();
     let (queue, rx) = Queue::<StatefulSet>::new();
+    queue.follow_applied(&sets);
     {
-        let queue = queue.clone();
-        sets.on_change(move |change| {
-            if let Change::Applied { new, .. } = change {
-                queue.add(ObjectRef::from_obj(*new));
-            }
-        });
-    }
-    {
-        let (queue, store) = (queue.clone(), sets.store());
+        let store = sets.store();
         pod_informer.on_change(move |change| {
             for set in sets_for_pod_change(change, &store) {
                 queue.add(ObjectRef::from_obj(&*set));
@@ -75,26 +62,13 @@ pub fn start(
         });
     }
     let ctx = Arc::new(Context {
-        client,
+        client: setup.client(),
         pods: pod_informer.store(),
         claims: claim_informer.store(),
         revisions: revision_informer.store(),
-        recorder,
+        recorder: setup.recorder("statefulset-controller"),
     });
-    runtime::run_controller(
-        "statefulset",
-        sets.store(),
-        runtime::all_synced(vec![
-            sets.synced(),
-            pod_informer.synced(),
-            claim_informer.synced(),
-            revision_informer.synced(),
-        ]),
-        rx,
-        concurrency,
-        ctx,
-        reconcile,
-    )
+    setup.run("statefulset", &sets, rx, ctx, reconcile)
 }
 
 fn selector(set: &StatefulSet) -> Option<Selector> {
