@@ -21,6 +21,7 @@ pub mod duration;
 pub mod field;
 pub mod fit;
 pub mod gojson;
+pub mod names;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;

@@ -10,27 +10,7 @@ use super::format::{
     age, at, container_cells, format_label_selector, format_labels, int, list, name, opt_int,
     selector_string, text,
 };
-use super::{AGE, Column, NAME, Row};
-
-const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 0,
-    }
-}
-
-const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 1,
-    }
-}
+use super::{AGE, Column, NAME, Row, col, wide};
 
 const READY_PODS: &str = "Number of the pod with ready state";
 

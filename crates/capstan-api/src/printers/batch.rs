@@ -9,27 +9,7 @@ use super::format::{
     age, at, bool_ptr, container_cells, format_label_selector, human_duration, int, len, list,
     name, nanos_between, opt_flag, opt_int, opt_text, since, text, time,
 };
-use super::{AGE, Column, NAME, Row};
-
-const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 0,
-    }
-}
-
-const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 1,
-    }
-}
+use super::{AGE, Column, NAME, Row, col, wide};
 
 pub(crate) const JOB_COLUMNS: &[Column] = &[
     NAME,

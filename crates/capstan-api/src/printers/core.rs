@@ -10,27 +10,7 @@ use super::format::{
     opt_int, opt_text, or_none, since, string_map, text, time,
 };
 use super::quantity::quantity_string;
-use super::{AGE, Column, NAME, Row, RowCondition};
-
-const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 0,
-    }
-}
-
-const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 1,
-    }
-}
+use super::{AGE, Column, NAME, Row, RowCondition, col, wide};
 
 /// Shared by the printers that list a pod template's containers.
 pub(super) const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";

@@ -51,6 +51,33 @@ pub struct Column {
     pub priority: i32,
 }
 
+/// A column kubectl always shows.
+pub(crate) const fn col(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+) -> Column {
+    Column {
+        name,
+        type_,
+        format: "",
+        description,
+        priority: 0,
+    }
+}
+
+/// A column kubectl shows only with `-o wide`.
+pub(crate) const fn wide(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+) -> Column {
+    Column {
+        priority: 1,
+        ..col(name, type_, description)
+    }
+}
+
 impl Column {
     /// The column's JSON form: `{"name","type","format","description","priority"}`.
     pub fn to_json(&self) -> Value {

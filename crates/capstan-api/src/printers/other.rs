@@ -11,24 +11,7 @@ use super::format::{
     opt_int, opt_text, text,
 };
 use super::quantity::quantity_string;
-use super::{AGE, Column, NAME, Row};
-
-const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        type_,
-        format: "",
-        description,
-        priority: 0,
-    }
-}
-
-const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column {
-        priority: 1,
-        ..col(name, type_, description)
-    }
-}
+use super::{AGE, Column, NAME, Row, col, wide};
 
 pub(crate) const ROLE_BINDING_COLUMNS: &[Column] = &[
     NAME,

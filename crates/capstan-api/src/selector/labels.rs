@@ -9,8 +9,8 @@ use std::str::FromStr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 
 use super::SelectorError;
-use super::validation;
 use crate::field::{BadValue, FieldError, Path, go_quote};
+use crate::names;
 
 /// How a label requirement relates a key to its values (upstream's `selection.Operator`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,7 +94,7 @@ impl LabelRequirement {
         nil_when_empty: bool,
     ) -> Result<Self, SelectorError> {
         let mut errors = Vec::new();
-        let key_errors = validation::qualified_name(&key);
+        let key_errors = names::is_qualified_name(&key);
         if !key_errors.is_empty() {
             errors.push(FieldError::invalid(
                 &Path::new("key"),
@@ -152,7 +152,7 @@ impl LabelRequirement {
             }
         }
         for (i, value) in values.iter().enumerate() {
-            let value_errors = validation::label_value(value);
+            let value_errors = names::is_valid_label_value(value);
             if !value_errors.is_empty() {
                 errors.push(FieldError::invalid(
                     &values_path.index(i).key(&key),
@@ -684,7 +684,7 @@ impl Parser {
         if token != Token::Identifier {
             return Err(syntax(format!("found '{literal}', expected: identifier")));
         }
-        let key_errors = validation::qualified_name(&literal);
+        let key_errors = names::is_qualified_name(&literal);
         if !key_errors.is_empty() {
             // Upstream validates the parsed key against a nil field path, printed `<nil>`.
             return Err(SelectorError::Invalid(vec![FieldError::invalid(

@@ -14,7 +14,6 @@
 
 mod fields;
 mod labels;
-mod validation;
 
 pub use fields::{
     FieldOperator, FieldRequirement, FieldSelector, escape_field_value, unescape_field_value,

@@ -5,7 +5,7 @@
 //! (and so defaults) before it validates.
 
 pub mod meta;
-pub mod names;
+pub use crate::names;
 pub mod networking;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};

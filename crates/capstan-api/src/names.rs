@@ -757,6 +757,36 @@ mod tests {
     }
 
     #[test]
+    fn qualified_name_edges_as_upstream() {
+        let name_part = |value: &str| {
+            is_qualified_name(value)
+                .into_iter()
+                .map(|e| e.split(" (e.g.").next().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let long = format!("{}/{}", "p".repeat(253), "k".repeat(63));
+        check(is_qualified_name(&long), &[]);
+        let pattern = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+        // Lengths are bytes, and only ASCII alphanumerics count.
+        assert_eq!(name_part("é"), [pattern]);
+        assert_eq!(
+            name_part(&"-".repeat(64)),
+            ["name part must be no more than 63 characters", pattern]
+        );
+        check(
+            is_qualified_name("a..b/a"),
+            &[&format!("prefix part {SUBDOMAIN}")],
+        );
+        check(
+            is_qualified_name(&format!("{}/a", "p".repeat(254))),
+            &["prefix part must be no more than 253 characters"],
+        );
+        let value = is_valid_label_value(&format!("{}_", "v".repeat(63)));
+        assert_eq!(value.len(), 2);
+        assert_eq!(value[0], "must be no more than 63 characters");
+    }
+
+    #[test]
     fn keys_env_ports() {
         check(is_config_map_key("a.b_C-1"), &[]);
         check(is_config_map_key(".."), &["must not be '..'"]);
