@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::{authentication::v1::TokenRequest, policy::v1::Eviction};
 
 use super::{
-    FINALIZE, NO_COLLECTION_DELETE, POD_LOG, Resource, SCALE, Subresource, connect, of, printer,
-    proxy, schema_of, status, typed,
+    FINALIZE, NO_COLLECTION_DELETE, POD_LOG, Resource, SCALE, Serves, Subresource, connect, of,
+    printer, proxy, schema_of, status, typed,
 };
 use crate::defaults as d;
 use crate::printers::core as p;
@@ -155,7 +155,7 @@ pub(super) static RESOURCES: &[Resource] = &[
                 group_version: None,
                 kind: "Binding",
                 verbs: &["create"],
-                stream: None,
+                serves: Serves::Binding,
                 schema: Some(schema_of::<Binding>()),
             },
             Subresource {
@@ -163,7 +163,7 @@ pub(super) static RESOURCES: &[Resource] = &[
                 group_version: Some(("policy", "v1")),
                 kind: "Eviction",
                 verbs: &["create"],
-                stream: None,
+                serves: Serves::Eviction,
                 schema: Some(schema_of::<Eviction>()),
             },
             Subresource {
@@ -171,7 +171,7 @@ pub(super) static RESOURCES: &[Resource] = &[
                 group_version: None,
                 kind: "Pod",
                 verbs: &["get", "patch", "update"],
-                stream: None,
+                serves: Serves::Object,
                 schema: None,
             },
             connect("attach", "PodAttachOptions"),
@@ -257,7 +257,7 @@ pub(super) static RESOURCES: &[Resource] = &[
             group_version: Some(("authentication.k8s.io", "v1")),
             kind: "TokenRequest",
             verbs: &["create"],
-            stream: None,
+            serves: Serves::TokenRequest,
             schema: Some(schema_of::<TokenRequest>()),
         }],
         printer: printer(p::SERVICE_ACCOUNT_COLUMNS, p::service_account),

@@ -70,13 +70,30 @@ pub struct Subresource {
     pub kind: &'static str,
     /// The verbs it supports.
     pub verbs: &'static [&'static str],
-    /// How it is served when it streams from the pod's node (`log`, `exec`, `attach`,
-    /// `portforward`) or proxies to a pod, service or node (`proxy`) rather than reading and
-    /// writing an object the API stores.
-    pub stream: Option<Stream>,
+    /// What a request to it does: read or write the parent object, or one of the actions
+    /// upstream serves with a REST storage of their own.
+    pub serves: Serves,
     /// The `k8s-openapi` type of the subresource's kind when it is not the parent's
     /// (`Scale`, `Binding`, `Eviction`, `TokenRequest`); options kinds have none.
     pub schema: Option<Schema>,
+}
+
+/// What a subresource does. The handlers dispatch on this, never on a subresource's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serves {
+    /// Reads and writes the parent object through its own endpoint (`status`, `finalize`,
+    /// `ephemeralcontainers`): the registry and the kind's strategy decide what may change.
+    Object,
+    /// The parent's replica count and selector as `autoscaling/v1` `Scale`.
+    Scale,
+    /// A `Binding` that assigns the pod to a node.
+    Binding,
+    /// An `Eviction`: deletes the pod when its disruption budgets allow.
+    Eviction,
+    /// A `TokenRequest`, answered with a token for the service account; nothing is stored.
+    TokenRequest,
+    /// Streamed from the pod's node or proxied to a backend.
+    Stream(Stream),
 }
 
 /// How a subresource served by the pod's node, or proxied to a backend, takes its options and
@@ -119,7 +136,7 @@ const fn status(kind: &'static str) -> Subresource {
         group_version: None,
         kind,
         verbs: GET_PATCH_UPDATE,
-        stream: None,
+        serves: Serves::Object,
         schema: None,
     }
 }
@@ -130,7 +147,7 @@ const SCALE: Subresource = Subresource {
     group_version: Some(("autoscaling", "v1")),
     kind: "Scale",
     verbs: GET_PATCH_UPDATE,
-    stream: None,
+    serves: Serves::Scale,
     schema: Some(schema_of::<k8s_openapi::api::autoscaling::v1::Scale>()),
 };
 
@@ -140,7 +157,7 @@ const FINALIZE: Subresource = Subresource {
     group_version: None,
     kind: "Namespace",
     verbs: &["update"],
-    stream: None,
+    serves: Serves::Object,
     schema: None,
 };
 
@@ -151,7 +168,7 @@ const fn connect(name: &'static str, kind: &'static str) -> Subresource {
         group_version: None,
         kind,
         verbs: &["create", "get"],
-        stream: Some(Stream::Connect),
+        serves: Serves::Stream(Stream::Connect),
         schema: None,
     }
 }
@@ -167,7 +184,7 @@ const fn proxy(kind: &'static str) -> Subresource {
         group_version: None,
         kind,
         verbs: PROXY_VERBS,
-        stream: Some(Stream::Proxy),
+        serves: Serves::Stream(Stream::Proxy),
         schema: None,
     }
 }
@@ -178,7 +195,7 @@ const POD_LOG: Subresource = Subresource {
     group_version: None,
     kind: "Pod",
     verbs: &["get"],
-    stream: Some(Stream::Read {
+    serves: Serves::Stream(Stream::Read {
         options: "PodLogOptions",
         produces: LOG_MEDIA_TYPES,
     }),
@@ -322,6 +339,16 @@ fn converted(
 /// A Table printer from its columns and row function.
 const fn printer(columns: &'static [Column], print: PrintFn) -> Option<Printer> {
     Some(Printer { columns, print })
+}
+
+impl Subresource {
+    /// How it streams, for a subresource served by the pod's node or proxied.
+    pub fn stream(&self) -> Option<Stream> {
+        match self.serves {
+            Serves::Stream(stream) => Some(stream),
+            _ => None,
+        }
+    }
 }
 
 impl Resource {

@@ -639,7 +639,7 @@ fn resource_items(
     }
 
     for sub in r.subresources {
-        match sub.stream {
+        match sub.stream() {
             None => subresource_item(defs, naming, &object, r, sub, namespace.as_ref(), items),
             Some(Stream::Proxy) => {
                 proxy_items(naming, &object, r, sub, namespace.as_ref(), items);

@@ -629,7 +629,7 @@ fn every_catalogue_kind_has_a_definition_and_paths() {
                     "{path}"
                 );
                 // The action of a stored subresource's operation is its method's name.
-                let action = match sub.stream {
+                let action = match sub.stream() {
                     Some(catalog::Stream::Connect | catalog::Stream::Proxy) => "connect",
                     _ => method,
                 };

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use capstan_api::catalog::{Resource, Stream};
+use capstan_api::catalog::{Resource, Serves, Stream};
 use capstan_api::printers::{self, IncludeObject, TableOptions};
 use capstan_api::{GroupResource, RequestInfo, StatusError};
 use capstan_store::Store;
@@ -680,15 +680,19 @@ impl Api {
             return Err(ApiError::not_found());
         }
         let subresource = (!info.subresource.is_empty()).then_some(info.subresource.as_str());
-        let stream = subresource
-            .and_then(|s| resource.subresource(s))
-            .and_then(|s| s.stream);
-        if stream == Some(Stream::Proxy) {
+        // What the subresource does (`None`: the object itself): the dispatch below reads this,
+        // never the subresource's name.
+        let serves = match subresource {
+            Some(sub) => match resource.subresource(sub) {
+                Some(declared) => Some(declared.serves),
+                None => return Err(ApiError::not_found()),
+            },
+            None => None,
+        };
+        if serves == Some(Serves::Stream(Stream::Proxy)) {
             return self.proxy(info, request).await;
         }
-        if let Some(sub) = subresource
-            && (resource.subresource(sub).is_none() || info.parts.len() > 3)
-        {
+        if subresource.is_some() && info.parts.len() > 3 {
             return Err(ApiError::not_found());
         }
         let query = Query::parse(request.uri().query().unwrap_or_default());
@@ -730,15 +734,23 @@ impl Api {
             .into());
         }
         // The subresources the pod's node serves (`log`, `exec`, `attach`, `portforward`).
-        if let (Some(sub), Some(Stream::Read { .. } | Stream::Connect)) = (subresource, stream) {
+        if let (Some(sub), Some(Serves::Stream(Stream::Read { .. } | Stream::Connect))) =
+            (subresource, serves)
+        {
             return self.stream_from_node(&registry, info, sub, request).await;
         }
-        match (verb, subresource) {
-            ("get", Some("scale")) => {
+        // A subresource serves only its own verbs (`finalize` is only updated).
+        let subresource_allows = |verb: &str| {
+            subresource
+                .and_then(|s| resource.subresource(s))
+                .is_none_or(|s| s.verbs.contains(&verb))
+        };
+        match (verb, serves) {
+            ("get", Some(Serves::Scale)) => {
                 let scale = crate::handlers::scale::get(&registry, namespace, name).await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
-            ("update" | "patch", Some("scale")) => {
+            ("update" | "patch", Some(Serves::Scale)) => {
                 let options = if verb == "update" {
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?
                 } else {
@@ -762,7 +774,7 @@ impl Api {
                         .await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
-            ("create", Some("binding")) => {
+            ("create", Some(Serves::Binding)) => {
                 let output = output.untabled()?;
                 let options = query.write_options()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
@@ -777,7 +789,7 @@ impl Api {
                     &[],
                 ))
             }
-            ("create", Some("token")) => {
+            ("create", Some(Serves::TokenRequest)) => {
                 // `serviceaccounts/token`: a TokenRequest answers with a token; nothing is stored.
                 let output = output.untabled()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
@@ -790,7 +802,7 @@ impl Api {
                     .await?;
                 Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
             }
-            ("create", Some("eviction")) => {
+            ("create", Some(Serves::Eviction)) => {
                 let output = output.untabled()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
                 self.admission
@@ -815,7 +827,7 @@ impl Api {
                     &[],
                 ))
             }
-            ("get", None | Some("status" | "ephemeralcontainers")) => {
+            ("get", None) | ("get", Some(Serves::Object)) if subresource_allows("get") => {
                 let object = registry
                     .read(namespace, name, query.get("resourceVersion"))
                     .await?;
@@ -868,7 +880,7 @@ impl Api {
                     &written.warnings,
                 )
             }
-            ("update", None | Some("status" | "finalize" | "ephemeralcontainers")) => {
+            ("update", None) | ("update", Some(Serves::Object)) if subresource_allows("update") => {
                 let mut options =
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?;
                 let (body, source) =
@@ -880,7 +892,7 @@ impl Api {
                     .await?;
                 written_response(resource, written, output, &query)
             }
-            ("patch", None | Some("status" | "ephemeralcontainers")) => {
+            ("patch", None) | ("patch", Some(Serves::Object)) if subresource_allows("patch") => {
                 let ct = content_type.as_deref();
                 let apply = crate::handlers::patch::is_apply(ct);
                 let mut options =
