@@ -236,9 +236,20 @@ fn cluster_dns_answers_from_the_api() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // The upstream, on loopback.
     let (upstream, _upstream_server) = runtime.block_on(async {
-        let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let address = udp.local_addr().unwrap();
-        let tcp = tokio::net::TcpListener::bind(address).await.unwrap();
+        // A UDP port whose TCP twin is free too (another test may hold it): try a few.
+        let mut attempts = 0;
+        let (udp, address, tcp) = loop {
+            let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let address = udp.local_addr().unwrap();
+            match tokio::net::TcpListener::bind(address).await {
+                Ok(tcp) => break (udp, address, tcp),
+                Err(error) if attempts < 20 => {
+                    attempts += 1;
+                    eprintln!("{address}/tcp taken ({error}); another port");
+                }
+                Err(error) => panic!("no UDP and TCP port pair: {error}"),
+            }
+        };
         let mut server = hickory_server::Server::new(Upstream);
         server.register_socket(udp);
         server.register_listener(tcp, Duration::from_secs(5), 16);
