@@ -16,6 +16,7 @@ pub mod apply;
 pub mod catalog;
 pub mod convert;
 pub mod cron;
+pub mod custom;
 pub mod defaults;
 pub mod duration;
 pub mod field;

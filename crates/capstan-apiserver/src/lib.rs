@@ -15,6 +15,7 @@ mod admission;
 mod authn;
 mod authz;
 mod bootstrap;
+mod crds;
 mod endpoint_reconciler;
 mod flowcontrol;
 mod handlers;
@@ -173,6 +174,9 @@ pub(crate) async fn start_with(
         write_kubeconfig,
     )
     .await?;
+    server
+        .background
+        .push(crds::start(api.registries().clone()));
     if let Some(address) = advertise {
         let port = port_of(&server);
         server.background.push(endpoint_reconciler::start(

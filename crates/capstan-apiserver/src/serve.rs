@@ -218,10 +218,14 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
     if let Some(response) = openapi(path, request.headers()) {
         return response;
     }
+    let served = discovery::Served {
+        custom: api.registries().custom_resources().0,
+    };
     discovery::respond(
         path.trim_start_matches('/'),
         request.headers(),
         server_address,
+        &served,
     )
     .unwrap_or_else(|| ApiError::not_found().into_response())
 }

@@ -9,6 +9,7 @@
 //! lists them in the order upstream lists groups. Adding a built-in kind is adding one
 //! declaration to its group's file (and the group's slice to [`GROUPS`] for a new group).
 
+mod apiextensions;
 mod apps;
 mod authentication;
 mod authorization;
@@ -25,6 +26,8 @@ mod policy;
 mod rbac;
 mod scheduling;
 mod storage;
+
+pub use apiextensions::CLEANUP_FINALIZER;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -418,6 +421,7 @@ static GROUPS: &[&[Resource]] = &[
     policy::RESOURCES,
     rbac::RESOURCES,
     storage::RESOURCES,
+    apiextensions::RESOURCES,
     scheduling::RESOURCES,
     coordination::RESOURCES,
     node::RESOURCES,

@@ -119,6 +119,29 @@ pub fn default_csi_driver(driver: &mut k8s_openapi::api::storage::v1::CSIDriver)
     spec.se_linux_mount.get_or_insert(false);
 }
 
+/// A CustomResourceDefinition, as upstream's v1 `SetDefaults_CustomResourceDefinitionSpec`: the
+/// singular name is the lower-case kind, the list kind the kind and `List`, and conversion is
+/// `None`.
+pub fn default_crd(
+    crd: &mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) {
+    let names = &mut crd.spec.names;
+    if names.singular.as_deref().is_none_or(str::is_empty) {
+        names.singular = Some(names.kind.to_lowercase());
+    }
+    if names.list_kind.as_deref().is_none_or(str::is_empty) && !names.kind.is_empty() {
+        names.list_kind = Some(format!("{}List", names.kind));
+    }
+    crd.spec
+        .conversion
+        .get_or_insert_with(|| {
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion {
+                strategy: "None".to_owned(),
+                webhook: None,
+            }
+        });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,6 +165,22 @@ pub const DEFAULT_COLUMNS: &[Column] = &[
     },
 ];
 
+/// The printer of a custom resource whose CRD names no columns: upstream's default for custom
+/// resources, the name and an `Age` date column.
+pub const CUSTOM: Printer = Printer {
+    columns: &[
+        NAME,
+        Column {
+            name: "Age",
+            type_: "date",
+            format: "",
+            description: descriptions::META_CREATED,
+            priority: 0,
+        },
+    ],
+    print: |object, now| Row::of(vec![format::name(object), format::age(object, now)]),
+};
+
 /// Fills a row of a printer's columns from an object (its JSON as stored, `v1`), ages measured
 /// at the given time.
 pub type PrintFn = fn(&Value, Timestamp) -> Row;

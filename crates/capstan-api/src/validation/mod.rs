@@ -14,6 +14,7 @@ pub mod apps;
 pub mod autoscaling;
 pub mod batch;
 pub mod core;
+pub mod crd;
 pub mod csi_driver;
 pub mod flowcontrol;
 pub(crate) mod gofmt;

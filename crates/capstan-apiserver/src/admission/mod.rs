@@ -244,16 +244,14 @@ pub(crate) struct Registries {
 impl Registries {
     /// The registries of the table the plugins read.
     pub(crate) fn from_table(table: &crate::registry::Registries) -> Self {
-        let core = |plural: &str| table.core(plural).cloned();
+        let core = |plural: &str| table.core(plural);
         Registries {
             namespaces: core("namespaces"),
             limit_ranges: core("limitranges"),
             service_accounts: core("serviceaccounts"),
             pods: core("pods"),
             nodes: core("nodes"),
-            priority_classes: table
-                .get("scheduling.k8s.io", "v1", "priorityclasses")
-                .cloned(),
+            priority_classes: table.get("scheduling.k8s.io", "v1", "priorityclasses"),
             quotas: core("resourcequotas"),
         }
     }

@@ -374,7 +374,7 @@ impl Authorizer {
             "rolebindings",
         ]
         .into_iter()
-        .filter_map(|plural| registries.get(GROUP, "v1", plural).cloned())
+        .filter_map(|plural| registries.get(GROUP, "v1", plural))
         .collect();
         let mut changes = Changes::new(watched);
         tokio::spawn(async move {

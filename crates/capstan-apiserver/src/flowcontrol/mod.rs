@@ -95,7 +95,7 @@ impl Flowcontrol {
         let weak = Arc::downgrade(&flowcontrol);
         let watched = ["flowschemas", "prioritylevelconfigurations"]
             .into_iter()
-            .filter_map(|plural| registries.get(GROUP, "v1", plural).cloned())
+            .filter_map(|plural| registries.get(GROUP, "v1", plural))
             .collect();
         let mut changes = Changes::new(watched);
         tokio::spawn(async move {
@@ -145,7 +145,7 @@ impl Flowcontrol {
             .collect();
         self.rebuild(&levels_typed, &schemas_typed);
         *self.built_from.write().unwrap_or_else(|e| e.into_inner()) = versions;
-        record_dangling(schemas, &schemas_typed, &self.levels_read()).await;
+        record_dangling(&schemas, &schemas_typed, &self.levels_read()).await;
         Ok(())
     }
 

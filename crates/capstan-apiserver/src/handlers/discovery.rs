@@ -9,12 +9,12 @@
 //! as it is, and the aggregated documents convert it as upstream's
 //! `ConvertGroupVersionIntoToDiscovery` does, so the two never disagree.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use capstan_api::StatusError;
-use capstan_api::catalog;
+use capstan_api::catalog::{self, Resource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -31,8 +31,95 @@ fn api_versions(server_address: &str) -> Value {
     })
 }
 
-fn group(name: &str) -> Value {
-    let versions: Vec<Value> = catalog::versions(name)
+/// What discovery lists: the catalogue's resources and the custom resources served now.
+#[derive(Debug, Default)]
+pub(crate) struct Served {
+    /// The custom resources served.
+    pub(crate) custom: Vec<&'static Resource>,
+}
+
+impl Served {
+    /// Every resource served.
+    fn resources(&self) -> impl Iterator<Item = &'static Resource> + '_ {
+        catalog::resources().chain(self.custom.iter().copied())
+    }
+
+    /// The named groups: the catalogue's in upstream's order, then the custom groups by name
+    /// (upstream gives every CRD group the same priority, below the built-in ones).
+    fn groups(&self) -> Vec<&'static str> {
+        let mut groups = catalog::groups();
+        let mut custom: Vec<&'static str> = self.custom.iter().map(|r| r.group).collect();
+        custom.sort_unstable();
+        custom.dedup();
+        groups.extend(
+            custom
+                .into_iter()
+                .filter(|g| catalog::versions(g).is_empty()),
+        );
+        groups
+    }
+
+    /// The versions of `group`, preferred first: the catalogue's order, or for a custom group
+    /// upstream's version priority (GA before beta before alpha, higher numbers first).
+    fn versions(&self, group: &str) -> Vec<&'static str> {
+        let builtin = catalog::versions(group);
+        if !builtin.is_empty() {
+            return builtin;
+        }
+        let mut versions: Vec<&'static str> = self
+            .custom
+            .iter()
+            .filter(|r| r.group == group)
+            .map(|r| r.version)
+            .collect();
+        versions.sort_by(|a, b| version_order(a, b));
+        versions.dedup();
+        versions
+    }
+
+    /// The resources of one group-version.
+    fn resources_in<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'static Resource> + 'a {
+        self.resources()
+            .filter(move |r| r.group == group && r.version == version)
+    }
+}
+
+/// Upstream's ordering of Kubernetes-like versions (`v2`, `v1`, `v1beta2`, `v1beta1`,
+/// `v1alpha1`), preferred first; other names come last, alphabetically.
+fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    /// (major, stability rank where GA is highest, minor) of a Kubernetes-like version.
+    fn parse(v: &str) -> Option<(u64, u8, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        let rest = &rest[digits..];
+        if rest.is_empty() {
+            return Some((major, 2, 0));
+        }
+        let (rank, minor) = if let Some(minor) = rest.strip_prefix("beta") {
+            (1, minor)
+        } else {
+            (0, rest.strip_prefix("alpha")?)
+        };
+        Some((major, rank, minor.parse().ok()?))
+    }
+    match (parse(a), parse(b)) {
+        (Some((ma, ra, na)), Some((mb, rb, nb))) => (rb, mb, nb).cmp(&(ra, ma, na)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+fn group(served: &Served, name: &str) -> Value {
+    let versions: Vec<Value> = served
+        .versions(name)
         .into_iter()
         .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
         .collect();
@@ -41,17 +128,21 @@ fn group(name: &str) -> Value {
 }
 
 /// `/apis`: every named group.
-fn api_group_list() -> Value {
-    let groups: Vec<Value> = catalog::groups().into_iter().map(group).collect();
+fn api_group_list(served: &Served) -> Value {
+    let groups: Vec<Value> = served
+        .groups()
+        .into_iter()
+        .map(|g| group(served, g))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/<group>`, if the group is served.
-fn api_group(name: &str) -> Option<Value> {
-    if !catalog::groups().contains(&name) {
+fn api_group(served: &Served, name: &str) -> Option<Value> {
+    if !served.groups().contains(&name) {
         return None;
     }
-    let mut doc = group(name);
+    let mut doc = group(served, name);
     doc["kind"] = "APIGroup".into();
     doc["apiVersion"] = "v1".into();
     Some(doc)
@@ -70,9 +161,9 @@ fn non_empty(items: &[&str]) -> Option<Vec<String>> {
 /// each resource and its subresources (`deployments`, `deployments/scale`,
 /// `deployments/status`, ...). A subresource names a group and version only when its kind lives
 /// elsewhere (`Scale` in `autoscaling/v1`, `Eviction` in `policy/v1`).
-fn api_resources(group: &str, version: &str) -> Vec<APIResource> {
+fn api_resources(served: &Served, group: &str, version: &str) -> Vec<APIResource> {
     let mut entries = Vec::new();
-    for r in catalog::resources_in(group, version) {
+    for r in served.resources_in(group, version) {
         entries.push(APIResource {
             name: r.plural.to_owned(),
             singular_name: r.singular.to_owned(),
@@ -104,8 +195,8 @@ fn api_resources(group: &str, version: &str) -> Vec<APIResource> {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`, if served.
-fn api_resource_list(group: &str, version: &str) -> Option<Value> {
-    let resources = api_resources(group, version);
+fn api_resource_list(served: &Served, group: &str, version: &str) -> Option<Value> {
+    let resources = api_resources(served, group, version);
     if resources.is_empty() {
         return None;
     }
@@ -256,12 +347,13 @@ fn resource_discovery(entries: &[APIResource]) -> Vec<ApiResourceDiscovery> {
     resources
 }
 
-fn group_discovery(name: &'static str) -> ApiGroupDiscovery {
-    let versions = catalog::versions(name)
+fn group_discovery(served: &Served, name: &'static str) -> ApiGroupDiscovery {
+    let versions = served
+        .versions(name)
         .into_iter()
         .map(|version| ApiVersionDiscovery {
             version,
-            resources: resource_discovery(&api_resources(name, version)),
+            resources: resource_discovery(&api_resources(served, name, version)),
             freshness: "Current",
         })
         .collect();
@@ -304,18 +396,36 @@ impl Aggregated {
     }
 
     /// `/api`: the core group alone.
-    fn core() -> &'static Aggregated {
-        static DOC: OnceLock<Aggregated> = OnceLock::new();
-        DOC.get_or_init(|| Aggregated::new(vec![group_discovery("")]))
+    fn core() -> Arc<Aggregated> {
+        static DOC: OnceLock<Arc<Aggregated>> = OnceLock::new();
+        DOC.get_or_init(|| {
+            Arc::new(Aggregated::new(vec![group_discovery(
+                &Served::default(),
+                "",
+            )]))
+        })
+        .clone()
     }
 
     /// `/apis`: every named group, in the order the legacy `/apis` lists them (upstream's
-    /// group priorities, which the catalogue follows).
-    fn groups() -> &'static Aggregated {
-        static DOC: OnceLock<Aggregated> = OnceLock::new();
-        DOC.get_or_init(|| {
-            Aggregated::new(catalog::groups().into_iter().map(group_discovery).collect())
-        })
+    /// group priorities, which the catalogue follows, then the custom groups). Built once
+    /// while only built-in groups are served, and for each request once custom ones are.
+    fn groups(served: &Served) -> Arc<Aggregated> {
+        static BUILTIN: OnceLock<Arc<Aggregated>> = OnceLock::new();
+        let build = || {
+            Arc::new(Aggregated::new(
+                served
+                    .groups()
+                    .into_iter()
+                    .map(|g| group_discovery(served, g))
+                    .collect(),
+            ))
+        };
+        if served.custom.is_empty() {
+            BUILTIN.get_or_init(build).clone()
+        } else {
+            build()
+        }
     }
 }
 
@@ -492,20 +602,27 @@ fn respond_aggregated(doc: &Aggregated, format: Format, headers: &HeaderMap) -> 
 
 /// Serves a discovery path (`path` without its leading or trailing slash), or `None` if it is
 /// not one.
-pub(crate) fn respond(path: &str, headers: &HeaderMap, server_address: &str) -> Option<Response> {
+pub(crate) fn respond(
+    path: &str,
+    headers: &HeaderMap,
+    server_address: &str,
+    served: &Served,
+) -> Option<Response> {
     let parts: Vec<&str> = path.split('/').collect();
     let (document, aggregated) = match parts.as_slice() {
         ["api"] => (api_versions(server_address), Some(Aggregated::core())),
-        ["api", version] => (api_resource_list("", version)?, None),
-        ["apis"] => (api_group_list(), Some(Aggregated::groups())),
-        ["apis", group] => (api_group(group)?, None),
-        ["apis", group, version] => (api_resource_list(group, version)?, None),
+        ["api", version] => (api_resource_list(served, "", version)?, None),
+        ["apis"] => (api_group_list(served), Some(Aggregated::groups(served))),
+        ["apis", group] => (api_group(served, group)?, None),
+        ["apis", group, version] => (api_resource_list(served, group, version)?, None),
         _ => return None,
     };
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     Some(
         match (negotiate(accept, aggregated.is_some()), aggregated) {
-            (Negotiated::Aggregated(format), Some(doc)) => respond_aggregated(doc, format, headers),
+            (Negotiated::Aggregated(format), Some(doc)) => {
+                respond_aggregated(&doc, format, headers)
+            }
             (Negotiated::Legacy(format), _) => (
                 [(
                     header::CONTENT_TYPE,
@@ -528,8 +645,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn custom_versions_in_upstream_priority() {
+        let mut versions = vec![
+            "v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v1beta1", "bar",
+        ];
+        versions.sort_by(|a, b| version_order(a, b));
+        assert_eq!(
+            versions,
+            [
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"
+            ]
+        );
+    }
+
+    #[test]
     fn core_resources_are_listed_with_subresources_in_name_order() {
-        let doc = api_resource_list("", "v1").unwrap();
+        let doc = api_resource_list(&Served::default(), "", "v1").unwrap();
         let names: Vec<&str> = doc["resources"]
             .as_array()
             .unwrap()
@@ -555,7 +686,7 @@ mod tests {
             .find(|r| r["name"] == "pods/eviction")
             .unwrap();
         assert_eq!(eviction["group"], "policy");
-        assert!(api_resource_list("apps", "v2").is_none());
+        assert!(api_resource_list(&Served::default(), "apps", "v2").is_none());
     }
 
     /// What kubectl 1.30+ (client-go's discovery client) sends to `/api` and `/apis`.
@@ -571,7 +702,7 @@ mod tests {
         for (name, value) in headers {
             map.insert(name.clone(), HeaderValue::from_str(value).unwrap());
         }
-        let response = respond(path, &map, "127.0.0.1:6443").unwrap();
+        let response = respond(path, &map, "127.0.0.1:6443", &Served::default()).unwrap();
         let (parts, body) = response.into_parts();
         let body = axum::body::to_bytes(body, 1 << 22).await.unwrap();
         (parts.status, parts.headers, body.to_vec())
@@ -771,7 +902,7 @@ mod tests {
                 .collect();
             assert_eq!(versions, catalog::versions(group));
             for version in versions {
-                let legacy = api_resource_list(group, version).unwrap();
+                let legacy = api_resource_list(&Served::default(), group, version).unwrap();
                 let resources = &find(&item["versions"], "version", version)["resources"];
                 let mut seen = 0;
                 for entry in legacy["resources"].as_array().unwrap() {
@@ -893,7 +1024,15 @@ mod tests {
             serde_json::from_slice::<Value>(&body).unwrap()["reason"],
             "NotAcceptable"
         );
-        assert!(respond("apis/nope.example.com", &HeaderMap::new(), "").is_none());
+        assert!(
+            respond(
+                "apis/nope.example.com",
+                &HeaderMap::new(),
+                "",
+                &Served::default()
+            )
+            .is_none()
+        );
     }
 
     #[tokio::test]
@@ -1001,11 +1140,11 @@ mod tests {
 
     #[test]
     fn groups_prefer_their_first_version() {
-        let apps = api_group("apps").unwrap();
+        let apps = api_group(&Served::default(), "apps").unwrap();
         assert_eq!(apps["preferredVersion"]["groupVersion"], "apps/v1");
         assert_eq!(apps["kind"], "APIGroup");
-        assert!(api_group("nope.example.com").is_none());
-        let list = api_group_list();
+        assert!(api_group(&Served::default(), "nope.example.com").is_none());
+        let list = api_group_list(&Served::default());
         assert!(
             list["groups"]
                 .as_array()

@@ -528,7 +528,7 @@ impl Api {
         group: &str,
         version: &str,
         resource: &str,
-    ) -> Option<&Arc<Registry>> {
+    ) -> Option<Arc<Registry>> {
         self.registries.get(group, version, resource)
     }
 
@@ -602,7 +602,7 @@ impl Api {
         };
         let context = crate::handlers::streaming::Context {
             pods,
-            nodes,
+            nodes: &nodes,
             kubelets,
         };
         crate::handlers::streaming::serve(
@@ -622,7 +622,7 @@ impl Api {
         info: &RequestInfo,
         request: Request<Body>,
     ) -> Result<Response, ApiError> {
-        let registry = |plural| self.registry("", "v1", plural).map(Arc::as_ref);
+        let registry = |plural| self.registry("", "v1", plural);
         let (Some(pods), Some(services), Some(endpoints), Some(nodes)) = (
             registry("pods"),
             registry("services"),
@@ -632,10 +632,10 @@ impl Api {
             return Err(ApiError::not_found());
         };
         let context = crate::handlers::proxy::Context {
-            pods,
-            services,
-            endpoints,
-            nodes,
+            pods: &pods,
+            services: &services,
+            endpoints: &endpoints,
+            nodes: &nodes,
             kubelets: self.kubelets.as_deref(),
         };
         crate::handlers::proxy::serve(&context, info, request).await
@@ -654,9 +654,7 @@ impl Api {
         info: &RequestInfo,
         request: Request<Body>,
     ) -> Result<Response, ApiError> {
-        let Some(registry) = self
-            .registry(&info.api_group, &info.api_version, &info.resource)
-            .cloned()
+        let Some(registry) = self.registry(&info.api_group, &info.api_version, &info.resource)
         else {
             return Err(ApiError::not_found());
         };
@@ -808,9 +806,7 @@ impl Api {
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
-                let pdbs = self
-                    .registry("policy", "v1", "poddisruptionbudgets")
-                    .cloned();
+                let pdbs = self.registry("policy", "v1", "poddisruptionbudgets");
                 crate::handlers::pods::evict(
                     &registry,
                     pdbs.as_deref(),

@@ -225,7 +225,7 @@ pub(crate) struct Registry {
     /// For a version served by conversion: how its objects convert to and from the stored
     /// version. The registry works in the served version; objects are converted on their way
     /// into the store and out of the store and the watch cache.
-    conversion: Option<&'static Conversion>,
+    conversion: Option<Converter>,
     /// Runs at the start of every write through the main endpoint (see [`BeginWrite`]).
     begin_write: Option<BeginWrite>,
 }
@@ -275,6 +275,46 @@ const FRESH_WAIT: Duration = Duration::from_secs(1);
 /// `resourceVersion` precondition).
 const MAX_RETRIES: usize = 16;
 
+/// How a version served by conversion reaches its stored version and back.
+#[derive(Debug, Clone)]
+enum Converter {
+    /// A built-in kind's conversion functions.
+    Builtin(&'static Conversion),
+    /// A custom resource's `None` conversion: only the `apiVersion` changes.
+    ApiVersion {
+        /// The served version's `apiVersion`.
+        served: String,
+        /// The stored version's.
+        stored: String,
+    },
+}
+
+impl Converter {
+    /// A stored object in the served version.
+    fn served_form(&self, object: &Value) -> Value {
+        match self {
+            Converter::Builtin(conversion) => (conversion.from_hub)(object),
+            Converter::ApiVersion { served, .. } => with_api_version(object, served),
+        }
+    }
+
+    /// A served object in the stored version.
+    fn stored_form(&self, object: &Value) -> Result<Value, String> {
+        match self {
+            Converter::Builtin(conversion) => (conversion.to_hub)(object),
+            Converter::ApiVersion { stored, .. } => Ok(with_api_version(object, stored)),
+        }
+    }
+}
+
+fn with_api_version(object: &Value, api_version: &str) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".to_owned(), api_version.into());
+    }
+    object
+}
+
 impl Registry {
     pub(crate) fn new(
         resource: &'static Resource,
@@ -283,7 +323,8 @@ impl Registry {
     ) -> Self {
         let conversion = resource
             .stored_as
-            .and_then(|_| capstan_api::convert::conversion(&resource.api_version(), resource.kind));
+            .and_then(|_| capstan_api::convert::conversion(&resource.api_version(), resource.kind))
+            .map(Converter::Builtin);
         Registry {
             resource,
             strategy,
@@ -292,6 +333,19 @@ impl Registry {
             conversion,
             begin_write: None,
         }
+    }
+
+    /// Stores objects in `api_version` (a custom resource's storage version) when this
+    /// registry serves another version: only their `apiVersion` differs (`None` conversion).
+    pub(crate) fn stored_as(mut self, api_version: &str) -> Self {
+        let served = self.resource.api_version();
+        if served != api_version {
+            self.conversion = Some(Converter::ApiVersion {
+                served,
+                stored: api_version.to_owned(),
+            });
+        }
+        self
     }
 
     /// Runs `hook` at the start of every write through the main endpoint.
@@ -314,8 +368,8 @@ impl Registry {
 
     /// A cached object (stored version) as this registry serves it.
     pub(crate) fn view(&self, cached: Arc<Cached>) -> Arc<Cached> {
-        match self.conversion {
-            Some(conversion) => Cached::of((conversion.from_hub)(&cached.object())),
+        match &self.conversion {
+            Some(conversion) => Cached::of(conversion.served_form(&cached.object())),
             None => cached,
         }
     }
@@ -363,8 +417,8 @@ impl Registry {
                 kv.key
             )))
         })?;
-        if let Some(conversion) = self.conversion {
-            object = (conversion.from_hub)(&object);
+        if let Some(conversion) = &self.conversion {
+            object = conversion.served_form(&object);
         }
         set_meta(
             &mut object,
@@ -382,8 +436,9 @@ impl Registry {
     /// Objects are stored as upstream writes them ([`capstan_api::gojson`]), so that reads and
     /// watch events only put their `resourceVersion` in ([`Cached::from_stored`]).
     fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
-        if let Some(conversion) = self.conversion {
-            let mut stored = (conversion.to_hub)(object)
+        if let Some(conversion) = &self.conversion {
+            let mut stored = conversion
+                .stored_form(object)
                 .map_err(|e| ApiError::from(StatusError::internal(&e)))?;
             set_meta(&mut stored, "resourceVersion", None);
             return Ok(capstan_api::gojson::to_vec(&stored));
@@ -979,8 +1034,8 @@ impl Registry {
         let (cached, _) = self.cache.as_deref()?.get(key)?;
         let mut object = cached?.object();
         let revision = parse_resource_version(meta_str(&object, "resourceVersion")).ok()?;
-        if let Some(conversion) = self.conversion {
-            object = (conversion.from_hub)(&object);
+        if let Some(conversion) = &self.conversion {
+            object = conversion.served_form(&object);
         }
         Some((object, revision))
     }

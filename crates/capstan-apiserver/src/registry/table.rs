@@ -1,27 +1,43 @@
 //! Every served resource's registry, in one table: the handlers, the authorizers, admission
 //! plugins and the server's own reconcilers find registries here, without the HTTP layer.
+//!
+//! The built-in resources are fixed when the table is made; custom resources come and go at
+//! run time as their CustomResourceDefinitions are established and deleted
+//! ([`Registries::set_custom`]), and are found through the same [`Registries::get`].
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
 
 use capstan_api::catalog::{self, Resource};
+use capstan_api::custom::Declared;
 use capstan_store::Store;
 
 use super::Registry;
 use super::cache::Caches;
 
-/// The registries of every resource the catalogue serves, keyed by (group, version, plural).
+/// The registries of every resource served, keyed by (group, version, plural).
 pub(crate) struct Registries {
     by_resource: HashMap<(&'static str, &'static str, &'static str), Arc<Registry>>,
+    custom: RwLock<Custom>,
+    store: Store,
     /// The watch caches the registries read from; they live as long as the table.
     _caches: Arc<Caches>,
+}
+
+/// The custom resources served, by the CRD that declares them.
+#[derive(Default)]
+struct Custom {
+    by_crd: BTreeMap<String, Vec<Arc<Registry>>>,
+    /// Counts every change of the custom resources served (discovery documents are rebuilt
+    /// when it moves).
+    generation: u64,
 }
 
 impl std::fmt::Debug for Registries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registries")
             .field("resources", &self.by_resource.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -51,20 +67,87 @@ impl Registries {
             .collect();
         Registries {
             by_resource,
+            custom: RwLock::default(),
+            store: store.clone(),
             _caches: caches,
         }
     }
 
-    /// The registry serving `resource` (a plural, or a short name or kind the catalogue
-    /// resolves) of `group`/`version`.
-    pub(crate) fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Registry>> {
-        let resource = catalog::lookup(group, version, resource)?;
-        self.by_resource
-            .get(&(resource.group, resource.version, resource.plural))
+    /// The registry serving `plural` of `group`/`version`: a built-in resource or a custom one.
+    pub(crate) fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Registry>> {
+        if let Some(resource) = catalog::lookup(group, version, plural) {
+            return self
+                .by_resource
+                .get(&(resource.group, resource.version, resource.plural))
+                .cloned();
+        }
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        custom
+            .by_crd
+            .values()
+            .flatten()
+            .find(|r| {
+                let resource = r.resource;
+                (resource.group, resource.version, resource.plural) == (group, version, plural)
+            })
+            .cloned()
     }
 
     /// The registry of a core (`v1`) resource.
-    pub(crate) fn core(&self, plural: &str) -> Option<&Arc<Registry>> {
+    pub(crate) fn core(&self, plural: &str) -> Option<Arc<Registry>> {
         self.get("", "v1", plural)
+    }
+
+    /// Serves the custom resources `declared` for the CRD `crd` in place of what it served
+    /// before (nothing, for an empty list). Objects are read from the store (custom resources
+    /// have no watch cache yet).
+    pub(crate) fn set_custom(&self, crd: &str, declared: &[Declared]) {
+        let registries: Vec<Arc<Registry>> = declared
+            .iter()
+            .map(|d| {
+                Arc::new(
+                    Registry::new(d.resource, d.strategy.clone(), self.store.clone())
+                        .stored_as(&d.storage_api_version),
+                )
+            })
+            .collect();
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        let before: Vec<&'static Resource> = custom
+            .by_crd
+            .get(crd)
+            .map(|r| r.iter().map(|r| r.resource).collect())
+            .unwrap_or_default();
+        let after: Vec<&'static Resource> = registries.iter().map(|r| r.resource).collect();
+        let unchanged = before.len() == after.len()
+            && before.iter().zip(&after).all(|(a, b)| std::ptr::eq(*a, *b));
+        if unchanged && !registries.is_empty() {
+            return;
+        }
+        if registries.is_empty() {
+            if custom.by_crd.remove(crd).is_none() {
+                return;
+            }
+        } else {
+            custom.by_crd.insert(crd.to_owned(), registries);
+        }
+        custom.generation += 1;
+    }
+
+    /// The names of the CRDs whose resources are served.
+    pub(crate) fn custom_definitions(&self) -> Vec<String> {
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        custom.by_crd.keys().cloned().collect()
+    }
+
+    /// The custom resources served, by group and version, and the generation of that set.
+    pub(crate) fn custom_resources(&self) -> (Vec<&'static Resource>, u64) {
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        let resources = custom
+            .by_crd
+            .values()
+            .flatten()
+            .map(|r| r.resource)
+            .collect();
+        (resources, custom.generation)
     }
 }

@@ -64,7 +64,7 @@ pub(crate) struct Lookups {
 impl Lookups {
     /// The registries of the table tokens name; `None` if one is missing.
     pub(crate) fn from_table(table: &crate::registry::Registries) -> Option<Self> {
-        let core = |plural: &str| table.core(plural).cloned();
+        let core = |plural: &str| table.core(plural);
         Some(Lookups {
             service_accounts: core("serviceaccounts")?,
             pods: core("pods")?,

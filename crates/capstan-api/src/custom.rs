@@ -1,0 +1,222 @@
+//! Custom resources: what a CustomResourceDefinition declares, in the same [`Resource`] shape
+//! the built-in kinds are declared in, so that the one generic registry, discovery, Tables and
+//! admission serve them as they serve built-in kinds. [`declare`] turns an established CRD
+//! into one declaration per served version, with [`CustomStrategy`] as its strategy.
+//!
+//! A declaration is `'static` like the built-in ones: it is built once per distinct content and
+//! kept for the process's life (a CRD changed back and forth reuses its earlier declarations), so
+//! the registry, which holds `&'static Resource`, needs no second shape for run-time kinds.
+//!
+//! Not yet: structural schemas (validation, pruning, defaulting, CEL), the `scale` subresource,
+//! additional printer columns, webhook conversion and selectable fields.
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionNames,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use crate::catalog::{ALL_VERBS, Resource, Serves, Subresource, schema_of};
+use crate::field::{FieldError, Path};
+use crate::printers;
+use crate::strategy::{DecodeError, StatusPolicy, Strategy};
+use crate::validation::meta::{validate_object_meta_generic, validate_object_meta_update_generic};
+use crate::validation::names::NameValidator;
+
+/// One served version of a custom resource: its declaration and strategy.
+#[derive(Clone)]
+pub struct Declared {
+    /// The declaration discovery and the registry read.
+    pub resource: &'static Resource,
+    /// How its objects are decoded and validated.
+    pub strategy: Arc<dyn Strategy>,
+    /// The `apiVersion` objects are stored in (the CRD's storage version).
+    pub storage_api_version: String,
+}
+
+impl std::fmt::Debug for Declared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declared")
+            .field("group", &self.resource.group)
+            .field("version", &self.resource.version)
+            .field("plural", &self.resource.plural)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The declarations of every served version of `crd`, under the names it has accepted (its
+/// status), or none while no names are accepted.
+pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
+    let Some(names) = crd.status.as_ref().and_then(|s| s.accepted_names.as_ref()) else {
+        return Vec::new();
+    };
+    if names.plural.is_empty() || names.kind.is_empty() {
+        return Vec::new();
+    }
+    let group = crd.spec.group.as_str();
+    let Some(storage) = crd.spec.versions.iter().find(|v| v.storage) else {
+        return Vec::new();
+    };
+    let storage_api_version = format!("{group}/{}", storage.name);
+    crd.spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|version| {
+            let subresources = version.subresources.as_ref();
+            let status = subresources.is_some_and(|s| s.status.is_some());
+            let resource = intern(Shape {
+                group: group.to_owned(),
+                version: version.name.clone(),
+                names: names.clone(),
+                namespaced: crd.spec.scope == "Namespaced",
+                status,
+            });
+            Declared {
+                resource,
+                strategy: Arc::new(CustomStrategy {
+                    namespaced: resource.namespaced,
+                    status,
+                }),
+                storage_api_version: storage_api_version.clone(),
+            }
+        })
+        .collect()
+}
+
+/// What a custom resource's declaration is made from.
+#[derive(Clone, PartialEq)]
+struct Shape {
+    group: String,
+    version: String,
+    names: CustomResourceDefinitionNames,
+    namespaced: bool,
+    status: bool,
+}
+
+/// The declarations made so far, by the shape they were made from.
+static DECLARED: Mutex<Vec<(Shape, &'static Resource)>> = Mutex::new(Vec::new());
+
+/// The declaration of `shape`: the one made before for the same shape, else a new one.
+fn intern(shape: Shape) -> &'static Resource {
+    let mut declared = DECLARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, resource)) = declared.iter().find(|(s, _)| *s == shape) {
+        return resource;
+    }
+    let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+    let leak_all = |items: Option<&Vec<String>>| -> &'static [&'static str] {
+        let items: Vec<&'static str> = items.into_iter().flatten().map(|s| leak(s)).collect();
+        Box::leak(items.into_boxed_slice())
+    };
+    let kind = leak(&shape.names.kind);
+    let subresources: &'static [Subresource] = if shape.status {
+        Box::leak(Box::new([Subresource {
+            name: "status",
+            group_version: None,
+            kind,
+            verbs: &["get", "patch", "update"],
+            serves: Serves::Object,
+            schema: None,
+        }]))
+    } else {
+        &[]
+    };
+    let plural = leak(&shape.names.plural);
+    let group = leak(&shape.group);
+    let resource: &'static Resource = Box::leak(Box::new(Resource {
+        group,
+        version: leak(&shape.version),
+        kind,
+        plural,
+        singular: leak(shape.names.singular.as_deref().unwrap_or_default()),
+        namespaced: shape.namespaced,
+        short_names: leak_all(shape.names.short_names.as_ref()),
+        categories: leak_all(shape.names.categories.as_ref()),
+        verbs: ALL_VERBS,
+        subresources,
+        // Upstream's etcd layout for custom objects: `/registry/<group>/<plural>/...`.
+        storage_prefix: leak(&format!("{group}/{plural}")),
+        stored_as: None,
+        review: false,
+        schema: schema_of::<Value>(),
+        strategy: || {
+            Arc::new(CustomStrategy {
+                namespaced: true,
+                status: false,
+            })
+        },
+        printer: Some(printers::CUSTOM),
+    }));
+    declared.push((shape, resource));
+    resource
+}
+
+/// The strategy of a custom resource: objects are kept as sent (no schema yet), their metadata
+/// validated as upstream validates every object's, generation counted on every change outside
+/// the metadata (and the status, with a status subresource).
+#[derive(Debug, Clone, Copy)]
+pub struct CustomStrategy {
+    namespaced: bool,
+    status: bool,
+}
+
+fn metadata(object: &Value) -> Result<ObjectMeta, FieldError> {
+    serde_json::from_value(object.get("metadata").cloned().unwrap_or_default()).map_err(|e| {
+        FieldError::invalid(
+            &Path::new("metadata"),
+            e.to_string().as_str(),
+            "invalid metadata",
+        )
+    })
+}
+
+impl Strategy for CustomStrategy {
+    fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError> {
+        if !object.is_object() {
+            return Err(DecodeError::Invalid(
+                "the object must be a JSON object".to_owned(),
+            ));
+        }
+        Ok((object.clone(), Vec::new()))
+    }
+
+    fn validate(&self, object: &Value) -> Vec<FieldError> {
+        match metadata(object) {
+            Ok(meta) => validate_object_meta_generic(
+                &meta,
+                self.namespaced,
+                NameValidator::DnsSubdomain,
+                &Path::new("metadata"),
+            ),
+            Err(error) => vec![error],
+        }
+    }
+
+    fn validate_update(
+        &self,
+        new: &Value,
+        old: &Value,
+        _subresource: Option<&str>,
+    ) -> Vec<FieldError> {
+        match (metadata(new), metadata(old)) {
+            (Ok(new), Ok(old)) => {
+                validate_object_meta_update_generic(&new, &old, &Path::new("metadata"))
+            }
+            (Err(error), _) | (_, Err(error)) => vec![error],
+        }
+    }
+
+    fn status_policy(&self) -> StatusPolicy {
+        if self.status {
+            StatusPolicy::Subresource
+        } else {
+            StatusPolicy::None
+        }
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+}

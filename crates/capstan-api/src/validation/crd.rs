@@ -1,0 +1,467 @@
+//! `apiextensions.k8s.io/v1` CustomResourceDefinitions, as upstream 1.33 validates them: the
+//! name is `<plural>.<group>`, the group a DNS subdomain with a dot, a supported scope, version
+//! names that are unique DNS-1035 labels with exactly one storage version and a schema each, the
+//! names (plural, singular, kind, list kind, short names, categories) in their formats, a
+//! supported conversion strategy, and stored versions that the versions still list. On update
+//! the group and plural never change, nor the scope and kind once the CRD is established.
+//!
+//! What the schemas themselves must be (structural, with valid CEL rules) is not checked yet.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
+};
+
+use crate::field::{BadValue, FieldError, Path};
+use crate::names::{is_dns1035_label, is_dns1123_subdomain};
+use crate::validation::meta::{
+    FIELD_IMMUTABLE, validate_object_meta_generic, validate_object_meta_update_generic,
+};
+use crate::validation::names::NameValidator;
+
+/// The scopes a CRD may have, as upstream lists them.
+const SCOPES: &[&str] = &["Cluster", "Namespaced"];
+
+/// The conversion strategies, as upstream lists them.
+const CONVERSION_STRATEGIES: &[&str] = &["None", "Webhook"];
+
+/// A new CustomResourceDefinition.
+pub fn validate_crd(crd: &CustomResourceDefinition) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_generic(
+        &crd.metadata,
+        false,
+        NameValidator::DnsSubdomain,
+        &Path::new("metadata"),
+    );
+    let required = format!("{}.{}", crd.spec.names.plural, crd.spec.group);
+    if let Some(name) = crd.metadata.name.as_deref()
+        && name != required
+    {
+        errs.push(FieldError::invalid(
+            &Path::new("metadata").child("name"),
+            name,
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    errs.extend(validate_spec(&crd.spec, &Path::new("spec")));
+    errs.extend(validate_stored_versions(crd));
+    errs
+}
+
+/// An update of a CustomResourceDefinition through its main endpoint.
+pub fn validate_crd_update(
+    new: &CustomResourceDefinition,
+    old: &CustomResourceDefinition,
+) -> Vec<FieldError> {
+    let mut errs =
+        validate_object_meta_update_generic(&new.metadata, &old.metadata, &Path::new("metadata"));
+    let spec = Path::new("spec");
+    errs.extend(validate_spec(&new.spec, &spec));
+    if is_established(old) {
+        // These decide how objects are stored.
+        if new.spec.scope != old.spec.scope {
+            errs.push(FieldError::invalid(
+                &spec.child("scope"),
+                new.spec.scope.as_str(),
+                FIELD_IMMUTABLE,
+            ));
+        }
+        if new.spec.names.kind != old.spec.names.kind {
+            errs.push(FieldError::invalid(
+                &spec.child("names").child("kind"),
+                new.spec.names.kind.as_str(),
+                FIELD_IMMUTABLE,
+            ));
+        }
+    }
+    // They make up the CRD's name.
+    if new.spec.group != old.spec.group {
+        errs.push(FieldError::invalid(
+            &spec.child("group"),
+            new.spec.group.as_str(),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    if new.spec.names.plural != old.spec.names.plural {
+        errs.push(FieldError::invalid(
+            &spec.child("names").child("plural"),
+            new.spec.names.plural.as_str(),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    errs.extend(validate_stored_versions(new));
+    errs
+}
+
+/// An update through `/status`: the metadata rules, and stored versions the spec still lists.
+pub fn validate_crd_status_update(
+    new: &CustomResourceDefinition,
+    old: &CustomResourceDefinition,
+) -> Vec<FieldError> {
+    let mut errs =
+        validate_object_meta_update_generic(&new.metadata, &old.metadata, &Path::new("metadata"));
+    if let Some(accepted) = new.status.as_ref().and_then(|s| s.accepted_names.as_ref()) {
+        errs.extend(validate_names(
+            accepted,
+            &Path::new("status").child("acceptedNames"),
+        ));
+    }
+    errs
+}
+
+/// Whether the CRD's `Established` condition is true.
+pub fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let group = path.child("group");
+    if spec.group.is_empty() {
+        errs.push(FieldError::required(&group, ""));
+    } else {
+        let messages = is_dns1123_subdomain(&spec.group);
+        if !messages.is_empty() {
+            errs.push(FieldError::invalid(
+                &group,
+                spec.group.as_str(),
+                &messages.join(","),
+            ));
+        } else if !spec.group.contains('.') {
+            errs.push(FieldError::invalid(
+                &group,
+                spec.group.as_str(),
+                "should be a domain with at least one dot",
+            ));
+        }
+    }
+    let scope = path.child("scope");
+    if spec.scope.is_empty() {
+        errs.push(FieldError::required(&scope, ""));
+    } else if !SCOPES.contains(&spec.scope.as_str()) {
+        errs.push(FieldError::not_supported(
+            &scope,
+            spec.scope.as_str(),
+            SCOPES,
+        ));
+    }
+
+    let versions = path.child("versions");
+    let mut seen = BTreeSet::new();
+    let mut unique = true;
+    let mut storage = 0;
+    for (i, version) in spec.versions.iter().enumerate() {
+        let at = versions.index(i);
+        storage += usize::from(version.storage);
+        unique &= seen.insert(version.name.as_str());
+        let messages = is_dns1035_label(&version.name);
+        if !messages.is_empty() {
+            errs.push(FieldError::invalid(
+                &at.child("name"),
+                version.name.as_str(),
+                &messages.join(","),
+            ));
+        }
+        if version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .is_none()
+        {
+            errs.push(FieldError::required(
+                &at.child("schema").child("openAPIV3Schema"),
+                "schemas are required",
+            ));
+        }
+    }
+    if !unique {
+        errs.push(FieldError::invalid(
+            &versions,
+            BadValue::Other(versions_value(spec)),
+            "must contain unique version names",
+        ));
+    }
+    if storage != 1 {
+        errs.push(FieldError::invalid(
+            &versions,
+            BadValue::Other(versions_value(spec)),
+            "must have exactly one version marked as storage version",
+        ));
+    }
+
+    // Defaulting fills in the singular and list kind; the spec must have all four.
+    let names = path.child("names");
+    let n = &spec.names;
+    for (field, value) in [
+        ("plural", Some(n.plural.as_str())),
+        ("singular", n.singular.as_deref()),
+        ("kind", Some(n.kind.as_str())),
+        ("listKind", n.list_kind.as_deref()),
+    ] {
+        if value.is_none_or(str::is_empty) {
+            errs.push(FieldError::required(&names.child(field), ""));
+        }
+    }
+    errs.extend(validate_names(n, &names));
+
+    let conversion = path.child("conversion");
+    if let Some(c) = &spec.conversion {
+        let strategy = conversion.child("strategy");
+        if c.strategy.is_empty() {
+            errs.push(FieldError::required(&strategy, ""));
+        } else if !CONVERSION_STRATEGIES.contains(&c.strategy.as_str()) {
+            errs.push(FieldError::not_supported(
+                &strategy,
+                c.strategy.as_str(),
+                CONVERSION_STRATEGIES,
+            ));
+        } else if c.strategy == "Webhook" && c.webhook.is_none() {
+            errs.push(FieldError::required(
+                &conversion.child("webhook"),
+                "required when strategy is set to Webhook",
+            ));
+        } else if c.strategy != "Webhook" && c.webhook.is_some() {
+            errs.push(FieldError::forbidden(
+                &conversion.child("webhook"),
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+    }
+    errs
+}
+
+/// Go's `%#v`-like rendering of the versions, shortened to their names (the value upstream
+/// prints is the whole internal list, which no client parses).
+fn versions_value(spec: &CustomResourceDefinitionSpec) -> String {
+    let names: Vec<String> = spec
+        .versions
+        .iter()
+        .map(|v| format!("{:?}", v.name))
+        .collect();
+    format!("[{}]", names.join(", "))
+}
+
+/// Upstream's `ValidateCustomResourceDefinitionNames`, for the spec's names and the accepted
+/// ones alike.
+fn validate_names(names: &CustomResourceDefinitionNames, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut label = |field: Path, value: &str| {
+        let messages = is_dns1035_label(value);
+        if !value.is_empty() && !messages.is_empty() {
+            errs.push(FieldError::invalid(&field, value, &messages.join(",")));
+        }
+    };
+    label(path.child("plural"), &names.plural);
+    label(
+        path.child("singular"),
+        names.singular.as_deref().unwrap_or_default(),
+    );
+    let kind = names.kind.to_lowercase();
+    let list_kind = names
+        .list_kind
+        .as_deref()
+        .unwrap_or_default()
+        .to_lowercase();
+    for (i, short) in names.short_names.iter().flatten().enumerate() {
+        label(path.child("shortNames").index(i), short);
+    }
+    for (i, category) in names.categories.iter().flatten().enumerate() {
+        label(path.child("categories").index(i), category);
+    }
+    for (field, value, lower) in [
+        ("kind", names.kind.as_str(), kind.as_str()),
+        (
+            "listKind",
+            names.list_kind.as_deref().unwrap_or_default(),
+            list_kind.as_str(),
+        ),
+    ] {
+        let messages = is_dns1035_label(lower);
+        if !value.is_empty() && !messages.is_empty() {
+            errs.push(FieldError::invalid(
+                &path.child(field),
+                value,
+                &format!(
+                    "may have mixed case, but should otherwise match: {}",
+                    messages.join(",")
+                ),
+            ));
+        }
+    }
+    if !names.kind.is_empty() && names.list_kind.as_deref() == Some(names.kind.as_str()) {
+        errs.push(FieldError::invalid(
+            &path.child("listKind"),
+            names.kind.as_str(),
+            "kind and listKind may not be the same or parsing become ambiguous",
+        ));
+    }
+    errs
+}
+
+/// Upstream's `ValidateCustomResourceDefinitionStoredVersions`: at least one, the storage
+/// version among them, and each still in the spec.
+fn validate_stored_versions(crd: &CustomResourceDefinition) -> Vec<FieldError> {
+    let path = Path::new("status").child("storedVersions");
+    let stored: Vec<&str> = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.stored_versions.as_ref())
+        .map(|v| v.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    if stored.is_empty() {
+        return vec![FieldError::invalid(
+            &path,
+            BadValue::Other("[]string(nil)".to_owned()),
+            "must have at least one stored version",
+        )];
+    }
+    let mut errs = Vec::new();
+    for version in &crd.spec.versions {
+        if version.storage && !stored.contains(&version.name.as_str()) {
+            errs.push(FieldError::invalid(
+                &path,
+                BadValue::Other(version.name.clone()),
+                &format!("must have the storage version {}", version.name),
+            ));
+        }
+    }
+    for (i, name) in stored.iter().enumerate() {
+        if !crd.spec.versions.iter().any(|v| v.name == *name) {
+            errs.push(FieldError::invalid(
+                &path.index(i),
+                *name,
+                "must appear in spec.versions",
+            ));
+        }
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(patch: serde_json::Value) -> CustomResourceDefinition {
+        let mut object = json!({
+            "metadata": {"name": "widgets.example.com", "resourceVersion": "1"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": {"type": "object"}}}],
+            },
+            "status": {"storedVersions": ["v1"]},
+        });
+        merge(&mut object, patch);
+        serde_json::from_value(object).unwrap()
+    }
+
+    /// RFC 7386 merge of `patch` into `target`.
+    fn merge(target: &mut serde_json::Value, patch: serde_json::Value) {
+        match (target, patch) {
+            (serde_json::Value::Object(target), serde_json::Value::Object(patch)) => {
+                for (key, value) in patch {
+                    if value.is_null() {
+                        target.remove(&key);
+                    } else {
+                        merge(target.entry(key).or_insert(serde_json::Value::Null), value);
+                    }
+                }
+            }
+            (target, patch) => *target = patch,
+        }
+    }
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn a_valid_definition_passes() {
+        assert_eq!(
+            messages(&validate_crd(&crd(json!({})))),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn names_group_versions_and_schemas_as_upstream() {
+        let wrong = crd(json!({"metadata": {"name": "gadgets.example.com"}}));
+        assert_eq!(
+            messages(&validate_crd(&wrong)),
+            [
+                "metadata.name: Invalid value: \"gadgets.example.com\": must be spec.names.plural+\".\"+spec.group"
+            ]
+        );
+        let dotless =
+            crd(json!({"metadata": {"name": "widgets.example"}, "spec": {"group": "example"}}));
+        assert_eq!(
+            messages(&validate_crd(&dotless)),
+            ["spec.group: Invalid value: \"example\": should be a domain with at least one dot"]
+        );
+        let two = crd(json!({"spec": {"versions": [
+            {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}},
+            {"name": "v1", "served": true, "storage": true},
+        ]}}));
+        let errs = messages(&validate_crd(&two));
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required"
+            )),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.ends_with("must contain unique version names")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.ends_with("must have exactly one version marked as storage version")),
+            "{errs:?}"
+        );
+        let scope = crd(json!({"spec": {"scope": "Everywhere"}}));
+        assert_eq!(
+            messages(&validate_crd(&scope)),
+            [
+                "spec.scope: Unsupported value: \"Everywhere\": supported values: \"Cluster\", \"Namespaced\""
+            ]
+        );
+        let same = crd(json!({"spec": {"names": {"listKind": "Widget"}}}));
+        assert_eq!(
+            messages(&validate_crd(&same)),
+            [
+                "spec.names.listKind: Invalid value: \"Widget\": kind and listKind may not be the same or parsing become ambiguous"
+            ]
+        );
+    }
+
+    #[test]
+    fn group_and_plural_never_change_scope_and_kind_once_established() {
+        let old =
+            crd(json!({"status": {"conditions": [{"type": "Established", "status": "True"}]}}));
+        let new = crd(
+            json!({"spec": {"scope": "Cluster", "names": {"kind": "Gadget", "listKind": "GadgetList"}}}),
+        );
+        let errs = messages(&validate_crd_update(&new, &old));
+        assert_eq!(
+            errs,
+            [
+                "spec.scope: Invalid value: \"Cluster\": field is immutable",
+                "spec.names.kind: Invalid value: \"Gadget\": field is immutable",
+            ]
+        );
+        let not_yet = crd(json!({}));
+        assert!(validate_crd_update(&new, &not_yet).is_empty());
+    }
+}

@@ -1,0 +1,210 @@
+//! End to end: CustomResourceDefinitions with stock kubectl (the oldest and newest supported).
+//! A CRD is refused with upstream's errors when its name, group or versions are wrong; a valid
+//! one is established with its names accepted and storage version recorded; its kind is then
+//! discovered (short name and category included), its objects created, listed as a Table,
+//! read through a second served version, patched through the status subresource, and deleted
+//! with the CRD, whose API then goes away.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    kind: Widget
+    shortNames: [wd]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+const WIDGET: &str = r#"
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: first
+spec:
+  size: 3
+"#;
+
+#[test]
+fn custom_resources_are_served_from_their_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    for version in ["1.27", "1.33"] {
+        // A definition whose name is not <plural>.<group>, with two storage versions.
+        let bad = CRD
+            .replace("name: widgets.example.com", "name: gadgets.example.com")
+            .replace("storage: false", "storage: true");
+        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &bad);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{err}");
+        assert!(
+            err.contains("metadata.name: Invalid value: \"gadgets.example.com\": must be spec.names.plural+\".\"+spec.group")
+                && err.contains("must have exactly one version marked as storage version"),
+            "{err}"
+        );
+
+        let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], CRD);
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/widgets.example.com",
+            ],
+        );
+        let status = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "crd",
+                "widgets.example.com",
+                "-o",
+                "jsonpath={.status.acceptedNames.kind} {.status.acceptedNames.listKind} {.status.storedVersions} {.spec.names.singular}",
+            ],
+        );
+        assert_eq!(status, "Widget WidgetList [\"v1\"] widget");
+
+        // Discovered: plural, short name and the `all` category work.
+        let applied = eventually("the widget kind to be served", || {
+            let out = kubectl_stdin(version, &kc, &["apply", "-f", "-"], WIDGET);
+            out.status.success().then_some(out)
+        });
+        assert!(String::from_utf8_lossy(&applied.stdout).contains("widget.example.com/first"));
+        let table = kubectl_ok(version, &kc, &["get", "wd"]);
+        let mut lines = table.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["NAME", "AGE"], "{table}");
+        assert!(lines.next().unwrap().starts_with("first "), "{table}");
+        let all = kubectl_ok(version, &kc, &["get", "all", "-o", "name"]);
+        assert!(all.contains("widget.example.com/first"), "{all}");
+
+        // The second served version reads the same object.
+        let beta = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "widgets.v1beta1.example.com",
+                "first",
+                "-o",
+                "jsonpath={.apiVersion} {.spec.size} {.metadata.generation}",
+            ],
+        );
+        assert_eq!(beta, "example.com/v1beta1 3 1");
+
+        // The status subresource: the status is written there, not with the object.
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "patch",
+                "widget",
+                "first",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"size":4},"status":{"ready":true}}"#,
+            ],
+        );
+        let after = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "widget",
+                "first",
+                "-o",
+                "jsonpath={.spec.size} {.status.ready} {.metadata.generation}",
+            ],
+        );
+        assert_eq!(after, "4  2", "the main endpoint ignores the status");
+        let patched = kubectl_any(
+            version,
+            &kc,
+            &[
+                "patch",
+                "widget",
+                "first",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"ready":true}}"#,
+            ],
+        );
+        // kubectl 1.27 has `--subresource` (since 1.24).
+        assert!(
+            patched.status.success(),
+            "{}",
+            String::from_utf8_lossy(&patched.stderr)
+        );
+        let ready = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "widget",
+                "first",
+                "-o",
+                "jsonpath={.status.ready} {.metadata.generation}",
+            ],
+        );
+        assert_eq!(ready, "true 2");
+
+        // Deleting the definition deletes its objects, then the API goes.
+        kubectl_ok(
+            version,
+            &kc,
+            &["delete", "crd", "widgets.example.com", "--timeout=60s"],
+        );
+        eventually("the widget API to go", || {
+            let out = kubectl_any(version, &kc, &["get", "widgets.example.com"]);
+            (!out.status.success()).then_some(())
+        });
+        let raw = kubectl_any(
+            version,
+            &kc,
+            &[
+                "get",
+                "--raw",
+                "/apis/example.com/v1/namespaces/default/widgets/first",
+            ],
+        );
+        assert!(!raw.status.success(), "the object went with its definition");
+    }
+    server.stop();
+}
