@@ -7,13 +7,13 @@
 //! kept for the process's life (a CRD changed back and forth reuses its earlier declarations), so
 //! the registry, which holds `&'static Resource`, needs no second shape for run-time kinds.
 //!
-//! Not yet: structural schemas (validation, pruning, defaulting, CEL), the `scale` subresource,
-//! additional printer columns, webhook conversion and selectable fields.
+//! Not yet: what [`crate::structural`] does not cover (CEL rules among it), the `scale`
+//! subresource, additional printer columns, webhook conversion and selectable fields.
 
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinition, CustomResourceDefinitionNames, JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -22,6 +22,7 @@ use crate::catalog::{ALL_VERBS, Resource, Serves, Subresource, schema_of};
 use crate::field::{FieldError, Path};
 use crate::printers;
 use crate::strategy::{DecodeError, StatusPolicy, Strategy};
+use crate::structural;
 use crate::validation::meta::{validate_object_meta_generic, validate_object_meta_update_generic};
 use crate::validation::names::NameValidator;
 
@@ -34,6 +35,8 @@ pub struct Declared {
     pub strategy: Arc<dyn Strategy>,
     /// The `apiVersion` objects are stored in (the CRD's storage version).
     pub storage_api_version: String,
+    /// The CRD's `metadata.generation` it was declared from (a new one replaces it).
+    pub generation: i64,
 }
 
 impl std::fmt::Debug for Declared {
@@ -74,13 +77,20 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                 namespaced: crd.spec.scope == "Namespaced",
                 status,
             });
+            let schema = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.clone())
+                .map(Arc::new);
             Declared {
                 resource,
                 strategy: Arc::new(CustomStrategy {
                     namespaced: resource.namespaced,
                     status,
+                    schema,
                 }),
                 storage_api_version: storage_api_version.clone(),
+                generation: crd.metadata.generation.unwrap_or_default(),
             }
         })
         .collect()
@@ -145,6 +155,7 @@ fn intern(shape: Shape) -> &'static Resource {
             Arc::new(CustomStrategy {
                 namespaced: true,
                 status: false,
+                schema: None,
             })
         },
         printer: Some(printers::CUSTOM),
@@ -153,13 +164,15 @@ fn intern(shape: Shape) -> &'static Resource {
     resource
 }
 
-/// The strategy of a custom resource: objects are kept as sent (no schema yet), their metadata
-/// validated as upstream validates every object's, generation counted on every change outside
-/// the metadata (and the status, with a status subresource).
-#[derive(Debug, Clone, Copy)]
+/// The strategy of a custom resource: objects pruned to their version's schema, defaulted and
+/// validated by it ([`crate::structural`]), their metadata validated as upstream validates every
+/// custom object's, generation counted on every change outside the metadata (and the status,
+/// with a status subresource).
+#[derive(Debug, Clone)]
 pub struct CustomStrategy {
     namespaced: bool,
     status: bool,
+    schema: Option<Arc<JSONSchemaProps>>,
 }
 
 fn metadata(object: &Value) -> Result<ObjectMeta, FieldError> {
@@ -179,11 +192,17 @@ impl Strategy for CustomStrategy {
                 "the object must be a JSON object".to_owned(),
             ));
         }
-        Ok((object.clone(), Vec::new()))
+        let mut object = object.clone();
+        let Some(schema) = &self.schema else {
+            return Ok((object, Vec::new()));
+        };
+        let unknown = structural::prune(&mut object, schema);
+        structural::default(&mut object, schema);
+        Ok((object, unknown))
     }
 
     fn validate(&self, object: &Value) -> Vec<FieldError> {
-        match metadata(object) {
+        let mut errs = match metadata(object) {
             Ok(meta) => validate_object_meta_generic(
                 &meta,
                 self.namespaced,
@@ -191,7 +210,11 @@ impl Strategy for CustomStrategy {
                 &Path::new("metadata"),
             ),
             Err(error) => vec![error],
+        };
+        if let Some(schema) = &self.schema {
+            errs.extend(structural::validate(object, schema));
         }
+        errs
     }
 
     fn validate_update(
@@ -200,12 +223,16 @@ impl Strategy for CustomStrategy {
         old: &Value,
         _subresource: Option<&str>,
     ) -> Vec<FieldError> {
-        match (metadata(new), metadata(old)) {
+        let mut errs = match (metadata(new), metadata(old)) {
             (Ok(new), Ok(old)) => {
                 validate_object_meta_update_generic(&new, &old, &Path::new("metadata"))
             }
             (Err(error), _) | (_, Err(error)) => vec![error],
+        };
+        if let Some(schema) = &self.schema {
+            errs.extend(structural::validate(new, schema));
         }
+        errs
     }
 
     fn status_policy(&self) -> StatusPolicy {

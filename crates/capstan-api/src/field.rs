@@ -251,6 +251,11 @@ impl FieldError {
         Self::new(ErrorType::NotSupported, field, value.into(), detail)
     }
 
+    /// A value has the wrong type for its schema (custom resources).
+    pub fn type_invalid(field: &Path, value: impl Into<BadValue>, detail: &str) -> Self {
+        Self::new(ErrorType::TypeInvalid, field, value.into(), detail.into())
+    }
+
     /// A value that must be unique is repeated.
     pub fn duplicate(field: &Path, value: impl Into<BadValue>) -> Self {
         Self::new(ErrorType::Duplicate, field, value.into(), String::new())

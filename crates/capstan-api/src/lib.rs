@@ -35,6 +35,7 @@ pub mod selector;
 mod status;
 pub mod strategic;
 pub mod strategy;
+pub mod structural;
 pub mod validation;
 
 pub use duration::{go_duration_nanos, parse_go_duration};

@@ -1,13 +1,16 @@
 //! End to end: CustomResourceDefinitions with stock kubectl (the oldest and newest supported).
 //! A CRD is refused with upstream's errors when its name, group or versions are wrong; a valid
 //! one is established with its names accepted and storage version recorded; its kind is then
-//! discovered (short name and category included), its objects created, listed as a Table,
+//! discovered (short name and category included), its objects created (defaulted, pruned and
+//! validated by the version's schema), listed as a Table,
 //! read through a second served version, patched through the status subresource, and deleted
 //! with the CRD, whose API then goes away.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
+
+use std::path::Path;
 
 use common::*;
 
@@ -33,7 +36,17 @@ spec:
     schema:
       openAPIV3Schema:
         type: object
-        x-kubernetes-preserve-unknown-fields: true
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size: {type: integer, minimum: 1}
+              mode: {type: string, enum: [fast, slow], default: fast}
+          status:
+            type: object
+            properties:
+              ready: {type: boolean}
   - name: v1beta1
     served: true
     storage: false
@@ -51,6 +64,15 @@ metadata:
 spec:
   size: 3
 "#;
+
+/// `kubectl get <target> -o jsonpath=<path>`.
+fn jsonpath(version: &str, kc: &Path, target: &[&str], path: &str) -> String {
+    let mut args = vec!["get"];
+    args.extend_from_slice(target);
+    let path = format!("jsonpath={path}");
+    args.extend(["-o", path.as_str()]);
+    kubectl_ok(version, kc, &args)
+}
 
 #[test]
 fn custom_resources_are_served_from_their_definitions() {
@@ -87,16 +109,11 @@ fn custom_resources_are_served_from_their_definitions() {
                 "crd/widgets.example.com",
             ],
         );
-        let status = kubectl_ok(
+        let status = jsonpath(
             version,
             &kc,
-            &[
-                "get",
-                "crd",
-                "widgets.example.com",
-                "-o",
-                "jsonpath={.status.acceptedNames.kind} {.status.acceptedNames.listKind} {.status.storedVersions} {.spec.names.singular}",
-            ],
+            &["crd", "widgets.example.com"],
+            "{.status.acceptedNames.kind} {.status.acceptedNames.listKind} {.status.storedVersions} {.spec.names.singular}",
         );
         assert_eq!(status, "Widget WidgetList [\"v1\"] widget");
 
@@ -114,17 +131,47 @@ fn custom_resources_are_served_from_their_definitions() {
         let all = kubectl_ok(version, &kc, &["get", "all", "-o", "name"]);
         assert!(all.contains("widget.example.com/first"), "{all}");
 
-        // The second served version reads the same object.
-        let beta = kubectl_ok(
+        // The schema: defaults filled in, unknown fields pruned, bad values refused.
+        let defaulted = jsonpath(version, &kc, &["widget", "first"], "{.spec.mode}");
+        assert_eq!(defaulted, "fast");
+        let pruned = kubectl_stdin(
             version,
             &kc,
-            &[
-                "get",
-                "widgets.v1beta1.example.com",
-                "first",
-                "-o",
-                "jsonpath={.apiVersion} {.spec.size} {.metadata.generation}",
-            ],
+            &["create", "--validate=false", "-f", "-"],
+            &WIDGET
+                .replace("first", "second")
+                .replace("size: 3", "size: 3\n  extra: 1"),
+        );
+        assert!(
+            pruned.status.success(),
+            "{}",
+            String::from_utf8_lossy(&pruned.stderr)
+        );
+        let spec = jsonpath(version, &kc, &["widget", "second"], "{.spec}");
+        assert_eq!(spec, r#"{"mode":"fast","size":3}"#);
+        let refused = kubectl_stdin(
+            version,
+            &kc,
+            &["create", "--validate=false", "-f", "-"],
+            &WIDGET
+                .replace("first", "third")
+                .replace("size: 3", "size: 0\n  mode: medium"),
+        );
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success());
+        assert!(
+            err.contains("The Widget \"third\" is invalid:")
+                && err.contains("spec.mode: Unsupported value: \"medium\": supported values: \"fast\", \"slow\"")
+                && err.contains("spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"),
+            "{err}"
+        );
+
+        // The second served version reads the same object.
+        let beta = jsonpath(
+            version,
+            &kc,
+            &["widgets.v1beta1.example.com", "first"],
+            "{.apiVersion} {.spec.size} {.metadata.generation}",
         );
         assert_eq!(beta, "example.com/v1beta1 3 1");
 
@@ -141,16 +188,11 @@ fn custom_resources_are_served_from_their_definitions() {
                 r#"{"spec":{"size":4},"status":{"ready":true}}"#,
             ],
         );
-        let after = kubectl_ok(
+        let after = jsonpath(
             version,
             &kc,
-            &[
-                "get",
-                "widget",
-                "first",
-                "-o",
-                "jsonpath={.spec.size} {.status.ready} {.metadata.generation}",
-            ],
+            &["widget", "first"],
+            "{.spec.size} {.status.ready} {.metadata.generation}",
         );
         assert_eq!(after, "4  2", "the main endpoint ignores the status");
         let patched = kubectl_any(
@@ -172,16 +214,11 @@ fn custom_resources_are_served_from_their_definitions() {
             "{}",
             String::from_utf8_lossy(&patched.stderr)
         );
-        let ready = kubectl_ok(
+        let ready = jsonpath(
             version,
             &kc,
-            &[
-                "get",
-                "widget",
-                "first",
-                "-o",
-                "jsonpath={.status.ready} {.metadata.generation}",
-            ],
+            &["widget", "first"],
+            "{.status.ready} {.metadata.generation}",
         );
         assert_eq!(ready, "true 2");
 

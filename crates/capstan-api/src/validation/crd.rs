@@ -58,37 +58,32 @@ pub fn validate_crd_update(
         validate_object_meta_update_generic(&new.metadata, &old.metadata, &Path::new("metadata"));
     let spec = Path::new("spec");
     errs.extend(validate_spec(&new.spec, &spec));
+    let (n, o) = (&new.spec, &old.spec);
+    let mut fixed = vec![
+        // They make up the CRD's name.
+        (spec.child("group"), &n.group, &o.group),
+        (
+            spec.child("names").child("plural"),
+            &n.names.plural,
+            &o.names.plural,
+        ),
+    ];
     if is_established(old) {
         // These decide how objects are stored.
-        if new.spec.scope != old.spec.scope {
-            errs.push(FieldError::invalid(
-                &spec.child("scope"),
-                new.spec.scope.as_str(),
-                FIELD_IMMUTABLE,
-            ));
-        }
-        if new.spec.names.kind != old.spec.names.kind {
-            errs.push(FieldError::invalid(
-                &spec.child("names").child("kind"),
-                new.spec.names.kind.as_str(),
-                FIELD_IMMUTABLE,
-            ));
-        }
+        fixed.insert(0, (spec.child("scope"), &n.scope, &o.scope));
+        fixed.insert(
+            1,
+            (
+                spec.child("names").child("kind"),
+                &n.names.kind,
+                &o.names.kind,
+            ),
+        );
     }
-    // They make up the CRD's name.
-    if new.spec.group != old.spec.group {
-        errs.push(FieldError::invalid(
-            &spec.child("group"),
-            new.spec.group.as_str(),
-            FIELD_IMMUTABLE,
-        ));
-    }
-    if new.spec.names.plural != old.spec.names.plural {
-        errs.push(FieldError::invalid(
-            &spec.child("names").child("plural"),
-            new.spec.names.plural.as_str(),
-            FIELD_IMMUTABLE,
-        ));
+    for (path, new, old) in fixed {
+        if new != old {
+            errs.push(FieldError::invalid(&path, new.as_str(), FIELD_IMMUTABLE));
+        }
     }
     errs.extend(validate_stored_versions(new));
     errs

@@ -27,7 +27,8 @@ pub(crate) struct Registries {
 /// The custom resources served, by the CRD that declares them.
 #[derive(Default)]
 struct Custom {
-    by_crd: BTreeMap<String, Vec<Arc<Registry>>>,
+    /// Each CRD's registries and the CRD generation they were declared from.
+    by_crd: BTreeMap<String, (i64, Vec<Arc<Registry>>)>,
     /// Counts every change of the custom resources served (discovery documents are rebuilt
     /// when it moves).
     generation: u64,
@@ -85,7 +86,7 @@ impl Registries {
         custom
             .by_crd
             .values()
-            .flatten()
+            .flat_map(|(_, registries)| registries)
             .find(|r| {
                 let resource = r.resource;
                 (resource.group, resource.version, resource.plural) == (group, version, plural)
@@ -111,14 +112,16 @@ impl Registries {
                 )
             })
             .collect();
+        let generation = declared.first().map_or(0, |d| d.generation);
         let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
-        let before: Vec<&'static Resource> = custom
+        let (before_generation, before): (i64, Vec<&'static Resource>) = custom
             .by_crd
             .get(crd)
-            .map(|r| r.iter().map(|r| r.resource).collect())
+            .map(|(g, r)| (*g, r.iter().map(|r| r.resource).collect()))
             .unwrap_or_default();
         let after: Vec<&'static Resource> = registries.iter().map(|r| r.resource).collect();
-        let unchanged = before.len() == after.len()
+        let unchanged = before_generation == generation
+            && before.len() == after.len()
             && before.iter().zip(&after).all(|(a, b)| std::ptr::eq(*a, *b));
         if unchanged && !registries.is_empty() {
             return;
@@ -128,7 +131,9 @@ impl Registries {
                 return;
             }
         } else {
-            custom.by_crd.insert(crd.to_owned(), registries);
+            custom
+                .by_crd
+                .insert(crd.to_owned(), (generation, registries));
         }
         custom.generation += 1;
     }
@@ -145,7 +150,7 @@ impl Registries {
         let resources = custom
             .by_crd
             .values()
-            .flatten()
+            .flat_map(|(_, registries)| registries)
             .map(|r| r.resource)
             .collect();
         (resources, custom.generation)
