@@ -8,19 +8,21 @@
 //! the registry, which holds `&'static Resource`, needs no second shape for run-time kinds.
 //!
 //! Not yet: what [`crate::structural`] does not cover (CEL rules among it), the `scale`
-//! subresource, additional printer columns, webhook conversion and selectable fields.
+//! subresource, webhook conversion and selectable fields.
 
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, JSONSchemaProps,
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::catalog::{ALL_VERBS, Resource, Serves, Subresource, schema_of};
 use crate::field::{FieldError, Path};
-use crate::printers;
+use crate::printers::jsonpath::JsonPath;
+use crate::printers::{self, Column, CustomColumn, Print, Printer};
 use crate::strategy::{DecodeError, StatusPolicy, Strategy};
 use crate::structural;
 use crate::validation::meta::{validate_object_meta_generic, validate_object_meta_update_generic};
@@ -76,6 +78,10 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                 names: names.clone(),
                 namespaced: crd.spec.scope == "Namespaced",
                 status,
+                columns: version
+                    .additional_printer_columns
+                    .clone()
+                    .unwrap_or_default(),
             });
             let schema = version
                 .schema
@@ -104,6 +110,7 @@ struct Shape {
     names: CustomResourceDefinitionNames,
     namespaced: bool,
     status: bool,
+    columns: Vec<CustomResourceColumnDefinition>,
 }
 
 /// The declarations made so far, by the shape they were made from.
@@ -133,6 +140,31 @@ fn intern(shape: Shape) -> &'static Resource {
     } else {
         &[]
     };
+    let printer = if shape.columns.is_empty() {
+        printers::CUSTOM
+    } else {
+        let columns: Vec<Column> = std::iter::once(printers::NAME)
+            .chain(shape.columns.iter().map(|c| Column {
+                name: leak(&c.name),
+                type_: leak(&c.type_),
+                format: leak(c.format.as_deref().unwrap_or_default()),
+                description: leak(c.description.as_deref().unwrap_or_default()),
+                priority: c.priority.unwrap_or(0),
+            }))
+            .collect();
+        let cells: Vec<CustomColumn> = shape
+            .columns
+            .iter()
+            .map(|c| CustomColumn {
+                path: JsonPath::parse(&c.json_path).ok(),
+                type_: leak(&c.type_),
+            })
+            .collect();
+        Printer {
+            columns: Box::leak(columns.into_boxed_slice()),
+            print: Print::Columns(Box::leak(cells.into_boxed_slice())),
+        }
+    };
     let plural = leak(&shape.names.plural);
     let group = leak(&shape.group);
     let resource: &'static Resource = Box::leak(Box::new(Resource {
@@ -158,7 +190,7 @@ fn intern(shape: Shape) -> &'static Resource {
                 schema: None,
             })
         },
-        printer: Some(printers::CUSTOM),
+        printer: Some(printer),
     }));
     declared.push((shape, resource));
     resource

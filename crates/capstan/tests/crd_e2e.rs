@@ -33,6 +33,11 @@ spec:
     storage: true
     subresources:
       status: {}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Mode, type: string, jsonPath: .spec.mode}
+    - {name: Ready, type: boolean, jsonPath: .status.ready, priority: 1}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
     schema:
       openAPIV3Schema:
         type: object
@@ -123,11 +128,25 @@ fn custom_resources_are_served_from_their_definitions() {
             out.status.success().then_some(out)
         });
         assert!(String::from_utf8_lossy(&applied.stdout).contains("widget.example.com/first"));
+        // The printer columns, the `priority: 1` one only with `-o wide`.
         let table = kubectl_ok(version, &kc, &["get", "wd"]);
         let mut lines = table.lines();
         let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-        assert_eq!(header, ["NAME", "AGE"], "{table}");
-        assert!(lines.next().unwrap().starts_with("first "), "{table}");
+        assert_eq!(header, ["NAME", "SIZE", "MODE", "AGE"], "{table}");
+        let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(row[..3], ["first", "3", "fast"], "{table}");
+        assert!(row[3].ends_with('s') || row[3].ends_with('m'), "{table}");
+        let wide = kubectl_ok(version, &kc, &["get", "wd", "-o", "wide"]);
+        let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["NAME", "SIZE", "MODE", "READY", "AGE"], "{wide}");
+        // No status yet: the Ready cell is empty (null), as upstream's.
+        let row: Vec<&str> = wide.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row[..3], ["first", "3", "fast"], "{wide}");
+        assert_eq!(row.len(), 4, "{wide}");
+        // The second version has no columns: upstream's default, the name and age.
+        let beta = kubectl_ok(version, &kc, &["get", "widgets.v1beta1.example.com"]);
+        let header: Vec<&str> = beta.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["NAME", "AGE"], "{beta}");
         let all = kubectl_ok(version, &kc, &["get", "all", "-o", "name"]);
         assert!(all.contains("widget.example.com/first"), "{all}");
 

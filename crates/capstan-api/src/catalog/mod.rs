@@ -341,7 +341,10 @@ fn converted(
 
 /// A Table printer from its columns and row function.
 const fn printer(columns: &'static [Column], print: PrintFn) -> Option<Printer> {
-    Some(Printer { columns, print })
+    Some(Printer {
+        columns,
+        print: crate::printers::Print::Fn(print),
+    })
 }
 
 impl Subresource {

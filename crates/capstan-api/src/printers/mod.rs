@@ -23,6 +23,7 @@ pub(crate) mod batch;
 pub(crate) mod core;
 mod descriptions;
 mod format;
+pub mod jsonpath;
 pub(crate) mod other;
 mod quantity;
 #[cfg(test)]
@@ -136,7 +137,7 @@ impl Row {
 }
 
 /// The `Name` column most printers start with.
-const NAME: Column = Column {
+pub(crate) const NAME: Column = Column {
     name: "Name",
     type_: "string",
     format: "name",
@@ -178,8 +179,56 @@ pub const CUSTOM: Printer = Printer {
             priority: 0,
         },
     ],
-    print: |object, now| Row::of(vec![format::name(object), format::age(object, now)]),
+    print: Print::Fn(|object, now| Row::of(vec![format::name(object), format::age(object, now)])),
 };
+
+/// How a printer fills a row.
+#[derive(Clone, Copy, Debug)]
+pub enum Print {
+    /// A built-in kind's row function.
+    Fn(PrintFn),
+    /// A custom resource's `additionalPrinterColumns`: the name, then one cell per column from
+    /// its JSONPath, as upstream's table convertor for custom resources fills them.
+    Columns(&'static [CustomColumn]),
+}
+
+/// One of a CRD's `additionalPrinterColumns`: where its value is and its type.
+#[derive(Debug)]
+pub struct CustomColumn {
+    /// The value's path in the object (`None`: a path that does not parse, which finds nothing).
+    pub path: Option<jsonpath::JsonPath>,
+    /// `integer`, `number`, `boolean`, `string` or `date`.
+    pub type_: &'static str,
+}
+
+/// A custom column's cell, as upstream's `cellForJSONValue`: numbers, booleans and strings as
+/// they are (other values as their JSON text in a string column), dates as ages, anything else
+/// empty.
+fn custom_cell(column: &CustomColumn, object: &Value, now: Timestamp) -> Value {
+    let found = column
+        .path
+        .as_ref()
+        .map(|p| p.find(object))
+        .unwrap_or_default();
+    let Some(value) = found.first().copied() else {
+        return Value::Null;
+    };
+    match (column.type_, value) {
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, Value::from),
+        ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) => value.clone(),
+        ("string", Value::String(_)) => value.clone(),
+        ("string", Value::Null) => Value::Null,
+        ("string", other) => Value::String(other.to_string()),
+        ("date", Value::String(text)) => match text.parse::<Timestamp>() {
+            Ok(at) => Value::String(format::since(Some(at), now)),
+            Err(_) => "<invalid>".into(),
+        },
+        _ => Value::Null,
+    }
+}
 
 /// Fills a row of a printer's columns from an object (its JSON as stored, `v1`), ages measured
 /// at the given time.
@@ -193,8 +242,8 @@ pub type PrintFn = fn(&Value, Timestamp) -> Row;
 pub struct Printer {
     /// The column definitions.
     pub columns: &'static [Column],
-    /// The row function.
-    pub print: PrintFn,
+    /// How a row is filled.
+    pub print: Print,
 }
 
 /// The columns a Table has: the printer's, or [`DEFAULT_COLUMNS`].
@@ -205,7 +254,18 @@ pub fn table_columns(printer: Option<&Printer>) -> &'static [Column] {
 /// The row `printer` prints for `object`, or the default convertor's without one.
 pub fn row(printer: Option<&Printer>, object: &Value, now: Timestamp) -> Row {
     match printer {
-        Some(printer) => (printer.print)(object, now),
+        Some(Printer {
+            print: Print::Fn(print),
+            ..
+        }) => print(object, now),
+        Some(Printer {
+            print: Print::Columns(columns),
+            ..
+        }) => {
+            let mut cells = vec![format::name(object)];
+            cells.extend(columns.iter().map(|c| custom_cell(c, object, now)));
+            Row::of(cells)
+        }
         None => Row::of(default_cells(object)),
     }
 }

@@ -21,7 +21,7 @@ fn table_columns(group: &str, resource: &str) -> &'static [Column] {
 }
 
 fn row(group: &str, resource: &str, object: &Value, now: Timestamp) -> Option<Row> {
-    printer_of(group, resource).map(|p| (p.print)(object, now))
+    printer_of(group, resource).map(|p| super::row(Some(p), object, now))
 }
 
 fn cells(group: &str, resource: &str, object: &Value, now: Timestamp) -> Vec<Value> {

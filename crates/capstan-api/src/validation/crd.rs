@@ -10,11 +10,13 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec,
 };
 
 use crate::field::{BadValue, FieldError, Path};
 use crate::names::{is_dns1035_label, is_dns1123_subdomain};
+use crate::printers::jsonpath::JsonPath;
 use crate::validation::meta::{
     FIELD_IMMUTABLE, validate_object_meta_generic, validate_object_meta_update_generic,
 };
@@ -165,6 +167,17 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
                 &messages.join(","),
             ));
         }
+        for (j, column) in version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            errs.extend(validate_column(
+                column,
+                &at.child("additionalPrinterColumns").index(j),
+            ));
+        }
         if version
             .schema
             .as_ref()
@@ -229,6 +242,41 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
                 "should not be set when strategy is not set to Webhook",
             ));
         }
+    }
+    errs
+}
+
+/// The column types a printer column may have, as upstream lists them.
+const COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"];
+
+/// Upstream's `ValidateCustomResourceColumnDefinition`: a name, a supported type and a simple
+/// JSON path.
+fn validate_column(column: &CustomResourceColumnDefinition, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if column.name.is_empty() {
+        errs.push(FieldError::required(&path.child("name"), ""));
+    }
+    if column.type_.is_empty() {
+        errs.push(FieldError::required(
+            &path.child("type"),
+            &format!("must be one of {}", COLUMN_TYPES.join(", ")),
+        ));
+    } else if !COLUMN_TYPES.contains(&column.type_.as_str()) {
+        errs.push(FieldError::not_supported(
+            &path.child("type"),
+            column.type_.as_str(),
+            COLUMN_TYPES,
+        ));
+    }
+    let json_path = path.child("jsonPath");
+    if column.json_path.is_empty() {
+        errs.push(FieldError::required(&json_path, ""));
+    } else if !column.json_path.starts_with('.') || JsonPath::parse(&column.json_path).is_err() {
+        errs.push(FieldError::invalid(
+            &json_path,
+            column.json_path.as_str(),
+            "must be a simple json path starting with .",
+        ));
     }
     errs
 }
