@@ -185,6 +185,35 @@ fn custom_resources_are_served_from_their_definitions() {
             "{err}"
         );
 
+        // Server-side apply: created and then changed by one manager, fields tracked.
+        let applied = kubectl_stdin(
+            version,
+            &kc,
+            &["apply", "--server-side", "--field-manager=e2e", "-f", "-"],
+            &WIDGET.replace("first", "applied"),
+        );
+        assert!(
+            applied.status.success(),
+            "{}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
+        let reapplied = kubectl_stdin(
+            version,
+            &kc,
+            &["apply", "--server-side", "--field-manager=e2e", "-f", "-"],
+            &WIDGET
+                .replace("first", "applied")
+                .replace("size: 3", "size: 5"),
+        );
+        assert!(reapplied.status.success());
+        let managed = jsonpath(
+            version,
+            &kc,
+            &["widget", "applied"],
+            "{.spec.size} {.metadata.managedFields[0].manager} {.metadata.managedFields[0].operation}",
+        );
+        assert_eq!(managed, "5 e2e Apply");
+
         // The second served version reads the same object.
         let beta = jsonpath(
             version,

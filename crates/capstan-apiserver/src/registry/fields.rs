@@ -75,8 +75,16 @@ impl Endpoint<'_> {
         }
     }
 
+    /// The type field management walks: the built-in kind's, or for a custom resource
+    /// upstream's deduced shape (objects merged key by key, lists replaced whole, which is also
+    /// what a structural schema without list or map types gives).
     fn ty(&self) -> Option<schema::Type> {
-        schema::for_kind(&self.resource.api_version(), self.resource.kind)
+        let resource = self.resource;
+        schema::for_kind(&resource.api_version(), resource.kind).or_else(|| {
+            capstan_api::catalog::lookup(resource.group, resource.version, resource.plural)
+                .is_none()
+                .then_some(schema::Type::Untyped)
+        })
     }
 
     /// Records an update by `writer` that turns `old` (`None` on create) into `new`: `new`'s
