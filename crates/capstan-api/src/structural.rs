@@ -9,7 +9,8 @@
 //! `x-kubernetes-embedded-resource` (its `apiVersion`, `kind` and `metadata` kept), `default`,
 //! string length and `pattern`, number bounds and `multipleOf`, item and property counts,
 //! `uniqueItems`. Not yet: `allOf`/`anyOf`/`oneOf`/`not`, `format`, list and map types, CEL
-//! rules (`x-kubernetes-validations`).
+//! rules (`x-kubernetes-validations`). [`structural_errors`] refuses the common non-structural
+//! schemas when a CRD is written.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
@@ -39,6 +40,82 @@ fn additional(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
     match schema.additional_properties.as_ref()? {
         JSONSchemaPropsOrBool::Schema(values) => Some(values),
         JSONSchemaPropsOrBool::Bool(_) => None,
+    }
+}
+
+/// Why `schema` is not structural, as upstream's `ValidateStructural` words the common cases:
+/// an object at the root, a type on every specified field and array items (unless unknown
+/// fields are kept there, it is int-or-string or an embedded resource), and a root `metadata`
+/// that specifies no more than `name` and `generateName`.
+pub fn structural_errors(schema: &JSONSchemaProps, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match schema.type_.as_deref() {
+        None | Some("") => errs.push(FieldError::required(
+            &path.child("type"),
+            "must not be empty at the root",
+        )),
+        Some("object") => {}
+        Some(other) => errs.push(FieldError::invalid(
+            &path.child("type"),
+            other,
+            "must be object at the root",
+        )),
+    }
+    if let Some(metadata) = schema.properties.as_ref().and_then(|p| p.get("metadata")) {
+        let allowed = ["name", "generateName"];
+        let extra = metadata
+            .properties
+            .iter()
+            .flatten()
+            .any(|(k, _)| !allowed.contains(&k.as_str()));
+        if extra || metadata.type_.as_deref().is_some_and(|t| t != "object") {
+            errs.push(FieldError::forbidden(
+                &path.child("properties").key("metadata"),
+                "must not specify anything other than name and generateName, but metadata is implicitly specified",
+            ));
+        }
+    }
+    typed_below(schema, path, &mut errs);
+    errs
+}
+
+/// Every specified field and array item below `schema` has a type.
+fn typed_below(schema: &JSONSchemaProps, path: &Path, errs: &mut Vec<FieldError>) {
+    let untyped = |s: &JSONSchemaProps| {
+        s.type_.as_deref().is_none_or(str::is_empty)
+            && !preserves(s)
+            && s.x_kubernetes_int_or_string != Some(true)
+            && s.x_kubernetes_embedded_resource != Some(true)
+    };
+    for (key, child) in schema.properties.iter().flatten() {
+        let at = path.child("properties").key(key);
+        if untyped(child) {
+            errs.push(FieldError::required(
+                &at.child("type"),
+                "must not be empty for specified object fields",
+            ));
+        }
+        typed_below(child, &at, errs);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = &schema.items {
+        let at = path.child("items");
+        if untyped(items) {
+            errs.push(FieldError::required(
+                &at.child("type"),
+                "must not be empty for specified array items",
+            ));
+        }
+        typed_below(items, &at, errs);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(values)) = &schema.additional_properties {
+        let at = path.child("additionalProperties");
+        if untyped(values) {
+            errs.push(FieldError::required(
+                &at.child("type"),
+                "must not be empty for specified object fields",
+            ));
+        }
+        typed_below(values, &at, errs);
     }
 }
 
@@ -494,6 +571,39 @@ mod tests {
 
     fn messages(errs: &[FieldError]) -> Vec<String> {
         errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn non_structural_schemas_as_upstream_words_them() {
+        let path = Path::new("spec")
+            .child("versions")
+            .index(0)
+            .child("schema")
+            .child("openAPIV3Schema");
+        assert!(structural_errors(&widget(), &path).is_empty());
+        let bad = schema(json!({
+            "properties": {
+                "spec": {"properties": {"list": {"type": "array", "items": {}}}},
+                "free": {"x-kubernetes-preserve-unknown-fields": true},
+                "metadata": {"type": "object", "properties": {"labels": {"type": "object"}}},
+            },
+        }));
+        assert_eq!(
+            messages(&structural_errors(&bad, &path)),
+            [
+                "spec.versions[0].schema.openAPIV3Schema.type: Required value: must not be empty at the root",
+                "spec.versions[0].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified",
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[list].items.type: Required value: must not be empty for specified array items",
+            ]
+        );
+        let string = schema(json!({"type": "string"}));
+        assert_eq!(
+            messages(&structural_errors(&string, &path)),
+            [
+                "spec.versions[0].schema.openAPIV3Schema.type: Invalid value: \"string\": must be object at the root"
+            ]
+        );
     }
 
     #[test]

@@ -98,6 +98,15 @@ fn custom_resources_are_served_from_their_definitions() {
             "{err}"
         );
 
+        // A schema that is not structural: a field without a type.
+        let loose = CRD.replace("size: {type: integer, minimum: 1}", "size: {minimum: 1}");
+        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &loose);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            err.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields"),
+            "{err}"
+        );
+
         let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], CRD);
         assert!(
             created.status.success(),

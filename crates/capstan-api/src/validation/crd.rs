@@ -178,16 +178,14 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
                 &at.child("additionalPrinterColumns").index(j),
             ));
         }
-        if version
+        let schema_path = at.child("schema").child("openAPIV3Schema");
+        match version
             .schema
             .as_ref()
             .and_then(|s| s.open_api_v3_schema.as_ref())
-            .is_none()
         {
-            errs.push(FieldError::required(
-                &at.child("schema").child("openAPIV3Schema"),
-                "schemas are required",
-            ));
+            None => errs.push(FieldError::required(&schema_path, "schemas are required")),
+            Some(schema) => errs.extend(crate::structural::structural_errors(schema, &schema_path)),
         }
     }
     if !unique {
