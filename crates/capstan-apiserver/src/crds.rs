@@ -92,7 +92,7 @@ pub(crate) async fn reconcile(registries: &Registries, crds: &Registry) -> Resul
 
 /// Every name a CRD's spec claims in its group: plural, singular, short names, kind, list kind.
 fn names_of(names: &CustomResourceDefinitionNames) -> BTreeSet<String> {
-    let mut all: BTreeSet<String> = [
+    [
         names.plural.clone(),
         names.singular.clone().unwrap_or_default(),
         names.kind.clone(),
@@ -101,9 +101,7 @@ fn names_of(names: &CustomResourceDefinitionNames) -> BTreeSet<String> {
     .into_iter()
     .chain(names.short_names.iter().flatten().cloned())
     .filter(|n| !n.is_empty())
-    .collect();
-    all.insert(names.plural.clone());
-    all
+    .collect()
 }
 
 /// Why `crd` may not have its names: an older CRD of its group or a built-in resource already

@@ -219,7 +219,7 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
         return response;
     }
     let served = discovery::Served {
-        custom: api.registries().custom_resources().0,
+        custom: api.registries().custom_resources(),
     };
     discovery::respond(
         path.trim_start_matches('/'),

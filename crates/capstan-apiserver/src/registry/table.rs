@@ -29,9 +29,6 @@ pub(crate) struct Registries {
 struct Custom {
     /// Each CRD's registries and the CRD generation they were declared from.
     by_crd: BTreeMap<String, (i64, Vec<Arc<Registry>>)>,
-    /// Counts every change of the custom resources served (discovery documents are rebuilt
-    /// when it moves).
-    generation: u64,
 }
 
 impl std::fmt::Debug for Registries {
@@ -103,7 +100,24 @@ impl Registries {
     /// before (nothing, for an empty list). Objects are read from the store (custom resources
     /// have no watch cache yet).
     pub(crate) fn set_custom(&self, crd: &str, declared: &[Declared]) {
-        let registries: Vec<Arc<Registry>> = declared
+        let generation = declared.first().map_or(0, |d| d.generation);
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        if declared.is_empty() {
+            custom.by_crd.remove(crd);
+            return;
+        }
+        // Each pass of the CRD controllers declares every CRD again: keep what is unchanged.
+        if let Some((before, registries)) = custom.by_crd.get(crd)
+            && *before == generation
+            && registries.len() == declared.len()
+            && registries
+                .iter()
+                .zip(declared)
+                .all(|(r, d)| std::ptr::eq(r.resource, d.resource))
+        {
+            return;
+        }
+        let registries = declared
             .iter()
             .map(|d| {
                 Arc::new(
@@ -112,30 +126,9 @@ impl Registries {
                 )
             })
             .collect();
-        let generation = declared.first().map_or(0, |d| d.generation);
-        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
-        let (before_generation, before): (i64, Vec<&'static Resource>) = custom
+        custom
             .by_crd
-            .get(crd)
-            .map(|(g, r)| (*g, r.iter().map(|r| r.resource).collect()))
-            .unwrap_or_default();
-        let after: Vec<&'static Resource> = registries.iter().map(|r| r.resource).collect();
-        let unchanged = before_generation == generation
-            && before.len() == after.len()
-            && before.iter().zip(&after).all(|(a, b)| std::ptr::eq(*a, *b));
-        if unchanged && !registries.is_empty() {
-            return;
-        }
-        if registries.is_empty() {
-            if custom.by_crd.remove(crd).is_none() {
-                return;
-            }
-        } else {
-            custom
-                .by_crd
-                .insert(crd.to_owned(), (generation, registries));
-        }
-        custom.generation += 1;
+            .insert(crd.to_owned(), (generation, registries));
     }
 
     /// The names of the CRDs whose resources are served.
@@ -144,15 +137,14 @@ impl Registries {
         custom.by_crd.keys().cloned().collect()
     }
 
-    /// The custom resources served, by group and version, and the generation of that set.
-    pub(crate) fn custom_resources(&self) -> (Vec<&'static Resource>, u64) {
+    /// The custom resources served.
+    pub(crate) fn custom_resources(&self) -> Vec<&'static Resource> {
         let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
-        let resources = custom
+        custom
             .by_crd
             .values()
             .flat_map(|(_, registries)| registries)
             .map(|r| r.resource)
-            .collect();
-        (resources, custom.generation)
+            .collect()
     }
 }
