@@ -227,27 +227,55 @@ pub async fn start(config: Config, client: Option<kube::Client>) -> Result<Runni
     let forwarder = Forwarder::new(&servers).map_err(|e| StartError::Upstream(e.to_string()))?;
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
     let handler = Handler::new(zone, snapshot.clone(), forwarder);
-    let (udp, tcp) = bind(config.listen).await?;
-    let address = udp.local_addr().map_err(|source| StartError::Listen {
-        address: config.listen,
-        source,
-    })?;
-    let mut server = Server::new(handler);
-    server.register_socket(udp);
-    server.register_listener(tcp, TCP_IDLE, 64);
-    let loopback = match address.ip() {
+    let loopback = match config.listen.ip() {
         IpAddr::V4(_) => IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
         IpAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
     };
-    if config.loopback && !address.ip().is_loopback() {
-        match bind(SocketAddr::new(loopback, address.port())).await {
-            Ok((udp, tcp)) => {
-                server.register_socket(udp);
-                server.register_listener(tcp, TCP_IDLE, 64);
-                tracing::info!(address = %SocketAddr::new(loopback, address.port()), "DNS server also answering on loopback");
+    let also_loopback = config.loopback && !config.listen.ip().is_loopback();
+    // With port 0 the port must be free on loopback too: another process may hold it there.
+    let attempts = if also_loopback && config.listen.port() == 0 {
+        20
+    } else {
+        1
+    };
+    let mut bound = None;
+    for attempt in 1..=attempts {
+        let (udp, tcp) = bind(config.listen).await?;
+        let address = udp.local_addr().map_err(|source| StartError::Listen {
+            address: config.listen,
+            source,
+        })?;
+        let on_loopback = if also_loopback {
+            match bind(SocketAddr::new(loopback, address.port())).await {
+                Ok(sockets) => Some(sockets),
+                Err(error) if attempt < attempts => {
+                    tracing::debug!(%error, "port taken on loopback; another");
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "DNS server not answering on loopback");
+                    None
+                }
             }
-            Err(error) => tracing::warn!(%error, "DNS server not answering on loopback"),
-        }
+        } else {
+            None
+        };
+        bound = Some((udp, tcp, address, on_loopback));
+        break;
+    }
+    let Some((udp, tcp, address, on_loopback)) = bound else {
+        return Err(StartError::Listen {
+            address: config.listen,
+            source: std::io::Error::other("no port free on both addresses"),
+        });
+    };
+    let mut server = Server::new(handler);
+    server.register_socket(udp);
+    server.register_listener(tcp, TCP_IDLE, 64);
+    if let Some((udp, tcp)) = on_loopback {
+        server.register_socket(udp);
+        server.register_listener(tcp, TCP_IDLE, 64);
+        tracing::info!(address = %SocketAddr::new(loopback, address.port()), "DNS server also answering on loopback");
     }
     let mut tasks = vec![tokio::spawn(async move {
         if let Err(error) = server.block_until_done().await {
