@@ -9,6 +9,7 @@
 //! lists them in the order upstream lists groups. Adding a built-in kind is adding one
 //! declaration to its group's file (and the group's slice to [`GROUPS`] for a new group).
 
+mod admissionregistration;
 mod apiextensions;
 mod apps;
 mod authentication;
@@ -424,6 +425,7 @@ static GROUPS: &[&[Resource]] = &[
     policy::RESOURCES,
     rbac::RESOURCES,
     storage::RESOURCES,
+    admissionregistration::RESOURCES,
     apiextensions::RESOURCES,
     scheduling::RESOURCES,
     coordination::RESOURCES,

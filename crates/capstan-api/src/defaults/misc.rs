@@ -1,8 +1,12 @@
 //! Defaults of the smaller kinds that have any: scheduling.k8s.io/v1 PriorityClasses (preemption
-//! policy PreemptLowerPriority) and discovery.k8s.io/v1 EndpointSlices (each port named `""`
+//! policy PreemptLowerPriority), admissionregistration.k8s.io/v1 webhook configurations and discovery.k8s.io/v1 EndpointSlices (each port named `""`
 //! with protocol TCP). PodDisruptionBudgets, Leases, events.k8s.io Events, Bindings, Evictions
 //! and Scales have none.
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
@@ -140,6 +144,51 @@ pub fn default_crd(
                 webhook: None,
             }
         });
+}
+
+/// The defaults every admission webhook gets, mutating or validating (upstream's v1 defaults):
+/// failure policy Fail, match policy Equivalent, empty (match-all) namespace and object
+/// selectors, a 10 s timeout, rules of any scope and service port 443.
+macro_rules! default_webhook {
+    ($hook:expr) => {{
+        let hook = $hook;
+        hook.failure_policy.get_or_insert_with(|| "Fail".to_owned());
+        hook.match_policy
+            .get_or_insert_with(|| "Equivalent".to_owned());
+        hook.namespace_selector.get_or_insert_default();
+        hook.object_selector.get_or_insert_default();
+        hook.timeout_seconds.get_or_insert(10);
+        default_rules(hook.rules.as_deref_mut());
+        default_client_config(&mut hook.client_config);
+    }};
+}
+
+fn default_rules(rules: Option<&mut [RuleWithOperations]>) {
+    for rule in rules.into_iter().flatten() {
+        rule.scope.get_or_insert_with(|| "*".to_owned());
+    }
+}
+
+fn default_client_config(config: &mut WebhookClientConfig) {
+    if let Some(service) = &mut config.service {
+        service.port.get_or_insert(443);
+    }
+}
+
+/// MutatingWebhookConfiguration defaults: each webhook's, and reinvocation policy Never.
+pub fn default_mutating_webhook_configuration(config: &mut MutatingWebhookConfiguration) {
+    for hook in config.webhooks.iter_mut().flatten() {
+        default_webhook!(&mut *hook);
+        hook.reinvocation_policy
+            .get_or_insert_with(|| "Never".to_owned());
+    }
+}
+
+/// ValidatingWebhookConfiguration defaults: each webhook's.
+pub fn default_validating_webhook_configuration(config: &mut ValidatingWebhookConfiguration) {
+    for hook in config.webhooks.iter_mut().flatten() {
+        default_webhook!(hook);
+    }
 }
 
 #[cfg(test)]

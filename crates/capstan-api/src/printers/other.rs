@@ -540,3 +540,15 @@ pub(crate) fn priority_level(object: &Value, now: Timestamp) -> Row {
         age(object, now),
     ])
 }
+
+pub(crate) const WEBHOOK_CONFIGURATION_COLUMNS: &[Column] =
+    &[NAME, col("Webhooks", "integer", WEBHOOKS), AGE];
+
+/// A Mutating- or ValidatingWebhookConfiguration: how many webhooks it registers.
+pub(crate) fn webhook_configuration(object: &Value, now: Timestamp) -> Row {
+    Row::of(vec![
+        name(object),
+        Value::from(list(object, &["webhooks"]).len()),
+        age(object, now),
+    ])
+}
