@@ -1,5 +1,6 @@
 //! API errors as HTTP responses. The `Status` bodies themselves are built in one place,
-//! [`capstan_api::StatusError`]; this wraps them for axum.
+//! [`capstan_api::StatusError`]; this wraps them for axum. It also words failed dials as Go
+//! does ([`dial_error`]), for the errors upstream passes on from its proxy and webhook clients.
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -45,4 +46,24 @@ impl IntoResponse for ApiError {
         body.push(b'\n');
         (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
     }
+}
+
+/// Go's words for the usual ways a dial fails (`connect: connection refused`), else the
+/// error's own text.
+pub(crate) fn dial_error(address: &str, error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let why = match error.kind() {
+        ErrorKind::ConnectionRefused => "connect: connection refused".to_owned(),
+        ErrorKind::TimedOut => "i/o timeout".to_owned(),
+        ErrorKind::HostUnreachable => "connect: no route to host".to_owned(),
+        ErrorKind::NetworkUnreachable => "connect: network is unreachable".to_owned(),
+        _ => {
+            let text = error.to_string();
+            match text.find(" (os error") {
+                Some(i) => text[..i].to_lowercase(),
+                None => text,
+            }
+        }
+    };
+    format!("dial tcp {address}: {why}")
 }

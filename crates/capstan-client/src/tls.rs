@@ -302,3 +302,37 @@ impl rustls::client::danger::ServerCertVerifier for Unverified {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// Where Debian and its kin keep the system's trusted CA certificates.
+const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// A client configuration that trusts the PEM certificates of `ca_bundle`, or the system's
+/// trusted CAs when the bundle is empty (as upstream's webhook clients do with an empty
+/// `caBundle`). ALPN offers HTTP/1.1.
+pub fn client_config_trusting(ca_bundle: &[u8]) -> Result<rustls::ClientConfig, String> {
+    let system;
+    let pem = if ca_bundle.is_empty() {
+        system = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
+        &system[..]
+    } else {
+        ca_bundle
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| format!("unable to load root certificates: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("unable to load root certificates: {e}"))?;
+    }
+    if roots.is_empty() && !ca_bundle.is_empty() {
+        return Err("unable to load root certificates: no certificates found".to_owned());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}

@@ -2,7 +2,8 @@
 //! in one [`Chain`], run in upstream's order: NamespaceLifecycle ([`lifecycle`]), LimitRanger
 //! ([`limitranges`]), ServiceAccount ([`serviceaccount`]), NodeRestriction
 //! ([`noderestriction`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
-//! ResourceQuota ([`quota`]). Every plugin has two phases, as upstream's: [`Plugin::admit`]
+//! MutatingAdmissionWebhook and ValidatingAdmissionWebhook ([`webhook`]), ResourceQuota
+//! ([`quota`]). Every plugin has two phases, as upstream's: [`Plugin::admit`]
 //! (mutating) and [`Plugin::validate`] (validating), and looks at the [`Attributes`] of the
 //! write to decide whether it has anything to say.
 //!
@@ -36,6 +37,7 @@ pub(crate) mod priority;
 pub(crate) mod quota;
 pub(crate) mod serviceaccount;
 pub(crate) mod tolerations;
+pub(crate) mod webhook;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -239,11 +241,14 @@ pub(crate) struct Registries {
     pub priority_classes: Option<Arc<Registry>>,
     /// ResourceQuotas.
     pub quotas: Option<Arc<Registry>>,
+    /// Every registry (the webhooks: their configurations, the namespaces and services they
+    /// read, and the resources whose patched objects they decode).
+    pub table: Option<Arc<crate::registry::Registries>>,
 }
 
 impl Registries {
     /// The registries of the table the plugins read.
-    pub(crate) fn from_table(table: &crate::registry::Registries) -> Self {
+    pub(crate) fn from_table(table: &Arc<crate::registry::Registries>) -> Self {
         let core = |plural: &str| table.core(plural);
         Registries {
             namespaces: core("namespaces"),
@@ -253,6 +258,7 @@ impl Registries {
             nodes: core("nodes"),
             priority_classes: table.get("scheduling.k8s.io", "v1", "priorityclasses"),
             quotas: core("resourcequotas"),
+            table: Some(table.clone()),
         }
     }
 }
@@ -280,6 +286,11 @@ impl Chain {
             plugins.push(Box::new(priority::Priority::new(classes)));
         }
         plugins.push(Box::new(tolerations::DefaultTolerationSeconds));
+        if let Some(webhooks) = registries.table.as_ref().and_then(webhook::Webhooks::new) {
+            let webhooks = Arc::new(webhooks);
+            plugins.push(Box::new(webhook::MutatingWebhooks(webhooks.clone())));
+            plugins.push(Box::new(webhook::ValidatingWebhooks(webhooks)));
+        }
         if let Some(quotas) = registries.quotas {
             plugins.push(Box::new(quota::QuotaAdmission::new(quotas)));
         }
@@ -448,6 +459,8 @@ impl crate::registry::Admission for RequestAdmission {
         &'a self,
         resource: &'static Resource,
         object: &'a mut Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
     ) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(async move {
             // The attributes borrow the object's name; the plugins change the object.
@@ -462,13 +475,17 @@ impl crate::registry::Admission for RequestAdmission {
             let attrs = Attributes {
                 resource,
                 subresource: &self.subresource,
-                operation: Operation::Create,
+                operation: if old.is_some() {
+                    Operation::Update
+                } else {
+                    Operation::Create
+                },
                 namespace: &namespace,
                 name: &name,
                 user: self.user.as_ref(),
-                dry_run: false,
+                dry_run,
             };
-            self.chain.mutate(&attrs, Some(object), None).await
+            self.chain.mutate(&attrs, Some(object), old).await
         })
     }
 

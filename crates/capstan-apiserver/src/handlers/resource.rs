@@ -913,9 +913,11 @@ impl Api {
             ("delete", None) => {
                 let options =
                     delete_options(&query, request.into_body(), content_type.as_deref()).await?;
-                self.admission
-                    .admit(&attributes(Operation::Delete), None)
-                    .await?;
+                let attrs = Attributes {
+                    dry_run: options.dry_run,
+                    ..attributes(Operation::Delete)
+                };
+                self.admission.admit(&attrs, None).await?;
                 let deleted = registry.delete(namespace, name, &options).await?;
                 let object = match deleted {
                     Deleted::Pending(object) => object,
@@ -945,6 +947,7 @@ impl Api {
                     let each = Attributes {
                         namespace: ns.unwrap_or_default(),
                         name: meta_str(object, "name"),
+                        dry_run: options.dry_run,
                         ..attributes(Operation::Delete)
                     };
                     self.admission.admit(&each, None).await?;

@@ -1011,6 +1011,8 @@ async fn the_admission_chain_is_upstreams_plugins_in_upstreams_order() {
             "NodeRestriction",
             "Priority",
             "DefaultTolerationSeconds",
+            "MutatingAdmissionWebhook",
+            "ValidatingAdmissionWebhook",
             "ResourceQuota",
         ]
     );

@@ -96,11 +96,14 @@ pub(crate) trait Admission: Send + Sync + std::fmt::Debug {
         Box::pin(async { Ok(()) })
     }
 
-    /// Changes a new object of `resource` before it is prepared and validated.
+    /// Changes a new object (`old` is `None`) or the new state of the stored `old` of
+    /// `resource` before it is prepared and validated; with `dry_run` it records nothing.
     fn mutate<'a>(
         &'a self,
         resource: &'static Resource,
         object: &'a mut Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
     ) -> BoxFuture<'a, Result<(), ApiError>>;
 
     /// Checks a new object (`old` is `None`) or a change of the stored `old` just before it is
@@ -693,7 +696,9 @@ impl Registry {
                 .update(None, &mut object, &writer.manager);
         }
         if let Some(admission) = &options.admission {
-            admission.mutate(self.resource, &mut object).await?;
+            admission
+                .mutate(self.resource, &mut object, None, options.dry_run)
+                .await?;
             admission
                 .authorize_grants(self.resource, &object, None)
                 .await?;
@@ -912,6 +917,17 @@ impl Registry {
                 Err(e) => recheck_or!(Err(e)),
             };
             self.check_type(&mut new)?;
+            // Mutating admission sees the updated object before the strategy prepares it.
+            if let Some(admission) = options
+                .admission
+                .as_ref()
+                .filter(|_| !options.below_strategy)
+                && let Err(e) = admission
+                    .mutate(self.resource, &mut new, Some(&old), options.dry_run)
+                    .await
+            {
+                recheck_or!(Err(e));
+            }
             if !options.below_strategy && subresource.is_none() {
                 match self.begin_write(&mut new, Some(&old)).await {
                     Ok(hold) => held = hold,
@@ -1078,7 +1094,9 @@ impl Registry {
                 .update(None, &mut object, &writer.manager);
         }
         if let Some(admission) = &options.admission {
-            admission.mutate(self.resource, &mut object).await?;
+            admission
+                .mutate(self.resource, &mut object, None, options.dry_run)
+                .await?;
             admission
                 .authorize_grants(self.resource, &object, None)
                 .await?;

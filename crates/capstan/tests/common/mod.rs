@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 pub use capstan_testkit::{EtcdServer, free_port};
 
 pub mod node;
+pub mod webhook;
 
 pub struct Server {
     child: Child,

@@ -73,26 +73,6 @@ static INSECURE_TLS: LazyLock<Result<TlsConnector, String>> = LazyLock::new(|| {
         .map_err(|e| e.to_string())
 });
 
-/// Go's words for the usual ways a dial fails (`connect: connection refused`), else the
-/// error's own text.
-fn dial_error(address: &str, error: &std::io::Error) -> String {
-    use std::io::ErrorKind;
-    let why = match error.kind() {
-        ErrorKind::ConnectionRefused => "connect: connection refused".to_owned(),
-        ErrorKind::TimedOut => "i/o timeout".to_owned(),
-        ErrorKind::HostUnreachable => "connect: no route to host".to_owned(),
-        ErrorKind::NetworkUnreachable => "connect: network is unreachable".to_owned(),
-        _ => {
-            let text = error.to_string();
-            match text.find(" (os error") {
-                Some(i) => text[..i].to_lowercase(),
-                None => text,
-            }
-        }
-    };
-    format!("dial tcp {address}: {why}")
-}
-
 impl Target {
     /// `host:port`, with the scheme's port when the target names none.
     fn address(&self) -> String {
@@ -119,7 +99,7 @@ impl Target {
         let address = self.address();
         let tcp = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
             Ok(Ok(tcp)) => tcp,
-            Ok(Err(e)) => return Err(dial_error(&address, &e)),
+            Ok(Err(e)) => return Err(crate::status::dial_error(&address, &e)),
             Err(_) => return Err(format!("dial tcp {address}: i/o timeout")),
         };
         let _ = tcp.set_nodelay(true);

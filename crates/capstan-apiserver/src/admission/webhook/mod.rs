@@ -1,0 +1,405 @@
+//! Admission webhooks: upstream's MutatingAdmissionWebhook and ValidatingAdmissionWebhook
+//! plugins, over the `admissionregistration.k8s.io/v1` configurations.
+//!
+//! - [`Webhooks`] holds both kinds of configuration; [`MutatingWebhooks`] and
+//!   [`ValidatingWebhooks`] are the two plugins over it. The mutating one calls the mutating webhooks one after
+//!   another (configurations by name, webhooks in order), applying each JSON patch and
+//!   decoding the result through the resource's registry (so a webhook's patch is defaulted
+//!   and, for custom resources, pruned, as upstream decodes it into the versioned type);
+//!   webhooks with `reinvocationPolicy: IfNeeded` are called once more when a later webhook
+//!   changed the object. The validating one calls the validating webhooks concurrently and
+//!   reports the first refusal in configuration order. Deletes, which have no validating phase
+//!   in the chain, are judged from its mutating phase; both send the stored object as
+//!   `oldObject`.
+//! - [`matching`] decides which webhooks a request goes to: rules (operations, groups,
+//!   versions, resources with their wildcards, scope), namespace and object selectors, and the
+//!   exemption of the admission configurations themselves.
+//! - [`call`] sends one AdmissionReview (`admission.k8s.io/v1`, or `v1beta1` when the webhook
+//!   only takes that) over TLS to a URL or a Service (resolved to a ready endpoint of the
+//!   Service, or an ExternalName's host, and verified as `<service>.<namespace>.svc`), within
+//!   the webhook's timeout, and checks the answer as upstream does.
+//!
+//! Failures to call a webhook are refused as upstream's `failed calling webhook` internal
+//! errors under `failurePolicy: Fail` and skipped under `Ignore`; a webhook's refusal is passed
+//! on as the Status it gave, `admission webhook "…" denied the request`. A dry-run request is
+//! refused by a matching webhook that may have side effects.
+//!
+//! Not yet: `matchConditions` (CEL; a webhook with conditions is called as if they held),
+//! `matchPolicy: Equivalent` across versions (rules match the request's own version), CONNECT
+//! operations, and the webhooks' warnings and audit annotations on the response.
+//!
+//! The configurations are read from the watch cache at every request and compiled once per
+//! version of the set (names and resource versions), so a request with no webhook
+//! configured costs two cache reads.
+
+pub(crate) mod call;
+pub(crate) mod matching;
+
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use capstan_api::StatusError;
+use futures::future::BoxFuture;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, ValidatingWebhook};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use serde_json::Value;
+
+use super::{Attributes, Operation, Plugin};
+use crate::registry::{ListOptions, Registries, Registry};
+use crate::status::ApiError;
+use call::{Called, Hook};
+
+/// The compiled webhooks of one kind of configuration, and the set they were compiled from.
+#[derive(Debug, Default)]
+struct Compiled {
+    /// Each configuration's name and resource version.
+    fingerprint: Vec<(String, String)>,
+    hooks: Arc<Vec<Arc<Hook>>>,
+}
+
+/// One kind of webhook configuration: its registry and its compiled webhooks.
+#[derive(Debug)]
+struct Configurations {
+    registry: Arc<Registry>,
+    mutating: bool,
+    compiled: Mutex<Compiled>,
+}
+
+impl Configurations {
+    fn new(registry: Arc<Registry>, mutating: bool) -> Self {
+        Configurations {
+            registry,
+            mutating,
+            compiled: Mutex::new(Compiled::default()),
+        }
+    }
+
+    /// The webhooks configured now, in upstream's order: configurations by name, each one's
+    /// webhooks as listed.
+    async fn hooks(&self) -> Result<Arc<Vec<Arc<Hook>>>, ApiError> {
+        let cached = ListOptions {
+            resource_version: Some("0".to_owned()),
+            ..ListOptions::default()
+        };
+        let list = self.registry.list(None, &cached).await?;
+        let mut configurations: Vec<Value> = list.items.iter().map(|item| item.object()).collect();
+        configurations.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+        let fingerprint: Vec<(String, String)> = configurations
+            .iter()
+            .map(|c| {
+                let version = c["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default();
+                (name_of(c).to_owned(), version.to_owned())
+            })
+            .collect();
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if compiled.fingerprint != fingerprint {
+            let hooks = configurations
+                .iter()
+                .flat_map(|c| self.compile(c))
+                .map(Arc::new)
+                .collect();
+            *compiled = Compiled {
+                fingerprint,
+                hooks: Arc::new(hooks),
+            };
+        }
+        Ok(compiled.hooks.clone())
+    }
+
+    /// The webhooks of one stored configuration.
+    fn compile(&self, configuration: &Value) -> Vec<Hook> {
+        let name = name_of(configuration);
+        let hooks = configuration["webhooks"].clone();
+        if self.mutating {
+            serde_json::from_value::<Option<Vec<MutatingWebhook>>>(hooks)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .iter()
+                .map(|hook| Hook::mutating(name, hook))
+                .collect()
+        } else {
+            serde_json::from_value::<Option<Vec<ValidatingWebhook>>>(hooks)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .iter()
+                .map(|hook| Hook::validating(name, hook))
+                .collect()
+        }
+    }
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// The webhook configurations, mutating and validating, which the two plugins call.
+#[derive(Debug)]
+pub(crate) struct Webhooks {
+    table: Arc<Registries>,
+    mutating: Configurations,
+    validating: Configurations,
+}
+
+impl Webhooks {
+    /// The webhooks configured in `table`'s admissionregistration registries (`None` when the
+    /// table serves none).
+    pub(crate) fn new(table: &Arc<Registries>) -> Option<Self> {
+        let group = "admissionregistration.k8s.io";
+        Some(Webhooks {
+            mutating: Configurations::new(
+                table.get(group, "v1", "mutatingwebhookconfigurations")?,
+                true,
+            ),
+            validating: Configurations::new(
+                table.get(group, "v1", "validatingwebhookconfigurations")?,
+                false,
+            ),
+            table: table.clone(),
+        })
+    }
+
+    /// Calls the mutating webhooks that match, in order, changing `object` with their patches.
+    async fn mutate(
+        &self,
+        attrs: &Attributes<'_>,
+        mut object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let hooks = self.mutating.hooks().await?;
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let context = matching::Context::new(&self.table);
+        // The webhooks called that asked to be called again if a later one changes the
+        // object, and whether one did since each was called.
+        let mut reinvocable: Vec<(Arc<Hook>, bool)> = Vec::new();
+        for hook in hooks.iter() {
+            if !context.matches(hook, attrs, object.as_deref(), old).await? {
+                continue;
+            }
+            let changed = self
+                .call_mutating(hook, attrs, object.as_deref_mut(), old)
+                .await?;
+            if changed {
+                for (_, since) in &mut reinvocable {
+                    *since = true;
+                }
+            }
+            if hook.reinvoke {
+                reinvocable.push((hook.clone(), false));
+            }
+        }
+        for (hook, _) in reinvocable.iter().filter(|(_, since)| *since) {
+            self.call_mutating(hook, attrs, object.as_deref_mut(), old)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Calls one mutating webhook; whether its patch changed the object.
+    async fn call_mutating(
+        &self,
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<bool, ApiError> {
+        let answer = match hook
+            .call(&self.table, attrs, object.as_deref(), old, true)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(failure) => return hook.failed(failure).map(|()| false),
+        };
+        let Called::Allowed { patch } = answer else {
+            return Err(answer.refusal(&hook.name));
+        };
+        let (Some(patch), Some(object)) = (patch, object) else {
+            return Ok(false);
+        };
+        let patched = apply_patch(object, &patch).map_err(|e| StatusError::internal(&e))?;
+        let mut patched = patched;
+        let decoded = match self.registry_of(attrs) {
+            Some(registry) => registry.decode_patched(&mut patched)?.0,
+            None => patched,
+        };
+        let changed = decoded != *object;
+        *object = decoded;
+        Ok(changed)
+    }
+
+    /// Calls the validating webhooks that match, all at once; the first refusal in order.
+    async fn check(
+        &self,
+        attrs: &Attributes<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let hooks = self.validating.hooks().await?;
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let context = matching::Context::new(&self.table);
+        let mut matched = Vec::new();
+        for hook in hooks.iter() {
+            if context.matches(hook, attrs, object, old).await? {
+                matched.push(hook.clone());
+            }
+        }
+        let answers = futures::future::join_all(
+            matched
+                .iter()
+                .map(|hook| hook.call(&self.table, attrs, object, old, false)),
+        )
+        .await;
+        for (hook, answer) in matched.iter().zip(answers) {
+            match answer {
+                Ok(Called::Allowed { .. }) => {}
+                Ok(refused) => return Err(refused.refusal(&hook.name)),
+                Err(failure) => hook.failed(failure)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The registry of the resource written, for decoding a patched object.
+    fn registry_of(&self, attrs: &Attributes<'_>) -> Option<Arc<Registry>> {
+        let resource = attrs.resource;
+        self.table
+            .get(resource.group, resource.version, resource.plural)
+    }
+
+    /// The stored object a delete removes, for the webhooks' `oldObject`.
+    async fn deleted_object(&self, attrs: &Attributes<'_>) -> Option<Value> {
+        let registry = self.registry_of(attrs)?;
+        let namespace = (!attrs.namespace.is_empty()).then_some(attrs.namespace);
+        registry.get(namespace, attrs.name).await.ok()
+    }
+}
+
+/// Applies a webhook's JSON patch to `object`.
+fn apply_patch(object: &Value, patch: &[u8]) -> Result<Value, String> {
+    let patch: json_patch::Patch =
+        serde_json::from_slice(patch).map_err(|e| format!("unable to decode patch: {e}"))?;
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).map_err(|e| e.to_string())?;
+    Ok(patched)
+}
+
+/// The stored object of a delete, for the webhooks' `oldObject`: the one given, else read.
+async fn stored(webhooks: &Webhooks, attrs: &Attributes<'_>, old: Option<&Value>) -> Option<Value> {
+    match old {
+        Some(old) => Some(old.clone()),
+        None => webhooks.deleted_object(attrs).await,
+    }
+}
+
+/// Upstream's MutatingAdmissionWebhook: the mutating webhooks, in the mutating phase.
+#[derive(Debug)]
+pub(crate) struct MutatingWebhooks(pub Arc<Webhooks>);
+
+impl Plugin for MutatingWebhooks {
+    fn name(&self) -> &'static str {
+        "MutatingAdmissionWebhook"
+    }
+
+    fn admit<'a>(
+        &'a self,
+        attrs: &'a Attributes<'a>,
+        object: Option<&'a mut Value>,
+        old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if matching::exempt(attrs.resource) {
+                return Ok(());
+            }
+            if attrs.operation != Operation::Delete {
+                return self.0.mutate(attrs, object, old).await;
+            }
+            if self.0.mutating.hooks().await?.is_empty() {
+                return Ok(());
+            }
+            let stored = stored(&self.0, attrs, old).await;
+            self.0.mutate(attrs, None, stored.as_ref()).await
+        })
+    }
+}
+
+/// Upstream's ValidatingAdmissionWebhook: the validating webhooks, in the validating phase
+/// (and for deletes, which the chain admits in its mutating phase only, there).
+#[derive(Debug)]
+pub(crate) struct ValidatingWebhooks(pub Arc<Webhooks>);
+
+impl Plugin for ValidatingWebhooks {
+    fn name(&self) -> &'static str {
+        "ValidatingAdmissionWebhook"
+    }
+
+    fn admit<'a>(
+        &'a self,
+        attrs: &'a Attributes<'a>,
+        _object: Option<&'a mut Value>,
+        old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if attrs.operation != Operation::Delete
+                || matching::exempt(attrs.resource)
+                || self.0.validating.hooks().await?.is_empty()
+            {
+                return Ok(());
+            }
+            let stored = stored(&self.0, attrs, old).await;
+            self.0.check(attrs, None, stored.as_ref()).await
+        })
+    }
+
+    fn validate<'a>(
+        &'a self,
+        attrs: &'a Attributes<'a>,
+        object: &'a Value,
+        old: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if matching::exempt(attrs.resource) {
+                return Ok(());
+            }
+            self.0.check(attrs, Some(object), old).await
+        })
+    }
+}
+
+/// A webhook's refusal as upstream's `ToStatusErr` shapes it: at least 400, status Failure,
+/// the message led by `admission webhook "<name>" denied the request`.
+pub(crate) fn refusal(webhook: &str, result: Option<Value>) -> ApiError {
+    let mut status: Status = result
+        .and_then(|r| serde_json::from_value(r).ok())
+        .unwrap_or_default();
+    if status.code.unwrap_or_default() < 400 {
+        status.code = Some(400);
+    }
+    if matches!(status.status.as_deref(), None | Some("") | Some("Success")) {
+        status.status = Some("Failure".to_owned());
+    }
+    let denied = format!(
+        "admission webhook {} denied the request",
+        capstan_api::field::go_quote(webhook)
+    );
+    let message = match (status.message.as_deref(), status.reason.as_deref()) {
+        (Some(message), _) if !message.is_empty() => format!("{denied}: {message}"),
+        (_, Some(reason)) if !reason.is_empty() => format!("{denied}: {reason}"),
+        _ => format!("{denied} without explanation"),
+    };
+    status.message = Some(message);
+    ApiError::from(StatusError { status })
+}
+
+/// Decodes a base64 patch from a review's response.
+pub(crate) fn decode_patch(patch: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .map_err(|e| format!("illegal base64 data in response.patch: {e}"))
+}

@@ -1,0 +1,173 @@
+//! A test admission webhook server: HTTPS on loopback with a certificate from its own CA (for
+//! `127.0.0.1` and the DNS names given), answering AdmissionReviews at a few paths:
+//!
+//! - `/deny`: refuses (403) an object, or for a delete the old object, labelled `deny=yes`;
+//! - `/mutate`: allows, with a JSON patch that labels the object `mutated=yes`;
+//! - `/slow`: answers after 5 s;
+//! - `/garbage`: answers `200` with a body that is not JSON.
+//!
+//! Every review received is kept, for tests to look at.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{Value, json};
+
+pub struct WebhookServer {
+    pub port: u16,
+    /// The CA that signed the serving certificate, PEM.
+    pub ca_pem: String,
+    /// The reviews received, in order.
+    pub reviews: Arc<Mutex<Vec<Value>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl WebhookServer {
+    /// Serves on a free loopback port, with a certificate for `127.0.0.1`, `localhost` and
+    /// `dns_names`.
+    pub fn start(dns_names: &[&str]) -> WebhookServer {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut names: Vec<String> = vec!["localhost".into()];
+        names.extend(dns_names.iter().map(|n| n.to_string()));
+        let mut params = CertificateParams::new(names).unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        let cert_pem = params.signed_by(&key, &issuer).unwrap().pem();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap(),
+            PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let reviews = Arc::new(Mutex::new(Vec::new()));
+        let kept = reviews.clone();
+        runtime.spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (acceptor, kept) = (acceptor.clone(), kept.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |request| {
+                        let kept = kept.clone();
+                        async move { Ok::<_, std::convert::Infallible>(answer(request, kept).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        WebhookServer {
+            port,
+            ca_pem,
+            reviews,
+            _runtime: runtime,
+        }
+    }
+
+    /// The CA bundle as a configuration's `caBundle` carries it.
+    pub fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    /// `https://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The reviews received so far for objects named `name`.
+    pub fn reviews_of(&self, name: &str) -> Vec<Value> {
+        self.reviews
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r["request"]["name"] == name)
+            .cloned()
+            .collect()
+    }
+}
+
+fn labelled_deny(object: &Value) -> bool {
+    object["metadata"]["labels"]["deny"] == "yes"
+}
+
+async fn answer(
+    request: hyper::Request<Incoming>,
+    kept: Arc<Mutex<Vec<Value>>>,
+) -> hyper::Response<Full<bytes::Bytes>> {
+    let path = request.uri().path().to_owned();
+    let body = request.into_body().collect().await.unwrap().to_bytes();
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    kept.lock().unwrap().push(review.clone());
+    let request = &review["request"];
+    let mut response = json!({"uid": request["uid"], "allowed": true});
+    match path.as_str() {
+        "/deny" if labelled_deny(&request["object"]) || labelled_deny(&request["oldObject"]) => {
+            response["allowed"] = false.into();
+            response["status"] = json!({"code": 403, "message": "the object is labelled deny"});
+        }
+        "/mutate" => {
+            let patch = if request["object"]["metadata"]["labels"].is_object() {
+                json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}])
+            } else {
+                json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
+            };
+            response["patchType"] = "JSONPatch".into();
+            response["patch"] = base64::engine::general_purpose::STANDARD
+                .encode(patch.to_string())
+                .into();
+        }
+        "/slow" => tokio::time::sleep(Duration::from_secs(5)).await,
+        "/garbage" => {
+            return hyper::Response::new(Full::new(bytes::Bytes::from_static(b"<html>no</html>")));
+        }
+        _ => {}
+    }
+    let answer = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": response,
+    });
+    let mut reply = hyper::Response::new(Full::new(bytes::Bytes::from(answer.to_string())));
+    reply.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    reply
+}

@@ -1,0 +1,408 @@
+//! End to end: admission webhooks with stock kubectl (the oldest and newest supported), called
+//! over TLS by a test webhook server on loopback (`common::webhook`). A validating webhook
+//! refuses Deployments, ConfigMaps and custom objects labelled `deny=yes` (and their deletes)
+//! with its own message; a mutating webhook labels new ConfigMaps and custom objects; a
+//! webhook reached through a Service (an ExternalName to loopback, its certificate checked for
+//! `<service>.<namespace>.svc`) takes effect the same way; a webhook that times out or answers
+//! garbage refuses under `failurePolicy: Fail` with upstream's errors and is skipped under
+//! `Ignore`; configurations themselves are never sent to webhooks; bad configurations are
+//! refused with upstream's messages.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::webhook::WebhookServer;
+use common::*;
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"#;
+
+/// A webhook configuration of `kind` with one webhook `name` at `client` (a `clientConfig`
+/// in YAML flow style) for `rules`.
+fn configuration(kind: &str, name: &str, client: &str, rules: &str, extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: {kind}
+metadata:
+  name: {name}
+webhooks:
+- name: {name}
+  clientConfig: {client}
+  rules: {rules}
+  sideEffects: None
+  admissionReviewVersions: [v1, v1beta1]
+{extra}
+"#
+    )
+}
+
+fn apply(version: &str, kc: &Path, yaml: &str) {
+    let out = kubectl_stdin(version, kc, &["apply", "-f", "-"], yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// kubectl's stderr for a command that must fail.
+fn refused(version: &str, kc: &Path, args: &[&str]) -> String {
+    let out = kubectl_any(version, kc, args);
+    assert!(
+        !out.status.success(),
+        "kubectl {} succeeded: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const DENIED: &str = "admission webhook \"deny.webhooks.capstan.test\" denied the request: the object is labelled deny";
+
+#[test]
+fn admission_webhooks_mutate_and_refuse_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let hooks = WebhookServer::start(&["hooks.default.svc"]);
+    let bundle = hooks.ca_bundle();
+    let url = |path: &str| format!("{{url: \"{}\", caBundle: {bundle}}}", hooks.url(path));
+    let v = "1.33";
+
+    // Bad configurations are refused with upstream's messages.
+    let bad = configuration(
+        "ValidatingWebhookConfiguration",
+        "bad",
+        "{url: \"http://127.0.0.1/x?y=1\"}",
+        "[{operations: [\"*\", CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}]",
+        "  timeoutSeconds: 40",
+    );
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "webhooks[0].name: Invalid value: \"bad\": should be a domain with at least three segments separated by dots",
+        "webhooks[0].timeoutSeconds: Invalid value: 40: the timeout value must be between 1 and 30 seconds",
+        "webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+        "webhooks[0].clientConfig.url: Invalid value: \"y=1\": query parameters are not permitted in the URL",
+        "webhooks[0].rules[0].operations: Invalid value: []admissionregistration.OperationType{\"*\", \"CREATE\"}: if '*' is present, must not specify other operations",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+
+    // A ConfigMap labelled deny that exists before any webhook.
+    kubectl_ok(v, &kc, &["create", "configmap", "kept"]);
+    kubectl_ok(v, &kc, &["label", "configmap", "kept", "deny=yes"]);
+    apply(v, &kc, CRD);
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/gizmos.example.com",
+        ],
+    );
+
+    let all_writes = "[{operations: [CREATE, UPDATE, DELETE], apiGroups: [\"\", apps, example.com], apiVersions: [v1], resources: [configmaps, deployments, gizmos]}]";
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "deny.webhooks.capstan.test",
+            &url("/deny"),
+            all_writes,
+            "",
+        ),
+    );
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "MutatingWebhookConfiguration",
+            "mutate.webhooks.capstan.test",
+            &url("/mutate"),
+            "[{operations: [CREATE], apiGroups: [\"\", example.com], apiVersions: [v1], resources: [configmaps, gizmos]}]",
+            "",
+        ),
+    );
+    let listed = kubectl_ok(v, &kc, &["get", "validatingwebhookconfigurations"]);
+    assert!(
+        listed.contains("NAME")
+            && listed.contains("WEBHOOKS")
+            && listed.contains("deny.webhooks.capstan.test   1"),
+        "{listed}"
+    );
+
+    // The configurations take effect as soon as the server has them.
+    eventually("the validating webhook", || {
+        let out = kubectl_stdin(
+            v,
+            &kc,
+            &["create", "--dry-run=server", "-f", "-"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe, labels: {deny: \"yes\"}}\n",
+        );
+        String::from_utf8_lossy(&out.stderr)
+            .contains(DENIED)
+            .then_some(())
+    });
+
+    for version in ["1.27", "1.33"] {
+        // Refused with the webhook's message and code, for a built-in and a custom kind.
+        // Unlabelled, a Deployment is let through.
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "create",
+                "deployment",
+                "web",
+                "--image=busybox",
+                "--dry-run=server",
+                "-o",
+                "name",
+            ],
+        );
+        let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, labels: {deny: \"yes\"}}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: busybox}]}\n";
+        let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], deployment);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(DENIED), "{err}");
+        let gizmo = "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g, labels: {deny: \"yes\"}}\nspec: {size: 1}\n";
+        let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], gizmo);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(DENIED), "{err}");
+        // The delete of an object labelled deny is refused, judged by its stored state.
+        let err = refused(version, &kc, &["delete", "configmap", "kept"]);
+        assert!(err.contains(DENIED), "{err}");
+    }
+
+    // The mutating webhook labels new ConfigMaps and custom objects; the validating one saw
+    // the mutated object.
+    kubectl_ok(v, &kc, &["create", "configmap", "plain"]);
+    let labels = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "get",
+            "configmap",
+            "plain",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ],
+    );
+    assert_eq!(labels, r#"{"mutated":"yes"}"#);
+    let validated = hooks.reviews_of("plain").into_iter().find(|r| {
+        r["request"]["operation"] == "CREATE"
+            && r["request"]["object"]["metadata"]["labels"]["mutated"] == "yes"
+    });
+    let validated = validated.expect("the validating webhook saw the mutated ConfigMap");
+    assert_eq!(validated["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(validated["request"]["kind"]["kind"], "ConfigMap");
+    assert_eq!(validated["request"]["resource"]["resource"], "configmaps");
+    assert_eq!(validated["request"]["namespace"], "default");
+    assert_eq!(validated["request"]["options"]["kind"], "CreateOptions");
+    assert!(validated["request"]["userInfo"]["username"].is_string());
+    let gizmo = "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g2}\nspec: {size: 2}\n";
+    apply(v, &kc, gizmo);
+    let labels = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "get",
+            "gizmo",
+            "g2",
+            "-o",
+            "jsonpath={.metadata.labels.mutated}",
+        ],
+    );
+    assert_eq!(labels, "yes");
+    // An update is sent with the stored object as oldObject.
+    kubectl_ok(v, &kc, &["label", "configmap", "plain", "more=1"]);
+    let update = hooks
+        .reviews_of("plain")
+        .into_iter()
+        .find(|r| r["request"]["operation"] == "UPDATE")
+        .expect("an UPDATE review");
+    assert_eq!(
+        update["request"]["oldObject"]["metadata"]["labels"]["mutated"],
+        "yes"
+    );
+    assert_eq!(
+        update["request"]["object"]["metadata"]["labels"]["more"],
+        "1"
+    );
+
+    // Webhook configurations are never sent to webhooks: the deny webhook cannot lock itself.
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "label",
+            "validatingwebhookconfiguration",
+            "deny.webhooks.capstan.test",
+            "deny=yes",
+        ],
+    );
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            "deny.webhooks.capstan.test",
+        ],
+    );
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "delete",
+            "mutatingwebhookconfiguration",
+            "mutate.webhooks.capstan.test",
+        ],
+    );
+    eventually("the webhooks to go", || {
+        kubectl_any(v, &kc, &["delete", "configmap", "kept"])
+            .status
+            .success()
+            .then_some(())
+    });
+
+    // Through a Service: an ExternalName to loopback, the certificate checked for its name.
+    apply(
+        v,
+        &kc,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: hooks}\nspec: {type: ExternalName, externalName: localhost}\n",
+    );
+    let service = format!(
+        "{{service: {{namespace: default, name: hooks, port: {}, path: /deny}}, caBundle: {bundle}}}",
+        hooks.port
+    );
+    let secrets =
+        "[{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [secrets]}]";
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "deny.webhooks.capstan.test",
+            &service,
+            secrets,
+            "",
+        ),
+    );
+    eventually("the webhook behind the Service", || {
+        let out = kubectl_stdin(
+            v,
+            &kc,
+            &["create", "--dry-run=server", "-f", "-"],
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: s2, labels: {deny: \"yes\"}}\n",
+        );
+        String::from_utf8_lossy(&out.stderr)
+            .contains(DENIED)
+            .then_some(())
+    });
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "allowed",
+            "--from-literal=a=b",
+        ],
+    );
+
+    // A webhook that takes longer than its timeout refuses under Fail, with upstream's error.
+    let slow = |policy: &str| {
+        configuration(
+            "ValidatingWebhookConfiguration",
+            "deny.webhooks.capstan.test",
+            &url("/slow"),
+            secrets,
+            &format!("  timeoutSeconds: 1\n  failurePolicy: {policy}"),
+        )
+    };
+    apply(v, &kc, &slow("Fail"));
+    let err = eventually("the slow webhook", || {
+        let out = kubectl_any(
+            v,
+            &kc,
+            &["create", "secret", "generic", "late", "--from-literal=a=b"],
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        err.contains("context deadline exceeded").then_some(err)
+    });
+    assert!(
+        err.contains(&format!(
+            "Internal error occurred: failed calling webhook \"deny.webhooks.capstan.test\": failed to call webhook: Post \"https://127.0.0.1:{}/slow?timeout=1s\": context deadline exceeded",
+            hooks.port
+        )),
+        "{err}"
+    );
+    // Under Ignore the write goes through.
+    apply(v, &kc, &slow("Ignore"));
+    eventually("the ignored slow webhook", || {
+        kubectl_any(
+            v,
+            &kc,
+            &["create", "secret", "generic", "late", "--from-literal=a=b"],
+        )
+        .status
+        .success()
+        .then_some(())
+    });
+
+    // An answer that is not an AdmissionReview refuses under Fail.
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "deny.webhooks.capstan.test",
+            &url("/garbage"),
+            secrets,
+            "",
+        ),
+    );
+    let err = eventually("the garbage webhook", || {
+        let out = kubectl_any(
+            v,
+            &kc,
+            &["create", "secret", "generic", "junk", "--from-literal=a=b"],
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        err.contains("failed calling webhook").then_some(err)
+    });
+    assert!(
+        err.contains("failed calling webhook \"deny.webhooks.capstan.test\": failed to call webhook: json parse error"),
+        "{err}"
+    );
+
+    server.stop();
+}
