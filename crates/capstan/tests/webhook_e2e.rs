@@ -202,7 +202,14 @@ fn admission_webhooks_mutate_and_refuse_writes() {
 
     // The mutating webhook labels new ConfigMaps and custom objects; the validating one saw
     // the mutated object.
-    kubectl_ok(v, &kc, &["create", "configmap", "plain"]);
+    let out = kubectl_any(v, &kc, &["create", "configmap", "plain"]);
+    assert!(out.status.success());
+    // The webhook's warning reaches the client.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Warning: labelled by the test webhook"),
+        "{err}"
+    );
     let labels = kubectl_ok(
         v,
         &kc,
@@ -254,6 +261,46 @@ fn admission_webhooks_mutate_and_refuse_writes() {
     assert_eq!(
         update["request"]["object"]["metadata"]["labels"]["more"],
         "1"
+    );
+
+    // Opening a session is admitted as CONNECT, with the request's options as the object.
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "attach.webhooks.capstan.test",
+            &url("/deny"),
+            "[{operations: [CONNECT], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/attach]}]",
+            "",
+        ),
+    );
+    let attach = "/api/v1/namespaces/default/pods/attached/attach?container=denied&stdout=true";
+    let err = eventually("the attach webhook", || {
+        let out = kubectl_stdin(v, &kc, &["create", "--raw", attach, "-f", "-"], "{}");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        err.contains("the object is labelled deny").then_some(err)
+    });
+    assert!(
+        err.contains("admission webhook \"attach.webhooks.capstan.test\" denied the request"),
+        "{err}"
+    );
+    let connect = hooks
+        .reviews_of("attached")
+        .into_iter()
+        .find(|r| r["request"]["operation"] == "CONNECT")
+        .expect("a CONNECT review");
+    assert_eq!(connect["request"]["subResource"], "attach");
+    assert_eq!(connect["request"]["kind"]["kind"], "PodAttachOptions");
+    assert_eq!(connect["request"]["object"]["stdout"], true);
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            "attach.webhooks.capstan.test",
+        ],
     );
 
     // Webhook configurations are never sent to webhooks: the deny webhook cannot lock itself.

@@ -152,6 +152,28 @@ pub(crate) enum Operation {
     Update,
     /// A delete.
     Delete,
+    /// Opening a session through a connect subresource (`exec`, `attach`, `portforward`,
+    /// `proxy`); the object is the request's options (`PodExecOptions`, …).
+    Connect,
+}
+
+/// The warnings plugins (the webhooks) give a request, for its response's `Warning` headers.
+#[derive(Debug, Default)]
+pub(crate) struct Warnings(Mutex<Vec<String>>);
+
+impl Warnings {
+    /// Adds a warning (an empty or repeated one is dropped, as upstream's recorder does).
+    pub(crate) fn add(&self, warning: &str) {
+        let mut warnings = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !warning.is_empty() && !warnings.iter().any(|w| w == warning) {
+            warnings.push(warning.to_owned());
+        }
+    }
+
+    /// The warnings given so far, taken.
+    pub(crate) fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// What a plugin is asked about (upstream's `admission.Attributes`).
@@ -172,6 +194,8 @@ pub(crate) struct Attributes<'a> {
     pub user: Option<&'a User>,
     /// Whether nothing is to be recorded (`dryRun=All`).
     pub dry_run: bool,
+    /// Where warnings for the response go (`None`: nowhere).
+    pub warnings: Option<&'a Warnings>,
 }
 
 impl Attributes<'_> {
@@ -381,6 +405,7 @@ impl Chain {
             user: user.cloned(),
             escalation,
             subresource: subresource.unwrap_or_default().to_owned(),
+            warnings: Warnings::default(),
         }))
     }
 }
@@ -414,6 +439,8 @@ struct RequestAdmission {
     escalation: Option<crate::authz::escalation::EscalationCheck>,
     /// The subresource written through (empty for the main endpoint).
     subresource: String,
+    /// The warnings the plugins gave.
+    warnings: Warnings,
 }
 
 impl RequestAdmission {
@@ -436,11 +463,16 @@ impl RequestAdmission {
                 .unwrap_or_default(),
             user: self.user.as_ref(),
             dry_run,
+            warnings: Some(&self.warnings),
         }
     }
 }
 
 impl crate::registry::Admission for RequestAdmission {
+    fn take_warnings(&self) -> Vec<String> {
+        self.warnings.take()
+    }
+
     fn authorize_grants<'a>(
         &'a self,
         resource: &'static Resource,
@@ -484,6 +516,7 @@ impl crate::registry::Admission for RequestAdmission {
                 name: &name,
                 user: self.user.as_ref(),
                 dry_run,
+                warnings: Some(&self.warnings),
             };
             self.chain.mutate(&attrs, Some(object), old).await
         })

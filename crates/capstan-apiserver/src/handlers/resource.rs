@@ -473,6 +473,88 @@ fn parse_body(
     }
 }
 
+/// Adds the warnings the write's admission gave to the response's.
+fn admission_warnings(options: &crate::registry::WriteOptions, warnings: &mut Vec<String>) {
+    if let Some(admission) = &options.admission {
+        warnings.extend(admission.take_warnings());
+    }
+}
+
+/// Who opens a connect request and its query, taken from the request (whose body may not be
+/// held across an await).
+fn connect_request(request: &Request<Body>) -> (Option<crate::authn::User>, String) {
+    (
+        request.extensions().get::<crate::authn::User>().cloned(),
+        request.uri().query().unwrap_or_default().to_owned(),
+    )
+}
+
+/// The options object of a connect request, as upstream decodes it from the query (and for
+/// proxies the path after the subresource): `PodExecOptions`, `PodAttachOptions`,
+/// `PodPortForwardOptions`, or `Pod`/`Service`/`NodeProxyOptions`.
+fn connect_options(plural: &str, subresource: &str, query: &str, parts: &[String]) -> Value {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let values = |key: &'static str| pairs.iter().filter(move |(k, _)| k == key).map(|(_, v)| v);
+    let flag = |key: &'static str| values(key).next().is_some_and(|v| v == "true" || v == "1");
+    let text = |key: &'static str| values(key).next().cloned();
+    let mut options = serde_json::Map::new();
+    let kind = match (plural, subresource) {
+        (_, "exec" | "attach") => {
+            for key in ["stdin", "stdout", "stderr", "tty"] {
+                if flag(key) {
+                    options.insert(key.to_owned(), true.into());
+                }
+            }
+            if let Some(container) = text("container") {
+                options.insert("container".to_owned(), container.into());
+            }
+            if subresource == "exec" {
+                let command: Vec<Value> = values("command").map(|c| c.as_str().into()).collect();
+                options.insert("command".to_owned(), command.into());
+                "PodExecOptions"
+            } else {
+                "PodAttachOptions"
+            }
+        }
+        (_, "portforward") => {
+            let ports: Vec<Value> = values("ports")
+                .flat_map(|p| p.split(',').map(str::to_owned).collect::<Vec<_>>())
+                .filter_map(|p| p.trim().parse::<i64>().ok())
+                .map(Value::from)
+                .collect();
+            if !ports.is_empty() {
+                options.insert("ports".to_owned(), ports.into());
+            }
+            "PodPortForwardOptions"
+        }
+        (plural, _) => {
+            // /api/v1/namespaces/ns/pods/name/proxy/<path>: what follows the subresource.
+            let after = parts
+                .iter()
+                .position(|p| p == subresource)
+                .map(|i| parts[i + 1..].join("/"))
+                .unwrap_or_default();
+            let path = text("path").unwrap_or(after);
+            if !path.is_empty() {
+                options.insert(
+                    "path".to_owned(),
+                    format!("/{}", path.trim_start_matches('/')).into(),
+                );
+            }
+            match plural {
+                "services" => "ServiceProxyOptions",
+                "nodes" => "NodeProxyOptions",
+                _ => "PodProxyOptions",
+            }
+        }
+    };
+    options.insert("kind".to_owned(), kind.into());
+    options.insert("apiVersion".to_owned(), "v1".into());
+    Value::Object(options)
+}
+
 /// An object as a list item: upstream's typed lists do not repeat kind and apiVersion.
 fn as_item(mut object: Value) -> Value {
     if let Some(map) = object.as_object_mut() {
@@ -615,6 +697,30 @@ impl Api {
         .await
     }
 
+    /// Admits opening a session through a connect subresource (upstream's CONNECT), with the
+    /// request's options as the object.
+    async fn admit_connect(
+        &self,
+        resource: &'static capstan_api::catalog::Resource,
+        info: &RequestInfo,
+        user: Option<crate::authn::User>,
+        query: String,
+    ) -> Result<(), ApiError> {
+        let options = connect_options(resource.plural, &info.subresource, &query, &info.parts);
+        let user = user.as_ref();
+        let attrs = Attributes {
+            resource,
+            subresource: &info.subresource,
+            operation: Operation::Connect,
+            namespace: &info.namespace,
+            name: &info.name,
+            user,
+            dry_run: false,
+            warnings: None,
+        };
+        self.admission.admit(&attrs, Some(&options)).await
+    }
+
     /// `pods/proxy`, `services/proxy` and `nodes/proxy`: the request passed on to the pod,
     /// the service's endpoint or the node ([`crate::handlers::proxy`]).
     async fn proxy(
@@ -688,6 +794,8 @@ impl Api {
             None => None,
         };
         if serves == Some(Serves::Stream(Stream::Proxy)) {
+            let (user, query) = connect_request(&request);
+            self.admit_connect(resource, info, user, query).await?;
             return self.proxy(info, request).await;
         }
         if subresource.is_some() && info.parts.len() > 3 {
@@ -715,6 +823,7 @@ impl Api {
         };
         // The admission of what the registry does not admit inside its writes: deletes, and
         // bodies of subresources that are not stored.
+        let admitted_warnings = crate::admission::Warnings::default();
         let attributes = |operation| Attributes {
             resource,
             subresource: subresource.unwrap_or_default(),
@@ -723,6 +832,7 @@ impl Api {
             name,
             user,
             dry_run: false,
+            warnings: Some(&admitted_warnings),
         };
         if !resource.supports(verb) && subresource.is_none() {
             return Err(StatusError::method_not_supported(
@@ -735,6 +845,10 @@ impl Api {
         if let (Some(sub), Some(Serves::Stream(Stream::Read { .. } | Stream::Connect))) =
             (subresource, serves)
         {
+            if sub != "log" {
+                let (user, query) = connect_request(&request);
+                self.admit_connect(resource, info, user, query).await?;
+            }
             return self.stream_from_node(&registry, info, sub, request).await;
         }
         // A subresource serves only its own verbs (`finalize` is only updated).
@@ -866,7 +980,8 @@ impl Api {
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
                 options.admission = write_admission(None);
-                let written = registry.create(namespace, body, &options).await?;
+                let mut written = registry.create(namespace, body, &options).await?;
+                admission_warnings(&options, &mut written.warnings);
                 respond_object(
                     StatusCode::CREATED,
                     resource,
@@ -883,9 +998,10 @@ impl Api {
                     read_body(request.into_body(), content_type.as_deref()).await?;
                 options.source = source;
                 options.admission = write_admission(subresource);
-                let written = registry
+                let mut written = registry
                     .update(namespace, name, body, subresource, &options)
                     .await?;
+                admission_warnings(&options, &mut written.warnings);
                 written_response(resource, written, output, &query)
             }
             ("patch", None) | ("patch", Some(Serves::Object)) if subresource_allows("patch") => {
@@ -899,7 +1015,7 @@ impl Api {
                     content_type: ct,
                     bytes: &bytes,
                 };
-                let written = crate::handlers::patch::patch(
+                let mut written = crate::handlers::patch::patch(
                     &registry,
                     namespace,
                     name,
@@ -908,6 +1024,7 @@ impl Api {
                     &options,
                 )
                 .await?;
+                admission_warnings(&options, &mut written.warnings);
                 written_response(resource, written, output, &query)
             }
             ("delete", None) => {
@@ -924,7 +1041,14 @@ impl Api {
                     Deleted::Gone(object) if registry.strategy().returns_deleted_object() => object,
                     Deleted::Gone(object) => success_status(resource, &object),
                 };
-                respond_object(StatusCode::OK, resource, &object, output, &query, &[])
+                respond_object(
+                    StatusCode::OK,
+                    resource,
+                    &object,
+                    output,
+                    &query,
+                    &admitted_warnings.take(),
+                )
             }
             ("deletecollection", None) => {
                 let options =

@@ -2735,3 +2735,32 @@ async fn bodies_are_written_in_upstreams_field_order() {
         "{list}"
     );
 }
+
+#[test]
+fn connect_requests_are_admitted_with_their_options_as_upstream_decodes_them() {
+    let parts = |path: &str| -> Vec<String> { path.split('/').map(str::to_owned).collect() };
+    let exec = super::connect_options(
+        "pods",
+        "exec",
+        "command=ls&command=-l&container=c&stdin=true&tty=1&stdout=false",
+        &[],
+    );
+    assert_eq!(
+        exec,
+        json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdin": true, "tty": true,
+               "container": "c", "command": ["ls", "-l"]})
+    );
+    let forward = super::connect_options("pods", "portforward", "ports=80,8080&ports=9", &[]);
+    assert_eq!(forward["kind"], "PodPortForwardOptions");
+    assert_eq!(forward["ports"], json!([80, 8080, 9]));
+    let proxy = super::connect_options(
+        "services",
+        "proxy",
+        "",
+        &parts("api/v1/namespaces/ns/services/web/proxy/a/b"),
+    );
+    assert_eq!(
+        proxy,
+        json!({"kind": "ServiceProxyOptions", "apiVersion": "v1", "path": "/a/b"})
+    );
+}

@@ -96,6 +96,11 @@ pub(crate) trait Admission: Send + Sync + std::fmt::Debug {
         Box::pin(async { Ok(()) })
     }
 
+    /// The warnings admission gave (webhooks' `warnings`), taken, for the response.
+    fn take_warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Changes a new object (`old` is `None`) or the new state of the stored `old` of
     /// `resource` before it is prepared and validated; with `dry_run` it records nothing.
     fn mutate<'a>(

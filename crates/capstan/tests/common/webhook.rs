@@ -1,8 +1,10 @@
 //! A test admission webhook server: HTTPS on loopback with a certificate from its own CA (for
 //! `127.0.0.1` and the DNS names given), answering AdmissionReviews at a few paths:
 //!
-//! - `/deny`: refuses (403) an object, or for a delete the old object, labelled `deny=yes`;
-//! - `/mutate`: allows, with a JSON patch that labels the object `mutated=yes`;
+//! - `/deny`: refuses (403) an object, or for a delete the old object, labelled `deny=yes`,
+//!   and attaching to a container named `denied`;
+//! - `/mutate`: allows, with a JSON patch that labels the object `mutated=yes` and the warning
+//!   `labelled by the test webhook`;
 //! - `/slow`: answers after 5 s;
 //! - `/garbage`: answers `200` with a body that is not JSON.
 //!
@@ -127,6 +129,10 @@ fn labelled_deny(object: &Value) -> bool {
     object["metadata"]["labels"]["deny"] == "yes"
 }
 
+fn attaches_to_denied(request: &Value) -> bool {
+    request["kind"]["kind"] == "PodAttachOptions" && request["object"]["container"] == "denied"
+}
+
 async fn answer(
     request: hyper::Request<Incoming>,
     kept: Arc<Mutex<Vec<Value>>>,
@@ -138,7 +144,11 @@ async fn answer(
     let request = &review["request"];
     let mut response = json!({"uid": request["uid"], "allowed": true});
     match path.as_str() {
-        "/deny" if labelled_deny(&request["object"]) || labelled_deny(&request["oldObject"]) => {
+        "/deny"
+            if labelled_deny(&request["object"])
+                || labelled_deny(&request["oldObject"])
+                || attaches_to_denied(request) =>
+        {
             response["allowed"] = false.into();
             response["status"] = json!({"code": 403, "message": "the object is labelled deny"});
         }
@@ -149,6 +159,7 @@ async fn answer(
                 json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
             };
             response["patchType"] = "JSONPatch".into();
+            response["warnings"] = json!(["labelled by the test webhook"]);
             response["patch"] = base64::engine::general_purpose::STANDARD
                 .encode(patch.to_string())
                 .into();

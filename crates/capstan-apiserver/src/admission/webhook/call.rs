@@ -274,7 +274,17 @@ impl Hook {
                     Why::Answer(why) => format!("failed to call webhook: {why}"),
                 })
             })?;
-        verify(version, &uid, &answer, mutating).map_err(Failure::Calling)
+        let called = verify(version, &uid, &answer, mutating).map_err(Failure::Calling)?;
+        if let Some(sink) = attrs.warnings {
+            for warning in answer["response"]["warnings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                sink.add(warning.as_str().unwrap_or_default());
+            }
+        }
+        Ok(called)
     }
 
     /// Where to connect, and the name the webhook's certificate must carry.
@@ -475,22 +485,36 @@ pub(crate) fn review(
     old: Option<&Value>,
 ) -> Value {
     let resource = attrs.resource;
-    let kind = if attrs.subresource == "scale" {
-        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
-    } else {
-        json!({"group": resource.group, "version": resource.version, "kind": resource.kind})
+    // A subresource's body (a Scale, connect options) is its own kind.
+    let own_kind = object
+        .filter(|_| !attrs.subresource.is_empty())
+        .and_then(|o| Some((o["apiVersion"].as_str()?, o["kind"].as_str()?)))
+        .filter(|(_, kind)| *kind != resource.kind);
+    let kind = match own_kind {
+        Some((api_version, kind)) => {
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+            json!({"group": group, "version": version, "kind": kind})
+        }
+        None => {
+            json!({"group": resource.group, "version": resource.version, "kind": resource.kind})
+        }
     };
     let gvr =
         json!({"group": resource.group, "version": resource.version, "resource": resource.plural});
-    let options_kind = match attrs.operation {
-        Operation::Create => "CreateOptions",
-        Operation::Update => "UpdateOptions",
-        Operation::Delete => "DeleteOptions",
-    };
-    let mut options = json!({"kind": options_kind, "apiVersion": "meta.k8s.io/v1"});
-    if attrs.dry_run {
-        options["dryRun"] = json!(["All"]);
+    let options = match attrs.operation {
+        Operation::Create => Some("CreateOptions"),
+        Operation::Update => Some("UpdateOptions"),
+        Operation::Delete => Some("DeleteOptions"),
+        // Upstream sends connect requests without options.
+        Operation::Connect => None,
     }
+    .map(|kind| {
+        let mut options = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
+        if attrs.dry_run {
+            options["dryRun"] = json!(["All"]);
+        }
+        options
+    });
     let mut request = json!({
         "uid": uid,
         "kind": kind,
@@ -506,6 +530,9 @@ pub(crate) fn review(
         "dryRun": attrs.dry_run,
         "options": options,
     });
+    if options.is_none() {
+        request.as_object_mut().map(|r| r.remove("options"));
+    }
     if !attrs.subresource.is_empty() {
         request["subResource"] = attrs.subresource.into();
         request["requestSubResource"] = attrs.subresource.into();

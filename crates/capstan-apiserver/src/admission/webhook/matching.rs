@@ -29,6 +29,7 @@ pub(crate) fn operation_name(operation: Operation) -> &'static str {
         Operation::Create => "CREATE",
         Operation::Update => "UPDATE",
         Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
     }
 }
 
@@ -182,6 +183,7 @@ mod tests {
             name: "x",
             user: None,
             dry_run: false,
+            warnings: None,
         }
     }
 

@@ -24,9 +24,13 @@
 //! on as the Status it gave, `admission webhook "…" denied the request`. A dry-run request is
 //! refused by a matching webhook that may have side effects.
 //!
+//! Opening a session through `exec`, `attach`, `portforward` or `proxy` is admitted as
+//! CONNECT with the request's options (`PodAttachOptions`, …) as the object; the warnings a
+//! webhook gives reach the response's `Warning` headers.
+//!
 //! Not yet: `matchConditions` (CEL; a webhook with conditions is called as if they held),
-//! `matchPolicy: Equivalent` across versions (rules match the request's own version), CONNECT
-//! operations, and the webhooks' warnings and audit annotations on the response.
+//! `matchPolicy: Equivalent` across versions (rules match the request's own version), the
+//! `Scale` object for `scale` writes, and audit annotations.
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
 //! version of the set (names and resource versions), so a request with no webhook
