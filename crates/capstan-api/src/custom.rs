@@ -7,8 +7,11 @@
 //! kept for the process's life (a CRD changed back and forth reuses its earlier declarations), so
 //! the registry, which holds `&'static Resource`, needs no second shape for run-time kinds.
 //!
-//! Not yet: what [`crate::structural`] does not cover (CEL rules among it), the `scale`
-//! subresource, webhook conversion and selectable fields.
+//! A version's `status` and `scale` subresources are declared as the built-in ones are; `scale`
+//! carries the CRD's paths ([`ScalePaths`]).
+//!
+//! Not yet: what [`crate::structural`] does not cover (CEL rules among it), webhook conversion
+//! and selectable fields.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +22,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use crate::catalog::{ALL_VERBS, Resource, Serves, Subresource, schema_of};
+use crate::catalog::{self, ALL_VERBS, Resource, ScalePaths, Serves, Subresource, schema_of};
 use crate::field::{FieldError, Path};
 use crate::printers::jsonpath::JsonPath;
 use crate::printers::{self, Column, CustomColumn, Print, Printer};
@@ -72,12 +75,20 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
         .map(|version| {
             let subresources = version.subresources.as_ref();
             let status = subresources.is_some_and(|s| s.status.is_some());
+            let scale = subresources.and_then(|s| s.scale.as_ref()).map(|scale| {
+                (
+                    scale.spec_replicas_path.clone(),
+                    scale.status_replicas_path.clone(),
+                    scale.label_selector_path.clone(),
+                )
+            });
             let resource = intern(Shape {
                 group: group.to_owned(),
                 version: version.name.clone(),
                 names: names.clone(),
                 namespaced: crd.spec.scope == "Namespaced",
                 status,
+                scale,
                 columns: version
                     .additional_printer_columns
                     .clone()
@@ -110,6 +121,8 @@ struct Shape {
     names: CustomResourceDefinitionNames,
     namespaced: bool,
     status: bool,
+    /// The scale subresource's spec replicas, status replicas and label selector paths.
+    scale: Option<(String, String, Option<String>)>,
     columns: Vec<CustomResourceColumnDefinition>,
 }
 
@@ -128,18 +141,25 @@ fn intern(shape: Shape) -> &'static Resource {
         Box::leak(items.into_boxed_slice())
     };
     let kind = leak(&shape.names.kind);
-    let subresources: &'static [Subresource] = if shape.status {
-        Box::leak(Box::new([Subresource {
+    let mut subresources = Vec::new();
+    if shape.status {
+        subresources.push(Subresource {
             name: "status",
             group_version: None,
             kind,
             verbs: &["get", "patch", "update"],
             serves: Serves::Object,
             schema: None,
-        }]))
-    } else {
-        &[]
-    };
+        });
+    }
+    if let Some((spec, status, selector)) = &shape.scale {
+        subresources.push(catalog::custom_scale(ScalePaths {
+            spec_replicas: leak(spec),
+            status_replicas: leak(status),
+            label_selector: selector.as_deref().map(leak),
+        }));
+    }
+    let subresources: &'static [Subresource] = Box::leak(subresources.into_boxed_slice());
     let printer = if shape.columns.is_empty() {
         printers::CUSTOM
     } else {

@@ -3,7 +3,8 @@
 //! one is established with its names accepted and storage version recorded; its kind is then
 //! discovered (short name and category included), its objects created (defaulted, pruned and
 //! validated by the version's schema), listed as a Table,
-//! read through a second served version, patched through the status subresource, and deleted
+//! read through a second served version, patched through the status subresource, scaled
+//! through the scale subresource at the CRD's paths (`kubectl scale`), and deleted
 //! with the CRD, whose API then goes away.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -33,6 +34,7 @@ spec:
     storage: true
     subresources:
       status: {}
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.count, labelSelectorPath: .status.selector}
     additionalPrinterColumns:
     - {name: Size, type: integer, jsonPath: .spec.size}
     - {name: Mode, type: string, jsonPath: .spec.mode}
@@ -52,6 +54,8 @@ spec:
             type: object
             properties:
               ready: {type: boolean}
+              count: {type: integer}
+              selector: {type: string}
   - name: v1beta1
     served: true
     storage: false
@@ -262,7 +266,7 @@ fn custom_resources_are_served_from_their_definitions() {
                 "--subresource=status",
                 "--type=merge",
                 "-p",
-                r#"{"status":{"ready":true}}"#,
+                r#"{"status":{"ready":true,"count":2,"selector":"app=w"}}"#,
             ],
         );
         // kubectl 1.27 has `--subresource` (since 1.24).
@@ -278,6 +282,39 @@ fn custom_resources_are_served_from_their_definitions() {
             "{.status.ready} {.metadata.generation}",
         );
         assert_eq!(ready, "true 2");
+
+        // The scale subresource, at the CRD's paths: kubectl scale changes spec.size.
+        kubectl_ok(version, &kc, &["scale", "widget", "first", "--replicas=6"]);
+        let scaled = jsonpath(
+            version,
+            &kc,
+            &["widget", "first"],
+            "{.spec.size} {.metadata.generation}",
+        );
+        assert_eq!(scaled, "6 3");
+        let scale = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "--raw",
+                "/apis/example.com/v1/namespaces/default/widgets/first/scale",
+            ],
+        );
+        let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
+        assert_eq!(scale["kind"], "Scale");
+        assert_eq!(scale["apiVersion"], "autoscaling/v1");
+        assert_eq!(scale["spec"]["replicas"], 6);
+        assert_eq!(scale["status"]["replicas"], 2);
+        assert_eq!(scale["status"]["selector"], "app=w");
+        // The object's schema still holds: size must be at least 1.
+        let refused = kubectl_any(version, &kc, &["scale", "widget", "first", "--replicas=0"]);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success()
+                && err.contains("spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"),
+            "{err}"
+        );
 
         // Deleting the definition deletes its objects, then the API goes.
         kubectl_ok(

@@ -88,8 +88,9 @@ pub enum Serves {
     /// Reads and writes the parent object through its own endpoint (`status`, `finalize`,
     /// `ephemeralcontainers`): the registry and the kind's strategy decide what may change.
     Object,
-    /// The parent's replica count and selector as `autoscaling/v1` `Scale`.
-    Scale,
+    /// The parent's replica count and selector as `autoscaling/v1` `Scale`, found at these
+    /// paths.
+    Scale(ScalePaths),
     /// A `Binding` that assigns the pod to a node.
     Binding,
     /// An `Eviction`: deletes the pod when its disruption budgets allow.
@@ -99,6 +100,26 @@ pub enum Serves {
     /// Streamed from the pod's node or proxied to a backend.
     Stream(Stream),
 }
+
+/// Where a `scale` subresource finds the replica counts and the selector in its parent, as
+/// paths of dot-separated fields (`.spec.replicas`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas, read and written.
+    pub spec_replicas: &'static str,
+    /// The observed replicas.
+    pub status_replicas: &'static str,
+    /// A label selector in its string form (a custom resource's `labelSelectorPath`); `None`
+    /// for the built-in workloads, whose `spec.selector` is turned into that form.
+    pub label_selector: Option<&'static str>,
+}
+
+/// The paths of the built-in workloads' scale.
+pub const WORKLOAD_SCALE: ScalePaths = ScalePaths {
+    spec_replicas: ".spec.replicas",
+    status_replicas: ".status.replicas",
+    label_selector: None,
+};
 
 /// How a subresource served by the pod's node, or proxied to a backend, takes its options and
 /// answers, as upstream's REST storage for it does. Its options are a kind the API never stores
@@ -151,9 +172,17 @@ const SCALE: Subresource = Subresource {
     group_version: Some(("autoscaling", "v1")),
     kind: "Scale",
     verbs: GET_PATCH_UPDATE,
-    serves: Serves::Scale,
+    serves: Serves::Scale(WORKLOAD_SCALE),
     schema: Some(schema_of::<k8s_openapi::api::autoscaling::v1::Scale>()),
 };
+
+/// The `scale` subresource of a custom resource, at the paths its CRD names.
+pub fn custom_scale(paths: ScalePaths) -> Subresource {
+    Subresource {
+        serves: Serves::Scale(paths),
+        ..SCALE
+    }
+}
 
 /// The `finalize` subresource of namespaces.
 const FINALIZE: Subresource = Subresource {

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
-    CustomResourceDefinitionSpec,
+    CustomResourceDefinitionSpec, CustomResourceSubresourceScale,
 };
 
 use crate::field::{BadValue, FieldError, Path};
@@ -187,6 +187,9 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
             None => errs.push(FieldError::required(&schema_path, "schemas are required")),
             Some(schema) => errs.extend(crate::structural::structural_errors(schema, &schema_path)),
         }
+        if let Some(scale) = version.subresources.as_ref().and_then(|s| s.scale.as_ref()) {
+            errs.extend(validate_scale(scale, &at.child("subresources")));
+        }
     }
     if !unique {
         errs.push(FieldError::invalid(
@@ -241,6 +244,51 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
             ));
         }
     }
+    errs
+}
+
+/// Upstream's checks of a `scale` subresource: the replica paths simple JSON paths under
+/// `.spec.` and `.status.`, the selector's (if any) under `.status.`.
+fn validate_scale(scale: &CustomResourceSubresourceScale, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut check = |value: Option<&str>, field: &str, prefix: &str, required: bool| {
+        let at = path.child(&format!("scale.{field}"));
+        match value.filter(|v| !v.is_empty()) {
+            None if required => errs.push(FieldError::required(&at, "")),
+            None => {}
+            Some(value) if !value.starts_with('.') => errs.push(FieldError::invalid(
+                &at,
+                value,
+                "must be a simple json path starting with .",
+            )),
+            Some(value) if !value.starts_with(&format!(".{prefix}.")) => {
+                errs.push(FieldError::invalid(
+                    &at,
+                    value,
+                    &format!("should be a json path under .{prefix}"),
+                ))
+            }
+            Some(_) => {}
+        }
+    };
+    check(
+        Some(&scale.spec_replicas_path),
+        "specReplicasPath",
+        "spec",
+        true,
+    );
+    check(
+        Some(&scale.status_replicas_path),
+        "statusReplicasPath",
+        "status",
+        true,
+    );
+    check(
+        scale.label_selector_path.as_deref(),
+        "labelSelectorPath",
+        "status",
+        false,
+    );
     errs
 }
 
@@ -504,5 +552,35 @@ mod tests {
         );
         let not_yet = crd(json!({}));
         assert!(validate_crd_update(&new, &not_yet).is_empty());
+    }
+
+    #[test]
+    fn scale_paths_are_checked_as_upstream_checks_them() {
+        let with_scale = |scale: serde_json::Value| {
+            crd(json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}},
+                "subresources": {"scale": scale}}]}}))
+        };
+        let good = with_scale(json!({"specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}));
+        assert!(validate_crd(&good).is_empty());
+        let bad = with_scale(json!({"specReplicasPath": ".status.replicas",
+            "statusReplicasPath": "status.replicas", "labelSelectorPath": ".spec.selector"}));
+        assert_eq!(
+            messages(&validate_crd(&bad)),
+            [
+                "spec.versions[0].subresources.scale.specReplicasPath: Invalid value: \".status.replicas\": should be a json path under .spec",
+                "spec.versions[0].subresources.scale.statusReplicasPath: Invalid value: \"status.replicas\": must be a simple json path starting with .",
+                "spec.versions[0].subresources.scale.labelSelectorPath: Invalid value: \".spec.selector\": should be a json path under .status",
+            ]
+        );
+        let missing = with_scale(json!({}));
+        assert_eq!(
+            messages(&validate_crd(&missing)),
+            [
+                "spec.versions[0].subresources.scale.specReplicasPath: Required value",
+                "spec.versions[0].subresources.scale.statusReplicasPath: Required value",
+            ]
+        );
     }
 }

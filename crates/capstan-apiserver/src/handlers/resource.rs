@@ -858,11 +858,11 @@ impl Api {
                 .is_none_or(|s| s.verbs.contains(&verb))
         };
         match (verb, serves) {
-            ("get", Some(Serves::Scale)) => {
-                let scale = crate::handlers::scale::get(&registry, namespace, name).await?;
+            ("get", Some(Serves::Scale(paths))) => {
+                let scale = crate::handlers::scale::get(&registry, &paths, namespace, name).await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
-            ("update" | "patch", Some(Serves::Scale)) => {
+            ("update" | "patch", Some(Serves::Scale(paths))) => {
                 let options = if verb == "update" {
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?
                 } else {
@@ -881,9 +881,10 @@ impl Api {
                         body: &bytes,
                     }
                 };
-                let scale =
-                    crate::handlers::scale::update(&registry, namespace, name, change, &options)
-                        .await?;
+                let scale = crate::handlers::scale::update(
+                    &registry, &paths, namespace, name, change, &options,
+                )
+                .await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
             ("create", Some(Serves::Binding)) => {

@@ -1,7 +1,12 @@
 //! The `scale` subresource: an `autoscaling/v1` `Scale` view of a workload's replicas, read from
 //! and written to the parent object (deployments, replica sets, stateful sets, replication
-//! controllers) through the parent's registry, so the parent's rules and concurrency apply.
+//! controllers, custom objects whose CRD declares `scale`) through the parent's registry, so
+//! the parent's rules and concurrency apply. Where the replicas and selector are is the
+//! subresource's [`ScalePaths`]: `.spec.replicas`, `.status.replicas` and `spec.selector` for
+//! the built-in workloads, the CRD's paths for custom objects (a missing count reads as 0, as
+//! upstream's).
 
+use capstan_api::catalog::ScalePaths;
 use capstan_api::field::{FieldError, Path};
 use capstan_api::selector::LabelSelector;
 use capstan_api::{GroupResource, StatusError};
@@ -34,8 +39,32 @@ fn selector_string(parent: &Value) -> String {
     pairs.join(",")
 }
 
+/// The JSON pointer of a dot-separated field path (`.spec.replicas` → `/spec/replicas`).
+fn pointer(path: &str) -> String {
+    path.split('.')
+        .filter(|field| !field.is_empty())
+        .map(|field| format!("/{}", field.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// Sets the field at a dot-separated path, making the objects on the way.
+fn set_path(object: &mut Value, path: &str, value: Value) {
+    let fields: Vec<&str> = path.split('.').filter(|f| !f.is_empty()).collect();
+    let Some((last, parents)) = fields.split_last() else {
+        return;
+    };
+    let mut at = object;
+    for field in parents {
+        if !at[*field].is_object() {
+            at[*field] = json!({});
+        }
+        at = &mut at[*field];
+    }
+    at[*last] = value;
+}
+
 /// The `Scale` of a parent object.
-pub(crate) fn scale_of(parent: &Value) -> Value {
+pub(crate) fn scale_of(parent: &Value, paths: &ScalePaths) -> Value {
     let meta = &parent["metadata"];
     let mut metadata = json!({
         "name": meta["name"],
@@ -47,8 +76,21 @@ pub(crate) fn scale_of(parent: &Value) -> Value {
     if let Some(map) = metadata.as_object_mut() {
         map.retain(|_, v| !v.is_null());
     }
-    let mut status = json!({"replicas": parent["status"]["replicas"].as_i64().unwrap_or(0)});
-    let selector = selector_string(parent);
+    let count = |path: &str| {
+        parent
+            .pointer(&pointer(path))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    let mut status = json!({"replicas": count(paths.status_replicas)});
+    let selector = match paths.label_selector {
+        Some(path) => parent
+            .pointer(&pointer(path))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        None => selector_string(parent),
+    };
     if !selector.is_empty() {
         status["selector"] = selector.into();
     }
@@ -56,7 +98,7 @@ pub(crate) fn scale_of(parent: &Value) -> Value {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": parent["spec"]["replicas"].as_i64().unwrap_or(1)},
+        "spec": {"replicas": count(paths.spec_replicas)},
         "status": status,
     })
 }
@@ -64,10 +106,11 @@ pub(crate) fn scale_of(parent: &Value) -> Value {
 /// Reads the scale of `name`.
 pub(crate) async fn get(
     registry: &Registry,
+    paths: &ScalePaths,
     namespace: Option<&str>,
     name: &str,
 ) -> Result<Value, ApiError> {
-    Ok(scale_of(&registry.get(namespace, name).await?))
+    Ok(scale_of(&registry.get(namespace, name).await?, paths))
 }
 
 /// How the new scale is computed from the current one.
@@ -84,6 +127,7 @@ pub(crate) enum ScaleChange<'a> {
 /// Writes the scale of `name`: the parent's `spec.replicas` changes, nothing else.
 pub(crate) async fn update(
     registry: &Registry,
+    paths: &ScalePaths,
     namespace: Option<&str>,
     name: &str,
     change: ScaleChange<'_>,
@@ -108,7 +152,7 @@ pub(crate) async fn update(
             let Some(old) = old else {
                 return Err(StatusError::not_found(scale_resource, name).into());
             };
-            let current = scale_of(old);
+            let current = scale_of(old, paths);
             let desired = match &change {
                 ScaleChange::Replace(body) => body.clone(),
                 ScaleChange::Patch { content_type, body } => {
@@ -142,9 +186,9 @@ pub(crate) async fn update(
                 .into());
             }
             let mut parent = old.clone();
-            parent["spec"]["replicas"] = replicas.into();
+            set_path(&mut parent, paths.spec_replicas, replicas.into());
             Ok(parent)
         })
         .await?;
-    Ok(scale_of(&written.object))
+    Ok(scale_of(&written.object, paths))
 }
