@@ -10,10 +10,12 @@
 //! A version's `status` and `scale` subresources are declared as the built-in ones are; `scale`
 //! carries the CRD's paths ([`ScalePaths`]).
 //!
-//! Not yet: what [`crate::structural`] does not cover (CEL rules among it), webhook conversion
-//! and selectable fields.
+//! A version's CEL rules ([`crate::cel`]) run after its schema found the object valid, as
+//! upstream's do.
+//!
+//! Not yet: webhook conversion and selectable fields.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
@@ -23,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::catalog::{self, ALL_VERBS, Resource, ScalePaths, Serves, Subresource, schema_of};
+use crate::cel::Rules;
 use crate::field::{FieldError, Path};
 use crate::printers::jsonpath::JsonPath;
 use crate::printers::{self, Column, CustomColumn, Print, Printer};
@@ -105,6 +108,7 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                     namespaced: resource.namespaced,
                     status,
                     schema,
+                    rules: Arc::default(),
                 }),
                 storage_api_version: storage_api_version.clone(),
                 generation: crd.metadata.generation.unwrap_or_default(),
@@ -208,6 +212,7 @@ fn intern(shape: Shape) -> &'static Resource {
                 namespaced: true,
                 status: false,
                 schema: None,
+                rules: Arc::default(),
             })
         },
         printer: Some(printer),
@@ -225,6 +230,22 @@ pub struct CustomStrategy {
     namespaced: bool,
     status: bool,
     schema: Option<Arc<JSONSchemaProps>>,
+    /// The schema's CEL rules, compiled at the first validation (declarations are remade at
+    /// every resync; most are never used to validate).
+    rules: Arc<OnceLock<Option<Rules>>>,
+}
+
+impl CustomStrategy {
+    /// The CEL rules `object` (with the stored `old` of an update) breaks.
+    fn rule_errors(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let Some(schema) = &self.schema else {
+            return Vec::new();
+        };
+        match self.rules.get_or_init(|| Rules::compile(schema)) {
+            Some(rules) => rules.validate(object, old),
+            None => Vec::new(),
+        }
+    }
 }
 
 fn metadata(object: &Value) -> Result<ObjectMeta, FieldError> {
@@ -266,6 +287,10 @@ impl Strategy for CustomStrategy {
         if let Some(schema) = &self.schema {
             errs.extend(structural::validate(object, schema));
         }
+        // Upstream runs the CEL rules only on an object the schema found valid.
+        if errs.is_empty() {
+            errs.extend(self.rule_errors(object, None));
+        }
         errs
     }
 
@@ -284,6 +309,9 @@ impl Strategy for CustomStrategy {
         if let Some(schema) = &self.schema {
             errs.extend(structural::validate(new, schema));
         }
+        if errs.is_empty() {
+            errs.extend(self.rule_errors(new, Some(old)));
+        }
         errs
     }
 
@@ -297,5 +325,15 @@ impl Strategy for CustomStrategy {
 
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    fn defaults_on_read(&self) -> bool {
+        self.schema.as_deref().is_some_and(structural::has_defaults)
+    }
+
+    fn default_stored(&self, object: &mut Value) {
+        if let Some(schema) = &self.schema {
+            structural::default(object, schema);
+        }
     }
 }

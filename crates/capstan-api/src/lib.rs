@@ -14,6 +14,7 @@ pub use k8s_openapi;
 
 pub mod apply;
 pub mod catalog;
+pub mod cel;
 pub mod convert;
 pub mod cron;
 pub mod custom;

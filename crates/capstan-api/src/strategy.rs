@@ -142,6 +142,17 @@ pub trait Strategy: Send + Sync + 'static {
     /// Marks an object whose deletion has begun (a namespace's `Terminating` phase).
     fn mark_terminating(&self, _object: &mut Value) {}
 
+    /// Whether objects read from storage are defaulted again (custom resources whose schema
+    /// has defaults: a default added to the schema later shows on objects stored before it,
+    /// as upstream's storage decoding gives it).
+    fn defaults_on_read(&self) -> bool {
+        false
+    }
+
+    /// Fills in the defaults of an object read from storage (see
+    /// [`Strategy::defaults_on_read`]).
+    fn default_stored(&self, _object: &mut Value) {}
+
     /// Whether a delete answers with the deleted object rather than a success `Status`
     /// (upstream's `ReturnDeletedObject`).
     fn returns_deleted_object(&self) -> bool {

@@ -27,8 +27,20 @@ fn preserves(schema: &JSONSchemaProps) -> bool {
     schema.x_kubernetes_preserve_unknown_fields == Some(true)
 }
 
+/// Whether any node of `schema` declares a default.
+pub fn has_defaults(schema: &JSONSchemaProps) -> bool {
+    schema.default.is_some()
+        || schema
+            .properties
+            .iter()
+            .flatten()
+            .any(|(_, c)| has_defaults(c))
+        || items(schema).is_some_and(has_defaults)
+        || additional(schema).is_some_and(has_defaults)
+}
+
 /// The schema of an array's items.
-fn items(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
+pub(crate) fn items(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
     match schema.items.as_ref()? {
         JSONSchemaPropsOrArray::Schema(items) => Some(items),
         JSONSchemaPropsOrArray::Schemas(list) => list.first(),
@@ -36,7 +48,7 @@ fn items(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
 }
 
 /// The schema of an object's other properties (a map's values).
-fn additional(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
+pub(crate) fn additional(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
     match schema.additional_properties.as_ref()? {
         JSONSchemaPropsOrBool::Schema(values) => Some(values),
         JSONSchemaPropsOrBool::Bool(_) => None,

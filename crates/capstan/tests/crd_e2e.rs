@@ -339,3 +339,128 @@ fn custom_resources_are_served_from_their_definitions() {
     }
     server.stop();
 }
+
+const GAUGE_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gauges.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gauges, kind: Gauge}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - {rule: "self.min <= self.max", message: "min must not exceed max"}
+            properties:
+              min: {type: integer}
+              max: {type: integer}
+              name:
+                type: string
+                x-kubernetes-validations:
+                - {rule: "self == oldSelf", message: "name is immutable"}
+"#;
+
+/// CEL validation rules (`x-kubernetes-validations`), refused when they do not compile, and
+/// defaults added to a schema later showing on objects stored before.
+#[test]
+fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    for version in ["1.27", "1.33"] {
+        let broken = GAUGE_CRD.replace("self.min <= self.max", "self.min <=");
+        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &broken);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success()
+                && err.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: "),
+            "{err}"
+        );
+        let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], GAUGE_CRD);
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/gauges.example.com",
+            ],
+        );
+        let gauge = "apiVersion: example.com/v1\nkind: Gauge\nmetadata: {name: g}\nspec: {min: 1, max: 5, name: first}\n";
+        eventually("the gauge kind to be served", || {
+            kubectl_stdin(version, &kc, &["apply", "-f", "-"], gauge)
+                .status
+                .success()
+                .then_some(())
+        });
+        let out = kubectl_stdin(
+            version,
+            &kc,
+            &["apply", "-f", "-"],
+            &gauge.replace("min: 1", "min: 9"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("The Gauge \"g\" is invalid: spec: Invalid value: \"object\": min must not exceed max"),
+            "{err}"
+        );
+        // A transition rule: the stored object is `oldSelf`.
+        let out = kubectl_stdin(
+            version,
+            &kc,
+            &["apply", "-f", "-"],
+            &gauge.replace("name: first", "name: second"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("spec.name: Invalid value: \"string\": name is immutable"),
+            "{err}"
+        );
+        // A default added to the schema shows on the object stored before it.
+        let defaulted = GAUGE_CRD.replace(
+            "              min: {type: integer}",
+            "              min: {type: integer}\n              unit: {type: string, default: kg}",
+        );
+        let changed = kubectl_stdin(version, &kc, &["apply", "-f", "-"], &defaulted);
+        assert!(
+            changed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&changed.stderr)
+        );
+        let unit = eventually("the stored gauge to be defaulted", || {
+            let unit = jsonpath(version, &kc, &["gauge", "g"], "{.spec.unit}");
+            (unit == "kg").then_some(unit)
+        });
+        assert_eq!(unit, "kg");
+        kubectl_ok(
+            version,
+            &kc,
+            &["delete", "crd", "gauges.example.com", "--timeout=60s"],
+        );
+        eventually("the gauge API to go", || {
+            (!kubectl_any(version, &kc, &["get", "gauges.example.com"])
+                .status
+                .success())
+            .then_some(())
+        });
+    }
+    server.stop();
+}

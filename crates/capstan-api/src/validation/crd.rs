@@ -185,7 +185,14 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
             .and_then(|s| s.open_api_v3_schema.as_ref())
         {
             None => errs.push(FieldError::required(&schema_path, "schemas are required")),
-            Some(schema) => errs.extend(crate::structural::structural_errors(schema, &schema_path)),
+            Some(schema) => {
+                let structural = crate::structural::structural_errors(schema, &schema_path);
+                // Rules are compiled only in a structural schema, as upstream's.
+                if structural.is_empty() {
+                    errs.extend(crate::cel::rule_errors(schema, &schema_path));
+                }
+                errs.extend(structural);
+            }
         }
         if let Some(scale) = version.subresources.as_ref().and_then(|s| s.scale.as_ref()) {
             errs.extend(validate_scale(scale, &at.child("subresources")));
@@ -557,9 +564,11 @@ mod tests {
     #[test]
     fn scale_paths_are_checked_as_upstream_checks_them() {
         let with_scale = |scale: serde_json::Value| {
-            crd(json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
+            crd(
+                json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object"}},
-                "subresources": {"scale": scale}}]}}))
+                "subresources": {"scale": scale}}]}}),
+            )
         };
         let good = with_scale(json!({"specReplicasPath": ".spec.replicas",
             "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}));

@@ -236,6 +236,9 @@ pub(crate) struct Registry {
     conversion: Option<Converter>,
     /// Runs at the start of every write through the main endpoint (see [`BeginWrite`]).
     begin_write: Option<BeginWrite>,
+    /// Whether objects read are defaulted again (`Strategy::defaults_on_read`, kept here so
+    /// the read paths of other kinds do not ask).
+    defaults_on_read: bool,
 }
 
 /// What a resource's storage does at the start of each write through its main endpoint, as
@@ -335,6 +338,7 @@ impl Registry {
             .map(Converter::Builtin);
         Registry {
             resource,
+            defaults_on_read: strategy.defaults_on_read(),
             strategy,
             store,
             cache: None,
@@ -377,9 +381,22 @@ impl Registry {
     /// A cached object (stored version) as this registry serves it.
     pub(crate) fn view(&self, cached: Arc<Cached>) -> Arc<Cached> {
         match &self.conversion {
+            _ if self.defaults_on_read => Cached::of(self.served_form(cached.object())),
             Some(conversion) => Cached::of(conversion.served_form(&cached.object())),
             None => cached,
         }
+    }
+
+    /// A stored object (stored version) as served: converted, and defaulted again where the
+    /// kind asks for it.
+    fn served_form(&self, mut object: Value) -> Value {
+        if let Some(conversion) = &self.conversion {
+            object = conversion.served_form(&object);
+        }
+        if self.defaults_on_read {
+            self.strategy.default_stored(&mut object);
+        }
+        object
     }
 
     /// Serves watches and reads from `cache`, the resource's watch cache.
@@ -425,9 +442,7 @@ impl Registry {
                 kv.key
             )))
         })?;
-        if let Some(conversion) = &self.conversion {
-            object = conversion.served_form(&object);
-        }
+        object = self.served_form(object);
         set_meta(
             &mut object,
             "resourceVersion",
@@ -462,6 +477,7 @@ impl Registry {
     /// A stored object as served: its stored JSON with its `resourceVersion` put in.
     pub(crate) fn cached_from_kv(&self, kv: &KeyValue) -> Result<Arc<Cached>, ApiError> {
         if self.conversion.is_none()
+            && !self.defaults_on_read
             && let Some(cached) = Cached::from_stored(&kv.value, kv.mod_revision)
         {
             return Ok(cached);
@@ -1055,9 +1071,7 @@ impl Registry {
         let (cached, _) = self.cache.as_deref()?.get(key)?;
         let mut object = cached?.object();
         let revision = parse_resource_version(meta_str(&object, "resourceVersion")).ok()?;
-        if let Some(conversion) = &self.conversion {
-            object = conversion.served_form(&object);
-        }
+        object = self.served_form(object);
         Some((object, revision))
     }
 

@@ -1,0 +1,342 @@
+//! CEL validation rules of custom resources (`x-kubernetes-validations`), on `kube-cel` (the
+//! kube-rs project's Kubernetes CEL library and rule engine, over the `cel` crate):
+//!
+//! - [`rule_errors`]: what a CRD's schema is refused for: a rule or `messageExpression` that
+//!   does not compile, an unknown `reason`, and a rule whose estimated cost exceeds the budget
+//!   (upstream's words; the estimate is `kube-cel`'s, which bounds lists and strings without
+//!   `maxItems`/`maxLength` as upstream does, but is not upstream's cost model number for
+//!   number);
+//! - [`Rules`]: one version's rules, compiled once when the CRD is declared, evaluated on each
+//!   create (transition rules, which read `oldSelf`, only on updates unless `optionalOldSelf`)
+//!   with `message`, `messageExpression`, `reason` and `fieldPath` as upstream reports them:
+//!   `<path>: Invalid value: "<type>": <message>` (`Forbidden`, `Required value`, `Duplicate
+//!   value` for the other reasons), the root's path printed `<nil>` as upstream's.
+//!
+//! Not yet: the runtime cost limit (the per-call and per-request budgets), and ratcheting
+//! (upstream ignores a failing rule on an unchanged field of an update).
+
+use std::sync::Arc;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+use kube_cel::{
+    CompiledSchema, ErrorKind, ValidationError, Validator, WarningKind, compile_schema,
+    estimate_rule_cost,
+};
+use serde_json::Value;
+
+use crate::field::{BadValue, FieldError, Path};
+use crate::structural::{additional, items};
+
+/// The reasons a rule may give, as upstream lists them.
+const REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+thread_local! {
+    /// The rule engine with every Kubernetes CEL function registered, built once per thread.
+    static VALIDATOR: Validator = Validator::new();
+}
+
+/// Why the rules of `schema` (at `path` in the CRD) cannot be served.
+pub fn rule_errors(schema: &JSONSchemaProps, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    walk(schema, path, &mut errs);
+    errs
+}
+
+fn walk(schema: &JSONSchemaProps, path: &Path, errs: &mut Vec<FieldError>) {
+    let rules = schema
+        .x_kubernetes_validations
+        .as_deref()
+        .unwrap_or_default();
+    if !rules.is_empty() {
+        let compiled = serde_json::to_value(schema)
+            .map(|node| compile_schema(&node))
+            .ok();
+        for (i, rule) in rules.iter().enumerate() {
+            let at = path.child("x-kubernetes-validations").index(i);
+            if let Err(e) = kube_cel::cel::Program::compile(&rule.rule) {
+                errs.push(FieldError::invalid(
+                    &at.child("rule"),
+                    rule.rule.as_str(),
+                    &format!("compilation failed: {}", one_line(&e.to_string())),
+                ));
+                continue;
+            }
+            if let Some(expression) = rule.message_expression.as_deref().filter(|m| !m.is_empty())
+                && let Err(e) = kube_cel::cel::Program::compile(expression)
+            {
+                errs.push(FieldError::invalid(
+                    &at.child("messageExpression"),
+                    expression,
+                    &format!(
+                        "messageExpression compilation failed: {}",
+                        one_line(&e.to_string())
+                    ),
+                ));
+            }
+            if let Some(reason) = rule.reason.as_deref().filter(|r| !REASONS.contains(r)) {
+                errs.push(FieldError::not_supported(
+                    &at.child("reason"),
+                    reason,
+                    REASONS,
+                ));
+            }
+            if let Some(factor) = compiled.as_ref().and_then(|c| cost_factor(&rule.rule, c)) {
+                errs.push(FieldError::forbidden(
+                    &at.child("rule"),
+                    &format!(
+                        "estimated rule cost exceeds budget by factor of {factor:.1}x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+                    ),
+                ));
+            }
+        }
+    }
+    for (key, child) in schema.properties.iter().flatten() {
+        walk(child, &path.child("properties").key(key), errs);
+    }
+    if let Some(child) = items(schema) {
+        walk(child, &path.child("items"), errs);
+    }
+    if let Some(child) = additional(schema) {
+        walk(child, &path.child("additionalProperties"), errs);
+    }
+}
+
+/// How many times over the budget the estimated cost of `rule` is, when it is over.
+fn cost_factor(rule: &str, node: &CompiledSchema) -> Option<f64> {
+    estimate_rule_cost(rule, node)
+        .iter()
+        .filter(|w| w.kind == WarningKind::CostExceeded)
+        .find_map(|w| {
+            // "estimated cost <cost> exceeds K8s budget <budget>; ..."
+            let mut numbers = w
+                .message
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| s.parse::<f64>().ok());
+            let cost = numbers.next()?;
+            let budget = numbers.next()?;
+            Some(cost / budget)
+        })
+}
+
+/// A compiler's multi-line report on one line, as upstream's field errors carry it.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The compiled rules of one version's schema.
+pub struct Rules {
+    compiled: CompiledSchema,
+    schema: Arc<JSONSchemaProps>,
+}
+
+impl std::fmt::Debug for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rules").finish_non_exhaustive()
+    }
+}
+
+/// Whether any node of `schema` has rules.
+fn has_rules(schema: &JSONSchemaProps) -> bool {
+    schema
+        .x_kubernetes_validations
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+        || schema
+            .properties
+            .iter()
+            .flatten()
+            .any(|(_, c)| has_rules(c))
+        || items(schema).is_some_and(has_rules)
+        || additional(schema).is_some_and(has_rules)
+}
+
+impl Rules {
+    /// The rules of `schema`, compiled; `None` when it has none.
+    pub fn compile(schema: &Arc<JSONSchemaProps>) -> Option<Rules> {
+        if !has_rules(schema) {
+            return None;
+        }
+        let node = serde_json::to_value(schema.as_ref()).ok()?;
+        Some(Rules {
+            compiled: compile_schema(&node),
+            schema: schema.clone(),
+        })
+    }
+
+    /// The rules `object` breaks (`old`: the stored object of an update, for transition rules).
+    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let outcome = VALIDATOR.with(|v| v.validate_compiled(&self.compiled, object, old));
+        match outcome {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors.iter().map(|e| self.field_error(e)).collect(),
+        }
+    }
+
+    /// A broken rule as upstream reports it.
+    fn field_error(&self, error: &ValidationError) -> FieldError {
+        let path = if error.field_path.is_empty() {
+            Path::new("<nil>")
+        } else {
+            Path::new(&error.field_path)
+        };
+        let type_ = type_at(&self.schema, &error.field_path);
+        if error.kind != ErrorKind::ValidationFailure {
+            return FieldError::invalid(&path, BadValue::Str(type_), &error.message);
+        }
+        match error.reason.as_deref() {
+            Some("FieldValueForbidden") => FieldError::forbidden(&path, &error.message),
+            Some("FieldValueRequired") => FieldError::required(&path, &error.message),
+            Some("FieldValueDuplicate") => FieldError::duplicate(&path, error.message.as_str()),
+            _ => FieldError::invalid(&path, BadValue::Str(type_), &error.message),
+        }
+    }
+}
+
+/// The schema type at a field path (`spec.items[1].name`): what upstream shows as the invalid
+/// value of a broken rule.
+fn type_at(schema: &JSONSchemaProps, path: &str) -> String {
+    let mut node = schema;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (field, indices) = match segment.find('[') {
+            Some(i) => (&segment[..i], segment[i..].matches('[').count()),
+            None => (segment, 0),
+        };
+        if !field.is_empty() {
+            let next = node
+                .properties
+                .as_ref()
+                .and_then(|p| p.get(field))
+                .or_else(|| additional(node));
+            match next {
+                Some(next) => node = next,
+                None => break,
+            }
+        }
+        for _ in 0..indices {
+            match items(node).or_else(|| additional(node)) {
+                Some(next) => node = next,
+                None => break,
+            }
+        }
+    }
+    node.type_.clone().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(value: Value) -> Arc<JSONSchemaProps> {
+        Arc::new(serde_json::from_value(value).unwrap())
+    }
+
+    fn widget_schema() -> Arc<JSONSchemaProps> {
+        schema(json!({
+            "type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.spec.min <= self.spec.max", "message": "min must not exceed max"}
+            ],
+            "properties": {"spec": {
+                "type": "object",
+                "properties": {
+                    "min": {"type": "integer"},
+                    "max": {"type": "integer"},
+                    "name": {
+                        "type": "string",
+                        "x-kubernetes-validations": [
+                            {"rule": "self == oldSelf", "message": "name is immutable"},
+                            {"rule": "self.startsWith('w-')", "messageExpression": "'name ' + self + ' must start with w-'", "reason": "FieldValueForbidden"}
+                        ]
+                    },
+                    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 10,
+                             "x-kubernetes-validations": [{"rule": "self.size() > 0"}]}
+                }
+            }}
+        }))
+    }
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn rules_give_upstreams_messages_paths_and_reasons() {
+        let rules = Rules::compile(&widget_schema()).unwrap();
+        let good = json!({"spec": {"min": 1, "max": 2, "name": "w-a", "tags": ["x"]}});
+        assert!(rules.validate(&good, None).is_empty());
+        let bad = json!({"spec": {"min": 3, "max": 2, "name": "a", "tags": []}});
+        let mut got = messages(&rules.validate(&bad, None));
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "<nil>: Invalid value: \"object\": min must not exceed max",
+                "spec.name: Forbidden: name a must start with w-",
+                "spec.tags: Invalid value: \"array\": failed rule: self.size() > 0",
+            ]
+        );
+        // The transition rule runs on updates only.
+        let renamed = json!({"spec": {"min": 1, "max": 2, "name": "w-b", "tags": ["x"]}});
+        assert_eq!(
+            messages(&rules.validate(&renamed, Some(&good))),
+            ["spec.name: Invalid value: \"string\": name is immutable"]
+        );
+    }
+
+    #[test]
+    fn schemas_without_rules_compile_to_nothing() {
+        assert!(Rules::compile(&schema(json!({"type": "object"}))).is_none());
+    }
+
+    #[test]
+    fn bad_rules_are_refused_where_they_are() {
+        let bad = schema(json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": [
+                    {"rule": "self.a >"},
+                    {"rule": "true", "messageExpression": "'a' +", "reason": "Because"}
+                ]
+            }}
+        }));
+        let errs = messages(&rule_errors(&bad, &Path::new("schema")));
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        assert!(errs[0].starts_with("schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.a >\": compilation failed: "), "{errs:?}");
+        assert!(errs[1].starts_with("schema.properties[spec].x-kubernetes-validations[1].messageExpression: Invalid value: \"'a' +\": messageExpression compilation failed: "), "{errs:?}");
+        assert_eq!(
+            errs[2],
+            "schema.properties[spec].x-kubernetes-validations[1].reason: Unsupported value: \"Because\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+        );
+    }
+
+    #[test]
+    fn rules_over_unbounded_lists_exceed_the_budget() {
+        let costly = schema(json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "properties": {"items": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "x-kubernetes-validations": [
+                        {"rule": "self.all(a, self.all(b, self.all(c, a + b + c != '')))"}
+                    ]
+                }}
+            }}
+        }));
+        let errs = messages(&rule_errors(&costly, &Path::new("schema")));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("schema.properties[spec].properties[items].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of "),
+            "{errs:?}"
+        );
+    }
+}
