@@ -1068,7 +1068,11 @@ async fn main_server(
 
 /// Runs `op` in a loop on each connection until `duration` has passed; `op` gets the client's
 /// index and its request counter.
-async fn closed_loop<F, Fut>(conns: Vec<Conn>, duration: Duration, op: F) -> Result<Phase>
+pub(crate) async fn closed_loop<F, Fut>(
+    conns: Vec<Conn>,
+    duration: Duration,
+    op: F,
+) -> Result<Phase>
 where
     F: Fn(Conn, usize, u64) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<()>> + Send,

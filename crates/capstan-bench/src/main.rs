@@ -74,6 +74,7 @@ mod api;
 mod controllers;
 mod crash;
 mod dns;
+mod extend;
 mod pods;
 mod proxy;
 mod scheduler;
@@ -107,6 +108,9 @@ enum Command {
     /// Benchmark the cluster DNS server: queries per second and latency for cluster names,
     /// and the memory it adds to an idle server.
     Dns(dns::DnsArgs),
+    /// Benchmark extending the API: CRD create to served, custom objects against ConfigMaps,
+    /// and what a validating webhook adds to a request.
+    Extend(extend::ExtendArgs),
     /// Benchmark a real node: pod start-up latency (beside `ctr run`) and the agent's CPU and
     /// memory. Needs root, containerd, runc and the CNI plugins.
     Pods(pods::PodsArgs),
@@ -345,6 +349,7 @@ async fn main() -> ExitCode {
         Command::Pods(args) => pods::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Dns(args) => dns::run(args).await,
+        Command::Extend(args) => extend::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
