@@ -65,6 +65,8 @@ pub(crate) struct Hook {
     pub target: Target,
     /// Its TLS client, trusting its `caBundle`.
     tls: Result<Arc<rustls::ClientConfig>, String>,
+    /// Connections kept between calls.
+    idle: Idle,
 }
 
 /// What a webhook answered.
@@ -186,6 +188,7 @@ impl Hook {
             review_version: review_version(&hook.admission_review_versions),
             target: target(&hook.client_config),
             tls: tls(&hook.client_config),
+            idle: Idle::default(),
         }
     }
 
@@ -203,6 +206,7 @@ impl Hook {
             review_version: review_version(&hook.admission_review_versions),
             target: target(&hook.client_config),
             tls: tls(&hook.client_config),
+            idle: Idle::default(),
         }
     }
 
@@ -320,22 +324,12 @@ impl Hook {
         review: &Value,
     ) -> Result<Result<Value, String>, String> {
         let (address, server_name) = self.resolve(table).await?;
-        let tls = TlsConnector::from(self.tls.clone()?);
-        let tcp = TcpStream::connect(&address)
-            .await
-            .map_err(|e| crate::status::dial_error(&address, &e))?;
-        let _ = tcp.set_nodelay(true);
-        let name = ServerName::try_from(server_name).map_err(|e| e.to_string())?;
-        let stream = tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("tls: {e}"))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+        let idle = self.idle.take(&address);
+        let reused = idle.is_some();
+        let mut sender = match idle {
+            Some(sender) => sender,
+            None => self.connect(&address, server_name.clone()).await?,
+        };
         // What follows the authority: the path (at least `/`) and the timeout query.
         let rest = url.strip_prefix("https://").unwrap_or(url);
         let (host, path_and_query) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
@@ -353,20 +347,91 @@ impl Hook {
             .header(http::header::USER_AGENT, "capstan-apiserver")
             .body(Full::new(bytes::Bytes::from(body)))
             .map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = match sender.send_request(request.clone()).await {
+            Ok(response) => response,
+            // A kept connection the webhook closed meanwhile: once more on a new one.
+            Err(_) if reused => {
+                sender = self.connect(&address, server_name).await?;
+                sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         let status = response.status();
         let bytes = Limited::new(response.into_body(), MAX_ANSWER)
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
+        self.idle.keep(address, sender);
         if !status.is_success() {
             return Ok(Err(answer_error(status.as_u16(), &bytes)));
         }
         Ok(serde_json::from_slice(&bytes).map_err(|e| format!("json parse error: {e}")))
+    }
+}
+
+impl Hook {
+    /// A new connection to the webhook at `address`, its certificate checked for `server_name`.
+    async fn connect(&self, address: &str, server_name: String) -> Result<Sender, String> {
+        let tls = TlsConnector::from(self.tls.clone()?);
+        let tcp = TcpStream::connect(address)
+            .await
+            .map_err(|e| crate::status::dial_error(address, &e))?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::try_from(server_name).map_err(|e| e.to_string())?;
+        let stream = tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("tls: {e}"))?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+}
+
+/// An HTTP/1.1 connection to a webhook.
+type Sender = hyper::client::conn::http1::SendRequest<Full<bytes::Bytes>>;
+
+/// How many idle connections to one webhook are kept.
+const IDLE_CONNECTIONS: usize = 32;
+
+/// A webhook's idle connections, by address, reused by later calls (as Go's transport keeps
+/// them), so that a call does not pay a TLS handshake each time.
+#[derive(Default)]
+struct Idle(std::sync::Mutex<Vec<(String, Sender)>>);
+
+impl std::fmt::Debug for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Idle").finish_non_exhaustive()
+    }
+}
+
+impl Idle {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Sender)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An idle connection to `address` that is still open.
+    fn take(&self, address: &str) -> Option<Sender> {
+        let mut idle = self.lock();
+        idle.retain(|(_, sender)| !sender.is_closed());
+        let at = idle.iter().rposition(|(a, _)| a == address)?;
+        Some(idle.swap_remove(at).1)
+    }
+
+    /// Keeps a connection whose exchange is over, while there is room.
+    fn keep(&self, address: String, sender: Sender) {
+        let mut idle = self.lock();
+        if idle.len() < IDLE_CONNECTIONS && sender.is_ready() {
+            idle.push((address, sender));
+        }
     }
 }
 
