@@ -12,6 +12,9 @@
 //!   `<path>: Invalid value: "<type>": <message>` (`Forbidden`, `Required value`, `Duplicate
 //!   value` for the other reasons), the root's path printed `<nil>` as upstream's.
 //!
+//! - [`Expression`]: a CEL expression over named JSON variables that must give a boolean (the
+//!   admission webhooks' `matchConditions`: `object`, `oldObject`, `request`).
+//!
 //! Not yet: the runtime cost limit (the per-call and per-request budgets), and ratcheting
 //! (upstream ignores a failing rule on an unchanged field of an update).
 
@@ -38,6 +41,47 @@ const REASONS: &[&str] = &[
 thread_local! {
     /// The rule engine with every Kubernetes CEL function registered, built once per thread.
     static VALIDATOR: Validator = Validator::new();
+    /// A context with every Kubernetes CEL function registered, built once per thread; each
+    /// evaluation of an [`Expression`] adds its variables in a scope of its own.
+    static FUNCTIONS: kube_cel::cel::Context<'static> = {
+        use kube_cel::KubeCelExt as _;
+        kube_cel::cel::Context::default().with_all()
+    };
+}
+
+/// A compiled CEL expression that must evaluate to a boolean.
+pub struct Expression(kube_cel::cel::Program);
+
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression").finish_non_exhaustive()
+    }
+}
+
+impl Expression {
+    /// Compiles `expression`; the compiler's complaint, on one line, if it does not compile.
+    pub fn compile(expression: &str) -> Result<Expression, String> {
+        kube_cel::cel::Program::compile(expression)
+            .map(Expression)
+            .map_err(|e| one_line(&e.to_string()))
+    }
+
+    /// Evaluates the expression with `variables` (JSON, `null` for an absent object).
+    pub fn evaluate(&self, variables: &[(&str, &Value)]) -> Result<bool, String> {
+        FUNCTIONS.with(|functions| {
+            let mut scope = functions.new_inner_scope();
+            for (name, value) in variables {
+                scope
+                    .add_variable(*name, (*value).clone())
+                    .map_err(|e| e.to_string())?;
+            }
+            match self.0.execute(&scope) {
+                Ok(kube_cel::cel::Value::Bool(answer)) => Ok(answer),
+                Ok(other) => Err(format!("expression must evaluate to a bool, got {other:?}")),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
 }
 
 /// Why the rules of `schema` (at `path` in the CRD) cannot be served.
@@ -287,6 +331,31 @@ mod tests {
         assert_eq!(
             messages(&rules.validate(&renamed, Some(&good))),
             ["spec.name: Invalid value: \"string\": name is immutable"]
+        );
+    }
+
+    #[test]
+    fn expressions_read_their_variables() {
+        let object = json!({"metadata": {"labels": {"app": "web"}}});
+        let request = json!({"userInfo": {"username": "system:admin"}});
+        let exclude = Expression::compile(
+            "!request.userInfo.username.startsWith('system:') && object.metadata.labels.app == 'web'",
+        )
+        .unwrap();
+        let vars = [
+            ("object", &object),
+            ("oldObject", &Value::Null),
+            ("request", &request),
+        ];
+        assert_eq!(exclude.evaluate(&vars), Ok(false));
+        let oldless = Expression::compile("oldObject == null").unwrap();
+        assert_eq!(oldless.evaluate(&vars), Ok(true));
+        assert!(Expression::compile("object.").is_err());
+        assert!(
+            Expression::compile("1 + 1")
+                .unwrap()
+                .evaluate(&vars)
+                .is_err()
         );
     }
 

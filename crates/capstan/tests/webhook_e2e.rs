@@ -5,7 +5,7 @@
 //! webhook reached through a Service (an ExternalName to loopback, its certificate checked for
 //! `<service>.<namespace>.svc`) takes effect the same way; a webhook that times out or answers
 //! garbage refuses under `failurePolicy: Fail` with upstream's errors and is skipped under
-//! `Ignore`; configurations themselves are never sent to webhooks; bad configurations are
+//! `Ignore`; a false match condition skips a webhook; configurations themselves are never sent to webhooks; bad configurations are
 //! refused with upstream's messages.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -359,7 +359,7 @@ fn admission_webhooks_mutate_and_refuse_writes() {
             "deny.webhooks.capstan.test",
             &service,
             secrets,
-            "",
+            "  matchConditions:\n  - {name: not-exempt, expression: \"object.metadata.name != 'exempt'\"}",
         ),
     );
     eventually("the webhook behind the Service", || {
@@ -383,6 +383,30 @@ fn admission_webhooks_mutate_and_refuse_writes() {
             "allowed",
             "--from-literal=a=b",
         ],
+    );
+    // A match condition that is false skips the webhook: the exempt Secret goes through.
+    let exempt =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: exempt, labels: {deny: \"yes\"}}\n";
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], exempt);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A condition that does not compile is refused with the configuration.
+    let bad = configuration(
+        "ValidatingWebhookConfiguration",
+        "bad.webhooks.capstan.test",
+        &service,
+        secrets,
+        "  matchConditions:\n  - {name: broken, expression: \"object.\"}",
+    );
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("webhooks[0].matchConditions[0].expression: Invalid value: \"object.\": compilation failed: "),
+        "{err}"
     );
 
     // A webhook that takes longer than its timeout refuses under Fail, with upstream's error.

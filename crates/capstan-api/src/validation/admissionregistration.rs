@@ -7,8 +7,8 @@
 //! (upstream's ratcheting): a configuration stored with side effects `Some` may still be
 //! updated, for instance.
 //!
-//! `matchConditions` are checked for their shape (names, at most 64); their CEL expressions are
-//! not compiled here, since Capstan has no CEL environment yet.
+//! `matchConditions` are checked for their shape (names, at most 64) and their CEL expressions
+//! compiled ([`crate::cel::Expression`]).
 
 use std::collections::BTreeSet;
 
@@ -496,6 +496,12 @@ fn validate_match_conditions(conditions: &[MatchCondition], path: &Path) -> Vec<
         }
         if condition.expression.is_empty() {
             errs.push(FieldError::required(&path.child("expression"), ""));
+        } else if let Err(why) = crate::cel::Expression::compile(&condition.expression) {
+            errs.push(FieldError::invalid(
+                &path.child("expression"),
+                condition.expression.as_str(),
+                &format!("compilation failed: {why}"),
+            ));
         }
     }
     errs

@@ -67,6 +67,9 @@ pub(crate) struct Hook {
     tls: Result<Arc<rustls::ClientConfig>, String>,
     /// Connections kept between calls.
     idle: Idle,
+    /// Its `matchConditions`: each one's name and compiled expression (or why it does not
+    /// compile).
+    pub conditions: Vec<(String, Result<capstan_api::cel::Expression, String>)>,
 }
 
 /// What a webhook answered.
@@ -165,6 +168,21 @@ fn tls(config: &WebhookClientConfig) -> Result<Arc<rustls::ClientConfig>, String
     capstan_client::tls::client_config_trusting(&bundle).map(Arc::new)
 }
 
+fn conditions(
+    conditions: Option<&[k8s_openapi::api::admissionregistration::v1::MatchCondition]>,
+) -> Vec<(String, Result<capstan_api::cel::Expression, String>)> {
+    conditions
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                capstan_api::cel::Expression::compile(&c.expression),
+            )
+        })
+        .collect()
+}
+
 fn review_version(versions: &[String]) -> Option<&'static str> {
     versions.iter().find_map(|v| match v.as_str() {
         "v1" => Some("v1"),
@@ -189,6 +207,7 @@ impl Hook {
             target: target(&hook.client_config),
             tls: tls(&hook.client_config),
             idle: Idle::default(),
+            conditions: conditions(hook.match_conditions.as_deref()),
         }
     }
 
@@ -207,6 +226,7 @@ impl Hook {
             target: target(&hook.client_config),
             tls: tls(&hook.client_config),
             idle: Idle::default(),
+            conditions: conditions(hook.match_conditions.as_deref()),
         }
     }
 

@@ -114,8 +114,13 @@ impl<'a> Context<'a> {
         if !object_matches(&hook.object_selector, object, old) {
             return Ok(false);
         }
-        self.namespace_matches(&hook.namespace_selector, attrs, object)
-            .await
+        if !self
+            .namespace_matches(&hook.namespace_selector, attrs, object)
+            .await?
+        {
+            return Ok(false);
+        }
+        conditions_match(hook, attrs, object, old)
     }
 
     /// Upstream's `MatchNamespaceSelector`: cluster-scoped objects other than namespaces
@@ -148,6 +153,54 @@ impl<'a> Context<'a> {
         };
         let namespace = registry.get(None, name).await?;
         Ok(selector.matches(&labels(&namespace)))
+    }
+}
+
+/// Upstream's match conditions: every one true calls the webhook, any false skips it (even
+/// when another fails to evaluate); an evaluation error skips it under `Ignore` and refuses
+/// the request under `Fail`.
+fn conditions_match(
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<bool, ApiError> {
+    if hook.conditions.is_empty() {
+        return Ok(true);
+    }
+    let request = super::call::review("v1", "", attrs, None, None)["request"].take();
+    let (object, old) = (object.unwrap_or(&Value::Null), old.unwrap_or(&Value::Null));
+    let variables = [
+        ("object", object),
+        ("oldObject", old),
+        ("request", &request),
+    ];
+    let mut failure = None;
+    for (name, expression) in &hook.conditions {
+        let outcome = expression
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|e| e.evaluate(&variables));
+        match outcome {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(why) => {
+                failure.get_or_insert(format!(
+                    "failed to evaluate match condition {}: {why}",
+                    capstan_api::field::go_quote(name)
+                ));
+            }
+        }
+    }
+    match failure {
+        None => Ok(true),
+        Some(_) if hook.ignore_failures => Ok(false),
+        Some(why) => Err(capstan_api::StatusError::forbidden(
+            capstan_api::GroupResource::new(attrs.resource.group, attrs.resource.plural),
+            attrs.name,
+            &why,
+        )
+        .into()),
     }
 }
 

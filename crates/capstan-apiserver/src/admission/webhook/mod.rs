@@ -12,8 +12,8 @@
 //!   in the chain, are judged from its mutating phase; both send the stored object as
 //!   `oldObject`.
 //! - [`matching`] decides which webhooks a request goes to: rules (operations, groups,
-//!   versions, resources with their wildcards, scope), namespace and object selectors, and the
-//!   exemption of the admission configurations themselves.
+//!   versions, resources with their wildcards, scope), namespace and object selectors, match
+//!   conditions, and the exemption of the admission configurations themselves.
 //! - [`call`] sends one AdmissionReview (`admission.k8s.io/v1`, or `v1beta1` when the webhook
 //!   only takes that) over TLS to a URL or a Service (resolved to a ready endpoint of the
 //!   Service, or an ExternalName's host, and verified as `<service>.<namespace>.svc`), within
@@ -28,8 +28,10 @@
 //! CONNECT with the request's options (`PodAttachOptions`, …) as the object; the warnings a
 //! webhook gives reach the response's `Warning` headers.
 //!
-//! Not yet: `matchConditions` (CEL; a webhook with conditions is called as if they held),
-//! `matchPolicy: Equivalent` across versions (rules match the request's own version), the
+//! `matchConditions` are CEL ([`capstan_api::cel::Expression`]) over `object`, `oldObject` and
+//! `request`.
+//!
+//! Not yet: the `authorizer` variable of match conditions, `matchPolicy: Equivalent` across versions (rules match the request's own version), the
 //! `Scale` object for `scale` writes, and audit annotations.
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
