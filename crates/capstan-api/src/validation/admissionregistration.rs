@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
     ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::field::{BadValue, FieldError, Path};
 use crate::names::NameValidator;
@@ -105,19 +105,41 @@ impl<'a> From<&'a MutatingWebhook> for Hook<'a> {
     }
 }
 
-/// A ValidatingWebhookConfiguration to be created.
-pub fn validate_validating_configuration(
-    config: &ValidatingWebhookConfiguration,
-) -> Vec<FieldError> {
-    let hooks: Vec<Hook> = config.webhooks.iter().flatten().map(Hook::from).collect();
+/// A configuration to be created: its metadata and webhooks.
+fn validate_new(meta: &ObjectMeta, hooks: &[Hook]) -> Vec<FieldError> {
     let mut errs = validate_object_meta(
-        &config.metadata,
+        meta,
         false,
         NameValidator::DnsSubdomain,
         &Path::new("metadata"),
     );
-    errs.extend(validate_hooks(&hooks, CREATE));
+    errs.extend(validate_hooks(hooks, CREATE));
     errs
+}
+
+/// A change of a configuration, held to what the stored one already met.
+fn validate_changed(
+    (new_meta, new): (&ObjectMeta, &[Hook]),
+    (old_meta, old): (&ObjectMeta, &[Hook]),
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(new_meta, old_meta, &Path::new("metadata"));
+    errs.extend(validate_hooks(new, ratchet(old)));
+    errs
+}
+
+/// A configuration's webhooks, seen alike.
+fn hooks<'a, W>(webhooks: Option<&'a Vec<W>>) -> Vec<Hook<'a>>
+where
+    Hook<'a>: From<&'a W>,
+{
+    webhooks.into_iter().flatten().map(Hook::from).collect()
+}
+
+/// A ValidatingWebhookConfiguration to be created.
+pub fn validate_validating_configuration(
+    config: &ValidatingWebhookConfiguration,
+) -> Vec<FieldError> {
+    validate_new(&config.metadata, &hooks(config.webhooks.as_ref()))
 }
 
 /// A change of a ValidatingWebhookConfiguration.
@@ -125,25 +147,15 @@ pub fn validate_validating_configuration_update(
     new: &ValidatingWebhookConfiguration,
     old: &ValidatingWebhookConfiguration,
 ) -> Vec<FieldError> {
-    let hooks: Vec<Hook> = new.webhooks.iter().flatten().map(Hook::from).collect();
-    let stored: Vec<Hook> = old.webhooks.iter().flatten().map(Hook::from).collect();
-    let mut errs =
-        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errs.extend(validate_hooks(&hooks, ratchet(&stored)));
-    errs
+    validate_changed(
+        (&new.metadata, &hooks(new.webhooks.as_ref())),
+        (&old.metadata, &hooks(old.webhooks.as_ref())),
+    )
 }
 
 /// A MutatingWebhookConfiguration to be created.
 pub fn validate_mutating_configuration(config: &MutatingWebhookConfiguration) -> Vec<FieldError> {
-    let hooks: Vec<Hook> = config.webhooks.iter().flatten().map(Hook::from).collect();
-    let mut errs = validate_object_meta(
-        &config.metadata,
-        false,
-        NameValidator::DnsSubdomain,
-        &Path::new("metadata"),
-    );
-    errs.extend(validate_hooks(&hooks, CREATE));
-    errs
+    validate_new(&config.metadata, &hooks(config.webhooks.as_ref()))
 }
 
 /// A change of a MutatingWebhookConfiguration.
@@ -151,12 +163,10 @@ pub fn validate_mutating_configuration_update(
     new: &MutatingWebhookConfiguration,
     old: &MutatingWebhookConfiguration,
 ) -> Vec<FieldError> {
-    let hooks: Vec<Hook> = new.webhooks.iter().flatten().map(Hook::from).collect();
-    let stored: Vec<Hook> = old.webhooks.iter().flatten().map(Hook::from).collect();
-    let mut errs =
-        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errs.extend(validate_hooks(&hooks, ratchet(&stored)));
-    errs
+    validate_changed(
+        (&new.metadata, &hooks(new.webhooks.as_ref())),
+        (&old.metadata, &hooks(old.webhooks.as_ref())),
+    )
 }
 
 /// The rules an update is held to: each create rule only where every stored webhook met it.

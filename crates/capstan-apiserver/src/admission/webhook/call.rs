@@ -192,6 +192,7 @@ fn review_version(versions: &[String]) -> Option<&'static str> {
 }
 
 impl Hook {
+    /// A validating webhook of `configuration`, compiled.
     pub(crate) fn validating(configuration: &str, hook: &ValidatingWebhook) -> Self {
         Hook {
             configuration: configuration.to_owned(),
@@ -211,22 +212,14 @@ impl Hook {
         }
     }
 
+    /// A mutating webhook: its fields are a validating webhook's and the reinvocation policy.
     pub(crate) fn mutating(configuration: &str, hook: &MutatingWebhook) -> Self {
+        let shared = serde_json::to_value(hook)
+            .and_then(serde_json::from_value::<ValidatingWebhook>)
+            .unwrap_or_default();
         Hook {
-            configuration: configuration.to_owned(),
-            name: hook.name.clone(),
-            rules: rules(hook.rules.as_ref()),
-            namespace_selector: selector(hook.namespace_selector.as_ref()),
-            object_selector: selector(hook.object_selector.as_ref()),
-            ignore_failures: hook.failure_policy.as_deref() == Some("Ignore"),
-            timeout: Duration::from_secs(hook.timeout_seconds.unwrap_or(10).clamp(1, 30) as u64),
-            side_effects: hook.side_effects.clone(),
             reinvoke: hook.reinvocation_policy.as_deref() == Some("IfNeeded"),
-            review_version: review_version(&hook.admission_review_versions),
-            target: target(&hook.client_config),
-            tls: tls(&hook.client_config),
-            idle: Idle::default(),
-            conditions: conditions(hook.match_conditions.as_deref()),
+            ..Hook::validating(configuration, &shared)
         }
     }
 
@@ -807,6 +800,27 @@ mod tests {
             bare["message"],
             "admission webhook \"deny.example.com\" denied the request without explanation"
         );
+    }
+
+    #[test]
+    fn mutating_webhooks_keep_every_field_and_their_reinvocation() {
+        let hook: MutatingWebhook = serde_json::from_value(json!({
+            "name": "m.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1beta1"],
+            "failurePolicy": "Ignore", "timeoutSeconds": 3, "reinvocationPolicy": "IfNeeded",
+            "clientConfig": {"service": {"namespace": "ns", "name": "svc", "port": 8443, "path": "/m"}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "objectSelector": {"matchLabels": {"a": "b"}},
+            "matchConditions": [{"name": "c", "expression": "true"}],
+        }))
+        .unwrap();
+        let hook = Hook::mutating("conf", &hook);
+        assert!(hook.reinvoke && hook.ignore_failures);
+        assert_eq!(hook.timeout, Duration::from_secs(3));
+        assert_eq!(hook.review_version, Some("v1beta1"));
+        assert_eq!(hook.rules.len(), 1);
+        assert_eq!(hook.conditions.len(), 1);
+        assert_eq!(hook.url(), "https://svc.ns.svc:8443/m?timeout=3s");
+        assert!(!hook.object_selector.is_empty());
     }
 
     #[test]
