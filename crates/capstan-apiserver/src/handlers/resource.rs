@@ -493,12 +493,11 @@ fn connect_request(request: &Request<Body>) -> (Option<crate::authn::User>, Stri
 /// proxies the path after the subresource): `PodExecOptions`, `PodAttachOptions`,
 /// `PodPortForwardOptions`, or `Pod`/`Service`/`NodeProxyOptions`.
 fn connect_options(plural: &str, subresource: &str, query: &str, parts: &[String]) -> Value {
-    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    let values = |key: &'static str| pairs.iter().filter(move |(k, _)| k == key).map(|(_, v)| v);
-    let flag = |key: &'static str| values(key).next().is_some_and(|v| v == "true" || v == "1");
-    let text = |key: &'static str| values(key).next().cloned();
+    let values = capstan_api::query::parse(Some(query));
+    let all = |key: &str| values.get(key).cloned().unwrap_or_default();
+    // A malformed flag is the streaming handler's to refuse; here it reads as unset.
+    let flag = |key: &str| crate::handlers::streaming::boolean(&values, key).unwrap_or(false);
+    let text = |key: &str| capstan_api::query::first(&values, key).map(str::to_owned);
     let mut options = serde_json::Map::new();
     let kind = match (plural, subresource) {
         (_, "exec" | "attach") => {
@@ -511,7 +510,7 @@ fn connect_options(plural: &str, subresource: &str, query: &str, parts: &[String
                 options.insert("container".to_owned(), container.into());
             }
             if subresource == "exec" {
-                let command: Vec<Value> = values("command").map(|c| c.as_str().into()).collect();
+                let command: Vec<Value> = all("command").into_iter().map(Value::from).collect();
                 options.insert("command".to_owned(), command.into());
                 "PodExecOptions"
             } else {
@@ -519,7 +518,8 @@ fn connect_options(plural: &str, subresource: &str, query: &str, parts: &[String
             }
         }
         (_, "portforward") => {
-            let ports: Vec<Value> = values("ports")
+            let ports: Vec<Value> = all("ports")
+                .iter()
                 .flat_map(|p| p.split(',').map(str::to_owned).collect::<Vec<_>>())
                 .filter_map(|p| p.trim().parse::<i64>().ok())
                 .map(Value::from)

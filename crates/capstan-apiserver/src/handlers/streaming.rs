@@ -117,7 +117,7 @@ fn encode(pairs: &[(&str, &str)]) -> String {
 }
 
 /// A boolean query parameter, as Go's `strconv.ParseBool` reads it.
-fn boolean(query: &Values, key: &str) -> Result<bool, ApiError> {
+pub(crate) fn boolean(query: &Values, key: &str) -> Result<bool, ApiError> {
     match first(query, key) {
         None | Some("") => Ok(false),
         Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),

@@ -35,8 +35,8 @@
 //! `Scale` object for `scale` writes, and audit annotations.
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
-//! version of the set (names and resource versions), so a request with no webhook
-//! configured costs two cache reads.
+//! version of the set (their stored bytes, compared without decoding), so a request with no
+//! webhook configured costs two cache reads.
 
 pub(crate) mod call;
 pub(crate) mod matching;
@@ -58,8 +58,8 @@ use call::{Called, Hook};
 /// The compiled webhooks of one kind of configuration, and the set they were compiled from.
 #[derive(Debug, Default)]
 struct Compiled {
-    /// Each configuration's name and resource version.
-    fingerprint: Vec<(String, String)>,
+    /// Each configuration's stored JSON.
+    fingerprint: Vec<bytes::Bytes>,
     hooks: Arc<Vec<Arc<Hook>>>,
 }
 
@@ -88,22 +88,16 @@ impl Configurations {
             ..ListOptions::default()
         };
         let list = self.registry.list(None, &cached).await?;
-        let mut configurations: Vec<Value> = list.items.iter().map(|item| item.object()).collect();
-        configurations.sort_by(|a, b| name_of(a).cmp(name_of(b)));
-        let fingerprint: Vec<(String, String)> = configurations
-            .iter()
-            .map(|c| {
-                let version = c["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default();
-                (name_of(c).to_owned(), version.to_owned())
-            })
-            .collect();
+        // The stored JSON of each configuration, in key (so name) order: compared as bytes,
+        // so a write with nothing changed costs no decoding.
+        let fingerprint: Vec<bytes::Bytes> =
+            list.items.iter().map(|item| item.json.clone()).collect();
         let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
         if compiled.fingerprint != fingerprint {
-            let hooks = configurations
+            let hooks = list
+                .items
                 .iter()
-                .flat_map(|c| self.compile(c))
+                .flat_map(|item| self.compile(&item.object()))
                 .map(Arc::new)
                 .collect();
             *compiled = Compiled {
