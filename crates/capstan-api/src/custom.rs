@@ -45,6 +45,24 @@ pub struct Declared {
     pub storage_api_version: String,
     /// The CRD's `metadata.generation` it was declared from (a new one replaces it).
     pub generation: i64,
+    /// The accepted `listKind`.
+    pub list_kind: String,
+    /// The version's schema, which its OpenAPI definition is published from.
+    pub schema: Option<Arc<JSONSchemaProps>>,
+}
+
+impl Declared {
+    /// What its OpenAPI definitions and paths are published from.
+    pub fn published(&self) -> crate::openapi::custom::CustomKind {
+        crate::openapi::custom::CustomKind {
+            resource: self.resource,
+            list_kind: self.list_kind.clone(),
+            schema: self
+                .schema
+                .as_ref()
+                .and_then(|s| serde_json::to_value(s.as_ref()).ok()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Declared {
@@ -107,11 +125,16 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                 strategy: Arc::new(CustomStrategy {
                     namespaced: resource.namespaced,
                     status,
-                    schema,
+                    schema: schema.clone(),
                     rules: Arc::default(),
                 }),
                 storage_api_version: storage_api_version.clone(),
                 generation: crd.metadata.generation.unwrap_or_default(),
+                list_kind: names
+                    .list_kind
+                    .clone()
+                    .unwrap_or_else(|| format!("{}List", names.kind)),
+                schema,
             }
         })
         .collect()

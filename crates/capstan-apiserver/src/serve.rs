@@ -144,17 +144,20 @@ fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: St
 
 /// The OpenAPI documents: `/openapi/v2` (JSON, or the protobuf client-go asks for) and
 /// `/openapi/v3` with one document per group-version, each with its hash as ETag.
-fn openapi(path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
+fn openapi(api: &Api, path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
     use axum::http::{StatusCode, header};
     use capstan_api::openapi as docs;
-    let immutable = [(header::CACHE_CONTROL, "public, immutable")];
+    if path != "/openapi/v2" && path != "/openapi/v3" && !path.starts_with("/openapi/v3/") {
+        return None;
+    }
+    let published = api.registries().openapi();
     if path == "/openapi/v2" {
         let accept = headers
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         if docs::V2_PROTOBUF_ACCEPT.iter().any(|m| accept.contains(m)) {
-            let body = docs::v2_protobuf();
+            let body = published.v2_protobuf();
             return Some(
                 (
                     StatusCode::OK,
@@ -164,22 +167,23 @@ fn openapi(path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
                     .into_response(),
             );
         }
-        let doc = docs::v2_document();
-        return Some(
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                doc.json.clone(),
-            )
-                .into_response(),
-        );
     }
-    if path == "/openapi/v3" {
-        return Some(axum::Json(docs::v3_root()).into_response());
-    }
-    let rest = path.strip_prefix("/openapi/v3/")?;
-    let Some(doc) = docs::v3_document_at(rest) else {
-        return Some(ApiError::not_found().into_response());
+    let doc = if path == "/openapi/v2" {
+        published.v2_document()
+    } else if path == "/openapi/v3" {
+        return Some(axum::Json(published.v3_root()).into_response());
+    } else {
+        let rest = path.strip_prefix("/openapi/v3/")?;
+        let Some(doc) = published.v3_document_at(rest) else {
+            return Some(ApiError::not_found().into_response());
+        };
+        doc
+    };
+    // A v3 document's URL names its hash; the v2 document changes with the custom resources.
+    let cache = if path == "/openapi/v2" {
+        "no-cache, private"
+    } else {
+        "public, immutable"
     };
     let etag = format!("\"{}\"", doc.hash);
     if headers
@@ -195,8 +199,8 @@ fn openapi(path: &str, headers: &axum::http::HeaderMap) -> Option<Response> {
             [
                 (header::CONTENT_TYPE, "application/json".to_owned()),
                 (header::ETAG, etag),
+                (header::CACHE_CONTROL, cache.to_owned()),
             ],
-            immutable,
             doc.json.clone(),
         )
             .into_response(),
@@ -215,7 +219,7 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
         return ApiError::not_found().into_response();
     }
     let path = request.uri().path().trim_end_matches('/');
-    if let Some(response) = openapi(path, request.headers()) {
+    if let Some(response) = openapi(api, path, request.headers()) {
         return response;
     }
     let served = discovery::Served {

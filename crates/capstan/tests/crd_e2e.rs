@@ -340,6 +340,221 @@ fn custom_resources_are_served_from_their_definitions() {
     server.stop();
 }
 
+const FOO_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: foos.publish.example.com
+spec:
+  group: publish.example.com
+  scope: Namespaced
+  names: {plural: foos, kind: Foo, shortNames: [fo]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        description: Foo CRD for Testing
+        type: object
+        properties:
+          spec:
+            type: object
+            description: Specification of Foo
+            properties:
+              bars:
+                description: List of Bars and their specs.
+                type: array
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {description: Name of Bar., type: string}
+                    bazs: {description: List of Bazs., type: array, items: {type: string}}
+  - name: v2alpha1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+/// The names of the definitions of `/openapi/v2` and of the documents `/openapi/v3` lists that
+/// mention `needle`.
+fn published(version: &str, kc: &Path, needle: &str) -> (Vec<String>, Vec<String>) {
+    let names = |path: &str, key: &str| -> Vec<String> {
+        let raw = kubectl_ok(version, kc, &["get", "--raw", path]);
+        let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        doc[key]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.contains(needle))
+            .cloned()
+            .collect()
+    };
+    (
+        names("/openapi/v2", "definitions"),
+        names("/openapi/v3", "paths"),
+    )
+}
+
+/// A CRD's versions are published in OpenAPI v2 and v3 as upstream publishes them: `kubectl
+/// explain` reads them (v3, and v2 on request), the v2 definition is the version's schema, and
+/// a version that stops being served, or a deleted CRD, leaves the documents.
+#[test]
+fn custom_kinds_are_published_in_openapi_for_kubectl_explain() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    for version in ["1.27", "1.33"] {
+        let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], FOO_CRD);
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/foos.publish.example.com",
+            ],
+        );
+        let explained = eventually("foos to be explained", || {
+            let out = kubectl(
+                version,
+                &kc,
+                &["explain", "foos", "--api-version=publish.example.com/v1"],
+            );
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        });
+        for expected in [
+            "Foo CRD for Testing",
+            "apiVersion\t<string>",
+            "spec\t<Object>",
+            "Specification of Foo",
+        ] {
+            assert!(explained.contains(expected), "{expected} in {explained}");
+        }
+        let bars = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "explain",
+                "fo.spec.bars",
+                "--api-version=publish.example.com/v1",
+            ],
+        );
+        for expected in [
+            "List of Bars and their specs.",
+            "bazs\t<[]string>",
+            "name\t<string> -required-",
+        ] {
+            assert!(bars.contains(expected), "{expected} in {bars}");
+        }
+        let meta = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "explain",
+                "foos.metadata.creationTimestamp",
+                "--api-version=publish.example.com/v1",
+            ],
+        );
+        assert!(meta.contains("CreationTimestamp is a timestamp"), "{meta}");
+        let missing = kubectl(
+            version,
+            &kc,
+            &[
+                "explain",
+                "foos.spec.bars2",
+                "--api-version=publish.example.com/v1",
+            ],
+        );
+        assert!(
+            String::from_utf8_lossy(&missing.stderr).contains("field \"bars2\" does not exist")
+        );
+        // The v2 document, which kubectl reads on request and older clients always.
+        let v2 = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "explain",
+                "--output=plaintext-openapiv2",
+                "foos.spec",
+                "--api-version=publish.example.com/v1",
+            ],
+        );
+        assert!(
+            v2.contains("bars\t<[]Object>") && v2.contains("Specification of Foo"),
+            "{v2}"
+        );
+        let (definitions, documents) = published(version, &kc, "publish");
+        assert_eq!(
+            definitions,
+            [
+                "com.example.publish.v1.Foo",
+                "com.example.publish.v1.FooList",
+                "com.example.publish.v2alpha1.Foo",
+                "com.example.publish.v2alpha1.FooList",
+            ]
+        );
+        assert_eq!(
+            documents,
+            [
+                "apis/publish.example.com/v1",
+                "apis/publish.example.com/v2alpha1"
+            ]
+        );
+
+        // Objects are checked against the published schema's fields.
+        let unknown = kubectl_stdin(
+            version,
+            &kc,
+            &["create", "-f", "-"],
+            r#"{"apiVersion":"publish.example.com/v1","kind":"Foo","metadata":{"name":"a"},"spec":{"bars":[{"name":"x"}],"foo":1}}"#,
+        );
+        assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown field \"spec.foo\""));
+
+        // A version no longer served leaves the documents.
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "patch",
+                "crd",
+                "foos.publish.example.com",
+                "--type=json",
+                "-p",
+                r#"[{"op":"replace","path":"/spec/versions/1/served","value":false}]"#,
+            ],
+        );
+        eventually("v2alpha1 to leave the documents", || {
+            let (definitions, documents) = published(version, &kc, "publish");
+            (definitions
+                == [
+                    "com.example.publish.v1.Foo",
+                    "com.example.publish.v1.FooList",
+                ]
+                && documents == ["apis/publish.example.com/v1"])
+            .then_some(())
+        });
+        kubectl_ok(version, &kc, &["delete", "crd", "foos.publish.example.com"]);
+        eventually("the definitions to go with their CRD", || {
+            let (definitions, documents) = published(version, &kc, "publish");
+            (definitions.is_empty() && documents.is_empty()).then_some(())
+        });
+    }
+    server.stop();
+}
+
 const GAUGE_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

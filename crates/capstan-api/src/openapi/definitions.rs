@@ -69,6 +69,38 @@ pub(crate) fn reference(name: &str) -> Value {
 pub(crate) struct Definitions {
     schemas: BTreeMap<String, Value>,
     kinds: BTreeMap<Gvk, String>,
+    /// The definitions these add to, looked up after their own (custom kinds add to the
+    /// built-in ones, kept in the served v2 document).
+    base: Option<&'static Base>,
+}
+
+/// The built-in definitions as the v2 document holds them (references in the v2 form), and
+/// which definition holds each group-version-kind they declare.
+#[derive(Debug)]
+pub(crate) struct Base {
+    schemas: &'static Map<String, Value>,
+    kinds: BTreeMap<Gvk, String>,
+}
+
+impl Base {
+    /// The definitions of a v2 document (`definitions`), indexed by their
+    /// `x-kubernetes-group-version-kind`.
+    pub(crate) fn new(schemas: &'static Map<String, Value>) -> Base {
+        let mut kinds = BTreeMap::new();
+        for (name, schema) in schemas {
+            for gvk in schema[GVK_EXTENSION].as_array().into_iter().flatten() {
+                let part = |key: &str| gvk[key].as_str().unwrap_or_default().to_owned();
+                kinds
+                    .entry(Gvk {
+                        group: part("group"),
+                        version: part("version"),
+                        kind: part("kind"),
+                    })
+                    .or_insert_with(|| name.clone());
+            }
+        }
+        Base { schemas, kinds }
+    }
 }
 
 impl Definitions {
@@ -136,14 +168,48 @@ impl Definitions {
         for (name, schema) in schemas.iter_mut() {
             normalize(name, schema);
         }
-        Definitions { schemas, kinds }
+        Definitions {
+            schemas,
+            kinds,
+            base: None,
+        }
+    }
+
+    /// Definitions of their own (`schemas`, holding `kinds`) over `base`.
+    pub(crate) fn over(
+        base: &'static Base,
+        schemas: BTreeMap<String, Value>,
+        kinds: BTreeMap<Gvk, String>,
+    ) -> Definitions {
+        Definitions {
+            schemas,
+            kinds,
+            base: Some(base),
+        }
+    }
+
+    /// The definitions of their own (not those of their base).
+    pub(crate) fn own(&self) -> &BTreeMap<String, Value> {
+        &self.schemas
     }
 
     /// The definition holding `group`/`version` `kind`, if one was generated.
     pub(crate) fn definition_of(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
+        let gvk = Gvk::new(group, version, kind);
         self.kinds
-            .get(&Gvk::new(group, version, kind))
+            .get(&gvk)
+            .or_else(|| self.base.and_then(|base| base.kinds.get(&gvk)))
             .map(String::as_str)
+    }
+
+    /// Definition `name` with references in the v3 form, from these or their base.
+    fn schema(&self, name: &str) -> Option<Value> {
+        if let Some(schema) = self.schemas.get(name) {
+            return Some(schema.clone());
+        }
+        let mut schema = self.base?.schemas.get(name)?.clone();
+        v3_refs(&mut schema);
+        Some(schema)
     }
 
     /// The definitions `roots` reference, directly or through other definitions.
@@ -160,9 +226,9 @@ impl Definitions {
             if out.contains_key(&name) {
                 continue;
             }
-            if let Some(schema) = self.schemas.get(&name) {
-                collect_refs(schema, &mut pending);
-                out.insert(name, schema.clone());
+            if let Some(schema) = self.schema(&name) {
+                collect_refs(&schema, &mut pending);
+                out.insert(name, schema);
             }
         }
         out
@@ -287,6 +353,41 @@ fn normalize(name: &str, schema: &mut Value) {
                 property.extend(extensions);
             }
         }
+    }
+}
+
+/// The prefix of references in the v2 document.
+pub(crate) const V2_REF_PREFIX: &str = "#/definitions/";
+
+/// Rewrites every reference of `value` from the v3 form (`#/components/schemas/`) to the v2 one
+/// (`#/definitions/`).
+pub(crate) fn v2_refs(value: &mut Value) {
+    rewrite_refs(value, REF_PREFIX, V2_REF_PREFIX);
+}
+
+/// Rewrites every reference of `value` from the v2 form to the v3 one.
+fn v3_refs(value: &mut Value) {
+    rewrite_refs(value, V2_REF_PREFIX, REF_PREFIX);
+}
+
+fn rewrite_refs(value: &mut Value, from: &str, to: &str) {
+    match value {
+        Value::Object(object) => {
+            for (key, child) in object.iter_mut() {
+                match child {
+                    Value::String(reference) if key == "$ref" => {
+                        if let Some(name) = reference.strip_prefix(from) {
+                            *reference = format!("{to}{name}");
+                        }
+                    }
+                    _ => rewrite_refs(child, from, to),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| rewrite_refs(item, from, to)),
+        _ => {}
     }
 }
 

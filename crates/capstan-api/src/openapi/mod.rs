@@ -15,8 +15,11 @@
 //! (both in v3 and, as a fallback, v2), and `kubectl explain` finds a kind's schema through the
 //! group-version-kind of the operations at the resource's path and of the definitions.
 //!
-//! Every document is built once, on first use, and kept (see [`stats`] for the cost).
+//! Every document is built once, on first use, and kept (see [`stats`] for the cost). Custom
+//! resources are published beside them by [`custom::publish`], which the API server calls
+//! again whenever the CRDs served change.
 
+pub mod custom;
 mod definitions;
 pub mod extensions;
 mod operations;

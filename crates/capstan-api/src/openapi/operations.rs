@@ -403,6 +403,19 @@ fn group_version(defs: &Definitions, group: &str, version: &str) -> Vec<PathItem
     items
 }
 
+/// The path items of custom `resources` (all of one group-version): as upstream publishes a
+/// CustomResourceDefinition's version, the resources' paths without the group-version's
+/// discovery path.
+pub(crate) fn custom_items(defs: &Definitions, resources: &[&Resource]) -> Vec<PathItem> {
+    let mut items = Vec::new();
+    for resource in resources {
+        let naming = Naming::new(resource.group, resource.version);
+        let prefix = format!("/apis/{}/{}", resource.group, resource.version);
+        resource_items(defs, &naming, &prefix, resource, &mut items);
+    }
+    items
+}
+
 /// The paths of one resource and its subresources.
 fn resource_items(
     defs: &Definitions,

@@ -5,11 +5,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::{Map, Value, json};
 
-use super::definitions::{Definitions, GVK_EXTENSION, REF_PREFIX, name_of, reference};
+use super::definitions::{Definitions, GVK_EXTENSION, name_of, reference, v2_refs};
 use super::operations::{self, Body, In, Operation, PATCH_MEDIA_TYPES, Param, PathItem};
-
-/// The prefix of references in the v2 document.
-const V2_REF_PREFIX: &str = "#/definitions/";
 
 /// The Swagger 2.0 document of every path.
 pub(crate) fn document(defs: &Definitions) -> Value {
@@ -36,11 +33,11 @@ pub(crate) fn document(defs: &Definitions) -> Value {
             },
         },
     });
-    rewrite_refs(&mut document);
+    v2_refs(&mut document);
     document
 }
 
-fn path_item(item: &PathItem) -> Value {
+pub(crate) fn path_item(item: &PathItem) -> Value {
     let mut out = Map::new();
     if !item.params.is_empty() {
         out.insert(
@@ -126,24 +123,4 @@ fn operation_value(op: &Operation) -> Value {
         out.insert(GVK_EXTENSION.into(), gvk.to_value());
     }
     Value::Object(out)
-}
-
-/// Rewrites every `#/components/schemas/` reference to `#/definitions/`.
-fn rewrite_refs(value: &mut Value) {
-    match value {
-        Value::Object(object) => {
-            for (key, child) in object.iter_mut() {
-                match child {
-                    Value::String(reference) if key == "$ref" => {
-                        if let Some(name) = reference.strip_prefix(REF_PREFIX) {
-                            *reference = format!("{V2_REF_PREFIX}{name}");
-                        }
-                    }
-                    _ => rewrite_refs(child),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
-        _ => {}
-    }
 }

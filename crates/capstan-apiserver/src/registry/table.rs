@@ -6,10 +6,11 @@
 //! ([`Registries::set_custom`]), and are found through the same [`Registries::get`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use capstan_api::catalog::{self, Resource};
 use capstan_api::custom::Declared;
+use capstan_api::openapi::custom::{CustomKind, Published, publish};
 use capstan_store::Store;
 
 use super::Registry;
@@ -19,6 +20,9 @@ use super::cache::Caches;
 pub(crate) struct Registries {
     by_resource: HashMap<(&'static str, &'static str, &'static str), Arc<Registry>>,
     custom: RwLock<Custom>,
+    /// The OpenAPI documents with the custom resources served now, built at the first request
+    /// after a change.
+    openapi: Mutex<Option<Arc<Published>>>,
     store: Store,
     /// The watch caches the registries read from; they live as long as the table.
     _caches: Arc<Caches>,
@@ -27,8 +31,18 @@ pub(crate) struct Registries {
 /// The custom resources served, by the CRD that declares them.
 #[derive(Default)]
 struct Custom {
-    /// Each CRD's registries and the CRD generation they were declared from.
-    by_crd: BTreeMap<String, (i64, Vec<Arc<Registry>>)>,
+    /// What each CRD serves.
+    by_crd: BTreeMap<String, Served>,
+}
+
+/// What one CRD serves.
+struct Served {
+    /// The CRD's generation its resources were declared from.
+    generation: i64,
+    /// The registries of its served versions.
+    registries: Vec<Arc<Registry>>,
+    /// What their OpenAPI documents are published from.
+    published: Vec<CustomKind>,
 }
 
 impl std::fmt::Debug for Registries {
@@ -66,6 +80,7 @@ impl Registries {
         Registries {
             by_resource,
             custom: RwLock::default(),
+            openapi: Mutex::default(),
             store: store.clone(),
             _caches: caches,
         }
@@ -83,7 +98,7 @@ impl Registries {
         custom
             .by_crd
             .values()
-            .flat_map(|(_, registries)| registries)
+            .flat_map(|served| &served.registries)
             .find(|r| {
                 let resource = r.resource;
                 (resource.group, resource.version, resource.plural) == (group, version, plural)
@@ -103,14 +118,18 @@ impl Registries {
         let generation = declared.first().map_or(0, |d| d.generation);
         let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
         if declared.is_empty() {
-            custom.by_crd.remove(crd);
+            if custom.by_crd.remove(crd).is_some() {
+                drop(custom);
+                self.openapi_changed();
+            }
             return;
         }
         // Each pass of the CRD controllers declares every CRD again: keep what is unchanged.
-        if let Some((before, registries)) = custom.by_crd.get(crd)
-            && *before == generation
-            && registries.len() == declared.len()
-            && registries
+        if let Some(served) = custom.by_crd.get(crd)
+            && served.generation == generation
+            && served.registries.len() == declared.len()
+            && served
+                .registries
                 .iter()
                 .zip(declared)
                 .all(|(r, d)| std::ptr::eq(r.resource, d.resource))
@@ -126,9 +145,43 @@ impl Registries {
                 )
             })
             .collect();
-        custom
-            .by_crd
-            .insert(crd.to_owned(), (generation, registries));
+        let published = declared.iter().map(Declared::published).collect();
+        custom.by_crd.insert(
+            crd.to_owned(),
+            Served {
+                generation,
+                registries,
+                published,
+            },
+        );
+        // Not under the table's lock: building the documents takes it after theirs.
+        drop(custom);
+        self.openapi_changed();
+    }
+
+    /// Drops the OpenAPI documents built for the custom resources served before.
+    fn openapi_changed(&self) {
+        *self.openapi.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The OpenAPI documents to serve: the built-in ones and those of the custom resources
+    /// served now.
+    pub(crate) fn openapi(&self) -> Arc<Published> {
+        let mut openapi = self.openapi.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(published) = openapi.as_ref() {
+            return published.clone();
+        }
+        let kinds: Vec<CustomKind> = {
+            let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+            custom
+                .by_crd
+                .values()
+                .flat_map(|served| served.published.iter().cloned())
+                .collect()
+        };
+        let published = Arc::new(publish(kinds));
+        *openapi = Some(published.clone());
+        published
     }
 
     /// The names of the CRDs whose resources are served.
@@ -143,7 +196,7 @@ impl Registries {
         custom
             .by_crd
             .values()
-            .flat_map(|(_, registries)| registries)
+            .flat_map(|served| &served.registries)
             .map(|r| r.resource)
             .collect()
     }
