@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
-    JSONSchemaProps,
+    JSONSchemaProps, WebhookConversion,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -49,6 +49,8 @@ pub struct Declared {
     pub list_kind: String,
     /// The version's schema, which its OpenAPI definition is published from.
     pub schema: Option<Arc<JSONSchemaProps>>,
+    /// The CRD's conversion webhook, when its conversion strategy is `Webhook`.
+    pub conversion_webhook: Option<Arc<WebhookConversion>>,
 }
 
 impl Declared {
@@ -89,6 +91,13 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
         return Vec::new();
     };
     let storage_api_version = format!("{group}/{}", storage.name);
+    let conversion_webhook = crd
+        .spec
+        .conversion
+        .as_ref()
+        .filter(|c| c.strategy == "Webhook")
+        .and_then(|c| c.webhook.clone())
+        .map(Arc::new);
     crd.spec
         .versions
         .iter()
@@ -135,6 +144,7 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                     .clone()
                     .unwrap_or_else(|| format!("{}List", names.kind)),
                 schema,
+                conversion_webhook: conversion_webhook.clone(),
             }
         })
         .collect()

@@ -15,6 +15,7 @@ mod admission;
 mod authn;
 mod authz;
 mod bootstrap;
+mod conversion;
 mod crds;
 mod endpoint_reconciler;
 mod flowcontrol;

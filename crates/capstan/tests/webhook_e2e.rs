@@ -477,3 +477,182 @@ fn admission_webhooks_mutate_and_refuse_writes() {
 
     server.stop();
 }
+
+const HOSTS_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: hosts.convert.example.com
+spec:
+  group: convert.example.com
+  scope: Namespaced
+  names: {plural: hosts, kind: Host}
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1, v1beta1]
+      clientConfig: {url: "URL", caBundle: "CA"}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {hostPort: {type: string}}}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {host: {type: string}, port: {type: string}}}
+"#;
+
+/// A CRD whose versions a webhook converts: an object written in either version is stored in
+/// the storage version and read in both; lists of objects written in different versions
+/// convert as one; the webhook's refusal is upstream's error.
+#[test]
+fn custom_resources_convert_through_their_webhook() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let hooks = WebhookServer::start(&[]);
+    let crd = HOSTS_CRD
+        .replace("URL", &hooks.url("/convert"))
+        .replace("CA", &hooks.ca_bundle());
+    for version in ["1.27", "1.33"] {
+        apply(version, &kc, &crd);
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/hosts.convert.example.com",
+            ],
+        );
+        let get = |resource: &str, name: &str, path: &str| {
+            let path = format!("jsonpath={path}");
+            let mut args = vec!["get", resource];
+            if !name.is_empty() {
+                args.push(name);
+            }
+            args.extend(["-o", &path]);
+            kubectl_ok(version, &kc, &args)
+        };
+        eventually("the v1 object to be created", || {
+            let out = kubectl_stdin(
+                version,
+                &kc,
+                &["apply", "-f", "-"],
+                "apiVersion: convert.example.com/v1\nkind: Host\nmetadata: {name: one}\nspec: {hostPort: \"localhost:8080\"}\n",
+            );
+            out.status.success().then_some(())
+        });
+        // Read in the other version: converted by the webhook.
+        assert_eq!(
+            get(
+                "hosts.v2.convert.example.com",
+                "one",
+                "{.apiVersion} {.spec.host} {.spec.port}"
+            ),
+            "convert.example.com/v2 localhost 8080"
+        );
+        // Written in v2, stored (and read) in v1.
+        apply(
+            version,
+            &kc,
+            "apiVersion: convert.example.com/v2\nkind: Host\nmetadata: {name: two}\nspec: {host: example.org, port: \"443\"}\n",
+        );
+        assert_eq!(
+            get(
+                "hosts.v1.convert.example.com",
+                "two",
+                "{.apiVersion} {.spec.hostPort}"
+            ),
+            "convert.example.com/v1 example.org:443"
+        );
+        // Lists of objects written in different versions, in either version.
+        assert_eq!(
+            get(
+                "hosts.v2.convert.example.com",
+                "",
+                "{range .items[*]}{.metadata.name}={.spec.host}:{.spec.port} {end}"
+            ),
+            "one=localhost:8080 two=example.org:443 "
+        );
+        assert_eq!(
+            get(
+                "hosts.v1.convert.example.com",
+                "",
+                "{range .items[*]}{.metadata.name}={.spec.hostPort} {end}"
+            ),
+            "one=localhost:8080 two=example.org:443 "
+        );
+        // Updates through v2 keep metadata and reach the storage version.
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "patch",
+                "hosts.v2.convert.example.com",
+                "two",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"labels":{"seen":"yes"}},"spec":{"port":"8443"}}"#,
+            ],
+        );
+        assert_eq!(
+            get(
+                "hosts.v1.convert.example.com",
+                "two",
+                "{.metadata.labels.seen} {.spec.hostPort}"
+            ),
+            "yes example.org:8443"
+        );
+        let review = hooks
+            .reviews
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|r| r["kind"] == "ConversionReview")
+            .cloned()
+            .unwrap();
+        assert_eq!(review["apiVersion"], "apiextensions.k8s.io/v1");
+
+        // A refusal is upstream's error, on reads in the other version only.
+        apply(
+            version,
+            &kc,
+            "apiVersion: convert.example.com/v1\nkind: Host\nmetadata: {name: three, labels: {convert: refuse}}\nspec: {hostPort: \"a:1\"}\n",
+        );
+        let refused = refused(
+            version,
+            &kc,
+            &["get", "hosts.v2.convert.example.com", "three"],
+        );
+        assert!(
+            refused.contains("conversion webhook for convert.example.com/v1, Kind=Host failed: the object refuses conversion"),
+            "{refused}"
+        );
+        assert_eq!(
+            get("hosts.v1.convert.example.com", "three", "{.spec.hostPort}"),
+            "a:1"
+        );
+        kubectl_ok(
+            version,
+            &kc,
+            &["delete", "crd", "hosts.convert.example.com"],
+        );
+        eventually("the CRD to go", || {
+            let out = kubectl(version, &kc, &["get", "crd", "hosts.convert.example.com"]);
+            (!out.status.success()).then_some(())
+        });
+    }
+    server.stop();
+}

@@ -567,10 +567,13 @@ fn as_item(mut object: Value) -> Value {
 impl Api {
     /// The API over `store`, allocating service IPs from `service_cidr`.
     pub(crate) fn with_services(store: &Store, service_cidr: Cidr) -> Self {
-        let registries = Arc::new(Registries::new(
-            store,
-            &crate::registry::services::begin_write_for(service_cidr),
-        ));
+        let registries = Arc::new_cyclic(|me| {
+            Registries::new(
+                store,
+                &crate::registry::services::begin_write_for(service_cidr),
+                me.clone(),
+            )
+        });
         let admission = Arc::new(crate::admission::Chain::new(
             crate::admission::Registries::from_table(&registries),
         ));

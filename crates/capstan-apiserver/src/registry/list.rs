@@ -236,8 +236,14 @@ impl Registry {
         })
     }
 
+    /// A page as served (its objects are the cache's, in the stored version).
+    async fn served_page(&self, mut page: ListResult) -> Result<ListResult, ApiError> {
+        page.items = self.views(page.items).await?;
+        Ok(page)
+    }
+
     /// A page of `objects` (the objects under `prefix` at `revision` from where the page
-    /// starts, in key order).
+    /// starts, in key order), in the stored version.
     fn page(
         &self,
         objects: Vec<Arc<Cached>>,
@@ -255,7 +261,7 @@ impl Registry {
             .enumerate()
             .filter(|(_, o)| self.matches_cached(&options.selectors, o));
         for (i, object) in matching.by_ref() {
-            items.push(self.view(object));
+            items.push(object);
             if items.len() < limit {
                 continue;
             }
@@ -305,8 +311,8 @@ impl Registry {
             let items = objects
                 .into_iter()
                 .filter(|o| self.matches_cached(&options.selectors, o))
-                .map(|o| self.view(o))
                 .collect();
+            let items = self.views(items).await?;
             return Ok(ListResult {
                 items,
                 resource_version: revision,
@@ -324,7 +330,9 @@ impl Registry {
                 ReadAt::Exact(_) => false,
             };
             if fresh && let Some((objects, revision)) = cache.snapshot(&prefix) {
-                return Ok(self.page(objects, revision, &prefix, options));
+                return self
+                    .served_page(self.page(objects, revision, &prefix, options))
+                    .await;
             }
         }
         let (mut revision, mut start) = match &options.continue_token {
@@ -349,7 +357,9 @@ impl Registry {
                     .as_deref()
                     .and_then(|c| c.unchanged_since(rv, &prefix, &start))
                 {
-                    return Ok(self.page(objects, rv, &prefix, options));
+                    return self
+                        .served_page(self.page(objects, rv, &prefix, options))
+                        .await;
                 }
                 (Some(rv), Some(start))
             }
@@ -403,7 +413,12 @@ impl Registry {
             revision = Some(page.revision);
             let mut stopped_at = None;
             for (i, kv) in page.kvs.iter().enumerate() {
-                let cached = self.cached_from_kv(kv)?;
+                let cached = if self.converts_by_webhook() {
+                    // Converted together once the page is complete.
+                    self.stored_cached(kv)?
+                } else {
+                    self.cached_from_kv(kv).await?
+                };
                 if self.matches_cached(&options.selectors, &cached) {
                     items.push(cached);
                     if limit.is_some_and(|l| items.len() >= l) {
@@ -433,6 +448,9 @@ impl Registry {
         let revision = revision.unwrap_or_default();
         let continue_token = continue_from
             .map(|key| encode_token(revision, key.strip_prefix(&prefix).unwrap_or(&key)));
+        if self.converts_by_webhook() {
+            items = self.views(items).await?;
+        }
         Ok(ListResult {
             items,
             resource_version: revision,

@@ -298,22 +298,48 @@ enum Converter {
         /// The stored version's.
         stored: String,
     },
+    /// A custom resource's `Webhook` conversion: its CRD's conversion webhook converts.
+    Webhook {
+        /// The served version's `apiVersion`.
+        served: String,
+        /// The stored version's.
+        stored: String,
+        webhook: Arc<crate::conversion::Webhook>,
+    },
 }
 
 impl Converter {
-    /// A stored object in the served version.
-    fn served_form(&self, object: &Value) -> Value {
+    /// Stored objects in the served version.
+    async fn served_forms(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError> {
         match self {
-            Converter::Builtin(conversion) => (conversion.from_hub)(object),
-            Converter::ApiVersion { served, .. } => with_api_version(object, served),
+            Converter::Builtin(conversion) => {
+                Ok(objects.iter().map(|o| (conversion.from_hub)(o)).collect())
+            }
+            Converter::ApiVersion { served, .. } => Ok(objects
+                .iter()
+                .map(|o| with_api_version(o, served))
+                .collect()),
+            Converter::Webhook {
+                served, webhook, ..
+            } => webhook.convert(objects, served).await,
         }
     }
 
     /// A served object in the stored version.
-    fn stored_form(&self, object: &Value) -> Result<Value, String> {
+    async fn stored_form(&self, object: &Value) -> Result<Value, ApiError> {
         match self {
-            Converter::Builtin(conversion) => (conversion.to_hub)(object),
+            Converter::Builtin(conversion) => {
+                (conversion.to_hub)(object).map_err(|e| StatusError::internal(&e).into())
+            }
             Converter::ApiVersion { stored, .. } => Ok(with_api_version(object, stored)),
+            Converter::Webhook {
+                stored, webhook, ..
+            } => {
+                let mut converted = webhook.convert(vec![object.clone()], stored).await?;
+                converted
+                    .pop()
+                    .ok_or_else(|| StatusError::internal("conversion returned nothing").into())
+            }
         }
     }
 }
@@ -348,13 +374,23 @@ impl Registry {
     }
 
     /// Stores objects in `api_version` (a custom resource's storage version) when this
-    /// registry serves another version: only their `apiVersion` differs (`None` conversion).
-    pub(crate) fn stored_as(mut self, api_version: &str) -> Self {
+    /// registry serves another version: converted by `webhook` if given, else only their
+    /// `apiVersion` differs (`None` conversion).
+    pub(crate) fn stored_as(
+        mut self,
+        api_version: &str,
+        webhook: Option<Arc<crate::conversion::Webhook>>,
+    ) -> Self {
         let served = self.resource.api_version();
         if served != api_version {
-            self.conversion = Some(Converter::ApiVersion {
-                served,
-                stored: api_version.to_owned(),
+            let stored = api_version.to_owned();
+            self.conversion = Some(match webhook {
+                Some(webhook) => Converter::Webhook {
+                    served,
+                    stored,
+                    webhook,
+                },
+                None => Converter::ApiVersion { served, stored },
             });
         }
         self
@@ -379,24 +415,51 @@ impl Registry {
     }
 
     /// A cached object (stored version) as this registry serves it.
-    pub(crate) fn view(&self, cached: Arc<Cached>) -> Arc<Cached> {
-        match &self.conversion {
-            _ if self.defaults_on_read => Cached::of(self.served_form(cached.object())),
-            Some(conversion) => Cached::of(conversion.served_form(&cached.object())),
-            None => cached,
-        }
+    pub(crate) async fn view(&self, cached: Arc<Cached>) -> Result<Arc<Cached>, ApiError> {
+        let mut views = self.views(vec![cached]).await?;
+        views
+            .pop()
+            .ok_or_else(|| StatusError::internal("conversion returned nothing").into())
     }
 
-    /// A stored object (stored version) as served: converted, and defaulted again where the
+    /// Cached objects (stored version) as this registry serves them, converted together (one
+    /// call of a conversion webhook for a whole list).
+    pub(crate) async fn views(
+        &self,
+        cached: Vec<Arc<Cached>>,
+    ) -> Result<Vec<Arc<Cached>>, ApiError> {
+        if self.conversion.is_none() && !self.defaults_on_read {
+            return Ok(cached);
+        }
+        let objects = cached.iter().map(|c| c.object()).collect();
+        Ok(self
+            .served_forms(objects)
+            .await?
+            .into_iter()
+            .map(Cached::of)
+            .collect())
+    }
+
+    /// Stored objects (stored version) as served: converted, and defaulted again where the
     /// kind asks for it.
-    fn served_form(&self, mut object: Value) -> Value {
+    async fn served_forms(&self, mut objects: Vec<Value>) -> Result<Vec<Value>, ApiError> {
         if let Some(conversion) = &self.conversion {
-            object = conversion.served_form(&object);
+            objects = conversion.served_forms(objects).await?;
         }
         if self.defaults_on_read {
-            self.strategy.default_stored(&mut object);
+            for object in &mut objects {
+                self.strategy.default_stored(object);
+            }
         }
-        object
+        Ok(objects)
+    }
+
+    /// A stored object (stored version) as served.
+    async fn served_form(&self, object: Value) -> Result<Value, ApiError> {
+        let mut objects = self.served_forms(vec![object]).await?;
+        objects
+            .pop()
+            .ok_or_else(|| StatusError::internal("conversion returned nothing").into())
     }
 
     /// Serves watches and reads from `cache`, the resource's watch cache.
@@ -435,14 +498,14 @@ impl Registry {
     }
 
     /// Decodes a stored value (into the served version) and stamps its `resourceVersion`.
-    pub(crate) fn decode_stored(&self, kv: &KeyValue) -> Result<Value, ApiError> {
+    pub(crate) async fn decode_stored(&self, kv: &KeyValue) -> Result<Value, ApiError> {
         let mut object: Value = serde_json::from_slice(&kv.value).map_err(|e| {
             ApiError::from(StatusError::internal(&format!(
                 "stored object {} cannot be decoded: {e}",
                 kv.key
             )))
         })?;
-        object = self.served_form(object);
+        object = self.served_form(object).await?;
         set_meta(
             &mut object,
             "resourceVersion",
@@ -458,11 +521,9 @@ impl Registry {
     ///
     /// Objects are stored as upstream writes them ([`capstan_api::gojson`]), so that reads and
     /// watch events only put their `resourceVersion` in ([`Cached::from_stored`]).
-    fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
+    async fn encode(&self, object: &Value) -> Result<Vec<u8>, ApiError> {
         if let Some(conversion) = &self.conversion {
-            let mut stored = conversion
-                .stored_form(object)
-                .map_err(|e| ApiError::from(StatusError::internal(&e)))?;
+            let mut stored = conversion.stored_form(object).await?;
             set_meta(&mut stored, "resourceVersion", None);
             return Ok(capstan_api::gojson::to_vec(&stored));
         }
@@ -474,15 +535,39 @@ impl Registry {
         Ok(capstan_api::gojson::to_vec(object))
     }
 
+    /// Whether this version is served through a conversion webhook.
+    pub(crate) fn converts_by_webhook(&self) -> bool {
+        matches!(self.conversion, Some(Converter::Webhook { .. }))
+    }
+
+    /// A stored object in its stored version, with its `resourceVersion` put in.
+    pub(crate) fn stored_cached(&self, kv: &KeyValue) -> Result<Arc<Cached>, ApiError> {
+        if let Some(cached) = Cached::from_stored(&kv.value, kv.mod_revision) {
+            return Ok(cached);
+        }
+        let mut object: Value = serde_json::from_slice(&kv.value).map_err(|e| {
+            ApiError::from(StatusError::internal(&format!(
+                "stored object {} cannot be decoded: {e}",
+                kv.key
+            )))
+        })?;
+        set_meta(
+            &mut object,
+            "resourceVersion",
+            Some(kv.mod_revision.to_string().into()),
+        );
+        Ok(Cached::of(object))
+    }
+
     /// A stored object as served: its stored JSON with its `resourceVersion` put in.
-    pub(crate) fn cached_from_kv(&self, kv: &KeyValue) -> Result<Arc<Cached>, ApiError> {
+    pub(crate) async fn cached_from_kv(&self, kv: &KeyValue) -> Result<Arc<Cached>, ApiError> {
         if self.conversion.is_none()
             && !self.defaults_on_read
             && let Some(cached) = Cached::from_stored(&kv.value, kv.mod_revision)
         {
             return Ok(cached);
         }
-        Ok(Cached::of(self.decode_stored(kv)?))
+        Ok(Cached::of(self.decode_stored(kv).await?))
     }
 
     /// Maps a store error about the object `name` to the API's error.
@@ -668,7 +753,10 @@ impl Registry {
             },
         };
         if let Some((object, _)) = cache.and_then(|c| c.get(&key)) {
-            return object.map(|o| self.view(o)).ok_or_else(not_found);
+            return match object {
+                Some(object) => self.view(object).await,
+                None => Err(not_found()),
+            };
         }
         let response = self
             .store
@@ -676,7 +764,7 @@ impl Registry {
             .await
             .map_err(|e| self.store_error(name, e))?;
         match response.kv {
-            Some(kv) => self.cached_from_kv(&kv),
+            Some(kv) => self.cached_from_kv(&kv).await,
             None => Err(not_found()),
         }
     }
@@ -754,7 +842,7 @@ impl Registry {
         }
         let kv = self
             .store
-            .create(&key, self.encode(&object)?)
+            .create(&key, self.encode(&object).await?)
             .await
             .map_err(|e| self.store_error(&name, e))?;
         set_meta(
@@ -891,7 +979,7 @@ impl Registry {
     where
         F: FnMut(Option<&Value>) -> Result<Value, ApiError>,
     {
-        let mut current = self.cached_current(key);
+        let mut current = self.cached_current(key).await;
         let mut fresh = current.is_none();
         if fresh {
             current = self.stored_current(key, name).await?;
@@ -1022,7 +1110,7 @@ impl Registry {
                         return Ok(Written::at(new, deleted.revision, false));
                     }
                     Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
-                        current = Some(self.decoded(&now)?);
+                        current = Some(self.decoded(&now).await?);
                         fresh = true;
                         continue;
                     }
@@ -1038,14 +1126,14 @@ impl Registry {
             }
             match self
                 .store
-                .update(key, self.encode(&new)?, Some(revision))
+                .update(key, self.encode(&new).await?, Some(revision))
                 .await
             {
                 Ok(stored) => {
                     return Ok(Written::at(new, stored.mod_revision, false));
                 }
                 Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
-                    current = Some(self.decoded(&now)?);
+                    current = Some(self.decoded(&now).await?);
                     fresh = true;
                 }
                 Err(StoreError::Conflict { .. }) => {
@@ -1067,11 +1155,12 @@ impl Registry {
 
     /// The watch cache's copy of `key` with its revision, decoded as from the store, when the
     /// cache is loaded and has the object (an object it lacks may just be too new for it).
-    fn cached_current(&self, key: &str) -> Option<(Value, Revision)> {
+    async fn cached_current(&self, key: &str) -> Option<(Value, Revision)> {
         let (cached, _) = self.cache.as_deref()?.get(key)?;
-        let mut object = cached?.object();
+        let object = cached?.object();
         let revision = parse_resource_version(meta_str(&object, "resourceVersion")).ok()?;
-        object = self.served_form(object);
+        // A copy that does not convert is read again from the store.
+        let object = self.served_form(object).await.ok()?;
         Some((object, revision))
     }
 
@@ -1082,13 +1171,13 @@ impl Registry {
         name: &str,
     ) -> Result<Option<(Value, Revision)>, ApiError> {
         match self.get_kv(key, name).await? {
-            Some(kv) => Ok(Some(self.decoded(&kv)?)),
+            Some(kv) => Ok(Some(self.decoded(&kv).await?)),
             None => Ok(None),
         }
     }
 
-    fn decoded(&self, kv: &KeyValue) -> Result<(Value, Revision), ApiError> {
-        Ok((self.decode_stored(kv)?, kv.mod_revision))
+    async fn decoded(&self, kv: &KeyValue) -> Result<(Value, Revision), ApiError> {
+        Ok((self.decode_stored(kv).await?, kv.mod_revision))
     }
 
     async fn create_on_update<F>(
@@ -1136,7 +1225,7 @@ impl Registry {
         }
         let kv = self
             .store
-            .create(key, self.encode(&object)?)
+            .create(key, self.encode(&object).await?)
             .await
             .map_err(|e| self.store_error(name, e))?;
         set_meta(
@@ -1215,7 +1304,7 @@ impl Registry {
             let Some(kv) = self.get_kv(&key, name).await? else {
                 return Err(StatusError::not_found(self.group_resource(), name).into());
             };
-            let mut object = self.decode_stored(&kv)?;
+            let mut object = self.decode_stored(&kv).await?;
             self.check_preconditions(&object, name, options)?;
             if let Some(pending) = self.begin_deletion(&object, options) {
                 let changed = strip_version(&pending) != strip_version(&object);
@@ -1224,7 +1313,7 @@ impl Registry {
                 }
                 match self
                     .store
-                    .update(&key, self.encode(&pending)?, Some(kv.mod_revision))
+                    .update(&key, self.encode(&pending).await?, Some(kv.mod_revision))
                     .await
                 {
                     Ok(stored) => {

@@ -6,7 +6,7 @@
 //! ([`Registries::set_custom`]), and are found through the same [`Registries::get`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use capstan_api::catalog::{self, Resource};
 use capstan_api::custom::Declared;
@@ -24,6 +24,8 @@ pub(crate) struct Registries {
     /// after a change.
     openapi: Mutex<Option<Arc<Published>>>,
     store: Store,
+    /// The table itself, which conversion webhooks resolve their Services through.
+    me: Weak<Registries>,
     /// The watch caches the registries read from; they live as long as the table.
     _caches: Arc<Caches>,
 }
@@ -56,10 +58,12 @@ impl std::fmt::Debug for Registries {
 impl Registries {
     /// A registry over `store` for every catalogued resource, with its strategy, one watch cache
     /// per stored kind (versions served by conversion share it). `begin_write` gives a
-    /// resource's write hook, if it has one ([`Registry::with_begin_write`]).
+    /// resource's write hook, if it has one ([`Registry::with_begin_write`]); `me` is the
+    /// table's own `Arc` (made with `Arc::new_cyclic`).
     pub(crate) fn new(
         store: &Store,
         begin_write: &dyn Fn(&'static Resource) -> Option<super::BeginWrite>,
+        me: Weak<Registries>,
     ) -> Self {
         let caches = Caches::start(
             store.clone(),
@@ -82,6 +86,7 @@ impl Registries {
             custom: RwLock::default(),
             openapi: Mutex::default(),
             store: store.clone(),
+            me,
             _caches: caches,
         }
     }
@@ -136,12 +141,17 @@ impl Registries {
         {
             return;
         }
+        // One conversion webhook client (and its connections) for the CRD's versions.
+        let webhook = crate::conversion::webhook_for(
+            declared.first().and_then(|d| d.conversion_webhook.as_ref()),
+            &self.me,
+        );
         let registries = declared
             .iter()
             .map(|d| {
                 Arc::new(
                     Registry::new(d.resource, d.strategy.clone(), self.store.clone())
-                        .stored_as(&d.storage_api_version),
+                        .stored_as(&d.storage_api_version, webhook.clone()),
                 )
             })
             .collect();

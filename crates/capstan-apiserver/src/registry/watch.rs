@@ -189,8 +189,26 @@ impl Registry {
         };
         Some(WatchEventOut {
             kind,
-            object: self.view(object.clone()),
+            object: object.clone(),
         })
+    }
+
+    /// Sends the event of a stored object, the object as served; whether the watch goes on (a
+    /// conversion that fails ends it with its error).
+    async fn send_served(&self, tx: &mpsc::Sender<WatchEventOut>, out: WatchEventOut) -> bool {
+        match self.view(out.object).await {
+            Ok(object) => tx
+                .send(WatchEventOut {
+                    kind: out.kind,
+                    object,
+                })
+                .await
+                .is_ok(),
+            Err(error) => {
+                let _ = tx.send(WatchEventOut::error(&error)).await;
+                false
+            }
+        }
     }
 
     /// Feeds a watcher: from the cache when it can serve the start, from the store otherwise.
@@ -283,13 +301,15 @@ impl Registry {
     ) {
         for object in initial {
             if self.matches_cached(&options.selectors, &object)
-                && tx
-                    .send(WatchEventOut {
-                        kind: "ADDED",
-                        object: self.view(object),
-                    })
+                && !self
+                    .send_served(
+                        tx,
+                        WatchEventOut {
+                            kind: "ADDED",
+                            object,
+                        },
+                    )
                     .await
-                    .is_err()
             {
                 return;
             }
@@ -319,7 +339,7 @@ impl Registry {
         };
         for event in backlog {
             if let Some(out) = deliver(&event, &mut last)
-                && tx.send(out).await.is_err()
+                && !self.send_served(tx, out).await
             {
                 return;
             }
@@ -338,7 +358,7 @@ impl Registry {
             match event {
                 Ok(event) => {
                     if let Some(out) = deliver(&event, &mut last)
-                        && tx.send(out).await.is_err()
+                        && !self.send_served(tx, out).await
                     {
                         return;
                     }
@@ -476,7 +496,7 @@ impl Registry {
                     }),
                 };
                 if let Some(out) = out
-                    && tx.send(out).await.is_err()
+                    && !self.send_served(&tx, out).await
                 {
                     return;
                 }

@@ -6,7 +6,10 @@
 //! - `/mutate`: allows, with a JSON patch that labels the object `mutated=yes` and the warning
 //!   `labelled by the test webhook`;
 //! - `/slow`: answers after 5 s;
-//! - `/garbage`: answers `200` with a body that is not JSON.
+//! - `/garbage`: answers `200` with a body that is not JSON;
+//! - `/convert`: a CRD conversion webhook (ConversionReview) between `v1`, whose `spec.hostPort`
+//!   is `host:port`, and `v2`, with `spec.host` and `spec.port`; it refuses objects labelled
+//!   `convert=refuse`.
 //!
 //! Every review received is kept, for tests to look at.
 
@@ -142,6 +145,13 @@ async fn answer(
     let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     kept.lock().unwrap().push(review.clone());
     let request = &review["request"];
+    if path == "/convert" {
+        return json_reply(&json!({
+            "apiVersion": review["apiVersion"],
+            "kind": "ConversionReview",
+            "response": convert(request),
+        }));
+    }
     let mut response = json!({"uid": request["uid"], "allowed": true});
     match path.as_str() {
         "/deny"
@@ -170,11 +180,44 @@ async fn answer(
         }
         _ => {}
     }
-    let answer = json!({
+    json_reply(&json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "response": response,
-    });
+    }))
+}
+
+/// The answer to a ConversionReview's request.
+fn convert(request: &Value) -> Value {
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let mut converted = Vec::new();
+    for object in request["objects"].as_array().into_iter().flatten() {
+        if object["metadata"]["labels"]["convert"] == "refuse" {
+            return json!({
+                "uid": request["uid"],
+                "result": {"status": "Failure", "message": "the object refuses conversion"},
+            });
+        }
+        let mut object = object.clone();
+        let spec = object["spec"].as_object_mut().unwrap();
+        if desired.ends_with("/v2") {
+            if let Some(Value::String(host_port)) = spec.remove("hostPort") {
+                let (host, port) = host_port.split_once(':').unwrap_or((&host_port, ""));
+                spec.insert("host".into(), host.into());
+                spec.insert("port".into(), port.into());
+            }
+        } else if let (Some(Value::String(host)), Some(Value::String(port))) =
+            (spec.remove("host"), spec.remove("port"))
+        {
+            spec.insert("hostPort".into(), format!("{host}:{port}").into());
+        }
+        object["apiVersion"] = desired.into();
+        converted.push(object);
+    }
+    json!({"uid": request["uid"], "result": {"status": "Success"}, "convertedObjects": converted})
+}
+
+fn json_reply(answer: &Value) -> hyper::Response<Full<bytes::Bytes>> {
     let mut reply = hyper::Response::new(Full::new(bytes::Bytes::from(answer.to_string())));
     reply.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -8,41 +8,16 @@ use std::time::Duration;
 use capstan_api::StatusError;
 use capstan_api::field::go_quote;
 use capstan_api::selector::LabelSelector;
-use http_body_util::{BodyExt as _, Full, Limited};
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, RuleWithOperations, ValidatingWebhook, WebhookClientConfig,
 };
-use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use super::super::{Attributes, Operation};
+use super::client::{Client, Target, Why};
 use super::matching::{Rule, operation_name};
 use crate::registry::Registries;
 use crate::status::ApiError;
-
-/// The largest answer read from a webhook.
-const MAX_ANSWER: usize = 3 * 1024 * 1024;
-
-/// Where a webhook is reached.
-#[derive(Debug)]
-pub(crate) enum Target {
-    /// `https://host[:port][/path]`: the URL, and the host and port it names.
-    Url {
-        url: String,
-        host: String,
-        port: u16,
-    },
-    /// A port of a Service.
-    Service {
-        namespace: String,
-        name: String,
-        port: i32,
-        path: String,
-    },
-}
 
 /// One webhook, ready to match and call.
 #[derive(Debug)]
@@ -62,11 +37,8 @@ pub(crate) struct Hook {
     pub reinvoke: bool,
     /// The AdmissionReview version it is sent (the first of its list the server speaks).
     pub review_version: Option<&'static str>,
-    pub target: Target,
-    /// Its TLS client, trusting its `caBundle`.
-    tls: Result<Arc<rustls::ClientConfig>, String>,
-    /// Connections kept between calls.
-    idle: Idle,
+    /// Where it is and how it is reached.
+    pub client: Client,
     /// Its `matchConditions`: each one's name and compiled expression (or why it does not
     /// compile).
     pub conditions: Vec<(String, Result<capstan_api::cel::Expression, String>)>,
@@ -89,12 +61,6 @@ impl Called {
             Called::Allowed { .. } => super::refusal(webhook, None),
         }
     }
-}
-
-/// Why a review went unanswered: the transport failed, or what came back is no answer.
-enum Why {
-    Transport(String),
-    Answer(String),
 }
 
 /// Why a webhook could not be called (upstream's `ErrCallingWebhook`, or a dry run it does
@@ -126,46 +92,22 @@ fn selector(
     LabelSelector::from_api(selector).unwrap_or_else(|_| LabelSelector::nothing())
 }
 
-fn target(config: &WebhookClientConfig) -> Target {
-    if let Some(service) = &config.service {
-        return Target::Service {
-            namespace: service.namespace.clone(),
-            name: service.name.clone(),
-            port: service.port.unwrap_or(443),
-            path: service.path.clone().unwrap_or_default(),
-        };
-    }
-    let url = config.url.clone().unwrap_or_default();
-    let rest = url.strip_prefix("https://").unwrap_or(&url);
-    let authority = rest.split('/').next().unwrap_or_default();
-    let (host, port) = split_host_port(authority);
-    Target::Url {
-        url: url.clone(),
-        host,
-        port,
-    }
-}
-
-/// `host[:port]`, IPv6 literals in brackets; 443 by default.
-fn split_host_port(authority: &str) -> (String, u16) {
-    if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
-        let port = after.strip_prefix(':').and_then(|p| p.parse().ok());
-        return (host.to_owned(), port.unwrap_or(443));
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) => (host.to_owned(), port.parse().unwrap_or(443)),
-        None => (authority.to_owned(), 443),
-    }
-}
-
-fn tls(config: &WebhookClientConfig) -> Result<Arc<rustls::ClientConfig>, String> {
+/// The client of a webhook configured by `config`.
+fn client(config: &WebhookClientConfig) -> Client {
+    let service = config.service.as_ref().map(|s| {
+        (
+            s.namespace.as_str(),
+            s.name.as_str(),
+            s.port,
+            s.path.as_deref(),
+        )
+    });
     let bundle = config
         .ca_bundle
         .as_ref()
-        .map(|b| b.0.clone())
+        .map(|b| b.0.as_slice())
         .unwrap_or_default();
-    capstan_client::tls::client_config_trusting(&bundle).map(Arc::new)
+    Client::new(Target::new(config.url.as_deref(), service), bundle)
 }
 
 fn conditions(
@@ -205,9 +147,7 @@ impl Hook {
             side_effects: hook.side_effects.clone(),
             reinvoke: false,
             review_version: review_version(&hook.admission_review_versions),
-            target: target(&hook.client_config),
-            tls: tls(&hook.client_config),
-            idle: Idle::default(),
+            client: client(&hook.client_config),
             conditions: conditions(hook.match_conditions.as_deref()),
         }
     }
@@ -245,20 +185,6 @@ impl Hook {
         }
     }
 
-    /// The URL the webhook is called at, with the timeout it is told of.
-    fn url(&self) -> String {
-        let timeout = format!("?timeout={}s", self.timeout.as_secs());
-        match &self.target {
-            Target::Url { url, .. } => format!("{url}{timeout}"),
-            Target::Service {
-                namespace,
-                name,
-                port,
-                path,
-            } => format!("https://{name}.{namespace}.svc:{port}{path}{timeout}"),
-        }
-    }
-
     /// Sends the AdmissionReview of this request; the webhook's answer, checked.
     pub(crate) async fn call(
         &self,
@@ -278,8 +204,8 @@ impl Hook {
         };
         let uid = crate::registry::object::new_uid();
         let review = review(version, &uid, attrs, object, old);
-        let url = self.url();
-        let answer = tokio::time::timeout(self.timeout, self.post(table, &url, &review))
+        let url = self.client.url(self.timeout);
+        let answer = tokio::time::timeout(self.timeout, self.client.post(table, &url, &review))
             .await
             .unwrap_or_else(|_| Err(Why::Transport("context deadline exceeded".to_owned())))
             .map_err(|why| {
@@ -303,236 +229,6 @@ impl Hook {
         }
         Ok(called)
     }
-
-    /// Where to connect, and the name the webhook's certificate must carry.
-    async fn resolve(&self, table: &Arc<Registries>) -> Result<(String, String), String> {
-        match &self.target {
-            Target::Url { host, port, .. } => Ok((join(host, *port), host.clone())),
-            Target::Service {
-                namespace,
-                name,
-                port,
-                ..
-            } => {
-                let server_name = format!("{name}.{namespace}.svc");
-                let address = resolve_service(table, namespace, name, *port).await?;
-                Ok((address, server_name))
-            }
-        }
-    }
-
-    async fn post(&self, table: &Arc<Registries>, url: &str, review: &Value) -> Result<Value, Why> {
-        self.exchange(table, url, review)
-            .await
-            .map_err(Why::Transport)?
-            .map_err(Why::Answer)
-    }
-
-    /// Sends the review; the transport's failure, or the answer (its body, or why it is not
-    /// an answer).
-    async fn exchange(
-        &self,
-        table: &Arc<Registries>,
-        url: &str,
-        review: &Value,
-    ) -> Result<Result<Value, String>, String> {
-        let (address, server_name) = self.resolve(table).await?;
-        let idle = self.idle.take(&address);
-        let reused = idle.is_some();
-        let mut sender = match idle {
-            Some(sender) => sender,
-            None => self.connect(&address, server_name.clone()).await?,
-        };
-        // What follows the authority: the path (at least `/`) and the timeout query.
-        let rest = url.strip_prefix("https://").unwrap_or(url);
-        let (host, path_and_query) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-        let path_and_query = if path_and_query.starts_with('/') {
-            path_and_query.to_owned()
-        } else {
-            format!("/{path_and_query}")
-        };
-        let host = host.to_owned();
-        let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
-        let request = http::Request::post(path_and_query)
-            .header(http::header::HOST, host)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, */*")
-            .header(http::header::USER_AGENT, "capstan-apiserver")
-            .body(Full::new(bytes::Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let response = match sender.send_request(request.clone()).await {
-            Ok(response) => response,
-            // A kept connection the webhook closed meanwhile: once more on a new one.
-            Err(_) if reused => {
-                sender = self.connect(&address, server_name).await?;
-                sender
-                    .send_request(request)
-                    .await
-                    .map_err(|e| e.to_string())?
-            }
-            Err(e) => return Err(e.to_string()),
-        };
-        let status = response.status();
-        let bytes = Limited::new(response.into_body(), MAX_ANSWER)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        self.idle.keep(address, sender);
-        if !status.is_success() {
-            return Ok(Err(answer_error(status.as_u16(), &bytes)));
-        }
-        Ok(serde_json::from_slice(&bytes).map_err(|e| format!("json parse error: {e}")))
-    }
-}
-
-impl Hook {
-    /// A new connection to the webhook at `address`, its certificate checked for `server_name`.
-    async fn connect(&self, address: &str, server_name: String) -> Result<Sender, String> {
-        let tls = TlsConnector::from(self.tls.clone()?);
-        let tcp = TcpStream::connect(address)
-            .await
-            .map_err(|e| crate::status::dial_error(address, &e))?;
-        let _ = tcp.set_nodelay(true);
-        let name = ServerName::try_from(server_name).map_err(|e| e.to_string())?;
-        let stream = tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("tls: {e}"))?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(sender)
-    }
-}
-
-/// An HTTP/1.1 connection to a webhook.
-type Sender = hyper::client::conn::http1::SendRequest<Full<bytes::Bytes>>;
-
-/// How many idle connections to one webhook are kept.
-const IDLE_CONNECTIONS: usize = 32;
-
-/// A webhook's idle connections, by address, reused by later calls (as Go's transport keeps
-/// them), so that a call does not pay a TLS handshake each time.
-#[derive(Default)]
-struct Idle(std::sync::Mutex<Vec<(String, Sender)>>);
-
-impl std::fmt::Debug for Idle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Idle").finish_non_exhaustive()
-    }
-}
-
-impl Idle {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Sender)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// An idle connection to `address` that is still open.
-    fn take(&self, address: &str) -> Option<Sender> {
-        let mut idle = self.lock();
-        idle.retain(|(_, sender)| !sender.is_closed());
-        let at = idle.iter().rposition(|(a, _)| a == address)?;
-        Some(idle.swap_remove(at).1)
-    }
-
-    /// Keeps a connection whose exchange is over, while there is room.
-    fn keep(&self, address: String, sender: Sender) {
-        let mut idle = self.lock();
-        if idle.len() < IDLE_CONNECTIONS && sender.is_ready() {
-            idle.push((address, sender));
-        }
-    }
-}
-
-fn join(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// What client-go makes of an answer that is not a success: its Status's message if it is
-/// one, else upstream's generic words.
-fn answer_error(code: u16, body: &[u8]) -> String {
-    if let Ok(status) = serde_json::from_slice::<Value>(body)
-        && status["kind"] == "Status"
-        && let Some(message) = status["message"].as_str()
-    {
-        return message.to_owned();
-    }
-    match code {
-        404 => "the server could not find the requested resource".to_owned(),
-        _ => format!(
-            "an error on the server ({}) has prevented the request from succeeding",
-            go_quote(String::from_utf8_lossy(body).trim())
-        ),
-    }
-}
-
-/// An address of a ready endpoint behind `port` of a Service (an ExternalName's host and that
-/// port), as upstream's endpoint service resolver finds one.
-async fn resolve_service(
-    table: &Arc<Registries>,
-    namespace: &str,
-    name: &str,
-    port: i32,
-) -> Result<String, String> {
-    let not_found = || format!("service {} not found", go_quote(name));
-    let services = table.core("services").ok_or_else(not_found)?;
-    let service = services
-        .get(Some(namespace), name)
-        .await
-        .map_err(|_| not_found())?;
-    let spec = &service["spec"];
-    if spec["type"] == "ExternalName" {
-        let host = spec["externalName"].as_str().unwrap_or_default();
-        return Ok(join(host, port as u16));
-    }
-    let declared = spec["ports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["port"].as_i64() == Some(port.into()))
-        .ok_or_else(|| {
-            format!(
-                "no service port {port} found for service {}",
-                go_quote(name)
-            )
-        })?;
-    let port_name = declared["name"].as_str().unwrap_or_default();
-    let no_endpoints = || format!("no endpoints available for service {}", go_quote(name));
-    let endpoints = table
-        .core("endpoints")
-        .ok_or_else(no_endpoints)?
-        .get(Some(namespace), name)
-        .await
-        .map_err(|_| no_endpoints())?;
-    let mut candidates = Vec::new();
-    for subset in endpoints["subsets"].as_array().into_iter().flatten() {
-        let Some(number) = subset["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
-            .and_then(|p| p["port"].as_u64())
-        else {
-            continue;
-        };
-        for address in subset["addresses"].as_array().into_iter().flatten() {
-            if let Some(ip) = address["ip"].as_str() {
-                candidates.push(join(ip, number as u16));
-            }
-        }
-    }
-    if candidates.is_empty() {
-        return Err(no_endpoints());
-    }
-    Ok(candidates.swap_remove(rand::random_range(0..candidates.len())))
 }
 
 /// The user a request is admitted as; the server's own writes are the API server's.
@@ -819,7 +515,10 @@ mod tests {
         assert_eq!(hook.review_version, Some("v1beta1"));
         assert_eq!(hook.rules.len(), 1);
         assert_eq!(hook.conditions.len(), 1);
-        assert_eq!(hook.url(), "https://svc.ns.svc:8443/m?timeout=3s");
+        assert_eq!(
+            hook.client.url(hook.timeout),
+            "https://svc.ns.svc:8443/m?timeout=3s"
+        );
         assert!(!hook.object_selector.is_empty());
     }
 
@@ -829,11 +528,12 @@ mod tests {
             url: Some(url.to_owned()),
             ..WebhookClientConfig::default()
         };
-        let Target::Url { host, port, .. } = target(&config("https://127.0.0.1:8443/v")) else {
+        let Target::Url { host, port, .. } = client(&config("https://127.0.0.1:8443/v")).target
+        else {
             panic!()
         };
         assert_eq!((host.as_str(), port), ("127.0.0.1", 8443));
-        let Target::Url { host, port, .. } = target(&config("https://[::1]")) else {
+        let Target::Url { host, port, .. } = client(&config("https://[::1]")).target else {
             panic!()
         };
         assert_eq!((host.as_str(), port), ("::1", 443));

@@ -39,6 +39,7 @@
 //! webhook configured costs two cache reads.
 
 pub(crate) mod call;
+pub(crate) mod client;
 pub(crate) mod matching;
 
 use std::sync::{Arc, Mutex};
