@@ -51,6 +51,9 @@ pub struct Declared {
     pub schema: Option<Arc<JSONSchemaProps>>,
     /// The CRD's conversion webhook, when its conversion strategy is `Webhook`.
     pub conversion_webhook: Option<Arc<WebhookConversion>>,
+    /// Whether objects may be stored in versions other than the storage version (its
+    /// `storedVersions` list others): each object read is then converted from its own.
+    pub mixed_storage: bool,
 }
 
 impl Declared {
@@ -91,6 +94,11 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
         return Vec::new();
     };
     let storage_api_version = format!("{group}/{}", storage.name);
+    let mixed_storage = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.stored_versions.as_ref())
+        .is_some_and(|stored| stored.iter().any(|v| *v != storage.name));
     let conversion_webhook = crd
         .spec
         .conversion
@@ -145,6 +153,7 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                     .unwrap_or_else(|| format!("{}List", names.kind)),
                 schema,
                 conversion_webhook: conversion_webhook.clone(),
+                mixed_storage,
             }
         })
         .collect()

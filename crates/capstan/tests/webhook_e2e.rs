@@ -6,7 +6,8 @@
 //! `<service>.<namespace>.svc`) takes effect the same way; a webhook that times out or answers
 //! garbage refuses under `failurePolicy: Fail` with upstream's errors and is skipped under
 //! `Ignore`; a false match condition skips a webhook; configurations themselves are never sent to webhooks; bad configurations are
-//! refused with upstream's messages.
+//! refused with upstream's messages. A CRD's conversion webhook (the same server) converts its
+//! objects between versions on reads, lists and writes, also after its storage version moves.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -625,24 +626,67 @@ fn custom_resources_convert_through_their_webhook() {
             .unwrap();
         assert_eq!(review["apiVersion"], "apiextensions.k8s.io/v1");
 
-        // A refusal is upstream's error, on reads in the other version only.
+        // The storage version moves to v2: objects stored in v1 stay, and each is read from
+        // the version it is in.
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "patch",
+                "crd",
+                "hosts.convert.example.com",
+                "--type=json",
+                "-p",
+                r#"[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]"#,
+            ],
+        );
+        eventually("v2 to be recorded as stored", || {
+            let stored = kubectl_ok(
+                version,
+                &kc,
+                &[
+                    "get",
+                    "crd",
+                    "hosts.convert.example.com",
+                    "-o",
+                    "jsonpath={.status.storedVersions}",
+                ],
+            );
+            (stored == r#"["v1","v2"]"#).then_some(())
+        });
         apply(
             version,
             &kc,
-            "apiVersion: convert.example.com/v1\nkind: Host\nmetadata: {name: three, labels: {convert: refuse}}\nspec: {hostPort: \"a:1\"}\n",
+            "apiVersion: convert.example.com/v1\nkind: Host\nmetadata: {name: four}\nspec: {hostPort: \"b:2\"}\n",
         );
-        let refused = refused(
+        eventually("lists to convert objects stored in either version", || {
+            let v2 = get(
+                "hosts.v2.convert.example.com",
+                "",
+                "{range .items[*]}{.apiVersion}={.spec.host}:{.spec.port} {end}",
+            );
+            let v1 = get(
+                "hosts.v1.convert.example.com",
+                "",
+                "{range .items[*]}{.apiVersion}={.spec.hostPort} {end}",
+            );
+            (v2 == "convert.example.com/v2=b:2 convert.example.com/v2=localhost:8080 convert.example.com/v2=example.org:8443 "
+                && v1 == "convert.example.com/v1=b:2 convert.example.com/v1=localhost:8080 convert.example.com/v1=example.org:8443 ")
+                .then_some(())
+        });
+
+        // A refusal is upstream's error: here on a write through v1, which must convert to
+        // the storage version.
+        let refused = kubectl_stdin(
             version,
             &kc,
-            &["get", "hosts.v2.convert.example.com", "three"],
+            &["apply", "-f", "-"],
+            "apiVersion: convert.example.com/v1\nkind: Host\nmetadata: {name: three, labels: {convert: refuse}}\nspec: {hostPort: \"a:1\"}\n",
         );
+        let err = String::from_utf8_lossy(&refused.stderr);
         assert!(
-            refused.contains("conversion webhook for convert.example.com/v1, Kind=Host failed: the object refuses conversion"),
-            "{refused}"
-        );
-        assert_eq!(
-            get("hosts.v1.convert.example.com", "three", "{.spec.hostPort}"),
-            "a:1"
+            err.contains("conversion webhook for convert.example.com/v1, Kind=Host failed: the object refuses conversion"),
+            "{err}"
         );
         kubectl_ok(
             version,

@@ -375,14 +375,17 @@ impl Registry {
 
     /// Stores objects in `api_version` (a custom resource's storage version) when this
     /// registry serves another version: converted by `webhook` if given, else only their
-    /// `apiVersion` differs (`None` conversion).
+    /// `apiVersion` differs (`None` conversion). With `mixed_storage` (objects stored before in
+    /// other versions may remain), the storage version's registry converts too: each object
+    /// from the version it is in.
     pub(crate) fn stored_as(
         mut self,
         api_version: &str,
         webhook: Option<Arc<crate::conversion::Webhook>>,
+        mixed_storage: bool,
     ) -> Self {
         let served = self.resource.api_version();
-        if served != api_version {
+        if served != api_version || mixed_storage {
             let stored = api_version.to_owned();
             self.conversion = Some(match webhook {
                 Some(webhook) => Converter::Webhook {

@@ -45,6 +45,8 @@ struct Served {
     registries: Vec<Arc<Registry>>,
     /// What their OpenAPI documents are published from.
     published: Vec<CustomKind>,
+    /// Whether objects may be stored in other versions than the storage version.
+    mixed_storage: bool,
 }
 
 impl std::fmt::Debug for Registries {
@@ -132,6 +134,7 @@ impl Registries {
         // Each pass of the CRD controllers declares every CRD again: keep what is unchanged.
         if let Some(served) = custom.by_crd.get(crd)
             && served.generation == generation
+            && served.mixed_storage == declared.iter().any(|d| d.mixed_storage)
             && served.registries.len() == declared.len()
             && served
                 .registries
@@ -146,15 +149,16 @@ impl Registries {
             declared.first().and_then(|d| d.conversion_webhook.as_ref()),
             &self.me,
         );
-        let registries = declared
-            .iter()
-            .map(|d| {
-                Arc::new(
-                    Registry::new(d.resource, d.strategy.clone(), self.store.clone())
-                        .stored_as(&d.storage_api_version, webhook.clone()),
-                )
-            })
-            .collect();
+        let registries =
+            declared
+                .iter()
+                .map(|d| {
+                    Arc::new(
+                        Registry::new(d.resource, d.strategy.clone(), self.store.clone())
+                            .stored_as(&d.storage_api_version, webhook.clone(), d.mixed_storage),
+                    )
+                })
+                .collect();
         let published = declared.iter().map(Declared::published).collect();
         custom.by_crd.insert(
             crd.to_owned(),
@@ -162,6 +166,7 @@ impl Registries {
                 generation,
                 registries,
                 published,
+                mixed_storage: declared.iter().any(|d| d.mixed_storage),
             },
         );
         // Not under the table's lock: building the documents takes it after theirs.
