@@ -73,8 +73,8 @@ pub(crate) struct Param {
 pub(crate) enum Body {
     /// An object of the definition named, in any media type the server decodes.
     Object(String),
-    /// A patch, in one of the patch media types.
-    Patch,
+    /// A patch, in one of these media types.
+    Patch(&'static [&'static str]),
     /// Optional `DeleteOptions`.
     DeleteOptions,
 }
@@ -157,6 +157,24 @@ pub(crate) const OBJECT_MEDIA_TYPES: &[&str] = &[
     "application/json",
     "application/vnd.kubernetes.protobuf",
     "application/yaml",
+];
+
+/// The media types a patch of `group`/`version` `kind` may be sent in: every patch type for a
+/// built-in kind, no strategic merge patch for a custom one (upstream has no patch metadata
+/// for it; kubectl reads this list to choose).
+pub(crate) fn patch_media_types(group: &str, version: &str, kind: &str) -> &'static [&'static str] {
+    if crate::strategic::for_kind(group, version, kind).is_some() {
+        PATCH_MEDIA_TYPES
+    } else {
+        &CUSTOM_PATCH_MEDIA_TYPES
+    }
+}
+
+/// The media types a patch of a custom resource may be sent in, sorted.
+const CUSTOM_PATCH_MEDIA_TYPES: [&str; 3] = [
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
 ];
 
 /// The media types a patch may be sent in.
@@ -531,7 +549,7 @@ fn resource_items(
             rest: format!("{scope}{kind}"),
             description: format!("partially update the named {kind}"),
             action: "patch",
-            body: Some(Body::Patch),
+            body: Some(Body::Patch(patch_media_types(r.group, r.version, r.kind))),
             response: Payload::of(object_def),
             responses: Responses::Replaced,
             params: write_params(true),
@@ -896,7 +914,7 @@ fn subresource_item(
             rest: rest.clone(),
             description: format!("partially update {name} of the named {kind}"),
             action: "patch",
-            body: Some(Body::Patch),
+            body: Some(Body::Patch(patch_media_types(group, version, sub.kind))),
             response: Payload::of(def),
             responses: Responses::Replaced,
             params: write_params(true),

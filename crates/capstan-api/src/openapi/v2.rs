@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::{Map, Value, json};
 
 use super::definitions::{Definitions, GVK_EXTENSION, name_of, reference, v2_refs};
-use super::operations::{self, Body, In, Operation, PATCH_MEDIA_TYPES, Param, PathItem};
+use super::operations::{self, Body, In, Operation, Param, PathItem};
 
 /// The Swagger 2.0 document of every path.
 pub(crate) fn document(defs: &Definitions) -> Value {
@@ -80,9 +80,9 @@ fn operation_value(op: &Operation) -> Value {
             params.push(body_param(reference(def), true));
             &["*/*"]
         }
-        Some(Body::Patch) => {
+        Some(Body::Patch(media_types)) => {
             params.push(body_param(reference(&name_of::<meta::Patch>()), true));
-            PATCH_MEDIA_TYPES
+            media_types
         }
         Some(Body::DeleteOptions) => {
             params.push(body_param(

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use super::definitions::{Definitions, GVK_EXTENSION, name_of, reference};
-use super::operations::{Body, In, Operation, PATCH_MEDIA_TYPES, Param, PathItem};
+use super::operations::{Body, In, Operation, Param, PathItem};
 
 /// The OpenAPI 3.0 document of `items`.
 pub(crate) fn document(defs: &Definitions, items: &[PathItem]) -> Value {
@@ -92,11 +92,11 @@ fn operation_value(op: &Operation) -> Value {
                 json!({"content": content(&["*/*"], &reference(def)), "required": true}),
             );
         }
-        Some(Body::Patch) => {
+        Some(Body::Patch(media_types)) => {
             let patch = reference(&name_of::<meta::Patch>());
             out.insert(
                 "requestBody".into(),
-                json!({"content": content(PATCH_MEDIA_TYPES, &patch), "required": true}),
+                json!({"content": content(media_types, &patch), "required": true}),
             );
         }
         Some(Body::DeleteOptions) => {

@@ -322,3 +322,28 @@ fn without_custom_kinds_the_built_in_documents_are_served() {
     ));
     assert_eq!(published.v3_root(), super::super::v3_root());
 }
+
+#[test]
+fn custom_patches_offer_no_strategic_merge_patch() {
+    let published = publish(kinds("foo.example.com", "Foo", &["v1"], &foo_schema()));
+    let v2 = published.v2_document();
+    let smp = json!("application/strategic-merge-patch+json");
+    for (path, item) in v2.value["paths"].as_object().unwrap() {
+        let Some(consumes) = item["patch"]["consumes"].as_array() else {
+            continue;
+        };
+        if item["patch"]["x-kubernetes-action"] == "connect" {
+            continue;
+        }
+        // Built-in kinds take every patch type; the custom kind (and its status) no strategic one.
+        let custom = path.starts_with("/apis/foo.example.com/");
+        assert_eq!(consumes.contains(&smp), !custom, "{path}: {consumes:?}");
+    }
+    let v3 = published.v3_document_at("apis/foo.example.com/v1").unwrap();
+    let patch = &v3.value["paths"]["/apis/foo.example.com/v1/namespaces/{namespace}/foos/{name}"]["patch"];
+    let content: Vec<&String> = patch["requestBody"]["content"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        content,
+        ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"]
+    );
+}
