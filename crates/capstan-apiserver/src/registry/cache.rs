@@ -11,7 +11,7 @@
 //! store would (upstream's consistent reads from the cache work the same way).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use capstan_store::{EventKind, KeyValue, ListOptions, Revision, Store, StoreErro
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 use super::object::set_meta;
 
@@ -488,10 +488,24 @@ impl WatchCache {
     }
 }
 
-/// The caches of every resource, fed by one watch over the whole registry.
+/// The cache in `map` a storage key belongs to, with its prefix.
+fn route(map: &BTreeMap<String, Arc<WatchCache>>, key: &str) -> Option<(String, Arc<WatchCache>)> {
+    map.range::<str, _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(key)))
+        .next_back()
+        .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
+        .map(|(prefix, cache)| (prefix.clone(), cache.clone()))
+}
+
+/// The caches of every resource, fed by one watch over the whole registry. Caches of custom
+/// resources come and go at run time ([`Caches::add`], [`Caches::remove`]): the feed loads a new
+/// one at the revision it has reached, then routes it the changes that follow.
 pub(crate) struct Caches {
     /// Each resource's cache by its storage prefix.
-    by_prefix: BTreeMap<String, Arc<WatchCache>>,
+    by_prefix: RwLock<BTreeMap<String, Arc<WatchCache>>>,
+    /// The prefixes of caches added since the feed last loaded them.
+    pending: Mutex<Vec<String>>,
+    /// Wakes the feed to load the pending caches.
+    added: Notify,
     progress: watch::Sender<Revision>,
 }
 
@@ -510,7 +524,9 @@ impl Caches {
             })
             .collect();
         let caches = Arc::new(Caches {
-            by_prefix,
+            by_prefix: RwLock::new(by_prefix),
+            pending: Mutex::default(),
+            added: Notify::new(),
             progress,
         });
         let weak = Arc::downgrade(&caches);
@@ -520,7 +536,7 @@ impl Caches {
                 if let Err(error) = caches.run(&store).await {
                     tracing::warn!(%error, "watch cache feed failed; reloading");
                 }
-                for cache in caches.by_prefix.values() {
+                for cache in caches.all() {
                     cache.unready();
                 }
                 drop(caches);
@@ -530,24 +546,74 @@ impl Caches {
         caches
     }
 
+    fn map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<WatchCache>>> {
+        self.by_prefix
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every cache.
+    fn all(&self) -> Vec<Arc<WatchCache>> {
+        self.map().values().cloned().collect()
+    }
+
     /// The cache of the resource stored under `prefix`.
     pub(crate) fn cache(&self, prefix: &str) -> Option<Arc<WatchCache>> {
-        self.by_prefix.get(prefix).cloned()
+        self.map().get(prefix).cloned()
+    }
+
+    /// The cache of the resource stored under `prefix`, added if there is none (a custom
+    /// resource, whose objects are `kind` stored as `api_version`): it serves once the feed has
+    /// loaded it, and until then readers go to the store.
+    pub(crate) fn add(
+        &self,
+        prefix: &str,
+        kind: &'static str,
+        api_version: &str,
+    ) -> Arc<WatchCache> {
+        let mut map = self
+            .by_prefix
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(cache) = map.get(prefix) {
+            return cache.clone();
+        }
+        let cache = Arc::new(WatchCache::new(
+            kind,
+            api_version.to_owned(),
+            self.progress.subscribe(),
+        ));
+        map.insert(prefix.to_owned(), cache.clone());
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(prefix.to_owned());
+        self.added.notify_one();
+        cache
+    }
+
+    /// Drops the cache of `prefix` (a custom resource no longer served); registries still
+    /// holding it read the store.
+    pub(crate) fn remove(&self, prefix: &str) {
+        let removed = self
+            .by_prefix
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(prefix);
+        if let Some(cache) = removed {
+            cache.unready();
+        }
     }
 
     /// The cache a storage key belongs to, with its prefix.
-    fn route(&self, key: &str) -> Option<(&str, &Arc<WatchCache>)> {
-        self.by_prefix
-            .range::<str, _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(key)))
-            .next_back()
-            .filter(|(prefix, _)| key.starts_with(prefix.as_str()))
-            .map(|(prefix, cache)| (prefix.as_str(), cache))
+    fn route(&self, key: &str) -> Option<(String, Arc<WatchCache>)> {
+        route(&self.map(), key)
     }
 
     /// Records that everything up to `revision` has been applied, and wakes the readers
     /// waiting for it.
     fn advance(&self, revision: Revision) {
-        for cache in self.by_prefix.values() {
+        for cache in self.all() {
             cache.advance(revision);
         }
         self.progress.send_if_modified(|current| {
@@ -559,9 +625,57 @@ impl Caches {
         });
     }
 
+    /// Loads the caches added since the feed last did, as of `revision` (the revision the
+    /// feed has applied everything up to).
+    async fn load_pending(&self, store: &Store, revision: Revision) -> Result<(), StoreError> {
+        let pending = std::mem::take(
+            &mut *self
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for prefix in pending {
+            let Some(cache) = self.cache(&prefix) else {
+                continue;
+            };
+            let mut objects = BTreeMap::new();
+            let mut start = None;
+            loop {
+                let page = store
+                    .list(&ListOptions {
+                        prefix: prefix.clone(),
+                        start: start.clone(),
+                        revision: Some(revision),
+                        limit: Some(1000),
+                    })
+                    .await?;
+                for kv in &page.kvs {
+                    if let Some(cached) = cache.cached(kv, kv.mod_revision) {
+                        objects.insert(kv.key.clone(), cached);
+                    }
+                }
+                if !page.more {
+                    break;
+                }
+                start = page.continue_key();
+            }
+            cache.load(objects, revision);
+        }
+        Ok(())
+    }
+
     /// Loads every resource, then applies the registry's changes until the watch fails.
     async fn run(&self, store: &Store) -> Result<(), StoreError> {
-        let mut loaded: BTreeMap<&str, BTreeMap<String, Arc<Cached>>> = BTreeMap::new();
+        // The caches this load covers; one added meanwhile is loaded by the feed after it.
+        let snapshot = {
+            let map = self.map();
+            self.pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clear();
+            map.clone()
+        };
+        let mut loaded: BTreeMap<String, BTreeMap<String, Arc<Cached>>> = BTreeMap::new();
         let mut start = None;
         let mut revision = None;
         loop {
@@ -575,7 +689,7 @@ impl Caches {
                 .await?;
             revision = Some(page.revision);
             for kv in &page.kvs {
-                let Some((prefix, cache)) = self.route(&kv.key) else {
+                let Some((prefix, cache)) = route(&snapshot, &kv.key) else {
                     continue;
                 };
                 if let Some(cached) = cache.cached(kv, kv.mod_revision) {
@@ -591,13 +705,21 @@ impl Caches {
             start = page.continue_key();
         }
         let mut after = revision.unwrap_or_default();
-        for (prefix, cache) in &self.by_prefix {
+        for (prefix, cache) in &snapshot {
             cache.load(loaded.remove(prefix.as_str()).unwrap_or_default(), after);
         }
         self.advance(after);
         loop {
             let mut stream = store.watch(ROOT, after).await?;
-            'stream: while let Some(first) = stream.next().await {
+            'stream: loop {
+                let first = tokio::select! {
+                    first = stream.next() => first,
+                    () = self.added.notified() => {
+                        self.load_pending(store, after).await?;
+                        continue 'stream;
+                    }
+                };
+                let Some(first) = first else { break 'stream };
                 // Apply whatever has arrived, then tell the readers once.
                 let mut next = Some(first);
                 while let Some(event) = next.take() {
@@ -712,5 +834,82 @@ mod tests {
             }
             assert_eq!(serde_json::from_slice::<Value>(&item).unwrap(), expected);
         }
+    }
+
+    /// Polls `probe` until it gives a value (up to 10 s).
+    async fn eventually<T>(mut probe: impl FnMut() -> Option<T>) -> T {
+        for _ in 0..1000 {
+            if let Some(value) = probe() {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("timed out");
+    }
+
+    fn names(objects: &[Arc<Cached>]) -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| o.object()["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn caches_added_at_run_time_load_what_is_stored_then_follow_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
+            dir.path().join("state.db"),
+        ))
+        .await
+        .unwrap();
+        let object = |name: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": name},
+            }))
+            .unwrap()
+        };
+        let prefix = "/registry/example.com/things/";
+        store
+            .create(&format!("{prefix}a"), object("a"))
+            .await
+            .unwrap();
+        let caches = Caches::start(store.clone(), Vec::new());
+        assert!(caches.cache(prefix).is_none());
+        let cache = caches.add(prefix, "Thing", "example.com/v1");
+        assert!(Arc::ptr_eq(
+            &cache,
+            &caches.add(prefix, "Thing", "example.com/v1")
+        ));
+        let loaded = eventually(|| cache.snapshot(prefix)).await;
+        assert_eq!(names(&loaded.0), ["a"]);
+        store
+            .create(&format!("{prefix}b"), object("b"))
+            .await
+            .unwrap();
+        let deleted = store.delete(&format!("{prefix}a"), None).await.unwrap();
+        eventually(|| {
+            let (objects, revision) = cache.snapshot(prefix)?;
+            (names(&objects) == ["b"] && revision >= deleted.revision).then_some(())
+        })
+        .await;
+        // A watcher of the cache sees the changes after it subscribed.
+        let Subscription::Events { mut feed, .. } = cache.subscribe(deleted.revision) else {
+            panic!("the cache serves watches");
+        };
+        store
+            .create(&format!("{prefix}c"), object("c"))
+            .await
+            .unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(10), feed.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(event.key, format!("{prefix}c"));
+        caches.remove(prefix);
+        assert!(
+            cache.snapshot(prefix).is_none(),
+            "a removed cache no longer serves"
+        );
+        assert!(caches.cache(prefix).is_none());
     }
 }

@@ -27,7 +27,7 @@ pub(crate) struct Registries {
     /// The table itself, which conversion webhooks resolve their Services through.
     me: Weak<Registries>,
     /// The watch caches the registries read from; they live as long as the table.
-    _caches: Arc<Caches>,
+    caches: Arc<Caches>,
 }
 
 /// The custom resources served, by the CRD that declares them.
@@ -89,7 +89,7 @@ impl Registries {
             openapi: Mutex::default(),
             store: store.clone(),
             me,
-            _caches: caches,
+            caches,
         }
     }
 
@@ -119,13 +119,16 @@ impl Registries {
     }
 
     /// Serves the custom resources `declared` for the CRD `crd` in place of what it served
-    /// before (nothing, for an empty list). Objects are read from the store (custom resources
-    /// have no watch cache yet).
+    /// before (nothing, for an empty list). Its versions share one watch cache, added with the
+    /// first declaration and dropped with the last.
     pub(crate) fn set_custom(&self, crd: &str, declared: &[Declared]) {
         let generation = declared.first().map_or(0, |d| d.generation);
         let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
         if declared.is_empty() {
-            if custom.by_crd.remove(crd).is_some() {
+            if let Some(served) = custom.by_crd.remove(crd) {
+                if let Some(registry) = served.registries.first() {
+                    self.caches.remove(&registry.resource.storage_key_prefix());
+                }
                 drop(custom);
                 self.openapi_changed();
             }
@@ -149,16 +152,23 @@ impl Registries {
             declared.first().and_then(|d| d.conversion_webhook.as_ref()),
             &self.me,
         );
-        let registries =
-            declared
-                .iter()
-                .map(|d| {
-                    Arc::new(
-                        Registry::new(d.resource, d.strategy.clone(), self.store.clone())
-                            .stored_as(&d.storage_api_version, webhook.clone(), d.mixed_storage),
-                    )
-                })
-                .collect();
+        // The versions share the objects, kept in one cache in the storage version.
+        let cache = declared.first().map(|d| {
+            self.caches.add(
+                &d.resource.storage_key_prefix(),
+                d.resource.kind,
+                &d.storage_api_version,
+            )
+        });
+        let registries = declared
+            .iter()
+            .map(|d| {
+                let registry = Registry::new(d.resource, d.strategy.clone(), self.store.clone())
+                    .stored_as(&d.storage_api_version, webhook.clone(), d.mixed_storage)
+                    .with_cache(cache.clone());
+                Arc::new(registry)
+            })
+            .collect();
         let published = declared.iter().map(Declared::published).collect();
         custom.by_crd.insert(
             crd.to_owned(),
