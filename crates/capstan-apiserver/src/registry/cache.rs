@@ -43,6 +43,10 @@ pub(crate) struct Cached {
     item_at: usize,
     /// What selectors look at, worked out the first time one does.
     attrs: OnceLock<Attrs>,
+    /// The object as one registry serves it, when that takes work (defaults applied on read),
+    /// worked out the first time that registry asks: the registry's id, and the served form
+    /// (`None`: the same object).
+    served: OnceLock<(u64, Option<Arc<Cached>>)>,
 }
 
 /// An object's members in the order written, borrowed from its JSON (a key with an escape
@@ -97,7 +101,31 @@ impl Cached {
             json: Bytes::from(json),
             item_at,
             attrs: OnceLock::new(),
+            served: OnceLock::new(),
         })
+    }
+
+    /// The object as the registry `id` serves it, `serve` (which gives `None` for the object
+    /// as it is) worked out once for the first registry that asks and again for any other.
+    pub(crate) fn served_by(
+        self: &Arc<Self>,
+        id: u64,
+        serve: impl FnOnce(Value) -> Option<Value>,
+    ) -> Arc<Cached> {
+        let mut serve = Some(serve);
+        let mut compute = || {
+            serve
+                .take()
+                .and_then(|serve| serve(self.object()))
+                .map(Cached::of)
+        };
+        let (owner, served) = self.served.get_or_init(|| (id, compute()));
+        let served = if *owner == id {
+            served.clone()
+        } else {
+            compute()
+        };
+        served.unwrap_or_else(|| self.clone())
     }
 
     /// The object, decoded from its JSON.
@@ -207,6 +235,7 @@ impl Cached {
             json: Bytes::from(json),
             item_at,
             attrs: OnceLock::new(),
+            served: OnceLock::new(),
         }))
     }
 
@@ -911,5 +940,27 @@ mod tests {
             "a removed cache no longer serves"
         );
         assert!(caches.cache(prefix).is_none());
+    }
+
+    #[test]
+    fn the_served_form_is_worked_out_once_per_registry() {
+        let cached = Cached::of(serde_json::json!({"kind": "K", "apiVersion": "v1", "spec": {}}));
+        let calls = std::cell::Cell::new(0);
+        let defaulted = |mut object: Value| {
+            calls.set(calls.get() + 1);
+            object["spec"]["mode"] = "fast".into();
+            Some(object)
+        };
+        let first = cached.served_by(1, defaulted);
+        assert_eq!(first.object()["spec"]["mode"], "fast");
+        let again = cached.served_by(1, defaulted);
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(calls.get(), 1, "worked out once for registry 1");
+        let other = cached.served_by(2, defaulted);
+        assert_eq!(calls.get(), 2, "another registry works it out again");
+        assert_eq!(other.object(), first.object());
+        // Nothing to change: the cached object itself.
+        let plain = Cached::of(serde_json::json!({"kind": "K", "apiVersion": "v1"}));
+        assert!(Arc::ptr_eq(&plain.served_by(1, |_| None), &plain));
     }
 }

@@ -239,7 +239,13 @@ pub(crate) struct Registry {
     /// Whether objects read are defaulted again (`Strategy::defaults_on_read`, kept here so
     /// the read paths of other kinds do not ask).
     defaults_on_read: bool,
+    /// Tells this registry from every other one (and from one that served the same resource
+    /// before), for what cached objects remember of how it serves them.
+    id: u64,
 }
+
+/// The next [`Registry`] id.
+static NEXT_REGISTRY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// What a resource's storage does at the start of each write through its main endpoint, as
 /// upstream's `BeginCreate`/`BeginUpdate` hooks: after mutating admission and before the
@@ -365,6 +371,7 @@ impl Registry {
         Registry {
             resource,
             defaults_on_read: strategy.defaults_on_read(),
+            id: NEXT_REGISTRY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             strategy,
             store,
             cache: None,
@@ -431,8 +438,22 @@ impl Registry {
         &self,
         cached: Vec<Arc<Cached>>,
     ) -> Result<Vec<Arc<Cached>>, ApiError> {
-        if self.conversion.is_none() && !self.defaults_on_read {
-            return Ok(cached);
+        if self.conversion.is_none() {
+            if !self.defaults_on_read {
+                return Ok(cached);
+            }
+            // Defaulting depends on the object and the schema alone: worked out once per
+            // cached object (and most objects were defaulted when written: then it is the same).
+            return Ok(cached
+                .iter()
+                .map(|c| {
+                    c.served_by(self.id, |mut object| {
+                        let before = object.clone();
+                        self.strategy.default_stored(&mut object);
+                        (object != before).then_some(object)
+                    })
+                })
+                .collect());
         }
         let objects = cached.iter().map(|c| c.object()).collect();
         Ok(self

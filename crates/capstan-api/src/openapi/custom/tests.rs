@@ -340,10 +340,19 @@ fn custom_patches_offer_no_strategic_merge_patch() {
         assert_eq!(consumes.contains(&smp), !custom, "{path}: {consumes:?}");
     }
     let v3 = published.v3_document_at("apis/foo.example.com/v1").unwrap();
-    let patch = &v3.value["paths"]["/apis/foo.example.com/v1/namespaces/{namespace}/foos/{name}"]["patch"];
-    let content: Vec<&String> = patch["requestBody"]["content"].as_object().unwrap().keys().collect();
+    let patch =
+        &v3.value["paths"]["/apis/foo.example.com/v1/namespaces/{namespace}/foos/{name}"]["patch"];
+    let content: Vec<&String> = patch["requestBody"]["content"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
     assert_eq!(
         content,
-        ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"]
+        [
+            "application/apply-patch+yaml",
+            "application/json-patch+json",
+            "application/merge-patch+json"
+        ]
     );
 }
