@@ -441,7 +441,7 @@ fn validate_string(
         ));
     }
     if let Some(pattern) = &schema.pattern {
-        match regex::Regex::new(pattern) {
+        match compiled(pattern) {
             Ok(re) if !re.is_match(s) => errs.push(FieldError::invalid(
                 path,
                 s,
@@ -455,6 +455,26 @@ fn validate_string(
             )),
         }
     }
+}
+
+/// `pattern` compiled, once per process (schemas are validated against many objects); the
+/// cache is emptied when it grows past what any set of schemas plausibly holds.
+fn compiled(pattern: &str) -> Result<regex::Regex, String> {
+    const MAX_PATTERNS: usize = 4096;
+    static PATTERNS: std::sync::Mutex<
+        Option<std::collections::HashMap<String, Result<regex::Regex, String>>>,
+    > = std::sync::Mutex::new(None);
+    let mut patterns = PATTERNS.lock().unwrap_or_else(|e| e.into_inner());
+    let patterns = patterns.get_or_insert_with(Default::default);
+    if let Some(found) = patterns.get(pattern) {
+        return found.clone();
+    }
+    if patterns.len() >= MAX_PATTERNS {
+        patterns.clear();
+    }
+    let made = regex::Regex::new(pattern).map_err(|e| e.to_string());
+    patterns.insert(pattern.to_owned(), made.clone());
+    made
 }
 
 fn validate_number(
