@@ -56,20 +56,6 @@ pub struct Declared {
     pub mixed_storage: bool,
 }
 
-impl Declared {
-    /// What its OpenAPI definitions and paths are published from.
-    pub fn published(&self) -> crate::openapi::custom::CustomKind {
-        crate::openapi::custom::CustomKind {
-            resource: self.resource,
-            list_kind: self.list_kind.clone(),
-            schema: self
-                .schema
-                .as_ref()
-                .and_then(|s| serde_json::to_value(s.as_ref()).ok()),
-        }
-    }
-}
-
 impl std::fmt::Debug for Declared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Declared")
@@ -144,6 +130,7 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                     status,
                     schema: schema.clone(),
                     rules: Arc::default(),
+                    default_paths: Arc::default(),
                 }),
                 storage_api_version: storage_api_version.clone(),
                 generation: crd.metadata.generation.unwrap_or_default(),
@@ -255,6 +242,7 @@ fn intern(shape: Shape) -> &'static Resource {
                 status: false,
                 schema: None,
                 rules: Arc::default(),
+                default_paths: Arc::default(),
             })
         },
         printer: Some(printer),
@@ -275,6 +263,8 @@ pub struct CustomStrategy {
     /// The schema's CEL rules, compiled at the first validation (declarations are remade at
     /// every resync; most are never used to validate).
     rules: Arc<OnceLock<Option<Rules>>>,
+    /// Where the schema's defaults are, worked out at the first read that asks.
+    default_paths: Arc<OnceLock<Option<structural::DefaultPaths>>>,
 }
 
 impl CustomStrategy {
@@ -376,6 +366,19 @@ impl Strategy for CustomStrategy {
     fn default_stored(&self, object: &mut Value) {
         if let Some(schema) = &self.schema {
             structural::default(object, schema);
+        }
+    }
+
+    fn stored_needs_defaults(&self, json: &[u8]) -> bool {
+        let Some(schema) = &self.schema else {
+            return false;
+        };
+        match self
+            .default_paths
+            .get_or_init(|| structural::DefaultPaths::of(schema))
+        {
+            Some(paths) => !paths.all_present(json),
+            None => true,
         }
     }
 }

@@ -153,6 +153,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// [`Strategy::defaults_on_read`]).
     fn default_stored(&self, _object: &mut Value) {}
 
+    /// Whether the stored object written as `json` may lack defaults
+    /// [`Strategy::default_stored`] fills in; `false` lets a read skip decoding it.
+    fn stored_needs_defaults(&self, _json: &[u8]) -> bool {
+        true
+    }
+
     /// Whether a delete answers with the deleted object rather than a success `Status`
     /// (upstream's `ReturnDeletedObject`).
     fn returns_deleted_object(&self) -> bool {

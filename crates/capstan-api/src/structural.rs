@@ -39,6 +39,82 @@ pub fn has_defaults(schema: &JSONSchemaProps) -> bool {
         || additional(schema).is_some_and(has_defaults)
 }
 
+/// Where a schema's defaults are, when they are all at fixed object paths (none under an
+/// array's items or a map's values): enough to tell from an object's JSON, without decoding
+/// it, that [`default`] would change nothing.
+#[derive(Debug)]
+pub struct DefaultPaths {
+    root: DefaultNode,
+}
+
+/// The properties of one object that hold defaults or lead to some.
+#[derive(Debug, Default)]
+struct DefaultNode {
+    /// Each such property: its name, whether it has a default, and the defaults below it.
+    children: Vec<(String, bool, Option<DefaultNode>)>,
+}
+
+impl DefaultPaths {
+    /// The default paths of `schema`, or `None` when a default sits under an array or a map.
+    pub fn of(schema: &JSONSchemaProps) -> Option<DefaultPaths> {
+        Some(DefaultPaths {
+            root: default_node(schema)?,
+        })
+    }
+
+    /// Whether [`default`] would change nothing in the object written as `json`: every
+    /// defaulted property is present (under parents that are). `false` also when the JSON
+    /// cannot be read without decoding (an escaped key).
+    pub fn all_present(&self, json: &[u8]) -> bool {
+        all_present(&self.root, json)
+    }
+}
+
+fn default_node(schema: &JSONSchemaProps) -> Option<DefaultNode> {
+    if items(schema).is_some_and(has_defaults) || additional(schema).is_some_and(has_defaults) {
+        return None;
+    }
+    let mut node = DefaultNode::default();
+    for (name, child) in schema.properties.iter().flatten() {
+        if !has_defaults(child) {
+            continue;
+        }
+        let below = child
+            .properties
+            .iter()
+            .flatten()
+            .any(|(_, c)| has_defaults(c))
+            || items(child).is_some_and(has_defaults)
+            || additional(child).is_some_and(has_defaults);
+        let sub = if below {
+            Some(default_node(child)?)
+        } else {
+            None
+        };
+        node.children
+            .push((name.clone(), child.default.is_some(), sub));
+    }
+    Some(node)
+}
+
+fn all_present(node: &DefaultNode, json: &[u8]) -> bool {
+    use serde_json::value::RawValue;
+    let Ok(members) = serde_json::from_slice::<std::collections::HashMap<&str, &RawValue>>(json)
+    else {
+        return false;
+    };
+    node.children.iter().all(|(name, has_default, sub)| {
+        match (members.get(name.as_str()), sub) {
+            // Missing: defaulted if it has a default; nothing below it is.
+            (None, _) => !has_default,
+            (Some(value), Some(sub)) if value.get().starts_with('{') => {
+                all_present(sub, value.get().as_bytes())
+            }
+            (Some(_), _) => true,
+        }
+    })
+}
+
 /// The schema of an array's items.
 pub(crate) fn items(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
     match schema.items.as_ref()? {
@@ -694,5 +770,50 @@ mod tests {
             ["spec.size: Required value"]
         );
         assert!(validate(&json!({"spec": {"size": 3, "port": "http"}}), &widget()).is_empty());
+    }
+
+    #[test]
+    fn default_paths_tell_without_decoding_that_nothing_is_missing() {
+        let spec_defaults = schema(json!({
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "properties": {
+                    "mode": {"type": "string", "default": "fast"},
+                    "inner": {"type": "object", "properties": {"on": {"type": "boolean", "default": false}}},
+                    "plain": {"type": "string"},
+                }},
+            },
+        }));
+        let paths = DefaultPaths::of(&spec_defaults).unwrap();
+        let check = |object: Value| {
+            let present = paths.all_present(&serde_json::to_vec(&object).unwrap());
+            let mut defaulted = object.clone();
+            default(&mut defaulted, &spec_defaults);
+            // The cheap answer agrees with defaulting itself.
+            assert_eq!(present, defaulted == object, "{object}");
+            present
+        };
+        assert!(check(
+            json!({"spec": {"mode": "slow", "inner": {"on": true}}})
+        ));
+        assert!(
+            check(json!({"spec": {"mode": "slow"}})),
+            "no inner object: nothing below it"
+        );
+        assert!(
+            check(json!({"metadata": {"name": "a"}})),
+            "no spec: nothing below it"
+        );
+        assert!(!check(json!({"spec": {"inner": {"on": true}}})));
+        assert!(!check(json!({"spec": {"mode": "x", "inner": {}}})));
+        assert!(
+            check(json!({"spec": {"mode": null, "inner": {"on": true}}})),
+            "null is kept"
+        );
+        // A default under an array's items or a map's values: always decoded.
+        let listed = schema(json!({"type": "object", "properties": {"items": {
+            "type": "array", "items": {"type": "object", "properties": {"a": {"type": "string", "default": "x"}}},
+        }}}));
+        assert!(DefaultPaths::of(&listed).is_none());
     }
 }

@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookC
 use serde_json::{Value, json};
 
 use crate::admission::webhook::client::{Client, Target, Why};
-use crate::registry::Registries;
+use crate::registry::{Convert, Registries};
 use crate::status::ApiError;
 
 /// How long a conversion webhook is given, as upstream gives it.
@@ -59,16 +59,6 @@ impl Webhook {
             }),
             table,
         }
-    }
-
-    /// `objects` in `desired` (an `apiVersion`), in their order. (A boxed future: resolving a
-    /// Service reads through registries, which may convert again.)
-    pub(crate) fn convert<'a>(
-        &'a self,
-        objects: Vec<Value>,
-        desired: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<Value>, ApiError>> {
-        Box::pin(self.convert_now(objects, desired))
     }
 
     async fn convert_now(
@@ -176,6 +166,18 @@ impl Webhook {
     }
 }
 
+impl Convert for Webhook {
+    /// (A boxed future: resolving a Service reads through registries, which may convert
+    /// again.)
+    fn convert<'a>(
+        &'a self,
+        objects: Vec<Value>,
+        desired: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Value>, ApiError>> {
+        Box::pin(self.convert_now(objects, desired))
+    }
+}
+
 /// Go's `GroupVersionKind.String()` of an object: `group/version, Kind=Kind`.
 fn group_version_kind(object: &Value) -> String {
     format!(
@@ -243,12 +245,13 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// The webhooks of a CRD's served versions, shared by them.
+/// The webhook of a CRD's served versions (`declared`), shared by them.
 pub(crate) fn webhook_for(
-    conversion: Option<&Arc<WebhookConversion>>,
+    declared: &[capstan_api::custom::Declared],
     table: &Weak<Registries>,
-) -> Option<Arc<Webhook>> {
-    conversion.map(|c| Arc::new(Webhook::new(c, table.clone())))
+) -> Option<Arc<dyn Convert>> {
+    let conversion = declared.first()?.conversion_webhook.as_ref()?;
+    Some(Arc::new(Webhook::new(conversion, table.clone())))
 }
 
 #[cfg(test)]

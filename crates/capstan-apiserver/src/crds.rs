@@ -79,12 +79,15 @@ pub(crate) async fn reconcile(registries: &Registries, crds: &Registry) -> Resul
             crds.update(None, &name, body, Some("status"), &WriteOptions::default())
                 .await?;
         }
-        registries.set_custom(&name, &custom::declare(&desired));
+        let declared = custom::declare(&desired);
+        registries.set_custom(&name, &declared, || {
+            crate::conversion::webhook_for(&declared, &registries.weak())
+        });
     }
     let live: BTreeSet<String> = all.iter().filter_map(|c| c.metadata.name.clone()).collect();
     for served in registries.custom_definitions() {
         if !live.contains(&served) {
-            registries.set_custom(&served, &[]);
+            registries.set_custom(&served, &[], || None);
         }
     }
     Ok(())
@@ -266,7 +269,7 @@ async fn finalize(
     if let Some(finalizers) = last["metadata"]["finalizers"].as_array_mut() {
         finalizers.retain(|f| f.as_str() != Some(CLEANUP_FINALIZER));
     }
-    registries.set_custom(&name, &[]);
+    registries.set_custom(&name, &[], || None);
     crds.update(None, &name, last, None, &WriteOptions::default())
         .await?;
     Ok(())

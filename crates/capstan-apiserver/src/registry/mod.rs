@@ -310,8 +310,19 @@ enum Converter {
         served: String,
         /// The stored version's.
         stored: String,
-        webhook: Arc<crate::conversion::Webhook>,
+        webhook: Arc<dyn Convert>,
     },
+}
+
+/// A custom resource's conversion webhook, as the registry calls it (`crate::conversion`
+/// implements it over the webhook transport).
+pub(crate) trait Convert: Send + Sync + std::fmt::Debug {
+    /// `objects` in `desired` (an `apiVersion`), in their order.
+    fn convert<'a>(
+        &'a self,
+        objects: Vec<Value>,
+        desired: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Value>, ApiError>>;
 }
 
 impl Converter {
@@ -388,7 +399,7 @@ impl Registry {
     pub(crate) fn stored_as(
         mut self,
         api_version: &str,
-        webhook: Option<Arc<crate::conversion::Webhook>>,
+        webhook: Option<Arc<dyn Convert>>,
         mixed_storage: bool,
     ) -> Self {
         let served = self.resource.api_version();
@@ -447,6 +458,9 @@ impl Registry {
             return Ok(cached
                 .iter()
                 .map(|c| {
+                    if !self.strategy.stored_needs_defaults(&c.json) {
+                        return c.clone();
+                    }
                     c.served_by(self.id, |mut object| {
                         let before = object.clone();
                         self.strategy.default_stored(&mut object);

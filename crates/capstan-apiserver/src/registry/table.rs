@@ -13,8 +13,8 @@ use capstan_api::custom::Declared;
 use capstan_api::openapi::custom::{CustomKind, Published, publish};
 use capstan_store::Store;
 
-use super::Registry;
 use super::cache::Caches;
+use super::{Convert, Registry};
 
 /// The registries of every resource served, keyed by (group, version, plural).
 pub(crate) struct Registries {
@@ -47,6 +47,18 @@ struct Served {
     published: Vec<CustomKind>,
     /// Whether objects may be stored in other versions than the storage version.
     mixed_storage: bool,
+}
+
+/// What a custom resource's OpenAPI documents are published from.
+fn published(declared: &Declared) -> CustomKind {
+    CustomKind {
+        resource: declared.resource,
+        list_kind: declared.list_kind.clone(),
+        schema: declared
+            .schema
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s.as_ref()).ok()),
+    }
 }
 
 impl std::fmt::Debug for Registries {
@@ -118,10 +130,21 @@ impl Registries {
         self.get("", "v1", plural)
     }
 
+    /// The table, for what must resolve Services through it later (conversion webhooks).
+    pub(crate) fn weak(&self) -> Weak<Registries> {
+        self.me.clone()
+    }
+
     /// Serves the custom resources `declared` for the CRD `crd` in place of what it served
     /// before (nothing, for an empty list). Its versions share one watch cache, added with the
-    /// first declaration and dropped with the last.
-    pub(crate) fn set_custom(&self, crd: &str, declared: &[Declared]) {
+    /// first declaration and dropped with the last, and the conversion webhook `webhook` makes
+    /// (called only when the registries are made again).
+    pub(crate) fn set_custom(
+        &self,
+        crd: &str,
+        declared: &[Declared],
+        webhook: impl FnOnce() -> Option<Arc<dyn Convert>>,
+    ) {
         let generation = declared.first().map_or(0, |d| d.generation);
         let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
         if declared.is_empty() {
@@ -148,10 +171,7 @@ impl Registries {
             return;
         }
         // One conversion webhook client (and its connections) for the CRD's versions.
-        let webhook = crate::conversion::webhook_for(
-            declared.first().and_then(|d| d.conversion_webhook.as_ref()),
-            &self.me,
-        );
+        let webhook = webhook();
         // The versions share the objects, kept in one cache in the storage version.
         let cache = declared.first().map(|d| {
             self.caches.add(
@@ -169,7 +189,7 @@ impl Registries {
                 Arc::new(registry)
             })
             .collect();
-        let published = declared.iter().map(Declared::published).collect();
+        let published = declared.iter().map(published).collect();
         custom.by_crd.insert(
             crd.to_owned(),
             Served {

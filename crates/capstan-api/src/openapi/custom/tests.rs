@@ -69,7 +69,17 @@ fn kinds(group: &str, kind: &str, versions: &[&str], schema: &Value) -> Vec<Cust
             }},
         }))
         .unwrap();
-    declare(&crd).iter().map(|d| d.published()).collect()
+    declare(&crd)
+        .iter()
+        .map(|d| CustomKind {
+            resource: d.resource,
+            list_kind: d.list_kind.clone(),
+            schema: d
+                .schema
+                .as_ref()
+                .map(|s| serde_json::to_value(s.as_ref()).unwrap()),
+        })
+        .collect()
 }
 
 /// A definition without what publishing adds (upstream's spec drops the same before comparing).
