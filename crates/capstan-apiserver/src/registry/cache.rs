@@ -110,15 +110,10 @@ impl Cached {
     pub(crate) fn served_by(
         self: &Arc<Self>,
         id: u64,
-        serve: impl FnOnce(Value) -> Option<Value>,
+        serve: impl FnOnce(&Cached) -> Option<Value>,
     ) -> Arc<Cached> {
         let mut serve = Some(serve);
-        let mut compute = || {
-            serve
-                .take()
-                .and_then(|serve| serve(self.object()))
-                .map(Cached::of)
-        };
+        let mut compute = || serve.take().and_then(|serve| serve(self)).map(Cached::of);
         let (owner, served) = self.served.get_or_init(|| (id, compute()));
         let served = if *owner == id {
             served.clone()
@@ -946,8 +941,9 @@ mod tests {
     fn the_served_form_is_worked_out_once_per_registry() {
         let cached = Cached::of(serde_json::json!({"kind": "K", "apiVersion": "v1", "spec": {}}));
         let calls = std::cell::Cell::new(0);
-        let defaulted = |mut object: Value| {
+        let defaulted = |cached: &Cached| {
             calls.set(calls.get() + 1);
+            let mut object = cached.object();
             object["spec"]["mode"] = "fast".into();
             Some(object)
         };

@@ -454,15 +454,17 @@ impl Registry {
                 return Ok(cached);
             }
             // Defaulting depends on the object and the schema alone: worked out once per
-            // cached object (and most objects were defaulted when written: then it is the same).
+            // cached object, without decoding it when its JSON shows every defaulted field
+            // (most objects were defaulted when written).
             return Ok(cached
                 .iter()
                 .map(|c| {
-                    if !self.strategy.stored_needs_defaults(&c.json) {
-                        return c.clone();
-                    }
-                    c.served_by(self.id, |mut object| {
-                        let before = object.clone();
+                    c.served_by(self.id, |stored| {
+                        if !self.strategy.stored_needs_defaults(&stored.json) {
+                            return None;
+                        }
+                        let before = stored.object();
+                        let mut object = before.clone();
                         self.strategy.default_stored(&mut object);
                         (object != before).then_some(object)
                     })
