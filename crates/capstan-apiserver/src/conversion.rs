@@ -14,7 +14,8 @@ use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookConversion;
 use serde_json::{Value, json};
 
-use crate::admission::webhook::client::{Client, Target, Why};
+use crate::admission::webhook::call;
+use crate::admission::webhook::client::{Client, Why};
 use crate::registry::{Convert, Registries};
 use crate::status::ApiError;
 
@@ -34,29 +35,13 @@ pub(crate) struct Webhook {
 impl Webhook {
     /// The webhook `conversion` configures, resolving Services through `table`.
     pub(crate) fn new(conversion: &WebhookConversion, table: Weak<Registries>) -> Webhook {
-        let config = conversion.client_config.clone().unwrap_or_default();
-        let service = config.service.as_ref().map(|s| {
-            (
-                s.namespace.as_str(),
-                s.name.as_str(),
-                s.port,
-                s.path.as_deref(),
-            )
-        });
-        let bundle = config
-            .ca_bundle
-            .as_ref()
-            .map(|b| b.0.as_slice())
+        // The CRD's client configuration is an admission webhook's, field for field.
+        let config = serde_json::to_value(&conversion.client_config)
+            .and_then(serde_json::from_value)
             .unwrap_or_default();
         Webhook {
-            client: Client::new(Target::new(config.url.as_deref(), service), bundle),
-            review_version: conversion.conversion_review_versions.iter().find_map(|v| {
-                match v.as_str() {
-                    "v1" => Some("v1"),
-                    "v1beta1" => Some("v1beta1"),
-                    _ => None,
-                }
-            }),
+            client: call::client(&config),
+            review_version: call::review_version(&conversion.conversion_review_versions),
             table,
         }
     }

@@ -92,8 +92,9 @@ fn selector(
     LabelSelector::from_api(selector).unwrap_or_else(|_| LabelSelector::nothing())
 }
 
-/// The client of a webhook configured by `config`.
-fn client(config: &WebhookClientConfig) -> Client {
+/// The client of a webhook configured by `config` (a conversion webhook's configuration has
+/// the same shape).
+pub(crate) fn client(config: &WebhookClientConfig) -> Client {
     let service = config.service.as_ref().map(|s| {
         (
             s.namespace.as_str(),
@@ -125,7 +126,9 @@ fn conditions(
         .collect()
 }
 
-fn review_version(versions: &[String]) -> Option<&'static str> {
+/// The first review version of `versions` the server speaks (`AdmissionReview` and
+/// `ConversionReview` both have `v1` and `v1beta1`).
+pub(crate) fn review_version(versions: &[String]) -> Option<&'static str> {
     versions.iter().find_map(|v| match v.as_str() {
         "v1" => Some("v1"),
         "v1beta1" => Some("v1beta1"),
