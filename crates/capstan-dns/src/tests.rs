@@ -665,11 +665,22 @@ impl RequestHandler for FakeUpstream {
     }
 }
 
-/// Starts [`FakeUpstream`] on a free loopback port.
+/// Starts [`FakeUpstream`] on a loopback port free for both UDP and TCP.
 async fn fake_upstream() -> (SocketAddr, hickory_server::Server<FakeUpstream>) {
-    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let address = udp.local_addr().unwrap();
-    let tcp = tokio::net::TcpListener::bind(address).await.unwrap();
+    // The kernel picks the UDP port; its TCP twin may be held by another test, so try a few.
+    let mut attempts = 0;
+    let (udp, address, tcp) = loop {
+        let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let address = udp.local_addr().unwrap();
+        match tokio::net::TcpListener::bind(address).await {
+            Ok(tcp) => break (udp, address, tcp),
+            Err(error) if attempts < 20 => {
+                attempts += 1;
+                eprintln!("{address}/tcp taken ({error}); another port");
+            }
+            Err(error) => panic!("no UDP and TCP port pair: {error}"),
+        }
+    };
     let mut server = hickory_server::Server::new(FakeUpstream);
     server.register_socket(udp);
     server.register_listener(tcp, std::time::Duration::from_secs(5), 16);
