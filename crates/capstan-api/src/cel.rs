@@ -12,8 +12,9 @@
 //!   `<path>: Invalid value: "<type>": <message>` (`Forbidden`, `Required value`, `Duplicate
 //!   value` for the other reasons), the root's path printed `<nil>` as upstream's.
 //!
-//! - [`Expression`]: a CEL expression over named JSON variables that must give a boolean (the
-//!   admission webhooks' `matchConditions`: `object`, `oldObject`, `request`).
+//! - [`Expression`]: a CEL expression over named values (an [`Activation`]): the admission
+//!   webhooks' `matchConditions` (`object`, `oldObject`, `request`), and the expressions of
+//!   ValidatingAdmissionPolicies (which add `params`, `namespaceObject` and `variables`).
 //!
 //! Not yet: the runtime cost limit (the per-call and per-request budgets), and ratcheting
 //! (upstream ignores a failing rule on an unchanged field of an update).
@@ -66,6 +67,25 @@ impl Expression {
             .map_err(|e| one_line(&e.to_string()))
     }
 
+    /// Evaluates the expression with the named values of `activation`, whatever it gives.
+    pub fn value(&self, activation: &Activation) -> Result<CelValue, String> {
+        FUNCTIONS.with(|functions| {
+            let mut scope = functions.new_inner_scope();
+            for (name, value) in &activation.0 {
+                scope.add_variable_from_value(name.clone(), value.clone());
+            }
+            self.0.execute(&scope).map_err(|e| e.to_string())
+        })
+    }
+
+    /// Evaluates the expression, which must give a boolean, with the values of `activation`.
+    pub fn check(&self, activation: &Activation) -> Result<bool, String> {
+        match self.value(activation)? {
+            CelValue::Bool(answer) => Ok(answer),
+            other => Err(format!("expression must evaluate to a bool, got {other:?}")),
+        }
+    }
+
     /// Evaluates the expression with `variables` (JSON, `null` for an absent object).
     pub fn evaluate(&self, variables: &[(&str, &Value)]) -> Result<bool, String> {
         FUNCTIONS.with(|functions| {
@@ -82,6 +102,48 @@ impl Expression {
             }
         })
     }
+}
+
+/// A value of CEL.
+pub use kube_cel::cel::Value as CelValue;
+
+/// The named values expressions are evaluated with, each converted from JSON once however many
+/// expressions read it.
+#[derive(Clone, Default)]
+pub struct Activation(Vec<(String, CelValue)>);
+
+impl std::fmt::Debug for Activation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+impl Activation {
+    /// Names `value` (JSON; `null` for an absent object) `name`.
+    pub fn json(&mut self, name: &str, value: &Value) {
+        use kube_cel::cel::objects::TryIntoValue as _;
+        let value = value.try_into_value().unwrap_or(CelValue::Null);
+        self.set(name, value);
+    }
+
+    /// Names `value` `name`, in place of what had that name.
+    pub fn set(&mut self, name: &str, value: CelValue) {
+        match self.0.iter_mut().find(|(n, _)| n == name) {
+            Some((_, slot)) => *slot = value,
+            None => self.0.push((name.to_owned(), value)),
+        }
+    }
+}
+
+/// A map of CEL values by name (a policy's `variables`).
+pub fn map(entries: Vec<(String, CelValue)>) -> CelValue {
+    CelValue::from(
+        entries
+            .into_iter()
+            .collect::<std::collections::HashMap<String, CelValue>>(),
+    )
 }
 
 /// Why the rules of `schema` (at `path` in the CRD) cannot be served.

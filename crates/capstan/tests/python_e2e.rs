@@ -1,5 +1,6 @@
 //! End to end: the official Python `kubernetes` client (typed `CoreV1Api` / `AppsV1Api` calls
-//! and `watch.Watch()`) against the real `capstan server`, on SQLite and on a real etcd; and the
+//! and `watch.Watch()`, and a ValidatingAdmissionPolicy refusing a Deployment) against the real
+//! `capstan server`, on SQLite and on a real etcd; and the
 //! served OpenAPI documents against what the client was generated from (the operations and query
 //! parameters of its `pods/log` and connect methods).
 //!

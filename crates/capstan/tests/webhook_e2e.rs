@@ -8,6 +8,11 @@
 //! `Ignore`; a false match condition skips a webhook; configurations themselves are never sent to webhooks; bad configurations are
 //! refused with upstream's messages. A CRD's conversion webhook (the same server) converts its
 //! objects between versions on reads, lists and writes, also after its storage version moves.
+//! ValidatingAdmissionPolicies (CEL in the API server) refuse Deployments over the limit their
+//! parameters (a ConfigMap) set, in the namespaces their binding selects, for both kubectl
+//! versions; a binding with Warn gives upstream's warning, match conditions skip, evaluation
+//! errors follow the failure policy, deletes are judged on the stored object, and bad policies
+//! and bindings are refused with upstream's messages.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -698,5 +703,281 @@ fn custom_resources_convert_through_their_webhook() {
             (!out.status.success()).then_some(())
         });
     }
+    server.stop();
+}
+
+/// A policy limiting Deployments' replicas to a ConfigMap's `maxReplicas`, bound with Deny in
+/// namespaces labelled `environment: test`.
+const REPLICA_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replica-limit
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  variables:
+  - {name: max, expression: "int(params.data.maxReplicas)"}
+  validations:
+  - expression: "object.spec.replicas <= variables.max"
+    messageExpression: "'replicas must be no greater than ' + string(variables.max)"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: replica-limit-binding
+spec:
+  policyName: replica-limit
+  validationActions: [Deny]
+  paramRef: {name: replica-limits, parameterNotFoundAction: Deny}
+  matchResources:
+    namespaceSelector:
+      matchLabels: {environment: test}
+"#;
+
+/// A policy on ConfigMaps: a `debug` key warned about, a labelled one kept from deletion, and
+/// a validation that fails to evaluate under the failure policy given.
+fn configmap_policy(failure_policy: &str) -> String {
+    format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: configmaps
+spec:
+  failurePolicy: {failure_policy}
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE, DELETE], resources: [configmaps]}}
+  matchConditions:
+  - {{name: policed, expression: "(request.operation == 'DELETE' ? oldObject : object).metadata.name.startsWith('policed-')"}}
+  validations:
+  - expression: "request.operation == 'DELETE' || !has(object.data) || !('debug' in object.data)"
+    message: no debug settings
+  - expression: "request.operation == 'CREATE' || !has(oldObject.metadata.labels) || !('keep' in oldObject.metadata.labels) || oldObject.metadata.labels.keep != 'yes'"
+    message: this ConfigMap is kept
+    reason: Forbidden
+  - expression: "request.operation == 'DELETE' || !has(object.data) || !('broken' in object.data) || object.data.nothing == 'x'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: configmaps-warn
+spec:
+  policyName: configmaps
+  validationActions: [Warn]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: configmaps-deny
+spec:
+  policyName: configmaps
+  validationActions: [Deny, Audit]
+  matchResources:
+    objectSelector:
+      matchLabels: {{enforce: "yes"}}
+"#
+    )
+}
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: limited}
+spec:
+  replicas: REPLICAS
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: registry.local/web:1}]}
+"#;
+
+#[test]
+fn validating_admission_policies_refuse_and_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let v = "1.33";
+
+    // Bad policies and bindings are refused with upstream's messages.
+    let bad = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: bad}
+spec:
+  failurePolicy: Sometimes
+  validations: [{expression: "object.spec.replicas <="}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: bad}
+spec: {policyName: bad, validationActions: [Deny, Warn]}
+"#;
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "spec.failurePolicy: Unsupported value: \"Sometimes\": supported values: \"Fail\", \"Ignore\"",
+        "spec.matchConstraints: Required value",
+        "spec.validations[0].expression: Invalid value: \"object.spec.replicas <=\": compilation failed: ",
+        "spec.validationActions: Invalid value: []admissionregistration.ValidationAction{\"Deny\", \"Warn\"}: must not contain both Deny and Warn",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+
+    // A Deployment over the limit of the policy's parameters is refused, for both kubectl
+    // versions, once its parameters exist; before, the binding cannot be configured.
+    apply(v, &kc, REPLICA_POLICY);
+    let tables = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "get",
+            "validatingadmissionpolicies,validatingadmissionpolicybindings",
+        ],
+    );
+    assert!(
+        tables.contains("replica-limit   1             v1/ConfigMap"),
+        "{tables}"
+    );
+    assert!(
+        tables.contains("replica-limit-binding   replica-limit   */replica-limits"),
+        "{tables}"
+    );
+    kubectl_ok(v, &kc, &["create", "namespace", "limited"]);
+    kubectl_ok(
+        v,
+        &kc,
+        &["label", "namespace", "limited", "environment=test"],
+    );
+    let ten = DEPLOYMENT.replace("REPLICAS", "10");
+    let out = kubectl_stdin(v, &kc, &["apply", "-f", "-"], &ten);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("The deployments \"web\" is invalid: : ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
+        "{err}"
+    );
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "-n",
+            "limited",
+            "create",
+            "configmap",
+            "replica-limits",
+            "--from-literal=maxReplicas=3",
+        ],
+    );
+    for version in ["1.27", "1.33"] {
+        let out = kubectl_stdin(version, &kc, &["apply", "-f", "-"], &ten);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("The deployments \"web\" is invalid: : ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: replicas must be no greater than 3"),
+            "kubectl {version}: {err}"
+        );
+    }
+    apply(v, &kc, &DEPLOYMENT.replace("REPLICAS", "2"));
+    // Updates are judged too; another namespace is not bound.
+    let err = refused(
+        v,
+        &kc,
+        &[
+            "-n",
+            "limited",
+            "patch",
+            "deployment",
+            "web",
+            "-p",
+            "{\"spec\":{\"replicas\":4}}",
+        ],
+    );
+    assert!(err.contains("replicas must be no greater than 3"), "{err}");
+    kubectl_ok(
+        v,
+        &kc,
+        &["create", "deployment", "free", "--image=x", "--replicas=10"],
+    );
+    // Without its binding the policy has nothing to say.
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "delete",
+            "validatingadmissionpolicybinding",
+            "replica-limit-binding",
+        ],
+    );
+    apply(v, &kc, &ten);
+
+    // Warn: the write succeeds with upstream's warning; Deny on the objects it selects.
+    apply(v, &kc, &configmap_policy("Fail"));
+    let out = kubectl(
+        v,
+        &kc,
+        &["create", "configmap", "policed-a", "--from-literal=debug=1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'configmaps' with binding 'configmaps-warn': no debug settings"),
+        "{err}"
+    );
+    // A match condition that is false skips the policy.
+    let out = kubectl(
+        v,
+        &kc,
+        &["create", "configmap", "other", "--from-literal=debug=1"],
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let enforced = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME, labels: {enforce: \"yes\", keep: \"yes\"}}\ndata: {DATA: \"1\"}\n";
+    let out = kubectl_stdin(
+        v,
+        &kc,
+        &["create", "-f", "-"],
+        &enforced
+            .replace("NAME", "policed-b")
+            .replace("DATA", "debug"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("configmaps \"policed-b\" is invalid: : ValidatingAdmissionPolicy 'configmaps' with binding 'configmaps-deny' denied request: no debug settings"),
+        "{err}"
+    );
+    // A validation that fails to evaluate refuses under Fail and is skipped under Ignore.
+    let broken = enforced
+        .replace("NAME", "policed-c")
+        .replace("DATA", "broken");
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], &broken);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'configmaps' with binding 'configmaps-deny' denied request: expression 'request.operation == 'DELETE' || !has(object.data) || !('broken' in object.data) || object.data.nothing == 'x'' resulted in error: "),
+        "{err}"
+    );
+    apply(v, &kc, &configmap_policy("Ignore"));
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], &broken);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Deletes are judged on the stored object, with the validation's reason.
+    let err = refused(v, &kc, &["delete", "configmap", "policed-c"]);
+    assert!(
+        err.contains("configmaps \"policed-c\" is forbidden: ValidatingAdmissionPolicy 'configmaps' with binding 'configmaps-deny' denied request: this ConfigMap is kept"),
+        "{err}"
+    );
+    kubectl_ok(v, &kc, &["label", "configmap", "policed-c", "keep-"]);
+    kubectl_ok(v, &kc, &["delete", "configmap", "policed-c"]);
     server.stop();
 }

@@ -1,11 +1,12 @@
 //! Defaults of the smaller kinds that have any: scheduling.k8s.io/v1 PriorityClasses (preemption
-//! policy PreemptLowerPriority), admissionregistration.k8s.io/v1 webhook configurations and discovery.k8s.io/v1 EndpointSlices (each port named `""`
+//! policy PreemptLowerPriority), admissionregistration.k8s.io/v1 webhook configurations,
+//! ValidatingAdmissionPolicies and their bindings, and discovery.k8s.io/v1 EndpointSlices (each port named `""`
 //! with protocol TCP). PodDisruptionBudgets, Leases, events.k8s.io Events, Bindings, Evictions
 //! and Scales have none.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
+    MatchResources, MutatingWebhookConfiguration, RuleWithOperations, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -188,6 +189,48 @@ pub fn default_mutating_webhook_configuration(config: &mut MutatingWebhookConfig
 pub fn default_validating_webhook_configuration(config: &mut ValidatingWebhookConfiguration) {
     for hook in config.webhooks.iter_mut().flatten() {
         default_webhook!(hook);
+    }
+}
+
+/// The defaults of the resources a policy or binding matches (upstream's `SetDefaults_MatchResources`
+/// and the rules' scope): match policy Equivalent, empty (match-all) selectors, any scope.
+fn default_match_resources(resources: &mut MatchResources) {
+    resources
+        .match_policy
+        .get_or_insert_with(|| "Equivalent".to_owned());
+    resources.namespace_selector.get_or_insert_default();
+    resources.object_selector.get_or_insert_default();
+    for rule in [
+        &mut resources.resource_rules,
+        &mut resources.exclude_resource_rules,
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    {
+        rule.scope.get_or_insert_with(|| "*".to_owned());
+    }
+}
+
+/// ValidatingAdmissionPolicy defaults: failure policy Fail, and its match constraints'.
+pub fn default_validating_admission_policy(policy: &mut ValidatingAdmissionPolicy) {
+    let Some(spec) = policy.spec.as_mut() else {
+        return;
+    };
+    spec.failure_policy.get_or_insert_with(|| "Fail".to_owned());
+    if let Some(constraints) = spec.match_constraints.as_mut() {
+        default_match_resources(constraints);
+    }
+}
+
+/// ValidatingAdmissionPolicyBinding defaults: those of the resources it matches, if it says.
+pub fn default_validating_admission_policy_binding(binding: &mut ValidatingAdmissionPolicyBinding) {
+    if let Some(resources) = binding
+        .spec
+        .as_mut()
+        .and_then(|s| s.match_resources.as_mut())
+    {
+        default_match_resources(resources);
     }
 }
 

@@ -234,3 +234,13 @@ pub(super) const CSI_MODES: &str = "volumeLifecycleModes defines what kind of vo
 /// The `Webhooks` column of webhook configurations (upstream's printer describes it itself).
 pub(super) const WEBHOOKS: &str =
     "Webhooks indicates the number of webhooks registered in this configuration";
+/// The columns of ValidatingAdmissionPolicies and their bindings (upstream's printer describes
+/// them itself).
+pub(super) const VALIDATIONS: &str =
+    "Validations indicates the number of validation rules defined in this configuration";
+pub(super) const PARAM_KIND: &str =
+    "ParamKind specifies the kind of resources used to parameterize this policy";
+pub(super) const POLICY_NAME: &str =
+    "PolicyName indicates the policy definition which the policy binding binded to";
+pub(super) const PARAM_REF: &str =
+    "ParamRef indicates the param resource which sets the configration param";

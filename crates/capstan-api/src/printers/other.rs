@@ -552,3 +552,84 @@ pub(crate) fn webhook_configuration(object: &Value, now: Timestamp) -> Row {
         age(object, now),
     ])
 }
+
+pub(crate) const ADMISSION_POLICY_COLUMNS: &[Column] = &[
+    NAME,
+    col("Validations", "integer", VALIDATIONS),
+    col("ParamKind", "string", PARAM_KIND),
+    AGE,
+];
+
+/// A ValidatingAdmissionPolicy: how many validations, and the `apiVersion/kind` of its
+/// parameters.
+pub(crate) fn admission_policy(object: &Value, now: Timestamp) -> Row {
+    let param_kind = match at(object, &["spec", "paramKind"]) {
+        Some(kind) if !kind.is_null() => {
+            format!("{}/{}", text(kind, &["apiVersion"]), text(kind, &["kind"]))
+        }
+        _ => "<unset>".to_owned(),
+    };
+    Row::of(vec![
+        name(object),
+        Value::from(list(object, &["spec", "validations"]).len()),
+        Value::from(param_kind),
+        age(object, now),
+    ])
+}
+
+pub(crate) const ADMISSION_POLICY_BINDING_COLUMNS: &[Column] = &[
+    NAME,
+    col("PolicyName", "string", POLICY_NAME),
+    col("ParamRef", "string", PARAM_REF),
+    AGE,
+];
+
+/// A ValidatingAdmissionPolicyBinding: its policy, and its parameters: `namespace/name` (`*/name`
+/// without a namespace), or the selector as Go prints the struct.
+pub(crate) fn admission_policy_binding(object: &Value, now: Timestamp) -> Row {
+    let param = match at(object, &["spec", "paramRef"]).filter(|r| !r.is_null()) {
+        None => "<unset>".to_owned(),
+        Some(reference) => match (
+            text(reference, &["name"]),
+            at(reference, &["selector"]).filter(|s| !s.is_null()),
+        ) {
+            ("", Some(selector)) => go_struct_selector(selector),
+            ("", None) => "<unset>".to_owned(),
+            (name, _) => match text(reference, &["namespace"]) {
+                "" => format!("*/{name}"),
+                namespace => format!("{namespace}/{name}"),
+            },
+        },
+    };
+    Row::of(vec![
+        name(object),
+        Value::from(text(object, &["spec", "policyName"])),
+        Value::from(param),
+        age(object, now),
+    ])
+}
+
+/// A `metav1.LabelSelector` as its generated Go `String()` prints it.
+fn go_struct_selector(selector: &Value) -> String {
+    let mut labels: Vec<(&str, &str)> = super::format::string_map(selector, &["matchLabels"]);
+    labels.sort_unstable();
+    let labels: String = labels.iter().map(|(k, v)| format!("{k}: {v},")).collect();
+    let expressions: String = list(selector, &["matchExpressions"])
+        .iter()
+        .map(|e| {
+            let values: Vec<&str> = list(e, &["values"])
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default())
+                .collect();
+            format!(
+                "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
+                text(e, &["key"]),
+                text(e, &["operator"]),
+                values.join(" ")
+            )
+        })
+        .collect();
+    format!(
+        "&LabelSelector{{MatchLabels:map[string]string{{{labels}}},MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
+    )
+}

@@ -27,8 +27,8 @@ use crate::validation::meta::{
 
 /// The AdmissionReview versions the server speaks.
 const REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
-const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
-const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];
+pub(super) const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
+pub(super) const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];
 const SIDE_EFFECTS: &[&str] = &["None", "NoneOnDryRun", "Some", "Unknown"];
 const NO_SIDE_EFFECTS: &[&str] = &["None", "NoneOnDryRun"];
 const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
@@ -475,7 +475,10 @@ fn validate_review_versions(
     errs
 }
 
-fn validate_match_conditions(conditions: &[MatchCondition], path: &Path) -> Vec<FieldError> {
+pub(super) fn validate_match_conditions(
+    conditions: &[MatchCondition],
+    path: &Path,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if conditions.len() > MAX_MATCH_CONDITIONS {
         errs.push(FieldError::too_many(
@@ -517,7 +520,7 @@ fn validate_match_conditions(conditions: &[MatchCondition], path: &Path) -> Vec<
     errs
 }
 
-fn validate_rule(rule: &RuleWithOperations, path: &Path) -> Vec<FieldError> {
+pub(super) fn validate_rule(rule: &RuleWithOperations, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let operations = rule.operations.as_deref().unwrap_or_default();
     if operations.is_empty() {
@@ -526,7 +529,7 @@ fn validate_rule(rule: &RuleWithOperations, path: &Path) -> Vec<FieldError> {
     if operations.len() > 1 && operations.iter().any(|o| o == "*") {
         errs.push(FieldError::invalid(
             &path.child("operations"),
-            BadValue::Other(go_typed_slice(
+            BadValue::Other(crate::validation::gofmt::go_typed_slice(
                 "admissionregistration.OperationType",
                 operations,
             )),
@@ -643,12 +646,6 @@ fn validate_resources(resources: &[String], path: &Path) -> Vec<FieldError> {
         ));
     }
     errs
-}
-
-/// Go's `%#v` of a slice of a named string type.
-fn go_typed_slice(type_name: &str, values: &[String]) -> String {
-    let quoted: Vec<String> = values.iter().map(|v| crate::field::go_quote(v)).collect();
-    format!("[]{type_name}{{{}}}", quoted.join(", "))
 }
 
 #[cfg(test)]

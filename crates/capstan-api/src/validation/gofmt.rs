@@ -29,6 +29,12 @@ pub(crate) fn go_opt_string_slice(values: Option<&[String]>) -> String {
     }
 }
 
+/// Go's `%#v` of a slice of a named string type.
+pub(crate) fn go_typed_slice(type_name: &str, values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| crate::field::go_quote(v)).collect();
+    format!("[]{type_name}{{{}}}", quoted.join(", "))
+}
+
 /// `%#v` of a `metav1.LabelSelector`.
 pub(crate) fn go_label_selector(selector: &LabelSelector) -> String {
     let expressions = match &selector.match_expressions {

@@ -10,6 +10,7 @@ pub mod networking;
 
 pub use meta::{validate_object_meta, validate_object_meta_update};
 pub use names::NameValidator;
+pub mod admissionpolicy;
 pub mod admissionregistration;
 pub mod apps;
 pub mod autoscaling;

@@ -2,7 +2,8 @@
 //! in one [`Chain`], run in upstream's order: NamespaceLifecycle ([`lifecycle`]), LimitRanger
 //! ([`limitranges`]), ServiceAccount ([`serviceaccount`]), NodeRestriction
 //! ([`noderestriction`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
-//! MutatingAdmissionWebhook and ValidatingAdmissionWebhook ([`webhook`]), ResourceQuota
+//! MutatingAdmissionWebhook ([`webhook`]), ValidatingAdmissionPolicy ([`policy`]),
+//! ValidatingAdmissionWebhook ([`webhook`]), ResourceQuota
 //! ([`quota`]). Every plugin has two phases, as upstream's: [`Plugin::admit`]
 //! (mutating) and [`Plugin::validate`] (validating), and looks at the [`Attributes`] of the
 //! write to decide whether it has anything to say.
@@ -33,6 +34,7 @@
 pub(crate) mod lifecycle;
 pub(crate) mod limitranges;
 pub(crate) mod noderestriction;
+pub(crate) mod policy;
 pub(crate) mod priority;
 pub(crate) mod quota;
 pub(crate) mod serviceaccount;
@@ -313,6 +315,9 @@ impl Chain {
         if let Some(webhooks) = registries.table.as_ref().and_then(webhook::Webhooks::new) {
             let webhooks = Arc::new(webhooks);
             plugins.push(Box::new(webhook::MutatingWebhooks(webhooks.clone())));
+            if let Some(policies) = registries.table.as_ref().and_then(policy::Policies::new) {
+                plugins.push(Box::new(policies));
+            }
             plugins.push(Box::new(webhook::ValidatingWebhooks(webhooks)));
         }
         if let Some(quotas) = registries.quotas {

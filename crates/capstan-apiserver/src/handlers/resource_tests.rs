@@ -1012,6 +1012,7 @@ async fn the_admission_chain_is_upstreams_plugins_in_upstreams_order() {
             "Priority",
             "DefaultTolerationSeconds",
             "MutatingAdmissionWebhook",
+            "ValidatingAdmissionPolicy",
             "ValidatingAdmissionWebhook",
             "ResourceQuota",
         ]

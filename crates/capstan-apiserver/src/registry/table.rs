@@ -125,6 +125,25 @@ impl Registries {
             .cloned()
     }
 
+    /// The registry serving objects of `kind` in `group`/`version` (a built-in or a custom
+    /// kind; a ValidatingAdmissionPolicy names its parameters' kind so).
+    pub(crate) fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<Registry>> {
+        if let Some(resource) =
+            catalog::resources().find(|r| (r.group, r.version, r.kind) == (group, version, kind))
+        {
+            return self.get(resource.group, resource.version, resource.plural);
+        }
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        custom
+            .by_crd
+            .values()
+            .flat_map(|served| &served.registries)
+            .find(|r| {
+                (r.resource.group, r.resource.version, r.resource.kind) == (group, version, kind)
+            })
+            .cloned()
+    }
+
     /// The registry of a core (`v1`) resource.
     pub(crate) fn core(&self, plural: &str) -> Option<Arc<Registry>> {
         self.get("", "v1", plural)

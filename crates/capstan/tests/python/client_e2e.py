@@ -591,6 +591,49 @@ def delete_namespace(core):
     check(phase in ("Terminating", "gone"), "a deleted namespace is Terminating or gone", phase)
 
 
+def admission_policy(apps):
+    """A ValidatingAdmissionPolicy bound with Deny refuses a Deployment with its message."""
+    policies = client.AdmissionregistrationV1Api()
+    name = f"py-replicas-{NS}"
+    policies.create_validating_admission_policy(body={
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+            "validations": [{"expression": "object.spec.replicas <= 3",
+                             "message": "at most 3 replicas"}],
+        },
+    })
+    read = policies.read_validating_admission_policy(name)
+    check_eq(read.spec.failure_policy, "Fail", "the policy's failure policy defaults to Fail")
+    policies.create_validating_admission_policy_binding(body={
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {
+                     "matchLabels": {"kubernetes.io/metadata.name": NS}}}},
+    })
+    big = deployment("py-too-big")
+    big.spec.replicas = 5
+    body = expect_status("a Deployment over the policy's limit", 422, "Invalid",
+                         apps.create_namespaced_deployment, NS, big)
+    message = (f"ValidatingAdmissionPolicy '{name}' with binding '{name}' denied request: "
+               "at most 3 replicas")
+    check_eq(body.get("message"), f'deployments.apps "py-too-big" is forbidden: {message}',
+             "the refusal's message")
+    check_eq(body.get("details", {}).get("causes"), [{"message": message}],
+             "the refusal's one cause")
+    small = deployment("py-small")
+    small.spec.replicas = 3
+    apps.create_namespaced_deployment(NS, small)
+    policies.delete_validating_admission_policy_binding(name)
+    policies.delete_validating_admission_policy(name)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -607,6 +650,7 @@ def main():
         ("compacted watch", lambda: compacted_watch(core)),
         ("errors", lambda: errors(core, apps)),
         ("server-side apply", lambda: server_side_apply(core, apps)),
+        ("admission policy", lambda: admission_policy(apps)),
         ("namespace deletion", lambda: delete_namespace(core)),
         ("openapi", lambda: openapi(core)),
     ]

@@ -85,7 +85,7 @@ fn rules(rules: Option<&Vec<RuleWithOperations>>) -> Vec<Rule> {
         .collect()
 }
 
-fn selector(
+pub(crate) fn selector(
     selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 ) -> LabelSelector {
     // Stored selectors were validated; one that no longer parses matches nothing.

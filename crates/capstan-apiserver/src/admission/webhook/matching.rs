@@ -78,7 +78,7 @@ impl Rule {
 }
 
 /// The labels of an object (none when it has none).
-fn labels(object: &Value) -> BTreeMap<String, String> {
+pub(crate) fn labels(object: &Value) -> BTreeMap<String, String> {
     object["metadata"]["labels"]
         .as_object()
         .map(|labels| {
@@ -111,16 +111,35 @@ impl<'a> Context<'a> {
         if !hook.rules.iter().any(|rule| rule.matches(attrs)) {
             return Ok(false);
         }
-        if !object_matches(&hook.object_selector, object, old) {
-            return Ok(false);
-        }
         if !self
-            .namespace_matches(&hook.namespace_selector, attrs, object)
+            .selected(
+                &hook.namespace_selector,
+                &hook.object_selector,
+                attrs,
+                object,
+                old,
+            )
             .await?
         {
             return Ok(false);
         }
         conditions_match(hook, attrs, object, old)
+    }
+
+    /// Whether the request's object (new or old) and its namespace are selected (upstream's
+    /// object and namespace matchers, which admission policies share).
+    pub(crate) async fn selected(
+        &self,
+        namespace_selector: &LabelSelector,
+        object_selector: &LabelSelector,
+        attrs: &Attributes<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<bool, ApiError> {
+        Ok(object_matches(object_selector, object, old)
+            && self
+                .namespace_matches(namespace_selector, attrs, object)
+                .await?)
     }
 
     /// Upstream's `MatchNamespaceSelector`: cluster-scoped objects other than namespaces

@@ -1,0 +1,81 @@
+use capstan_api::cel::Activation;
+use serde_json::json;
+
+use super::compiled::{Binding, Decision, Policy};
+
+fn policy(spec: serde_json::Value) -> Policy {
+    let policy = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let binding = serde_json::from_value(json!({"metadata": {"name": "b"},
+        "spec": {"policyName": "p", "validationActions": ["Deny"]}}))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Policy::new(&policy, vec![Binding::new(&binding)])
+}
+
+fn activation(replicas: i64) -> Activation {
+    let mut activation = Activation::default();
+    activation.json(
+        "object",
+        &json!({"metadata": {"name": "web"}, "spec": {"replicas": replicas}}),
+    );
+    activation.json("oldObject", &serde_json::Value::Null);
+    activation.json("params", &json!({"data": {"max": "5"}}));
+    activation
+}
+
+fn messages(decisions: &[Decision]) -> Vec<String> {
+    decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Deny { message, reason } => format!("deny {reason}: {message}"),
+            Decision::Error { message } => format!("error: {message}"),
+        })
+        .collect()
+}
+
+#[test]
+fn validations_decide_with_their_messages_and_reasons() {
+    let p = policy(json!({
+        "failurePolicy": "Fail",
+        "variables": [{"name": "max", "expression": "int(params.data.max)"}],
+        "validations": [
+            {"expression": "object.spec.replicas <= variables.max",
+             "messageExpression": "'replicas ' + string(object.spec.replicas) + ' > ' + string(variables.max)"},
+            {"expression": "object.spec.replicas < 100", "message": "  far too many  ", "reason": "Forbidden"},
+            {"expression": "object.spec.replicas < 50"},
+        ],
+    }));
+    assert!(p.evaluate(&mut activation(3)).is_empty());
+    assert_eq!(
+        messages(&p.evaluate(&mut activation(200))),
+        [
+            "deny Invalid: replicas 200 > 5",
+            "deny Forbidden: far too many",
+            "deny Invalid: failed expression: object.spec.replicas < 50",
+        ]
+    );
+}
+
+#[test]
+fn match_conditions_skip_and_failures_follow_the_failure_policy() {
+    let spec = |failure: &str| {
+        json!({
+            "failurePolicy": failure,
+            "matchConditions": [{"name": "big", "expression": "object.spec.replicas > 10"}],
+            "validations": [{"expression": "object.spec.missing == 1"}],
+        })
+    };
+    let fail = policy(spec("Fail"));
+    assert!(fail.evaluate(&mut activation(3)).is_empty());
+    let decisions = messages(&fail.evaluate(&mut activation(30)));
+    assert_eq!(decisions.len(), 1);
+    assert!(
+        decisions[0].starts_with("error: expression 'object.spec.missing == 1' resulted in error:"),
+        "{decisions:?}"
+    );
+    assert!(
+        policy(spec("Ignore"))
+            .evaluate(&mut activation(30))
+            .is_empty()
+    );
+}
