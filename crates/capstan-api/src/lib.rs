@@ -12,6 +12,7 @@
 
 pub use k8s_openapi;
 
+pub mod apiregistration;
 pub mod apply;
 pub mod catalog;
 pub mod cel;

@@ -90,7 +90,13 @@ pub(crate) async fn reconcile(registries: &Registries, crds: &Registry) -> Resul
             registries.set_custom(&served, &[], || None);
         }
     }
-    Ok(())
+    // Each group-version served has its local APIService, as upstream registers them.
+    let served: BTreeSet<(String, String)> = registries
+        .custom_resources()
+        .iter()
+        .map(|r| (r.group.to_owned(), r.version.to_owned()))
+        .collect();
+    crate::aggregator::sync_custom(registries, &served).await
 }
 
 /// Every name a CRD's spec claims in its group: plural, singular, short names, kind, list kind.

@@ -12,6 +12,7 @@
 //! This is the only crate that touches `capstan-store`.
 
 mod admission;
+mod aggregator;
 mod authn;
 mod authz;
 mod bootstrap;
@@ -135,11 +136,23 @@ pub(crate) async fn start_with(
     let signing_key =
         authn::serviceaccount::jws::SigningKey::from_pem(&pki::service_account_key(&tls_dir)?)
             .map_err(|e| StartError::Config(format!("{}: {e}", pki::SERVICE_ACCOUNT_KEY)))?;
-    let api = std::sync::Arc::new(
-        handlers::resource::Api::with_services(&store, cidr)
-            .with_kubelets(kubelets)
-            .with_signing_key(signing_key),
-    );
+    let front_proxy = pki::front_proxy(&tls_dir)?;
+    let api = handlers::resource::Api::with_services(&store, cidr)
+        .with_kubelets(kubelets)
+        .with_signing_key(signing_key);
+    let aggregator = std::sync::Arc::new(aggregator::Aggregator::new(
+        api.registries().clone(),
+        front_proxy.clone(),
+    ));
+    let api = std::sync::Arc::new(api);
+    let registered = match aggregator::ensure_local(api.registries()).await {
+        Ok(()) => {
+            aggregator::publish_authentication(api.registries(), &pki.ca_cert_pem, &front_proxy)
+                .await
+        }
+        Err(error) => Err(error),
+    };
+    registered.map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
     let join = join::Join::load_or_create(
         &config.data_dir,
         &tls_dir,
@@ -171,6 +184,7 @@ pub(crate) async fn start_with(
         tokens,
         store,
         api.clone(),
+        aggregator.clone(),
         join,
         write_kubeconfig,
     )
@@ -178,6 +192,9 @@ pub(crate) async fn start_with(
     server
         .background
         .push(crds::start(api.registries().clone()));
+    server
+        .background
+        .push(aggregator::available::start(aggregator));
     if let Some(address) = advertise {
         let port = port_of(&server);
         server.background.push(endpoint_reconciler::start(

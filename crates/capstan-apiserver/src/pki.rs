@@ -249,6 +249,72 @@ fn cluster_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, PkiError> {
     Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))
 }
 
+/// The front proxy's credentials: what the API server shows extension API servers when it
+/// passes them a request, as upstream's `--proxy-client-cert-file` signed by the
+/// `--requestheader-client-ca-file` CA (a CA of its own, so that the client certificate is
+/// no user of this server).
+#[derive(Clone, Debug)]
+pub struct FrontProxy {
+    /// The front proxy CA's certificate, which extension API servers trust for it.
+    pub ca_cert_pem: String,
+    /// The client certificate (`front-proxy-client`).
+    pub client: CertAndKey,
+}
+
+/// The name the front proxy's client certificate has (`requestheader-allowed-names`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// Loads the front proxy's CA and client certificate under `dir` (`front-proxy-ca.*`,
+/// `front-proxy-client.*`), creating them on first use.
+pub fn front_proxy(dir: &Path) -> Result<FrontProxy, PkiError> {
+    let path = |file: &str| dir.join(file);
+    let (ca_cert_pem, ca_key) = match (
+        read(&path("front-proxy-ca.crt"))?,
+        read(&path("front-proxy-ca.key"))?,
+    ) {
+        (Some(cert), Some(key)) => (
+            cert,
+            KeyPair::from_pem(&key).map_err(cert_error("reading front-proxy-ca.key"))?,
+        ),
+        _ => {
+            let key =
+                KeyPair::generate().map_err(cert_error("generating the front proxy CA key"))?;
+            let mut params = ca_params();
+            params.distinguished_name = name("capstan-front-proxy-ca", None);
+            let cert = params
+                .self_signed(&key)
+                .map_err(cert_error("self-signing the front proxy CA"))?;
+            write_file(&path("front-proxy-ca.key"), &key.serialize_pem(), 0o600)?;
+            write_file(&path("front-proxy-ca.crt"), &cert.pem(), 0o644)?;
+            let _ = fs::remove_file(path("front-proxy-client.crt"));
+            (cert.pem(), key)
+        }
+    };
+    if let (Some(cert_pem), Some(key_pem)) = (
+        read(&path("front-proxy-client.crt"))?,
+        read(&path("front-proxy-client.key"))?,
+    ) {
+        return Ok(FrontProxy {
+            ca_cert_pem,
+            client: CertAndKey { cert_pem, key_pem },
+        });
+    }
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)
+        .map_err(cert_error("reading front-proxy-ca.crt"))?;
+    let client = issue(
+        &issuer,
+        name(FRONT_PROXY_CLIENT, None),
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    )?;
+    write_file(&path("front-proxy-client.key"), &client.key_pem, 0o600)?;
+    write_file(&path("front-proxy-client.crt"), &client.cert_pem, 0o644)?;
+    Ok(FrontProxy {
+        ca_cert_pem,
+        client,
+    })
+}
+
 /// The file under the certificates' directory holding the key that signs service account
 /// tokens.
 pub const SERVICE_ACCOUNT_KEY: &str = "service-account.key";

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use capstan_api::RequestInfo;
 
+use crate::aggregator::Aggregator;
 use crate::authn::{Authenticated, Authenticator, TokenFile, User};
 use crate::authz::{Attributes, Authorizer};
 use crate::flowcontrol::{Classification, Flowcontrol};
@@ -127,7 +128,21 @@ fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, capstan_client::tls::Tl
     .config(&[b"h2", b"http/1.1"])
 }
 
+/// The routes of the API server without aggregation (the tests' servers).
+#[cfg(test)]
 fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: String) -> Router {
+    router_with(store, metrics, api, server_address, None)
+}
+
+/// The routes of the API server: health, metrics, then every API request, those for
+/// aggregated group-versions passed on through `aggregator`.
+fn router_with(
+    store: Store,
+    metrics: Arc<Metrics>,
+    api: Arc<Api>,
+    server_address: String,
+    aggregator: Option<Arc<Aggregator>>,
+) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/livez", get(health::livez))
@@ -137,7 +152,8 @@ fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: St
         .route("/metrics", get(move || async move { metrics.render() }))
         .fallback(move |request: Request<Body>| {
             let (api, server_address) = (api.clone(), server_address.clone());
-            async move { serve_api(&api, &server_address, request).await }
+            let aggregator = aggregator.clone();
+            async move { serve_api(&api, aggregator.as_deref(), &server_address, request).await }
         })
         .with_state(store)
 }
@@ -208,10 +224,22 @@ fn openapi(api: &Api, path: &str, headers: &axum::http::HeaderMap) -> Option<Res
 }
 
 /// Discovery documents and resource requests.
-async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> Response {
+async fn serve_api(
+    api: &Api,
+    aggregator: Option<&Aggregator>,
+    server_address: &str,
+    request: Request<Body>,
+) -> Response {
     let Some(info) = request.extensions().get::<RequestInfo>().cloned() else {
         return ApiError::not_found().into_response();
     };
+    // A group-version an extension API server serves: its requests, resources or not, are
+    // passed on (authenticated and authorized here first).
+    if let Some(aggregator) = aggregator
+        && let Some(remote) = aggregator.remote_for(request.uri().path()).await
+    {
+        return crate::aggregator::proxy::serve(aggregator, &remote, request).await;
+    }
     if info.is_resource_request {
         return api.serve(&info, request).await;
     }
@@ -222,8 +250,13 @@ async fn serve_api(api: &Api, server_address: &str, request: Request<Body>) -> R
     if let Some(response) = openapi(api, path, request.headers()) {
         return response;
     }
+    let remote = match aggregator {
+        Some(aggregator) => aggregator.discovery().await,
+        None => Vec::new(),
+    };
     let served = discovery::Served {
         custom: api.registries().custom_resources(),
+        remote,
     };
     discovery::respond(
         path.trim_start_matches('/'),
@@ -464,12 +497,16 @@ async fn handle(
     response
 }
 
+// What the server is made of, each built by `crate::start_with`: bundling them would only
+// move the list.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn listen(
     config: &Config,
     pki: &Pki,
     tokens: TokenFile,
     store: Store,
     api: Arc<Api>,
+    aggregator: Arc<Aggregator>,
     join: crate::join::Join,
     on_bound: impl FnOnce(u16) -> Result<(), StartError>,
 ) -> Result<RunningServer, StartError> {
@@ -511,7 +548,13 @@ pub(crate) async fn listen(
         join: Arc::new(join),
     };
     let metrics = Metrics::new();
-    let app = router(store, metrics.clone(), api, local_addr.to_string());
+    let app = router_with(
+        store,
+        metrics.clone(),
+        api,
+        local_addr.to_string(),
+        Some(aggregator),
+    );
     let accept_loop = tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {

@@ -310,6 +310,18 @@ const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// trusted CAs when the bundle is empty (as upstream's webhook clients do with an empty
 /// `caBundle`). ALPN offers HTTP/1.1.
 pub fn client_config_trusting(ca_bundle: &[u8]) -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots(ca_bundle)?)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The PEM certificates of `ca_bundle`, or the system's trusted CAs when it is empty.
+fn roots(ca_bundle: &[u8]) -> Result<rustls::RootCertStore, String> {
     let system;
     let pem = if ca_bundle.is_empty() {
         system = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
@@ -327,12 +339,37 @@ pub fn client_config_trusting(ca_bundle: &[u8]) -> Result<rustls::ClientConfig, 
     if roots.is_empty() && !ca_bundle.is_empty() {
         return Err("unable to load root certificates: no certificates found".to_owned());
     }
+    Ok(roots)
+}
+
+/// A client configuration that presents the PEM certificate `cert_pem` with its key `key_pem`
+/// and trusts the PEM certificates of `ca_bundle` (the system's trusted CAs when it is empty),
+/// or with `None` any server certificate: how the API server reaches extension API servers
+/// (an APIService's `caBundle`, or its `insecureSkipTLSVerify`). ALPN offers HTTP/1.1.
+pub fn client_config_presenting(
+    ca_bundle: Option<&[u8]>,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<rustls::ClientConfig, String> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("client certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| format!("client key: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .map_err(|e| e.to_string())?;
+    let mut config = match ca_bundle {
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+            .with_client_auth_cert(chain, key),
+        Some(bundle) => builder
+            .with_root_certificates(roots(bundle)?)
+            .with_client_auth_cert(chain, key),
+    }
+    .map_err(|e| e.to_string())?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }

@@ -981,3 +981,190 @@ spec: {policyName: bad, validationActions: [Deny, Warn]}
     kubectl_ok(v, &kc, &["delete", "configmap", "policed-c"]);
     server.stop();
 }
+
+fn api_service(name: &str, group: &str, version: &str, service: &str, bundle: &str) -> String {
+    format!(
+        r#"
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: {name}}}
+spec:
+  group: {group}
+  version: {version}
+  service: {service}
+  caBundle: {bundle}
+  groupPriorityMinimum: 2000
+  versionPriority: 10
+"#
+    )
+}
+
+#[test]
+fn api_services_pass_requests_to_extension_api_servers() {
+    use common::extension::ExtensionServer;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let v = "1.33";
+
+    // Local APIServices for the built-in group-versions, always available.
+    let listed = kubectl_ok(v, &kc, &["get", "apiservices"]);
+    assert!(
+        listed.contains("v1.apps                           Local     True"),
+        "{listed}"
+    );
+    // Bad APIServices are refused with upstream's messages.
+    let bad = api_service(
+        "v1.wrong",
+        "wardle.example.com",
+        "v1alpha1",
+        "{namespace: default, name: wardle}",
+        "\"\"",
+    )
+    .replace("groupPriorityMinimum: 2000", "groupPriorityMinimum: 0");
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "metadata.name: Invalid value: \"v1.wrong\": must be `spec.version+\".\"+spec.group`: \"v1alpha1.wardle.example.com\"",
+        "spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+
+    // The extension API server trusts the front proxy CA the cluster publishes.
+    let front_proxy_ca = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "extension-apiserver-authentication",
+            "-o",
+            "jsonpath={.data.requestheader-client-ca-file}",
+        ],
+    );
+    let wardle = ExtensionServer::start(&["wardle.default.svc"], &front_proxy_ca);
+    apply(
+        v,
+        &kc,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: wardle, namespace: default}\nspec: {type: ExternalName, externalName: localhost}\n",
+    );
+    let service = format!(
+        "{{namespace: default, name: wardle, port: {}}}",
+        wardle.port
+    );
+    apply(
+        v,
+        &kc,
+        &api_service(
+            "v1alpha1.wardle.example.com",
+            "wardle.example.com",
+            "v1alpha1",
+            &service,
+            &wardle.ca_bundle(),
+        ),
+    );
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Available",
+            "--timeout=60s",
+            "apiservice/v1alpha1.wardle.example.com",
+        ],
+    );
+    let row = kubectl_ok(
+        v,
+        &kc,
+        &["get", "apiservice", "v1alpha1.wardle.example.com"],
+    );
+    assert!(row.contains("default/wardle   True"), "{row}");
+
+    // Discovery lists the group and its resources, legacy and aggregated; requests reach the
+    // extension API server as the user this server authenticated.
+    for version in ["1.27", "1.33"] {
+        let resources = kubectl_ok(
+            version,
+            &kc,
+            &["api-resources", "--api-group=wardle.example.com"],
+        );
+        assert!(
+            resources.contains("flunders") && resources.contains("Flunder"),
+            "kubectl {version}: {resources}"
+        );
+        let got = kubectl_ok(version, &kc, &["get", "flunders", "-o", "json"]);
+        let list: serde_json::Value = serde_json::from_str(&got).unwrap();
+        assert_eq!(
+            list["items"][0]["metadata"]["name"], "seen-by-system-admin",
+            "kubectl {version}: {got}"
+        );
+        let groups = list["items"][0]["spec"]["groups"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(
+            groups.contains(&"system:masters".into())
+                && groups.contains(&"system:authenticated".into()),
+            "{groups:?}"
+        );
+    }
+    let seen = wardle.seen_under("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders");
+    assert!(
+        seen.iter().all(|s| s.header("authorization").is_empty()),
+        "credentials passed on"
+    );
+    let versions = kubectl_ok(v, &kc, &["api-versions"]);
+    assert!(
+        versions.contains("wardle.example.com/v1alpha1"),
+        "{versions}"
+    );
+
+    // Authorization happens here first: a user with no grant never reaches it.
+    let err = refused(v, &kc, &["get", "flunders", "--as=nobody"]);
+    assert!(
+        err.contains("flunders.wardle.example.com is forbidden: User \"nobody\" cannot list resource \"flunders\" in API group \"wardle.example.com\" in the namespace \"default\""),
+        "{err}"
+    );
+
+    // An APIService whose Service is missing is unavailable, with upstream's reason, and its
+    // requests are answered 503.
+    apply(
+        v,
+        &kc,
+        &api_service(
+            "v1.gone.example.com",
+            "gone.example.com",
+            "v1",
+            "{namespace: default, name: gone}",
+            &wardle.ca_bundle(),
+        ),
+    );
+    let row = eventually("the missing service's APIService to be unavailable", || {
+        let row = kubectl_ok(v, &kc, &["get", "apiservice", "v1.gone.example.com"]);
+        row.contains("False (ServiceNotFound)").then_some(row)
+    });
+    assert!(row.contains("default/gone"), "{row}");
+    let message = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "get",
+            "apiservice",
+            "v1.gone.example.com",
+            "-o",
+            "jsonpath={.status.conditions[0].message}",
+        ],
+    );
+    assert_eq!(message, "service/gone in \"default\" is not present");
+    let out = kubectl_any(v, &kc, &["get", "--raw", "/apis/gone.example.com/v1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the server is currently unable to handle the request"),
+        "{err}"
+    );
+    kubectl_ok(v, &kc, &["delete", "apiservice", "v1.gone.example.com"]);
+    server.stop();
+}

@@ -11,6 +11,7 @@
 
 mod admissionregistration;
 mod apiextensions;
+mod apiregistration;
 mod apps;
 mod authentication;
 mod authorization;
@@ -443,6 +444,7 @@ impl Resource {
 /// The declarations of every group, in the order upstream lists groups.
 static GROUPS: &[&[Resource]] = &[
     core::RESOURCES,
+    apiregistration::RESOURCES,
     apps::RESOURCES,
     events::RESOURCES,
     authentication::RESOURCES,
@@ -578,7 +580,7 @@ mod tests {
         assert_eq!(deploy.api_version(), "apps/v1");
         assert_eq!(deploy.list_kind(), "DeploymentList");
         assert_eq!(deploy.subresource("scale").unwrap().kind, "Scale");
-        assert_eq!(groups()[0], "apps");
+        assert_eq!(groups()[..2], ["apiregistration.k8s.io", "apps"]);
         assert_eq!(versions("batch"), ["v1"]);
         assert_eq!(versions("autoscaling"), ["v2", "v1"]);
     }

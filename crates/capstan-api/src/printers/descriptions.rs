@@ -244,3 +244,7 @@ pub(super) const POLICY_NAME: &str =
     "PolicyName indicates the policy definition which the policy binding binded to";
 pub(super) const PARAM_REF: &str =
     "ParamRef indicates the param resource which sets the configration param";
+/// The columns of APIServices (upstream's aggregator printer describes them itself).
+pub(super) const API_SERVICE_SERVICE: &str =
+    "The reference to the service that hosts this API endpoint.";
+pub(super) const API_SERVICE_AVAILABLE: &str = "Whether this service is available.";

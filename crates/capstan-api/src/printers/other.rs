@@ -633,3 +633,39 @@ fn go_struct_selector(selector: &Value) -> String {
         "&LabelSelector{{MatchLabels:map[string]string{{{labels}}},MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
     )
 }
+
+pub(crate) const API_SERVICE_COLUMNS: &[Column] = &[
+    NAME,
+    col("Service", "string", API_SERVICE_SERVICE),
+    col("Available", "string", API_SERVICE_AVAILABLE),
+    AGE,
+];
+
+/// An APIService: `namespace/name` of its Service (`Local` without one), and its `Available`
+/// condition (`True`, or the status with its reason, `Unknown` without one).
+pub(crate) fn api_service(object: &Value, now: Timestamp) -> Row {
+    let service = match at(object, &["spec", "service"]).filter(|s| !s.is_null()) {
+        Some(service) => format!(
+            "{}/{}",
+            text(service, &["namespace"]),
+            text(service, &["name"])
+        ),
+        None => "Local".to_owned(),
+    };
+    let available = list(object, &["status", "conditions"])
+        .iter()
+        .find(|c| text(c, &["type"]) == "Available")
+        .map_or_else(
+            || "Unknown".to_owned(),
+            |c| match (text(c, &["status"]), text(c, &["reason"])) {
+                ("True", _) | (_, "") => text(c, &["status"]).to_owned(),
+                (status, reason) => format!("{status} ({reason})"),
+            },
+        );
+    Row::of(vec![
+        name(object),
+        Value::from(service),
+        Value::from(available),
+        age(object, now),
+    ])
+}

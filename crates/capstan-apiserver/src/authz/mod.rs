@@ -643,6 +643,24 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:volume-scheduler",
             "system:kube-scheduler",
         ),
+        // What extension API servers are bound to, as upstream's bootstrap policy has it:
+        // delegating authentication and authorization to this server, and reading how its
+        // front proxy identifies users (`extension-apiserver-authentication`).
+        role(
+            "system:auth-delegator",
+            json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+                    "verbs": ["create"]},
+                   {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+                    "verbs": ["create"]}]),
+        ),
+        (
+            "roles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": namespaced(meta("extension-apiserver-authentication-reader"), "kube-system"),
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["extension-apiserver-authentication"],
+                              "verbs": ["get", "list", "watch"]}]}),
+        ),
         // The service proxy's role and user, as upstream's bootstrap policy has them.
         role(
             "system:node-proxier",

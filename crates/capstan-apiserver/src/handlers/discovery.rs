@@ -31,12 +31,42 @@ fn api_versions(server_address: &str) -> Value {
     })
 }
 
-/// What discovery lists: the catalogue's resources and the custom resources served now.
+/// What discovery lists: the catalogue's resources, the custom resources served now, and the
+/// group-versions extension API servers serve.
 #[derive(Debug, Default)]
 pub(crate) struct Served {
     /// The custom resources served.
     pub(crate) custom: Vec<&'static Resource>,
+    /// The group-versions of APIServices backed by extension API servers.
+    pub(crate) remote: Vec<RemoteVersion>,
 }
+
+/// A group-version an extension API server serves.
+#[derive(Debug)]
+pub(crate) struct RemoteVersion {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub group_priority: i32,
+    pub version_priority: i32,
+    /// What it listed at its last successful check (`None`: it has not answered).
+    pub resources: Option<Vec<APIResource>>,
+}
+
+/// `text`, kept for the life of the process (group and version names of APIServices, which
+/// discovery documents borrow as they borrow the catalogue's).
+pub(crate) fn interned(text: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(name) = names.iter().find(|n| **n == text) {
+        return name;
+    }
+    let name: &'static str = Box::leak(text.to_owned().into_boxed_str());
+    names.push(name);
+    name
+}
+
+/// Upstream's priority of a custom resource group-version (its CRD's APIService).
+const CUSTOM_PRIORITY: (i32, i32) = (1000, 100);
 
 impl Served {
     /// Every resource served.
@@ -44,18 +74,24 @@ impl Served {
         catalog::resources().chain(self.custom.iter().copied())
     }
 
-    /// The named groups: the catalogue's in upstream's order, then the custom groups by name
-    /// (upstream gives every CRD group the same priority, below the built-in ones).
+    /// The named groups: the catalogue's in upstream's order, then the custom and aggregated
+    /// groups by their priority, highest first, then by name (upstream gives every CRD group
+    /// the same priority, below the built-in ones; an APIService's group has the highest
+    /// `groupPriorityMinimum` of its versions).
     fn groups(&self) -> Vec<&'static str> {
         let mut groups = catalog::groups();
-        let mut custom: Vec<&'static str> = self.custom.iter().map(|r| r.group).collect();
-        custom.sort_unstable();
-        custom.dedup();
-        groups.extend(
-            custom
-                .into_iter()
-                .filter(|g| catalog::versions(g).is_empty()),
-        );
+        let mut others: Vec<(i32, &'static str)> = self
+            .custom
+            .iter()
+            .map(|r| (CUSTOM_PRIORITY.0, r.group))
+            .chain(self.remote.iter().map(|r| (r.group_priority, r.group)))
+            .filter(|(_, g)| catalog::versions(g).is_empty())
+            .collect();
+        // Each group at its highest priority, then by priority and name.
+        others.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
+        others.dedup_by(|later, first| later.1 == first.1);
+        others.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        groups.extend(others.into_iter().map(|(_, g)| g));
         groups
     }
 
@@ -66,15 +102,29 @@ impl Served {
         if !builtin.is_empty() {
             return builtin;
         }
-        let mut versions: Vec<&'static str> = self
+        let mut versions: Vec<(i32, &'static str)> = self
             .custom
             .iter()
             .filter(|r| r.group == group)
-            .map(|r| r.version)
+            .map(|r| (CUSTOM_PRIORITY.1, r.version))
+            .chain(
+                self.remote
+                    .iter()
+                    .filter(|r| r.group == group)
+                    .map(|r| (r.version_priority, r.version)),
+            )
             .collect();
-        versions.sort_by(|a, b| version_order(a, b));
+        versions.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| version_order(a.1, b.1)));
+        let mut versions: Vec<&'static str> = versions.into_iter().map(|(_, v)| v).collect();
         versions.dedup();
         versions
+    }
+
+    /// The extension API server's group-version, if `group`/`version` is one.
+    fn remote(&self, group: &str, version: &str) -> Option<&RemoteVersion> {
+        self.remote
+            .iter()
+            .find(|r| r.group == group && r.version == version)
     }
 
     /// The resources of one group-version.
@@ -274,7 +324,7 @@ struct ApiVersionDiscovery {
     version: &'static str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     resources: Vec<ApiResourceDiscovery>,
-    /// Always `Current`: built-in group-versions are never stale.
+    /// `Current`, or `Stale` for an extension API server's group-version it could not ask.
     freshness: &'static str,
 }
 
@@ -351,10 +401,22 @@ fn group_discovery(served: &Served, name: &'static str) -> ApiGroupDiscovery {
     let versions = served
         .versions(name)
         .into_iter()
-        .map(|version| ApiVersionDiscovery {
-            version,
-            resources: resource_discovery(&api_resources(served, name, version)),
-            freshness: "Current",
+        .map(|version| match served.remote(name, version) {
+            // What the extension API server listed, stale until it answers.
+            Some(remote) => ApiVersionDiscovery {
+                version,
+                resources: resource_discovery(remote.resources.as_deref().unwrap_or_default()),
+                freshness: if remote.resources.is_some() {
+                    "Current"
+                } else {
+                    "Stale"
+                },
+            },
+            None => ApiVersionDiscovery {
+                version,
+                resources: resource_discovery(&api_resources(served, name, version)),
+                freshness: "Current",
+            },
         })
         .collect();
     ApiGroupDiscovery {
@@ -421,7 +483,7 @@ impl Aggregated {
                     .collect(),
             ))
         };
-        if served.custom.is_empty() {
+        if served.custom.is_empty() && served.remote.is_empty() {
             BUILTIN.get_or_init(build).clone()
         } else {
             build()
@@ -738,7 +800,7 @@ mod tests {
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, catalog::groups(), "the legacy /apis order");
-        let apps = &doc["items"][0];
+        let apps = &doc["items"][1];
         assert_eq!(
             apps["metadata"],
             json!({"name": "apps", "creationTimestamp": null})
@@ -959,7 +1021,7 @@ mod tests {
         let etag = headers[header::ETAG].to_str().unwrap().to_owned();
         // Upstream writes the list in its Go field order and hashes it before its type is set.
         let body = String::from_utf8(body).unwrap();
-        let typed = r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"apps","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"controllerrevisions","#;
+        let typed = r#"{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"apiregistration.k8s.io","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"apiservices","#;
         assert!(body.starts_with(typed), "{}", &body[..200]);
         let untyped = body.replacen(
             r#""kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","#,

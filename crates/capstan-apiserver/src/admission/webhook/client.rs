@@ -293,7 +293,7 @@ fn answer_error(code: u16, body: &[u8]) -> String {
 
 /// An address of a ready endpoint behind `port` of a Service (an ExternalName's host and that
 /// port), as upstream's endpoint service resolver finds one.
-async fn resolve_service(
+pub(crate) async fn resolve_service(
     table: &Arc<Registries>,
     namespace: &str,
     name: &str,

@@ -62,7 +62,7 @@ pub(crate) struct Target {
 }
 
 /// A connection to a backend.
-trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// TLS towards pods and services: any certificate is accepted, as upstream's proxy transport
@@ -123,7 +123,7 @@ impl Target {
 }
 
 /// Sends `request` over `io`, keeping the connection open for an upgrade.
-async fn send(
+pub(crate) async fn send(
     io: Box<dyn Io>,
     request: Request<Body>,
 ) -> Result<http::Response<hyper::body::Incoming>, String> {
@@ -143,7 +143,7 @@ async fn send(
 
 /// The hop-by-hop headers a proxy does not pass on (Go's `httputil.ReverseProxy` list), and
 /// those the `Connection` header names.
-fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<String> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -172,7 +172,7 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
 
 /// The client's credentials, which upstream's authentication and impersonation filters remove
 /// before the request reaches the proxy.
-fn remove_credentials(headers: &mut HeaderMap) {
+pub(crate) fn remove_credentials(headers: &mut HeaderMap) {
     headers.remove(header::AUTHORIZATION);
     let impersonation: Vec<HeaderName> = headers
         .keys()
@@ -185,7 +185,7 @@ fn remove_credentials(headers: &mut HeaderMap) {
 }
 
 /// Appends the client's address to `X-Forwarded-For`, as Go's reverse proxy does.
-fn append_forwarded_for(headers: &mut HeaderMap, client: Option<ClientAddr>) {
+pub(crate) fn append_forwarded_for(headers: &mut HeaderMap, client: Option<ClientAddr>) {
     let Some(ClientAddr(addr)) = client else {
         return;
     };
