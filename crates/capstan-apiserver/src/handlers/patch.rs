@@ -111,7 +111,7 @@ fn apply_generic(kind: PatchType, original: &Value, patch: &Value) -> Result<Val
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::from(StatusError::bad_request(&e.to_string())))?;
             let mut doc = original.clone();
-            json_patch::patch(&mut doc, &ops)
+            json_patch_as_upstream(&mut doc, &ops)
                 .map_err(|e| ApiError::from(StatusError::unprocessable(&e.to_string())))?;
             Ok(doc)
         }
@@ -121,6 +121,33 @@ fn apply_generic(kind: PatchType, original: &Value, patch: &Value) -> Result<Val
             Ok(doc)
         }
     }
+}
+
+/// Applies the JSON patch `ops` to `doc` in order, as upstream's JSON patch library does: a
+/// `test` of `null` passes where the member is missing but its parent exists (RFC 6902 would
+/// fail it; kube-rs's finalizer helper tests `/metadata/finalizers` so before adding the first
+/// finalizer). `doc` is a copy: after an error it is dropped.
+fn json_patch_as_upstream(
+    doc: &mut Value,
+    ops: &json_patch::Patch,
+) -> Result<(), json_patch::PatchError> {
+    for (index, op) in ops.0.iter().enumerate() {
+        if let json_patch::PatchOperation::Test(test) = op
+            && test.value.is_null()
+            && doc.pointer(test.path.as_str()).is_none()
+            && test
+                .path
+                .parent()
+                .is_some_and(|parent| doc.pointer(parent.as_str()).is_some())
+        {
+            continue;
+        }
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = index;
+            e
+        })?;
+    }
+    Ok(())
 }
 
 /// Applies a patch document to `original`.
@@ -347,4 +374,43 @@ async fn apply_configuration(
         .await?;
     written.warnings = warnings;
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn patched(doc: Value, ops: Value) -> Result<Value, String> {
+        let ops: json_patch::Patch = serde_json::from_value(ops).unwrap_or_else(|e| panic!("{e}"));
+        let mut doc = doc;
+        json_patch_as_upstream(&mut doc, &ops).map_err(|e| e.to_string())?;
+        Ok(doc)
+    }
+
+    #[test]
+    fn a_test_of_null_passes_on_a_missing_member_as_upstreams() {
+        let finalize = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+        ]);
+        let doc = json!({"metadata": {"name": "x"}});
+        assert_eq!(
+            patched(doc.clone(), finalize.clone()),
+            Ok(json!({"metadata": {"name": "x", "finalizers": ["f"]}}))
+        );
+        // A member that is there must be null; a missing parent still fails.
+        let held = json!({"metadata": {"name": "x", "finalizers": ["g"]}});
+        assert!(patched(held, finalize).is_err());
+        let orphan = json!([{"op": "test", "path": "/spec/x", "value": null}]);
+        assert!(patched(doc.clone(), orphan).is_err());
+        // Errors name the failing operation's index in the whole patch.
+        let second = json!([
+            {"op": "add", "path": "/metadata/labels", "value": {}},
+            {"op": "remove", "path": "/metadata/nothing"},
+        ]);
+        let err = patched(doc, second).unwrap_err();
+        assert!(err.contains("'/1'"), "{err}");
+    }
 }
