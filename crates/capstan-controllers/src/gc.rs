@@ -1,6 +1,8 @@
 //! The garbage collector (upstream's `pkg/controller/garbagecollector`): a graph of owner
 //! references across every kind the API serves (metadata-only watches, kinds found by
-//! discovery and re-discovered so custom resources join), and two work queues:
+//! discovery and re-discovered every 30 s so custom resources join, and within a second when
+//! an owner's kind is not known yet: that dependent is retried meanwhile, never deleted on a
+//! guess), and two work queues:
 //!
 //! - *attempt to delete*: an object whose owners may be gone. Owners are classified as solid
 //!   (present), dangling (absent, confirmed by a live read) or waiting for their dependents
@@ -32,6 +34,8 @@ const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";
 /// How often the served kinds are discovered again.
 const REDISCOVERY: Duration = Duration::from_secs(30);
+/// How soon the kinds are discovered again when an owner of an unknown kind asks for it.
+const REDISCOVERY_ASKED: Duration = Duration::from_secs(1);
 /// Workers per queue (upstream runs 20 for deletions).
 const WORKERS: usize = 8;
 
@@ -273,6 +277,9 @@ struct Collector {
     graph: Arc<Mutex<Graph>>,
     deletes: WorkQueue,
     orphans: WorkQueue,
+    /// Asks for the served kinds to be discovered again before the next round is due (an
+    /// owner of a kind not known yet: a custom resource whose CRD is new).
+    rediscover: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Collector {
@@ -395,8 +402,16 @@ impl Collector {
             });
         }
         let Some(kind) = kind else {
-            // A kind the API does not serve (yet): never delete on a guess.
-            return Ok(OwnerState::Solid);
+            // A kind not discovered (yet): never delete on a guess; try again once the kinds
+            // are discovered anew, as upstream's collector retries until its REST mapper
+            // knows the kind.
+            self.rediscover.notify_one();
+            return Err(kube::Error::Discovery(
+                kube::error::DiscoveryError::MissingKind(format!(
+                    "{}, Kind={}",
+                    reference.api_version, reference.kind
+                )),
+            ));
         };
         if kind.namespaced && dependent.namespace.is_none() {
             // A cluster-scoped object cannot be owned by a namespaced one.
@@ -717,7 +732,10 @@ where
             match fut.await {
                 Ok(()) => queue.succeeded(&uid),
                 Err(error) => {
-                    if !matches!(&error, kube::Error::Api(s) if s.code == 409) {
+                    // Conflicts and owners of kinds not discovered yet are retried quietly.
+                    if !matches!(&error, kube::Error::Api(s) if s.code == 409)
+                        && !matches!(&error, kube::Error::Discovery(_))
+                    {
                         tracing::warn!(uid = %uid, %error, "garbage collection failed; retrying");
                     }
                     queue.retry(uid);
@@ -742,6 +760,7 @@ pub async fn run(client: Client) {
         graph: Arc::default(),
         deletes,
         orphans,
+        rediscover: Arc::default(),
     };
     let mut watches: BTreeMap<String, AbortOnDrop> = BTreeMap::new();
     let (synced_tx, mut synced_rx) = mpsc::unbounded();
@@ -803,7 +822,13 @@ pub async fn run(client: Client) {
             ));
             workers = Some((AbortOnDrop(deletes), AbortOnDrop(orphaned)));
         }
-        tokio::time::sleep(REDISCOVERY).await;
+        tokio::select! {
+            () = tokio::time::sleep(REDISCOVERY) => {}
+            () = collector.rediscover.notified() => {
+                // Asked for: at most once a second.
+                tokio::time::sleep(REDISCOVERY_ASKED).await;
+            }
+        }
     }
 }
 
