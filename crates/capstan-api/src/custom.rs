@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::catalog::{self, ALL_VERBS, Resource, ScalePaths, Serves, Subresource, schema_of};
 use crate::cel::Rules;
-use crate::field::{FieldError, Path};
+use crate::field::{ErrorType, FieldError, Path};
 use crate::printers::jsonpath::JsonPath;
 use crate::printers::{self, Column, CustomColumn, Print, Printer};
 use crate::strategy::{DecodeError, StatusPolicy, Strategy};
@@ -268,15 +268,40 @@ pub struct CustomStrategy {
 }
 
 impl CustomStrategy {
-    /// The CEL rules `object` (with the stored `old` of an update) breaks.
-    fn rule_errors(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    /// The CEL rules `object` (with the stored `old` of an update) breaks, after the errors
+    /// `errs` found so far, as upstream runs them: not at all when one of those is of a kind
+    /// that blocks them (an unsupported, missing, too long, too many or mistyped value), which
+    /// is then said at the root.
+    fn rule_errors(
+        &self,
+        errs: &[FieldError],
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Vec<FieldError> {
         let Some(schema) = &self.schema else {
             return Vec::new();
         };
-        match self.rules.get_or_init(|| Rules::compile(schema)) {
-            Some(rules) => rules.validate(object, old),
-            None => Vec::new(),
+        let Some(rules) = self.rules.get_or_init(|| Rules::compile(schema)) else {
+            return Vec::new();
+        };
+        let blocked = errs.iter().any(|e| {
+            matches!(
+                e.error_type,
+                ErrorType::NotSupported
+                    | ErrorType::Required
+                    | ErrorType::TooLong
+                    | ErrorType::TooMany
+                    | ErrorType::TypeInvalid
+            )
+        });
+        if blocked {
+            return vec![FieldError::invalid(
+                &Path::new("<nil>"),
+                "null",
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            )];
         }
+        rules.validate(object, old)
     }
 }
 
@@ -319,10 +344,8 @@ impl Strategy for CustomStrategy {
         if let Some(schema) = &self.schema {
             errs.extend(structural::validate(object, schema));
         }
-        // Upstream runs the CEL rules only on an object the schema found valid.
-        if errs.is_empty() {
-            errs.extend(self.rule_errors(object, None));
-        }
+        let rules = self.rule_errors(&errs, object, None);
+        errs.extend(rules);
         errs
     }
 
@@ -341,9 +364,8 @@ impl Strategy for CustomStrategy {
         if let Some(schema) = &self.schema {
             errs.extend(structural::validate(new, schema));
         }
-        if errs.is_empty() {
-            errs.extend(self.rule_errors(new, Some(old)));
-        }
+        let rules = self.rule_errors(&errs, new, Some(old));
+        errs.extend(rules);
         errs
     }
 
