@@ -144,6 +144,22 @@ pub(crate) fn namespace_of(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The stored object a delete removes, which validating admission sees as `oldObject`: the
+/// one given, else read from the resource's registry in `table`.
+pub(crate) async fn stored_for_delete(
+    table: &crate::registry::Registries,
+    attrs: &Attributes<'_>,
+    old: Option<&Value>,
+) -> Option<Value> {
+    if let Some(old) = old {
+        return Some(old.clone());
+    }
+    let resource = attrs.resource;
+    let registry = table.get(resource.group, resource.version, resource.plural)?;
+    let namespace = (!attrs.namespace.is_empty()).then_some(attrs.namespace);
+    registry.get(namespace, attrs.name).await.ok()
+}
+
 /// What is done to the object being admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Operation {

@@ -85,7 +85,7 @@ pub(crate) async fn ensure_local(registries: &Registries) -> Result<(), ApiError
         if !seen.insert((resource.group, resource.version)) {
             continue;
         }
-        create_if_missing(&services, local(resource.group, resource.version)).await?;
+        create_if_missing(&services, None, local(resource.group, resource.version)).await?;
     }
     Ok(())
 }
@@ -124,7 +124,7 @@ pub(crate) async fn sync_custom(
         {
             let mut object = local(group, version);
             object["metadata"]["labels"][AUTOMANAGED] = json!("true");
-            create_if_missing(&services, object).await?;
+            create_if_missing(&services, None, object).await?;
         }
     }
     for service in &existing {
@@ -145,10 +145,14 @@ pub(crate) async fn sync_custom(
     Ok(())
 }
 
-/// Creates `object` unless it exists.
-pub(crate) async fn create_if_missing(registry: &Registry, object: Value) -> Result<(), ApiError> {
+/// Creates `object` (in `namespace`, if namespaced) unless it exists.
+async fn create_if_missing(
+    registry: &Registry,
+    namespace: Option<&str>,
+    object: Value,
+) -> Result<(), ApiError> {
     match registry
-        .create(None, object, &WriteOptions::default())
+        .create(namespace, object, &WriteOptions::default())
         .await
     {
         Ok(_) => Ok(()),
@@ -195,19 +199,8 @@ pub(crate) async fn publish_authentication(
         Err(error) if error.status().code() == 404 => {
             let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": "kube-system"}, "data": data});
-            create_namespaced(&config_maps, object).await
+            create_if_missing(&config_maps, Some("kube-system"), object).await
         }
-        Err(error) => Err(error),
-    }
-}
-
-async fn create_namespaced(registry: &Registry, object: Value) -> Result<(), ApiError> {
-    match registry
-        .create(Some("kube-system"), object, &WriteOptions::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(error) if error.status().code() == 409 => Ok(()),
         Err(error) => Err(error),
     }
 }

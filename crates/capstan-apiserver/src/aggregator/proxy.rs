@@ -23,6 +23,7 @@ use crate::authn::User;
 use crate::handlers::proxy::forward::{
     ClientAddr, append_forwarded_for, remove_credentials, remove_hop_by_hop, send,
 };
+use crate::handlers::proxy::location::escape_segment;
 use crate::status::ApiError;
 
 /// How long reaching an extension API server may take.
@@ -61,7 +62,7 @@ fn identify(headers: &mut HeaderMap, user: Option<&User>) {
         }
     }
     for (key, values) in &user.extra {
-        let escaped = path_escape(&key.to_lowercase());
+        let escaped = escape_segment(&key.to_lowercase());
         let Ok(name) = HeaderName::from_bytes(format!("x-remote-extra-{escaped}").as_bytes())
         else {
             continue;
@@ -72,19 +73,6 @@ fn identify(headers: &mut HeaderMap, user: Option<&User>) {
             }
         }
     }
-}
-
-/// Go's `url.PathEscape`: what a path segment may not hold, percent-encoded.
-fn path_escape(text: &str) -> String {
-    let mut out = String::new();
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~$&+=:@".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 /// Opens a TLS connection to an endpoint of `remote`'s Service.

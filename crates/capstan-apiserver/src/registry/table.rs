@@ -113,15 +113,17 @@ impl Registries {
                 .get(&(resource.group, resource.version, resource.plural))
                 .cloned();
         }
+        self.custom_find(|r| (r.group, r.version, r.plural) == (group, version, plural))
+    }
+
+    /// The registry of the custom resource served now that `matches`.
+    fn custom_find(&self, matches: impl Fn(&Resource) -> bool) -> Option<Arc<Registry>> {
         let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
         custom
             .by_crd
             .values()
             .flat_map(|served| &served.registries)
-            .find(|r| {
-                let resource = r.resource;
-                (resource.group, resource.version, resource.plural) == (group, version, plural)
-            })
+            .find(|r| matches(r.resource))
             .cloned()
     }
 
@@ -133,15 +135,7 @@ impl Registries {
         {
             return self.get(resource.group, resource.version, resource.plural);
         }
-        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
-        custom
-            .by_crd
-            .values()
-            .flat_map(|served| &served.registries)
-            .find(|r| {
-                (r.resource.group, r.resource.version, r.resource.kind) == (group, version, kind)
-            })
-            .cloned()
+        self.custom_find(|r| (r.group, r.version, r.kind) == (group, version, kind))
     }
 
     /// The registry of a core (`v1`) resource.

@@ -15,10 +15,6 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 
 pub const GROUP_VERSION: &str = "wardle.example.com/v1alpha1";
@@ -46,84 +42,23 @@ pub struct ExtensionServer {
     /// The CA that signed the serving certificate, PEM.
     pub ca_pem: String,
     pub seen: Arc<Mutex<Vec<Seen>>>,
-    _runtime: tokio::runtime::Runtime,
+    _https: super::https::Https,
 }
 
 impl ExtensionServer {
     /// Serves on a free loopback port, trusting client certificates signed by `client_ca_pem`.
     pub fn start(dns_names: &[&str], client_ca_pem: &str) -> ExtensionServer {
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
-        let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let mut names: Vec<String> = vec!["localhost".into()];
-        names.extend(dns_names.iter().map(|n| n.to_string()));
-        let mut params = CertificateParams::new(names).unwrap();
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        let cert_pem = params.signed_by(&key, &issuer).unwrap().pem();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(client_ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            provider.clone(),
-        )
-        .build()
-        .unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(
-                CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-                    .collect::<Result<Vec<_>, _>>()
-                    .unwrap(),
-                PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
-            )
-            .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let kept = seen.clone();
-        runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (acceptor, kept) = (acceptor.clone(), kept.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |request| {
-                        let kept = kept.clone();
-                        async move { Ok::<_, std::convert::Infallible>(answer(request, &kept)) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
-                });
-            }
+        let https = super::https::serve(dns_names, Some(client_ca_pem), move |request| {
+            let answer = answer(request, &kept);
+            async move { answer }
         });
         ExtensionServer {
-            port,
-            ca_pem,
+            port: https.port,
+            ca_pem: https.ca_pem.clone(),
             seen,
-            _runtime: runtime,
+            _https: https,
         }
     }
 

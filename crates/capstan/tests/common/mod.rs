@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 pub use capstan_testkit::{EtcdServer, free_port};
 
 pub mod extension;
+pub mod https;
 pub mod node;
 pub mod webhook;
 

@@ -407,20 +407,7 @@ impl Plugin for Policies {
             {
                 return Ok(());
             }
-            let stored = match old {
-                Some(old) => Some(old.clone()),
-                None => {
-                    let namespace = (!attrs.namespace.is_empty()).then_some(attrs.namespace);
-                    match self.table.get(
-                        attrs.resource.group,
-                        attrs.resource.version,
-                        attrs.resource.plural,
-                    ) {
-                        Some(registry) => registry.get(namespace, attrs.name).await.ok(),
-                        None => None,
-                    }
-                }
-            };
+            let stored = super::stored_for_delete(&self.table, attrs, old).await;
             self.check(attrs, None, stored.as_ref()).await
         })
     }

@@ -273,13 +273,6 @@ impl Webhooks {
         self.table
             .get(resource.group, resource.version, resource.plural)
     }
-
-    /// The stored object a delete removes, for the webhooks' `oldObject`.
-    async fn deleted_object(&self, attrs: &Attributes<'_>) -> Option<Value> {
-        let registry = self.registry_of(attrs)?;
-        let namespace = (!attrs.namespace.is_empty()).then_some(attrs.namespace);
-        registry.get(namespace, attrs.name).await.ok()
-    }
 }
 
 /// Applies a webhook's JSON patch to `object`.
@@ -289,14 +282,6 @@ fn apply_patch(object: &Value, patch: &[u8]) -> Result<Value, String> {
     let mut patched = object.clone();
     json_patch::patch(&mut patched, &patch).map_err(|e| e.to_string())?;
     Ok(patched)
-}
-
-/// The stored object of a delete, for the webhooks' `oldObject`: the one given, else read.
-async fn stored(webhooks: &Webhooks, attrs: &Attributes<'_>, old: Option<&Value>) -> Option<Value> {
-    match old {
-        Some(old) => Some(old.clone()),
-        None => webhooks.deleted_object(attrs).await,
-    }
 }
 
 /// Upstream's MutatingAdmissionWebhook: the mutating webhooks, in the mutating phase.
@@ -324,7 +309,7 @@ impl Plugin for MutatingWebhooks {
             if self.0.mutating.hooks().await?.is_empty() {
                 return Ok(());
             }
-            let stored = stored(&self.0, attrs, old).await;
+            let stored = super::stored_for_delete(&self.0.table, attrs, old).await;
             self.0.mutate(attrs, None, stored.as_ref()).await
         })
     }
@@ -353,7 +338,7 @@ impl Plugin for ValidatingWebhooks {
             {
                 return Ok(());
             }
-            let stored = stored(&self.0, attrs, old).await;
+            let stored = super::stored_for_delete(&self.0.table, attrs, old).await;
             self.0.check(attrs, None, stored.as_ref()).await
         })
     }

@@ -157,9 +157,20 @@ fn unescape(text: &str) -> Option<String> {
 /// A path escaped as a Go `url.URL` writes its path: unreserved characters and `$&+,/:;=@`
 /// as they are, everything else as `%XX`.
 pub(crate) fn escape_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for byte in path.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~$&+,/:;=@".contains(&byte) {
+    escape_keeping(path, b"$&+,/:;=@")
+}
+
+/// One path segment escaped as Go's `url.PathEscape` does: unreserved characters and `$&+:=@`
+/// as they are, everything else (`/`, `,` and `;` too) as `%XX`.
+pub(crate) fn escape_segment(segment: &str) -> String {
+    escape_keeping(segment, b"$&+:=@")
+}
+
+/// `text` with every byte but the unreserved ones and `kept` as `%XX`.
+fn escape_keeping(text: &str, kept: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) || kept.contains(&byte) {
             out.push(char::from(byte));
         } else {
             out.push_str(&format!("%{byte:02X}"));
