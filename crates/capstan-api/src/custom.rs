@@ -54,6 +54,9 @@ pub struct Declared {
     /// Whether objects may be stored in versions other than the storage version (its
     /// `storedVersions` list others): each object read is then converted from its own.
     pub mixed_storage: bool,
+    /// The warning every request to a deprecated version gets (its `deprecationWarning`, or
+    /// upstream's default naming the preferred version served).
+    pub deprecation: Option<String>,
 }
 
 impl std::fmt::Debug for Declared {
@@ -141,9 +144,64 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                 schema,
                 conversion_webhook: conversion_webhook.clone(),
                 mixed_storage,
+                deprecation: (version.deprecated == Some(true)).then(|| {
+                    version
+                        .deprecation_warning
+                        .clone()
+                        .unwrap_or_else(|| default_deprecation(crd, &version.name, &names.kind))
+                }),
             }
         })
         .collect()
+}
+
+/// Upstream's default warning for a deprecated version: `<group>/<version> <Kind> is
+/// deprecated`, and `; use <group>/<version> <Kind>` with the most preferred served version
+/// that is not deprecated and is preferred to it, if there is one.
+fn default_deprecation(crd: &CustomResourceDefinition, deprecated: &str, kind: &str) -> String {
+    let group = &crd.spec.group;
+    let mut message = format!("{group}/{deprecated} {kind} is deprecated");
+    let preferred = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.served && v.deprecated != Some(true))
+        .map(|v| v.name.as_str())
+        .filter(|v| version_order(v, deprecated) == std::cmp::Ordering::Less)
+        .min_by(|a, b| version_order(a, b));
+    if let Some(preferred) = preferred {
+        message.push_str(&format!("; use {group}/{preferred} {kind}"));
+    }
+    message
+}
+
+/// Upstream's ordering of Kubernetes-like versions (`v2`, `v1`, `v1beta2`, `v1beta1`,
+/// `v1alpha1`), preferred first; other names come last, alphabetically.
+pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    /// (major, stability rank where GA is highest, minor) of a Kubernetes-like version.
+    fn parse(v: &str) -> Option<(u64, u8, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        let rest = &rest[digits..];
+        if rest.is_empty() {
+            return Some((major, 2, 0));
+        }
+        let (rank, minor) = if let Some(minor) = rest.strip_prefix("beta") {
+            (1, minor)
+        } else {
+            (0, rest.strip_prefix("alpha")?)
+        };
+        Some((major, rank, minor.parse().ok()?))
+    }
+    match (parse(a), parse(b)) {
+        (Some((ma, ra, na)), Some((mb, rb, nb))) => (rb, mb, nb).cmp(&(ra, ma, na)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
 }
 
 /// What a custom resource's declaration is made from.

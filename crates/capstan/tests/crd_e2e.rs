@@ -59,6 +59,7 @@ spec:
   - name: v1beta1
     served: true
     storage: false
+    deprecated: true
     schema:
       openAPIV3Schema:
         type: object
@@ -160,6 +161,21 @@ fn custom_resources_are_served_from_their_definitions() {
         let beta = kubectl_ok(version, &kc, &["get", "widgets.v1beta1.example.com"]);
         let header: Vec<&str> = beta.lines().next().unwrap().split_whitespace().collect();
         assert_eq!(header, ["NAME", "AGE"], "{beta}");
+        // The deprecated version warns on every request, naming the one to use; v1 does not.
+        let out = kubectl_any(version, &kc, &["get", "widgets.v1beta1.example.com"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(
+                "Warning: example.com/v1beta1 Widget is deprecated; use example.com/v1 Widget"
+            ),
+            "{err}"
+        );
+        let out = kubectl_any(version, &kc, &["get", "widgets.v1.example.com"]);
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let all = kubectl_ok(version, &kc, &["get", "all", "-o", "name"]);
         assert!(all.contains("widget.example.com/first"), "{all}");
 

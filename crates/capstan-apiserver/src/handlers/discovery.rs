@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use capstan_api::StatusError;
 use capstan_api::catalog::{self, Resource};
+use capstan_api::custom::version_order;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -135,35 +136,6 @@ impl Served {
     ) -> impl Iterator<Item = &'static Resource> + 'a {
         self.resources()
             .filter(move |r| r.group == group && r.version == version)
-    }
-}
-
-/// Upstream's ordering of Kubernetes-like versions (`v2`, `v1`, `v1beta2`, `v1beta1`,
-/// `v1alpha1`), preferred first; other names come last, alphabetically.
-fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
-    /// (major, stability rank where GA is highest, minor) of a Kubernetes-like version.
-    fn parse(v: &str) -> Option<(u64, u8, u64)> {
-        let rest = v.strip_prefix('v')?;
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let major: u64 = rest[..digits].parse().ok()?;
-        let rest = &rest[digits..];
-        if rest.is_empty() {
-            return Some((major, 2, 0));
-        }
-        let (rank, minor) = if let Some(minor) = rest.strip_prefix("beta") {
-            (1, minor)
-        } else {
-            (0, rest.strip_prefix("alpha")?)
-        };
-        Some((major, rank, minor.parse().ok()?))
-    }
-    match (parse(a), parse(b)) {
-        (Some((ma, ra, na)), Some((mb, rb, nb))) => (rb, mb, nb).cmp(&(ra, ma, na)),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.cmp(b),
     }
 }
 

@@ -752,21 +752,27 @@ impl Api {
 
     /// Serves a resource request.
     pub(crate) async fn serve(&self, info: &RequestInfo, request: Request<Body>) -> Response {
-        match self.serve_inner(info, request).await {
+        let Some(registry) = self.registry(&info.api_group, &info.api_version, &info.resource)
+        else {
+            return ApiError::not_found().into_response();
+        };
+        let response = match self.serve_inner(&registry, info, request).await {
             Ok(response) => response,
             Err(error) => error.into_response(),
+        };
+        // A deprecated version warns on every request, as upstream's deprecation filter.
+        match registry.deprecation() {
+            Some(warning) => with_warnings(response, &[warning.to_owned()]),
+            None => response,
         }
     }
 
     async fn serve_inner(
         &self,
+        registry: &Arc<Registry>,
         info: &RequestInfo,
         request: Request<Body>,
     ) -> Result<Response, ApiError> {
-        let Some(registry) = self.registry(&info.api_group, &info.api_version, &info.resource)
-        else {
-            return Err(ApiError::not_found());
-        };
         let resource = registry.resource;
         // A namespace-scoped path for a cluster-scoped resource serves nothing.
         let namespace = if resource.namespaced {

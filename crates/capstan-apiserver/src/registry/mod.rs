@@ -242,6 +242,8 @@ pub(crate) struct Registry {
     /// Tells this registry from every other one (and from one that served the same resource
     /// before), for what cached objects remember of how it serves them.
     id: u64,
+    /// The warning every request to this (deprecated) version gets.
+    deprecation: Option<Arc<str>>,
 }
 
 /// The next [`Registry`] id.
@@ -388,7 +390,19 @@ impl Registry {
             cache: None,
             conversion,
             begin_write: None,
+            deprecation: None,
         }
+    }
+
+    /// This registry serving a deprecated version: every request gets `warning`.
+    pub(crate) fn deprecated(mut self, warning: Option<&str>) -> Self {
+        self.deprecation = warning.map(Arc::from);
+        self
+    }
+
+    /// The warning every request to this version gets, if it is deprecated.
+    pub(crate) fn deprecation(&self) -> Option<&str> {
+        self.deprecation.as_deref()
     }
 
     /// Stores objects in `api_version` (a custom resource's storage version) when this

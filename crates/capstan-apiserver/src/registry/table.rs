@@ -175,11 +175,9 @@ impl Registries {
             && served.generation == generation
             && served.mixed_storage == declared.iter().any(|d| d.mixed_storage)
             && served.registries.len() == declared.len()
-            && served
-                .registries
-                .iter()
-                .zip(declared)
-                .all(|(r, d)| std::ptr::eq(r.resource, d.resource))
+            && served.registries.iter().zip(declared).all(|(r, d)| {
+                std::ptr::eq(r.resource, d.resource) && r.deprecation() == d.deprecation.as_deref()
+            })
         {
             return;
         }
@@ -198,6 +196,7 @@ impl Registries {
             .map(|d| {
                 let registry = Registry::new(d.resource, d.strategy.clone(), self.store.clone())
                     .stored_as(&d.storage_api_version, webhook.clone(), d.mixed_storage)
+                    .deprecated(d.deprecation.as_deref())
                     .with_cache(cache.clone());
                 Arc::new(registry)
             })
