@@ -858,7 +858,7 @@ impl Api {
                 let (user, query) = connect_request(&request);
                 self.admit_connect(resource, info, user, query).await?;
             }
-            return self.stream_from_node(&registry, info, sub, request).await;
+            return self.stream_from_node(registry, info, sub, request).await;
         }
         // A subresource serves only its own verbs (`finalize` is only updated).
         let subresource_allows = |verb: &str| {
@@ -868,7 +868,7 @@ impl Api {
         };
         match (verb, serves) {
             ("get", Some(Serves::Scale(paths))) => {
-                let scale = crate::handlers::scale::get(&registry, &paths, namespace, name).await?;
+                let scale = crate::handlers::scale::get(registry, &paths, namespace, name).await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
             ("update" | "patch", Some(Serves::Scale(paths))) => {
@@ -891,7 +891,7 @@ impl Api {
                     }
                 };
                 let scale = crate::handlers::scale::update(
-                    &registry, &paths, namespace, name, change, &options,
+                    registry, &paths, namespace, name, change, &options,
                 )
                 .await?;
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
@@ -903,7 +903,7 @@ impl Api {
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
-                crate::handlers::pods::bind(&registry, namespace, name, &body, &options).await?;
+                crate::handlers::pods::bind(registry, namespace, name, &body, &options).await?;
                 Ok(respond(
                     StatusCode::CREATED,
                     &crate::handlers::pods::success(201),
@@ -932,7 +932,7 @@ impl Api {
                     .await?;
                 let pdbs = self.registry("policy", "v1", "poddisruptionbudgets");
                 crate::handlers::pods::evict(
-                    &registry,
+                    registry,
                     pdbs.as_deref(),
                     namespace,
                     name,
@@ -964,8 +964,8 @@ impl Api {
                     &[],
                 )
             }
-            ("list", None) => self.list(&registry, namespace, &query, output).await,
-            ("watch", None) => self.watch(&registry, namespace, &query, output).await,
+            ("list", None) => self.list(registry, namespace, &query, output).await,
+            ("watch", None) => self.watch(registry, namespace, &query, output).await,
             ("create", None) if resource.review => {
                 // A review answers; nothing is stored.
                 let output = output.untabled()?;
@@ -1026,7 +1026,7 @@ impl Api {
                     bytes: &bytes,
                 };
                 let mut written = crate::handlers::patch::patch(
-                    &registry,
+                    registry,
                     namespace,
                     name,
                     subresource,
