@@ -337,23 +337,62 @@ impl Counted {
     }
 }
 
-/// The API resource behind an object-count evaluator: a namespaced resource this server
-/// lists and watches, in its preferred version.
-fn api_resource(evaluator: &Evaluator) -> Option<ApiResource> {
+/// What an object-count evaluator counts.
+enum Countable {
+    /// A built-in namespaced resource this server lists and watches, in its preferred
+    /// version.
+    Builtin(ApiResource),
+    /// Not a built-in resource: a custom one, found by discovery.
+    Custom,
+    /// A built-in resource that cannot be counted per namespace.
+    Uncountable,
+}
+
+/// The API resource behind an object-count evaluator, as far as the catalogue knows it.
+fn api_resource(evaluator: &Evaluator) -> Countable {
     let (group, plural) = evaluator.group_resource();
-    let resource = capstan_api::catalog::versions(group)
+    let Some(resource) = capstan_api::catalog::versions(group)
         .into_iter()
-        .find_map(|version| capstan_api::catalog::lookup(group, version, plural))?;
+        .find_map(|version| capstan_api::catalog::lookup(group, version, plural))
+    else {
+        return Countable::Custom;
+    };
     if !resource.namespaced || !resource.supports("list") || !resource.supports("watch") {
-        return None;
+        return Countable::Uncountable;
     }
-    Some(ApiResource {
+    Countable::Builtin(ApiResource {
         group: resource.group.into(),
         version: resource.version.into(),
         api_version: resource.api_version(),
         kind: resource.kind.into(),
         plural: resource.plural.into(),
     })
+}
+
+/// How often a custom resource not served (yet) is looked for again.
+const REDISCOVERY: Duration = Duration::from_secs(2);
+
+/// A custom resource counted by `count/<plural>.<group>`, in its group's preferred version,
+/// once discovery finds it served, namespaced, listable and watchable.
+async fn discover(client: &Client, evaluator: &Evaluator) -> ApiResource {
+    let (group, plural) = evaluator.group_resource();
+    loop {
+        if let Ok(discovered) = kube::discovery::group(client, group).await
+            && let Some((resource, _)) =
+                discovered
+                    .recommended_resources()
+                    .into_iter()
+                    .find(|(resource, caps)| {
+                        resource.plural == plural
+                            && caps.scope == kube::discovery::Scope::Namespaced
+                            && caps.supports_operation(kube::discovery::verbs::LIST)
+                            && caps.supports_operation(kube::discovery::verbs::WATCH)
+                    })
+        {
+            return resource;
+        }
+        tokio::time::sleep(REDISCOVERY).await;
+    }
 }
 
 impl Counts {
@@ -367,7 +406,8 @@ impl Counts {
     }
 
     /// The number of `evaluator`'s objects in `namespace`; `None` until its watch has listed
-    /// them (the first call starts it) or when no such resource is served.
+    /// them (the first call starts it: a custom resource once discovery finds it served) or
+    /// when the resource cannot be counted per namespace.
     fn count(self: &Arc<Self>, evaluator: &Evaluator, namespace: &str) -> Option<usize> {
         if let Evaluator::Objects { group, resource } = evaluator
             && group.is_empty()
@@ -390,14 +430,21 @@ impl Counts {
             if let Some(counted) = kinds.get(evaluator) {
                 counted.clone()
             } else {
-                let resource = api_resource(evaluator)?;
+                let builtin = match api_resource(evaluator) {
+                    Countable::Uncountable => return None,
+                    Countable::Builtin(resource) => Some(resource),
+                    Countable::Custom => None,
+                };
                 let counted = Arc::new(Counted::default());
                 kinds.insert(evaluator.clone(), counted.clone());
-                let task = tokio::spawn(self.clone().watch(
-                    evaluator.clone(),
-                    resource,
-                    counted.clone(),
-                ));
+                let (counts, evaluator, kept) = (self.clone(), evaluator.clone(), counted.clone());
+                let task = tokio::spawn(async move {
+                    let resource = match builtin {
+                        Some(resource) => resource,
+                        None => discover(&counts.client, &evaluator).await,
+                    };
+                    counts.watch(evaluator, resource, kept).await;
+                });
                 *counted.watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(AbortOnDrop(task));
                 counted
             }
@@ -679,15 +726,23 @@ mod tests {
 
     #[test]
     fn counted_resources_are_namespaced_served_resources() {
-        let resource =
-            api_resource(&Evaluator::for_resource("apps", "deployments").unwrap()).unwrap();
+        let Countable::Builtin(resource) =
+            api_resource(&Evaluator::for_resource("apps", "deployments").unwrap())
+        else {
+            panic!("deployments are counted");
+        };
         assert_eq!(
             (resource.api_version.as_str(), resource.kind.as_str()),
             ("apps/v1", "Deployment")
         );
-        assert!(api_resource(&Evaluator::for_resource("", "nodes").unwrap()).is_none());
-        assert!(
-            api_resource(&Evaluator::for_resource("example.com", "widgets").unwrap()).is_none()
-        );
+        assert!(matches!(
+            api_resource(&Evaluator::for_resource("", "nodes").unwrap()),
+            Countable::Uncountable
+        ));
+        // Custom resources are found by discovery.
+        assert!(matches!(
+            api_resource(&Evaluator::for_resource("example.com", "widgets").unwrap()),
+            Countable::Custom
+        ));
     }
 }

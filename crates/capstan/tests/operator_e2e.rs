@@ -2,7 +2,8 @@
 //! Rust type, a controller that owns children, a finalizer, status through the status
 //! subresource, server-side apply) against the real `capstan server`. A user applies and edits
 //! an Echo with stock kubectl; the operator makes its child ConfigMap, reports its status and
-//! ledger entry, and on deletion cleans up through its finalizer before the Echo goes.
+//! ledger entry, and on deletion cleans up through its finalizer before the Echo goes. A quota
+//! on the custom kind's object count holds.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -64,6 +65,59 @@ fn the_example_operator_reconciles_and_cleans_up_through_its_finalizer() {
             "--for=condition=Established",
             "crd/echoes.example.capstan.dev",
         ],
+    );
+    // A quota on the custom kind's object count (`count/<plural>.<group>`) holds.
+    kubectl_ok("1.33", &kc, &["create", "namespace", "limited"]);
+    kubectl_ok(
+        "1.33",
+        &kc,
+        &[
+            "-n",
+            "limited",
+            "create",
+            "quota",
+            "echoes",
+            "--hard=count/echoes.example.capstan.dev=1",
+        ],
+    );
+    let limited = "apiVersion: example.capstan.dev/v1\nkind: Echo\nmetadata: {name: NAME, namespace: limited}\nspec: {message: hi}\n";
+    eventually("the quota's usage", || {
+        let used = kubectl_ok(
+            "1.33",
+            &kc,
+            &[
+                "-n",
+                "limited",
+                "get",
+                "quota",
+                "echoes",
+                "-o",
+                "jsonpath={.status.used}",
+            ],
+        );
+        (!used.is_empty()).then_some(())
+    });
+    let out = kubectl_stdin(
+        "1.33",
+        &kc,
+        &["create", "-f", "-"],
+        &limited.replace("NAME", "one"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl_stdin(
+        "1.33",
+        &kc,
+        &["create", "-f", "-"],
+        &limited.replace("NAME", "two"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("echoes.example.capstan.dev \"two\" is forbidden: exceeded quota: echoes, requested: count/echoes.example.capstan.dev=1, used: count/echoes.example.capstan.dev=1, limited: count/echoes.example.capstan.dev=1"),
+        "{err}"
     );
     let operator = runtime.spawn(echo_operator::run(client.clone(), "operator"));
 
