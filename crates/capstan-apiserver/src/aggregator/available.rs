@@ -1,6 +1,6 @@
 //! Upstream's APIService availability controller: the `Available` condition of every
 //! APIService, checked when APIServices, Services or Endpoints change and every
-//! [`RESYNC`]. A local APIService is always available; one backed by a Service is available
+//! [`RESYNC`] (the discovery request itself at most once per period while it succeeds). A local APIService is always available; one backed by a Service is available
 //! once the Service exists (an ExternalName one as it is), listens on the APIService's port,
 //! has a ready endpoint behind it, and answers a discovery request for the group-version with
 //! a success (what it lists is kept for discovery). Each failure has upstream's reason and
@@ -145,7 +145,7 @@ async fn check(aggregator: &Aggregator, service: &APIService, remote: Option<&Re
         Some(services) => services.get(Some(&namespace), &name).await.ok(),
         None => None,
     }) else {
-        aggregator.record(&remote.group, &remote.version, None);
+        aggregator.record(remote, None);
         return (
             "False",
             "ServiceNotFound",
@@ -156,16 +156,21 @@ async fn check(aggregator: &Aggregator, service: &APIService, remote: Option<&Re
         && let Err(verdict) =
             endpoints_ready(aggregator, &found, &namespace, &name, remote.port).await
     {
-        aggregator.record(&remote.group, &remote.version, None);
+        aggregator.record(remote, None);
         return verdict;
+    }
+    // Every Service and Endpoints change in the cluster wakes this controller: a server that
+    // answered within the resync period is not asked again for it.
+    if aggregator.answered_within(remote, RESYNC) {
+        return ("True", "Passed", "all checks passed".to_owned());
     }
     match discover(aggregator, remote).await {
         Ok(resources) => {
-            aggregator.record(&remote.group, &remote.version, Some(resources));
+            aggregator.record(remote, Some(resources));
             ("True", "Passed", "all checks passed".to_owned())
         }
         Err(why) => {
-            aggregator.record(&remote.group, &remote.version, None);
+            aggregator.record(remote, None);
             ("False", "FailedDiscoveryCheck", why)
         }
     }

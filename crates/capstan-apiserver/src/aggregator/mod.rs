@@ -278,8 +278,28 @@ pub(crate) struct Aggregator {
     registries: Arc<Registries>,
     front_proxy: FrontProxy,
     compiled: Mutex<Compiled>,
-    /// The resources each remote group-version listed at its last successful check.
-    discovered: RwLock<HashMap<(String, String), Vec<APIResource>>>,
+    /// The resources each remote group-version listed at its last successful check, the
+    /// APIService (by its name and Service) that answered, and when.
+    discovered: RwLock<HashMap<(String, String), Discovered>>,
+}
+
+/// What a remote listed at its last successful check.
+#[derive(Debug, Clone)]
+struct Discovered {
+    resources: Vec<APIResource>,
+    /// The APIService's name, Service namespace, name and port.
+    asked: (String, String, String, i32),
+    at: std::time::Instant,
+}
+
+/// What identifies the server a remote's check asked.
+fn asked(remote: &Remote) -> (String, String, String, i32) {
+    (
+        remote.name.clone(),
+        remote.namespace.clone(),
+        remote.service.clone(),
+        remote.port,
+    )
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -359,9 +379,8 @@ impl Aggregator {
         catalog::resources_in(group, version).next().is_some()
             || self
                 .registries
-                .custom_resources()
-                .iter()
-                .any(|r| r.group == group && r.version == version)
+                .custom_find(|r| (r.group, r.version) == (group, version))
+                .is_some()
     }
 
     /// The remote serving the group-version a path (`/apis/<group>/<version>[/…]`) is under.
@@ -387,16 +406,33 @@ impl Aggregator {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&(group.to_owned(), version.to_owned()))
-            .cloned()
+            .map(|d| d.resources.clone())
     }
 
-    /// Records what a remote listed (`None`: it could not be asked).
-    fn record(&self, group: &str, version: &str, resources: Option<Vec<APIResource>>) {
+    /// Whether `remote`'s server answered a check within `within` (so another need not be
+    /// sent yet).
+    fn answered_within(&self, remote: &Remote, within: std::time::Duration) -> bool {
+        self.discovered
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(remote.group.clone(), remote.version.clone()))
+            .is_some_and(|d| d.asked == asked(remote) && d.at.elapsed() < within)
+    }
+
+    /// Records what `remote` listed (`None`: it could not be asked).
+    fn record(&self, remote: &Remote, resources: Option<Vec<APIResource>>) {
         let mut discovered = self.discovered.write().unwrap_or_else(|e| e.into_inner());
-        let key = (group.to_owned(), version.to_owned());
+        let key = (remote.group.clone(), remote.version.clone());
         match resources {
             Some(resources) => {
-                discovered.insert(key, resources);
+                discovered.insert(
+                    key,
+                    Discovered {
+                        resources,
+                        asked: asked(remote),
+                        at: std::time::Instant::now(),
+                    },
+                );
             }
             None => {
                 discovered.remove(&key);

@@ -117,7 +117,7 @@ impl Registries {
     }
 
     /// The registry of the custom resource served now that `matches`.
-    fn custom_find(&self, matches: impl Fn(&Resource) -> bool) -> Option<Arc<Registry>> {
+    pub(crate) fn custom_find(&self, matches: impl Fn(&Resource) -> bool) -> Option<Arc<Registry>> {
         let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
         custom
             .by_crd
