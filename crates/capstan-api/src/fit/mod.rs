@@ -7,6 +7,7 @@
 //! reasons ([`predicates`]), and [`resource`], the amounts pods request and nodes hold.
 
 pub mod resource;
+pub mod volume;
 
 use std::collections::BTreeMap;
 
