@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::framework::{Framework, Plugin, Point, Weighted};
-use crate::plugins;
+use crate::plugins::{self, volume_binding};
 
 /// The scheduler name of the default profile.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
@@ -306,6 +306,20 @@ fn build_profile(
             weight: if weight == 0 { 1 } else { weight },
         })
         .collect();
+    // The scheduler binds the volumes VolumeBinding found for the chosen node.
+    let volume_binding = if filter.iter().any(|p| p.name() == volume_binding::NAME) {
+        let args = args.get(volume_binding::NAME);
+        let plugin = volume_binding::VolumeBinding::from_args(args).map_err(|message| {
+            ConfigError::Args {
+                profile: index,
+                name: volume_binding::NAME.to_owned(),
+                message,
+            }
+        })?;
+        Some(plugin)
+    } else {
+        None
+    };
     Ok(Framework {
         scheduler_name: raw
             .scheduler_name
@@ -318,6 +332,7 @@ fn build_profile(
         percentage_of_nodes_to_score: raw
             .percentage_of_nodes_to_score
             .unwrap_or(global_percentage),
+        volume_binding,
     })
 }
 
@@ -356,6 +371,38 @@ mod tests {
         assert!(weights.contains(&("NodeAffinity", 2)));
         assert!(weights.contains(&("NodeResourcesFit", 1)));
         assert!(weights.contains(&("ImageLocality", 1)));
+    }
+
+    #[test]
+    fn volume_binding_runs_where_upstream_puts_it() {
+        let config = Config::default_config();
+        let Some(profile) = config.profile(DEFAULT_SCHEDULER_NAME) else {
+            panic!("no default profile");
+        };
+        for list in [names(&profile.pre_filter), names(&profile.filter)] {
+            let at = |name: &str| list.iter().position(|n| *n == name);
+            assert!(at("VolumeRestrictions") < at("VolumeBinding"), "{list:?}");
+            assert!(at("VolumeBinding").is_some() && at("VolumeBinding") < at("PodTopologySpread"));
+        }
+        assert_eq!(
+            profile.volume_binding.as_ref().map(|p| p.bind_timeout),
+            Some(volume_binding::DEFAULT_BIND_TIMEOUT)
+        );
+        let configured = Config::parse(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+             profiles:\n- pluginConfig:\n  - name: VolumeBinding\n    args:\n      \
+             bindTimeoutSeconds: 30\n- schedulerName: no-volumes\n  plugins:\n    \
+             multiPoint:\n      disabled:\n      - name: VolumeBinding\n",
+        );
+        let configured = configured.unwrap_or_else(|e| panic!("{e}"));
+        let timeout = |name: &str| {
+            configured
+                .profile(name)
+                .and_then(|p| p.volume_binding.as_ref())
+                .map(|p| p.bind_timeout.as_secs())
+        };
+        assert_eq!(timeout(DEFAULT_SCHEDULER_NAME), Some(30));
+        assert_eq!(timeout("no-volumes"), None);
     }
 
     #[test]
@@ -417,6 +464,9 @@ profiles:
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
              profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      \
              scoringStrategy:\n        type: Bogus\n",
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+             profiles:\n- pluginConfig:\n  - name: VolumeBinding\n    args:\n      \
+             bindTimeoutSeconds: -1\n",
         ];
         for text in bad {
             assert!(Config::parse(text).is_err(), "accepted: {text}");

@@ -403,6 +403,9 @@ pub struct Framework {
     pub score: Vec<Weighted>,
     /// `percentageOfNodesToScore`: 0 means upstream's adaptive default.
     pub percentage_of_nodes_to_score: u32,
+    /// The VolumeBinding plugin as configured, when the profile filters with it: the
+    /// scheduler asks it what to bind once a node is chosen (its Reserve and PreBind).
+    pub volume_binding: Option<crate::plugins::volume_binding::VolumeBinding>,
 }
 
 /// Why a pod fits on no node (upstream's `FitError` with its `Diagnosis`).
@@ -1045,6 +1048,63 @@ mod tests {
             scores.iter().map(|s| s.score).collect::<Vec<_>>(),
             [50, 0, 100]
         );
+    }
+
+    #[test]
+    fn volume_binding_rejections_read_as_upstreams() {
+        use crate::snapshot::test_util::{pod, sized_node};
+        use serde_json::json;
+        let config = crate::config::Config::default_config();
+        let Some(profile) = config.profile(crate::config::DEFAULT_SCHEDULER_NAME) else {
+            panic!("no default profile");
+        };
+        let mut snapshot = Snapshot::new();
+        snapshot.upsert_node(sized_node("n1", "4", "8Gi"));
+        snapshot.upsert_node(sized_node("n2", "4", "8Gi"));
+        let claim = |name: &str, spec: serde_json::Value| {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": "default"}, "spec": spec}))
+                .unwrap_or_else(|e| panic!("bad claim: {e}")),
+            )
+        };
+        snapshot.upsert_pvc(claim("unbound", json!({"storageClassName": ""})));
+        snapshot.upsert_storage_class(Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "local"},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer"}))
+            .unwrap_or_else(|e| panic!("bad class: {e}")),
+        ));
+        snapshot.upsert_pvc(claim("local", json!({"storageClassName": "local"})));
+        let using = |name: &str| {
+            pod(
+                "p",
+                json!({}),
+                json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": name}}]}),
+            )
+        };
+        for (name, message) in [
+            (
+                "unbound",
+                "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+            ),
+            (
+                "local",
+                "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to \
+                 bind.",
+            ),
+        ] {
+            let outcome = profile.schedule(&using(name), &snapshot, &mut 0, &mut |_| 0);
+            let Outcome::Unschedulable {
+                error, rejected_by, ..
+            } = outcome
+            else {
+                panic!("scheduled: {outcome:?}");
+            };
+            // (PostFilter's preemption message follows.)
+            assert!(error.to_string().starts_with(message), "{error}");
+            assert_eq!(rejected_by, ["VolumeBinding"]);
+        }
     }
 
     #[test]

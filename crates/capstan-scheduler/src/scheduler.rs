@@ -1,6 +1,7 @@
 //! The scheduler itself: watches feed one loop, which keeps the snapshot and the queue and
-//! runs one scheduling cycle at a time (as upstream's `scheduleOne`); bindings, status updates,
-//! preemption deletes and events go to the API in the background.
+//! runs one scheduling cycle at a time (as upstream's `scheduleOne`); bindings (with the pod's
+//! volumes bound first), status updates, preemption deletes and events go to the API in the
+//! background.
 //!
 //! The loop runs on its own thread: a cycle is pure computation over the snapshot, and the
 //! loop is the snapshot's only writer, so no lock is taken.
@@ -13,10 +14,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Binding, Namespace, Node, ObjectReference, PersistentVolumeClaim, Pod, ReplicationController,
-    Service,
+    Binding, Namespace, Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+    ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
@@ -27,6 +29,8 @@ use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::framework::{ClusterEvent, Outcome, PostFilterResult};
+use crate::plugins::volume_binding::{self, Decisions};
+use crate::prebind::{self, PreBindError};
 use crate::queue::{QueuedPod, SchedulingQueue};
 use crate::snapshot::{Labels, PodInfo, Snapshot, WorkloadKind, WorkloadSelector};
 use capstan_client::events::{EventRecorder, EventType};
@@ -49,6 +53,10 @@ enum Input {
     PdbGone(String, String),
     Pvc(Arc<PersistentVolumeClaim>),
     PvcGone(String, String),
+    Pv(Arc<PersistentVolume>),
+    PvGone(String),
+    StorageClass(Arc<StorageClass>),
+    StorageClassGone(String),
     /// A Service's, ReplicationController's, ReplicaSet's or StatefulSet's selector (`None`:
     /// gone), for the default spread constraints.
     Workload(WorkloadKind, String, String, Option<WorkloadSelector>),
@@ -56,6 +64,8 @@ enum Input {
     Bound {
         pod: Box<QueuedPod>,
         node: String,
+        /// What VolumeBinding decided and assumed for the pod's volumes, if anything.
+        volumes: Option<Box<Decisions>>,
         result: Result<(), BindFailure>,
     },
     Stop,
@@ -65,7 +75,7 @@ enum Input {
 enum BindFailure {
     /// The pod is gone or already bound: nothing to retry.
     Moot,
-    /// Worth retrying.
+    /// Worth retrying, for this reason (the `FailedScheduling` event's message).
     Retry(String),
 }
 
@@ -126,6 +136,18 @@ impl Scheduler {
                     p.metadata.name.unwrap_or_default(),
                 )
             },
+        ));
+        watchers.push(spawn_watch::<PersistentVolume>(
+            client.clone(),
+            tx.clone(),
+            |p| Input::Pv(Arc::new(p)),
+            |p| Input::PvGone(p.metadata.name.unwrap_or_default()),
+        ));
+        watchers.push(spawn_watch::<StorageClass>(
+            client.clone(),
+            tx.clone(),
+            |c| Input::StorageClass(Arc::new(c)),
+            |c| Input::StorageClassGone(c.metadata.name.unwrap_or_default()),
         ));
         watchers.push(spawn_watch::<Service>(
             client.clone(),
@@ -516,10 +538,25 @@ impl Loop {
                 self.event(ClusterEvent::Other);
             }
             Input::PvcGone(ns, name) => self.snapshot.remove_pvc(&ns, &name),
+            Input::Pv(pv) => {
+                self.snapshot.upsert_pv(pv);
+                self.event(ClusterEvent::Other);
+            }
+            Input::PvGone(name) => self.snapshot.remove_pv(&name),
+            Input::StorageClass(class) => {
+                self.snapshot.upsert_storage_class(class);
+                self.event(ClusterEvent::Other);
+            }
+            Input::StorageClassGone(name) => self.snapshot.remove_storage_class(&name),
             Input::Workload(kind, ns, name, selector) => {
                 self.snapshot.set_workload(kind, &ns, &name, selector);
             }
-            Input::Bound { pod, node, result } => match result {
+            Input::Bound {
+                pod,
+                node,
+                volumes,
+                result,
+            } => match result {
                 Ok(()) => {
                     let info = &pod.info;
                     self.recorder.record(
@@ -538,13 +575,18 @@ impl Loop {
                     if self.snapshot.is_assumed(&uid) {
                         self.snapshot.remove_pod(&uid);
                     }
+                    if let Some(decisions) = volumes {
+                        // The volumes it held are free again for other pods.
+                        volume_binding::revert(&mut self.snapshot, &decisions);
+                        self.event(ClusterEvent::Other);
+                    }
                     if let BindFailure::Retry(message) = failure {
                         tracing::warn!(pod = %pod.info.name(), namespace = %pod.info.namespace(), %node, error = %message, "binding failed; retrying");
                         self.recorder.record(
                             pod_reference(&pod.info.pod),
                             EventType::Warning,
                             "FailedScheduling",
-                            format!("Binding rejected: {message}"),
+                            message,
                         );
                         self.queue.readd_after_failure(*pod, Instant::now());
                     }
@@ -567,15 +609,30 @@ impl Loop {
             self.queue.delete(queued.uid());
             return;
         };
+        let binder = profile.volume_binding.clone();
         let rng = &mut self.rng;
         let mut pick = |n: usize| if n <= 1 { 0 } else { rng.random_range(0..n) };
         let outcome = profile.schedule(&info, &self.snapshot, &mut self.next_start, &mut pick);
         match outcome {
             Outcome::Suggested { node, .. } => {
+                let volumes = match binder
+                    .map(|plugin| plugin.reserve(&info, &mut self.snapshot, &node))
+                    .transpose()
+                {
+                    Ok(volumes) => volumes.flatten(),
+                    Err(message) => {
+                        let message = format!(
+                            "running Reserve plugin {:?}: {message}",
+                            volume_binding::NAME
+                        );
+                        self.scheduling_error(&queued, &info, message);
+                        return;
+                    }
+                };
                 self.snapshot.assume(info.clone(), &node);
                 self.snapshot.unnominate(info.uid());
                 self.queue.done(queued.uid());
-                self.bind(queued, node);
+                self.bind(queued, node, volumes);
             }
             Outcome::Unschedulable {
                 error,
@@ -592,53 +649,40 @@ impl Loop {
                     .requeue_unschedulable(queued.uid(), rejected_by, Instant::now());
                 self.report_unschedulable(&info, message, nominated);
             }
-            Outcome::Error(message) => {
-                tracing::warn!(pod = %info.name(), namespace = %info.namespace(), error = %message, "scheduling failed");
-                self.queue.requeue_error(queued.uid(), Instant::now());
-                self.report_unschedulable(&info, message, None);
-            }
+            Outcome::Error(message) => self.scheduling_error(&queued, &info, message),
         }
     }
 
-    fn bind(&mut self, pod: QueuedPod, node: String) {
+    /// A cycle failed for a reason other than fit: the pod is retried after a backoff.
+    fn scheduling_error(&mut self, queued: &QueuedPod, info: &PodInfo, message: String) {
+        tracing::warn!(pod = %info.name(), namespace = %info.namespace(), error = %message, "scheduling failed");
+        self.queue.requeue_error(queued.uid(), Instant::now());
+        self.report_unschedulable(info, message, None);
+    }
+
+    /// Binds the pod to the node in the background: first its volumes (VolumeBinding's
+    /// PreBind, which may wait minutes for them and holds no bind slot meanwhile), then the pod.
+    fn bind(&mut self, pod: QueuedPod, node: String, volumes: Option<Decisions>) {
         let client = self.client.clone();
         let tx = self.tx.clone();
         let binds = self.binds.clone();
         self.runtime.spawn(async move {
-            let _permit = binds.acquire().await;
-            let info = &pod.info;
-            let api: Api<Pod> = Api::namespaced(client, info.namespace());
-            let binding = Binding {
-                metadata: ObjectMeta {
-                    name: Some(info.name().to_owned()),
-                    namespace: Some(info.namespace().to_owned()),
-                    uid: Some(info.uid().to_owned()),
-                    ..ObjectMeta::default()
-                },
-                target: ObjectReference {
-                    kind: Some("Node".to_owned()),
-                    name: Some(node.clone()),
-                    ..ObjectReference::default()
-                },
+            let result = match &volumes {
+                Some(decisions) => prebind::bind_volumes(&client, &pod.info, decisions).await,
+                None => Ok(()),
             };
-            let result = api
-                .create_subresource::<_, serde_json::Value>(
-                    "binding",
-                    info.name(),
-                    &PostParams::default(),
-                    &binding,
-                )
-                .await;
             let result = match result {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-                    Err(BindFailure::Moot)
-                }
-                Err(e) => Err(BindFailure::Retry(e.to_string())),
+                Ok(()) => post_binding(&client, &binds, &pod.info, &node).await,
+                Err(PreBindError::PodGone) => Err(BindFailure::Moot),
+                Err(PreBindError::Failed(message)) => Err(BindFailure::Retry(format!(
+                    "running PreBind plugin {:?}: {message}",
+                    volume_binding::NAME
+                ))),
             };
             let _ = tx.send(Input::Bound {
                 pod: Box::new(pod),
                 node,
+                volumes: volumes.map(Box::new),
                 result,
             });
         });
@@ -750,6 +794,46 @@ impl Loop {
                 }
             });
         }
+    }
+}
+
+/// Posts the pod's Binding to `node` (upstream's DefaultBinder), holding one of the bind
+/// slots while the request is in flight.
+async fn post_binding(
+    client: &Client,
+    binds: &Semaphore,
+    info: &PodInfo,
+    node: &str,
+) -> Result<(), BindFailure> {
+    let _permit = binds.acquire().await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), info.namespace());
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(info.name().to_owned()),
+            namespace: Some(info.namespace().to_owned()),
+            uid: Some(info.uid().to_owned()),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".to_owned()),
+            name: Some(node.to_owned()),
+            ..ObjectReference::default()
+        },
+    };
+    let result = api
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            info.name(),
+            &PostParams::default(),
+            &binding,
+        )
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+            Err(BindFailure::Moot)
+        }
+        Err(e) => Err(BindFailure::Retry(format!("Binding rejected: {e}"))),
     }
 }
 

@@ -11,9 +11,11 @@ use std::sync::Arc;
 
 use capstan_api::selector::{LabelOperator, LabelRequirement, LabelSelector};
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolumeClaim, Pod, PodAffinityTerm, Taint, Toleration,
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodAffinityTerm, Taint, Toleration,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::resource::{self, Resource};
 
@@ -347,9 +349,7 @@ pub fn normalize_image_name(name: &str) -> String {
 }
 
 /// An object's (namespace, name).
-fn namespaced_key(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> (String, String) {
+fn namespaced_key(meta: &ObjectMeta) -> (String, String) {
     (
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
@@ -380,6 +380,85 @@ pub enum WorkloadSelector {
     Selector(Option<LabelSelector>),
 }
 
+/// Objects by key as the API last showed them, except where the scheduler assumed a change
+/// it is about to make (upstream's assume cache): a volume it binds, a claim it provisions
+/// for. An assumption lasts until the API shows a newer version of the object or it is
+/// restored (the binding failed).
+#[derive(Debug)]
+pub struct AssumeCache<K, V> {
+    /// What lookups see: the API's object, or the assumed copy.
+    current: BTreeMap<K, Arc<V>>,
+    /// The API's objects where a copy is assumed, by key.
+    api: BTreeMap<K, Arc<V>>,
+}
+
+impl<K, V> Default for AssumeCache<K, V> {
+    fn default() -> Self {
+        AssumeCache {
+            current: BTreeMap::new(),
+            api: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord, V: k8s_openapi::Metadata<Ty = ObjectMeta>> AssumeCache<K, V> {
+    /// The current object under `key`.
+    pub fn get<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&Arc<V>>
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        self.current.get(key)
+    }
+
+    /// The current objects, in key order.
+    pub fn values(&self) -> impl Iterator<Item = &Arc<V>> {
+        self.current.values()
+    }
+
+    /// Records the API's object. An assumption on it stays while the API's version is the one
+    /// it was assumed over; a newer version replaces it (upstream compares versions too).
+    pub fn upsert(&mut self, key: K, object: Arc<V>) {
+        if let Some(api) = self.api.get_mut(&key) {
+            if api.metadata().resource_version == object.metadata().resource_version {
+                *api = object;
+                return;
+            }
+            self.api.remove(&key);
+        }
+        self.current.insert(key, object);
+    }
+
+    /// Forgets the object and any assumption on it.
+    pub fn remove<Q: Ord + ?Sized>(&mut self, key: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        self.current.remove(key);
+        self.api.remove(key);
+    }
+
+    /// Makes `object` current in place of the known object under `key` (nothing when none is
+    /// known: there is nothing to assume a change of).
+    pub fn assume(&mut self, key: K, object: Arc<V>) {
+        let Some(current) = self.current.get_mut(&key) else {
+            return;
+        };
+        let previous = std::mem::replace(current, object);
+        self.api.entry(key).or_insert(previous);
+    }
+
+    /// Makes the API's object current again under `key`, if a copy was assumed.
+    pub fn restore<Q: Ord + ?Sized>(&mut self, key: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        let Some((key, api)) = self.api.remove_entry(key) else {
+            return;
+        };
+        self.current.insert(key, api);
+    }
+}
+
 /// Where a pod the scheduler knows of is.
 #[derive(Debug)]
 struct PlacedPod {
@@ -404,8 +483,13 @@ pub struct Snapshot {
     image_nodes: FastMap<String, usize>,
     /// PodDisruptionBudgets by namespace/name (preemption respects them).
     pdbs: BTreeMap<(String, String), Arc<PodDisruptionBudget>>,
-    /// PersistentVolumeClaims by namespace/name (volume restrictions read their access modes).
-    pvcs: FastMap<(String, String), Arc<PersistentVolumeClaim>>,
+    /// PersistentVolumeClaims by namespace/name (volume restrictions read their access modes;
+    /// volume binding assumes the node it chose for claims to provision).
+    pvcs: AssumeCache<(String, String), PersistentVolumeClaim>,
+    /// PersistentVolumes by name (volume binding assumes the claims it binds them to).
+    pvs: AssumeCache<String, PersistentVolume>,
+    /// StorageClasses by name.
+    storage_classes: FastMap<String, Arc<StorageClass>>,
     /// Nodes holding pods with pod affinity or anti-affinity terms (upstream's
     /// `HavePodsWithAffinityList`), so plugins need not scan every pod for them.
     with_affinity: BTreeSet<String>,
@@ -617,19 +701,79 @@ impl Snapshot {
         self.pdbs.remove(&(namespace.to_owned(), name.to_owned()));
     }
 
-    /// A PersistentVolumeClaim by namespace and name.
+    /// A PersistentVolumeClaim by namespace and name (as assumed, if it is).
     pub fn pvc(&self, namespace: &str, name: &str) -> Option<&Arc<PersistentVolumeClaim>> {
         self.pvcs.get(&(namespace.to_owned(), name.to_owned()))
     }
 
-    /// Adds or replaces a PersistentVolumeClaim.
+    /// Adds or replaces a PersistentVolumeClaim seen in the API (see [`AssumeCache::upsert`]).
     pub fn upsert_pvc(&mut self, pvc: Arc<PersistentVolumeClaim>) {
-        self.pvcs.insert(namespaced_key(&pvc.metadata), pvc);
+        self.pvcs.upsert(namespaced_key(&pvc.metadata), pvc);
     }
 
     /// Forgets a PersistentVolumeClaim.
     pub fn remove_pvc(&mut self, namespace: &str, name: &str) {
         self.pvcs.remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// Takes a changed copy of a known claim as current until the API says otherwise or
+    /// [`Snapshot::restore_pvc`] undoes it.
+    pub fn assume_pvc(&mut self, pvc: Arc<PersistentVolumeClaim>) {
+        self.pvcs.assume(namespaced_key(&pvc.metadata), pvc);
+    }
+
+    /// Undoes an assumed claim: the API's object is current again.
+    pub fn restore_pvc(&mut self, namespace: &str, name: &str) {
+        self.pvcs.restore(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// A PersistentVolume by name (as assumed, if it is).
+    pub fn pv(&self, name: &str) -> Option<&Arc<PersistentVolume>> {
+        self.pvs.get(name)
+    }
+
+    /// Every PersistentVolume, by name.
+    pub fn pvs(&self) -> impl Iterator<Item = &Arc<PersistentVolume>> {
+        self.pvs.values()
+    }
+
+    /// Adds or replaces a PersistentVolume seen in the API (see [`AssumeCache::upsert`]).
+    pub fn upsert_pv(&mut self, pv: Arc<PersistentVolume>) {
+        self.pvs
+            .upsert(pv.metadata.name.clone().unwrap_or_default(), pv);
+    }
+
+    /// Forgets a PersistentVolume.
+    pub fn remove_pv(&mut self, name: &str) {
+        self.pvs.remove(name);
+    }
+
+    /// Takes a changed copy of a known volume as current until the API says otherwise or
+    /// [`Snapshot::restore_pv`] undoes it.
+    pub fn assume_pv(&mut self, pv: Arc<PersistentVolume>) {
+        self.pvs
+            .assume(pv.metadata.name.clone().unwrap_or_default(), pv);
+    }
+
+    /// Undoes an assumed volume: the API's object is current again.
+    pub fn restore_pv(&mut self, name: &str) {
+        self.pvs.restore(name);
+    }
+
+    /// A StorageClass by name.
+    pub fn storage_class(&self, name: &str) -> Option<&Arc<StorageClass>> {
+        self.storage_classes.get(name)
+    }
+
+    /// Adds or replaces a StorageClass.
+    pub fn upsert_storage_class(&mut self, class: Arc<StorageClass>) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        self.storage_classes.insert(name, class);
+    }
+
+    /// Forgets a StorageClass.
+    pub fn remove_storage_class(&mut self, name: &str) {
+        self.storage_classes.remove(name);
     }
 
     /// Records a namespace's labels.

@@ -16,6 +16,7 @@ pub mod node_resources;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod taint_toleration;
+pub mod volume_binding;
 pub mod volume_restrictions;
 
 /// Arguments a plugin may be configured with (`pluginConfig[].args`), as JSON.
@@ -55,6 +56,10 @@ pub fn build(name: &str, args: Option<&Args>) -> Option<Result<Arc<dyn Plugin>, 
             Err(e) => return Some(Err(e)),
         },
         volume_restrictions::NAME => Arc::new(volume_restrictions::VolumeRestrictions),
+        volume_binding::NAME => match volume_binding::VolumeBinding::from_args(args) {
+            Ok(plugin) => Arc::new(plugin),
+            Err(e) => return Some(Err(e)),
+        },
         default_preemption::NAME => match default_preemption::DefaultPreemption::from_args(args) {
             Ok(plugin) => Arc::new(plugin),
             Err(e) => return Some(Err(e)),
@@ -71,7 +76,6 @@ pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "SchedulingGates",
     "DefaultBinder",
     "NodeVolumeLimits",
-    "VolumeBinding",
     "VolumeZone",
     "DynamicResources",
 ];
