@@ -17,6 +17,7 @@ pub mod job;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+pub mod persistentvolume;
 pub mod podgc;
 pub mod pods;
 pub mod replicaset;
@@ -176,6 +177,30 @@ const TABLE: &[Controller] = &[
         long_name: "statefulset-controller",
         concurrency: 5,
         start: statefulset::start,
+    },
+    Controller {
+        name: "persistentvolume-binder",
+        long_name: "persistentvolume-binder-controller",
+        concurrency: 5,
+        start: persistentvolume::start,
+    },
+    Controller {
+        name: "pvc-protection",
+        long_name: "persistentvolumeclaim-protection-controller",
+        concurrency: 5,
+        start: persistentvolume::protection::start_claims,
+    },
+    Controller {
+        name: "pv-protection",
+        long_name: "persistentvolume-protection-controller",
+        concurrency: 5,
+        start: persistentvolume::protection::start_volumes,
+    },
+    Controller {
+        name: "ephemeral-volume",
+        long_name: "ephemeral-volume-controller",
+        concurrency: 5,
+        start: persistentvolume::ephemeral::start,
     },
 ];
 
