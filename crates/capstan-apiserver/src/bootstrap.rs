@@ -7,20 +7,56 @@ use crate::registry::services::Cidr;
 use crate::registry::{Registries, WriteOptions};
 use crate::status::ApiError;
 
+/// The default StorageClass a new cluster gets (unless `--disable-default-storageclass`):
+/// Capstan's local-path provisioner, binding once a pod is scheduled, deleting a volume with
+/// its claim, growing claims on request.
+pub(crate) fn default_storage_class() -> serde_json::Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": "local-path",
+            "annotations": {capstan_api::fit::volume::ANN_DEFAULT_CLASS: "true"},
+        },
+        "provisioner": capstan_api::fit::volume::LOCAL_PATH_PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": true,
+    })
+}
+
 /// Default objects every cluster has at start: the system namespaces, the system priority
-/// classes, and the `kubernetes` service pointing at the API server's `port`.
+/// classes, and the `kubernetes` service pointing at the API server's `port`; with
+/// `storage_class`, the default StorageClass ([`default_storage_class`]) when the cluster is
+/// new (its `kube-system` namespace made by this start), so that a class the user edited or
+/// removed is left as it is.
 pub(crate) async fn ensure_defaults(
     registries: &Registries,
     service_cidr: Cidr,
     port: u16,
+    storage_class: bool,
 ) -> Result<(), ApiError> {
     let Some(namespaces) = registries.core("namespaces") else {
         return Ok(());
     };
+    let mut new_cluster = false;
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         match namespaces
             .create(None, object, &WriteOptions::default())
+            .await
+        {
+            Ok(_) => new_cluster |= name == "kube-system",
+            Err(error) if error.status().code() == 409 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    if storage_class
+        && new_cluster
+        && let Some(classes) = registries.get("storage.k8s.io", "v1", "storageclasses")
+    {
+        match classes
+            .create(None, default_storage_class(), &WriteOptions::default())
             .await
         {
             Ok(_) => {}

@@ -29,6 +29,9 @@ pub const NODE: &str = "/v1-capstan/node";
 /// The service proxy's user, which upstream's bootstrap policy binds to `system:node-proxier`.
 pub const PROXY_USER: &str = "system:kube-proxy";
 
+/// The local-path provisioner's user (bound to `capstan:local-path-provisioner`).
+pub const STORAGE_USER: &str = "system:capstan:local-path-provisioner";
+
 /// The largest credentials request read.
 const MAX_BODY: usize = 64 * 1024;
 
@@ -68,6 +71,9 @@ pub struct NodeCredentials {
     pub serving: Pair,
     /// The service proxy's client certificate (`system:kube-proxy`, shared by every node).
     pub proxy: Pair,
+    /// The local-path provisioner's client certificate ([`STORAGE_USER`], shared by every
+    /// node).
+    pub storage: Pair,
 }
 
 /// The full token for the CA bundle `ca_pem` and `secret`.
@@ -196,10 +202,11 @@ impl Join {
         let issued = pki::node_client(&self.tls_dir, name).and_then(|client| {
             let serving = pki::kubelet_serving(&self.tls_dir, name, &names)?;
             let proxy = pki::component_client(&self.tls_dir, "proxy", PROXY_USER, None)?;
-            Ok((client, serving, proxy))
+            let storage = pki::component_client(&self.tls_dir, "storage", STORAGE_USER, None)?;
+            Ok((client, serving, proxy, storage))
         });
         match issued {
-            Ok((client, serving, proxy)) => {
+            Ok((client, serving, proxy, storage)) => {
                 tracing::info!(node = %name, "issued credentials to a joining node");
                 axum::Json(NodeCredentials {
                     ca: self.ca_pem.clone(),
@@ -214,6 +221,10 @@ impl Join {
                     proxy: Pair {
                         cert: proxy.cert_pem,
                         key: proxy.key_pem,
+                    },
+                    storage: Pair {
+                        cert: storage.cert_pem,
+                        key: storage.key_pem,
                     },
                 })
                 .into_response()

@@ -37,6 +37,7 @@ use capstan_store::Store;
 
 pub use authn::{TokenFile, TokenFileError, User};
 pub use handlers::health::{BuildInfo, set_build_info};
+pub use join::STORAGE_USER;
 pub use registry::services;
 pub use serve::RunningServer;
 
@@ -65,6 +66,9 @@ pub struct Config {
     /// The address other machines and pods reach this server at (`--advertise-address`), which
     /// the `kubernetes` Service's endpoints list; none keeps them unwritten.
     pub advertise_address: Option<IpAddr>,
+    /// Whether a new cluster gets the default `local-path` StorageClass (not with
+    /// `--disable-default-storageclass`).
+    pub default_storage_class: bool,
 }
 
 /// Why the API server could not start.

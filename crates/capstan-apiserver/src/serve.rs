@@ -525,9 +525,14 @@ pub(crate) async fn listen(
     on_bound(local_addr.port())?;
     // The default objects exist before the first request is answered (so before /readyz says
     // ok); connections wait in the listen backlog meanwhile.
-    crate::bootstrap::ensure_defaults(api.registries(), api.service_cidr(), local_addr.port())
-        .await
-        .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    crate::bootstrap::ensure_defaults(
+        api.registries(),
+        api.service_cidr(),
+        local_addr.port(),
+        config.default_storage_class,
+    )
+    .await
+    .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
     let registries = api.registries();
     crate::flowcontrol::ensure_bootstrap(registries)
         .await
@@ -670,7 +675,7 @@ mod tests {
             &store,
             crate::registry::services::Cidr::parse("10.43.0.0/16").unwrap(),
         ));
-        crate::bootstrap::ensure_defaults(api.registries(), api.service_cidr(), 6443)
+        crate::bootstrap::ensure_defaults(api.registries(), api.service_cidr(), 6443, false)
             .await
             .unwrap();
         crate::flowcontrol::ensure_bootstrap(api.registries())
@@ -937,6 +942,7 @@ mod tests {
             service_cidr: "10.96.0.0/12".into(),
             join_token: None,
             advertise_address: None,
+            default_storage_class: false,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

@@ -52,6 +52,7 @@ async fn cluster() -> Cluster {
         service_cidr: "10.43.0.0/16".to_owned(),
         join_token: None,
         advertise_address: None,
+        default_storage_class: false,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

@@ -118,6 +118,9 @@ struct ServerArgs {
     /// Run no cluster DNS server in this process.
     #[arg(long)]
     disable_dns: bool,
+    /// Do not create the default `local-path` StorageClass when the cluster is made.
+    #[arg(long)]
+    disable_default_storageclass: bool,
     /// The port the DNS server answers on at the advertise address, UDP and TCP (0: a free
     /// port); the kube-dns Service's endpoints name it.
     #[arg(long, default_value_t = 53)]
@@ -275,6 +278,10 @@ struct AgentFlags {
     /// ports are then left to another proxy.
     #[arg(long)]
     disable_kube_proxy: bool,
+    /// Where the local-path provisioner makes the directories of this node's volumes
+    /// (default `<data-dir>/agent/storage`).
+    #[arg(long)]
+    local_storage_dir: Option<PathBuf>,
 }
 
 impl AgentFlags {
@@ -310,6 +317,40 @@ impl AgentFlags {
         }
         config
     }
+}
+
+impl AgentFlags {
+    /// The local-path provisioner's settings for node `node` whose agent keeps its state in
+    /// `agent_dir`.
+    fn storage_config(
+        &self,
+        node: &str,
+        agent_dir: &std::path::Path,
+    ) -> capstan_kubelet::volumes::local_path::Config {
+        capstan_kubelet::volumes::local_path::Config {
+            node_name: node.to_owned(),
+            dir: self
+                .local_storage_dir
+                .clone()
+                .unwrap_or_else(|| agent_dir.join("storage")),
+        }
+    }
+}
+
+/// Runs the local-path provisioner as `client`; it stops when the task is aborted (it keeps
+/// nothing that needs cleaning up).
+fn spawn_local_path(
+    client: kube::Client,
+    config: capstan_kubelet::volumes::local_path::Config,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let dir = config.dir.clone();
+        let result =
+            capstan_kubelet::volumes::local_path::run(client, config, std::future::pending()).await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, dir = %dir.display(), "the local-path provisioner stopped");
+        }
+    })
 }
 
 /// Runs the service proxy as `client` until the returned sender fires or is dropped; the task
@@ -794,6 +835,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address),
+        default_storage_class: !args.disable_default_storageclass,
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;
@@ -894,6 +936,19 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 args.agent.proxy_config(&config.node_name),
             ))
         };
+        let storage_kubeconfig = data_dir.join("cred").join("storage.kubeconfig");
+        apiserver
+            .write_component_kubeconfig(
+                "storage",
+                capstan_apiserver::STORAGE_USER,
+                &storage_kubeconfig,
+            )
+            .context("cannot write the local-path provisioner's kubeconfig")?;
+        let storage = spawn_local_path(
+            client_from(Some(&storage_kubeconfig), "local-path-provisioner").await?,
+            args.agent
+                .storage_config(&config.node_name, &config.agent_dir),
+        );
         let kubeconfig = data_dir.join("cred").join("node.kubeconfig");
         apiserver
             .write_client_kubeconfig(
@@ -914,14 +969,15 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 tracing::error!(error = %format!("{:#}", anyhow::Error::from(e)), "the node agent stopped");
             }
         });
-        Some((stop, task, proxy))
+        Some((stop, task, proxy, storage))
     };
     shutdown.await?;
     tracing::info!("shutting down");
     if let Some(dns) = dns {
         let _ = tokio::time::timeout(Duration::from_secs(5), dns.stop()).await;
     }
-    if let Some((stop, task, proxy)) = agent {
+    if let Some((stop, task, proxy, storage)) = agent {
+        storage.abort();
         stop_proxy(proxy).await;
         let _ = stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
@@ -1021,11 +1077,39 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             ))
         }
     };
+    let storage = match &credentials.storage {
+        None => {
+            tracing::warn!(
+                "the server issued no local-path provisioner credentials: this node provisions no volumes"
+            );
+            None
+        }
+        Some(pair) => {
+            let kubeconfig = args.data_dir.join("cred").join("storage.kubeconfig");
+            capstan_client::credentials::Kubeconfig {
+                server: &args.server,
+                ca_pem: &credentials.ca,
+                cert_pem: &pair.cert,
+                key_pem: &pair.key,
+            }
+            .write(&kubeconfig, 0o600)
+            .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
+            let client = client_from(Some(&kubeconfig), "local-path-provisioner").await?;
+            Some(spawn_local_path(
+                client,
+                args.agent
+                    .storage_config(&config.node_name, &config.agent_dir),
+            ))
+        }
+    };
     let client = client_from(Some(&kubeconfig), "kubelet").await?;
     let result = capstan_kubelet::run(client, config, async {
         let _ = shutdown.await;
     })
     .await;
+    if let Some(storage) = storage {
+        storage.abort();
+    }
     stop_proxy(proxy).await;
     log_pods_outlive_stop(&args.data_dir);
     result.map_err(|e| anyhow::Error::from(e).context("the node agent stopped"))

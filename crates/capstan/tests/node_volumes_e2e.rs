@@ -288,7 +288,7 @@ fn volumes_are_set_up_on_the_node() {
             "--from-literal=password=s3cret",
         ],
     );
-    // No binder runs: the volume and the claim name each other (pre-bound).
+    // The volume and the claim name each other (pre-bound by the user).
     let claim = format!(
         r#"
 apiVersion: v1

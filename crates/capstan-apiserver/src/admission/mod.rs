@@ -2,7 +2,8 @@
 //! in one [`Chain`], run in upstream's order: NamespaceLifecycle ([`lifecycle`]), LimitRanger
 //! ([`limitranges`]), ServiceAccount ([`serviceaccount`]), NodeRestriction
 //! ([`noderestriction`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
-//! MutatingAdmissionWebhook ([`webhook`]), ValidatingAdmissionPolicy ([`policy`]),
+//! DefaultStorageClass, StorageObjectInUseProtection and PersistentVolumeClaimResize
+//! ([`storage`]), MutatingAdmissionWebhook ([`webhook`]), ValidatingAdmissionPolicy ([`policy`]),
 //! ValidatingAdmissionWebhook ([`webhook`]), ResourceQuota
 //! ([`quota`]). Every plugin has two phases, as upstream's: [`Plugin::admit`]
 //! (mutating) and [`Plugin::validate`] (validating), and looks at the [`Attributes`] of the
@@ -38,6 +39,7 @@ pub(crate) mod policy;
 pub(crate) mod priority;
 pub(crate) mod quota;
 pub(crate) mod serviceaccount;
+pub(crate) mod storage;
 pub(crate) mod tolerations;
 pub(crate) mod webhook;
 
@@ -283,6 +285,8 @@ pub(crate) struct Registries {
     pub priority_classes: Option<Arc<Registry>>,
     /// ResourceQuotas.
     pub quotas: Option<Arc<Registry>>,
+    /// StorageClasses (DefaultStorageClass, PersistentVolumeClaimResize).
+    pub storage_classes: Option<Arc<Registry>>,
     /// Every registry (the webhooks: their configurations, the namespaces and services they
     /// read, and the resources whose patched objects they decode).
     pub table: Option<Arc<crate::registry::Registries>>,
@@ -300,6 +304,7 @@ impl Registries {
             nodes: core("nodes"),
             priority_classes: table.get("scheduling.k8s.io", "v1", "priorityclasses"),
             quotas: core("resourcequotas"),
+            storage_classes: table.get("storage.k8s.io", "v1", "storageclasses"),
             table: Some(table.clone()),
         }
     }
@@ -328,6 +333,13 @@ impl Chain {
             plugins.push(Box::new(priority::Priority::new(classes)));
         }
         plugins.push(Box::new(tolerations::DefaultTolerationSeconds));
+        if let Some(classes) = &registries.storage_classes {
+            plugins.push(Box::new(storage::DefaultStorageClass::new(classes.clone())));
+        }
+        plugins.push(Box::new(storage::InUseProtection));
+        if let Some(classes) = registries.storage_classes {
+            plugins.push(Box::new(storage::ClaimResize::new(classes)));
+        }
         if let Some(webhooks) = registries.table.as_ref().and_then(webhook::Webhooks::new) {
             let webhooks = Arc::new(webhooks);
             plugins.push(Box::new(webhook::MutatingWebhooks(webhooks.clone())));

@@ -555,7 +555,7 @@ impl Authorizer {
 /// Node authorizer applies its rules per node); `cluster-admin` for the controller
 /// manager's user; upstream's `system:kube-dns` role and binding, and the cluster DNS
 /// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
-/// user `system:kube-dns`.
+/// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -721,6 +721,28 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                     "verbs": ["list", "watch"]}]),
         ),
         user_binding("capstan:kube-dns", "capstan:kube-dns", "system:kube-dns"),
+        // The local-path provisioner beside every node agent (user
+        // system:capstan:local-path-provisioner): what upstream's external provisioners and
+        // resizers are granted.
+        role(
+            "capstan:local-path-provisioner",
+            json!([{"apiGroups": [""], "resources": ["persistentvolumes"],
+                    "verbs": ["get", "list", "watch", "create", "delete", "patch", "update"]},
+                   {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                    "verbs": ["get", "list", "watch", "patch", "update"]},
+                   {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"],
+                    "verbs": ["patch", "update"]},
+                   {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                   {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                    "verbs": ["create", "patch", "update"]}]),
+        ),
+        user_binding(
+            "capstan:local-path-provisioner",
+            "capstan:local-path-provisioner",
+            crate::join::STORAGE_USER,
+        ),
         (
             "roles",
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

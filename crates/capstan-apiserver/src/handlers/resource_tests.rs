@@ -30,7 +30,7 @@ impl Harness {
             &store,
             crate::registry::services::Cidr::parse("10.43.0.0/16").unwrap(),
         );
-        ensure_defaults(api.registries(), api.service_cidr(), 6443)
+        ensure_defaults(api.registries(), api.service_cidr(), 6443, false)
             .await
             .unwrap();
         // The service account controller's work: pods in `default` need its `default`
@@ -1011,6 +1011,9 @@ async fn the_admission_chain_is_upstreams_plugins_in_upstreams_order() {
             "NodeRestriction",
             "Priority",
             "DefaultTolerationSeconds",
+            "DefaultStorageClass",
+            "StorageObjectInUseProtection",
+            "PersistentVolumeClaimResize",
             "MutatingAdmissionWebhook",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionWebhook",

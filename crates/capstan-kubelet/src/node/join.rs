@@ -59,6 +59,10 @@ pub struct Credentials {
     /// server that predates the proxy.
     #[serde(default)]
     pub proxy: Option<Pair>,
+    /// The local-path provisioner's client certificate and key; absent from a server that
+    /// predates it.
+    #[serde(default)]
+    pub storage: Option<Pair>,
 }
 
 /// A certificate and its key, PEM.

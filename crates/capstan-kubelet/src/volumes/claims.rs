@@ -6,10 +6,10 @@
 //! one is refused). A PersistentVolume with a node affinity this node does not match is
 //! refused whatever its source.
 //!
-//! Nothing in this project binds claims yet (there is no PersistentVolume controller), so a
-//! claim still `Pending` is accepted when it is pre-bound both ways: its `spec.volumeName`
+//! A claim still `Pending` is accepted when it is bound both ways: its `spec.volumeName`
 //! names a volume whose `claimRef` names the claim (and its UID, if the reference has one),
-//! which is what the binder would go on to mark `Bound`.
+//! which the PersistentVolume binder (`capstan-controllers`) marks `Bound` moments later (and
+//! which is all a cluster run without the binder has).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

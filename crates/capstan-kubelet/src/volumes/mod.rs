@@ -14,10 +14,14 @@
 //!   they are due, and what comes from ConfigMaps and Secrets every minute;
 //! - `gitRepo` ([`crate::volumes::git_repo`]), cloned once;
 //! - `persistentVolumeClaim` ([`crate::volumes::claims`]) bound to a `hostPath` or `local` volume.
+//!
+//! Beside them, [`crate::volumes::local_path`] is the node's local-path provisioner (its own
+//! task and user, started by the binary).
 
 pub mod atomic_writer;
 pub mod claims;
 pub mod git_repo;
+pub mod local_path;
 pub mod tokens;
 
 use std::collections::BTreeMap;

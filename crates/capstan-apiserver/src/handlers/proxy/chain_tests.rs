@@ -759,6 +759,7 @@ impl Served {
             service_cidr: "10.96.0.0/12".into(),
             join_token: None,
             advertise_address: None,
+            default_storage_class: false,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
