@@ -259,10 +259,10 @@ pub fn best_match<'a>(
         if excluded(volume) || !satisfies(claim, volume) {
             continue;
         }
-        if let Some((name, labels)) = node {
-            if !volume_fits_node(volume, name, labels) {
-                continue;
-            }
+        if let Some((name, labels)) = node
+            && !volume_fits_node(volume, name, labels)
+        {
+            continue;
         }
         if is_bound_to(volume, claim) {
             return Some(volume);
