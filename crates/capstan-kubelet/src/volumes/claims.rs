@@ -148,13 +148,38 @@ pub fn host_path(
     ))
 }
 
+/// Whether the claim was made for `pod` (its controller is the pod), as an ephemeral
+/// volume's claim must be; upstream's error otherwise.
+pub fn check_owner(
+    claim: &PersistentVolumeClaim,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Result<(), String> {
+    let owned = claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref());
+    if owned {
+        return Ok(());
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+    Err(format!(
+        "PVC {namespace}/{} was not created for pod {namespace}/{} (pod is not owner)",
+        claim.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or(""),
+    ))
+}
+
 /// Resolves a claim volume of a pod in `namespace` on the node called `node`: the host path
-/// to mount, and whether the claim's volume source makes it read-only.
+/// to mount, and whether the claim's volume source makes it read-only. With `owner` (an
+/// ephemeral volume's pod), the claim must be that pod's.
 pub async fn resolve(
     client: &kube::Client,
     node: &str,
     namespace: &str,
     source: &PersistentVolumeClaimVolumeSource,
+    owner: Option<&k8s_openapi::api::core::v1::Pod>,
 ) -> Result<(PathBuf, bool), String> {
     let claim_name = source.claim_name.as_str();
     let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
@@ -165,6 +190,9 @@ pub async fn resolve(
     let Some(claim) = claim else {
         return Err(format!("persistentvolumeclaim {claim_name:?} not found"));
     };
+    if let Some(pod) = owner {
+        check_owner(&claim, pod)?;
+    }
     let volume = Api::<PersistentVolume>::all(client.clone())
         .get_opt(&volume_name)
         .await
@@ -369,5 +397,25 @@ mod tests {
         }
         assert!(host_path(&block, "n1", &labels).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn an_ephemeral_claim_must_be_its_pods() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "p1"},
+        }))
+        .unwrap();
+        let owned_by = |uid: &str| -> PersistentVolumeClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web-scratch", "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": uid, "controller": true}]},
+            }))
+            .unwrap()
+        };
+        assert_eq!(check_owner(&owned_by("p1"), &pod), Ok(()));
+        assert_eq!(
+            check_owner(&owned_by("other"), &pod),
+            Err("PVC ns/web-scratch was not created for pod ns/web (pod is not owner)".to_owned())
+        );
     }
 }

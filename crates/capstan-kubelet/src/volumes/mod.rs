@@ -13,7 +13,8 @@
 //!   pod's labels or annotations change, service account tokens when [`crate::volumes::tokens`] says
 //!   they are due, and what comes from ConfigMaps and Secrets every minute;
 //! - `gitRepo` ([`crate::volumes::git_repo`]), cloned once;
-//! - `persistentVolumeClaim` ([`crate::volumes::claims`]) bound to a `hostPath` or `local` volume.
+//! - `persistentVolumeClaim` ([`crate::volumes::claims`]) bound to a `hostPath` or `local` volume,
+//!   and `ephemeral` volumes through the claim made for the pod (`<pod>-<volume>`).
 //!
 //! Beside them, [`crate::volumes::local_path`] is the node's local-path provisioner (its own
 //! task and user, started by the binary).
@@ -388,7 +389,7 @@ impl Kind {
             Kind::Projected
         } else if volume.git_repo.is_some() {
             Kind::GitRepo
-        } else if volume.persistent_volume_claim.is_some() {
+        } else if volume.persistent_volume_claim.is_some() || volume.ephemeral.is_some() {
             Kind::Claim
         } else {
             return None;
@@ -634,10 +635,28 @@ impl PodVolumes {
                 Ok((dir, false))
             }
             Kind::Claim => {
-                let source = volume.persistent_volume_claim.clone().unwrap_or_default();
+                let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+                // An ephemeral volume's claim is `<pod>-<volume>`, and must be the pod's own.
+                let (source, owner) = match &volume.persistent_volume_claim {
+                    Some(source) => (source.clone(), None),
+                    None => (
+                        k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                            claim_name: capstan_api::fit::volume::volume_claim(pod_name, volume)
+                                .unwrap_or_default(),
+                            read_only: None,
+                        },
+                        Some(pod),
+                    ),
+                };
                 let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-                crate::volumes::claims::resolve(host.client, host.node_name, namespace, &source)
-                    .await
+                crate::volumes::claims::resolve(
+                    host.client,
+                    host.node_name,
+                    namespace,
+                    &source,
+                    owner,
+                )
+                .await
             }
         }
     }

@@ -1,0 +1,438 @@
+//! End to end: persistent storage on a real node (the agent inside `capstan server`, its
+//! containerd and runc, the preloaded busybox image), driven with stock kubectl. One test so
+//! the node starts once:
+//!
+//! - a new cluster has the default `local-path` StorageClass;
+//! - a StatefulSet of three replicas with a claim template: each claim is provisioned on the
+//!   node the scheduler chose (a directory under the agent's storage directory, a `local`
+//!   PersistentVolume pinned to the node), bound, and each replica writes its name; after the
+//!   StatefulSet is deleted and made again, each replica reads its own file back;
+//! - a claim grows on request (`status.capacity`), and may not shrink;
+//! - deleting a claim in use waits for its pod (`kubernetes.io/pvc-protection`); once the pod
+//!   is gone, the claim goes, and with `reclaimPolicy: Delete` its volume and directory too;
+//! - a PersistentVolume made by hand binds to a matching claim; a claim nothing matches stays
+//!   Pending with upstream's event;
+//! - an ephemeral volume's claim is made for its pod and goes with it;
+//! - bad input gets upstream's field errors (quantity, access mode, the provisioner of a
+//!   class).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::node::{
+    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
+};
+use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+
+/// This test's node and pod network: its own bridge and range, beside the other node tests'.
+const NODE: &str = "storage-node";
+const BRIDGE: &str = "capstor0";
+const CLUSTER_CIDR: &str = "10.206.0.0/16";
+
+fn apply(kc: &Path, manifest: &str) {
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], manifest);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+}
+
+/// A refused `kubectl apply`'s error text.
+fn refused(kc: &Path, manifest: &str) -> String {
+    let out = kubectl_stdin("default", kc, &["apply", "-f", "-"], manifest);
+    assert!(!out.status.success(), "accepted: {manifest}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stateful_set(image: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: web}}
+spec:
+  serviceName: web
+  replicas: 3
+  podManagementPolicy: Parallel
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: main
+        image: {image}
+        command:
+        - sh
+        - -c
+        - 'if [ -f /data/id ]; then cp /data/id /data/seen; else hostname > /data/id; fi; exec sleep 3600'
+        volumeMounts: [{{name: data, mountPath: /data}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {{requests: {{storage: 1Gi}}}}
+"#
+    )
+}
+
+/// Waits for `pod` to run; on a timeout the test fails with what `kubectl describe` says of
+/// the pod and its claims.
+fn wait_running(kc: &Path, pod: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while jsonpath(kc, &["get", "pod", pod], "{.status.phase}") != "Running" {
+        if std::time::Instant::now() > deadline {
+            let pod = kubectl_any("default", kc, &["describe", "pod", pod]);
+            let claims = kubectl_any("default", kc, &["describe", "pvc"]);
+            panic!(
+                "the pod does not run:\n{}\n{}",
+                String::from_utf8_lossy(&pod.stdout),
+                String::from_utf8_lossy(&claims.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn exec(kc: &Path, pod: &str, command: &[&str]) -> String {
+    let mut args = vec!["exec", pod, "--"];
+    args.extend_from_slice(command);
+    kubectl_ok("default", kc, &args).trim().to_owned()
+}
+
+fn gone(kc: &Path, args: &[&str]) -> bool {
+    let out = kubectl_any("default", kc, args);
+    String::from_utf8_lossy(&out.stderr).contains("NotFound")
+}
+
+#[test]
+fn claims_are_provisioned_bound_kept_and_reclaimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let _cleanup = Cleanup {
+        data_dir: data_dir.clone(),
+        bridge: BRIDGE,
+    };
+    pack_busybox(&data_dir);
+    let port = free_port();
+    let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start_node(&data_dir, port, &flags);
+    let kubeconfig = server.kubeconfig();
+    let kc = kubeconfig.as_path();
+    wait_ready(kc, NODE);
+    let storage_dir = data_dir.join("agent/storage");
+
+    // The default class of a new cluster.
+    let classes = kubectl_ok("default", kc, &["get", "storageclass"]);
+    assert!(classes.contains("local-path (default)"), "{classes}");
+    assert!(classes.contains("capstan.io/local-path"), "{classes}");
+    assert!(classes.contains("WaitForFirstConsumer"), "{classes}");
+
+    // A StatefulSet's claims are provisioned where its pods run.
+    apply(kc, &stateful_set(IMAGE));
+    for i in 0..3 {
+        let pod = format!("web-{i}");
+        wait_running(kc, &pod);
+        let claim = format!("data-web-{i}");
+        assert_eq!(
+            jsonpath(kc, &["get", "pvc", &claim], "{.status.phase}"),
+            "Bound"
+        );
+        assert_eq!(
+            jsonpath(
+                kc,
+                &["get", "pvc", &claim],
+                "{.metadata.annotations.volume\\.kubernetes\\.io/selected-node}"
+            ),
+            NODE
+        );
+        let volume = jsonpath(kc, &["get", "pvc", &claim], "{.spec.volumeName}");
+        let path = jsonpath(kc, &["get", "pv", &volume], "{.spec.local.path}");
+        assert!(Path::new(&path).starts_with(&storage_dir), "{path}");
+        assert_eq!(
+            std::fs::read_to_string(Path::new(&path).join("id"))
+                .unwrap()
+                .trim(),
+            pod
+        );
+        assert_eq!(
+            jsonpath(kc, &["get", "pv", &volume], "{.status.phase}"),
+            "Bound"
+        );
+        assert_eq!(
+            jsonpath(kc, &["get", "pvc", &claim], "{.status.capacity.storage}"),
+            "1Gi"
+        );
+    }
+    let provisioned = wait_event(kc, "data-web-0", "ProvisioningSucceeded", |_| true);
+    assert!(
+        provisioned
+            .message
+            .starts_with("Successfully provisioned volume pvc-"),
+        "{}",
+        provisioned.message
+    );
+
+    // Gone and back: each replica finds its own file.
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "statefulset", "web", "--wait=true"],
+    );
+    wait_for("the replicas to go", Duration::from_secs(60), || {
+        (0..3)
+            .all(|i| gone(kc, &["get", "pod", &format!("web-{i}")]))
+            .then_some(())
+    });
+    apply(kc, &stateful_set(IMAGE));
+    for i in 0..3 {
+        let pod = format!("web-{i}");
+        wait_running(kc, &pod);
+        assert_eq!(exec(kc, &pod, &["cat", "/data/seen"]), pod);
+    }
+
+    // Growing a claim is recorded; shrinking is refused.
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "patch",
+            "pvc",
+            "data-web-1",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}"#,
+        ],
+    );
+    wait_for("the claim to grow", Duration::from_secs(30), || {
+        (jsonpath(
+            kc,
+            &["get", "pvc", "data-web-1"],
+            "{.status.capacity.storage}",
+        ) == "2Gi")
+            .then_some(())
+    });
+    let shrink = kubectl_any(
+        "default",
+        kc,
+        &[
+            "patch",
+            "pvc",
+            "data-web-1",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}"#,
+        ],
+    );
+    assert!(!shrink.status.success());
+    assert!(
+        String::from_utf8_lossy(&shrink.stderr)
+            .contains("field can not be less than status.capacity"),
+        "{}",
+        String::from_utf8_lossy(&shrink.stderr)
+    );
+
+    // A claim in use stays until its pod is gone; then its volume and directory go too.
+    let volume = jsonpath(kc, &["get", "pvc", "data-web-2"], "{.spec.volumeName}");
+    let path = jsonpath(kc, &["get", "pv", &volume], "{.spec.local.path}");
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pvc", "data-web-2", "--wait=false"],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        jsonpath(kc, &["get", "pvc", "data-web-2"], "{.metadata.finalizers}"),
+        r#"["kubernetes.io/pvc-protection"]"#
+    );
+    assert!(
+        !jsonpath(
+            kc,
+            &["get", "pvc", "data-web-2"],
+            "{.metadata.deletionTimestamp}"
+        )
+        .is_empty()
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &["scale", "statefulset", "web", "--replicas=2"],
+    );
+    wait_for(
+        "the claim to go with its pod",
+        Duration::from_secs(60),
+        || gone(kc, &["get", "pvc", "data-web-2"]).then_some(()),
+    );
+    wait_for("the released volume to go", Duration::from_secs(60), || {
+        gone(kc, &["get", "pv", &volume]).then_some(())
+    });
+    assert!(!Path::new(&path).exists(), "{path} is left");
+
+    // A volume made by hand binds to a claim it satisfies; a claim nothing satisfies waits.
+    let manual = dir.path().join("manual");
+    std::fs::create_dir_all(&manual).unwrap();
+    apply(
+        kc,
+        &format!(
+            r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: manual-pv, labels: {{kind: manual}}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {{path: "{}"}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: fits}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  selector: {{matchLabels: {{kind: manual}}}}
+  resources: {{requests: {{storage: 500Mi}}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: too-big}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  resources: {{requests: {{storage: 5Gi}}}}
+"#,
+            manual.display()
+        ),
+    );
+    wait_for("the manual claim to bind", Duration::from_secs(30), || {
+        (jsonpath(kc, &["get", "pvc", "fits"], "{.status.phase}") == "Bound").then_some(())
+    });
+    assert_eq!(
+        jsonpath(kc, &["get", "pvc", "fits"], "{.spec.volumeName}"),
+        "manual-pv"
+    );
+    assert_eq!(
+        jsonpath(kc, &["get", "pvc", "fits"], "{.status.capacity.storage}"),
+        "1Gi"
+    );
+    assert_eq!(
+        jsonpath(kc, &["get", "pv", "manual-pv"], "{.spec.claimRef.name}"),
+        "fits"
+    );
+    let waiting = wait_event(kc, "too-big", "FailedBinding", |_| true);
+    assert_eq!(
+        waiting.message,
+        "no persistent volumes available for this claim and no storage class is set"
+    );
+    assert_eq!(
+        jsonpath(kc, &["get", "pvc", "too-big"], "{.status.phase}"),
+        "Pending"
+    );
+    // Released with Retain: the volume stays, Released, its files untouched.
+    std::fs::write(manual.join("keep"), "kept").unwrap();
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pvc", "fits", "--wait=true", "--timeout=60s"],
+    );
+    wait_for(
+        "the manual volume to be released",
+        Duration::from_secs(30),
+        || {
+            (jsonpath(kc, &["get", "pv", "manual-pv"], "{.status.phase}") == "Released")
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        std::fs::read_to_string(manual.join("keep")).unwrap(),
+        "kept"
+    );
+
+    // An ephemeral volume's claim is made for its pod and goes with it.
+    apply(
+        kc,
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: scratch}}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: {IMAGE}
+    command: [sh, -c, 'echo hi > /scratch/file && exec sleep 3600']
+    volumeMounts: [{{name: scratch, mountPath: /scratch}}]
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        spec:
+          accessModes: [ReadWriteOnce]
+          resources: {{requests: {{storage: 100Mi}}}}
+"#
+        ),
+    );
+    wait_running(kc, "scratch");
+    assert_eq!(exec(kc, "scratch", &["cat", "/scratch/file"]), "hi");
+    assert_eq!(
+        jsonpath(
+            kc,
+            &["get", "pvc", "scratch-scratch"],
+            "{.metadata.ownerReferences[0].kind}"
+        ),
+        "Pod"
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pod", "scratch", "--wait=true", "--timeout=60s"],
+    );
+    wait_for("the ephemeral claim to go", Duration::from_secs(60), || {
+        gone(kc, &["get", "pvc", "scratch-scratch"]).then_some(())
+    });
+
+    // Bad input: upstream's field errors.
+    let bad_quantity = refused(
+        kc,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: lots}}}\n",
+    );
+    assert!(
+        bad_quantity.contains("quantities must match the regular expression"),
+        "{bad_quantity}"
+    );
+    let bad_mode = refused(
+        kc,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {accessModes: [ReadWriteSometimes], resources: {requests: {storage: 1Gi}}}\n",
+    );
+    assert!(
+        bad_mode.contains("spec.accessModes: Unsupported value: \"ReadWriteSometimes\""),
+        "{bad_mode}"
+    );
+    let provisioner = refused(
+        kc,
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local-path}\nprovisioner: example.com/other\n",
+    );
+    assert!(
+        provisioner.contains("provisioner: Forbidden: updates to provisioner are forbidden."),
+        "{provisioner}"
+    );
+
+    // Every pod goes before the node stops.
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "statefulset", "web", "--wait=true"],
+    );
+    wait_for("the replicas to go", Duration::from_secs(60), || {
+        (0..2)
+            .all(|i| gone(kc, &["get", "pod", &format!("web-{i}")]))
+            .then_some(())
+    });
+    server.stop();
+}
