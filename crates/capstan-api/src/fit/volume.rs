@@ -13,7 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Volume};
+use k8s_openapi::api::core::v1::{
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, Volume,
+};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::quantity::Quantity;
@@ -69,6 +71,78 @@ pub fn volume_class(volume: &PersistentVolume) -> &str {
         .as_ref()
         .and_then(|s| s.storage_class_name.as_deref())
         .unwrap_or("")
+}
+
+/// The volume a claim names (`spec.volumeName`), "" when none.
+pub fn claim_volume_name(claim: &PersistentVolumeClaim) -> &str {
+    claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .unwrap_or("")
+}
+
+/// Whether the binder finished binding the claim: it names its volume and has the
+/// bind-completed annotation (upstream's `isPVCFullyBound`).
+pub fn is_fully_bound(claim: &PersistentVolumeClaim) -> bool {
+    !claim_volume_name(claim).is_empty()
+        && annotation(&claim.metadata.annotations, ANN_BIND_COMPLETED).is_some()
+}
+
+/// The reference a volume bound to `claim` holds in `spec.claimRef` (upstream's
+/// `reference.GetReference`).
+pub fn claim_reference(claim: &PersistentVolumeClaim) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("PersistentVolumeClaim".to_owned()),
+        namespace: claim.metadata.namespace.clone(),
+        name: claim.metadata.name.clone(),
+        uid: claim.metadata.uid.clone(),
+        resource_version: claim.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// The volume bound to the claim (upstream's `GetBindVolumeToClaim`): `spec.claimRef` names
+/// it with its uid, and a volume that was not already bound to it is marked bound by the
+/// controller. `None` when there is nothing to change.
+pub fn bind_volume_to_claim(
+    volume: &PersistentVolume,
+    claim: &PersistentVolumeClaim,
+) -> Option<PersistentVolume> {
+    let mut bound = volume.clone();
+    let mut dirty = false;
+    let reference = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+    let same = reference.is_some_and(|r| {
+        r.name == claim.metadata.name
+            && r.namespace == claim.metadata.namespace
+            && r.uid == claim.metadata.uid
+    });
+    if !same {
+        bound.spec.get_or_insert_default().claim_ref = Some(claim_reference(claim));
+        dirty = true;
+    }
+    let annotations = bound.metadata.annotations.get_or_insert_default();
+    if !is_bound_to(volume, claim) && !annotations.contains_key(ANN_BOUND_BY_CONTROLLER) {
+        annotations.insert(ANN_BOUND_BY_CONTROLLER.to_owned(), "yes".to_owned());
+        dirty = true;
+    }
+    dirty.then_some(bound)
+}
+
+/// Whether a class's `allowedTopologies` admit a node with these labels (upstream's
+/// `MatchTopologySelectorTerms`): no terms admit every node; a term admits it when it has
+/// expressions and the node's label is among each expression's values.
+pub fn topology_admits(class: &StorageClass, labels: &BTreeMap<String, String>) -> bool {
+    let terms = class.allowed_topologies.as_deref().unwrap_or_default();
+    terms.is_empty()
+        || terms.iter().any(|term| {
+            let expressions = term.match_label_expressions.as_deref().unwrap_or_default();
+            !expressions.is_empty()
+                && expressions.iter().all(|e| {
+                    !e.values.is_empty() && labels.get(&e.key).is_some_and(|v| e.values.contains(v))
+                })
+        })
 }
 
 /// One annotation's value.

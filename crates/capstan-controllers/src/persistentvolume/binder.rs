@@ -73,14 +73,6 @@ pub fn bind_completed(claim: &PersistentVolumeClaim) -> bool {
     fit::annotation(&claim.metadata.annotations, ANN_BIND_COMPLETED).is_some()
 }
 
-fn volume_name(claim: &PersistentVolumeClaim) -> &str {
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.as_deref())
-        .unwrap_or("")
-}
-
 /// Why a volume a user named cannot serve the claim (upstream's `checkVolumeSatisfyClaim`).
 fn mismatch(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> Option<&'static str> {
     if fit::volume_capacity(volume) < fit::requested_storage(claim) {
@@ -107,7 +99,7 @@ pub fn claim_step(
     volumes: &BTreeMap<String, Arc<PersistentVolume>>,
     classes: &BTreeMap<String, Arc<StorageClass>>,
 ) -> ClaimStep {
-    let named = volume_name(claim);
+    let named = fit::claim_volume_name(claim);
     if bind_completed(claim) {
         if named.is_empty() {
             return ClaimStep::Lost(warning(
@@ -245,7 +237,7 @@ pub fn volume_step(volume: &PersistentVolume, claim: Option<&PersistentVolumeCla
         return released(volume);
     };
     let name = volume.metadata.name.as_deref().unwrap_or("");
-    match volume_name(claim) {
+    match fit::claim_volume_name(claim) {
         "" => VolumeStep::Nothing,
         bound if bound == name => set_phase(volume, "Bound"),
         _ if fit::annotation(&volume.metadata.annotations, ANN_BOUND_BY_CONTROLLER).is_some() => {

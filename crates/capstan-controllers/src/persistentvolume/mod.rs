@@ -25,11 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_api::fit::volume::{
-    ANN_BETA_STORAGE_PROVISIONER, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER,
+    self as fit, ANN_BETA_STORAGE_PROVISIONER, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER,
     ANN_STORAGE_PROVISIONER,
 };
 use capstan_client::events::{EventRecorder, EventType};
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -252,28 +252,8 @@ async fn bind(
 ) -> Result<(), Error> {
     let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
     let volume_name = name_of(volume).to_owned();
-    let reference = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
-    let has_uid = reference.is_some_and(|r| r.uid.is_some() && r.uid == claim.metadata.uid);
     let mut volume = volume.clone();
-    if !has_uid {
-        let mut updated = volume.clone();
-        let spec = updated.spec.get_or_insert_with(Default::default);
-        if spec.claim_ref.is_none() {
-            updated
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(ANN_BOUND_BY_CONTROLLER.to_owned(), "yes".to_owned());
-        }
-        spec.claim_ref = Some(ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("PersistentVolumeClaim".to_owned()),
-            namespace: claim.metadata.namespace.clone(),
-            name: claim.metadata.name.clone(),
-            uid: claim.metadata.uid.clone(),
-            resource_version: claim.metadata.resource_version.clone(),
-            ..ObjectReference::default()
-        });
+    if let Some(updated) = fit::bind_volume_to_claim(&volume, claim) {
         volume = volumes
             .replace(&volume_name, &PostParams::default(), &updated)
             .await?;

@@ -168,15 +168,7 @@ pub fn plan(config: &Config, claim: &PersistentVolumeClaim, class: Option<&Stora
             node_affinity: Some(VolumeNodeAffinity {
                 required: Some(pinned),
             }),
-            claim_ref: Some(ObjectReference {
-                api_version: Some("v1".to_owned()),
-                kind: Some("PersistentVolumeClaim".to_owned()),
-                namespace: claim.metadata.namespace.clone(),
-                name: claim.metadata.name.clone(),
-                uid: claim.metadata.uid.clone(),
-                resource_version: claim.metadata.resource_version.clone(),
-                ..ObjectReference::default()
-            }),
+            claim_ref: Some(fit::claim_reference(claim)),
             ..PersistentVolumeSpec::default()
         }),
         status: None,

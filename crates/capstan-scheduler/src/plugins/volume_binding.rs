@@ -33,10 +33,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capstan_api::fit::volume::{
-    self as rules, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, NO_PROVISIONER,
-};
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
+pub use capstan_api::fit::volume::bind_volume_to_claim;
+use capstan_api::fit::volume::{self as rules, ANN_SELECTED_NODE, NO_PROVISIONER, is_fully_bound};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::Args;
@@ -178,21 +177,6 @@ pub struct Decisions {
     pub bind_timeout: Duration,
 }
 
-fn volume_name(claim: &PersistentVolumeClaim) -> &str {
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.as_deref())
-        .unwrap_or_default()
-}
-
-/// Whether the PersistentVolume controller finished binding the claim: it names its volume
-/// and has the bind-completed annotation (upstream's `isPVCFullyBound`).
-pub fn is_fully_bound(claim: &PersistentVolumeClaim) -> bool {
-    !volume_name(claim).is_empty()
-        && rules::annotation(&claim.metadata.annotations, ANN_BIND_COMPLETED).is_some()
-}
-
 /// Whether the claim's controller is the pod (upstream's `metav1.IsControlledBy`).
 fn is_controlled_by(claim: &PersistentVolumeClaim, pod: &PodInfo) -> bool {
     claim
@@ -224,7 +208,7 @@ fn usable_claim<'a>(
     if phase == Some("Lost") {
         return Err(Status::unresolvable(format!(
             "persistentvolumeclaim {name:?} bound to non-existent persistentvolume {:?}",
-            volume_name(claim)
+            rules::claim_volume_name(claim)
         )));
     }
     if claim.metadata.deletion_timestamp.is_some() {
@@ -268,12 +252,13 @@ pub fn pod_volume_claims(
         if is_fully_bound(claim) {
             claims
                 .bound_volumes
-                .push(snapshot.pv(volume_name(claim)).cloned());
+                .push(snapshot.pv(rules::claim_volume_name(claim)).cloned());
             continue;
         }
         match snapshot.storage_class(rules::claim_class(claim)) {
             Some(class)
-                if volume_name(claim).is_empty() && rules::is_delayed_binding(Some(class)) =>
+                if rules::claim_volume_name(claim).is_empty()
+                    && rules::is_delayed_binding(Some(class)) =>
             {
                 claims.to_bind.push(ClaimToBind {
                     claim: claim.clone(),
@@ -306,27 +291,12 @@ pub fn pod_volume_claims(
     Ok(Some(claims))
 }
 
-/// Whether the class's `allowedTopologies` admit a node with these labels (upstream's
-/// `MatchTopologySelectorTerms`): no terms admit every node; a term admits it when it has
-/// expressions and the node's label is among each expression's values.
-pub fn topology_admits(class: &StorageClass, labels: &Labels) -> bool {
-    let terms = class.allowed_topologies.as_deref().unwrap_or_default();
-    terms.is_empty()
-        || terms.iter().any(|term| {
-            let expressions = term.match_label_expressions.as_deref().unwrap_or_default();
-            !expressions.is_empty()
-                && expressions.iter().all(|e| {
-                    !e.values.is_empty() && labels.get(&e.key).is_some_and(|v| e.values.contains(v))
-                })
-        })
-}
-
 /// Whether a volume of the class can be provisioned for the node (upstream's
 /// `checkVolumeProvisions` without the capacity check).
 pub fn can_provision(class: &StorageClass, labels: &Labels) -> bool {
     !class.provisioner.is_empty()
         && class.provisioner != NO_PROVISIONER
-        && topology_admits(class, labels)
+        && rules::topology_admits(class, labels)
 }
 
 /// Upstream's `checkBoundClaims`: whether the bound volumes admit the node, and whether they
@@ -441,46 +411,6 @@ pub fn decide(
     find_pod_volumes(&claims, node, info.labels())
         .map(Some)
         .map_err(|s| s.message())
-}
-
-/// The reference a volume bound to `claim` holds (upstream's `reference.GetReference`).
-pub fn claim_reference(claim: &PersistentVolumeClaim) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("PersistentVolumeClaim".to_owned()),
-        namespace: claim.metadata.namespace.clone(),
-        name: claim.metadata.name.clone(),
-        uid: claim.metadata.uid.clone(),
-        resource_version: claim.metadata.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
-
-/// The volume bound to the claim (upstream's `GetBindVolumeToClaim`): `spec.claimRef` names
-/// it, and a volume that was not already bound to it is marked bound by the controller.
-/// `None` when the volume is bound to it and marked already.
-pub fn bind_volume_to_claim(
-    volume: &PersistentVolume,
-    claim: &PersistentVolumeClaim,
-) -> Option<PersistentVolume> {
-    let mut bound = volume.clone();
-    let mut dirty = false;
-    let reference = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
-    let same = reference.is_some_and(|r| {
-        r.name == claim.metadata.name
-            && r.namespace == claim.metadata.namespace
-            && r.uid == claim.metadata.uid
-    });
-    if !same {
-        bound.spec.get_or_insert_default().claim_ref = Some(claim_reference(claim));
-        dirty = true;
-    }
-    let annotations = bound.metadata.annotations.get_or_insert_default();
-    if !rules::is_bound_to(volume, claim) && !annotations.contains_key(ANN_BOUND_BY_CONTROLLER) {
-        annotations.insert(ANN_BOUND_BY_CONTROLLER.to_owned(), "yes".to_owned());
-        dirty = true;
-    }
-    dirty.then_some(bound)
 }
 
 /// The claim with the node selected for provisioning; `None` when it has that node already.
@@ -648,6 +578,8 @@ mod tests {
 
     use super::*;
     use crate::snapshot::test_util::{node, pod};
+    use capstan_api::fit::volume::{ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, topology_admits};
+    use k8s_openapi::api::core::v1::ObjectReference;
 
     const HOST: &str = "kubernetes.io/hostname";
 
@@ -1104,7 +1036,7 @@ mod tests {
             .as_ref()
             .and_then(|s| s.claim_ref.clone())
             .unwrap_or_default();
-        assert_eq!(reference, claim_reference(&data));
+        assert_eq!(reference, rules::claim_reference(&data));
         assert_eq!(reference.kind.as_deref(), Some("PersistentVolumeClaim"));
         assert_eq!(reference.uid.as_deref(), Some("uid-data"));
         assert_eq!(reference.resource_version.as_deref(), Some("1"));
