@@ -316,7 +316,7 @@ fn build_profile(
                 message,
             }
         })?;
-        Some(plugin)
+        Some(plugin.bind_timeout)
     } else {
         None
     };
@@ -332,7 +332,7 @@ fn build_profile(
         percentage_of_nodes_to_score: raw
             .percentage_of_nodes_to_score
             .unwrap_or(global_percentage),
-        volume_binding,
+        volume_bind_timeout: volume_binding,
     })
 }
 
@@ -385,7 +385,7 @@ mod tests {
             assert!(at("VolumeBinding").is_some() && at("VolumeBinding") < at("PodTopologySpread"));
         }
         assert_eq!(
-            profile.volume_binding.as_ref().map(|p| p.bind_timeout),
+            profile.volume_bind_timeout,
             Some(volume_binding::DEFAULT_BIND_TIMEOUT)
         );
         let configured = Config::parse(
@@ -398,8 +398,8 @@ mod tests {
         let timeout = |name: &str| {
             configured
                 .profile(name)
-                .and_then(|p| p.volume_binding.as_ref())
-                .map(|p| p.bind_timeout.as_secs())
+                .and_then(|p| p.volume_bind_timeout)
+                .map(|t| t.as_secs())
         };
         assert_eq!(timeout(DEFAULT_SCHEDULER_NAME), Some(30));
         assert_eq!(timeout("no-volumes"), None);

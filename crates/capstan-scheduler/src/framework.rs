@@ -403,9 +403,11 @@ pub struct Framework {
     pub score: Vec<Weighted>,
     /// `percentageOfNodesToScore`: 0 means upstream's adaptive default.
     pub percentage_of_nodes_to_score: u32,
-    /// The VolumeBinding plugin as configured, when the profile filters with it: the
-    /// scheduler asks it what to bind once a node is chosen (its Reserve and PreBind).
-    pub volume_binding: Option<crate::plugins::volume_binding::VolumeBinding>,
+    /// When the profile filters with VolumeBinding: how long its PreBind waits for claims to
+    /// be bound (`bindTimeoutSeconds`). The scheduler asks the plugin what to bind once a node
+    /// is chosen (its Reserve and PreBind); the plugin itself is not named here, as plugins
+    /// build on this module.
+    pub volume_bind_timeout: Option<std::time::Duration>,
 }
 
 /// Why a pod fits on no node (upstream's `FitError` with its `Diagnosis`).

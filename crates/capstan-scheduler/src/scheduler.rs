@@ -609,7 +609,9 @@ impl Loop {
             self.queue.delete(queued.uid());
             return;
         };
-        let binder = profile.volume_binding.clone();
+        let binder = profile
+            .volume_bind_timeout
+            .map(|bind_timeout| volume_binding::VolumeBinding { bind_timeout });
         let rng = &mut self.rng;
         let mut pick = |n: usize| if n <= 1 { 0 } else { rng.random_range(0..n) };
         let outcome = profile.schedule(&info, &self.snapshot, &mut self.next_start, &mut pick);

@@ -635,7 +635,7 @@ mod tests {
             pre_score: Vec::new(),
             score: Vec::<Weighted>::new(),
             percentage_of_nodes_to_score: 0,
-            volume_binding: None,
+            volume_bind_timeout: None,
         }
     }
 
