@@ -93,11 +93,40 @@ fn mismatch(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> Option<
     None
 }
 
+/// The default class to give an unbound claim that names none at all (upstream's retroactive
+/// default StorageClass assignment: a claim made before any class was marked default gets
+/// it once one is; `""` is a choice and is kept).
+pub fn retroactive_class(
+    claim: &PersistentVolumeClaim,
+    classes: &BTreeMap<String, Arc<StorageClass>>,
+) -> Option<String> {
+    let names_none = claim
+        .spec
+        .as_ref()
+        .is_none_or(|s| s.storage_class_name.is_none())
+        && fit::annotation(&claim.metadata.annotations, fit::ANN_BETA_STORAGE_CLASS).is_none();
+    if !names_none || !fit::claim_volume_name(claim).is_empty() || bind_completed(claim) {
+        return None;
+    }
+    fit::default_class(classes.values().map(Arc::as_ref)).and_then(|c| c.metadata.name.clone())
+}
+
 /// What an unbound or bound claim needs, given every cached volume and class.
 pub fn claim_step(
     claim: &PersistentVolumeClaim,
     volumes: &BTreeMap<String, Arc<PersistentVolume>>,
     classes: &BTreeMap<String, Arc<StorageClass>>,
+) -> ClaimStep {
+    claim_step_excluding(claim, volumes, classes, |_| false)
+}
+
+/// [`claim_step`], never choosing a free volume that `taken` says another claim is being
+/// bound to (the binder's own writes the cache has not shown yet).
+pub fn claim_step_excluding(
+    claim: &PersistentVolumeClaim,
+    volumes: &BTreeMap<String, Arc<PersistentVolume>>,
+    classes: &BTreeMap<String, Arc<StorageClass>>,
+    taken: impl FnMut(&PersistentVolume) -> bool,
 ) -> ClaimStep {
     let named = fit::claim_volume_name(claim);
     if bind_completed(claim) {
@@ -148,7 +177,7 @@ pub fn claim_step(
         volumes.values().map(Arc::as_ref),
         delayed,
         None,
-        |_| false,
+        taken,
     ) {
         return ClaimStep::Bind(volume.metadata.name.clone().unwrap_or_default());
     }
@@ -547,5 +576,42 @@ mod tests {
         );
         let elsewhere = claim(json!({"volumeName": "other"}), json!({}));
         assert_eq!(volume_step(&by_us, Some(&elsewhere)), VolumeStep::Unbind);
+    }
+
+    #[test]
+    fn a_volume_taken_by_an_inflight_binding_is_skipped() {
+        let none = classes(json!([]));
+        let free = volumes(vec![
+            volume("a", json!({}), "Available", json!({})),
+            volume(
+                "b",
+                json!({"capacity": {"storage": "2Gi"}}),
+                "Available",
+                json!({}),
+            ),
+        ]);
+        let c = claim(json!({"storageClassName": ""}), json!({}));
+        assert_eq!(claim_step(&c, &free, &none), ClaimStep::Bind("a".into()));
+        let step = claim_step_excluding(&c, &free, &none, |v| {
+            v.metadata.name.as_deref() == Some("a")
+        });
+        assert_eq!(step, ClaimStep::Bind("b".into()));
+    }
+
+    #[test]
+    fn a_claim_naming_no_class_gets_the_default_later() {
+        let defaults = classes(json!([
+            {"metadata": {"name": "fast", "annotations": {fit::ANN_DEFAULT_CLASS: "true"}}, "provisioner": "p"},
+        ]));
+        let unset = claim(json!({}), json!({}));
+        assert_eq!(
+            retroactive_class(&unset, &defaults),
+            Some("fast".to_owned())
+        );
+        assert_eq!(retroactive_class(&unset, &classes(json!([]))), None);
+        let empty = claim(json!({"storageClassName": ""}), json!({}));
+        assert_eq!(retroactive_class(&empty, &defaults), None);
+        let named = claim(json!({"volumeName": "pv"}), json!({}));
+        assert_eq!(retroactive_class(&named, &defaults), None);
     }
 }

@@ -10,8 +10,11 @@
 //!   `volume.kubernetes.io/storage-provisioner` annotation (with delayed binding, only once
 //!   the scheduler has chosen a node); a volume whose claim is gone is Released and then
 //!   reclaimed by its policy (`Retain` keeps it, `Delete` is the provisioner's, `Recycle` fails
-//!   as upstream's without a recycler). Pending claims are looked at again every 15 s
-//!   (upstream's resync), so a class or volume made later is found.
+//!   as upstream's without a recycler). A claim naming no class at all gets the default class
+//!   once there is one (upstream's retroactive assignment). Pending claims are looked at again
+//!   every 15 s (upstream's resync), so a class or volume made later is found. Concurrent
+//!   syncs never pick the same free volume: the choice and a note of it in `binding` (until
+//!   the cache shows the volume taken) happen under one lock, as upstream's assume cache.
 //! - **protection** ([`protection`]): the `kubernetes.io/pvc-protection` and
 //!   `kubernetes.io/pv-protection` finalizers.
 //! - **ephemeral volumes** ([`ephemeral`]): a claim per pod for `ephemeral` volumes.
@@ -20,8 +23,8 @@ pub mod binder;
 pub mod ephemeral;
 pub mod protection;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capstan_api::fit::volume::{
@@ -47,6 +50,9 @@ const RESYNC: Duration = Duration::from_secs(15);
 
 struct Context {
     client: Client,
+    /// Volumes this binder is binding (name → claim uid) that the cache may not show bound
+    /// yet (upstream's assume cache): no other claim is given them meanwhile.
+    binding: Mutex<HashMap<String, String>>,
     claims: Store<PersistentVolumeClaim>,
     volumes: Store<PersistentVolume>,
     classes: Store<StorageClass>,
@@ -100,6 +106,7 @@ pub fn start(mut setup: Setup<'_>) -> Task {
     }
     let ctx = Arc::new(Context {
         client: setup.client(),
+        binding: Mutex::new(HashMap::new()),
         claims: claims.store(),
         volumes: volumes.store(),
         classes: classes.store(),
@@ -167,12 +174,51 @@ async fn sync_claim(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Res
     let classes = by_name(&ctx.classes);
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    match binder::claim_step(&claim, &volumes, &classes) {
+    if let Some(class) = binder::retroactive_class(&claim, &classes) {
+        let patch = json!({
+            "metadata": {"resourceVersion": claim.metadata.resource_version},
+            "spec": {"storageClassName": class},
+        });
+        claims
+            .patch(
+                name_of(claim.as_ref()),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        return Ok(Action::await_change());
+    }
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let step = {
+        // Choosing and marking a volume happen under one lock, so two claims synced at once
+        // never pick the same one.
+        let mut binding = ctx.binding.lock().unwrap_or_else(|e| e.into_inner());
+        // A volume the cache shows with a claimRef (or gone) needs no marking any more.
+        binding.retain(|name, _| volumes.get(name).is_some_and(|v| fit::is_available(v)));
+        let step = binder::claim_step_excluding(&claim, &volumes, &classes, |v| {
+            let name = v.metadata.name.as_deref().unwrap_or("");
+            binding.get(name).is_some_and(|owner| *owner != uid)
+        });
+        if let ClaimStep::Bind(name) = &step
+            && volumes.get(name).is_some_and(|v| fit::is_available(v))
+        {
+            binding.insert(name.clone(), uid.clone());
+        }
+        step
+    };
+    match step {
         ClaimStep::Bind(name) => {
             let Some(volume) = volumes.get(&name) else {
                 return Ok(Action::requeue(RESYNC));
             };
-            bind(&ctx, &claims, &claim, volume).await?;
+            let bound = bind(&ctx, &claims, &claim, volume).await;
+            if bound.is_err() {
+                let mut binding = ctx.binding.lock().unwrap_or_else(|e| e.into_inner());
+                if binding.get(&name) == Some(&uid) {
+                    binding.remove(&name);
+                }
+            }
+            bound?;
             Ok(Action::await_change())
         }
         ClaimStep::Pending(note) => {
