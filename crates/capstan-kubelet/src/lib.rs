@@ -288,8 +288,11 @@ pub async fn run(
     let health_cri = cri.clone();
     // Health is looked at every second; the image list, longer to produce, every tenth time.
     let observations = std::sync::atomic::AtomicU32::new(0);
+    let volumes_in_use = volumes::InUse::default();
+    let observed_volumes = volumes_in_use.clone();
     let heartbeat = node::heartbeat(client.clone(), node_object, events.clone(), move || {
         let cri = health_cri.clone();
+        let volumes_in_use = observed_volumes.list();
         let list_images = observations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .is_multiple_of(10);
@@ -308,7 +311,11 @@ pub async fn run(
                     .map(|list| node::node_images(list.into_inner().images)),
                 false => None,
             };
-            node::Observation { health, images }
+            node::Observation {
+                health,
+                images,
+                volumes_in_use,
+            }
         }
     });
     let known_pods = pods::KnownPods::default();
@@ -343,6 +350,7 @@ pub async fn run(
         node_memory: i64::try_from(machine.memory).unwrap_or(i64::MAX),
         allocatable,
         events,
+        volumes_in_use,
     });
     tokio::select! {
         _ = shutdown => {}

@@ -3,6 +3,7 @@
 //! the node starts once:
 //!
 //! - a new cluster has the default `local-path` StorageClass;
+//! - the node reports its mounted local volumes in `status.volumesInUse`;
 //! - a StatefulSet of three replicas with a claim template: each claim is provisioned on the
 //!   node the scheduler chose (a directory under the agent's storage directory, a `local`
 //!   PersistentVolume pinned to the node), bound, and each replica writes its name; after the
@@ -177,6 +178,17 @@ fn claims_are_provisioned_bound_kept_and_reclaimed() {
             .starts_with("Successfully provisioned volume pvc-"),
         "{}",
         provisioned.message
+    );
+    // The node reports the local volumes its pods have mounted, as upstream's kubelet.
+    let volume = jsonpath(kc, &["get", "pvc", "data-web-0"], "{.spec.volumeName}");
+    wait_for(
+        "the node to report its volumes in use",
+        Duration::from_secs(30),
+        || {
+            jsonpath(kc, &["get", "node", NODE], "{.status.volumesInUse}")
+                .contains(&format!("kubernetes.io/local-volume/{volume}"))
+                .then_some(())
+        },
     );
 
     // Gone and back: each replica finds its own file.

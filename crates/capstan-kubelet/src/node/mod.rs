@@ -280,6 +280,9 @@ pub struct Observation {
     pub health: Health,
     /// The node's images, largest first, at most [`MAX_IMAGES`]; `None` when unknown.
     pub images: Option<Vec<ContainerImage>>,
+    /// The volumes the node's pods have mounted that upstream's kubelet reports
+    /// (`status.volumesInUse`), sorted.
+    pub volumes_in_use: Vec<String>,
 }
 
 /// The most images a node reports, as the kubelet's `--node-status-max-images` default.
@@ -430,6 +433,7 @@ where
     let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let mut posted: Vec<NodeCondition> = Vec::new();
     let mut posted_images: Option<Vec<ContainerImage>> = None;
+    let mut posted_volumes: Option<Vec<String>> = None;
     let mut last_post = tokio::time::Instant::now();
     let mut last_lease: Option<tokio::time::Instant> = None;
     let mut tick = tokio::time::interval(OBSERVE);
@@ -443,14 +447,17 @@ where
             .images
             .as_ref()
             .is_some_and(|images| posted_images.as_ref() != Some(images));
+        let volumes_changed = posted_volumes.as_ref() != Some(&observation.volumes_in_use);
         if posted.is_empty()
             || changed(&posted, &next)
             || images_changed
+            || volumes_changed
             || last_post.elapsed() >= STATUS_REPORT
         {
             let status = NodeStatus {
                 conditions: Some(next.clone()),
                 images: observation.images.clone(),
+                volumes_in_use: Some(observation.volumes_in_use.clone()),
                 ..NodeStatus::default()
             };
             match patch_status(&nodes, &name, status).await {
@@ -472,6 +479,7 @@ where
                     if observation.images.is_some() {
                         posted_images = observation.images;
                     }
+                    posted_volumes = Some(observation.volumes_in_use);
                     last_post = tokio::time::Instant::now();
                     if stored.metadata.uid.is_none() {
                         tracing::warn!(node = %name, "the node has no UID");

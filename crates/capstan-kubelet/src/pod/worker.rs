@@ -83,6 +83,8 @@ pub struct Shared {
     pub allocatable: BTreeMap<String, String>,
     /// Where the kubelet's events go.
     pub events: Events,
+    /// The volumes the node reports in use.
+    pub volumes_in_use: crate::volumes::InUse,
 }
 
 impl std::fmt::Debug for Shared {
@@ -254,6 +256,7 @@ impl Worker {
         if let Err(e) = crate::volumes::remove_pod_dir(&pod_dir) {
             tracing::warn!(uid = %self.uid, error = %e, "cannot remove the pod's directory");
         }
+        self.shared.volumes_in_use.forget(&self.uid);
         tracing::info!(uid = %self.uid, "removed a deleted pod's containers");
         Ok(())
     }
@@ -352,6 +355,7 @@ impl Worker {
             node_name: &shared.node_name,
             allocatable: &shared.allocatable,
             pod_dir: &pod_dir,
+            in_use: &shared.volumes_in_use,
         };
         self.volumes.refresh(&host, pod).await;
     }
@@ -845,6 +849,7 @@ impl Worker {
             node_name: &shared.node_name,
             allocatable: &shared.allocatable,
             pod_dir: &pod_dir,
+            in_use: &shared.volumes_in_use,
         };
         let mut mounts = match self.volumes.prepare(&host, pod, container, &env).await {
             Ok(mounts) => mounts,

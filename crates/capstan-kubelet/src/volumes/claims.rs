@@ -180,7 +180,7 @@ pub async fn resolve(
     namespace: &str,
     source: &PersistentVolumeClaimVolumeSource,
     owner: Option<&k8s_openapi::api::core::v1::Pod>,
-) -> Result<(PathBuf, bool), String> {
+) -> Result<Resolved, String> {
     let claim_name = source.claim_name.as_str();
     let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
         .get_opt(claim_name)
@@ -209,7 +209,34 @@ pub async fn resolve(
         BTreeMap::new()
     };
     let path = host_path(volume, node, &labels)?;
-    Ok((path, source.read_only == Some(true)))
+    Ok(Resolved {
+        path,
+        read_only: source.read_only == Some(true),
+        in_use: in_use_name(volume),
+    })
+}
+
+/// A claim volume resolved to what the node mounts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The host path.
+    pub path: PathBuf,
+    /// Whether the claim's volume source makes it read-only.
+    pub read_only: bool,
+    /// The name the node reports it under in `status.volumesInUse`, if it reports it.
+    pub in_use: Option<String>,
+}
+
+/// The unique name upstream's kubelet reports a mounted volume under in the node's
+/// `status.volumesInUse`: only for volumes of plugins that attach or mount devices, which of
+/// the sources this node mounts is `local` (`kubernetes.io/local-volume/<volume>`); hostPath
+/// volumes are not reported.
+pub fn in_use_name(volume: &PersistentVolume) -> Option<String> {
+    volume.spec.as_ref()?.local.as_ref()?;
+    Some(format!(
+        "kubernetes.io/local-volume/{}",
+        volume.metadata.name.as_deref().unwrap_or("")
+    ))
 }
 
 #[cfg(test)]
@@ -417,5 +444,22 @@ mod tests {
             check_owner(&owned_by("other"), &pod),
             Err("PVC ns/web-scratch was not created for pod ns/web (pod is not owner)".to_owned())
         );
+    }
+
+    #[test]
+    fn only_local_volumes_are_reported_in_use() {
+        let local: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pvc-1"}, "spec": {"local": {"path": "/x"}},
+        }))
+        .unwrap();
+        assert_eq!(
+            in_use_name(&local).as_deref(),
+            Some("kubernetes.io/local-volume/pvc-1")
+        );
+        let host: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv"}, "spec": {"hostPath": {"path": "/x"}},
+        }))
+        .unwrap();
+        assert_eq!(in_use_name(&host), None);
     }
 }

@@ -430,6 +430,41 @@ pub struct Host<'a> {
     pub allocatable: &'a BTreeMap<String, String>,
     /// The pod's directory, `<root-dir>/pods/<uid>`.
     pub pod_dir: &'a Path,
+    /// The node's volumes in use, which set-up adds to.
+    pub in_use: &'a InUse,
+}
+
+/// The volumes the node's pods have mounted that the node reports in `status.volumesInUse`
+/// (see [`claims::in_use_name`]), by pod: noted when a pod's volume is set up, forgotten with
+/// the pod's directory.
+#[derive(Clone, Debug, Default)]
+pub struct InUse(
+    std::sync::Arc<std::sync::Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>>,
+);
+
+impl InUse {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<String, std::collections::BTreeSet<String>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes that pod `uid` mounts volume `name`.
+    pub fn note(&self, uid: &str, name: String) {
+        self.lock().entry(uid.to_owned()).or_default().insert(name);
+    }
+
+    /// Forgets pod `uid`'s volumes.
+    pub fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// Every volume in use, sorted, each once.
+    pub fn list(&self) -> Vec<String> {
+        let names: std::collections::BTreeSet<String> =
+            self.lock().values().flatten().cloned().collect();
+        names.into_iter().collect()
+    }
 }
 
 impl std::fmt::Debug for Host<'_> {
@@ -649,14 +684,19 @@ impl PodVolumes {
                     ),
                 };
                 let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-                crate::volumes::claims::resolve(
+                let resolved = crate::volumes::claims::resolve(
                     host.client,
                     host.node_name,
                     namespace,
                     &source,
                     owner,
                 )
-                .await
+                .await?;
+                if let Some(name) = resolved.in_use {
+                    host.in_use
+                        .note(pod.metadata.uid.as_deref().unwrap_or_default(), name);
+                }
+                Ok((resolved.path, resolved.read_only))
             }
         }
     }
