@@ -255,13 +255,17 @@ fn scaling(kc: &Path) {
         &["-n", "scale", "scale", "rc", "legacy", "--replicas=1"],
     );
     wait_pods(kc, "scale", "legacy", "legacy", 1);
-    let table = kubectl_ok(KUBECTL, kc, &["-n", "scale", "get", "rc", "legacy"]);
-    assert!(
-        table.lines().nth(1).is_some_and(
-            |l| l.split_whitespace().take(4).collect::<Vec<_>>() == ["legacy", "1", "1", "1"]
-        ),
-        "{table}"
-    );
+    // The controller's status write may follow the pod count by a moment.
+    eventually("the RC's table to show 1 1 1", || {
+        let table = kubectl_ok(KUBECTL, kc, &["-n", "scale", "get", "rc", "legacy"]);
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|l| {
+                l.split_whitespace().take(4).collect::<Vec<_>>() == ["legacy", "1", "1", "1"]
+            })
+            .then_some(())
+    });
 }
 
 /// Evicts `pod`; kubectl's output (stdout and stderr) and whether it succeeded.
@@ -1451,9 +1455,19 @@ fn daemon_sets(kc: &Path) {
 }
 
 fn stateful_sets(kc: &Path) {
+    // Simulated nodes provision nothing: the claims (of no class) bind to volumes made by hand,
+    // so the scheduler can place the replicas.
+    for i in 0..3 {
+        apply(
+            kc,
+            &format!(
+                "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: sts-pv-{i}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], storageClassName: \"\", hostPath: {{path: /var/tmp/sts-pv-{i}}}}}\n"
+            ),
+        );
+    }
     apply(
         kc,
-        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, namespace: default}\nspec:\n  replicas: 3\n  serviceName: db\n  selector: {matchLabels: {app: sts}}\n  template:\n    metadata: {labels: {app: sts}}\n    spec: {containers: [{name: c, image: busybox}]}\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n",
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, namespace: default}\nspec:\n  replicas: 3\n  serviceName: db\n  selector: {matchLabels: {app: sts}}\n  template:\n    metadata: {labels: {app: sts}}\n    spec: {containers: [{name: c, image: busybox}]}\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], storageClassName: \"\", resources: {requests: {storage: 1Gi}}}\n",
     );
     eventually("three ready replicas", || {
         (get(
