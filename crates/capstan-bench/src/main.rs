@@ -71,6 +71,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 
 mod api;
+mod claims;
 mod controllers;
 mod crash;
 mod dns;
@@ -78,6 +79,7 @@ mod extend;
 mod pods;
 mod proxy;
 mod scheduler;
+mod storage;
 
 /// Command-line interface.
 #[derive(Parser, Debug)]
@@ -117,6 +119,9 @@ enum Command {
     /// Benchmark the service proxy: syncs of many Services into nftables, one endpoint change
     /// at a time, incremental against full replacement. Needs root and nft.
     Proxy(proxy::ProxyArgs),
+    /// Benchmark the PersistentVolume binder: many claims bound to as many volumes, and
+    /// released.
+    Storage(storage::StorageArgs),
 }
 
 #[derive(Args, Debug)]
@@ -350,6 +355,7 @@ async fn main() -> ExitCode {
         Command::Proxy(args) => proxy::run(args).await,
         Command::Dns(args) => dns::run(args).await,
         Command::Extend(args) => extend::run(args).await,
+        Command::Storage(args) => storage::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

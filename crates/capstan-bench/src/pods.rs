@@ -20,6 +20,10 @@
 //!    `Ready`. After the last scenario's pods are all running, the node is measured again; then
 //!    the pods are deleted and the driver waits until they are gone from the API and from the
 //!    runtime (between scenarios too). A last measurement after the deletion shows what stays.
+//! 5. **StatefulSets with claims** ([`crate::claims`]): a StatefulSet of N replicas (default
+//!    10), each with a claim of the default `local-path` class, timed until every replica runs,
+//!    then until every provisioned volume is gone after its deletion; `Parallel`, then
+//!    `OrderedReady`.
 //!
 //! Everything the node made is removed at the end, also after a failure: sandboxes still in
 //! containerd (through CRI), the server, its containerd and shims (by process id, matched on
@@ -90,6 +94,10 @@ pub struct PodsArgs {
     /// Keep the temporary directory (server and containerd logs) instead of removing it.
     #[arg(long)]
     keep: bool,
+    /// Replicas of the StatefulSets with a claim each (default 10; 3 with --quick); 0 skips
+    /// them.
+    #[arg(long)]
+    statefulset_replicas: Option<usize>,
 }
 
 /// COUNT pods created at RATE per second.
@@ -1084,6 +1092,7 @@ struct Report {
     ctr_detached: Vec<Duration>,
     ctr_whole: Vec<Duration>,
     scenarios: Vec<ScenarioResult>,
+    claims: Vec<crate::claims::Run>,
 }
 
 /// Runs the benchmark and prints the report.
@@ -1123,6 +1132,9 @@ pub async fn run(args: PodsArgs) -> Result<()> {
     let runs = args.ctr_runs.unwrap_or(if args.quick { 3 } else { 20 });
     let interval =
         Duration::from_secs(args.measure_secs.unwrap_or(if args.quick { 3 } else { 10 }));
+    let statefulset_replicas = args
+        .statefulset_replicas
+        .unwrap_or(if args.quick { 3 } else { 10 });
     preflight()?;
 
     std::fs::create_dir_all(&args.dir)?;
@@ -1144,9 +1156,12 @@ pub async fn run(args: PodsArgs) -> Result<()> {
         &binary,
         &dir,
         &data,
-        &scenarios,
-        runs,
-        interval,
+        Plan {
+            scenarios: &scenarios,
+            runs,
+            interval,
+            statefulset_replicas,
+        },
         &mut report,
     )
     .await;
@@ -1213,15 +1228,28 @@ fn preflight() -> Result<()> {
     Ok(())
 }
 
+/// What one run measures: the pod scenarios, the `ctr run`s of each kind, the measuring
+/// interval, and the replicas of the StatefulSets with claims.
+struct Plan<'a> {
+    scenarios: &'a [Scenario],
+    runs: usize,
+    interval: Duration,
+    statefulset_replicas: usize,
+}
+
 async fn run_node(
     binary: &Path,
     dir: &Path,
     data: &Path,
-    scenarios: &[Scenario],
-    runs: usize,
-    interval: Duration,
+    plan: Plan<'_>,
     report: &mut Report,
 ) -> Result<()> {
+    let Plan {
+        scenarios,
+        runs,
+        interval,
+        statefulset_replicas,
+    } = plan;
     // 1. The server alone.
     eprintln!("pods bench: baseline server (--disable-agent)");
     let flags = node_flags();
@@ -1313,6 +1341,16 @@ async fn run_node(
         report.scenarios.push(result);
     }
     watch.abort();
+    // 5. StatefulSets with a claim per replica.
+    for policy in ["Parallel", "OrderedReady"] {
+        if statefulset_replicas == 0 {
+            break;
+        }
+        eprintln!("pods bench: a {policy} StatefulSet of {statefulset_replicas} with claims");
+        let run =
+            crate::claims::run(&client, NAMESPACE, statefulset_replicas, policy, IMAGE).await?;
+        report.claims.push(run);
+    }
     let log =
         std::fs::read_to_string(data.join("agent/containerd/containerd.log")).unwrap_or_default();
     let calls = cri_calls(&log);
@@ -1625,6 +1663,28 @@ fn render(r: &Report, h: &Header) -> String {
         );
     }
     out.push('\n');
+    if !r.claims.is_empty() {
+        let _ = writeln!(
+            out,
+            "StatefulSets with a `local-path` claim (1Gi) per replica, on the same node:\n"
+        );
+        let _ = writeln!(
+            out,
+            "| policy | replicas | create until all Running | deletion until every volume is gone |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|");
+        for run in &r.claims {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.2} s | {:.2} s |",
+                run.policy,
+                run.replicas,
+                run.running.as_secs_f64(),
+                run.reclaimed.as_secs_f64()
+            );
+        }
+        out.push('\n');
+    }
     out
 }
 
