@@ -28,6 +28,21 @@ use tokio::sync::mpsc;
 
 /// How many events may wait to be written.
 const QUEUE: usize = 1000;
+
+/// A reference to `object` for an event's `involvedObject` (upstream's `reference.GetReference`):
+/// its kind and version, name, namespace, uid and resourceVersion.
+pub fn object_reference<K: kube::Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
+    let meta = object.meta();
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
 /// How many are written at once.
 const WRITERS: usize = 8;
 /// How many keys each correlator stage remembers (least recently used ones are forgotten).

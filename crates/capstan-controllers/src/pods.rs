@@ -342,19 +342,7 @@ where
     }
 }
 
-/// A reference to `object` for events.
-pub fn object_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
-    let meta = object.meta();
-    ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
-        kind: Some(K::kind(&()).into_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
+pub use capstan_client::events::object_reference;
 
 pub use crate::runtime::error_message;
 

@@ -840,13 +840,5 @@ async fn post_binding(
 }
 
 fn pod_reference(pod: &Pod) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("Pod".to_owned()),
-        name: pod.metadata.name.clone(),
-        namespace: pod.metadata.namespace.clone(),
-        uid: pod.metadata.uid.clone(),
-        resource_version: pod.metadata.resource_version.clone(),
-        ..ObjectReference::default()
-    }
+    capstan_client::events::object_reference(pod)
 }

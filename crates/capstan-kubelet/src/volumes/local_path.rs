@@ -32,7 +32,7 @@ use capstan_api::fit::volume::{
     self as fit, ANN_PROVISIONED_BY, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
     LOCAL_PATH_PROVISIONER,
 };
-use capstan_client::events::{EventRecorder, EventType};
+use capstan_client::events::{EventRecorder, EventType, object_reference};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     LocalVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
@@ -371,7 +371,7 @@ impl Provisioner {
     }
 
     async fn provision(&self, claim: &PersistentVolumeClaim, class: Option<&StorageClass>) {
-        let reference = reference_to(claim);
+        let reference = object_reference(claim);
         let key = format!(
             "{}/{}",
             claim.metadata.namespace.as_deref().unwrap_or(""),
@@ -432,7 +432,7 @@ impl Provisioner {
                 Err(error) => {
                     tracing::warn!(volume = %name, path = %path.display(), %error, "cannot remove a local-path volume's directory");
                     self.record(
-                        reference_to(volume),
+                        object_reference(volume),
                         true,
                         "VolumeFailedDelete",
                         format!("cannot remove {}: {error}", path.display()),
@@ -461,7 +461,7 @@ impl Provisioner {
         if let Some(size) = resize_to(claim, volume) {
             let volume_name = volume.metadata.name.clone().unwrap_or_default();
             self.record(
-                reference_to(claim),
+                object_reference(claim),
                 false,
                 "Resizing",
                 format!("External resizer is resizing volume {volume_name}"),
@@ -473,7 +473,7 @@ impl Provisioner {
                 .await
             {
                 self.record(
-                    reference_to(claim),
+                    object_reference(claim),
                     true,
                     "VolumeResizeFailed",
                     format!("resize volume {volume_name} failed: {error}"),
@@ -487,7 +487,7 @@ impl Provisioner {
                 .is_ok()
             {
                 self.record(
-                    reference_to(claim),
+                    object_reference(claim),
                     false,
                     "VolumeResizeSuccessful",
                     "Resize volume succeeded".to_owned(),
@@ -501,19 +501,6 @@ impl Provisioner {
                 .patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await;
         }
-    }
-}
-
-fn reference_to<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
-    let meta = object.meta();
-    ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
-        kind: Some(K::kind(&()).into_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..ObjectReference::default()
     }
 }
 
