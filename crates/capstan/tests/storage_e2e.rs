@@ -13,7 +13,10 @@
 //!   is gone, the claim goes, and with `reclaimPolicy: Delete` its volume and directory too;
 //! - a PersistentVolume made by hand binds to a matching claim; a claim nothing matches stays
 //!   Pending with upstream's event;
+//! - a claim of a class nobody provisions for waits with upstream's `ExternalProvisioning`;
 //! - an ephemeral volume's claim is made for its pod and goes with it;
+//! - with `persistentVolumeClaimRetentionPolicy.whenDeleted: Delete` a StatefulSet's claims,
+//!   volumes and directories go with it;
 //! - bad input gets upstream's field errors (quantity, access mode, the provisioner of a
 //!   class).
 
@@ -345,6 +348,26 @@ spec:
         jsonpath(kc, &["get", "pvc", "too-big"], "{.status.phase}"),
         "Pending"
     );
+    // A class whose provisioner nobody runs: the claim waits, with upstream's event.
+    apply(
+        kc,
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: elsewhere}\nprovisioner: example.com/absent\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: unserved}\nspec: {accessModes: [ReadWriteOnce], storageClassName: elsewhere, resources: {requests: {storage: 1Gi}}}\n",
+    );
+    let unserved = wait_event(kc, "unserved", "ExternalProvisioning", |_| true);
+    assert_eq!(
+        unserved.message,
+        "Waiting for a volume to be created either by the external provisioner 'example.com/absent' \
+         or manually by the system administrator. If volume creation is delayed, please verify \
+         that the provisioner is running and correctly registered."
+    );
+    assert_eq!(
+        jsonpath(
+            kc,
+            &["get", "pvc", "unserved"],
+            "{.metadata.annotations.volume\\.kubernetes\\.io/storage-provisioner}"
+        ),
+        "example.com/absent"
+    );
     // Released with Retain: the volume stays, Released, its files untouched.
     std::fs::write(manual.join("keep"), "kept").unwrap();
     kubectl_ok(
@@ -435,7 +458,44 @@ spec:
         "{provisioner}"
     );
 
-    // Every pod goes before the node stops.
+    // With `whenDeleted: Delete` the claims go with the StatefulSet, and their volumes and
+    // directories with them. Every pod goes before the node stops.
+    let paths: Vec<String> = (0..2)
+        .map(|i| {
+            let volume = jsonpath(
+                kc,
+                &["get", "pvc", &format!("data-web-{i}")],
+                "{.spec.volumeName}",
+            );
+            jsonpath(kc, &["get", "pv", &volume], "{.spec.local.path}")
+        })
+        .collect();
+    kubectl_ok(
+        "default",
+        kc,
+        &[
+            "patch",
+            "statefulset",
+            "web",
+            "-p",
+            r#"{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenDeleted":"Delete"}}}"#,
+        ],
+    );
+    wait_for(
+        "the claims to be owned by the StatefulSet",
+        Duration::from_secs(30),
+        || {
+            (0..2)
+                .all(|i| {
+                    jsonpath(
+                        kc,
+                        &["get", "pvc", &format!("data-web-{i}")],
+                        "{.metadata.ownerReferences[0].kind}",
+                    ) == "StatefulSet"
+                })
+                .then_some(())
+        },
+    );
     kubectl_ok(
         "default",
         kc,
@@ -446,5 +506,14 @@ spec:
             .all(|i| gone(kc, &["get", "pod", &format!("web-{i}")]))
             .then_some(())
     });
+    wait_for(
+        "the claims and their directories to go",
+        Duration::from_secs(60),
+        || {
+            ((0..2).all(|i| gone(kc, &["get", "pvc", &format!("data-web-{i}")]))
+                && paths.iter().all(|p| !Path::new(p).exists()))
+            .then_some(())
+        },
+    );
     server.stop();
 }
