@@ -18,6 +18,7 @@ pub mod pod_topology_spread;
 pub mod taint_toleration;
 pub mod volume_binding;
 pub mod volume_restrictions;
+pub mod volume_zone;
 
 /// Arguments a plugin may be configured with (`pluginConfig[].args`), as JSON.
 pub type Args = serde_json::Value;
@@ -56,6 +57,7 @@ pub fn build(name: &str, args: Option<&Args>) -> Option<Result<Arc<dyn Plugin>, 
             Err(e) => return Some(Err(e)),
         },
         volume_restrictions::NAME => Arc::new(volume_restrictions::VolumeRestrictions),
+        volume_zone::NAME => Arc::new(volume_zone::VolumeZone),
         volume_binding::NAME => match volume_binding::VolumeBinding::from_args(args) {
             Ok(plugin) => Arc::new(plugin),
             Err(e) => return Some(Err(e)),
@@ -76,6 +78,5 @@ pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "SchedulingGates",
     "DefaultBinder",
     "NodeVolumeLimits",
-    "VolumeZone",
     "DynamicResources",
 ];
