@@ -1021,6 +1021,30 @@ fn dns_config(args: &ServerArgs, advertise: IpAddr) -> anyhow::Result<capstan_dn
     Ok(config)
 }
 
+/// A client of a component that runs beside a joined node agent with a certificate the server
+/// issued at join (`pair`): its kubeconfig is written to `<data-dir>/cred/<file>.kubeconfig`.
+async fn joined_client(
+    args: &AgentArgs,
+    ca: &str,
+    pair: &capstan_kubelet::join::Pair,
+    file: &str,
+    user_agent: &str,
+) -> anyhow::Result<kube::Client> {
+    let kubeconfig = args
+        .data_dir
+        .join("cred")
+        .join(format!("{file}.kubeconfig"));
+    capstan_client::credentials::Kubeconfig {
+        server: &args.server,
+        ca_pem: ca,
+        cert_pem: &pair.cert,
+        key_pem: &pair.key,
+    }
+    .write(&kubeconfig, 0o600)
+    .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
+    client_from(Some(&kubeconfig), user_agent).await
+}
+
 /// `capstan agent`: joins the cluster at `--server` with `--token` (the server's CA pinned by
 /// the token, the node's credentials issued by the server), then runs the node agent.
 async fn agent(args: AgentArgs) -> anyhow::Result<()> {
@@ -1061,16 +1085,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             None
         }
         (Some(pair), false) => {
-            let kubeconfig = args.data_dir.join("cred").join("proxy.kubeconfig");
-            capstan_client::credentials::Kubeconfig {
-                server: &args.server,
-                ca_pem: &credentials.ca,
-                cert_pem: &pair.cert,
-                key_pem: &pair.key,
-            }
-            .write(&kubeconfig, 0o600)
-            .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
-            let client = client_from(Some(&kubeconfig), "kube-proxy").await?;
+            let client = joined_client(&args, &credentials.ca, pair, "proxy", "kube-proxy").await?;
             Some(spawn_proxy(
                 client,
                 args.agent.proxy_config(&config.node_name),
@@ -1085,16 +1100,14 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             None
         }
         Some(pair) => {
-            let kubeconfig = args.data_dir.join("cred").join("storage.kubeconfig");
-            capstan_client::credentials::Kubeconfig {
-                server: &args.server,
-                ca_pem: &credentials.ca,
-                cert_pem: &pair.cert,
-                key_pem: &pair.key,
-            }
-            .write(&kubeconfig, 0o600)
-            .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
-            let client = client_from(Some(&kubeconfig), "local-path-provisioner").await?;
+            let client = joined_client(
+                &args,
+                &credentials.ca,
+                pair,
+                "storage",
+                "local-path-provisioner",
+            )
+            .await?;
             Some(spawn_local_path(
                 client,
                 args.agent
