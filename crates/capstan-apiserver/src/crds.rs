@@ -64,6 +64,7 @@ pub(crate) async fn reconcile(registries: &Registries, crds: &Registry) -> Resul
     for crd in &all {
         let name = crd.metadata.name.clone().unwrap_or_default();
         if crd.metadata.deletion_timestamp.is_some() {
+            registries.set_custom_terminating(&name, true);
             finalize(registries, crds, crd).await?;
             continue;
         }

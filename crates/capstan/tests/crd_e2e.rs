@@ -332,11 +332,53 @@ fn custom_resources_are_served_from_their_definitions() {
             "{err}"
         );
 
-        // Deleting the definition deletes its objects, then the API goes.
+        // Deleting the definition deletes its objects, then the API goes. While an object
+        // holds it up (a finalizer), new objects are refused with upstream's 405.
         kubectl_ok(
             version,
             &kc,
-            &["delete", "crd", "widgets.example.com", "--timeout=60s"],
+            &[
+                "patch",
+                "widget",
+                "first",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+            ],
+        );
+        kubectl_ok(
+            version,
+            &kc,
+            &["delete", "crd", "widgets.example.com", "--wait=false"],
+        );
+        eventually(
+            "creates to be refused while the definition terminates",
+            || {
+                let out = kubectl_stdin(
+                    version,
+                    &kc,
+                    &["create", "-f", "-"],
+                    "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: late, namespace: default}\nspec: {size: 1}\n",
+                );
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                (!out.status.success()
+                    && err.contains(
+                        "create not allowed while custom resource definition is terminating",
+                    ))
+                .then_some(err)
+            },
+        );
+        kubectl_ok(
+            version,
+            &kc,
+            &[
+                "patch",
+                "widget",
+                "first",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ],
         );
         eventually("the widget API to go", || {
             let out = kubectl_any(version, &kc, &["get", "widgets.example.com"]);

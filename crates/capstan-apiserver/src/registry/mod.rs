@@ -244,6 +244,9 @@ pub(crate) struct Registry {
     id: u64,
     /// The warning every request to this (deprecated) version gets.
     deprecation: Option<Arc<str>>,
+    /// Set while the CustomResourceDefinition of this (custom) resource is being deleted:
+    /// creates are refused then, as upstream's.
+    terminating: std::sync::atomic::AtomicBool,
 }
 
 /// The next [`Registry`] id.
@@ -391,7 +394,14 @@ impl Registry {
             conversion,
             begin_write: None,
             deprecation: None,
+            terminating: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Marks this custom resource's definition as being deleted (or no longer).
+    pub(crate) fn set_terminating(&self, terminating: bool) {
+        self.terminating
+            .store(terminating, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// This registry serving a deprecated version: every request gets `warning`.
@@ -839,6 +849,16 @@ impl Registry {
         mut object: Value,
         options: &WriteOptions,
     ) -> Result<Written, ApiError> {
+        if self.terminating.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut error = StatusError::method_not_supported(
+                GroupResource::new(self.resource.group, self.resource.plural),
+                "create",
+            );
+            error.status.message = Some(
+                "create not allowed while custom resource definition is terminating".to_owned(),
+            );
+            return Err(error.into());
+        }
         self.check_type(&mut object)?;
         self.check_namespace(&mut object, namespace)?;
         if !meta_str(&object, "resourceVersion").is_empty() {

@@ -241,6 +241,16 @@ impl Registries {
         published
     }
 
+    /// Marks the resources of CRD `crd` as being deleted (creates refused) or not.
+    pub(crate) fn set_custom_terminating(&self, crd: &str, terminating: bool) {
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(served) = custom.by_crd.get(crd) {
+            for registry in &served.registries {
+                registry.set_terminating(terminating);
+            }
+        }
+    }
+
     /// The names of the CRDs whose resources are served.
     pub(crate) fn custom_definitions(&self) -> Vec<String> {
         let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
