@@ -13,7 +13,13 @@
 //! A version's CEL rules ([`crate::cel`]) run after its schema found the object valid, as
 //! upstream's do.
 //!
-//! Not yet: webhook conversion and selectable fields.
+//! A version's `selectableFields` are field selector labels (the path without its leading
+//! dot, e.g. `spec.color`) whose values are the object's field as upstream prints it (a
+//! string as is, a number or boolean in its JSON form, "" when absent). The watch cache keeps
+//! one set of field values per object for every version, so each version's strategy computes
+//! the fields of all served versions, and accepts in selectors only its own.
+//!
+//! Not yet: webhook conversion.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -95,6 +101,23 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
         .filter(|c| c.strategy == "Webhook")
         .and_then(|c| c.webhook.clone())
         .map(Arc::new);
+    let selectable = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| -> Vec<String> {
+        v.selectable_fields
+            .iter()
+            .flatten()
+            .map(|f| f.json_path.trim_start_matches('.').to_owned())
+            .collect()
+    };
+    let mut every: Vec<String> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .flat_map(selectable)
+        .collect();
+    every.sort();
+    every.dedup();
+    let all_selectable = intern_names(every);
     crd.spec
         .versions
         .iter()
@@ -134,6 +157,8 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                     schema: schema.clone(),
                     rules: Arc::default(),
                     default_paths: Arc::default(),
+                    selectable: intern_names(selectable(version)),
+                    all_selectable,
                 }),
                 storage_api_version: storage_api_version.clone(),
                 generation: crd.metadata.generation.unwrap_or_default(),
@@ -298,6 +323,8 @@ fn intern(shape: Shape) -> &'static Resource {
             Arc::new(CustomStrategy {
                 namespaced: true,
                 status: false,
+                selectable: &[],
+                all_selectable: &[],
                 schema: None,
                 rules: Arc::default(),
                 default_paths: Arc::default(),
@@ -323,6 +350,51 @@ pub struct CustomStrategy {
     rules: Arc<OnceLock<Option<Rules>>>,
     /// Where the schema's defaults are, worked out at the first read that asks.
     default_paths: Arc<OnceLock<Option<structural::DefaultPaths>>>,
+    /// This version's selectable fields (paths without the leading dot).
+    selectable: &'static [&'static str],
+    /// Every served version's selectable fields.
+    all_selectable: &'static [&'static str],
+}
+
+/// Interned lists of selectable field names (declarations are remade at every resync).
+static NAMES: Mutex<Vec<&'static [&'static str]>> = Mutex::new(Vec::new());
+
+/// `names` as a `'static` list: the one made before for the same names, else a new one.
+fn intern_names(names: Vec<String>) -> &'static [&'static str] {
+    if names.is_empty() {
+        return &[];
+    }
+    let mut interned = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = interned
+        .iter()
+        .find(|list| list.iter().copied().eq(names.iter().map(String::as_str)))
+    {
+        return found;
+    }
+    let list: Vec<&'static str> = names
+        .into_iter()
+        .map(|n| &*Box::leak(n.into_boxed_str()))
+        .collect();
+    let list: &'static [&'static str] = Box::leak(list.into_boxed_slice());
+    interned.push(list);
+    list
+}
+
+/// A selectable field's value in `object`, as upstream's `fmt.Sprint` of it: a string as is, a
+/// number or boolean in its JSON form, "" when absent or null.
+pub fn selectable_value(object: &Value, name: &str) -> String {
+    let mut current = object;
+    for segment in name.split('.') {
+        match current.get(segment) {
+            Some(next) => current = next,
+            None => return String::new(),
+        }
+    }
+    match current {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 impl CustomStrategy {
@@ -374,6 +446,17 @@ fn metadata(object: &Value) -> Result<ObjectMeta, FieldError> {
 }
 
 impl Strategy for CustomStrategy {
+    fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
+        self.all_selectable
+            .iter()
+            .map(|name| (*name, selectable_value(object, name)))
+            .collect()
+    }
+
+    fn selectable_field_names(&self) -> &'static [&'static str] {
+        self.selectable
+    }
+
     fn decode(&self, object: &Value) -> Result<(Value, Vec<String>), DecodeError> {
         if !object.is_object() {
             return Err(DecodeError::Invalid(
@@ -460,5 +543,66 @@ impl Strategy for CustomStrategy {
             Some(paths) => !paths.all_present(json),
             None => true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn selectable_values_print_as_upstream() {
+        let object = json!({"spec": {"color": "red", "size": 3, "on": true, "none": null}});
+        assert_eq!(selectable_value(&object, "spec.color"), "red");
+        assert_eq!(selectable_value(&object, "spec.size"), "3");
+        assert_eq!(selectable_value(&object, "spec.on"), "true");
+        assert_eq!(selectable_value(&object, "spec.none"), "");
+        assert_eq!(selectable_value(&object, "spec.missing"), "");
+        assert_eq!(selectable_value(&object, "status.x"), "");
+    }
+
+    #[test]
+    fn each_version_selects_by_its_own_fields_over_every_versions_values() {
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "metadata": {"name": "widgets.example.com", "generation": 1},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true,
+                     "selectableFields": [{"jsonPath": ".spec.color"}]},
+                    {"name": "v2", "served": true, "storage": false,
+                     "selectableFields": [{"jsonPath": ".spec.size"}, {"jsonPath": ".spec.color"}]},
+                ],
+            },
+            "status": {"acceptedNames": {"plural": "widgets", "kind": "Widget"}},
+        }))
+        .unwrap();
+        let declared = declare(&crd);
+        assert_eq!(declared.len(), 2);
+        assert_eq!(
+            declared[0].strategy.selectable_field_names(),
+            ["spec.color"]
+        );
+        assert_eq!(
+            declared[1].strategy.selectable_field_names(),
+            ["spec.size", "spec.color"]
+        );
+        let object = json!({"spec": {"color": "blue", "size": 2}});
+        let fields = declared[0].strategy.selectable_fields(&object);
+        assert_eq!(
+            fields,
+            [
+                ("spec.color", "blue".to_owned()),
+                ("spec.size", "2".to_owned())
+            ]
+        );
+        // Declared again (every resync), the same lists are reused.
+        let again = declare(&crd);
+        assert!(std::ptr::eq(
+            again[1].strategy.selectable_field_names(),
+            declared[1].strategy.selectable_field_names()
+        ));
     }
 }

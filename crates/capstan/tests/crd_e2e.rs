@@ -737,3 +737,118 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
     }
     server.stop();
 }
+
+const GIZMO_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields:
+    - jsonPath: .spec.color
+    - jsonPath: .spec.size
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              color: {type: string}
+              size: {type: integer}
+              note: {type: string}
+"#;
+
+#[test]
+fn selectable_fields_filter_custom_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    // A field that is not a string, boolean or integer is refused with upstream's message.
+    let refused = kubectl_stdin(
+        "1.33",
+        &kc,
+        &["create", "-f", "-"],
+        &GIZMO_CRD
+            .replace("name: gizmos.example.com", "name: gadgets.example.com")
+            .replace(
+                "plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList",
+                "plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList",
+            )
+            .replace(".spec.size", ".spec"),
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && err.contains("spec.versions[0].selectableFields[1].jsonPath: Invalid value: \".spec\": must point to a field of type string, boolean or integer."),
+        "{err}"
+    );
+    kubectl_stdin_ok(&kc, GIZMO_CRD);
+    eventually("the gizmo API", || {
+        kubectl_any("1.33", &kc, &["get", "gizmos"])
+            .status
+            .success()
+            .then_some(())
+    });
+    for (name, color, size) in [("a", "red", 1), ("b", "blue", 2), ("c", "red", 3)] {
+        kubectl_stdin_ok(
+            &kc,
+            &format!(
+                "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {{name: {name}, namespace: default}}\nspec: {{color: {color}, size: {size}}}\n"
+            ),
+        );
+    }
+    kubectl_stdin_ok(
+        &kc,
+        "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: plain, namespace: default}\nspec: {note: none}\n",
+    );
+    for version in ["1.27", "1.33"] {
+        let names = |selector: &str| {
+            kubectl_ok(
+                version,
+                &kc,
+                &["get", "gizmos", "--field-selector", selector, "-o", "name"],
+            )
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names("spec.color=red"),
+            ["gizmo.example.com/a", "gizmo.example.com/c"]
+        );
+        assert_eq!(
+            names("spec.color!=red,spec.size=2"),
+            ["gizmo.example.com/b"]
+        );
+        // An absent field selects as the empty string.
+        assert_eq!(names("spec.color="), ["gizmo.example.com/plain"]);
+        let unknown = kubectl_any(
+            version,
+            &kc,
+            &["get", "gizmos", "--field-selector", "spec.note=none"],
+        );
+        let err = String::from_utf8_lossy(&unknown.stderr);
+        assert!(
+            !unknown.status.success() && err.contains("field label not supported: spec.note"),
+            "{err}"
+        );
+    }
+    server.stop();
+}
+
+fn kubectl_stdin_ok(kc: &Path, manifest: &str) {
+    let out = kubectl_stdin("1.33", kc, &["apply", "-f", "-"], manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

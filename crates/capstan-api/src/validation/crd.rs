@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
-    CustomResourceDefinitionSpec, CustomResourceSubresourceScale,
+    CustomResourceDefinitionSpec, CustomResourceSubresourceScale, JSONSchemaProps, SelectableField,
 };
 
 use crate::field::{BadValue, FieldError, Path};
@@ -187,9 +187,15 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
             None => errs.push(FieldError::required(&schema_path, "schemas are required")),
             Some(schema) => {
                 let structural = crate::structural::structural_errors(schema, &schema_path);
-                // Rules are compiled only in a structural schema, as upstream's.
+                // Rules are compiled only in a structural schema, as upstream's; so are
+                // selectable fields checked against it.
                 if structural.is_empty() {
                     errs.extend(crate::cel::rule_errors(schema, &schema_path));
+                    errs.extend(validate_selectable_fields(
+                        version.selectable_fields.as_deref().unwrap_or_default(),
+                        schema,
+                        &at.child("selectableFields"),
+                    ));
                 }
                 errs.extend(structural);
             }
@@ -256,6 +262,110 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
 
 /// Upstream's checks of a `scale` subresource: the replica paths simple JSON paths under
 /// `.spec.` and `.status.`, the selector's (if any) under `.status.`.
+/// The most selectable fields a version may have.
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// Upstream's checks of a version's `selectableFields`: each a simple path (dots only, no
+/// array notation) to a field of the schema, not in `metadata`, of type string, boolean or
+/// integer, none twice, at most [`MAX_SELECTABLE_FIELDS`].
+fn validate_selectable_fields(
+    fields: &[SelectableField],
+    schema: &JSONSchemaProps,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut unique = BTreeSet::new();
+    for (i, field) in fields.iter().enumerate() {
+        let at = path.index(i).child("jsonPath");
+        let json_path = field.json_path.as_str();
+        if json_path.is_empty() {
+            errs.push(FieldError::required(&at, ""));
+            continue;
+        }
+        let (segments, found) = match schema_field(json_path, schema) {
+            Ok(found) => found,
+            Err(why) => {
+                errs.push(FieldError::invalid(
+                    &at,
+                    json_path,
+                    &format!("is an invalid path: {why}"),
+                ));
+                continue;
+            }
+        };
+        if segments.first().map(String::as_str) == Some("metadata") {
+            errs.push(FieldError::invalid(
+                &at,
+                json_path,
+                "must not point to fields in metadata",
+            ));
+        }
+        if !matches!(
+            found.type_.as_deref(),
+            Some("string" | "boolean" | "integer")
+        ) {
+            errs.push(FieldError::invalid(
+                &at,
+                json_path,
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",
+            ));
+        }
+        if !unique.insert(segments) {
+            errs.push(FieldError::duplicate(&at, json_path));
+        }
+    }
+    if unique.len() > MAX_SELECTABLE_FIELDS {
+        errs.push(FieldError::too_many(
+            path,
+            unique.len(),
+            MAX_SELECTABLE_FIELDS,
+        ));
+    }
+    errs
+}
+
+/// The schema a simple JSON path (`.spec.a.b`; a map's keys by name) leads to, and the path's
+/// segments (upstream's `ValidFieldPath` without array notation, with its errors).
+fn schema_field<'a>(
+    json_path: &str,
+    schema: &'a JSONSchemaProps,
+) -> Result<(Vec<String>, &'a JSONSchemaProps), String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrBool;
+    let mut segments = Vec::new();
+    let mut current = schema;
+    let mut rest = json_path;
+    while !rest.is_empty() {
+        if rest.starts_with('[') {
+            return Err("array notation is not allowed".to_owned());
+        }
+        let Some(after) = rest.strip_prefix('.') else {
+            let token = rest.split(['.', '[', ']']).next().unwrap_or(rest);
+            return Err(format!("expected [ or . but got: {token}"));
+        };
+        let end = after.find(['.', '[', ']']).unwrap_or(after.len());
+        let name = &after[..end];
+        if name.is_empty() {
+            return Err(if after.is_empty() {
+                "unexpected end of JSON path".to_owned()
+            } else {
+                "does not refer to a valid field".to_owned()
+            });
+        }
+        current = if let Some(properties) = &current.properties {
+            properties
+                .get(name)
+                .ok_or_else(|| "does not refer to a valid field".to_owned())?
+        } else if let Some(JSONSchemaPropsOrBool::Schema(items)) = &current.additional_properties {
+            items
+        } else {
+            return Err("does not refer to a valid field".to_owned());
+        };
+        segments.push(name.to_owned());
+        rest = &after[end..];
+    }
+    Ok((segments, current))
+}
+
 fn validate_scale(scale: &CustomResourceSubresourceScale, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut check = |value: Option<&str>, field: &str, prefix: &str, required: bool| {
@@ -590,6 +700,76 @@ mod tests {
                 "spec.versions[0].subresources.scale.specReplicasPath: Required value",
                 "spec.versions[0].subresources.scale.statusReplicasPath: Required value",
             ]
+        );
+    }
+
+    #[test]
+    fn selectable_fields_as_upstream_checks_them() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "color": {"type": "string", "enum": ["red", "blue"]},
+                "size": {"type": "integer"},
+                "on": {"type": "boolean"},
+                "ratio": {"type": "number"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            }},
+        }});
+        let with = |paths: Vec<&str>| {
+            let fields: Vec<_> = paths.iter().map(|p| json!({"jsonPath": p})).collect();
+            crd(
+                json!({"spec": {"versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema.clone()}, "selectableFields": fields}]}}),
+            )
+        };
+        assert_eq!(
+            messages(&validate_crd(&with(vec![
+                ".spec.color",
+                ".spec.size",
+                ".spec.on",
+                ".spec.labels.team"
+            ]))),
+            Vec::<String>::new()
+        );
+        let at = "spec.versions[0].selectableFields";
+        assert_eq!(
+            messages(&validate_crd(&with(vec![
+                ".spec.ratio",
+                ".spec.tags",
+                ".spec.missing",
+                "spec.color",
+                ".spec.color",
+                ".spec.color",
+                ".spec.tags[0]",
+                "",
+            ]))),
+            [
+                format!(
+                    "{at}[0].jsonPath: Invalid value: \".spec.ratio\": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."
+                ),
+                format!(
+                    "{at}[1].jsonPath: Invalid value: \".spec.tags\": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."
+                ),
+                format!(
+                    "{at}[2].jsonPath: Invalid value: \".spec.missing\": is an invalid path: does not refer to a valid field"
+                ),
+                format!(
+                    "{at}[3].jsonPath: Invalid value: \"spec.color\": is an invalid path: expected [ or . but got: spec"
+                ),
+                format!("{at}[5].jsonPath: Duplicate value: \".spec.color\""),
+                format!(
+                    "{at}[6].jsonPath: Invalid value: \".spec.tags[0]\": is an invalid path: array notation is not allowed"
+                ),
+                format!("{at}[7].jsonPath: Required value"),
+            ]
+        );
+        let nine: Vec<String> = (0..9).map(|i| format!(".spec.labels.k{i}")).collect();
+        let errs = messages(&validate_crd(&with(
+            nine.iter().map(String::as_str).collect(),
+        )));
+        assert_eq!(
+            errs,
+            [format!("{at}: Too many: 9: must have at most 8 items")]
         );
     }
 }
