@@ -14,6 +14,7 @@
 //! - a PersistentVolume made by hand binds to a matching claim; a claim nothing matches stays
 //!   Pending with upstream's event;
 //! - a claim of a class nobody provisions for waits with upstream's `ExternalProvisioning`;
+//! - a pod whose claim nothing can satisfy stays Pending with upstream's `FailedScheduling`;
 //! - an ephemeral volume's claim is made for its pod and goes with it;
 //! - with `persistentVolumeClaimRetentionPolicy.whenDeleted: Delete` a StatefulSet's claims,
 //!   volumes and directories go with it;
@@ -387,6 +388,28 @@ spec:
         std::fs::read_to_string(manual.join("keep")).unwrap(),
         "kept"
     );
+
+    // A pod whose claim nothing can satisfy (a class of hand-made local volumes, none made)
+    // stays Pending with upstream's scheduling message.
+    apply(
+        kc,
+        &format!(
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: manual-local}}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: nowhere}}\nspec: {{accessModes: [ReadWriteOnce], storageClassName: manual-local, resources: {{requests: {{storage: 1Gi}}}}}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: stuck}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers: [{{name: main, image: {IMAGE}, command: [sleep, '3600'], volumeMounts: [{{name: d, mountPath: /d}}]}}]\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: nowhere}}}}]\n"
+        ),
+    );
+    let unschedulable = wait_event(kc, "stuck", "FailedScheduling", |_| true);
+    assert!(
+        unschedulable
+            .message
+            .contains("1 node(s) didn't find available persistent volumes to bind"),
+        "{}",
+        unschedulable.message
+    );
+    assert_eq!(
+        jsonpath(kc, &["get", "pod", "stuck"], "{.status.phase}"),
+        "Pending"
+    );
+    kubectl_ok("default", kc, &["delete", "pod", "stuck", "--wait=true"]);
 
     // An ephemeral volume's claim is made for its pod and goes with it.
     apply(
