@@ -291,15 +291,7 @@ pub fn volume_fits(volume: &PersistentVolume, node: &Node) -> bool {
 /// Whether the volume could serve the claim, apart from who it is bound to and where it
 /// lives: class, volume mode, access modes, capacity and the claim's selector.
 pub fn satisfies(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> bool {
-    if volume.metadata.deletion_timestamp.is_some() {
-        return false;
-    }
-    if claim_class(claim) != volume_class(volume) || claim_volume_mode(claim) != volume_mode(volume)
-    {
-        return false;
-    }
-    if !access_modes_contained(claim, volume) || volume_capacity(volume) < requested_storage(claim)
-    {
+    if volume.metadata.deletion_timestamp.is_some() || mismatch(claim, volume).is_some() {
         return false;
     }
     match claim.spec.as_ref().and_then(|s| s.selector.as_ref()) {
@@ -312,6 +304,44 @@ pub fn satisfies(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> bo
             Err(_) => false,
         },
     }
+}
+
+/// Why a volume cannot serve the claim for its size, class, volume mode or access modes
+/// (upstream's `checkVolumeSatisfyClaim` reasons, in its order); `None` when it can.
+pub fn mismatch(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> Option<&'static str> {
+    if volume_capacity(volume) < requested_storage(claim) {
+        return Some("requested PV is too small");
+    }
+    if claim_class(claim) != volume_class(volume) {
+        return Some("storageClassName does not match");
+    }
+    if claim_volume_mode(claim) != volume_mode(volume) {
+        return Some("incompatible volumeMode");
+    }
+    if !access_modes_contained(claim, volume) {
+        return Some("incompatible accessMode");
+    }
+    None
+}
+
+/// Whether an ephemeral volume's claim was made for `pod` (its controller is the pod), with
+/// upstream's error when it was not.
+pub fn check_ephemeral_owner(claim: &PersistentVolumeClaim, pod: &Pod) -> Result<(), String> {
+    let owned = claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref());
+    if owned {
+        return Ok(());
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+    Err(format!(
+        "PVC {namespace}/{} was not created for pod {namespace}/{} (pod is not owner)",
+        claim.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or(""),
+    ))
 }
 
 /// The node a delayed-binding match must fit on: its name and labels.

@@ -73,26 +73,6 @@ pub fn bind_completed(claim: &PersistentVolumeClaim) -> bool {
     fit::annotation(&claim.metadata.annotations, ANN_BIND_COMPLETED).is_some()
 }
 
-/// Why a volume a user named cannot serve the claim (upstream's `checkVolumeSatisfyClaim`).
-fn mismatch(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> Option<&'static str> {
-    if fit::volume_capacity(volume) < fit::requested_storage(claim) {
-        return Some("requested PV is too small");
-    }
-    if fit::claim_class(claim) != fit::volume_class(volume) {
-        return Some("storageClassName does not match");
-    }
-    let mode = |m: Option<&str>| m.unwrap_or("Filesystem").to_owned();
-    if mode(claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref()))
-        != mode(volume.spec.as_ref().and_then(|s| s.volume_mode.as_deref()))
-    {
-        return Some("incompatible volumeMode");
-    }
-    if !fit::access_modes_contained(claim, volume) {
-        return Some("incompatible accessMode");
-    }
-    None
-}
-
 /// The default class to give an unbound claim that names none at all (upstream's retroactive
 /// default StorageClass assignment: a claim made before any class was marked default gets
 /// it once one is; `""` is a choice and is kept).
@@ -161,7 +141,7 @@ pub fn claim_step_excluding(
         if !fit::is_available(volume) {
             return ClaimStep::Pending(None);
         }
-        return match mismatch(claim, volume) {
+        return match fit::mismatch(claim, volume) {
             Some(why) => ClaimStep::Pending(Some(warning(
                 "VolumeMismatch",
                 format!("Cannot bind to requested volume \"{named}\": {why}"),

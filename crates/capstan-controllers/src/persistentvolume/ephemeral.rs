@@ -41,11 +41,6 @@ pub fn claim_for(
     })
 }
 
-/// Whether the claim was made for the pod (its controller is the pod).
-pub fn is_for_pod(claim: &PersistentVolumeClaim, pod: &Pod) -> bool {
-    pods::controller_of(&claim.metadata).is_some_and(|o| Some(&o.uid) == pod.metadata.uid.as_ref())
-}
-
 struct Context {
     client: Client,
     claims: Store<PersistentVolumeClaim>,
@@ -155,10 +150,10 @@ mod tests {
         assert_eq!(claim.metadata.name.as_deref(), Some("web-scratch"));
         assert_eq!(claim.metadata.namespace.as_deref(), Some("ns"));
         assert_eq!(claim.metadata.labels.as_ref().unwrap()["type"], "scratch");
-        assert!(is_for_pod(&claim, &pod));
+        assert!(fit::check_ephemeral_owner(&claim, &pod).is_ok());
         assert!(claim_for(&pod, &volumes[1]).is_none());
         let mut other = pod.clone();
         other.metadata.uid = Some("p2".into());
-        assert!(!is_for_pod(&claim, &other));
+        assert!(fit::check_ephemeral_owner(&claim, &other).is_err());
     }
 }

@@ -179,13 +179,7 @@ async fn sync_claim(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Res
             "metadata": {"resourceVersion": claim.metadata.resource_version},
             "spec": {"storageClassName": class},
         });
-        claims
-            .patch(
-                name_of(claim.as_ref()),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        merge(&claims, name_of(claim.as_ref()), &patch, false).await?;
         return Ok(Action::await_change());
     }
     let uid = claim.metadata.uid.clone().unwrap_or_default();
@@ -237,13 +231,7 @@ async fn sync_claim(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Res
                         ANN_BETA_STORAGE_PROVISIONER: provisioner,
                     },
                 }});
-                claims
-                    .patch(
-                        name_of(claim.as_ref()),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
+                merge(&claims, name_of(claim.as_ref()), &patch, false).await?;
             }
             ctx.record(claim.as_ref(), note);
             set_claim_phase(&claims, &claim, "Pending").await?;
@@ -255,6 +243,26 @@ async fn sync_claim(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Res
             Ok(Action::await_change())
         }
     }
+}
+
+/// A JSON merge patch of object `name` (of its status with `status`).
+async fn merge<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+    status: bool,
+) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PatchParams::default();
+    if status {
+        api.patch_status(name, &params, &Patch::Merge(patch))
+            .await?;
+    } else {
+        api.patch(name, &params, &Patch::Merge(patch)).await?;
+    }
+    Ok(())
 }
 
 fn name_of<K: kube::Resource>(object: &K) -> &str {
@@ -278,13 +286,7 @@ async fn set_claim_phase(
         return Ok(());
     }
     let patch = json!({"status": {"phase": phase}});
-    claims
-        .patch_status(
-            name_of(claim),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    merge(claims, name_of(claim), &patch, true).await?;
     Ok(())
 }
 
@@ -321,13 +323,7 @@ async fn bind(
             "metadata": {"resourceVersion": claim.metadata.resource_version, "annotations": annotations},
             "spec": {"volumeName": volume_name},
         });
-        claims
-            .patch(
-                name_of(claim),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        merge(claims, name_of(claim), &patch, false).await?;
     }
     let spec = volume.spec.as_ref();
     let status = claim.status.as_ref();
@@ -344,13 +340,7 @@ async fn bind(
             "accessModes": wanted_modes,
             "capacity": current_capacity.or(wanted_capacity),
         }});
-        claims
-            .patch_status(
-                name_of(claim),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        merge(claims, name_of(claim), &patch, true).await?;
     }
     Ok(())
 }
@@ -368,13 +358,7 @@ async fn set_volume_phase(
         "message": message,
         "lastPhaseTransitionTime": capstan_client::events::now(),
     }});
-    volumes
-        .patch_status(
-            name_of(volume),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    merge(&volumes, name_of(volume), &patch, true).await?;
     if let Some(note) = note {
         ctx.record(volume, note);
     }
@@ -418,13 +402,7 @@ async fn sync_volume(volume: Arc<PersistentVolume>, ctx: Arc<Context>) -> Result
                 },
                 "spec": {"claimRef": null},
             });
-            volumes
-                .patch(
-                    name_of(volume.as_ref()),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
+            merge(&volumes, name_of(volume.as_ref()), &patch, false).await?;
             set_volume_phase(&ctx, &volume, "Available", None).await?;
             Ok(Action::await_change())
         }

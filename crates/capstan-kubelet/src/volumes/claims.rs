@@ -148,29 +148,6 @@ pub fn host_path(
     ))
 }
 
-/// Whether the claim was made for `pod` (its controller is the pod), as an ephemeral
-/// volume's claim must be; upstream's error otherwise.
-pub fn check_owner(
-    claim: &PersistentVolumeClaim,
-    pod: &k8s_openapi::api::core::v1::Pod,
-) -> Result<(), String> {
-    let owned = claim
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref());
-    if owned {
-        return Ok(());
-    }
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
-    Err(format!(
-        "PVC {namespace}/{} was not created for pod {namespace}/{} (pod is not owner)",
-        claim.metadata.name.as_deref().unwrap_or(""),
-        pod.metadata.name.as_deref().unwrap_or(""),
-    ))
-}
-
 /// Resolves a claim volume of a pod in `namespace` on the node called `node`: the host path
 /// to mount, and whether the claim's volume source makes it read-only. With `owner` (an
 /// ephemeral volume's pod), the claim must be that pod's.
@@ -191,7 +168,7 @@ pub async fn resolve(
         return Err(format!("persistentvolumeclaim {claim_name:?} not found"));
     };
     if let Some(pod) = owner {
-        check_owner(&claim, pod)?;
+        capstan_api::fit::volume::check_ephemeral_owner(&claim, pod)?;
     }
     let volume = Api::<PersistentVolume>::all(client.clone())
         .get_opt(&volume_name)
@@ -439,9 +416,12 @@ mod tests {
             }))
             .unwrap()
         };
-        assert_eq!(check_owner(&owned_by("p1"), &pod), Ok(()));
         assert_eq!(
-            check_owner(&owned_by("other"), &pod),
+            capstan_api::fit::volume::check_ephemeral_owner(&owned_by("p1"), &pod),
+            Ok(())
+        );
+        assert_eq!(
+            capstan_api::fit::volume::check_ephemeral_owner(&owned_by("other"), &pod),
             Err("PVC ns/web-scratch was not created for pod ns/web (pod is not owner)".to_owned())
         );
     }

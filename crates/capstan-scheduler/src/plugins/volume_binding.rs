@@ -177,16 +177,6 @@ pub struct Decisions {
     pub bind_timeout: Duration,
 }
 
-/// Whether the claim's controller is the pod (upstream's `metav1.IsControlledBy`).
-fn is_controlled_by(claim: &PersistentVolumeClaim, pod: &PodInfo) -> bool {
-    claim
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == pod.uid())
-}
-
 /// The claim `name` of the pod, if the pod may use it; otherwise upstream's unresolvable
 /// PreFilter status (`podHasPVCs`). `ephemeral`: the claim is made for an ephemeral volume.
 fn usable_claim<'a>(
@@ -216,13 +206,8 @@ fn usable_claim<'a>(
             "persistentvolumeclaim {name:?} is being deleted"
         )));
     }
-    if ephemeral && !is_controlled_by(claim, pod) {
-        return Err(Status::unresolvable(format!(
-            "PVC {}/{name} was not created for pod {}/{} (pod is not owner)",
-            pod.namespace(),
-            pod.namespace(),
-            pod.name()
-        )));
+    if ephemeral {
+        rules::check_ephemeral_owner(claim, &pod.pod).map_err(Status::unresolvable)?;
     }
     Ok(claim)
 }
