@@ -37,7 +37,7 @@ use capstan_store::Store;
 
 pub use authn::{TokenFile, TokenFileError, User};
 pub use handlers::health::{BuildInfo, set_build_info};
-pub use join::STORAGE_USER;
+pub use join::{STORAGE_USER, rotate_token, token as join_token};
 pub use registry::services;
 pub use serve::RunningServer;
 
@@ -52,6 +52,8 @@ pub struct Config {
     pub port: u16,
     /// Extra names and addresses for the serving certificate.
     pub tls_sans: Vec<String>,
+    /// The TLS versions and cipher suites served (`--tls-min-version`, `--tls-cipher-suites`).
+    pub tls: capstan_client::tls::TlsPolicy,
     /// Where to write the admin kubeconfig.
     pub kubeconfig_path: PathBuf,
     /// The file mode of the kubeconfig.
@@ -136,7 +138,7 @@ pub(crate) async fn start_with(
         "kube-apiserver-kubelet-client",
         Some("system:masters"),
     )?;
-    let kubelets = handlers::kubelets::Kubelets::new(&pki.ca_cert_pem, &kubelet_client)?;
+    let kubelets = handlers::kubelets::Kubelets::new(&pki::kubelet_ca(&tls_dir)?, &kubelet_client)?;
     let signing_key =
         authn::serviceaccount::jws::SigningKey::from_pem(&pki::service_account_key(&tls_dir)?)
             .map_err(|e| StartError::Config(format!("{}: {e}", pki::SERVICE_ACCOUNT_KEY)))?;
@@ -163,6 +165,18 @@ pub(crate) async fn start_with(
         &pki.ca_cert_pem,
         config.join_token.as_deref(),
     )?;
+    // A joining node never gets a certificate for a name of the API server's own.
+    let mut reserved = vec![cidr.first().to_string()];
+    reserved.extend(config.tls_sans.iter().cloned());
+    let join = match (
+        api.registries().core("secrets"),
+        api.registries().core("nodes"),
+    ) {
+        (Some(secrets), Some(nodes)) => {
+            join.with_objects(reserved, join::Objects { secrets, nodes })
+        }
+        _ => join,
+    };
     // The admin kubeconfig is written once the port is bound and before any request is
     // answered, so whoever sees the server ready can read it.
     let write_kubeconfig = |port: u16| {

@@ -212,12 +212,15 @@ pub fn component_client(
 }
 
 /// Issues a kubelet serving certificate for node `node` valid for `names` (its addresses and
-/// host names), signed by the cluster CA under `dir`, as upstream's kubelet serving
-/// certificates are named (`system:node:<node>` in `system:nodes`). It is issued afresh each
-/// time: a node's addresses may change between starts.
+/// host names), signed by the kubelet serving CA under `dir` ([`kubelet_ca`]), as upstream's
+/// kubelet serving certificates are named (`system:node:<node>` in `system:nodes`). It is
+/// issued afresh each time: a node's addresses may change between starts.
 pub fn kubelet_serving(dir: &Path, node: &str, names: &[String]) -> Result<CertAndKey, PkiError> {
+    let (ca_cert_pem, ca_key, _) = own_ca(dir, KUBELET_CA, "capstan-kubelet-serving-ca")?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)
+        .map_err(cert_error("reading kubelet-serving-ca.crt"))?;
     issue(
-        &cluster_issuer(dir)?,
+        &issuer,
         name(&format!("system:node:{node}"), Some("system:nodes")),
         names,
         ExtendedKeyUsagePurpose::ServerAuth,
@@ -249,6 +252,41 @@ fn cluster_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, PkiError> {
     Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(cert_error("reading ca.crt"))
 }
 
+/// A CA of its own under `dir` (`<file>.crt`, `<file>.key`, common name `common_name`),
+/// created on first use: its certificate, its key and whether it was just created.
+fn own_ca(dir: &Path, file: &str, common_name: &str) -> Result<(String, KeyPair, bool), PkiError> {
+    let (cert_path, key_path) = (
+        dir.join(format!("{file}.crt")),
+        dir.join(format!("{file}.key")),
+    );
+    if let (Some(cert), Some(key)) = (read(&cert_path)?, read(&key_path)?) {
+        let key = KeyPair::from_pem(&key).map_err(|source| PkiError::Certificate {
+            what: format!("reading {file}.key"),
+            source,
+        })?;
+        return Ok((cert, key, false));
+    }
+    let key = KeyPair::generate().map_err(cert_error("generating a CA key"))?;
+    let mut params = ca_params();
+    params.distinguished_name = name(common_name, None);
+    let cert = params
+        .self_signed(&key)
+        .map_err(cert_error("self-signing a CA"))?;
+    write_file(&key_path, &key.serialize_pem(), 0o600)?;
+    write_file(&cert_path, &cert.pem(), 0o644)?;
+    Ok((cert.pem(), key, true))
+}
+
+/// The file stem of the CA that signs kubelet serving certificates.
+const KUBELET_CA: &str = "kubelet-serving-ca";
+
+/// The certificate of the CA that signs kubelet serving certificates (`<dir>/kubelet-serving-ca.crt`,
+/// created on first use): what the API server checks kubelets against. It is not the cluster
+/// CA, so that no kubelet certificate is ever trusted by a client of the API server.
+pub fn kubelet_ca(dir: &Path) -> Result<String, PkiError> {
+    own_ca(dir, KUBELET_CA, "capstan-kubelet-serving-ca").map(|(cert, _, _)| cert)
+}
+
 /// The front proxy's credentials: what the API server shows extension API servers when it
 /// passes them a request, as upstream's `--proxy-client-cert-file` signed by the
 /// `--requestheader-client-ca-file` CA (a CA of its own, so that the client certificate is
@@ -268,28 +306,10 @@ pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// `front-proxy-client.*`), creating them on first use.
 pub fn front_proxy(dir: &Path) -> Result<FrontProxy, PkiError> {
     let path = |file: &str| dir.join(file);
-    let (ca_cert_pem, ca_key) = match (
-        read(&path("front-proxy-ca.crt"))?,
-        read(&path("front-proxy-ca.key"))?,
-    ) {
-        (Some(cert), Some(key)) => (
-            cert,
-            KeyPair::from_pem(&key).map_err(cert_error("reading front-proxy-ca.key"))?,
-        ),
-        _ => {
-            let key =
-                KeyPair::generate().map_err(cert_error("generating the front proxy CA key"))?;
-            let mut params = ca_params();
-            params.distinguished_name = name("capstan-front-proxy-ca", None);
-            let cert = params
-                .self_signed(&key)
-                .map_err(cert_error("self-signing the front proxy CA"))?;
-            write_file(&path("front-proxy-ca.key"), &key.serialize_pem(), 0o600)?;
-            write_file(&path("front-proxy-ca.crt"), &cert.pem(), 0o644)?;
-            let _ = fs::remove_file(path("front-proxy-client.crt"));
-            (cert.pem(), key)
-        }
-    };
+    let (ca_cert_pem, ca_key, created) = own_ca(dir, "front-proxy-ca", "capstan-front-proxy-ca")?;
+    if created {
+        let _ = fs::remove_file(path("front-proxy-client.crt"));
+    }
     if let (Some(cert_pem), Some(key_pem)) = (
         read(&path("front-proxy-client.crt"))?,
         read(&path("front-proxy-client.key"))?,

@@ -119,13 +119,16 @@ impl Drop for RunningServer {
 
 /// TLS with the serving certificate, client certificates from the cluster CA (optional), and
 /// HTTP/2 preferred to HTTP/1.1.
-fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, capstan_client::tls::TlsError> {
+fn tls_config(
+    pki: &Pki,
+    policy: &capstan_client::tls::TlsPolicy,
+) -> Result<rustls::ServerConfig, capstan_client::tls::TlsError> {
     capstan_client::tls::ServerTls {
         cert_pem: &pki.serving.cert_pem,
         key_pem: &pki.serving.key_pem,
         client_ca_pem: &pki.ca_cert_pem,
     }
-    .config(&[b"h2", b"http/1.1"])
+    .config_with(&[b"h2", b"http/1.1"], policy)
 }
 
 /// The routes of the API server without aggregation (the tests' servers).
@@ -513,8 +516,9 @@ pub(crate) async fn listen(
     let authenticator = Arc::new(Authenticator {
         tokens,
         service_accounts: Some(api.tokens().clone()),
+        bootstrap_secrets: api.registries().core("secrets"),
     });
-    let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
+    let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki, &config.tls)?));
     let addr = SocketAddr::new(config.bind_address, config.port);
     let listener = TcpListener::bind(addr)
         .await
@@ -936,6 +940,7 @@ mod tests {
             bind_address: "127.0.0.1".parse().unwrap(),
             port: 0,
             tls_sans: Vec::new(),
+            tls: Default::default(),
             kubeconfig_path: kubeconfig.clone(),
             kubeconfig_mode: 0o600,
             token_auth_file: None,

@@ -53,11 +53,137 @@ impl std::fmt::Debug for ServerTls<'_> {
     }
 }
 
+/// Which TLS versions and TLS 1.2 cipher suites a server accepts, as upstream's
+/// `--tls-min-version` and `--tls-cipher-suites` set them. TLS 1.0 and 1.1 are never offered
+/// (rustls has neither), and TLS 1.3's suites are not configurable (as in Go).
+#[derive(Clone, Debug, Default)]
+pub struct TlsPolicy {
+    /// TLS 1.3 only (`VersionTLS13`); otherwise TLS 1.2 and 1.3.
+    pub tls13_only: bool,
+    /// The TLS 1.2 suites offered; empty: every suite rustls offers (AEAD with ECDHE only).
+    pub tls12_suites: Vec<rustls::SupportedCipherSuite>,
+}
+
+impl TlsPolicy {
+    /// The policy of `--tls-min-version` (`VersionTLS12` or `VersionTLS13`; none: TLS 1.2)
+    /// and `--tls-cipher-suites` (upstream's, that is Go's, names), or why they are unusable.
+    pub fn parse(min_version: Option<&str>, cipher_suites: &[String]) -> Result<TlsPolicy, String> {
+        let tls13_only = match min_version.unwrap_or("VersionTLS12") {
+            "VersionTLS12" => false,
+            "VersionTLS13" => true,
+            "VersionTLS10" | "VersionTLS11" => {
+                return Err(format!(
+                    "--tls-min-version {}: TLS 1.0 and 1.1 are insecure and not served; use \
+                     VersionTLS12 or VersionTLS13",
+                    min_version.unwrap_or_default()
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "--tls-min-version {other:?}: unknown version, allowed values: VersionTLS12, \
+                     VersionTLS13"
+                ));
+            }
+        };
+        if tls13_only && !cipher_suites.is_empty() {
+            return Err(
+                "cipher suites may not be specified when --tls-min-version is 'VersionTLS13'"
+                    .to_owned(),
+            );
+        }
+        let offered = rustls::crypto::ring::default_provider().cipher_suites;
+        let mut tls12_suites = Vec::new();
+        for name in cipher_suites
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+        {
+            // TLS 1.3's suites are not configurable (as in Go): named, they change nothing.
+            if matches!(
+                name,
+                "TLS_AES_128_GCM_SHA256"
+                    | "TLS_AES_256_GCM_SHA384"
+                    | "TLS_CHACHA20_POLY1305_SHA256"
+            ) {
+                continue;
+            }
+            // Go names the TLS 1.2 ChaCha20 suites without their hash.
+            let full = if name.ends_with("_CHACHA20_POLY1305") {
+                format!("{name}_SHA256")
+            } else {
+                name.to_owned()
+            };
+            match offered
+                .iter()
+                .find(|s| s.tls13().is_none() && format!("{:?}", s.suite()) == full)
+            {
+                Some(suite) => {
+                    if !tls12_suites.contains(suite) {
+                        tls12_suites.push(*suite);
+                    }
+                }
+                None if name.starts_with("TLS_") => {
+                    return Err(format!(
+                        "--tls-cipher-suites: {name} is not served (only AEAD suites with ECDHE \
+                         key exchange are); allowed: {}",
+                        offered
+                            .iter()
+                            .filter(|s| s.tls13().is_none())
+                            .map(|s| format!("{:?}", s.suite()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "--tls-cipher-suites: unknown cipher suite {name:?}"
+                    ));
+                }
+            }
+        }
+        Ok(TlsPolicy {
+            tls13_only,
+            tls12_suites,
+        })
+    }
+
+    /// The crypto provider and protocol versions of this policy.
+    fn provider(
+        &self,
+    ) -> (
+        rustls::crypto::CryptoProvider,
+        Vec<&'static rustls::SupportedProtocolVersion>,
+    ) {
+        let mut provider = rustls::crypto::ring::default_provider();
+        if !self.tls12_suites.is_empty() {
+            provider
+                .cipher_suites
+                .retain(|s| s.tls13().is_some() || self.tls12_suites.contains(s));
+        }
+        let versions = if self.tls13_only {
+            vec![&rustls::version::TLS13]
+        } else {
+            vec![&rustls::version::TLS12, &rustls::version::TLS13]
+        };
+        (provider, versions)
+    }
+}
+
 impl ServerTls<'_> {
     /// The server configuration, offering the application protocols `alpn` in order of
     /// preference (the API server: `h2` and `http/1.1`; the kubelet API: `http/1.1`).
     pub fn config(&self, alpn: &[&[u8]]) -> Result<rustls::ServerConfig, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        self.config_with(alpn, &TlsPolicy::default())
+    }
+
+    /// [`ServerTls::config`] with the versions and suites of `policy`.
+    pub fn config_with(
+        &self,
+        alpn: &[&[u8]],
+        policy: &TlsPolicy,
+    ) -> Result<rustls::ServerConfig, TlsError> {
+        let (provider, versions) = policy.provider();
+        let provider = Arc::new(provider);
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(self.client_ca_pem.as_bytes()) {
             let cert = cert.map_err(|source| TlsError::Pem {
@@ -86,7 +212,7 @@ impl ServerTls<'_> {
             }
         })?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(&versions)
             .map_err(|source| TlsError::Rustls {
                 what: "protocol versions",
                 source,
@@ -201,6 +327,80 @@ mod tests {
         assert_eq!((alpn.as_deref(), seen), (Some(&b"http/1.1"[..]), 1));
         let config = tls.config(&[b"http/1.1"]).unwrap();
         assert_eq!(handshake(config, &pki.ca, None).await.1, 0);
+    }
+
+    /// Whether a client offering only `version` completes a handshake with `server`.
+    async fn handshakes_with(
+        server: rustls::ServerConfig,
+        ca: &str,
+        version: &'static rustls::SupportedProtocolVersion,
+    ) -> bool {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let (near, far) = tokio::io::duplex(64 * 1024);
+        let accept = tokio_rustls::TlsAcceptor::from(Arc::new(server)).accept(far);
+        let connect = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), near);
+        let (accepted, connected) = tokio::join!(accept, connect);
+        accepted.is_ok() && connected.is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_minimum_version_and_suites_follow_upstreams_flags() {
+        let pki = pki();
+        let tls = ServerTls {
+            cert_pem: &pki.serving.0,
+            key_pem: &pki.serving.1,
+            client_ca_pem: &pki.ca,
+        };
+        let default = TlsPolicy::parse(None, &[]).unwrap();
+        let config = tls.config_with(&[], &default).unwrap();
+        assert!(handshakes_with(config, &pki.ca, &rustls::version::TLS12).await);
+        let tls13 = TlsPolicy::parse(Some("VersionTLS13"), &[]).unwrap();
+        let config = tls.config_with(&[], &tls13).unwrap();
+        assert!(!handshakes_with(config, &pki.ca, &rustls::version::TLS12).await);
+        let config = tls.config_with(&[], &tls13).unwrap();
+        assert!(handshakes_with(config, &pki.ca, &rustls::version::TLS13).await);
+        // The test CA's keys are ECDSA: a TLS 1.2 server offering RSA suites only cannot agree.
+        let rsa_only =
+            TlsPolicy::parse(None, &["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned()]).unwrap();
+        let config = tls.config_with(&[], &rsa_only).unwrap();
+        assert!(!handshakes_with(config, &pki.ca, &rustls::version::TLS12).await);
+        let ecdsa = TlsPolicy::parse(
+            None,
+            &[
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305".to_owned(),
+                "TLS_AES_128_GCM_SHA256".to_owned(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(ecdsa.tls12_suites.len(), 1);
+        let config = tls.config_with(&[], &ecdsa).unwrap();
+        assert!(handshakes_with(config, &pki.ca, &rustls::version::TLS12).await);
+        for (min, suites, error) in [
+            (Some("VersionTLS11"), vec![], "TLS 1.0 and 1.1 are insecure"),
+            (Some("TLS12"), vec![], "unknown version"),
+            (
+                Some("VersionTLS13"),
+                vec!["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"],
+                "cipher suites may not be specified when --tls-min-version is 'VersionTLS13'",
+            ),
+            (None, vec!["TLS_RSA_WITH_AES_128_CBC_SHA"], "is not served"),
+            (None, vec!["AES"], "unknown cipher suite"),
+        ] {
+            let suites: Vec<String> = suites.into_iter().map(str::to_owned).collect();
+            let got = TlsPolicy::parse(min, &suites).unwrap_err();
+            assert!(got.contains(error), "{got}");
+        }
     }
 
     #[test]

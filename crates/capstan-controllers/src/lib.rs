@@ -17,6 +17,7 @@ pub mod job;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+pub mod nodepassword;
 pub mod persistentvolume;
 pub mod podgc;
 pub mod pods;
@@ -27,6 +28,7 @@ pub mod runtime;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;
+pub mod tokencleaner;
 pub mod ttlafterfinished;
 
 use std::collections::BTreeSet;
@@ -63,6 +65,18 @@ const TABLE: &[Controller] = &[
         long_name: "node-lifecycle-controller",
         concurrency: 5,
         start: nodelifecycle::start,
+    },
+    Controller {
+        name: "node-password",
+        long_name: "node-password-controller",
+        concurrency: 1,
+        start: nodepassword::start,
+    },
+    Controller {
+        name: "tokencleaner",
+        long_name: "token-cleaner-controller",
+        concurrency: 1,
+        start: tokencleaner::start,
     },
     Controller {
         name: "podgc",

@@ -46,6 +46,7 @@ async fn cluster() -> Cluster {
         bind_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
         port: 0,
         tls_sans: Vec::new(),
+        tls: Default::default(),
         kubeconfig_path: kubeconfig.clone(),
         kubeconfig_mode: 0o600,
         token_auth_file: None,

@@ -17,6 +17,8 @@ use anyhow::{Context, bail};
 use capstan_store::Endpoint;
 use clap::{Args, Parser, Subcommand};
 
+mod token;
+
 /// mimalloc instead of the system allocator: under request load glibc's malloc spent about a
 /// quarter of the API server's CPU consolidating and unlinking free chunks (see BENCHMARKS.md).
 /// Built with `no_thp`: where transparent huge pages are always on, mimalloc's eagerly committed
@@ -48,6 +50,9 @@ enum Command {
     /// Build and import container images without a registry.
     #[command(subcommand)]
     Image(ImageCommand),
+    /// Rotate the join token, or create bootstrap tokens.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// Print the Kubernetes API level this binary serves.
     Version,
 }
@@ -80,6 +85,14 @@ struct ServerArgs {
     /// comma-separated).
     #[arg(long, value_delimiter = ',')]
     tls_san: Vec<String>,
+    /// The lowest TLS version served: VersionTLS12 (default) or VersionTLS13 (TLS 1.0 and 1.1
+    /// are never served).
+    #[arg(long)]
+    tls_min_version: Option<String>,
+    /// The TLS 1.2 cipher suites served, by upstream's (Go's) names, comma-separated (default:
+    /// every AEAD suite with ECDHE; TLS 1.3's are not configurable).
+    #[arg(long, value_delimiter = ',')]
+    tls_cipher_suites: Vec<String>,
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
@@ -560,6 +573,7 @@ fn main() -> anyhow::Result<()> {
         Command::ControllerManager(args) => runtime()?.block_on(controller_manager(args)),
         Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Image(command) => runtime()?.block_on(image(command)),
+        Command::Token(command) => runtime()?.block_on(token::run(command)),
         Command::Agent(args) => runtime()?.block_on(agent(*args)),
     }
 }
@@ -831,6 +845,11 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         bind_address: args.bind_address,
         port: args.https_listen_port,
         tls_sans: args.tls_san,
+        tls: capstan_client::tls::TlsPolicy::parse(
+            args.tls_min_version.as_deref(),
+            &args.tls_cipher_suites,
+        )
+        .map_err(anyhow::Error::msg)?,
         token_auth_file: args.token_auth_file,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),
@@ -1060,11 +1079,15 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     ];
     names.sort();
     names.dedup();
+    let password_file = args.data_dir.join("node-password");
+    let password = capstan_kubelet::join::node_password(&password_file)
+        .with_context(|| format!("cannot read or write {}", password_file.display()))?;
     let credentials = capstan_kubelet::join::join(
         &args.server,
         &args.token,
         &config.node_name,
         &names,
+        &password,
         args.insecure_unpinned_token,
     )
     .await

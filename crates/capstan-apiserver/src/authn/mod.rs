@@ -2,10 +2,12 @@
 //!
 //! As upstream's union authenticator: a verified client certificate wins (user = CN, groups = O);
 //! otherwise a bearer token from the static token file (`--token-auth-file`, kube-apiserver's CSV
-//! format `token,user,uid,"group1,group2"`) or a service account token this server issued
-//! ([`crate::authn::serviceaccount`]); otherwise the request is anonymous. A bearer token that matches
+//! format `token,user,uid,"group1,group2"`), a service account token this server issued
+//! ([`crate::authn::serviceaccount`]) or a bootstrap token ([`crate::authn::bootstrap`]);
+//! otherwise the request is anonymous. A bearer token that matches
 //! nothing fails the request with 401 whatever its path.
 
+pub(crate) mod bootstrap;
 pub(crate) mod serviceaccount;
 
 use std::collections::{BTreeMap, HashMap};
@@ -186,13 +188,16 @@ pub(crate) enum Authenticated {
 }
 
 /// Every way a request may authenticate, in upstream's order: a verified client certificate,
-/// then bearer tokens (the static token file, then service account tokens), else anonymous.
+/// then bearer tokens (the static token file, then service account tokens, then bootstrap
+/// tokens), else anonymous.
 #[derive(Debug, Default)]
 pub(crate) struct Authenticator {
     /// `--token-auth-file`.
     pub tokens: TokenFile,
     /// Service account tokens (JWTs this server issued).
     pub service_accounts: Option<std::sync::Arc<crate::authn::serviceaccount::TokenAuthority>>,
+    /// The Secrets bootstrap tokens are checked against.
+    pub bootstrap_secrets: Option<std::sync::Arc<crate::registry::Registry>>,
 }
 
 impl Authenticator {
@@ -228,6 +233,11 @@ impl Authenticator {
                     tracing::debug!(%reason, "service account token refused");
                 }
             }
+        }
+        if let Some(secrets) = &self.bootstrap_secrets
+            && let Some(user) = bootstrap::authenticate(secrets, token).await
+        {
+            return Authenticated::User(user);
         }
         Authenticated::Rejected
     }
@@ -283,6 +293,7 @@ mod tests {
         let authenticator = Authenticator {
             tokens: TokenFile::parse("tok,carol,1,grp\n").unwrap(),
             service_accounts: None,
+            bootstrap_secrets: None,
         };
         let admin = User {
             name: "system:admin".into(),

@@ -1,6 +1,7 @@
 //! The API server as a client of kubelets: TLS with the API server's own client certificate
 //! (`kube-apiserver-kubelet-client` in `system:masters`, issued by the cluster CA), the
-//! kubelet's serving certificate checked against the cluster CA, and the node's address from
+//! kubelet's serving certificate checked against the kubelet serving CA (`pki::kubelet_ca`),
+//! and the node's address from
 //! its status (InternalIP, then ExternalIP, then Hostname, as k3s prefers) and port from
 //! `status.daemonEndpoints.kubeletEndpoint`.
 

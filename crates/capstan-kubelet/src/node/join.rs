@@ -2,9 +2,9 @@
 //! agents do: the CA bundle is fetched from the server's `/cacerts` before the server is
 //! trusted and checked against the hash a `K10<sha256>::<user>:<secret>` token carries (a bare
 //! secret pins nothing, which is refused unless allowed); then the token's secret buys the
-//! node's credentials from `/v1-capstan/node`: a client certificate for
-//! `system:node:<name>` and a serving certificate for the kubelet API, both from the cluster
-//! CA.
+//! node's credentials from `/v1-capstan/node`, showing the node password kept in the agent's
+//! data directory: a client certificate for `system:node:<name>` from the cluster CA and a
+//! serving certificate for the kubelet API from the kubelet serving CA.
 
 use std::sync::Arc;
 
@@ -191,13 +191,34 @@ async fn request(
         .map_err(|_| fail("timed out".to_owned()))?
 }
 
-/// Joins the cluster at `server` with `token` as node `node` reachable at `addresses`.
-/// `allow_unpinned` accepts a token without a CA hash (trusting whatever CA the server sends).
+/// This machine's node password, kept at `path` (mode 0600) and made on first use: the server
+/// records it at the node's first join and asks for it at every later one, so that nobody
+/// else joins as this node.
+pub fn node_password(path: &std::path::Path) -> std::io::Result<String> {
+    if let Ok(saved) = std::fs::read_to_string(path) {
+        let saved = saved.trim();
+        if !saved.is_empty() {
+            return Ok(saved.to_owned());
+        }
+    }
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let password: String = (0..32)
+        .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
+        .collect();
+    capstan_client::credentials::write_file(path, &format!("{password}\n"), 0o600)?;
+    Ok(password)
+}
+
+/// Joins the cluster at `server` with `token` as node `node` reachable at `addresses`, proving
+/// the name is this machine's with `password` ([`node_password`]). `allow_unpinned` accepts a
+/// token without a CA hash (trusting whatever CA the server sends).
 pub async fn join(
     server: &str,
     token: &str,
     node: &str,
     addresses: &[String],
+    password: &str,
     allow_unpinned: bool,
 ) -> Result<Credentials, JoinError> {
     let token = Token::parse(token);
@@ -229,7 +250,8 @@ pub async fn join(
         });
     }
     let ca = String::from_utf8_lossy(&ca).into_owned();
-    let body = serde_json::json!({"name": node, "addresses": addresses}).to_string();
+    let body =
+        serde_json::json!({"name": node, "addresses": addresses, "password": password}).to_string();
     use base64::Engine as _;
     let basic = base64::engine::general_purpose::STANDARD
         .encode(format!("{}:{}", token.user, token.secret));
@@ -279,6 +301,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_node_password_is_made_once_and_kept_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent").join("node-password");
+        let first = node_password(&path).unwrap();
+        assert_eq!(first.len(), 32);
+        assert_eq!(node_password(&path).unwrap(), first);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+    }
+
+    #[test]
     fn tokens_parse_as_k3s_writes_them() {
         let token = Token::parse("K10ABCdef::server:s3cret\n");
         assert_eq!(
@@ -312,7 +346,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unpinned_token_is_refused_unless_allowed() {
-        let refused = join("https://127.0.0.1:1", "secret", "n", &[], false).await;
+        let refused = join("https://127.0.0.1:1", "secret", "n", &[], "pw", false).await;
         assert!(matches!(refused, Err(JoinError::Unpinned)));
     }
 }

@@ -111,7 +111,11 @@ fn deleted_before(object: &Value, before: i64) -> bool {
 
 /// Reads an object as upstream's token getter does: from the watch cache, or from the store
 /// when the cache does not have it (yet).
-async fn lookup(registry: &Registry, namespace: Option<&str>, name: &str) -> Option<Value> {
+pub(crate) async fn lookup(
+    registry: &Registry,
+    namespace: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     if name.is_empty() {
         return None;
     }

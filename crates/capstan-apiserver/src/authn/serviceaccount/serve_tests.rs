@@ -30,6 +30,7 @@ impl Cluster {
         let authenticator = Authenticator {
             tokens: TokenFile::default(),
             service_accounts: Some(api.tokens().clone()),
+            bootstrap_secrets: api.registries().core("secrets"),
         };
         Cluster {
             _dir: dir,

@@ -753,6 +753,7 @@ impl Served {
             bind_address: "127.0.0.1".parse().unwrap(),
             port: 0,
             tls_sans: Vec::new(),
+            tls: Default::default(),
             kubeconfig_path: dir.path().join("kubeconfig.yaml"),
             kubeconfig_mode: 0o600,
             token_auth_file: None,
