@@ -146,7 +146,21 @@ fn router_with(
     server_address: String,
     aggregator: Option<Arc<Aggregator>>,
 ) -> Router {
+    let issuer = api.tokens().issuer_discovery(&server_address).map(Arc::new);
+    let keys = issuer.clone();
     Router::new()
+        .route(
+            crate::authn::serviceaccount::discovery::CONFIG_PATH,
+            get(move || async move {
+                issuer.map_or_else(|| ApiError::not_found().into_response(), |d| d.config())
+            }),
+        )
+        .route(
+            crate::authn::serviceaccount::discovery::JWKS_PATH,
+            get(move || async move {
+                keys.map_or_else(|| ApiError::not_found().into_response(), |d| d.keyset())
+            }),
+        )
         .route("/healthz", get(health::healthz))
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::readyz))
@@ -557,13 +571,12 @@ pub(crate) async fn listen(
         join: Arc::new(join),
     };
     let metrics = Metrics::new();
-    let app = router_with(
-        store,
-        metrics.clone(),
-        api,
-        local_addr.to_string(),
-        Some(aggregator),
-    );
+    // Where clients reach this server (upstream's external address): the advertised one.
+    let external = match config.advertise_address {
+        Some(ip) => SocketAddr::new(ip, local_addr.port()).to_string(),
+        None => local_addr.to_string(),
+    };
+    let app = router_with(store, metrics.clone(), api, external, Some(aggregator));
     let accept_loop = tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {

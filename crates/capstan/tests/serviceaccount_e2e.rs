@@ -237,3 +237,68 @@ fn service_account_tokens_with_stock_kubectl() {
     });
     server.stop();
 }
+
+/// Issuer discovery: a service account reads the issuer's OpenID metadata and key set (an
+/// anonymous client does not), and the published key is the one tokens name.
+#[test]
+fn service_accounts_discover_the_issuer_and_its_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), free_port());
+    let admin = server.kubeconfig();
+    eventually("the default service account", || {
+        kubectl_any("1.33", &admin, &["get", "serviceaccount", "default"])
+            .status
+            .success()
+            .then_some(())
+    });
+    let token = kubectl_ok("1.33", &admin, &["create", "token", "default"])
+        .trim()
+        .to_owned();
+    let sa = token_kubeconfig(dir.path(), &server, "sa", &token);
+    let config: Value = serde_json::from_str(&kubectl_ok(
+        "1.33",
+        &sa,
+        &["get", "--raw", "/.well-known/openid-configuration"],
+    ))
+    .unwrap();
+    // The keys' address is the server's advertised one (made up in tests), at its port.
+    let port = server.url("").rsplit(':').next().unwrap().to_owned();
+    let jwks_uri = config["jwks_uri"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        jwks_uri.starts_with("https://") && jwks_uri.ends_with(&format!(":{port}/openid/v1/jwks")),
+        "{jwks_uri}"
+    );
+    assert_eq!(
+        config,
+        serde_json::json!({
+            "issuer": "https://kubernetes.default.svc.cluster.local",
+            "jwks_uri": jwks_uri,
+            "response_types_supported": ["id_token"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"],
+        })
+    );
+    let keys: Value = serde_json::from_str(&kubectl_ok(
+        "1.33",
+        &sa,
+        &["get", "--raw", "/openid/v1/jwks"],
+    ))
+    .unwrap();
+    use base64::Engine as _;
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(keys["keys"][0]["kid"], header["kid"]);
+    assert_eq!(keys["keys"][0]["kty"], "EC");
+    assert_eq!(keys["keys"][0]["crv"], "P-256");
+    // Anonymous clients are told to authenticate.
+    let anonymous = std::process::Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(server.url("/openid/v1/jwks"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&anonymous.stdout), "401");
+}

@@ -620,6 +620,18 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                    {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"],
                     "verbs": ["create"]}]),
         ),
+        // Service account issuer discovery, readable by every service account.
+        role(
+            "system:service-account-issuer-discovery",
+            json!([{"nonResourceURLs": ["/.well-known/openid-configuration",
+                                        "/.well-known/openid-configuration/",
+                                        "/openid/v1/jwks", "/openid/v1/jwks/"],
+                    "verbs": ["get"]}]),
+        ),
+        binding(
+            "system:service-account-issuer-discovery",
+            &["system:serviceaccounts"],
+        ),
         role(
             "system:public-info-viewer",
             json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version",

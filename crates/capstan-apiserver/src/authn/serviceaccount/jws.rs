@@ -87,6 +87,11 @@ impl SigningKey {
         Self::from_pem(&key.serialize_pem())
     }
 
+    /// The key id tokens name in their header.
+    pub(crate) fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
     /// The public key as an uncompressed point (`04 || x || y`).
     pub(crate) fn public_point(&self) -> &[u8] {
         self.pair.public_key().as_ref()

@@ -16,6 +16,7 @@
 //! `<data-dir>/tls/service-account.key` (see `pki::service_account_key`).
 
 pub(crate) mod claims;
+pub(crate) mod discovery;
 pub(crate) mod jws;
 
 use std::collections::BTreeMap;
@@ -142,6 +143,18 @@ impl TokenAuthority {
             audiences: vec![ISSUER.to_owned()],
             lookups,
         }
+    }
+
+    /// The issuer discovery documents, the keys published at `https://<external>/openid/v1/jwks`
+    /// (`external`: the address clients reach this server at); `None` without a key.
+    pub(crate) fn issuer_discovery(&self, external: &str) -> Option<discovery::IssuerDiscovery> {
+        let key = self.key.as_ref()?;
+        let jwks_uri = format!("https://{external}{}", discovery::JWKS_PATH);
+        Some(discovery::IssuerDiscovery::new(
+            key,
+            &self.issuer,
+            &jwks_uri,
+        ))
     }
 
     /// The same authority with another key.
