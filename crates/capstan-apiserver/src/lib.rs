@@ -18,6 +18,7 @@ mod authz;
 mod bootstrap;
 mod conversion;
 mod crds;
+pub mod encryption;
 mod endpoint_reconciler;
 mod flowcontrol;
 mod handlers;
@@ -54,6 +55,11 @@ pub struct Config {
     pub tls_sans: Vec<String>,
     /// The TLS versions and cipher suites served (`--tls-min-version`, `--tls-cipher-suites`).
     pub tls: capstan_client::tls::TlsPolicy,
+    /// Encryption at rest: an `EncryptionConfiguration` file (`--encryption-provider-config`).
+    pub encryption_provider_config: Option<PathBuf>,
+    /// Encrypt Secrets with a generated configuration (`<data-dir>/cred/encryption-config.json`)
+    /// when no file is given (`--secrets-encryption`).
+    pub secrets_encryption: bool,
     /// Where to write the admin kubeconfig.
     pub kubeconfig_path: PathBuf,
     /// The file mode of the kubeconfig.
@@ -117,6 +123,22 @@ pub(crate) async fn start_with(
     store: Store,
     bound: impl FnOnce(u16),
 ) -> Result<RunningServer, StartError> {
+    let encryption = match (
+        &config.encryption_provider_config,
+        config.secrets_encryption,
+    ) {
+        (Some(path), _) => Some(encryption::Encryption::load(path)),
+        (None, true) => Some(encryption::Encryption::load_or_generate(
+            &config.data_dir.join("cred").join("encryption-config.json"),
+        )),
+        (None, false) => None,
+    }
+    .transpose()
+    .map_err(StartError::Config)?;
+    let store = match &encryption {
+        Some(encryption) => store.with_transformer(encryption.clone()),
+        None => store,
+    };
     let hostname = std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_owned());
@@ -213,6 +235,9 @@ pub(crate) async fn start_with(
     server
         .background
         .push(aggregator::available::start(aggregator));
+    if let Some(encryption) = &encryption {
+        server.background.push(encryption.watch_file());
+    }
     if let Some(address) = advertise {
         let port = port_of(&server);
         server.background.push(endpoint_reconciler::start(

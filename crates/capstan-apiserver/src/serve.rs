@@ -954,6 +954,8 @@ mod tests {
             port: 0,
             tls_sans: Vec::new(),
             tls: Default::default(),
+            encryption_provider_config: None,
+            secrets_encryption: false,
             kubeconfig_path: kubeconfig.clone(),
             kubeconfig_mode: 0o600,
             token_auth_file: None,

@@ -30,6 +30,7 @@ pub mod conformance;
 mod endpoint;
 pub mod etcd;
 pub mod sqlite;
+pub mod transform;
 mod watch;
 
 pub use compactor::Compactor;
@@ -247,6 +248,14 @@ pub enum StoreError {
     /// The store was shut down.
     #[error("datastore is closed")]
     Closed,
+    /// A value could not be sealed for storage or opened from it (encryption at rest).
+    #[error("{message} (key {key:?})")]
+    Transform {
+        /// The key.
+        key: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl StoreError {
@@ -302,6 +311,8 @@ pub trait Backend: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,
+    /// With a transformer: the backend below it and the transformer, to tell stale values.
+    sealed: Option<(Arc<dyn Backend>, Arc<dyn transform::Transformer>)>,
 }
 
 impl fmt::Debug for Store {
@@ -329,7 +340,7 @@ fn check_prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_value(value: &Bytes) -> Result<()> {
+pub(crate) fn check_value(value: &Bytes) -> Result<()> {
     if value.len() > MAX_VALUE_BYTES {
         return Err(StoreError::ValueTooLarge {
             size: value.len(),
@@ -360,6 +371,34 @@ impl Store {
     pub fn new(backend: impl Backend) -> Self {
         Store {
             backend: Arc::new(backend),
+            sealed: None,
+        }
+    }
+
+    /// The same store with every value sealed by `transformer` on its way to the backend and
+    /// opened on its way back (encryption at rest). Values written before keep what they
+    /// were, and are read if the transformer opens them.
+    pub fn with_transformer(self, transformer: Arc<dyn transform::Transformer>) -> Store {
+        let inner = self.backend.clone();
+        Store {
+            backend: Arc::new(transform::Transforming {
+                inner: inner.clone(),
+                transformer: transformer.clone(),
+            }),
+            sealed: Some((inner, transformer)),
+        }
+    }
+
+    /// Whether the value stored under `key` must be written again even if unchanged: its
+    /// transformer would seal it otherwise now (as upstream's "stale" reads force the write
+    /// of an unchanged object, which is how keys are rotated). Never without a transformer.
+    pub async fn rewrite_needed(&self, key: &str) -> bool {
+        let Some((raw, transformer)) = &self.sealed else {
+            return false;
+        };
+        match raw.get(key, None).await {
+            Ok(GetResponse { kv: Some(kv), .. }) => transformer.stale(key, &kv.value),
+            _ => false,
         }
     }
 

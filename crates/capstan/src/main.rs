@@ -93,6 +93,14 @@ struct ServerArgs {
     /// every AEAD suite with ECDHE; TLS 1.3's are not configurable).
     #[arg(long, value_delimiter = ',')]
     tls_cipher_suites: Vec<String>,
+    /// Encrypt resources at rest as this `EncryptionConfiguration` file says (upstream's
+    /// format: aescbc, aesgcm, secretbox, identity); the file is re-read when it changes.
+    #[arg(long)]
+    encryption_provider_config: Option<PathBuf>,
+    /// Encrypt Secrets at rest with a generated key (`<data-dir>/cred/encryption-config.json`,
+    /// k3s's switch), unless --encryption-provider-config is given.
+    #[arg(long)]
+    secrets_encryption: bool,
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
@@ -850,6 +858,8 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             &args.tls_cipher_suites,
         )
         .map_err(anyhow::Error::msg)?,
+        encryption_provider_config: args.encryption_provider_config.clone(),
+        secrets_encryption: args.secrets_encryption,
         token_auth_file: args.token_auth_file,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),

@@ -1160,7 +1160,9 @@ impl Registry {
             {
                 recheck_or!(Err(e));
             }
-            if unchanged {
+            // An unchanged object read under an older encryption key is written anyway, so
+            // that rewriting every object moves it to the current key (upstream's "stale").
+            if unchanged && !self.store.rewrite_needed(key).await {
                 recheck_or!(Ok(Written {
                     object: old,
                     created: false,
@@ -1566,7 +1568,9 @@ pub(crate) fn store_error(resource: GroupResource<'_>, name: &str, error: StoreE
         StoreError::Unavailable { message, .. } => StatusError::service_unavailable(&message),
         StoreError::Closed => StatusError::service_unavailable("the datastore is shutting down"),
         StoreError::InvalidArgument(message) => StatusError::bad_request(&message),
-        StoreError::WatchLagged { .. } => StatusError::internal(&error.to_string()),
+        StoreError::WatchLagged { .. } | StoreError::Transform { .. } => {
+            StatusError::internal(&error.to_string())
+        }
     };
     status.into()
 }

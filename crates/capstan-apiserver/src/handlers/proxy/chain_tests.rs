@@ -754,6 +754,8 @@ impl Served {
             port: 0,
             tls_sans: Vec::new(),
             tls: Default::default(),
+            encryption_provider_config: None,
+            secrets_encryption: false,
             kubeconfig_path: dir.path().join("kubeconfig.yaml"),
             kubeconfig_mode: 0o600,
             token_auth_file: None,
