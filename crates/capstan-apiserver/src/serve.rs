@@ -531,6 +531,7 @@ pub(crate) async fn listen(
         tokens,
         service_accounts: Some(api.tokens().clone()),
         bootstrap_secrets: api.registries().core("secrets"),
+        cache: Default::default(),
     });
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki, &config.tls)?));
     let addr = SocketAddr::new(config.bind_address, config.port);

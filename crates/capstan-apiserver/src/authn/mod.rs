@@ -198,6 +198,51 @@ pub(crate) struct Authenticator {
     pub service_accounts: Option<std::sync::Arc<crate::authn::serviceaccount::TokenAuthority>>,
     /// The Secrets bootstrap tokens are checked against.
     pub bootstrap_secrets: Option<std::sync::Arc<crate::registry::Registry>>,
+    /// Tokens that authenticated lately.
+    pub cache: TokenCache,
+}
+
+/// How long a token that authenticated is taken at its word (upstream's token success cache
+/// TTL, `--authentication-token-cache-ttl`'s 10 s; failures are not cached).
+const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+/// The most tokens remembered.
+const TOKEN_CACHE_ENTRIES: usize = 65_536;
+
+/// The users of the bearer tokens (service account and bootstrap tokens) that authenticated
+/// in the last [`TOKEN_CACHE_TTL`], by the SHA-256 of the token: a request with a known token
+/// skips the signature check and the lookups, as upstream's cached token authenticator does.
+#[derive(Debug, Default)]
+pub(crate) struct TokenCache {
+    users: std::sync::Mutex<HashMap<[u8; 32], (User, std::time::Instant)>>,
+}
+
+fn token_digest(token: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut key = [0u8; 32];
+    key.copy_from_slice(digest.as_ref());
+    key
+}
+
+impl TokenCache {
+    fn get(&self, token: &str) -> Option<User> {
+        let users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        users
+            .get(&token_digest(token))
+            .filter(|(_, until)| *until > std::time::Instant::now())
+            .map(|(user, _)| user.clone())
+    }
+
+    fn put(&self, token: &str, user: &User) {
+        let now = std::time::Instant::now();
+        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        if users.len() >= TOKEN_CACHE_ENTRIES {
+            users.retain(|_, (_, until)| *until > now);
+            if users.len() >= TOKEN_CACHE_ENTRIES {
+                users.clear();
+            }
+        }
+        users.insert(token_digest(token), (user.clone(), now + TOKEN_CACHE_TTL));
+    }
 }
 
 impl Authenticator {
@@ -225,9 +270,15 @@ impl Authenticator {
         if let Some(user) = self.tokens.user(token) {
             return Authenticated::User(user.clone());
         }
+        if let Some(user) = self.cache.get(token) {
+            return Authenticated::User(user);
+        }
         if let Some(authority) = &self.service_accounts {
             match authority.authenticate(token).await {
-                Ok(Some(user)) => return Authenticated::User(user),
+                Ok(Some(user)) => {
+                    self.cache.put(token, &user);
+                    return Authenticated::User(user);
+                }
                 Ok(None) => {}
                 Err(reason) => {
                     tracing::debug!(%reason, "service account token refused");
@@ -237,6 +288,7 @@ impl Authenticator {
         if let Some(secrets) = &self.bootstrap_secrets
             && let Some(user) = bootstrap::authenticate(secrets, token).await
         {
+            self.cache.put(token, &user);
             return Authenticated::User(user);
         }
         Authenticated::Rejected
@@ -288,12 +340,34 @@ mod tests {
         check(",u,1\n", 1);
     }
 
+    #[test]
+    fn the_token_cache_remembers_successes_by_digest_and_stays_bounded() {
+        let cache = TokenCache::default();
+        let user = User {
+            name: "system:serviceaccount:ns:sa".into(),
+            ..User::default()
+        };
+        assert_eq!(cache.get("t1"), None);
+        cache.put("t1", &user);
+        assert_eq!(cache.get("t1"), Some(user.clone()));
+        assert_eq!(cache.get("t2"), None);
+        // The token itself is never kept, only its digest.
+        let users = cache.users.lock().unwrap();
+        assert!(users.contains_key(&token_digest("t1")));
+        drop(users);
+        for i in 0..TOKEN_CACHE_ENTRIES {
+            cache.put(&format!("bulk-{i}"), &user);
+        }
+        assert!(cache.users.lock().unwrap().len() <= TOKEN_CACHE_ENTRIES);
+    }
+
     #[tokio::test]
     async fn certificates_win_then_tokens_then_anonymous() {
         let authenticator = Authenticator {
             tokens: TokenFile::parse("tok,carol,1,grp\n").unwrap(),
             service_accounts: None,
             bootstrap_secrets: None,
+            cache: TokenCache::default(),
         };
         let admin = User {
             name: "system:admin".into(),
