@@ -13,6 +13,7 @@
 
 mod admission;
 mod aggregator;
+mod audit;
 mod authn;
 mod authz;
 mod bootstrap;
@@ -60,6 +61,8 @@ pub struct Config {
     /// Encrypt Secrets with a generated configuration (`<data-dir>/cred/encryption-config.json`)
     /// when no file is given (`--secrets-encryption`).
     pub secrets_encryption: bool,
+    /// Auditing (`--audit-policy-file` with `--audit-log-path`).
+    pub audit: Option<AuditConfig>,
     /// Where to write the admin kubeconfig.
     pub kubeconfig_path: PathBuf,
     /// The file mode of the kubeconfig.
@@ -77,6 +80,21 @@ pub struct Config {
     /// Whether a new cluster gets the default `local-path` StorageClass (not with
     /// `--disable-default-storageclass`).
     pub default_storage_class: bool,
+}
+
+/// Where audit events go and which requests they record.
+#[derive(Clone, Debug)]
+pub struct AuditConfig {
+    /// The `audit.k8s.io/v1` Policy.
+    pub policy_file: PathBuf,
+    /// The log file (`-`: standard output).
+    pub log_path: PathBuf,
+    /// `--audit-log-maxsize`: rotate past this many megabytes (0: never).
+    pub max_size_mb: u64,
+    /// `--audit-log-maxbackup`: rotated files kept (0: all).
+    pub max_backups: usize,
+    /// `--audit-log-maxage`: days rotated files are kept (0: forever).
+    pub max_age_days: u64,
 }
 
 /// Why the API server could not start.

@@ -444,6 +444,8 @@ pub(crate) struct Control {
     pub authorizer: Arc<Authorizer>,
     /// Node joins (`/cacerts`, `/v1-capstan/node`), served before authentication.
     pub join: Arc<crate::join::Join>,
+    /// The audit policy and log (`--audit-policy-file`, `--audit-log-path`).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 /// The `X-Kubernetes-PF-*` headers naming the FlowSchema and priority level of a request.
@@ -489,20 +491,36 @@ async fn handle(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let response = match authenticator
+    let audit_id = crate::registry::object::new_uid();
+    let mut response = match authenticator
         .authenticate(certificate_user, authorization)
         .await
     {
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
-        Authenticated::User(user) => {
-            match crate::impersonate::acting_user(user, request.headers_mut(), &control.authorizer)
+        Authenticated::User(user) => match control.audit.as_deref() {
+            Some(auditor) => {
+                audited(
+                    auditor, &audit_id, request, user, &info, &query, app, control,
+                )
                 .await
-            {
-                Ok(user) => dispatch(request, user, &info, &query, app, control).await,
-                Err(error) => error.into_response(),
             }
-        }
+            None => {
+                match crate::impersonate::acting_user(
+                    user,
+                    request.headers_mut(),
+                    &control.authorizer,
+                )
+                .await
+                {
+                    Ok(user) => dispatch(request, user, &info, &query, app, control).await,
+                    Err(error) => error.into_response(),
+                }
+            }
+        },
     };
+    if let Ok(value) = axum::http::HeaderValue::from_str(&audit_id) {
+        response.headers_mut().insert("audit-id", value);
+    }
     metrics.observe(
         &info,
         &method,
@@ -512,6 +530,211 @@ async fn handle(
         started.elapsed(),
     );
     response
+}
+
+/// The largest request or response body an audit event carries.
+const AUDIT_BODY_LIMIT: usize = 3 * 1024 * 1024;
+
+/// [`handle`]'s impersonation and dispatch, audited as the policy says: the event at
+/// `RequestReceived`, then at `ResponseComplete` (a long-running request's at
+/// `ResponseStarted`, and at `ResponseComplete` once its answer has been sent).
+#[allow(clippy::too_many_arguments)]
+async fn audited(
+    auditor: &crate::audit::Auditor,
+    audit_id: &str,
+    mut request: Request<Body>,
+    user: User,
+    info: &RequestInfo,
+    query: &str,
+    app: Router,
+    control: &Control,
+) -> Response {
+    use crate::audit::{self, Event, EventUser, Level};
+    let (level, omit) = auditor.evaluate(&user, info);
+    if level == Level::None {
+        return match crate::impersonate::acting_user(
+            user,
+            request.headers_mut(),
+            &control.authorizer,
+        )
+        .await
+        {
+            Ok(user) => dispatch(request, user, info, query, app, control).await,
+            Err(error) => error.into_response(),
+        };
+    }
+    let received = audit::micro_time();
+    let request_uri = request
+        .uri()
+        .path_and_query()
+        .map_or_else(|| request.uri().path().to_owned(), ToString::to_string);
+    let user_agent = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let source_ips: Vec<String> = request
+        .extensions()
+        .get::<crate::handlers::proxy::forward::ClientAddr>()
+        .map(|addr| vec![addr.0.ip().to_string()])
+        .unwrap_or_default();
+    // The request's object, at Request level and above, for writes.
+    let mut request_object = None;
+    if level >= Level::Request && matches!(info.verb.as_str(), "create" | "update" | "patch") {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, AUDIT_BODY_LIMIT)
+            .await
+            .unwrap_or_default();
+        request_object = audit::object_of(&bytes);
+        request = Request::from_parts(parts, Body::from(bytes));
+    }
+    let original = user.clone();
+    // A create names its object in the body, as upstream's objectRef then shows.
+    let created = request_object
+        .as_deref()
+        .map(audit::name_of)
+        .unwrap_or_default();
+    let object_ref = || {
+        audit::object_ref(info).map(|mut r| {
+            if r.name.is_empty() {
+                r.name = &created;
+            }
+            r
+        })
+    };
+    let event = |stage: &'static str, status: Option<audit::ResponseStatus>| Event {
+        kind: "Event",
+        api_version: "audit.k8s.io/v1",
+        level,
+        audit_id,
+        stage,
+        request_uri: &request_uri,
+        verb: &info.verb,
+        user: EventUser::of(&original),
+        impersonated_user: None,
+        source_ips: &source_ips,
+        user_agent: &user_agent,
+        object_ref: object_ref(),
+        response_status: status,
+        request_object: request_object.as_deref(),
+        response_object: None,
+        request_received_timestamp: &received,
+        stage_timestamp: audit::micro_time(),
+    };
+    let omitted = |stage: &str| omit.iter().any(|s| s == stage);
+    if !omitted("RequestReceived") {
+        auditor.write(&event("RequestReceived", None));
+    }
+    let (response, acting) =
+        match crate::impersonate::acting_user(user, request.headers_mut(), &control.authorizer)
+            .await
+        {
+            Ok(acting) => {
+                let impersonated = (acting != original).then(|| acting.clone());
+                (
+                    dispatch(request, acting, info, query, app, control).await,
+                    impersonated,
+                )
+            }
+            Err(error) => (error.into_response(), None),
+        };
+    // Later stages name the user the request was made as.
+    let event = |stage: &'static str, status: Option<audit::ResponseStatus>| {
+        let mut event = event(stage, status);
+        event.impersonated_user = acting.as_ref().map(EventUser::of);
+        event
+    };
+    let code = response.status().as_u16();
+    if is_long_running(info) {
+        if !omitted("ResponseStarted") {
+            auditor.write(&event(
+                "ResponseStarted",
+                Some(audit::response_status(code, b"")),
+            ));
+        }
+        // Written when the answer ends (the watch closes, the stream is done).
+        let complete = (!omitted("ResponseComplete"))
+            .then(|| {
+                serde_json::to_vec(&event(
+                    "ResponseComplete",
+                    Some(audit::response_status(code, b"")),
+                ))
+                .ok()
+            })
+            .flatten();
+        return match complete {
+            Some(line) => response.map(|body| {
+                Body::new(AuditedStream {
+                    body,
+                    line: Some(line),
+                    auditor: control.audit.clone(),
+                })
+            }),
+            None => response,
+        };
+    }
+    if omitted("ResponseComplete") {
+        return response;
+    }
+    // Short answers are read here when the event needs them: failures for their Status,
+    // RequestResponse for the object.
+    if code < 300 && level < Level::RequestResponse {
+        auditor.write(&event(
+            "ResponseComplete",
+            Some(audit::response_status(code, b"")),
+        ));
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let object = (level == Level::RequestResponse)
+        .then(|| audit::object_of(&bytes))
+        .flatten();
+    let mut complete = event(
+        "ResponseComplete",
+        Some(audit::response_status(code, &bytes)),
+    );
+    complete.response_object = object.as_deref();
+    auditor.write(&complete);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A long-running answer's body that writes its `ResponseComplete` event when it ends.
+struct AuditedStream {
+    body: Body,
+    line: Option<Vec<u8>>,
+    auditor: Option<Arc<crate::audit::Auditor>>,
+}
+
+impl Drop for AuditedStream {
+    fn drop(&mut self) {
+        if let (Some(line), Some(auditor)) = (self.line.take(), &self.auditor) {
+            auditor.write_line(line);
+        }
+    }
+}
+
+impl hyper::body::Body for AuditedStream {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 // What the server is made of, each built by `crate::start_with`: bundling them would only
@@ -566,10 +789,26 @@ pub(crate) async fn listen(
         Err(error) => Err(error),
     };
     loaded.map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    let audit = match &config.audit {
+        Some(settings) => Some(Arc::new(
+            crate::audit::Auditor::new(
+                &settings.policy_file,
+                crate::audit::LogSettings {
+                    path: settings.log_path.clone(),
+                    max_size_mb: settings.max_size_mb,
+                    max_backups: settings.max_backups,
+                    max_age_days: settings.max_age_days,
+                },
+            )
+            .map_err(StartError::Config)?,
+        )),
+        None => None,
+    };
     let control = Control {
         flowcontrol,
         authorizer,
         join: Arc::new(join),
+        audit,
     };
     let metrics = Metrics::new();
     // Where clients reach this server (upstream's external address): the advertised one.
@@ -710,6 +949,7 @@ mod tests {
             flowcontrol: Arc::new(Flowcontrol::default()),
             authorizer: Arc::new(Authorizer::over(api.registries())),
             join: Arc::new(join),
+            audit: None,
         };
         control.flowcontrol.refresh(api.registries()).await.unwrap();
         control.authorizer.refresh(api.registries()).await.unwrap();
@@ -957,6 +1197,7 @@ mod tests {
             tls: Default::default(),
             encryption_provider_config: None,
             secrets_encryption: false,
+            audit: None,
             kubeconfig_path: kubeconfig.clone(),
             kubeconfig_mode: 0o600,
             token_auth_file: None,

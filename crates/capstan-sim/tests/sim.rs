@@ -49,6 +49,7 @@ async fn cluster() -> Cluster {
         tls: Default::default(),
         encryption_provider_config: None,
         secrets_encryption: false,
+        audit: None,
         kubeconfig_path: kubeconfig.clone(),
         kubeconfig_mode: 0o600,
         token_auth_file: None,

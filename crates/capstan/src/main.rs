@@ -101,6 +101,22 @@ struct ServerArgs {
     /// k3s's switch), unless --encryption-provider-config is given.
     #[arg(long)]
     secrets_encryption: bool,
+    /// The audit policy (upstream's `audit.k8s.io/v1` Policy); with --audit-log-path, requests
+    /// are audited as it says.
+    #[arg(long)]
+    audit_policy_file: Option<PathBuf>,
+    /// Where audit events are written, one JSON line each (`-`: standard output).
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
+    /// Rotate the audit log once it passes this many megabytes (0: never).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxsize: u64,
+    /// Rotated audit logs kept (0: all).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxbackup: usize,
+    /// Days rotated audit logs are kept (0: forever).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxage: u64,
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
@@ -860,6 +876,17 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?,
         encryption_provider_config: args.encryption_provider_config.clone(),
         secrets_encryption: args.secrets_encryption,
+        audit: match (&args.audit_policy_file, &args.audit_log_path) {
+            (Some(policy_file), Some(log_path)) => Some(capstan_apiserver::AuditConfig {
+                policy_file: policy_file.clone(),
+                log_path: log_path.clone(),
+                max_size_mb: args.audit_log_maxsize,
+                max_backups: args.audit_log_maxbackup,
+                max_age_days: args.audit_log_maxage,
+            }),
+            (None, None) => None,
+            _ => bail!("--audit-policy-file and --audit-log-path go together"),
+        },
         token_auth_file: args.token_auth_file,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),

@@ -756,6 +756,7 @@ impl Served {
             tls: Default::default(),
             encryption_provider_config: None,
             secrets_encryption: false,
+            audit: None,
             kubeconfig_path: dir.path().join("kubeconfig.yaml"),
             kubeconfig_mode: 0o600,
             token_auth_file: None,

@@ -1,0 +1,148 @@
+//! End to end: auditing as upstream's (issue 25): a policy file and a log file given to the
+//! real `capstan server`; stock kubectl's requests land in the log as `audit.k8s.io/v1` events
+//! at the levels and stages the policy says, creates with their objects at RequestResponse,
+//! impersonated requests naming both users, and each answer's `Audit-Id` naming its events.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+const POLICY: &str = r#"
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*"]
+- level: None
+  users: ["system:kube-scheduler", "system:kube-controller-manager"]
+- level: RequestResponse
+  resources:
+  - group: ""
+    resources: ["configmaps"]
+- level: Metadata
+"#;
+
+fn events(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn requests_are_audited_as_the_policy_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let log = dir.path().join("audit").join("audit.log");
+    let (policy_arg, log_arg) = (policy.display().to_string(), log.display().to_string());
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        free_port(),
+        &[
+            "--audit-policy-file",
+            &policy_arg,
+            "--audit-log-path",
+            &log_arg,
+        ],
+    );
+    let kc = server.kubeconfig();
+    kubectl_ok(
+        "1.33",
+        &kc,
+        &["create", "configmap", "audited", "--from-literal=k=v"],
+    );
+    let create = eventually("the create's event", || {
+        events(&log)
+            .into_iter()
+            .find(|e| e["verb"] == "create" && e["objectRef"]["name"] == "audited")
+    });
+    assert_eq!(create["kind"], "Event");
+    assert_eq!(create["apiVersion"], "audit.k8s.io/v1");
+    assert_eq!(create["level"], "RequestResponse");
+    assert_eq!(create["stage"], "ResponseComplete");
+    assert_eq!(create["user"]["username"], "system:admin");
+    assert_eq!(create["objectRef"]["namespace"], "default");
+    assert_eq!(create["objectRef"]["apiVersion"], "v1");
+    assert_eq!(create["responseStatus"]["code"], 201);
+    assert!(
+        create["requestURI"]
+            .as_str()
+            .unwrap()
+            .starts_with("/api/v1/namespaces/default/configmaps?"),
+        "{create}"
+    );
+    assert_eq!(create["requestObject"]["data"]["k"], "v");
+    assert_eq!(create["responseObject"]["metadata"]["name"], "audited");
+    assert!(create["sourceIPs"][0] == "127.0.0.1", "{create}");
+    assert!(
+        create["userAgent"].as_str().unwrap().starts_with("kubectl"),
+        "{create}"
+    );
+    let received = create["requestReceivedTimestamp"].as_str().unwrap();
+    assert_eq!(
+        received.len(),
+        "2026-12-06T17:00:00.000000Z".len(),
+        "{received}"
+    );
+    // The RequestReceived stage is omitted by the policy; health checks are not audited.
+    let all = events(&log);
+    assert!(all.iter().all(|e| e["stage"] != "RequestReceived"));
+    assert!(all.iter().all(|e| e["requestURI"] != "/readyz"));
+
+    // Other requests at Metadata: no objects; an impersonated one names both users.
+    kubectl("1.33", &kc, &["get", "pods", "--as", "alice"]);
+    let impersonated = eventually("the impersonated list's event", || {
+        events(&log).into_iter().find(|e| {
+            e["impersonatedUser"]["username"] == "alice" && e["objectRef"]["resource"] == "pods"
+        })
+    });
+    assert_eq!(impersonated["level"], "Metadata");
+    assert_eq!(impersonated["user"]["username"], "system:admin");
+    assert_eq!(impersonated["verb"], "list");
+    assert_eq!(impersonated["responseStatus"]["code"], 403);
+    assert_eq!(impersonated["responseStatus"]["reason"], "Forbidden");
+    assert!(impersonated.get("responseObject").is_none());
+
+    // The Audit-Id of an answer names its events.
+    let output = kubectl("1.33", &kc, &["get", "configmap", "audited", "-v=8"]);
+    let trace = String::from_utf8_lossy(&output.stderr).into_owned();
+    let id = trace
+        .lines()
+        .find_map(|l| l.split("Audit-Id: ").nth(1))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no Audit-Id in {trace}"))
+        .to_owned();
+    let get = eventually("the get's event", || {
+        events(&log)
+            .into_iter()
+            .find(|e| e["auditID"] == id.as_str())
+    });
+    assert_eq!(get["verb"], "get");
+    assert_eq!(get["level"], "RequestResponse");
+
+    // A watch is long-running: it is audited when it starts and when it ends.
+    kubectl(
+        "1.33",
+        &kc,
+        &["get", "pods", "--watch", "--request-timeout=2s"],
+    );
+    eventually("the watch's two events", || {
+        let all = events(&log);
+        let started = all
+            .iter()
+            .any(|e| e["verb"] == "watch" && e["stage"] == "ResponseStarted");
+        let completed = all
+            .iter()
+            .any(|e| e["verb"] == "watch" && e["stage"] == "ResponseComplete");
+        (started && completed).then_some(())
+    });
+    server.stop();
+}
