@@ -15,6 +15,7 @@ pub use k8s_openapi;
 pub mod apiregistration;
 pub mod apply;
 pub mod catalog;
+pub mod certificates;
 pub mod cel;
 pub mod convert;
 pub mod cron;

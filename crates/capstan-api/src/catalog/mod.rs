@@ -17,6 +17,7 @@ mod authentication;
 mod authorization;
 mod autoscaling;
 mod batch;
+mod certificates;
 mod coordination;
 mod core;
 mod discovery;
@@ -451,6 +452,7 @@ static GROUPS: &[&[Resource]] = &[
     authorization::RESOURCES,
     autoscaling::RESOURCES,
     batch::RESOURCES,
+    certificates::RESOURCES,
     flowcontrol::RESOURCES,
     networking::RESOURCES,
     policy::RESOURCES,

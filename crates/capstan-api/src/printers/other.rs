@@ -669,3 +669,55 @@ pub(crate) fn api_service(object: &Value, now: Timestamp) -> Row {
         age(object, now),
     ])
 }
+
+pub(crate) const CERTIFICATE_SIGNING_REQUEST_COLUMNS: &[Column] = &[
+    NAME,
+    AGE,
+    col("SignerName", "string", CSR_SIGNER_NAME),
+    col("Requestor", "string", CSR_REQUESTOR),
+    col("RequestedDuration", "string", CSR_REQUESTED_DURATION),
+    col("Condition", "string", CSR_CONDITION),
+];
+
+/// A CertificateSigningRequest: its signer, who asked, the duration asked for and its state
+/// (`Approved`, `Denied` or `Pending`, then `,Failed` and `,Issued` as they apply).
+pub(crate) fn certificate_signing_request(object: &Value, now: Timestamp) -> Row {
+    let signer = opt_text(object, &["spec", "signerName"])
+        .filter(|s| !s.is_empty())
+        .unwrap_or("<none>");
+    let duration = opt_int(object, &["spec", "expirationSeconds"])
+        .map_or_else(|| "<none>".to_owned(), |s| {
+            super::format::human_duration(s.saturating_mul(1_000_000_000))
+        });
+    let (mut approved, mut denied, mut failed) = (false, false, false);
+    for condition in list(object, &["status", "conditions"]) {
+        match text(condition, &["type"]) {
+            "Approved" => approved = true,
+            "Denied" => denied = true,
+            "Failed" => failed = true,
+            _ => {}
+        }
+    }
+    let mut state = if denied {
+        "Denied"
+    } else if approved {
+        "Approved"
+    } else {
+        "Pending"
+    }
+    .to_owned();
+    if failed {
+        state.push_str(",Failed");
+    }
+    if !text(object, &["status", "certificate"]).is_empty() {
+        state.push_str(",Issued");
+    }
+    Row::of(vec![
+        name(object),
+        age(object, now),
+        Value::from(signer),
+        Value::from(text(object, &["spec", "username"])),
+        Value::from(duration),
+        Value::from(state),
+    ])
+}

@@ -15,6 +15,7 @@ pub mod admissionregistration;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;
+pub mod certificates;
 pub mod core;
 pub mod crd;
 pub mod csi_driver;
