@@ -5,6 +5,7 @@
 //! [`runtime`] holds the informers and work queues; every other module is one controller (or
 //! helpers shared by several). [`start`] runs the enabled ones.
 
+pub mod certificates;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -187,6 +188,24 @@ const TABLE: &[Controller] = &[
         start: rootcacert::start,
     },
     Controller {
+        name: "csrsigning",
+        long_name: "certificatesigningrequest-signing-controller",
+        concurrency: 5,
+        start: certificates::signer::start,
+    },
+    Controller {
+        name: "csrapproving",
+        long_name: "certificatesigningrequest-approving-controller",
+        concurrency: 5,
+        start: certificates::approver::start,
+    },
+    Controller {
+        name: "csrcleaner",
+        long_name: "certificatesigningrequest-cleaner-controller",
+        concurrency: 1,
+        start: certificates::cleaner::start,
+    },
+    Controller {
         name: "statefulset",
         long_name: "statefulset-controller",
         concurrency: 5,
@@ -247,6 +266,11 @@ pub struct Config {
     /// The PEM bundle that verifies the API server, published in every namespace as the
     /// `kube-root-ca.crt` ConfigMap (upstream's `--root-ca-file`, else the kubeconfig's CA).
     pub root_ca: Option<String>,
+    /// The CA the CSR signer signs with (`--cluster-signing-cert-file` and `-key-file`; the
+    /// server's cluster CA inside `capstan server`); without it the signer does not run.
+    pub signing_ca: Option<certificates::SigningCa>,
+    /// The longest certificate the signer issues (`--cluster-signing-duration`).
+    pub signing_duration: Duration,
 }
 
 impl Default for Config {
@@ -257,6 +281,8 @@ impl Default for Config {
             node_monitor_grace_period: Duration::from_secs(50),
             terminated_pod_gc_threshold: podgc::TERMINATED_THRESHOLD,
             root_ca: None,
+            signing_ca: None,
+            signing_duration: certificates::DEFAULT_SIGNING_DURATION,
         }
     }
 }

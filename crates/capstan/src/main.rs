@@ -189,6 +189,18 @@ struct ControllerFlags {
     /// (default: the certificate authority of the controllers' kubeconfig).
     #[arg(long)]
     root_ca_file: Option<PathBuf>,
+    /// The CA certificate the CSR signer issues cluster-scoped certificates with (PEM; in
+    /// `capstan server` the default is the cluster CA, `<data-dir>/tls/ca.crt`).
+    #[arg(long)]
+    cluster_signing_cert_file: Option<PathBuf>,
+    /// The CA key matching `--cluster-signing-cert-file` (PEM; in `capstan server` the default
+    /// is `<data-dir>/tls/ca.key`).
+    #[arg(long)]
+    cluster_signing_key_file: Option<PathBuf>,
+    /// The longest certificate the CSR signer issues (Go duration); a request's
+    /// `spec.expirationSeconds` may ask for less.
+    #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
+    cluster_signing_duration: Duration,
 }
 
 impl ControllerFlags {
@@ -199,11 +211,41 @@ impl ControllerFlags {
             node_monitor_grace_period: self.node_monitor_grace_period,
             terminated_pod_gc_threshold: self.terminated_pod_gc_threshold,
             root_ca: None,
+            signing_ca: None,
+            signing_duration: self.cluster_signing_duration,
         };
         config
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid controller settings: {e}"))?;
         Ok(config)
+    }
+
+    /// The CSR signer's CA: the files given, else those in `default_dir` (the server's own
+    /// `tls` directory), else none (the signer then does not run).
+    fn signing_ca(
+        &self,
+        default_dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<Option<capstan_controllers::certificates::SigningCa>> {
+        let (cert, key) = match (
+            &self.cluster_signing_cert_file,
+            &self.cluster_signing_key_file,
+            default_dir,
+        ) {
+            (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
+            (None, None, Some(dir)) => (dir.join("ca.crt"), dir.join("ca.key")),
+            (None, None, None) => return Ok(None),
+            _ => anyhow::bail!(
+                "--cluster-signing-cert-file and --cluster-signing-key-file go together"
+            ),
+        };
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the signing CA file {}", path.display()))
+        };
+        Ok(Some(capstan_controllers::certificates::SigningCa {
+            cert_pem: read(&cert)?,
+            key_pem: read(&key)?,
+        }))
     }
 }
 
@@ -784,6 +826,7 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
 
 async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let mut config = args.controllers.config()?;
+    config.signing_ca = args.controllers.signing_ca(None)?;
     let client = controller_client(
         args.kubeconfig.as_deref(),
         &mut config,
@@ -921,6 +964,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
             .context("cannot write the controller manager's kubeconfig")?;
         let mut controllers = controllers;
+        controllers.signing_ca = args.controllers.signing_ca(Some(&data_dir.join("tls")))?;
         let root_ca_file = args.controllers.root_ca_file.clone();
         let client =
             controller_client(Some(&kubeconfig), &mut controllers, root_ca_file.as_deref()).await?;

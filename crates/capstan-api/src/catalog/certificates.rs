@@ -5,8 +5,7 @@
 //! ([`crate::certificates::record_requester`]).
 
 use k8s_openapi::api::certificates::v1::{
-    CertificateSigningRequest, CertificateSigningRequestCondition,
-    CertificateSigningRequestStatus,
+    CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 

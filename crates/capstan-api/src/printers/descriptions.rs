@@ -256,4 +256,5 @@ pub(super) const CSR_REQUESTOR: &str = "Base64-encoded PKCS#10 CSR data";
 
 pub(super) const CSR_REQUESTED_DURATION: &str = "expirationSeconds is the requested duration of validity of the issued certificate. The certificate signer may issue a certificate with a different validity duration so a client must check the delta between the notBefore and and notAfter fields in the issued certificate to determine the actual duration.\n\nThe v1.22+ in-tree implementations of the well-known Kubernetes signers will honor this field as long as the requested duration is not greater than the maximum duration they will honor per the --cluster-signing-duration CLI flag to the Kubernetes controller manager.\n\nCertificate signers may not honor this field for various reasons:\n\n  1. Old signer that is unaware of the field (such as the in-tree\n     implementations prior to v1.22)\n  2. Signer whose configured maximum is shorter than the requested duration\n  3. Signer whose configured minimum is longer than the requested duration\n\nThe minimum valid value for expirationSeconds is 600, i.e. 10 minutes.";
 
-pub(super) const CSR_CONDITION: &str = "Conditions applied to the request, such as approval or denial.";
+pub(super) const CSR_CONDITION: &str =
+    "Conditions applied to the request, such as approval or denial.";

@@ -685,10 +685,10 @@ pub(crate) fn certificate_signing_request(object: &Value, now: Timestamp) -> Row
     let signer = opt_text(object, &["spec", "signerName"])
         .filter(|s| !s.is_empty())
         .unwrap_or("<none>");
-    let duration = opt_int(object, &["spec", "expirationSeconds"])
-        .map_or_else(|| "<none>".to_owned(), |s| {
-            super::format::human_duration(s.saturating_mul(1_000_000_000))
-        });
+    let duration = opt_int(object, &["spec", "expirationSeconds"]).map_or_else(
+        || "<none>".to_owned(),
+        |s| super::format::human_duration(s.saturating_mul(1_000_000_000)),
+    );
     let (mut approved, mut denied, mut failed) = (false, false, false);
     for condition in list(object, &["status", "conditions"]) {
         match text(condition, &["type"]) {

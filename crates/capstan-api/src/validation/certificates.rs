@@ -12,9 +12,7 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
 
-use crate::certificates::{
-    self as certs, APPROVED, DENIED, FAILED, KNOWN_USAGES, LEGACY_UNKNOWN,
-};
+use crate::certificates::{self as certs, APPROVED, DENIED, FAILED, KNOWN_USAGES, LEGACY_UNKNOWN};
 use crate::field::{BadValue, FieldError, Path};
 use crate::names::{is_dns1123_label, is_dns1123_subdomain};
 use crate::validation::meta::{validate_object_meta, validate_object_meta_update};
@@ -113,7 +111,10 @@ pub fn validate_signer_name(path: &Path, signer: &str) -> Vec<FieldError> {
                 errs.push(FieldError::invalid(
                     path,
                     domain,
-                    &format!("validating label {}: {problem}", crate::field::go_quote(label)),
+                    &format!(
+                        "validating label {}: {problem}",
+                        crate::field::go_quote(label)
+                    ),
                 ));
             }
             break;
@@ -133,7 +134,10 @@ pub fn validate_signer_name(path: &Path, signer: &str) -> Vec<FieldError> {
                 errs.push(FieldError::invalid(
                     path,
                     rest,
-                    &format!("validating label {}: {problem}", crate::field::go_quote(label)),
+                    &format!(
+                        "validating label {}: {problem}",
+                        crate::field::go_quote(label)
+                    ),
                 ));
             }
             break;
@@ -446,7 +450,11 @@ mod tests {
     fn spec_rules_have_upstreams_messages() {
         let mut bad = csr();
         bad.spec.request = ByteString(b"xy".to_vec());
-        bad.spec.usages = Some(vec!["client auth".into(), "bogus".into(), "client auth".into()]);
+        bad.spec.usages = Some(vec![
+            "client auth".into(),
+            "bogus".into(),
+            "client auth".into(),
+        ]);
         bad.spec.signer_name = "nodomain".into();
         bad.spec.expiration_seconds = Some(599);
         let errs = validate_certificate_signing_request(&bad);
@@ -465,7 +473,11 @@ mod tests {
             errs[0].body(),
             "Invalid value: []byte{0x78, 0x79}: PEM block type must be CERTIFICATE REQUEST"
         );
-        assert!(errs[1].body().starts_with("Unsupported value: \"bogus\": supported values: \"any\", \"cert sign\""));
+        assert!(
+            errs[1].body().starts_with(
+                "Unsupported value: \"bogus\": supported values: \"any\", \"cert sign\""
+            )
+        );
         assert_eq!(errs[2].body(), "Duplicate value: \"client auth\"");
         assert_eq!(
             errs[3].body(),
@@ -479,11 +491,15 @@ mod tests {
         legacy.spec.signer_name = LEGACY_UNKNOWN.into();
         assert_eq!(
             bodies(&validate_certificate_signing_request(&legacy)),
-            ["Invalid value: \"kubernetes.io/legacy-unknown\": the legacy signerName is not allowed via this API version"]
+            [
+                "Invalid value: \"kubernetes.io/legacy-unknown\": the legacy signerName is not allowed via this API version"
+            ]
         );
         assert_eq!(
             bodies(&validate_signer_name(&Path::new("s"), "example/x")),
-            ["Invalid value: \"example\": should be a domain with at least two segments separated by dots"]
+            [
+                "Invalid value: \"example\": should be a domain with at least two segments separated by dots"
+            ]
         );
     }
 
@@ -492,7 +508,9 @@ mod tests {
         let old = csr();
         let approved = with_conditions(csr(), &[APPROVED]);
         assert_eq!(
-            bodies(&validate_certificate_signing_request_status_update(&approved, &old)),
+            bodies(&validate_certificate_signing_request_status_update(
+                &approved, &old
+            )),
             ["Forbidden: updates may not add a condition of type \"Approved\""]
         );
         assert!(
@@ -520,7 +538,10 @@ mod tests {
             certificate: None,
         });
         assert_eq!(
-            bodies(&validate_certificate_signing_request_status_update(&failed_false, &old)),
+            bodies(&validate_certificate_signing_request_status_update(
+                &failed_false,
+                &old
+            )),
             ["Unsupported value: \"False\": supported values: \"True\""]
         );
     }
@@ -544,7 +565,9 @@ mod tests {
         let mut changed = issued.clone();
         changed.status.as_mut().unwrap().certificate = Some(ByteString(b"junk".to_vec()));
         assert_eq!(
-            bodies(&validate_certificate_signing_request_status_update(&changed, &issued)),
+            bodies(&validate_certificate_signing_request_status_update(
+                &changed, &issued
+            )),
             [
                 "Invalid value: \"<certificate data>\": must contain at least one CERTIFICATE PEM block",
                 "Forbidden: updates may not modify existing certificate content"

@@ -3,7 +3,8 @@
 //! ([`limitranges`]), ServiceAccount ([`serviceaccount`]), NodeRestriction
 //! ([`noderestriction`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
 //! DefaultStorageClass, StorageObjectInUseProtection and PersistentVolumeClaimResize
-//! ([`storage`]), MutatingAdmissionWebhook ([`webhook`]), ValidatingAdmissionPolicy ([`policy`]),
+//! ([`storage`]), CertificateApproval, CertificateSigning and CertificateSubjectRestriction
+//! ([`certificates`]), MutatingAdmissionWebhook ([`webhook`]), ValidatingAdmissionPolicy ([`policy`]),
 //! ValidatingAdmissionWebhook ([`webhook`]), ResourceQuota
 //! ([`quota`]). Every plugin has two phases, as upstream's: [`Plugin::admit`]
 //! (mutating) and [`Plugin::validate`] (validating), and looks at the [`Attributes`] of the
@@ -32,6 +33,7 @@
 //! used for 30 s (upstream's `liveLookupCache`), so an object created a moment ago is not missed
 //! while the cache catches up.
 
+pub(crate) mod certificates;
 pub(crate) mod lifecycle;
 pub(crate) mod limitranges;
 pub(crate) mod noderestriction;
@@ -216,6 +218,9 @@ pub(crate) struct Attributes<'a> {
     pub dry_run: bool,
     /// Where warnings for the response go (`None`: nowhere).
     pub warnings: Option<&'a Warnings>,
+    /// The server's authorizer, for the plugins that authorize what a write does (approving
+    /// and signing certificate requests); `None` for the server's own writes.
+    pub authorizer: Option<&'a Arc<crate::authz::Authorizer>>,
 }
 
 impl Attributes<'_> {
@@ -340,6 +345,9 @@ impl Chain {
         if let Some(classes) = registries.storage_classes {
             plugins.push(Box::new(storage::ClaimResize::new(classes)));
         }
+        plugins.push(Box::new(certificates::CertificateApproval));
+        plugins.push(Box::new(certificates::CertificateSigning));
+        plugins.push(Box::new(certificates::CertificateSubjectRestriction));
         if let Some(webhooks) = registries.table.as_ref().and_then(webhook::Webhooks::new) {
             let webhooks = Arc::new(webhooks);
             plugins.push(Box::new(webhook::MutatingWebhooks(webhooks.clone())));
@@ -439,6 +447,7 @@ impl Chain {
             escalation,
             subresource: subresource.unwrap_or_default().to_owned(),
             warnings: Warnings::default(),
+            authorizer: authorizer.cloned(),
         }))
     }
 }
@@ -474,6 +483,8 @@ struct RequestAdmission {
     subresource: String,
     /// The warnings the plugins gave.
     warnings: Warnings,
+    /// The server's authorizer (the certificate plugins ask it).
+    authorizer: Option<Arc<crate::authz::Authorizer>>,
 }
 
 impl RequestAdmission {
@@ -497,6 +508,7 @@ impl RequestAdmission {
             user: self.user.as_ref(),
             dry_run,
             warnings: Some(&self.warnings),
+            authorizer: self.authorizer.as_ref(),
         }
     }
 }
@@ -504,6 +516,12 @@ impl RequestAdmission {
 impl crate::registry::Admission for RequestAdmission {
     fn take_warnings(&self) -> Vec<String> {
         self.warnings.take()
+    }
+
+    fn record_requester(&self, resource: &'static Resource, object: &mut Value) {
+        if self.subresource.is_empty() && certificates::is_csr(resource) {
+            certificates::record_requester(self.user.as_ref(), object);
+        }
     }
 
     fn authorize_grants<'a>(
@@ -550,6 +568,7 @@ impl crate::registry::Admission for RequestAdmission {
                 user: self.user.as_ref(),
                 dry_run,
                 warnings: Some(&self.warnings),
+                authorizer: self.authorizer.as_ref(),
             };
             self.chain.mutate(&attrs, Some(object), old).await
         })

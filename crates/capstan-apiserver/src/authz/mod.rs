@@ -553,7 +553,10 @@ impl Authorizer {
 /// (`rbac_bootstrap.json`); the service proxy's `system:node-proxier` bound to
 /// `system:kube-proxy`; the nodes' `system:node` role with a binding that names nobody (the
 /// Node authorizer applies its rules per node); `cluster-admin` for the controller
-/// manager's user; upstream's `system:kube-dns` role and binding, and the cluster DNS
+/// manager's user; upstream's certificate roles (`system:node-bootstrapper`, the CSR
+/// approver's `...:certificatesigningrequests:nodeclient` and `selfnodeclient`, and one
+/// `system:certificates.k8s.io:<signer>-approver` per in-tree signer), unbound as upstream's;
+/// upstream's `system:kube-dns` role and binding, and the cluster DNS
 /// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
 /// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`.
 fn bootstrap_objects() -> Vec<(&'static str, Value)> {
@@ -591,6 +594,15 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                    "metadata": meta(name),
                    "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
                    "subjects": [{"apiGroup": GROUP, "kind": "User", "name": user}]}),
+        )
+    };
+    // The role approving requests to the in-tree signer `kubernetes.io/<signer>`.
+    let signer_approver = |signer: &str| {
+        role(
+            &format!("system:certificates.k8s.io:{signer}-approver"),
+            json!([{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                    "resourceNames": [format!("kubernetes.io/{signer}")],
+                    "verbs": ["approve"]}]),
         )
     };
     let aggregated: Vec<Value> =
@@ -690,6 +702,32 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             "system:node-proxier",
             "system:kube-proxy",
         ),
+        // Upstream's certificate roles: making a node's client CSR (what a bootstrapping node
+        // holds), what the CSR approver checks a requester for (a node's client certificate,
+        // asked for by anyone or by the node itself), and approving requests of each in-tree
+        // signer. Upstream binds none of them by default.
+        role(
+            "system:node-bootstrapper",
+            json!([{"apiGroups": ["certificates.k8s.io"],
+                    "resources": ["certificatesigningrequests"],
+                    "verbs": ["create", "get", "list", "watch"]}]),
+        ),
+        role(
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            json!([{"apiGroups": ["certificates.k8s.io"],
+                    "resources": ["certificatesigningrequests/nodeclient"],
+                    "verbs": ["create"]}]),
+        ),
+        role(
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            json!([{"apiGroups": ["certificates.k8s.io"],
+                    "resources": ["certificatesigningrequests/selfnodeclient"],
+                    "verbs": ["create"]}]),
+        ),
+        signer_approver("kube-apiserver-client"),
+        signer_approver("kube-apiserver-client-kubelet"),
+        signer_approver("kubelet-serving"),
+        signer_approver("legacy-unknown"),
         // The node agents' role, upstream's `NodeRules`. Its binding has no subjects, as
         // upstream's since the Node authorizer (which applies these rules, narrowed per node)
         // took over: see `unbind_nodes`.

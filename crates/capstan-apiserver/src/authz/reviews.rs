@@ -1,6 +1,8 @@
 //! The review APIs, which answer a question instead of storing an object:
 //! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`) and
-//! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`) and
+//! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`),
+//! SubjectAccessReview (may they: the same question about the user in its spec, which the CSR
+//! approver asks about requesters) and
 //! SelfSubjectRulesReview (what may I: `kubectl auth can-i --list`). The
 //! answers come from the same authenticator and authorizer ([`Authorizer`]) every request goes
 //! through.
@@ -64,45 +66,47 @@ pub(crate) async fn answer(
                 "status": {"userInfo": info},
             }))
         }
-        "SelfSubjectAccessReview" => {
+        "SelfSubjectAccessReview" => access_review(kind, body, user, authorizer).await,
+        "SubjectAccessReview" => {
+            // The user asked about is the spec's (the controllers ask for requesters).
             let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
-            let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
-            let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
-            let decision = match (resource, non_resource) {
-                (Some(_), None) | (None, Some(_)) => {
-                    authorizer
-                        .authorize(user, &attributes(resource, non_resource))
-                        .await
-                }
-                (Some(_), Some(_)) => {
-                    return Err(invalid_spec(
-                        "nonResourceAttributes",
-                        "cannot be specified in combination with resourceAttributes",
-                    ));
-                }
-                (None, None) => {
-                    return Err(invalid_spec(
-                        "resourceAttributes",
-                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                    ));
-                }
+            let strings = |key: &str| -> Vec<String> {
+                spec.get(key)
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default()
             };
-            // Upstream writes the reason an authorizer gave (the Node authorizer's refusals).
-            let mut status = json!({"allowed": decision.allowed});
-            if !decision.allowed && !decision.reason.is_empty() {
-                status["reason"] = json!(decision.reason);
+            let subject = User {
+                name: spec
+                    .get("user")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                uid: spec
+                    .get("uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                groups: strings("groups"),
+                extra: spec
+                    .get("extra")
+                    .and_then(|e| serde_json::from_value(e.clone()).ok())
+                    .unwrap_or_default(),
+            };
+            if subject.name.is_empty() && subject.groups.is_empty() {
+                return Err(invalid_spec(
+                    kind,
+                    "user",
+                    capstan_api::field::BadValue::Str(String::new()),
+                    "at least one of user or group must be specified",
+                ));
             }
-            let mut metadata = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
-            if metadata.get("creationTimestamp").is_none() {
-                metadata["creationTimestamp"] = Value::Null;
-            }
-            Ok(json!({
-                "kind": "SelfSubjectAccessReview",
-                "apiVersion": "authorization.k8s.io/v1",
-                "metadata": metadata,
-                "spec": spec,
-                "status": status,
-            }))
+            access_review(kind, body, &subject, authorizer).await
         }
         "SelfSubjectRulesReview" => {
             let namespace = body
@@ -117,6 +121,57 @@ pub(crate) async fn answer(
         }
         other => Err(StatusError::internal(&format!("no review for {other}")).into()),
     }
+}
+
+/// Answers an access review of `kind` about `user`: the spec echoed, the decision in the status.
+async fn access_review(
+    kind: &str,
+    body: &Value,
+    user: &User,
+    authorizer: &Authorizer,
+) -> Result<Value, ApiError> {
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
+    let decision = match (resource, non_resource) {
+        (Some(_), None) | (None, Some(_)) => {
+            authorizer
+                .authorize(user, &attributes(resource, non_resource))
+                .await
+        }
+        (Some(_), Some(_)) => {
+            return Err(invalid_spec(
+                kind,
+                "nonResourceAttributes",
+                capstan_api::field::BadValue::Other("{...}".into()),
+                "cannot be specified in combination with resourceAttributes",
+            ));
+        }
+        (None, None) => {
+            return Err(invalid_spec(
+                kind,
+                "resourceAttributes",
+                capstan_api::field::BadValue::Null,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ));
+        }
+    };
+    // Upstream writes the reason an authorizer gave (the Node authorizer's refusals).
+    let mut status = json!({"allowed": decision.allowed});
+    if !decision.allowed && !decision.reason.is_empty() {
+        status["reason"] = json!(decision.reason);
+    }
+    let mut metadata = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    if metadata.get("creationTimestamp").is_none() {
+        metadata["creationTimestamp"] = Value::Null;
+    }
+    Ok(json!({
+        "kind": kind,
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    }))
 }
 
 /// A SelfSubjectRulesReview's answer: each rule as a resource rule (when it names resources)
@@ -165,16 +220,16 @@ fn rules_review(
     })
 }
 
-/// Upstream's 422 for a SelfSubjectAccessReview spec without exactly one kind of attributes.
-fn invalid_spec(field: &str, detail: &str) -> ApiError {
-    let value = if field == "resourceAttributes" {
-        capstan_api::field::BadValue::Null
-    } else {
-        capstan_api::field::BadValue::Other("{...}".into())
-    };
+/// Upstream's 422 for an access review of `kind` whose spec breaks a rule (`field` is `value`).
+fn invalid_spec(
+    kind: &str,
+    field: &str,
+    value: capstan_api::field::BadValue,
+    detail: &str,
+) -> ApiError {
     StatusError::invalid(
         "authorization.k8s.io",
-        "SelfSubjectAccessReview",
+        kind,
         "",
         &[FieldError::invalid(
             &Path::new("spec").child(field),

@@ -720,6 +720,7 @@ impl Api {
             user,
             dry_run: false,
             warnings: None,
+            authorizer: None,
         };
         self.admission.admit(&attrs, Some(&options)).await
     }
@@ -842,6 +843,7 @@ impl Api {
             user,
             dry_run: false,
             warnings: Some(&admitted_warnings),
+            authorizer: authorizer.as_ref(),
         };
         if !resource.supports(verb) && subresource.is_none() {
             return Err(StatusError::method_not_supported(

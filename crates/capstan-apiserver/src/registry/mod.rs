@@ -96,6 +96,12 @@ pub(crate) trait Admission: Send + Sync + std::fmt::Debug {
         Box::pin(async { Ok(()) })
     }
 
+    /// Records on a new object of `resource` what its strategy takes from the requesting user
+    /// (upstream's strategies read the user from the request's context in `PrepareForCreate`):
+    /// a CertificateSigningRequest's requester. Runs after mutating admission, before the
+    /// strategy prepares the object.
+    fn record_requester(&self, _resource: &'static Resource, _object: &mut Value) {}
+
     /// The warnings admission gave (webhooks' `warnings`), taken, for the response.
     fn take_warnings(&self) -> Vec<String> {
         Vec::new()
@@ -885,6 +891,7 @@ impl Registry {
             admission
                 .authorize_grants(self.resource, &object, None)
                 .await?;
+            admission.record_requester(self.resource, &mut object);
         }
         let _held = self.begin_write(&mut object, None).await?;
         if meta_str(&object, "name").is_empty() {
@@ -1284,6 +1291,7 @@ impl Registry {
             admission
                 .authorize_grants(self.resource, &object, None)
                 .await?;
+            admission.record_requester(self.resource, &mut object);
         }
         let _held = self.begin_write(&mut object, None).await?;
         self.prepare_and_validate_new(&mut object)?;

@@ -256,6 +256,7 @@ mod tests {
             user: None,
             dry_run: false,
             warnings: None,
+            authorizer: None,
         }
     }
 
