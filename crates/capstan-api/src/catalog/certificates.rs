@@ -42,6 +42,8 @@ pub(super) static RESOURCES: &[Resource] = &[Resource {
                 csr.status = Some(CertificateSigningRequestStatus::default());
             },
             prepare_update,
+            field_names: &["spec.signerName"],
+            fields: |csr| vec![("spec.signerName", csr.spec.signer_name.clone())],
             ..Hooks::with_status()
         })
     },
