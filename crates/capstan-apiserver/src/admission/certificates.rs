@@ -202,3 +202,136 @@ impl Plugin for CertificateSubjectRestriction {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn csrs() -> &'static Resource {
+        capstan_api::catalog::lookup(GROUP, "v1", "certificatesigningrequests")
+            .unwrap_or_else(|| panic!("CSRs are served"))
+    }
+
+    fn user(name: &str, groups: &[&str]) -> User {
+        User {
+            name: name.into(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ..User::default()
+        }
+    }
+
+    fn attrs<'a>(
+        subresource: &'a str,
+        operation: Operation,
+        user: &'a User,
+        authorizer: &'a std::sync::Arc<Authorizer>,
+    ) -> Attributes<'a> {
+        Attributes {
+            resource: csrs(),
+            subresource,
+            operation,
+            namespace: "",
+            name: "c",
+            user: Some(user),
+            dry_run: false,
+            warnings: None,
+            authorizer: Some(authorizer),
+        }
+    }
+
+    fn message(error: &ApiError) -> String {
+        error.status().status.message.clone().unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn approving_and_signing_need_the_verb_on_the_signer() {
+        let authorizer = std::sync::Arc::new(crate::authz::tests_support::bootstrapped());
+        let admin = user("root", &["system:masters"]);
+        let plain = user("bob", &["system:authenticated"]);
+        let csr = json!({"spec": {"signerName": "example.com/s"}});
+        let approve = |u| attrs("approval", Operation::Update, u, &authorizer);
+        assert!(
+            CertificateApproval
+                .validate(&approve(&admin), &csr, Some(&csr))
+                .await
+                .is_ok()
+        );
+        let refused = CertificateApproval
+            .validate(&approve(&plain), &csr, Some(&csr))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.status().code(), 403);
+        assert_eq!(
+            message(&refused),
+            "certificatesigningrequests.certificates.k8s.io \"c\" is forbidden: user not \
+             permitted to approve requests with signerName \"example.com/s\""
+        );
+        // Status writes that leave the certificate alone need nothing; setting it needs `sign`.
+        let status = attrs("status", Operation::Update, &plain, &authorizer);
+        assert!(
+            CertificateSigning
+                .validate(&status, &csr, Some(&csr))
+                .await
+                .is_ok()
+        );
+        let signed = json!({"spec": {"signerName": "example.com/s"},
+                            "status": {"certificate": "Y2VydA=="}});
+        let refused = CertificateSigning
+            .validate(&status, &signed, Some(&csr))
+            .await
+            .unwrap_err();
+        assert!(
+            message(&refused)
+                .ends_with("user not permitted to sign requests with signerName \"example.com/s\"")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_apiserver_client_signer_refuses_system_masters() {
+        let authorizer = std::sync::Arc::new(crate::authz::tests_support::bootstrapped());
+        let plain = user("bob", &["system:authenticated"]);
+        let request = |orgs: &[&str]| {
+            let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+            let mut params = rcgen::CertificateParams::default();
+            for org in orgs {
+                params
+                    .distinguished_name
+                    .push(rcgen::DnType::OrganizationName, *org);
+            }
+            let pem = params
+                .serialize_request(&key)
+                .and_then(|r| r.pem())
+                .unwrap_or_else(|e| panic!("{e}"));
+            use base64::Engine;
+            json!({"spec": {"signerName": KUBE_APISERVER_CLIENT,
+                "request": base64::engine::general_purpose::STANDARD.encode(pem)}})
+        };
+        let create = attrs("", Operation::Create, &plain, &authorizer);
+        assert!(
+            CertificateSubjectRestriction
+                .validate(&create, &request(&["devs"]), None)
+                .await
+                .is_ok()
+        );
+        let refused = CertificateSubjectRestriction
+            .validate(&create, &request(&["devs", "system:masters"]), None)
+            .await
+            .unwrap_err();
+        assert!(message(&refused).ends_with(
+            "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"
+        ));
+    }
+
+    #[test]
+    fn the_requester_is_the_user() {
+        let mut object = json!({"spec": {"username": "mallory", "signerName": "x/y"}});
+        record_requester(Some(&user("alice", &["devs"])), &mut object);
+        assert_eq!(
+            object,
+            json!({"spec": {"username": "alice", "groups": ["devs"], "signerName": "x/y"}})
+        );
+        record_requester(None, &mut object);
+        assert_eq!(object, json!({"spec": {"signerName": "x/y"}}));
+    }
+}

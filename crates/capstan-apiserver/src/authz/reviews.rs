@@ -287,4 +287,52 @@ mod tests {
             .unwrap();
         assert_eq!(who["status"]["userInfo"]["username"], "alice");
     }
+
+    #[tokio::test]
+    async fn subject_access_reviews_ask_about_the_user_in_the_spec() {
+        let authorizer = crate::authz::tests_support::bootstrapped();
+        let asker = user(&["devs", "system:authenticated"]);
+        let review = |spec: Value| json!({"spec": spec});
+        let pods = json!({"verb": "create", "resource": "pods"});
+        let allowed = answer(
+            "SubjectAccessReview",
+            &review(json!({"user": "root", "groups": ["system:masters"],
+                           "resourceAttributes": pods})),
+            &asker,
+            &authorizer,
+        )
+        .await
+        .unwrap();
+        assert_eq!(allowed["kind"], "SubjectAccessReview");
+        assert_eq!(allowed["status"]["allowed"], true);
+        let denied = answer(
+            "SubjectAccessReview",
+            &review(json!({"user": "bob", "resourceAttributes": pods})),
+            &asker,
+            &authorizer,
+        )
+        .await
+        .unwrap();
+        assert_eq!(denied["status"]["allowed"], false);
+        let nobody = answer(
+            "SubjectAccessReview",
+            &review(json!({"resourceAttributes": pods})),
+            &asker,
+            &authorizer,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(nobody.status().code(), 422);
+        assert!(
+            nobody
+                .status()
+                .status
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("spec.user: Invalid value: \"\": at least one of user or group must be specified"),
+            "{:?}",
+            nobody.status().status.message
+        );
+    }
 }
