@@ -269,6 +269,10 @@ pub struct Config {
     /// The CA the CSR signer signs with (`--cluster-signing-cert-file` and `-key-file`; the
     /// server's cluster CA inside `capstan server`); without it the signer does not run.
     pub signing_ca: Option<certificates::SigningCa>,
+    /// The CA of the `kubernetes.io/kubelet-serving` signer when it is not `signing_ca`
+    /// (`--cluster-signing-kubelet-serving-cert-file` and `-key-file`; inside `capstan server`
+    /// the kubelet serving CA the API server checks kubelets against).
+    pub kubelet_serving_ca: Option<certificates::SigningCa>,
     /// The longest certificate the signer issues (`--cluster-signing-duration`).
     pub signing_duration: Duration,
 }
@@ -282,6 +286,7 @@ impl Default for Config {
             terminated_pod_gc_threshold: podgc::TERMINATED_THRESHOLD,
             root_ca: None,
             signing_ca: None,
+            kubelet_serving_ca: None,
             signing_duration: certificates::DEFAULT_SIGNING_DURATION,
         }
     }

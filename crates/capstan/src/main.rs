@@ -197,6 +197,14 @@ struct ControllerFlags {
     /// is `<data-dir>/tls/ca.key`).
     #[arg(long)]
     cluster_signing_key_file: Option<PathBuf>,
+    /// The CA certificate of the `kubernetes.io/kubelet-serving` signer when it is not the
+    /// cluster signing CA (PEM; in `capstan server` the default is the kubelet serving CA,
+    /// `<data-dir>/tls/kubelet-serving-ca.crt`).
+    #[arg(long)]
+    cluster_signing_kubelet_serving_cert_file: Option<PathBuf>,
+    /// The key matching `--cluster-signing-kubelet-serving-cert-file`.
+    #[arg(long)]
+    cluster_signing_kubelet_serving_key_file: Option<PathBuf>,
     /// The longest certificate the CSR signer issues (Go duration); a request's
     /// `spec.expirationSeconds` may ask for less.
     #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
@@ -212,6 +220,7 @@ impl ControllerFlags {
             terminated_pod_gc_threshold: self.terminated_pod_gc_threshold,
             root_ca: None,
             signing_ca: None,
+            kubelet_serving_ca: None,
             signing_duration: self.cluster_signing_duration,
         };
         config
@@ -226,27 +235,61 @@ impl ControllerFlags {
         &self,
         default_dir: Option<&std::path::Path>,
     ) -> anyhow::Result<Option<capstan_controllers::certificates::SigningCa>> {
-        let (cert, key) = match (
-            &self.cluster_signing_cert_file,
-            &self.cluster_signing_key_file,
-            default_dir,
-        ) {
-            (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
-            (None, None, Some(dir)) => (dir.join("ca.crt"), dir.join("ca.key")),
-            (None, None, None) => return Ok(None),
-            _ => anyhow::bail!(
-                "--cluster-signing-cert-file and --cluster-signing-key-file go together"
+        signing_ca_files(
+            (
+                &self.cluster_signing_cert_file,
+                &self.cluster_signing_key_file,
             ),
-        };
-        let read = |path: &std::path::Path| {
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the signing CA file {}", path.display()))
-        };
-        Ok(Some(capstan_controllers::certificates::SigningCa {
-            cert_pem: read(&cert)?,
-            key_pem: read(&key)?,
-        }))
+            default_dir,
+            "ca",
+            "--cluster-signing-cert-file and --cluster-signing-key-file go together",
+        )
     }
+
+    /// The kubelet serving signer's own CA: the files given, else the kubelet serving CA in
+    /// `default_dir`, else none (it signs with the cluster signing CA).
+    fn kubelet_serving_ca(
+        &self,
+        default_dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<Option<capstan_controllers::certificates::SigningCa>> {
+        signing_ca_files(
+            (
+                &self.cluster_signing_kubelet_serving_cert_file,
+                &self.cluster_signing_kubelet_serving_key_file,
+            ),
+            default_dir,
+            "kubelet-serving-ca",
+            "--cluster-signing-kubelet-serving-cert-file and \
+             --cluster-signing-kubelet-serving-key-file go together",
+        )
+    }
+}
+
+/// A signing CA from the `files` given (certificate, key), else `<default_dir>/<stem>.crt` and
+/// `.key`, else none.
+fn signing_ca_files(
+    files: (&Option<PathBuf>, &Option<PathBuf>),
+    default_dir: Option<&std::path::Path>,
+    stem: &str,
+    mismatch: &str,
+) -> anyhow::Result<Option<capstan_controllers::certificates::SigningCa>> {
+    let (cert, key) = match (files.0, files.1, default_dir) {
+        (Some(cert), Some(key), _) => (cert.clone(), key.clone()),
+        (None, None, Some(dir)) => (
+            dir.join(format!("{stem}.crt")),
+            dir.join(format!("{stem}.key")),
+        ),
+        (None, None, None) => return Ok(None),
+        _ => anyhow::bail!("{mismatch}"),
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the signing CA file {}", path.display()))
+    };
+    Ok(Some(capstan_controllers::certificates::SigningCa {
+        cert_pem: read(&cert)?,
+        key_pem: read(&key)?,
+    }))
 }
 
 #[derive(Debug, Args)]
@@ -827,6 +870,7 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
 async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let mut config = args.controllers.config()?;
     config.signing_ca = args.controllers.signing_ca(None)?;
+    config.kubelet_serving_ca = args.controllers.kubelet_serving_ca(None)?;
     let client = controller_client(
         args.kubeconfig.as_deref(),
         &mut config,
@@ -964,7 +1008,12 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             .write_component_kubeconfig("controller", "system:kube-controller-manager", &kubeconfig)
             .context("cannot write the controller manager's kubeconfig")?;
         let mut controllers = controllers;
-        controllers.signing_ca = args.controllers.signing_ca(Some(&data_dir.join("tls")))?;
+        let tls = data_dir.join("tls");
+        controllers.signing_ca = args.controllers.signing_ca(Some(&tls))?;
+        // Kubelet serving certificates come from the CA the API server checks kubelets against
+        // (made on first use), never from the cluster CA clients trust.
+        capstan_apiserver::pki::kubelet_ca(&tls).context("cannot make the kubelet serving CA")?;
+        controllers.kubelet_serving_ca = args.controllers.kubelet_serving_ca(Some(&tls))?;
         let root_ca_file = args.controllers.root_ca_file.clone();
         let client =
             controller_client(Some(&kubeconfig), &mut controllers, root_ca_file.as_deref()).await?;

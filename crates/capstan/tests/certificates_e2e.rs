@@ -346,6 +346,48 @@ fn certificate_signing_requests_with_stock_kubectl() {
         "Auto approving kubelet client certificate after SubjectAccessReview."
     );
 
+    // A kubelet serving certificate comes from the kubelet serving CA, which the API server
+    // checks kubelets against, not from the cluster CA clients trust.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["n1.example".to_owned()]).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "system:node:n1");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    let request = params.serialize_request(&key).unwrap().pem().unwrap();
+    let created = kubectl_stdin(
+        KUBECTL,
+        &admin,
+        &["create", "-f", "-"],
+        &manifest(
+            "serving-n1",
+            &request,
+            "kubernetes.io/kubelet-serving",
+            &["digital signature", "server auth"],
+        ),
+    );
+    assert!(created.status.success(), "{}", stderr(&created));
+    kubectl_ok(KUBECTL, &admin, &["certificate", "approve", "serving-n1"]);
+    let serving = dir.path().join("serving.crt");
+    std::fs::write(&serving, issued(&admin, "serving-n1")).unwrap();
+    let tls = dir.path().join("data").join("tls");
+    let verify = |ca: &str| {
+        std::process::Command::new("openssl")
+            .arg("verify")
+            .arg("-CAfile")
+            .arg(tls.join(ca))
+            .arg(&serving)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(verify("kubelet-serving-ca.crt"));
+    assert!(!verify("ca.crt"));
+
     // A kubelet request that breaks the signer's rules fails instead.
     let (_, request) = key_and_request("alice", &["system:nodes"]);
     let created = kubectl_stdin(

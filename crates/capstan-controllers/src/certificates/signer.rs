@@ -2,7 +2,8 @@
 //! not failed, to `kubernetes.io/kube-apiserver-client`, `kube-apiserver-client-kubelet` or
 //! `kubelet-serving`, is checked against its signer's rules and signed by the cluster CA. A
 //! request that breaks them gets a `Failed` condition (`SignerValidationFailure`) instead.
-//! Requests to other signers, `kubernetes.io/legacy-unknown` among them, are left alone.
+//! Requests to other signers, `kubernetes.io/legacy-unknown` among them, are left alone. The
+//! kubelet serving signer may have a CA of its own (upstream's per-signer CA files).
 //!
 //! The certificate carries the request's subject and names, the key usages asked for, no CA
 //! bit; it starts five minutes in the past (clock skew) and lasts `spec.expirationSeconds`
@@ -185,6 +186,8 @@ impl Signer {
 struct Context {
     client: Client,
     signer: Signer,
+    /// The kubelet serving signer's own CA, when it has one.
+    kubelet_serving: Option<Signer>,
 }
 
 /// Registers the CSR handler and returns the controller's run future; without a signing CA
@@ -201,6 +204,16 @@ pub fn start(mut setup: Setup<'_>) -> Task {
             return Box::pin(async {});
         }
     };
+    let kubelet_serving = match setup.config().kubelet_serving_ca.as_ref() {
+        Some(ca) => match Signer::new(ca, setup.config().signing_duration) {
+            Ok(signer) => Some(signer),
+            Err(error) => {
+                tracing::warn!(%error, "the CSR signer does not run");
+                return Box::pin(async {});
+            }
+        },
+        None => None,
+    };
     let requests = setup.watch::<CertificateSigningRequest>();
     let (queue, rx) = Queue::<CertificateSigningRequest>::new();
     requests.on_change(move |change| {
@@ -213,6 +226,7 @@ pub fn start(mut setup: Setup<'_>) -> Task {
     let ctx = Arc::new(Context {
         client: setup.client(),
         signer,
+        kubelet_serving,
     });
     setup.run("csrsigning", &requests, rx, ctx, reconcile)
 }
@@ -259,8 +273,11 @@ async fn reconcile(
             );
         }
         Ok(()) => {
-            let pem = ctx
-                .signer
+            let signer = match &ctx.kubelet_serving {
+                Some(own) if csr.spec.signer_name == KUBELET_SERVING => own,
+                _ => &ctx.signer,
+            };
+            let pem = signer
                 .sign(&request, &usages, csr.spec.expiration_seconds, now())
                 .map_err(Error::Invalid)?;
             status.certificate = Some(ByteString(pem.into_bytes()));
