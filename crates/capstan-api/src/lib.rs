@@ -27,6 +27,7 @@ pub mod fit;
 pub mod gojson;
 pub mod names;
 pub mod openapi;
+pub mod podsecurity;
 pub mod printers;
 pub mod protobuf;
 pub mod quantity;
