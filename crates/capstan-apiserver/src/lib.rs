@@ -80,6 +80,10 @@ pub struct Config {
     /// Whether a new cluster gets the default `local-path` StorageClass (not with
     /// `--disable-default-storageclass`).
     pub default_storage_class: bool,
+    /// The admission configuration file (`--admission-control-config-file`): upstream's
+    /// `AdmissionConfiguration`, read at start (the PodSecurity plugin's defaults and
+    /// exemptions).
+    pub admission_control_config_file: Option<PathBuf>,
 }
 
 /// Where audit events go and which requests they record.
@@ -183,7 +187,12 @@ pub(crate) async fn start_with(
         authn::serviceaccount::jws::SigningKey::from_pem(&pki::service_account_key(&tls_dir)?)
             .map_err(|e| StartError::Config(format!("{}: {e}", pki::SERVICE_ACCOUNT_KEY)))?;
     let front_proxy = pki::front_proxy(&tls_dir)?;
+    let admission_config = match &config.admission_control_config_file {
+        Some(path) => admission::config::load(path).map_err(StartError::Config)?,
+        None => admission::config::AdmissionConfig::default(),
+    };
     let api = handlers::resource::Api::with_services(&store, cidr)
+        .with_admission_config(&admission_config)
         .with_kubelets(kubelets)
         .with_signing_key(signing_key);
     let aggregator = std::sync::Arc::new(aggregator::Aggregator::new(

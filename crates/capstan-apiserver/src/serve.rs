@@ -1205,6 +1205,7 @@ mod tests {
             join_token: None,
             advertise_address: None,
             default_storage_class: false,
+            admission_control_config_file: None,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

@@ -57,6 +57,7 @@ async fn cluster() -> Cluster {
         join_token: None,
         advertise_address: None,
         default_storage_class: false,
+        admission_control_config_file: None,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

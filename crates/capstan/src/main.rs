@@ -125,6 +125,11 @@ struct ServerArgs {
     disable_agent: bool,
     #[command(flatten)]
     agent: AgentFlags,
+    /// The admission configuration file (kube-apiserver's flag of the same name): an
+    /// `AdmissionConfiguration` (`apiserver.config.k8s.io/v1`) configuring the PodSecurity
+    /// plugin's defaults and exemptions (`PodSecurityConfiguration`).
+    #[arg(long)]
+    admission_control_config_file: Option<PathBuf>,
     /// Static bearer tokens, in kube-apiserver's CSV format `token,user,uid,"group1,group2"`.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
@@ -979,6 +984,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address),
         default_storage_class: !args.disable_default_storageclass,
+        admission_control_config_file: args.admission_control_config_file.clone(),
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;

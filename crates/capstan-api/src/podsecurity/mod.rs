@@ -175,29 +175,45 @@ impl Policy {
             && self.warn.level == Level::Privileged
     }
 
-    /// The modes that are not privileged, as upstream prints them
-    /// (`enforce=restricted:latest, warn=baseline:v1.30`; `privileged:latest` when none is).
-    pub fn compact_string(&self) -> String {
-        let parts: Vec<String> = [
-            ("enforce", self.enforce),
-            ("audit", self.audit),
-            ("warn", self.warn),
+    /// Whether this policy judges as `other` does: each mode at the same level and version,
+    /// or privileged in both (whose version does not matter).
+    pub fn equivalent(&self, other: &Policy) -> bool {
+        let same = |a: LevelVersion, b: LevelVersion| {
+            a == b || (a.level == Level::Privileged && b.level == Level::Privileged)
+        };
+        same(self.enforce, other.enforce)
+            && same(self.audit, other.audit)
+            && same(self.warn, other.warn)
+    }
+
+    /// The modes that are not privileged and that `labels` set (a level or a version label), as
+    /// upstream prints them: `enforce=restricted:latest, warn=baseline:v1.30`.
+    pub fn compact_string(&self, labels: Option<&serde_json::Map<String, Value>>) -> String {
+        let set = |key: &str| labels.is_some_and(|labels| labels.contains_key(key));
+        [
+            (
+                "enforce",
+                self.enforce,
+                ENFORCE_LEVEL_LABEL,
+                ENFORCE_VERSION_LABEL,
+            ),
+            ("audit", self.audit, AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL),
+            ("warn", self.warn, WARN_LEVEL_LABEL, WARN_VERSION_LABEL),
         ]
         .iter()
-        .filter(|(_, lv)| lv.level != Level::Privileged)
-        .map(|(mode, lv)| format!("{mode}={lv}"))
-        .collect();
-        if parts.is_empty() {
-            LevelVersion::PRIVILEGED.to_string()
-        } else {
-            parts.join(", ")
-        }
+        .filter(|(_, lv, level, version)| {
+            lv.level != Level::Privileged && (set(level) || set(version))
+        })
+        .map(|(mode, lv, _, _)| format!("{mode}={lv}"))
+        .collect::<Vec<_>>()
+        .join(", ")
     }
 }
 
 /// A namespace's policy from its labels over `defaults`, with an error for each label whose
 /// value is not a level or a version. A bad enforce level enforces `restricted` (fail closed), a
-/// bad audit or warn level is `privileged` (fail open), a bad version is `latest`.
+/// bad audit or warn level is `privileged` (fail open), a bad version is `latest`. Without a
+/// warn label, a stricter enforce label is warned about too.
 pub fn policy_from_labels(
     labels: Option<&serde_json::Map<String, Value>>,
     defaults: &Policy,
@@ -216,6 +232,9 @@ pub fn policy_from_labels(
     let mut bad = |name: &str, value: &str, error: &str| {
         errors.push(FieldError::invalid(&path.key(name), value, error));
     };
+    let enforce_set = label(ENFORCE_LEVEL_LABEL).is_some_and(|v| parse_level(&v).is_ok());
+    let warn_level_set = label(WARN_LEVEL_LABEL).is_some();
+    let warn_version_set = label(WARN_VERSION_LABEL).is_some();
     let modes: [(&mut LevelVersion, &str, &str, Level); 3] = [
         (
             &mut policy.enforce,
@@ -248,6 +267,15 @@ pub fn policy_from_labels(
                 bad(version_label, &value, error);
                 Version::Latest
             });
+        }
+    }
+    // A valid enforce label stricter than the warn level, with no warn label, warns at the
+    // enforce level too (and its version, unless a warn version is given), as upstream since
+    // 1.26: workloads then get the warnings their pods' refusals would bring.
+    if enforce_set && !warn_level_set && policy.enforce.level > policy.warn.level {
+        policy.warn.level = policy.enforce.level;
+        if !warn_version_set {
+            policy.warn.version = policy.enforce.version;
         }
     }
     (policy, errors)

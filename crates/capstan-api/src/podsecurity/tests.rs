@@ -338,15 +338,46 @@ fn versions_parse_as_upstream() {
 }
 
 #[test]
+fn warn_follows_a_stricter_enforce_label_unless_set() {
+    let parse = |labels: Value| policy_from_labels(labels.as_object(), &Policy::default()).0;
+    let policy = parse(json!({ENFORCE_LEVEL_LABEL: "restricted", ENFORCE_VERSION_LABEL: "v1.30"}));
+    assert_eq!(policy.warn.to_string(), "restricted:v1.30");
+    let policy = parse(json!({ENFORCE_LEVEL_LABEL: "restricted", WARN_VERSION_LABEL: "v1.20"}));
+    assert_eq!(policy.warn.to_string(), "restricted:v1.20");
+    let policy = parse(json!({ENFORCE_LEVEL_LABEL: "restricted", WARN_LEVEL_LABEL: "privileged"}));
+    assert_eq!(policy.warn.level, Level::Privileged);
+    // An invalid enforce label enforces restricted, but does not warn.
+    let policy = parse(json!({ENFORCE_LEVEL_LABEL: "bogus"}));
+    assert_eq!(policy.enforce.level, Level::Restricted);
+    assert_eq!(policy.warn.level, Level::Privileged);
+    // Defaults stricter than the enforce label keep their warn level.
+    let defaults = Policy {
+        warn: lv(Level::Restricted, LATEST),
+        ..Policy::default()
+    };
+    let (policy, _) = policy_from_labels(
+        json!({ENFORCE_LEVEL_LABEL: "baseline"}).as_object(),
+        &defaults,
+    );
+    assert_eq!(policy.warn.level, Level::Restricted);
+}
+
+#[test]
 fn compact_strings() {
     let mut policy = Policy::default();
-    assert_eq!(policy.compact_string(), "privileged:latest");
     policy.enforce = lv(Level::Restricted, LATEST);
     policy.warn = lv(Level::Baseline, v(30));
+    policy.audit = lv(Level::Baseline, LATEST);
+    let labels = json!({ENFORCE_LEVEL_LABEL: "restricted", WARN_VERSION_LABEL: "v1.30"});
     assert_eq!(
-        policy.compact_string(),
+        policy.compact_string(labels.as_object()),
         "enforce=restricted:latest, warn=baseline:v1.30"
     );
+    assert!(policy.equivalent(&policy));
+    assert!(!policy.equivalent(&Policy::default()));
+    let mut privileged = Policy::default();
+    privileged.enforce.version = v(20);
+    assert!(privileged.equivalent(&Policy::default()));
     assert_eq!(
         forbidden_reason(&[
             Violation {

@@ -1,7 +1,7 @@
 //! The admission chain: upstream's built-in admission plugins, each a [`Plugin`] registered
 //! in one [`Chain`], run in upstream's order: NamespaceLifecycle ([`lifecycle`]), LimitRanger
 //! ([`limitranges`]), ServiceAccount ([`serviceaccount`]), NodeRestriction
-//! ([`noderestriction`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
+//! ([`noderestriction`]), PodSecurity ([`podsecurity`]), Priority ([`priority`]), DefaultTolerationSeconds ([`tolerations`]),
 //! DefaultStorageClass, StorageObjectInUseProtection and PersistentVolumeClaimResize
 //! ([`storage`]), CertificateApproval, CertificateSigning and CertificateSubjectRestriction
 //! ([`certificates`]), MutatingAdmissionWebhook ([`webhook`]), ValidatingAdmissionPolicy ([`policy`]),
@@ -25,7 +25,8 @@
 //! are not: the services registry allocates them in its write hook ([`crate::registry::services`]).
 //!
 //! Adding a plugin: a module here with a type implementing [`Plugin`], and its place in
-//! [`Chain::new`].
+//! [`Chain::configured`]. Plugins that take configuration read it from the admission
+//! configuration file ([`config`], `--admission-control-config-file`).
 //!
 //! Plugins that read objects per namespace (LimitRanges, ResourceQuotas) use a
 //! [`NamespaceLookup`]: the watch cache as it stands, as upstream's plugins read their
@@ -34,9 +35,11 @@
 //! while the cache catches up.
 
 pub(crate) mod certificates;
+pub(crate) mod config;
 pub(crate) mod lifecycle;
 pub(crate) mod limitranges;
 pub(crate) mod noderestriction;
+pub(crate) mod podsecurity;
 pub(crate) mod policy;
 pub(crate) mod priority;
 pub(crate) mod quota;
@@ -316,11 +319,20 @@ impl Registries {
 }
 
 impl Chain {
-    /// The chain of upstream's plugins, in upstream's order, over these registries.
+    /// The chain of upstream's plugins, in upstream's order, over these registries, with no
+    /// admission configuration file.
     pub(crate) fn new(registries: Registries) -> Self {
+        Self::configured(registries, &config::AdmissionConfig::default())
+    }
+
+    /// The chain of upstream's plugins, in upstream's order, over these registries, configured
+    /// by `config` (the admission configuration file's).
+    pub(crate) fn configured(registries: Registries, config: &config::AdmissionConfig) -> Self {
         let mut plugins: Vec<Box<dyn Plugin>> = Vec::new();
-        if let Some(namespaces) = registries.namespaces {
-            plugins.push(Box::new(lifecycle::NamespaceLifecycle::new(namespaces)));
+        if let Some(namespaces) = &registries.namespaces {
+            plugins.push(Box::new(lifecycle::NamespaceLifecycle::new(
+                namespaces.clone(),
+            )));
         }
         if let Some(ranges) = registries.limit_ranges {
             plugins.push(Box::new(limitranges::LimitRanger::new(ranges)));
@@ -331,9 +343,16 @@ impl Chain {
             )));
         }
         plugins.push(Box::new(noderestriction::NodeRestriction::new(
-            registries.pods,
+            registries.pods.clone(),
             registries.nodes,
         )));
+        if let Some(namespaces) = &registries.namespaces {
+            plugins.push(Box::new(podsecurity::PodSecurity::new(
+                Arc::new(config.pod_security.clone()),
+                namespaces.clone(),
+                registries.pods,
+            )));
+        }
         if let Some(classes) = registries.priority_classes {
             plugins.push(Box::new(priority::Priority::new(classes)));
         }
@@ -546,6 +565,9 @@ impl crate::registry::Admission for RequestAdmission {
         dry_run: bool,
     ) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(async move {
+            // Each attempt of a write starts here: what an earlier attempt warned about was
+            // judged on a copy the write then found stale (and retried), so it is dropped.
+            self.warnings.take();
             // The attributes borrow the object's name; the plugins change the object.
             let (namespace, name) = (
                 namespace_of(object).to_owned(),

@@ -627,6 +627,19 @@ impl Api {
         self.service_cidr
     }
 
+    /// This API with its admission plugins configured by `config` (the admission
+    /// configuration file's).
+    pub(crate) fn with_admission_config(
+        mut self,
+        config: &crate::admission::config::AdmissionConfig,
+    ) -> Self {
+        self.admission = Arc::new(crate::admission::Chain::configured(
+            crate::admission::Registries::from_table(&self.registries),
+            config,
+        ));
+        self
+    }
+
     /// This API reaching kubelets through `kubelets`.
     pub(crate) fn with_kubelets(mut self, kubelets: crate::handlers::kubelets::Kubelets) -> Self {
         self.kubelets = Some(Arc::new(kubelets));
@@ -1374,6 +1387,10 @@ mod tests;
 #[cfg(test)]
 #[path = "../admission/api_tests.rs"]
 mod admission_tests;
+
+#[cfg(test)]
+#[path = "../admission/podsecurity_tests.rs"]
+mod podsecurity_tests;
 
 #[cfg(test)]
 #[path = "../authn/serviceaccount/api_tests.rs"]

@@ -78,7 +78,7 @@ impl Harness {
 
     /// Sends a body as written (JSON with repeated keys, YAML); returns the code, the answer and
     /// the `Warning` headers.
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: &str,
         uri: &str,
@@ -1009,6 +1009,7 @@ async fn the_admission_chain_is_upstreams_plugins_in_upstreams_order() {
             "LimitRanger",
             "ServiceAccount",
             "NodeRestriction",
+            "PodSecurity",
             "Priority",
             "DefaultTolerationSeconds",
             "DefaultStorageClass",

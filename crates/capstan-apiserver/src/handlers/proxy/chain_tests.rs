@@ -764,6 +764,7 @@ impl Served {
             join_token: None,
             advertise_address: None,
             default_storage_class: false,
+            admission_control_config_file: None,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
