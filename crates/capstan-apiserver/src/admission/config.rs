@@ -175,3 +175,93 @@ fn level_version(defaults: Option<&Value>, mode: &str, errors: &mut Vec<String>)
     }
     lv
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::json;
+
+    use super::*;
+    use capstan_api::podsecurity::{Level, Version};
+
+    fn document(configuration: Value) -> Value {
+        json!({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+            "plugins": [{"name": "Other", "configuration": {"anything": 1}},
+                        {"name": "PodSecurity", "configuration": configuration}]})
+    }
+
+    fn pod_security(defaults: Value, exemptions: Value) -> Value {
+        json!({"apiVersion": "pod-security.admission.config.k8s.io/v1",
+            "kind": "PodSecurityConfiguration", "defaults": defaults, "exemptions": exemptions})
+    }
+
+    #[test]
+    fn reads_defaults_and_exemptions_inline() {
+        let config = parse(
+            &document(pod_security(
+                json!({"enforce": "baseline", "enforce-version": "v1.30", "warn": "restricted"}),
+                json!({"usernames": ["admin"], "runtimeClasses": ["kata"], "namespaces": ["kube-system"]}),
+            )),
+            Path::new("."),
+        )
+        .unwrap();
+        let ps = config.pod_security;
+        assert_eq!(ps.defaults.enforce.level, Level::Baseline);
+        assert_eq!(ps.defaults.enforce.version, Version::Minor(30));
+        assert_eq!(ps.defaults.warn.to_string(), "restricted:latest");
+        assert_eq!(ps.defaults.audit.to_string(), "privileged:latest");
+        assert_eq!(ps.exempt_usernames, ["admin"]);
+        assert_eq!(ps.exempt_runtime_classes, ["kata"]);
+        assert_eq!(ps.exempt_namespaces, ["kube-system"]);
+    }
+
+    #[test]
+    fn reads_a_plugin_file_relative_to_the_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("podsecurity.yaml"),
+            "apiVersion: pod-security.admission.config.k8s.io/v1\nkind: PodSecurityConfiguration\ndefaults:\n  audit: restricted\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("admission.yaml"),
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  path: podsecurity.yaml\n",
+        )
+        .unwrap();
+        let config = load(&dir.path().join("admission.yaml")).unwrap();
+        assert_eq!(config.pod_security.defaults.audit.level, Level::Restricted);
+    }
+
+    #[test]
+    fn refuses_bad_values_with_upstreams_texts() {
+        let error = parse(
+            &document(pod_security(
+                json!({"enforce": "strict", "warn-version": "1.2"}),
+                json!({"namespaces": ["a", "a", ""]}),
+            )),
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "invalid PodSecurity configuration: \
+             defaults.enforce: Invalid value: \"strict\": must be one of privileged, baseline, restricted, \
+             defaults.warn-version: Invalid value: \"1.2\": must be \"latest\" or \"v1.x\", \
+             exemptions.namespaces[1]: Duplicate value: \"a\", \
+             exemptions.namespaces[2]: Invalid value: \"\": must be non-empty"
+        );
+        let error = parse(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert!(error.contains("not an AdmissionConfiguration"), "{error}");
+        let error = parse(
+            &document(json!({"apiVersion": "v1", "kind": "Other"})),
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert!(error.contains("not a PodSecurityConfiguration"), "{error}");
+    }
+}
