@@ -42,7 +42,7 @@ use clap::{Args, ValueEnum};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
-use hyper::header::{ACCEPT, CONTENT_TYPE};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
@@ -118,13 +118,13 @@ pub struct ApiArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum ApiBackend {
+pub(crate) enum ApiBackend {
     Sqlite,
     Etcd,
 }
 
 impl ApiBackend {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ApiBackend::Sqlite => "sqlite",
             ApiBackend::Etcd => "etcd",
@@ -286,23 +286,38 @@ pub async fn run(args: ApiArgs) -> Result<()> {
 /// The admin client's TLS settings, from the server's `tls` directory.
 fn client_tls(tls_dir: &Path) -> Result<Arc<rustls::ClientConfig>> {
     let read = |file: &str| fs::read(tls_dir.join(file)).with_context(|| format!("reading {file}"));
+    tls_config(tls_dir, Some((&read("admin.crt")?, &read("admin.key")?)))
+}
+
+/// TLS settings trusting the server's CA (`<tls_dir>/ca.crt`) that present `identity` (a
+/// certificate chain and its key, PEM) as the client certificate, or none.
+pub(crate) fn tls_config(
+    tls_dir: &Path,
+    identity: Option<(&[u8], &[u8])>,
+) -> Result<Arc<rustls::ClientConfig>> {
+    let ca = fs::read(tls_dir.join("ca.crt")).context("reading ca.crt")?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&read("ca.crt")?) {
+    for cert in CertificateDer::pem_slice_iter(&ca) {
         roots
             .add(cert.map_err(|e| anyhow!("ca.crt: {e}"))?)
             .context("ca.crt")?;
     }
-    let chain = CertificateDer::pem_slice_iter(&read("admin.crt")?)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!("admin.crt: {e}"))?;
-    ensure!(!chain.is_empty(), "admin.crt holds no certificate");
-    let key = PrivateKeyDer::from_pem_slice(&read("admin.key")?)
-        .map_err(|e| anyhow!("admin.key: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)?;
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow!("client certificate: {e}"))?;
+            ensure!(!chain.is_empty(), "the client certificate file holds none");
+            let key =
+                PrivateKeyDer::from_pem_slice(key).map_err(|e| anyhow!("client key: {e}"))?;
+            builder.with_client_auth_cert(chain, key)?
+        }
+        None => builder.with_no_client_auth(),
+    };
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
 }
@@ -312,10 +327,25 @@ fn client_tls(tls_dir: &Path) -> Result<Arc<rustls::ClientConfig>> {
 pub(crate) struct Conn {
     send: SendRequest<Full<Bytes>>,
     base: Arc<str>,
+    /// `Authorization` header value sent with every request (`Bearer <token>`), if any.
+    authorization: Option<HeaderValue>,
 }
 
 impl Conn {
     async fn open(tls: &Arc<rustls::ClientConfig>, port: u16) -> Result<Conn> {
+        Conn::open_as(tls, port, None).await
+    }
+
+    /// Opens a connection that sends `Authorization: Bearer <bearer>` with every request.
+    async fn open_as(
+        tls: &Arc<rustls::ClientConfig>,
+        port: u16,
+        bearer: Option<&str>,
+    ) -> Result<Conn> {
+        let authorization = bearer
+            .map(|token| HeaderValue::from_str(&format!("Bearer {token}")))
+            .transpose()
+            .context("the token is not a valid header value")?;
         let tcp = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
             .await
             .with_context(|| format!("connecting to 127.0.0.1:{port}"))?;
@@ -339,6 +369,7 @@ impl Conn {
         Ok(Conn {
             send,
             base: format!("https://127.0.0.1:{port}").into(),
+            authorization,
         })
     }
 
@@ -347,10 +378,11 @@ impl Conn {
         tls: &Arc<rustls::ClientConfig>,
         port: u16,
         count: usize,
+        bearer: Option<&str>,
     ) -> Result<Vec<Conn>> {
         use futures::StreamExt;
         futures::stream::iter(0..count)
-            .map(|_| Conn::open(tls, port))
+            .map(|_| Conn::open_as(tls, port, bearer))
             .buffered(16)
             .collect::<Vec<_>>()
             .await
@@ -385,6 +417,9 @@ impl Conn {
             .header(ACCEPT, "application/json");
         if body.is_some() {
             request = request.header(CONTENT_TYPE, content_type);
+        }
+        if let Some(authorization) = &self.authorization {
+            request = request.header(AUTHORIZATION, authorization.clone());
         }
         let request = request.body(Full::new(body.unwrap_or_default()))?;
         Ok(send.send_request(request).await?)
@@ -567,7 +602,18 @@ impl ServerProcess {
     }
 
     pub(crate) async fn connect_many(&self, count: usize) -> Result<Vec<Conn>> {
-        Conn::open_many(&self.tls, self.port, count).await
+        Conn::open_many(&self.tls, self.port, count, None).await
+    }
+
+    /// Opens `count` connections with TLS settings of the caller's (another client
+    /// certificate, or none), each sending `Authorization: Bearer <bearer>` if given.
+    pub(crate) async fn connect_many_as(
+        &self,
+        tls: &Arc<rustls::ClientConfig>,
+        bearer: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<Conn>> {
+        Conn::open_many(tls, self.port, count, bearer).await
     }
 
     pub(crate) fn memory(&self) -> Memory {
@@ -662,7 +708,7 @@ impl CpuMeter {
 
 /// The kinds the create, get and list scenarios use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     ConfigMap,
     Pod,
 }
@@ -684,12 +730,12 @@ impl Kind {
         }
     }
 
-    fn collection(self, namespace: &str) -> String {
+    pub(crate) fn collection(self, namespace: &str) -> String {
         format!("/api/v1/namespaces/{namespace}/{}", self.plural())
     }
 
     /// The namespace the populated objects of this kind live in.
-    fn populated_namespace(self) -> &'static str {
+    pub(crate) fn populated_namespace(self) -> &'static str {
         match self {
             Kind::ConfigMap => "list-configmaps",
             Kind::Pod => "list-pods",
@@ -746,7 +792,7 @@ fn configmap(name: &str, seq: &str) -> Value {
 }
 
 /// Creates namespace `name`.
-async fn create_namespace(conn: &Conn, name: &str) -> Result<()> {
+pub(crate) async fn create_namespace(conn: &Conn, name: &str) -> Result<()> {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     conn.call(
         Method::POST,
@@ -759,7 +805,7 @@ async fn create_namespace(conn: &Conn, name: &str) -> Result<()> {
 }
 
 /// The name of populated object `i`.
-fn populated_name(kind: Kind, i: usize) -> String {
+pub(crate) fn populated_name(kind: Kind, i: usize) -> String {
     format!("{}-{i:06}", kind.short())
 }
 
@@ -780,12 +826,12 @@ struct BackendReport {
 }
 
 /// A datastore for one server: nothing (SQLite under the data dir) or a fresh etcd.
-struct Datastore {
+pub(crate) struct Datastore {
     etcd: Option<EtcdServer>,
 }
 
 impl Datastore {
-    async fn new(backend: ApiBackend, dir: &Path) -> Result<Datastore> {
+    pub(crate) async fn new(backend: ApiBackend, dir: &Path) -> Result<Datastore> {
         let etcd = match backend {
             ApiBackend::Sqlite => None,
             ApiBackend::Etcd => {
@@ -801,7 +847,12 @@ impl Datastore {
         Ok(Datastore { etcd })
     }
 
-    fn endpoint(&self) -> Option<String> {
+    /// etcd's data dir, when the datastore is an etcd.
+    pub(crate) fn etcd_data_dir(&self) -> Option<&Path> {
+        self.etcd.as_ref().map(EtcdServer::data_dir)
+    }
+
+    pub(crate) fn endpoint(&self) -> Option<String> {
         self.etcd.as_ref().map(EtcdServer::endpoint)
     }
 
@@ -1108,7 +1159,7 @@ where
 }
 
 /// Table cells for a closed-loop round: ops/s, p50, p99, max, server CPU, bench CPU, errors.
-fn round_cells(phase: &Phase, cpu: (String, String)) -> Vec<String> {
+pub(crate) fn round_cells(phase: &Phase, cpu: (String, String)) -> Vec<String> {
     let mut cells = phase.cells();
     cells.push(if phase.ok == 0 {
         "-".to_owned()
@@ -1122,12 +1173,22 @@ fn round_cells(phase: &Phase, cpu: (String, String)) -> Vec<String> {
 /// Creates the populated namespace's objects with `populate_clients` clients; one row with the
 /// rate.
 async fn populate(server: &ServerProcess, s: &Settings, kind: Kind) -> Result<Vec<Row>> {
-    let clients = s.populate_clients.min(s.objects);
+    populate_namespace(server, kind, s.objects, s.populate_clients).await
+}
+
+/// Creates `total` objects of `kind` (named by [`populated_name`]) in its populated namespace,
+/// which must exist, with `clients` clients; one row with the rate.
+pub(crate) async fn populate_namespace(
+    server: &ServerProcess,
+    kind: Kind,
+    total: usize,
+    clients: usize,
+) -> Result<Vec<Row>> {
+    let clients = clients.min(total).max(1);
     let conns = server.connect_many(clients).await?;
     let start = Instant::now();
     let mut set = JoinSet::new();
     let path: Arc<str> = kind.collection(kind.populated_namespace()).into();
-    let total = s.objects;
     for (client, conn) in conns.into_iter().enumerate() {
         let path = path.clone();
         set.spawn(async move {
@@ -1556,7 +1617,7 @@ fn watched_seq(line: &[u8]) -> Option<u64> {
 // Report
 // ---------------------------------------------------------------------------------------------
 
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)

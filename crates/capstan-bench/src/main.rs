@@ -79,6 +79,7 @@ mod extend;
 mod pods;
 mod proxy;
 mod scheduler;
+mod security;
 mod storage;
 
 /// Command-line interface.
@@ -122,6 +123,9 @@ enum Command {
     /// Benchmark the PersistentVolume binder: many claims bound to as many volumes, and
     /// released.
     Storage(storage::StorageArgs),
+    /// Benchmark what security costs: GETs authenticated by service-account token against
+    /// client certificates, and Secret creates with and without encryption at rest.
+    Security(Box<security::SecurityArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -356,6 +360,7 @@ async fn main() -> ExitCode {
         Command::Dns(args) => dns::run(args).await,
         Command::Extend(args) => extend::run(args).await,
         Command::Storage(args) => storage::run(args).await,
+        Command::Security(args) => security::run(*args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
