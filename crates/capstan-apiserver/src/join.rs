@@ -33,6 +33,7 @@ use capstan_api::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::authn::constant_time_eq;
 use crate::pki::{self, PkiError};
 use crate::registry::{Registry, WriteOptions};
 
@@ -477,11 +478,6 @@ fn password_matches(secret: &Value, password: &str) -> bool {
         digest.as_bytes(),
         sha256_hex(format!("{salt}{password}").as_bytes()).as_bytes(),
     )
-}
-
-/// Compares two byte strings in time that depends only on their lengths.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

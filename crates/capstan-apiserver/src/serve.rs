@@ -404,18 +404,19 @@ async fn dispatch(
     match seat {
         // The seat is held until the answer has been written, as upstream's handlers write
         // theirs before they return: a large or slowly read answer keeps its seat.
-        Some(seat) => response.map(|body| Body::new(Seated { body, _seat: seat })),
+        Some(seat) => response.map(|body| Body::new(Guarded { body, _guard: seat })),
         None => response,
     }
 }
 
-/// A response body that holds its request's seat until it is dropped (sent, or abandoned).
-struct Seated {
+/// A response body that holds `guard` until it is dropped (sent, or abandoned): a request's
+/// seat, or the audit event written when a long-running answer ends.
+struct Guarded<G> {
     body: Body,
-    _seat: crate::flowcontrol::Seat,
+    _guard: G,
 }
 
-impl hyper::body::Body for Seated {
+impl<G: Send + Unpin + 'static> hyper::body::Body for Guarded<G> {
     type Data = bytes::Bytes;
     type Error = axum::Error;
 
@@ -665,10 +666,12 @@ async fn audited(
             .flatten();
         return match complete {
             Some(line) => response.map(|body| {
-                Body::new(AuditedStream {
+                Body::new(Guarded {
                     body,
-                    line: Some(line),
-                    auditor: control.audit.clone(),
+                    _guard: AuditOnEnd {
+                        line: Some(line),
+                        auditor: control.audit.clone(),
+                    },
                 })
             }),
             None => response,
@@ -702,38 +705,17 @@ async fn audited(
     Response::from_parts(parts, Body::from(bytes))
 }
 
-/// A long-running answer's body that writes its `ResponseComplete` event when it ends.
-struct AuditedStream {
-    body: Body,
+/// A long-running answer's `ResponseComplete` event, written when its body is dropped.
+struct AuditOnEnd {
     line: Option<Vec<u8>>,
     auditor: Option<Arc<crate::audit::Auditor>>,
 }
 
-impl Drop for AuditedStream {
+impl Drop for AuditOnEnd {
     fn drop(&mut self) {
         if let (Some(line), Some(auditor)) = (self.line.take(), &self.auditor) {
             auditor.write_line(line);
         }
-    }
-}
-
-impl hyper::body::Body for AuditedStream {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
     }
 }
 

@@ -312,8 +312,7 @@ pub(crate) fn tls_config(
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| anyhow!("client certificate: {e}"))?;
             ensure!(!chain.is_empty(), "the client certificate file holds none");
-            let key =
-                PrivateKeyDer::from_pem_slice(key).map_err(|e| anyhow!("client key: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| anyhow!("client key: {e}"))?;
             builder.with_client_auth_cert(chain, key)?
         }
         None => builder.with_no_client_auth(),

@@ -46,7 +46,9 @@ use crate::api::{
     ApiBackend, Conn, CpuMeter, Datastore, Kind, ServerProcess, closed_loop, create_namespace,
     git_commit, populate_namespace, populated_name, round_cells, tls_config,
 };
-use crate::{Row, command_line, error_cell, filesystem_of, machine, parse_duration, table, utc_now};
+use crate::{
+    Row, command_line, error_cell, filesystem_of, machine, parse_duration, table, utc_now,
+};
 
 /// Flags of `capstan-bench security`.
 #[derive(Args, Debug)]
@@ -111,7 +113,9 @@ fn parse_variant(text: &str) -> Result<Variant, String> {
         .ok_or_else(|| format!("not NAME=FLAGS: {text:?}"))?;
     let name = name.trim();
     if name.is_empty() || name == "plain" {
-        return Err(format!("a variant needs a name other than `plain`: {text:?}"));
+        return Err(format!(
+            "a variant needs a name other than `plain`: {text:?}"
+        ));
     }
     Ok(Variant {
         name: name.to_owned(),
@@ -233,7 +237,10 @@ pub async fn run(args: SecurityArgs) -> Result<()> {
     let _ = writeln!(
         out,
         "Load average at the end: {}\n",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     print!("{out}");
     Ok(())
@@ -537,7 +544,11 @@ async fn scenario_writes(s: &Settings, backend: ApiBackend, dir: &Path) -> Resul
     result
 }
 
-async fn write_rounds(s: &Settings, backend: ApiBackend, servers: &[WriteServer]) -> Result<Vec<Row>> {
+async fn write_rounds(
+    s: &Settings,
+    backend: ApiBackend,
+    servers: &[WriteServer],
+) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &clients in &s.secret_clients {
         for repeat in 0..s.repeats {
@@ -585,7 +596,11 @@ async fn write_rounds(s: &Settings, backend: ApiBackend, servers: &[WriteServer]
     for write in servers {
         let mut places = vec![write.data_dir.clone()];
         places.extend(write.datastore.etcd_data_dir().map(Path::to_path_buf));
-        let sealed = match places.iter().map(|p| holds(p, b"k8s:enc:")).sum::<Result<usize>>() {
+        let sealed = match places
+            .iter()
+            .map(|p| holds(p, b"k8s:enc:"))
+            .sum::<Result<usize>>()
+        {
             Ok(0) => "no".to_owned(),
             Ok(files) => format!("yes ({files} files)"),
             Err(error) => error_cell(&error),
@@ -649,12 +664,19 @@ fn header(s: &Settings, dir: &Path) -> String {
     let _ = writeln!(out, "- date: {}", utc_now());
     let _ = writeln!(out, "- command: `{}`", command_line());
     let _ = writeln!(out, "- commit: {}", git_commit());
-    let _ = writeln!(out, "- server: `{}` (release build expected)", s.server.display());
+    let _ = writeln!(
+        out,
+        "- server: `{}` (release build expected)",
+        s.server.display()
+    );
     let _ = writeln!(out, "- machine: {}", machine());
     let _ = writeln!(
         out,
         "- load average at the start: {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let _ = writeln!(
         out,
@@ -690,8 +712,18 @@ fn auth_table(out: &mut String, s: &Settings, rows: &[Row]) {
     table(
         out,
         &[
-            "backend", "clients", "repeat", "identity", "gets/s", "p50 ms", "p99 ms", "max ms",
-            "server CPU", "bench CPU", "errors", "vs cert reader",
+            "backend",
+            "clients",
+            "repeat",
+            "identity",
+            "gets/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "server CPU",
+            "bench CPU",
+            "errors",
+            "vs cert reader",
         ],
         &[("sqlite", &rows.to_vec())],
     );
@@ -716,8 +748,18 @@ fn writes_table(out: &mut String, s: &Settings, reports: &[(&str, Vec<Row>)]) {
     table(
         out,
         &[
-            "backend", "server", "clients", "repeat", "creates/s", "p50 ms", "p99 ms", "max ms",
-            "server CPU", "bench CPU", "errors", "vs plain",
+            "backend",
+            "server",
+            "clients",
+            "repeat",
+            "creates/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "server CPU",
+            "bench CPU",
+            "errors",
+            "vs plain",
         ],
         &refs,
     );
@@ -742,7 +784,9 @@ mod tests {
         assert_eq!(body["metadata"]["name"], "s");
         let data = body["data"]["username"].as_str().unwrap();
         assert_eq!(
-            base64::engine::general_purpose::STANDARD.decode(data).unwrap(),
+            base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap(),
             b"web-frontend"
         );
     }

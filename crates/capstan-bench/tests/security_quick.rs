@@ -27,7 +27,8 @@ fn the_quick_security_benchmark_measures_every_identity_and_server() {
         assert!(
             stdout
                 .lines()
-                .any(|l| l.starts_with("| sqlite | 32 | 1 |") && l.contains(&format!("| {identity} |"))),
+                .any(|l| l.starts_with("| sqlite | 32 | 1 |")
+                    && l.contains(&format!("| {identity} |"))),
             "no GET row for {identity}:\n{stdout}"
         );
     }
@@ -43,11 +44,15 @@ fn the_quick_security_benchmark_measures_every_identity_and_server() {
     }
     // The Secrets are sealed on the encrypting server, and only there.
     assert!(
-        stdout.contains("| sqlite | plain | sealed values (`k8s:enc:`) in the datastore's files: no |"),
+        stdout.contains(
+            "| sqlite | plain | sealed values (`k8s:enc:`) in the datastore's files: no |"
+        ),
         "{stdout}"
     );
     assert!(
-        stdout.contains("| sqlite | encrypted | sealed values (`k8s:enc:`) in the datastore's files: yes"),
+        stdout.contains(
+            "| sqlite | encrypted | sealed values (`k8s:enc:`) in the datastore's files: yes"
+        ),
         "{stdout}"
     );
 }

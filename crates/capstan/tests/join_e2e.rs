@@ -60,6 +60,19 @@ fn issuer(cert_pem: &str, dir: &Path) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
+/// Whether openssl completes a handshake with `server` offering only `version` (`-tls1_2`...).
+fn handshake(server: &Server, version: &str) -> bool {
+    Command::new("openssl")
+        .args(["s_client", "-connect"])
+        .arg(server.url("").trim_start_matches("https://"))
+        .arg(version)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
 fn capstan(args: &[&str], data_dir: &Path) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(args)
@@ -247,19 +260,8 @@ fn a_join_token_buys_only_a_nodes_own_identity() {
     );
 
     // TLS 1.1 is refused, TLS 1.2 served.
-    let handshake = |version: &str| {
-        Command::new("openssl")
-            .args(["s_client", "-connect"])
-            .arg(server.url("").trim_start_matches("https://"))
-            .arg(version)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-            .status
-            .success()
-    };
-    assert!(handshake("-tls1_2"));
-    assert!(!handshake("-tls1_1"));
+    assert!(handshake(&server, "-tls1_2"));
+    assert!(!handshake(&server, "-tls1_1"));
     server.stop();
 }
 
@@ -271,19 +273,8 @@ fn tls_13_only_refuses_tls_12() {
         free_port(),
         &["--tls-min-version", "VersionTLS13"],
     );
-    let handshake = |version: &str| {
-        Command::new("openssl")
-            .args(["s_client", "-connect"])
-            .arg(server.url("").trim_start_matches("https://"))
-            .arg(version)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-            .status
-            .success()
-    };
-    assert!(!handshake("-tls1_2"));
-    assert!(handshake("-tls1_3"));
+    assert!(!handshake(&server, "-tls1_2"));
+    assert!(handshake(&server, "-tls1_3"));
     // Bad settings stop the server with upstream's message.
     let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([

@@ -100,7 +100,11 @@ plugins:
     let kc = server.kubeconfig();
 
     // enforce=restricted: a privileged pod is refused with upstream's message.
-    namespace(&kc, "strict", &["pod-security.kubernetes.io/enforce=restricted"]);
+    namespace(
+        &kc,
+        "strict",
+        &["pod-security.kubernetes.io/enforce=restricted"],
+    );
     let refused = run(&kc, "strict", "priv", PRIVILEGED);
     assert!(!refused.status.success());
     assert_eq!(
@@ -115,14 +119,24 @@ plugins:
     // A compliant pod is admitted, without warnings.
     let admitted = run(&kc, "strict", "ok", RESTRICTED);
     assert!(admitted.status.success(), "{}", stderr(&admitted));
-    assert_eq!(String::from_utf8_lossy(&admitted.stdout), "pod/ok created\n");
+    assert_eq!(
+        String::from_utf8_lossy(&admitted.stdout),
+        "pod/ok created\n"
+    );
     assert_eq!(stderr(&admitted), "");
 
     // A Deployment whose template violates the enforced level is created, with a warning.
     let deployment = kubectl_any(
         KUBECTL,
         &kc,
-        &["-n", "strict", "create", "deployment", "web", "--image=busybox"],
+        &[
+            "-n",
+            "strict",
+            "create",
+            "deployment",
+            "web",
+            "--image=busybox",
+        ],
     );
     assert!(deployment.status.success(), "{}", stderr(&deployment));
     assert_eq!(
@@ -177,7 +191,10 @@ plugins:
         ],
     );
     assert!(labeled.status.success(), "{}", stderr(&labeled));
-    assert_eq!(String::from_utf8_lossy(&labeled.stdout), "namespace/busy labeled\n");
+    assert_eq!(
+        String::from_utf8_lossy(&labeled.stdout),
+        "namespace/busy labeled\n"
+    );
     assert_eq!(
         stderr(&labeled),
         "Warning: existing pods in namespace \"busy\" violate the new PodSecurity enforce level \"restricted:latest\"\n\
@@ -186,7 +203,11 @@ plugins:
     );
 
     // The namespace the configuration exempts takes privileged pods whatever its labels say.
-    let exempt = namespace(&kc, "exempt", &["pod-security.kubernetes.io/enforce=restricted"]);
+    let exempt = namespace(
+        &kc,
+        "exempt",
+        &["pod-security.kubernetes.io/enforce=restricted"],
+    );
     assert!(exempt.status.success(), "{}", stderr(&exempt));
     assert_eq!(
         stderr(&exempt),
@@ -217,7 +238,12 @@ plugins:
     .unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
-        .args(["--https-listen-port", &free_port().to_string(), "--dns-port", "0"])
+        .args([
+            "--https-listen-port",
+            &free_port().to_string(),
+            "--dns-port",
+            "0",
+        ])
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .arg("--admission-control-config-file")

@@ -655,12 +655,11 @@ fn seccomp_settings(spec: &Value) -> (bool, bool, Vec<String>, Vec<String>, BTre
     let mut implicit = Vec::new();
     for c in containers(spec) {
         match field(c, &["securityContext", "seccompProfile"]) {
-            Some(profile) => {
-                if !valid_seccomp(profile) {
-                    explicit.push(name(c));
-                    bad_values.insert(str_at(profile, &["type"]).unwrap_or_default().to_owned());
-                }
+            Some(profile) if !valid_seccomp(profile) => {
+                explicit.push(name(c));
+                bad_values.insert(str_at(profile, &["type"]).unwrap_or_default().to_owned());
             }
+            Some(_) => {}
             None if !pod_set => implicit.push(name(c)),
             None => {}
         }

@@ -364,10 +364,11 @@ fn warn_follows_a_stricter_enforce_label_unless_set() {
 
 #[test]
 fn compact_strings() {
-    let mut policy = Policy::default();
-    policy.enforce = lv(Level::Restricted, LATEST);
-    policy.warn = lv(Level::Baseline, v(30));
-    policy.audit = lv(Level::Baseline, LATEST);
+    let policy = Policy {
+        enforce: lv(Level::Restricted, LATEST),
+        warn: lv(Level::Baseline, v(30)),
+        audit: lv(Level::Baseline, LATEST),
+    };
     let labels = json!({ENFORCE_LEVEL_LABEL: "restricted", WARN_VERSION_LABEL: "v1.30"});
     assert_eq!(
         policy.compact_string(labels.as_object()),

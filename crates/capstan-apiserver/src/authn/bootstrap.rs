@@ -5,7 +5,7 @@
 //! same `token-id` and `token-secret`, is not being deleted, has not expired and is marked
 //! `usage-bootstrap-authentication: true`. Anything else is no match (the request then fails
 //! with 401 like any unknown token). `capstan agent` may join with one too
-//! ([`crate::join`]).
+//! (`join.rs`).
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -78,7 +78,7 @@ pub(crate) fn user_of(secret: &Value, id: &str, token_secret: &str, now: i64) ->
         return None;
     }
     let stored = data(secret, "token-secret");
-    if !crate::join::constant_time_eq(stored.as_bytes(), token_secret.as_bytes())
+    if !super::constant_time_eq(stored.as_bytes(), token_secret.as_bytes())
         || data(secret, "token-id") != id
         || expired(secret, now)
         || data(secret, "usage-bootstrap-authentication") != "true"

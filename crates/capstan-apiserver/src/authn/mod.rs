@@ -178,6 +178,12 @@ impl TokenFile {
     }
 }
 
+/// Compares two byte strings in time that depends only on their lengths (secrets: join
+/// tokens, bootstrap tokens, node passwords).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// The outcome of authenticating one request.
 #[derive(Debug)]
 pub(crate) enum Authenticated {
