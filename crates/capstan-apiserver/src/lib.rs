@@ -37,7 +37,8 @@ use std::path::PathBuf;
 
 use capstan_store::Store;
 
-pub use authn::{TokenFile, TokenFileError, User};
+pub use authn::jwt::OidcFlags;
+pub use authn::{AuthenticationOptions, TokenFile, TokenFileError, User};
 pub use handlers::health::{BuildInfo, set_build_info};
 pub use join::{STORAGE_USER, rotate_token, token as join_token};
 pub use registry::services;
@@ -69,6 +70,9 @@ pub struct Config {
     pub kubeconfig_mode: u32,
     /// Static bearer tokens (`--token-auth-file`).
     pub token_auth_file: Option<PathBuf>,
+    /// External identities and anonymous requests (`--oidc-*`, `--authentication-config`,
+    /// `--anonymous-auth`).
+    pub authentication: AuthenticationOptions,
     /// The range service cluster IPs come from (`--service-cidr`).
     pub service_cidr: String,
     /// The join secret (`--token`: a bare secret or a full `K10...` token); without one the

@@ -494,7 +494,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok());
     let audit_id = crate::registry::object::new_uid();
     let mut response = match authenticator
-        .authenticate(certificate_user, authorization)
+        .authenticate(certificate_user, authorization, request.uri().path())
         .await
     {
         Authenticated::Rejected => ApiError::unauthorized().into_response(),
@@ -732,12 +732,19 @@ pub(crate) async fn listen(
     join: crate::join::Join,
     on_bound: impl FnOnce(u16) -> Result<(), StartError>,
 ) -> Result<RunningServer, StartError> {
+    let (issuers, anonymous) = config
+        .authentication
+        .build(&[crate::authn::serviceaccount::ISSUER])
+        .map_err(StartError::Config)?;
     let authenticator = Arc::new(Authenticator {
         tokens,
         service_accounts: Some(api.tokens().clone()),
         bootstrap_secrets: api.registries().core("secrets"),
+        jwt: std::sync::RwLock::new(Arc::new(issuers)),
+        anonymous,
         cache: Default::default(),
     });
+    authenticator.watch_config(config.authentication.clone());
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki, &config.tls)?));
     let addr = SocketAddr::new(config.bind_address, config.port);
     let listener = TcpListener::bind(addr)
@@ -1183,6 +1190,7 @@ mod tests {
             kubeconfig_path: kubeconfig.clone(),
             kubeconfig_mode: 0o600,
             token_auth_file: None,
+            authentication: Default::default(),
             service_cidr: "10.96.0.0/12".into(),
             join_token: None,
             advertise_address: None,

@@ -53,6 +53,7 @@ async fn cluster() -> Cluster {
         kubeconfig_path: kubeconfig.clone(),
         kubeconfig_mode: 0o600,
         token_auth_file: None,
+        authentication: Default::default(),
         service_cidr: "10.43.0.0/16".to_owned(),
         join_token: None,
         advertise_address: None,

@@ -133,6 +133,8 @@ struct ServerArgs {
     /// Static bearer tokens, in kube-apiserver's CSV format `token,user,uid,"group1,group2"`.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
+    #[command(flatten)]
+    authn: AuthnFlags,
     /// The join secret agents present (`capstan agent --token`); default: the one saved in
     /// `<data-dir>/token` by an earlier start, or a new one. The full token is written there.
     #[arg(long, env = "CAPSTAN_TOKEN")]
@@ -295,6 +297,80 @@ fn signing_ca_files(
         cert_pem: read(&cert)?,
         key_pem: read(&key)?,
     }))
+}
+
+/// External identities and anonymous requests, as kube-apiserver's flags of the same names.
+#[derive(Debug, Args)]
+struct AuthnFlags {
+    /// An `AuthenticationConfiguration` file (`apiserver.config.k8s.io/v1beta1`): JWT issuers
+    /// with claim mappings and CEL rules, and which paths anonymous requests reach; re-read
+    /// when it changes. Excludes the `--oidc-*` flags.
+    #[arg(long)]
+    authentication_config: Option<PathBuf>,
+    /// The URL of an OpenID Connect issuer whose ID tokens authenticate (HTTPS).
+    #[arg(long)]
+    oidc_issuer_url: Option<String>,
+    /// The audience the issuer's tokens must name (with --oidc-issuer-url).
+    #[arg(long)]
+    oidc_client_id: Option<String>,
+    /// The CA the issuer's HTTPS certificate is checked against (default: the host's roots).
+    #[arg(long)]
+    oidc_ca_file: Option<PathBuf>,
+    /// The claim naming the user.
+    #[arg(long, default_value = "sub")]
+    oidc_username_claim: String,
+    /// Prefixed to usernames (default: the issuer URL and `#` unless the claim is `email`;
+    /// `-` for none).
+    #[arg(long)]
+    oidc_username_prefix: Option<String>,
+    /// The claim listing the user's groups (a string or a list of strings).
+    #[arg(long)]
+    oidc_groups_claim: Option<String>,
+    /// Prefixed to groups.
+    #[arg(long)]
+    oidc_groups_prefix: Option<String>,
+    /// The signing algorithms accepted (comma-separated; default RS256).
+    #[arg(long, value_delimiter = ',')]
+    oidc_signing_algs: Vec<String>,
+    /// A claim the ID token must carry with this value, `claim=value` (repeatable).
+    #[arg(long, value_delimiter = ',')]
+    oidc_required_claim: Vec<String>,
+    /// Whether requests without credentials are served as `system:anonymous` (default: true);
+    /// `--anonymous-auth=false` answers them 401, health checks included.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    anonymous_auth: Option<bool>,
+}
+
+impl AuthnFlags {
+    fn options(&self) -> anyhow::Result<capstan_apiserver::AuthenticationOptions> {
+        let mut required_claims = std::collections::BTreeMap::new();
+        for pair in &self.oidc_required_claim {
+            let Some((claim, value)) = pair.split_once('=') else {
+                bail!("--oidc-required-claim {pair:?}: must be formatted as key=value");
+            };
+            required_claims.insert(claim.trim().to_owned(), value.trim().to_owned());
+        }
+        let mut oidc = capstan_apiserver::OidcFlags {
+            issuer_url: self.oidc_issuer_url.clone().unwrap_or_default(),
+            client_id: self.oidc_client_id.clone().unwrap_or_default(),
+            ca_file: self.oidc_ca_file.clone(),
+            username_prefix: self.oidc_username_prefix.clone().unwrap_or_default(),
+            groups_claim: self.oidc_groups_claim.clone().unwrap_or_default(),
+            groups_prefix: self.oidc_groups_prefix.clone().unwrap_or_default(),
+            signing_algs: self.oidc_signing_algs.clone(),
+            required_claims,
+            ..Default::default()
+        };
+        // The claim's default counts as a given flag only beside the others.
+        if oidc.any() || self.oidc_username_claim != "sub" {
+            oidc.username_claim = self.oidc_username_claim.clone();
+        }
+        Ok(capstan_apiserver::AuthenticationOptions {
+            oidc,
+            config_file: self.authentication_config.clone(),
+            anonymous_auth: self.anonymous_auth,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -980,6 +1056,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             _ => bail!("--audit-policy-file and --audit-log-path go together"),
         },
         token_auth_file: args.token_auth_file,
+        authentication: args.authn.options()?,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address),

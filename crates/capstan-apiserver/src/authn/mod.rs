@@ -3,15 +3,19 @@
 //! As upstream's union authenticator: a verified client certificate wins (user = CN, groups = O);
 //! otherwise a bearer token from the static token file (`--token-auth-file`, kube-apiserver's CSV
 //! format `token,user,uid,"group1,group2"`), a service account token this server issued
-//! ([`crate::authn::serviceaccount`]) or a bootstrap token ([`crate::authn::bootstrap`]);
-//! otherwise the request is anonymous. A bearer token that matches
-//! nothing fails the request with 401 whatever its path.
+//! ([`crate::authn::serviceaccount`]), a bootstrap token ([`crate::authn::bootstrap`]) or an
+//! external issuer's JWT ([`crate::authn::jwt`]: `--oidc-*`, `--authentication-config`);
+//! otherwise the request is anonymous, if anonymous requests are allowed there
+//! ([`Anonymous`]: `--anonymous-auth`, or the configuration file's `anonymous` paths). A bearer
+//! token that matches nothing fails the request with 401 whatever its path.
 
 pub(crate) mod bootstrap;
+pub mod jwt;
 pub(crate) mod serviceaccount;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Who made a request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -193,9 +197,142 @@ pub(crate) enum Authenticated {
     Rejected,
 }
 
+/// How the server authenticates beyond certificates and its own tokens: upstream's
+/// `--oidc-*`, `--authentication-config` and `--anonymous-auth`.
+#[derive(Clone, Debug, Default)]
+pub struct AuthenticationOptions {
+    /// The `--oidc-*` flags.
+    pub oidc: jwt::OidcFlags,
+    /// `--authentication-config`: an `AuthenticationConfiguration` file, re-read when it
+    /// changes.
+    pub config_file: Option<PathBuf>,
+    /// `--anonymous-auth`, when given (default: anonymous requests allowed).
+    pub anonymous_auth: Option<bool>,
+}
+
+/// Which requests without credentials are taken as `system:anonymous`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Anonymous {
+    enabled: bool,
+    /// The only paths allowed, when not empty.
+    paths: Vec<String>,
+}
+
+impl Default for Anonymous {
+    fn default() -> Self {
+        Anonymous {
+            enabled: true,
+            paths: Vec::new(),
+        }
+    }
+}
+
+impl Anonymous {
+    fn allows(&self, path: &str) -> bool {
+        self.enabled && (self.paths.is_empty() || self.paths.iter().any(|p| p == path))
+    }
+}
+
+/// The JWT authenticators in use, replaced whole when the configuration file changes.
+pub(crate) type JwtAuthenticators = std::sync::RwLock<Arc<Vec<Arc<jwt::JwtAuthenticator>>>>;
+
+impl AuthenticationOptions {
+    /// The JWT authenticators and the anonymous setting these options make, refusing what
+    /// upstream refuses (`disallowed`: the service account issuers, which no JWT issuer may
+    /// claim).
+    pub(crate) fn build(
+        &self,
+        disallowed: &[&str],
+    ) -> Result<(Vec<Arc<jwt::JwtAuthenticator>>, Anonymous), String> {
+        let (config, algorithms) = match &self.config_file {
+            Some(_) if self.oidc.any() => {
+                return Err(
+                    "authentication-config file and oidc-* flags are mutually exclusive".into(),
+                );
+            }
+            Some(path) => (
+                jwt::AuthenticationConfiguration::load(path)?,
+                // Any allowed algorithm, as upstream takes for the file's issuers.
+                jwt::all_algorithms(),
+            ),
+            None if self.oidc.any() => (
+                jwt::AuthenticationConfiguration {
+                    jwt: vec![self.oidc.to_config()?],
+                    ..Default::default()
+                },
+                jwt::signing_algorithms(&self.oidc.signing_algs)?,
+            ),
+            None => (jwt::AuthenticationConfiguration::default(), Vec::new()),
+        };
+        let compiled = jwt::compile(&config, disallowed, &algorithms)?;
+        let anonymous = match (&compiled.anonymous, self.anonymous_auth) {
+            (Some(_), Some(_)) => {
+                return Err("invalid authentication configuration: anonymous: Forbidden: --anonymous-auth flag cannot be set when anonymous field is configured in authentication configuration file".into());
+            }
+            (Some(file), None) => Anonymous {
+                enabled: file.enabled,
+                paths: file.conditions.iter().map(|c| c.path.clone()).collect(),
+            },
+            (None, flag) => Anonymous {
+                enabled: flag.unwrap_or(true),
+                paths: Vec::new(),
+            },
+        };
+        Ok((compiled.authenticators, anonymous))
+    }
+}
+
+/// How often `--authentication-config` is re-read (upstream's interval).
+const CONFIG_RELOAD: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Authenticator {
+    /// Re-reads the authentication configuration file every [`CONFIG_RELOAD`] while the
+    /// authenticator lives: a changed file that validates replaces the JWT authenticators; one
+    /// that does not (or that changes `anonymous`, fixed at start as upstream's) is logged and
+    /// the current ones stay.
+    pub(crate) fn watch_config(self: &Arc<Self>, options: AuthenticationOptions) {
+        let Some(path) = options.config_file.clone() else {
+            return;
+        };
+        let authenticator = Arc::downgrade(self);
+        let mut seen = std::fs::read_to_string(&path).unwrap_or_default();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CONFIG_RELOAD).await;
+                let Some(authenticator) = authenticator.upgrade() else {
+                    return;
+                };
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                if text == seen {
+                    continue;
+                }
+                seen = text;
+                match authenticator.reload(&options) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "reloaded authentication config")
+                    }
+                    Err(error) => tracing::error!(%error, "failed to reload authentication config"),
+                }
+            }
+        });
+    }
+
+    /// Builds the JWT authenticators of `options` again and puts them in place.
+    fn reload(&self, options: &AuthenticationOptions) -> Result<(), String> {
+        let (issuers, anonymous) = options.build(&[serviceaccount::ISSUER])?;
+        if anonymous != self.anonymous {
+            return Err("anonymous: Forbidden: changed from initial configuration file".into());
+        }
+        *self.jwt.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(issuers);
+        Ok(())
+    }
+}
+
 /// Every way a request may authenticate, in upstream's order: a verified client certificate,
 /// then bearer tokens (the static token file, then service account tokens, then bootstrap
-/// tokens), else anonymous.
+/// tokens, then external issuers' JWTs), else anonymous where allowed.
 #[derive(Debug, Default)]
 pub(crate) struct Authenticator {
     /// `--token-auth-file`.
@@ -204,6 +341,10 @@ pub(crate) struct Authenticator {
     pub service_accounts: Option<std::sync::Arc<crate::authn::serviceaccount::TokenAuthority>>,
     /// The Secrets bootstrap tokens are checked against.
     pub bootstrap_secrets: Option<std::sync::Arc<crate::registry::Registry>>,
+    /// External issuers' JWT authenticators.
+    pub jwt: JwtAuthenticators,
+    /// Where requests without credentials are anonymous.
+    pub anonymous: Anonymous,
     /// Tokens that authenticated lately.
     pub cache: TokenCache,
 }
@@ -252,18 +393,23 @@ impl TokenCache {
 }
 
 impl Authenticator {
-    /// Authenticates a request from its connection's certificate user and its Authorization
-    /// header.
+    /// Authenticates a request for `path` from its connection's certificate user and its
+    /// Authorization header.
     pub(crate) async fn authenticate(
         &self,
         certificate_user: Option<&User>,
         authorization: Option<&str>,
+        path: &str,
     ) -> Authenticated {
         if let Some(user) = certificate_user {
             return Authenticated::User(user.clone());
         }
         let Some(header) = authorization else {
-            return Authenticated::User(User::anonymous());
+            return if self.anonymous.allows(path) {
+                Authenticated::User(User::anonymous())
+            } else {
+                Authenticated::Rejected
+            };
         };
         let Some(token) = header
             .strip_prefix("Bearer ")
@@ -296,6 +442,19 @@ impl Authenticator {
         {
             self.cache.put(token, &user);
             return Authenticated::User(user);
+        }
+        let issuers = self.jwt.read().unwrap_or_else(|e| e.into_inner()).clone();
+        for issuer in issuers.iter() {
+            match issuer.authenticate(token).await {
+                Ok(Some(user)) => {
+                    self.cache.put(token, &user);
+                    return Authenticated::User(user);
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    tracing::debug!(issuer = issuer.issuer(), %reason, "JWT refused");
+                }
+            }
         }
         Authenticated::Rejected
     }
@@ -373,7 +532,7 @@ mod tests {
             tokens: TokenFile::parse("tok,carol,1,grp\n").unwrap(),
             service_accounts: None,
             bootstrap_secrets: None,
-            cache: TokenCache::default(),
+            ..Default::default()
         };
         let admin = User {
             name: "system:admin".into(),
@@ -381,7 +540,7 @@ mod tests {
             ..User::default()
         };
         let name = async |certificate: Option<&User>, header: Option<&str>| match authenticator
-            .authenticate(certificate, header)
+            .authenticate(certificate, header, "/api")
             .await
         {
             Authenticated::User(u) => u.name,
@@ -393,5 +552,146 @@ mod tests {
         assert_eq!(name(None, Some("Basic xyz")).await, "REJECTED");
         assert_eq!(name(None, Some("Bearer ")).await, "REJECTED");
         assert_eq!(name(None, None).await, "system:anonymous");
+    }
+
+    #[tokio::test]
+    async fn anonymous_requests_are_refused_where_not_allowed() {
+        let outcome = async |anonymous: Anonymous, path: &str| {
+            let authenticator = Authenticator {
+                anonymous,
+                ..Default::default()
+            };
+            match authenticator.authenticate(None, None, path).await {
+                Authenticated::User(user) => user.name,
+                Authenticated::Rejected => "REJECTED".into(),
+            }
+        };
+        assert_eq!(
+            outcome(Anonymous::default(), "/api").await,
+            "system:anonymous"
+        );
+        let off = Anonymous {
+            enabled: false,
+            paths: Vec::new(),
+        };
+        assert_eq!(outcome(off, "/healthz").await, "REJECTED");
+        let livez = Anonymous {
+            enabled: true,
+            paths: vec!["/livez".into()],
+        };
+        assert_eq!(outcome(livez.clone(), "/livez").await, "system:anonymous");
+        assert_eq!(outcome(livez.clone(), "/livez/ping").await, "REJECTED");
+        assert_eq!(outcome(livez, "/readyz").await, "REJECTED");
+    }
+
+    #[test]
+    fn a_changed_configuration_replaces_the_issuers_but_not_anonymous() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("authn.yaml");
+        let head =
+            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\n";
+        let issuer = |url: &str| {
+            format!(
+                "{head}jwt:\n- issuer:\n    url: {url}\n    audiences: [a]\n  claimMappings:\n    username:\n      claim: sub\n      prefix: ''\n"
+            )
+        };
+        std::fs::write(&file, issuer("https://one.example")).unwrap();
+        let options = AuthenticationOptions {
+            config_file: Some(file.clone()),
+            ..Default::default()
+        };
+        let (issuers, anonymous) = options.build(&[]).unwrap();
+        let authenticator = Authenticator {
+            jwt: std::sync::RwLock::new(Arc::new(issuers)),
+            anonymous,
+            ..Default::default()
+        };
+        let current = || -> Vec<String> {
+            authenticator
+                .jwt
+                .read()
+                .unwrap()
+                .iter()
+                .map(|j| j.issuer().to_owned())
+                .collect()
+        };
+        std::fs::write(&file, issuer("https://two.example")).unwrap();
+        authenticator.reload(&options).unwrap();
+        assert_eq!(current(), ["https://two.example"]);
+        std::fs::write(&file, issuer("http://insecure.example")).unwrap();
+        assert!(
+            authenticator
+                .reload(&options)
+                .unwrap_err()
+                .contains("URL scheme must be https")
+        );
+        assert_eq!(current(), ["https://two.example"]);
+        std::fs::write(
+            &file,
+            format!(
+                "{}anonymous:\n  enabled: false\n",
+                issuer("https://three.example")
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            authenticator.reload(&options).unwrap_err(),
+            "anonymous: Forbidden: changed from initial configuration file"
+        );
+        assert_eq!(current(), ["https://two.example"]);
+    }
+
+    #[test]
+    fn options_refuse_what_upstream_refuses_and_set_anonymous() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("authn.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\nanonymous:\n  enabled: true\n  conditions:\n  - path: /livez\n",
+        )
+        .unwrap();
+        let oidc = jwt::OidcFlags {
+            issuer_url: "https://issuer.example".into(),
+            client_id: "c".into(),
+            ..Default::default()
+        };
+        let both = AuthenticationOptions {
+            oidc: oidc.clone(),
+            config_file: Some(file.clone()),
+            anonymous_auth: None,
+        };
+        assert_eq!(
+            both.build(&[]).unwrap_err(),
+            "authentication-config file and oidc-* flags are mutually exclusive"
+        );
+        let twice = AuthenticationOptions {
+            config_file: Some(file.clone()),
+            anonymous_auth: Some(false),
+            ..Default::default()
+        };
+        assert!(
+            twice
+                .build(&[])
+                .unwrap_err()
+                .ends_with("--anonymous-auth flag cannot be set when anonymous field is configured in authentication configuration file")
+        );
+        let from_file = AuthenticationOptions {
+            config_file: Some(file),
+            ..Default::default()
+        };
+        let (issuers, anonymous) = from_file.build(&[]).unwrap();
+        assert!(issuers.is_empty());
+        assert_eq!(anonymous.paths, ["/livez"]);
+        let flags = AuthenticationOptions {
+            oidc,
+            anonymous_auth: Some(false),
+            ..Default::default()
+        };
+        let (issuers, anonymous) = flags.build(&[]).unwrap();
+        assert_eq!(issuers[0].issuer(), "https://issuer.example");
+        assert!(!anonymous.enabled);
+        let (issuers, anonymous) = AuthenticationOptions::default().build(&[]).unwrap();
+        assert!(issuers.is_empty());
+        assert_eq!(anonymous, Anonymous::default());
     }
 }

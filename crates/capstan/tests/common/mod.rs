@@ -73,8 +73,12 @@ impl Server {
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
+            // Ready once /readyz says so, or, with anonymous requests refused
+            // (`--anonymous-auth=false`), once it answers them 401: the server answers only
+            // after its defaults exist.
             let ready = server.kubeconfig().exists()
-                && curl(&server.url("/readyz")).is_some_and(|body| body == "ok");
+                && curl(&server.url("/readyz"))
+                    .is_some_and(|body| body == "ok" || body.contains("\"code\":401"));
             if ready {
                 return server;
             }

@@ -31,7 +31,7 @@ impl Cluster {
             tokens: TokenFile::default(),
             service_accounts: Some(api.tokens().clone()),
             bootstrap_secrets: api.registries().core("secrets"),
-            cache: Default::default(),
+            ..Default::default()
         };
         Cluster {
             _dir: dir,

@@ -760,6 +760,7 @@ impl Served {
             kubeconfig_path: dir.path().join("kubeconfig.yaml"),
             kubeconfig_mode: 0o600,
             token_auth_file: None,
+            authentication: Default::default(),
             service_cidr: "10.96.0.0/12".into(),
             join_token: None,
             advertise_address: None,
