@@ -4,11 +4,15 @@
 //! other way or refuses it). rustls with the `ring` provider and its safe default protocol
 //! versions, as everywhere in the workspace.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
+use rustls::client::ResolvesClientCert;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 
 /// Why a TLS server configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -182,49 +186,194 @@ impl ServerTls<'_> {
         alpn: &[&[u8]],
         policy: &TlsPolicy,
     ) -> Result<rustls::ServerConfig, TlsError> {
-        let (provider, versions) = policy.provider();
-        let provider = Arc::new(provider);
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(self.client_ca_pem.as_bytes()) {
-            let cert = cert.map_err(|source| TlsError::Pem {
-                what: "CA certificate",
-                source,
-            })?;
-            roots.add(cert).map_err(|source| TlsError::Rustls {
-                what: "CA certificate",
-                source,
-            })?;
-        }
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .allow_unauthenticated()
-                .build()?;
-        let chain = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| TlsError::Pem {
-                what: "serving certificate",
-                source,
-            })?;
-        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(|source| {
-            TlsError::Pem {
-                what: "serving key",
-                source,
-            }
+        let cert = LiveCert::new(self.cert_pem, self.key_pem)?;
+        server_config(self.client_ca_pem, alpn, policy, Arc::new(cert))
+    }
+}
+
+/// A server configuration presenting whatever `cert` holds at each handshake (a certificate
+/// replaced or re-read from its files while serving), trusting client certificates from
+/// `client_ca_pem`, with the versions and suites of `policy` and the protocols `alpn`.
+pub fn server_config(
+    client_ca_pem: &str,
+    alpn: &[&[u8]],
+    policy: &TlsPolicy,
+    cert: Arc<LiveCert>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let (provider, versions) = policy.provider();
+    let provider = Arc::new(provider);
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(client_ca_pem.as_bytes()) {
+        let ca = ca.map_err(|source| TlsError::Pem {
+            what: "CA certificate",
+            source,
         })?;
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&versions)
-            .map_err(|source| TlsError::Rustls {
-                what: "protocol versions",
-                source,
-            })?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(chain, key)
-            .map_err(|source| TlsError::Rustls {
-                what: "serving certificate",
-                source,
-            })?;
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Ok(config)
+        roots.add(ca).map_err(|source| TlsError::Rustls {
+            what: "CA certificate",
+            source,
+        })?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|source| TlsError::Rustls {
+            what: "protocol versions",
+            source,
+        })?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert);
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
+/// A certificate with its key, PEM, ready for rustls; refused when the key is not the
+/// certificate's.
+pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            what: "serving certificate",
+            source,
+        })?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|source| {
+        TlsError::Pem {
+            what: "serving key",
+            source,
+        }
+    })?;
+    let serving = |source| TlsError::Rustls {
+        what: "serving certificate",
+        source,
+    };
+    if chain.is_empty() {
+        return Err(serving(rustls::Error::NoCertificatesPresented));
+    }
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(serving)?;
+    let certified = CertifiedKey::new(chain, signing);
+    certified.keys_match().map_err(serving)?;
+    Ok(certified)
+}
+
+/// What a file looked like when last read: its modification time and length.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// The files a [`LiveCert`] follows, and when and how they were last looked at.
+struct Files {
+    cert: PathBuf,
+    key: PathBuf,
+    seen: Mutex<(Instant, Stamp, Stamp)>,
+}
+
+/// How often a [`LiveCert`] looks at its files (at a handshake, never more often).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// A certificate and key that can change while a server or client uses them: replaced by
+/// [`LiveCert::set`] (the kubelet's rotated certificates), or re-read from the files it was
+/// loaded from when they change ([`LiveCert::from_files`], looked at no more than once a second,
+/// at a handshake). New connections get the current pair; established ones keep theirs. A
+/// pair that does not load (a half-written rotation: the key replaced, the certificate not
+/// yet) is ignored and the previous one kept until a later look finds a pair that loads.
+pub struct LiveCert {
+    current: RwLock<Arc<CertifiedKey>>,
+    files: Option<Files>,
+}
+
+impl std::fmt::Debug for LiveCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveCert").finish_non_exhaustive()
+    }
+}
+
+impl LiveCert {
+    /// A pair held in memory, replaced only by [`LiveCert::set`].
+    pub fn new(cert_pem: &str, key_pem: &str) -> Result<LiveCert, TlsError> {
+        Ok(LiveCert {
+            current: RwLock::new(Arc::new(certified_key(cert_pem, key_pem)?)),
+            files: None,
+        })
+    }
+
+    /// The pair in the PEM files `cert` and `key`, re-read when either changes.
+    pub fn from_files(cert: &Path, key: &Path) -> Result<LiveCert, TlsError> {
+        let stamps = (stamp(cert), stamp(key));
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+        let live = LiveCert::new(&read(cert), &read(key))?;
+        Ok(LiveCert {
+            files: Some(Files {
+                cert: cert.to_owned(),
+                key: key.to_owned(),
+                seen: Mutex::new((Instant::now(), stamps.0, stamps.1)),
+            }),
+            ..live
+        })
+    }
+
+    /// Presents `cert_pem` with `key_pem` from now on.
+    pub fn set(&self, cert_pem: &str, key_pem: &str) -> Result<(), TlsError> {
+        let certified = Arc::new(certified_key(cert_pem, key_pem)?);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = certified;
+        Ok(())
+    }
+
+    /// The pair presented now (re-read first if the files changed).
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.refresh();
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Re-reads the files if a second has passed since they were last looked at and they
+    /// changed.
+    fn refresh(&self) {
+        let Some(files) = &self.files else { return };
+        let mut seen = files.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.0.elapsed() < RECHECK {
+            return;
+        }
+        seen.0 = Instant::now();
+        let stamps = (stamp(&files.cert), stamp(&files.key));
+        if (stamps.0, stamps.1) == (seen.1, seen.2) {
+            return;
+        }
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+        match self.set(&read(&files.cert), &read(&files.key)) {
+            Ok(()) => {
+                (seen.1, seen.2) = stamps;
+                tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
+            }
+            Err(e) => {
+                tracing::warn!(cert = %files.cert.display(), error = %e, "the changed certificate does not load; keeping the previous one");
+            }
+        }
+    }
+}
+
+impl ResolvesServerCert for LiveCert {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+impl ResolvesClientCert for LiveCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
     }
 }
 
@@ -401,6 +550,36 @@ mod tests {
             let got = TlsPolicy::parse(min, &suites).unwrap_err();
             assert!(got.contains(error), "{got}");
         }
+    }
+
+    #[test]
+    fn a_live_certificate_follows_its_files_and_keeps_the_last_good_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("serving.crt"), dir.path().join("serving.key"));
+        let (first, second) = (pki(), pki());
+        std::fs::write(&cert, &first.serving.0).unwrap();
+        std::fs::write(&key, &first.serving.1).unwrap();
+        let live = LiveCert::from_files(&cert, &key).unwrap();
+        let der = |pem: &str| {
+            CertificateDer::pem_slice_iter(pem.as_bytes())
+                .next()
+                .unwrap()
+                .unwrap()
+                .to_vec()
+        };
+        assert_eq!(live.current().cert[0].to_vec(), der(&first.serving.0));
+        // Half a rotation: the key replaced, the certificate not yet.
+        std::fs::write(&key, &second.serving.1).unwrap();
+        std::thread::sleep(RECHECK + Duration::from_millis(100));
+        assert_eq!(live.current().cert[0].to_vec(), der(&first.serving.0));
+        std::fs::write(&cert, &second.serving.0).unwrap();
+        std::thread::sleep(RECHECK + Duration::from_millis(100));
+        assert_eq!(live.current().cert[0].to_vec(), der(&second.serving.0));
+        // A pair set in memory is presented at once; a mismatched one is refused.
+        live.set(&first.serving.0, &first.serving.1).unwrap();
+        assert_eq!(live.current().cert[0].to_vec(), der(&first.serving.0));
+        assert!(live.set(&first.serving.0, &second.serving.1).is_err());
+        assert_eq!(live.current().cert[0].to_vec(), der(&first.serving.0));
     }
 
     #[test]
