@@ -72,6 +72,8 @@ pub(crate) struct Join {
     /// Where node passwords and bootstrap tokens are kept; `None` in unit tests of the
     /// certificates alone.
     objects: Option<Objects>,
+    /// How long a joining node's certificates last.
+    node_lifetime: std::time::Duration,
 }
 
 /// The registries a join reads and writes.
@@ -179,7 +181,14 @@ impl Join {
             secret: Mutex::new(secret),
             reserved: Vec::new(),
             objects: None,
+            node_lifetime: pki::DEFAULT_NODE_LIFETIME,
         })
+    }
+
+    /// The same join, issuing node certificates that last `lifetime`.
+    pub(crate) fn with_node_lifetime(mut self, lifetime: std::time::Duration) -> Join {
+        self.node_lifetime = lifetime;
+        self
     }
 
     /// The same join, refusing certificates for `reserved` names (the API server's) and
@@ -417,8 +426,8 @@ impl Join {
         if let Err(refused) = self.claim(name, node.password.as_deref()).await {
             return refused.into_response();
         }
-        let issued = pki::node_client(&self.tls_dir, name).and_then(|client| {
-            let serving = pki::kubelet_serving(&self.tls_dir, name, &names)?;
+        let issued = pki::node_client(&self.tls_dir, name, self.node_lifetime).and_then(|client| {
+            let serving = pki::kubelet_serving(&self.tls_dir, name, &names, self.node_lifetime)?;
             let proxy = pki::component_client(&self.tls_dir, "proxy", PROXY_USER, None)?;
             let storage = pki::component_client(&self.tls_dir, "storage", STORAGE_USER, None)?;
             Ok((client, serving, proxy, storage))

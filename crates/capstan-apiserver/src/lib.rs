@@ -42,7 +42,7 @@ pub use authn::{AuthenticationOptions, TokenFile, TokenFileError, User};
 pub use handlers::health::{BuildInfo, set_build_info};
 pub use join::{STORAGE_USER, rotate_token, token as join_token};
 pub use registry::services;
-pub use serve::RunningServer;
+pub use serve::{NodeCredentials, RunningServer};
 
 /// How to run the API server.
 #[derive(Clone, Debug)]
@@ -88,6 +88,10 @@ pub struct Config {
     /// `AdmissionConfiguration`, read at start (the PodSecurity plugin's defaults and
     /// exemptions).
     pub admission_control_config_file: Option<PathBuf>,
+    /// How long the certificates the server issues to nodes directly last (a joining agent's,
+    /// the server's own node's): `--cluster-signing-duration`, as those the CSR signer issues
+    /// when the kubelet renews them.
+    pub node_cert_lifetime: std::time::Duration,
 }
 
 /// Where audit events go and which requests they record.
@@ -217,7 +221,8 @@ pub(crate) async fn start_with(
         &tls_dir,
         &pki.ca_cert_pem,
         config.join_token.as_deref(),
-    )?;
+    )?
+    .with_node_lifetime(config.node_cert_lifetime);
     // A joining node never gets a certificate for a name of the API server's own.
     let mut reserved = vec![cidr.first().to_string()];
     reserved.extend(config.tls_sans.iter().cloned());

@@ -5,6 +5,12 @@
 //! reuse the CA and the admin certificate, so existing kubeconfigs keep working, and issue a new
 //! serving certificate for the current names (`--tls-san` may have changed). Keys are written
 //! with mode 0600.
+//!
+//! Leaf certificates the server keeps (admin, components, the front proxy's client) are issued
+//! again at a start that finds them expired or within [`RENEW_WITHIN`] (90 days, k3s's rule) of
+//! their end, or missing: `capstan certificate rotate` moves them aside ([`rotate`]) so the next
+//! start issues new ones from the same CAs. [`inventory`] lists them for `capstan certificate
+//! check`.
 
 use std::fs;
 use std::net::IpAddr;
@@ -70,6 +76,56 @@ pub struct Pki {
 
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A kept leaf certificate this close to its end (or past it) is issued again at start, as
+/// k3s renews its certificates.
+pub const RENEW_WITHIN: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// How long node certificates the server issues directly last unless told otherwise (the CSR
+/// signer's default `--cluster-signing-duration`, a year).
+pub const DEFAULT_NODE_LIFETIME: Duration = LEAF_VALIDITY;
+
+/// How far a node certificate's start is set back (the CSR signer's backdate).
+const NODE_BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// Below this lifetime a node certificate's end is counted from now rather than from its
+/// backdated start (the CSR signer's rule).
+const NODE_SHORT: Duration = Duration::from_secs(8 * 3600);
+
+/// The end of the first certificate in `cert_pem`, if it parses.
+pub fn not_after(cert_pem: &str) -> Option<time::OffsetDateTime> {
+    let der = rustls_pki_der(cert_pem)?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    Some(cert.validity().not_after.to_datetime())
+}
+
+fn rustls_pki_der(cert_pem: &str) -> Option<Vec<u8>> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
+    (pem.label == "CERTIFICATE").then_some(pem.contents)
+}
+
+/// Whether the certificate `cert_pem` ends within `window` of `now` (or has ended, or does not
+/// parse): it is then issued again.
+pub fn needs_renewal(cert_pem: &str, now: time::OffsetDateTime, window: Duration) -> bool {
+    not_after(cert_pem).is_none_or(|end| end <= now + window)
+}
+
+/// A kept pair under `dir` (`<stem>.crt`, `<stem>.key`) that is still good: present and not
+/// due for renewal.
+fn kept(dir: &Path, stem: &str) -> Result<Option<CertAndKey>, PkiError> {
+    let cert = read(&dir.join(format!("{stem}.crt")))?;
+    let key = read(&dir.join(format!("{stem}.key")))?;
+    match (cert, key) {
+        (Some(cert_pem), Some(key_pem)) => {
+            if needs_renewal(&cert_pem, time::OffsetDateTime::now_utc(), RENEW_WITHIN) {
+                tracing::info!(certificate = %format!("{stem}.crt"), "certificate expires within 90 days or has expired: issuing it again");
+                return Ok(None);
+            }
+            Ok(Some(CertAndKey { cert_pem, key_pem }))
+        }
+        _ => Ok(None),
+    }
+}
 
 fn cert_error(what: &str) -> impl FnOnce(rcgen::Error) -> PkiError + '_ {
     move |source| PkiError::Certificate {
@@ -166,6 +222,19 @@ fn issue(
     names: &[String],
     usage: ExtendedKeyUsagePurpose,
 ) -> Result<CertAndKey, PkiError> {
+    issue_for(issuer, dn, names, usage, |params| {
+        validity(params, LEAF_VALIDITY)
+    })
+}
+
+/// [`issue`] with the validity `valid` sets.
+fn issue_for(
+    issuer: &Issuer<'_, KeyPair>,
+    dn: DistinguishedName,
+    names: &[String],
+    usage: ExtendedKeyUsagePurpose,
+    valid: impl FnOnce(&mut CertificateParams),
+) -> Result<CertAndKey, PkiError> {
     let key = KeyPair::generate().map_err(cert_error("generating a key"))?;
     let mut params = CertificateParams::default();
     params.distinguished_name = dn;
@@ -176,7 +245,7 @@ fn issue(
     ];
     params.extended_key_usages = vec![usage];
     params.use_authority_key_identifier_extension = true;
-    validity(&mut params, LEAF_VALIDITY);
+    valid(&mut params);
     let cert = params
         .signed_by(&key, issuer)
         .map_err(cert_error("signing a certificate"))?;
@@ -187,7 +256,8 @@ fn issue(
 }
 
 /// Loads the client certificate of a control-plane component (`<file>.crt` under `dir`, user
-/// `user`, no groups), issuing it with the cluster CA on first use. Components that talk to the
+/// `user`, no groups), issuing it with the cluster CA on first use and when it is due for
+/// renewal ([`RENEW_WITHIN`]). Components that talk to the
 /// API server (the scheduler as `system:kube-scheduler`, ...) authenticate with these and are
 /// authorized by upstream's bootstrap roles for those users.
 pub fn component_client(
@@ -197,8 +267,8 @@ pub fn component_client(
     group: Option<&str>,
 ) -> Result<CertAndKey, PkiError> {
     let path = |ext: &str| dir.join(format!("{file}.{ext}"));
-    if let (Some(cert_pem), Some(key_pem)) = (read(&path("crt"))?, read(&path("key"))?) {
-        return Ok(CertAndKey { cert_pem, key_pem });
+    if let Some(kept) = kept(dir, file)? {
+        return Ok(kept);
     }
     let cert = issue(
         &cluster_issuer(dir)?,
@@ -213,29 +283,52 @@ pub fn component_client(
 
 /// Issues a kubelet serving certificate for node `node` valid for `names` (its addresses and
 /// host names), signed by the kubelet serving CA under `dir` ([`kubelet_ca`]), as upstream's
-/// kubelet serving certificates are named (`system:node:<node>` in `system:nodes`). It is
-/// issued afresh each time: a node's addresses may change between starts.
-pub fn kubelet_serving(dir: &Path, node: &str, names: &[String]) -> Result<CertAndKey, PkiError> {
+/// kubelet serving certificates are named (`system:node:<node>` in `system:nodes`), lasting
+/// `lifetime` as the CSR signer counts it ([`node_validity`]). It is issued afresh each time: a
+/// node's addresses may change between starts; the kubelet renews it through CSRs.
+pub fn kubelet_serving(
+    dir: &Path,
+    node: &str,
+    names: &[String],
+    lifetime: Duration,
+) -> Result<CertAndKey, PkiError> {
     let (ca_cert_pem, ca_key, _) = own_ca(dir, KUBELET_CA, "capstan-kubelet-serving-ca")?;
     let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)
         .map_err(cert_error("reading kubelet-serving-ca.crt"))?;
-    issue(
+    issue_for(
         &issuer,
         name(&format!("system:node:{node}"), Some("system:nodes")),
         names,
         ExtendedKeyUsagePurpose::ServerAuth,
+        |params| node_validity(params, time::OffsetDateTime::now_utc(), lifetime),
     )
 }
 
 /// Issues a client certificate for node `node` (`system:node:<node>` in `system:nodes`),
-/// signed by the cluster CA under `dir`, for a joining agent.
-pub fn node_client(dir: &Path, node: &str) -> Result<CertAndKey, PkiError> {
-    issue(
+/// signed by the cluster CA under `dir`, lasting `lifetime` as the CSR signer counts it
+/// ([`node_validity`]): a joining agent's, or the server's own node's, which the kubelet then
+/// renews through CSRs.
+pub fn node_client(dir: &Path, node: &str, lifetime: Duration) -> Result<CertAndKey, PkiError> {
+    issue_for(
         &cluster_issuer(dir)?,
         name(&format!("system:node:{node}"), Some("system:nodes")),
         &[],
         ExtendedKeyUsagePurpose::ClientAuth,
+        |params| node_validity(params, time::OffsetDateTime::now_utc(), lifetime),
     )
+}
+
+/// A node certificate's validity as the CSR signer (`csrsigning`) sets it, so that the first
+/// certificates of a node and those it renews through CSRs age alike: it starts five minutes
+/// before `now`, and lasts `lifetime` (`--cluster-signing-duration`) from its start, or from
+/// `now` when shorter than eight hours.
+pub fn node_validity(params: &mut CertificateParams, now: time::OffsetDateTime, lifetime: Duration) {
+    params.not_before = now - NODE_BACKDATE;
+    params.not_after = if lifetime < NODE_SHORT {
+        now + lifetime
+    } else {
+        params.not_before + lifetime
+    };
 }
 
 /// The cluster CA under `dir`, ready to sign.
@@ -310,13 +403,10 @@ pub fn front_proxy(dir: &Path) -> Result<FrontProxy, PkiError> {
     if created {
         let _ = fs::remove_file(path("front-proxy-client.crt"));
     }
-    if let (Some(cert_pem), Some(key_pem)) = (
-        read(&path("front-proxy-client.crt"))?,
-        read(&path("front-proxy-client.key"))?,
-    ) {
+    if let Some(client) = kept(dir, "front-proxy-client")? {
         return Ok(FrontProxy {
             ca_cert_pem,
-            client: CertAndKey { cert_pem, key_pem },
+            client,
         });
     }
     let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)
@@ -397,9 +487,9 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
     write_file(&path("serving.key"), &serving.key_pem, 0o600)?;
     write_file(&path("serving.crt"), &serving.cert_pem, 0o644)?;
 
-    let admin = match (read(&path("admin.crt"))?, read(&path("admin.key"))?) {
-        (Some(cert_pem), Some(key_pem)) => CertAndKey { cert_pem, key_pem },
-        _ => {
+    let admin = match kept(dir, "admin")? {
+        Some(admin) => admin,
+        None => {
             let admin = issue(
                 &issuer,
                 name("system:admin", Some("system:masters")),
@@ -416,6 +506,98 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
         serving,
         admin,
     })
+}
+
+/// One certificate under the certificates' directory, as `capstan certificate check` lists it.
+#[derive(Clone, Debug)]
+pub struct CertificateFile {
+    /// The file's stem (`admin` for `admin.crt`): the name `--service` takes.
+    pub name: String,
+    /// The subject (`CN=system:admin, O=system:masters`).
+    pub subject: String,
+    /// The start of its validity.
+    pub not_before: time::OffsetDateTime,
+    /// The end of its validity.
+    pub not_after: time::OffsetDateTime,
+    /// Whether it is a CA (kept by `capstan certificate rotate`).
+    pub is_ca: bool,
+}
+
+/// Every certificate (`*.crt`) directly under `dir`, by name; files that do not parse are left
+/// out.
+pub fn inventory(dir: &Path) -> Result<Vec<CertificateFile>, PkiError> {
+    let io = |source| PkiError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        let Some(stem) = path
+            .extension()
+            .is_some_and(|e| e == "crt")
+            .then(|| path.file_stem())
+            .flatten()
+            .and_then(|s| s.to_str())
+        else {
+            continue;
+        };
+        let Some(pem) = read(&path)? else { continue };
+        let Some(der) = rustls_pki_der(&pem) else {
+            continue;
+        };
+        let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
+            continue;
+        };
+        found.push(CertificateFile {
+            name: stem.to_owned(),
+            subject: cert.subject().to_string(),
+            not_before: cert.validity().not_before.to_datetime(),
+            not_after: cert.validity().not_after.to_datetime(),
+            is_ca: cert.is_ca(),
+        });
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
+/// `capstan certificate rotate`: moves the leaf certificates under `dir` (every one that is
+/// not a CA, or only those named in `only`) with their keys into `dir/expired-<stamp>/`, so
+/// that the next start issues new ones from the same CAs, as `k3s certificate rotate`. CAs and
+/// the service account key are kept. Returns the backup directory and the names moved.
+pub fn rotate(dir: &Path, only: &[String], stamp: &str) -> Result<(PathBuf, Vec<String>), PkiError> {
+    let leaves: Vec<String> = inventory(dir)?
+        .into_iter()
+        .filter(|c| !c.is_ca)
+        .map(|c| c.name)
+        .collect();
+    if let Some(unknown) = only.iter().find(|n| !leaves.contains(n)) {
+        return Err(PkiError::Invalid(format!(
+            "{unknown:?} is not a leaf certificate under {}; known: {}",
+            dir.display(),
+            leaves.join(", ")
+        )));
+    }
+    let chosen: Vec<String> = leaves
+        .into_iter()
+        .filter(|n| only.is_empty() || only.contains(n))
+        .collect();
+    let backup = dir.join(format!("expired-{stamp}"));
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| PkiError::Io { path, source }
+    };
+    fs::create_dir_all(&backup).map_err(io(&backup))?;
+    for name in &chosen {
+        for ext in ["crt", "key"] {
+            let file = format!("{name}.{ext}");
+            let from = dir.join(&file);
+            if from.exists() {
+                fs::rename(&from, backup.join(&file)).map_err(io(&from))?;
+            }
+        }
+    }
+    Ok((backup, chosen))
 }
 
 #[cfg(test)]
@@ -475,5 +657,85 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         fs::write(dir.path().join(SERVICE_ACCOUNT_KEY), "not a key").unwrap();
         assert!(service_account_key(dir.path()).is_err());
+    }
+
+    #[test]
+    fn kept_leaves_near_their_end_are_issued_again() {
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create(dir.path(), &serving_names(None, &[])).unwrap();
+        let first = component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
+        assert_eq!(
+            component_client(dir.path(), "scheduler", "system:kube-scheduler", None)
+                .unwrap()
+                .cert_pem,
+            first.cert_pem
+        );
+        let now = time::OffsetDateTime::now_utc();
+        assert!(!needs_renewal(&first.cert_pem, now, RENEW_WITHIN));
+        assert!(needs_renewal(&first.cert_pem, now + Duration::from_secs(300 * 86400), RENEW_WITHIN));
+        assert!(needs_renewal("not a certificate", now, RENEW_WITHIN));
+        // A certificate ending within 90 days is replaced at the next load.
+        let issuer = cluster_issuer(dir.path()).unwrap();
+        let short = issue_for(
+            &issuer,
+            name("system:kube-scheduler", None),
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            |p| validity(p, Duration::from_secs(30 * 86400)),
+        )
+        .unwrap();
+        fs::write(dir.path().join("scheduler.crt"), &short.cert_pem).unwrap();
+        fs::write(dir.path().join("scheduler.key"), &short.key_pem).unwrap();
+        let renewed = component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
+        assert_ne!(renewed.cert_pem, short.cert_pem);
+        assert!(!needs_renewal(&renewed.cert_pem, now, RENEW_WITHIN));
+    }
+
+    #[test]
+    fn node_certificates_age_as_the_signer_issues_them() {
+        let mut params = CertificateParams::default();
+        let now = time::OffsetDateTime::now_utc();
+        node_validity(&mut params, now, Duration::from_secs(100));
+        assert_eq!(params.not_before, now - NODE_BACKDATE);
+        assert_eq!(params.not_after, now + Duration::from_secs(100));
+        node_validity(&mut params, now, LEAF_VALIDITY);
+        assert_eq!(params.not_after, now - NODE_BACKDATE + LEAF_VALIDITY);
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create(dir.path(), &serving_names(None, &[])).unwrap();
+        let client = node_client(dir.path(), "n1", Duration::from_secs(120)).unwrap();
+        let end = not_after(&client.cert_pem).unwrap();
+        assert!((end - now).whole_seconds() <= 121, "{end}");
+    }
+
+    #[test]
+    fn rotation_moves_leaves_aside_and_keeps_the_cas() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = load_or_create(dir.path(), &serving_names(None, &[])).unwrap();
+        front_proxy(dir.path()).unwrap();
+        component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
+        let listed = inventory(dir.path()).unwrap();
+        let names: Vec<_> = listed.iter().map(|c| (c.name.as_str(), c.is_ca)).collect();
+        assert_eq!(
+            names,
+            [
+                ("admin", false),
+                ("ca", true),
+                ("front-proxy-ca", true),
+                ("front-proxy-client", false),
+                ("scheduler", false),
+                ("serving", false)
+            ]
+        );
+        assert!(rotate(dir.path(), &["ca".into()], "1").is_err());
+        let (backup, moved) = rotate(dir.path(), &["admin".into()], "1").unwrap();
+        assert_eq!(moved, ["admin"]);
+        assert!(backup.join("admin.crt").exists() && backup.join("admin.key").exists());
+        let (_, moved) = rotate(dir.path(), &[], "2").unwrap();
+        assert_eq!(moved, ["front-proxy-client", "scheduler", "serving"]);
+        assert!(dir.path().join("ca.key").exists());
+        // The next start issues new leaves from the same CA.
+        let again = load_or_create(dir.path(), &serving_names(None, &[])).unwrap();
+        assert_eq!(again.ca_cert_pem, pki.ca_cert_pem);
+        assert_ne!(again.admin.cert_pem, pki.admin.cert_pem);
     }
 }

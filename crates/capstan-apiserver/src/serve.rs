@@ -41,6 +41,20 @@ pub struct RunningServer {
     pub(crate) background: Vec<JoinHandle<()>>,
     /// Where the certificates live (component credentials are issued there).
     pub(crate) tls_dir: std::path::PathBuf,
+    /// How long the certificates of this machine's node last (`--cluster-signing-duration`).
+    pub(crate) node_lifetime: std::time::Duration,
+}
+
+/// What a node agent on the server's machine starts with: where the server is, the CA that
+/// signs its certificate, and the node's client certificate.
+#[derive(Clone, Debug)]
+pub struct NodeCredentials {
+    /// The server's URL (`https://127.0.0.1:<port>`).
+    pub server: String,
+    /// The cluster CA (PEM).
+    pub ca_pem: String,
+    /// The node's client certificate.
+    pub client: crate::pki::CertAndKey,
 }
 
 impl RunningServer {
@@ -73,7 +87,7 @@ impl RunningServer {
         node: &str,
         names: &[String],
     ) -> Result<(crate::pki::CertAndKey, String), crate::pki::PkiError> {
-        let cert = crate::pki::kubelet_serving(&self.tls_dir, node, names)?;
+        let cert = crate::pki::kubelet_serving(&self.tls_dir, node, names, self.node_lifetime)?;
         let ca = std::fs::read_to_string(self.tls_dir.join("ca.crt")).map_err(|source| {
             crate::pki::PkiError::Io {
                 path: self.tls_dir.join("ca.crt"),
@@ -94,17 +108,46 @@ impl RunningServer {
         path: &std::path::Path,
     ) -> Result<(), crate::pki::PkiError> {
         let cert = crate::pki::component_client(&self.tls_dir, file, user, group)?;
-        let ca = std::fs::read_to_string(self.tls_dir.join("ca.crt")).map_err(|source| {
+        let ca = self.ca_pem()?;
+        crate::kubeconfig::write(path, 0o600, &self.url(), &ca, &cert)
+    }
+
+    /// The cluster CA's certificate.
+    fn ca_pem(&self) -> Result<String, crate::pki::PkiError> {
+        std::fs::read_to_string(self.tls_dir.join("ca.crt")).map_err(|source| {
             crate::pki::PkiError::Io {
                 path: self.tls_dir.join("ca.crt"),
                 source,
             }
-        })?;
-        let url = match self.local_addr.ip() {
+        })
+    }
+
+    /// The URL components on this machine reach the server at.
+    fn url(&self) -> String {
+        match self.local_addr.ip() {
             ip if ip.is_unspecified() => format!("https://127.0.0.1:{}", self.local_addr.port()),
             _ => format!("https://{}", self.local_addr),
-        };
-        crate::kubeconfig::write(path, 0o600, &url, &ca, &cert)
+        }
+    }
+
+    /// Writes a kubeconfig at `path` for the node agent of node `node` on this machine, with
+    /// a client certificate issued afresh (`system:node:<node>` in `system:nodes`, lasting
+    /// `--cluster-signing-duration` as a joining node's), which the kubelet then renews
+    /// through CertificateSigningRequests; returns what it holds.
+    pub fn write_node_kubeconfig(
+        &self,
+        node: &str,
+        path: &std::path::Path,
+    ) -> Result<NodeCredentials, crate::pki::PkiError> {
+        let client = crate::pki::node_client(&self.tls_dir, node, self.node_lifetime)?;
+        let ca_pem = self.ca_pem()?;
+        let server = self.url();
+        crate::kubeconfig::write(path, 0o600, &server, &ca_pem, &client)?;
+        Ok(NodeCredentials {
+            server,
+            ca_pem,
+            client,
+        })
     }
 }
 
@@ -117,18 +160,24 @@ impl Drop for RunningServer {
     }
 }
 
-/// TLS with the serving certificate, client certificates from the cluster CA (optional), and
-/// HTTP/2 preferred to HTTP/1.1.
+/// TLS with the serving certificate of `<tls_dir>/serving.{crt,key}`, re-read when those files
+/// change (a renewed certificate is served without a restart), client certificates from the
+/// cluster CA (optional), and HTTP/2 preferred to HTTP/1.1.
 fn tls_config(
     pki: &Pki,
+    tls_dir: &std::path::Path,
     policy: &capstan_client::tls::TlsPolicy,
 ) -> Result<rustls::ServerConfig, capstan_client::tls::TlsError> {
-    capstan_client::tls::ServerTls {
-        cert_pem: &pki.serving.cert_pem,
-        key_pem: &pki.serving.key_pem,
-        client_ca_pem: &pki.ca_cert_pem,
-    }
-    .config_with(&[b"h2", b"http/1.1"], policy)
+    let serving = capstan_client::tls::LiveCert::from_files(
+        &tls_dir.join("serving.crt"),
+        &tls_dir.join("serving.key"),
+    )?;
+    capstan_client::tls::server_config(
+        &pki.ca_cert_pem,
+        &[b"h2", b"http/1.1"],
+        policy,
+        Arc::new(serving),
+    )
 }
 
 /// The routes of the API server without aggregation (the tests' servers).
@@ -745,7 +794,8 @@ pub(crate) async fn listen(
         cache: Default::default(),
     });
     authenticator.watch_config(config.authentication.clone());
-    let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki, &config.tls)?));
+    let tls_dir = config.data_dir.join("tls");
+    let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki, &tls_dir, &config.tls)?));
     let addr = SocketAddr::new(config.bind_address, config.port);
     let listener = TcpListener::bind(addr)
         .await
@@ -880,7 +930,8 @@ pub(crate) async fn listen(
         local_addr,
         accept_loop,
         background: Vec::new(),
-        tls_dir: config.data_dir.join("tls"),
+        tls_dir,
+        node_lifetime: config.node_cert_lifetime,
     })
 }
 
@@ -1196,6 +1247,7 @@ mod tests {
             advertise_address: None,
             default_storage_class: false,
             admission_control_config_file: None,
+            node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

@@ -59,6 +59,7 @@ async fn cluster() -> Cluster {
         advertise_address: None,
         default_storage_class: false,
         admission_control_config_file: None,
+        node_cert_lifetime: capstan_apiserver::pki::DEFAULT_NODE_LIFETIME,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

@@ -555,7 +555,9 @@ impl Authorizer {
 /// Node authorizer applies its rules per node); `cluster-admin` for the controller
 /// manager's user; upstream's certificate roles (`system:node-bootstrapper`, the CSR
 /// approver's `...:certificatesigningrequests:nodeclient` and `selfnodeclient`, and one
-/// `system:certificates.k8s.io:<signer>-approver` per in-tree signer), unbound as upstream's;
+/// `system:certificates.k8s.io:<signer>-approver` per in-tree signer), unbound as upstream's
+/// except `selfnodeclient`, bound to `system:nodes` as kubeadm binds it (nodes renew their own
+/// client certificates);
 /// upstream's `system:kube-dns` role and binding, and the cluster DNS
 /// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
 /// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`.
@@ -723,6 +725,18 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
             json!([{"apiGroups": ["certificates.k8s.io"],
                     "resources": ["certificatesigningrequests/selfnodeclient"],
                     "verbs": ["create"]}]),
+        ),
+        // Nodes renew their own client certificates through CSRs that the approver grants
+        // when the node may create `selfnodeclient` (kubeadm's
+        // `kubeadm:node-autoapprove-certificate-rotation`, which Capstan makes as k3s-like
+        // clusters renew kubelet certificates without a human).
+        (
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": meta("capstan:node-autoapprove-certificate-rotation"),
+                   "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole",
+                               "name": "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
+                   "subjects": [{"apiGroup": GROUP, "kind": "Group", "name": "system:nodes"}]}),
         ),
         signer_approver("kube-apiserver-client"),
         signer_approver("kube-apiserver-client-kubelet"),

@@ -766,6 +766,7 @@ impl Served {
             advertise_address: None,
             default_storage_class: false,
             admission_control_config_file: None,
+            node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
@@ -881,7 +882,13 @@ fn tls_client(ca: &str, client: &crate::pki::CertAndKey) -> tokio_rustls::TlsCon
 /// A kubelet on loopback that serves one container's log, in two chunks.
 async fn fake_kubelet(tls_dir: &std::path::Path) -> u16 {
     let serving =
-        crate::pki::kubelet_serving(tls_dir, "fake-node", &["127.0.0.1".to_owned()]).unwrap();
+        crate::pki::kubelet_serving(
+            tls_dir,
+            "fake-node",
+            &["127.0.0.1".to_owned()],
+            crate::pki::DEFAULT_NODE_LIFETIME,
+        )
+        .unwrap();
     let ca = std::fs::read_to_string(tls_dir.join("ca.crt")).unwrap();
     let config = capstan_client::tls::ServerTls {
         cert_pem: &serving.cert_pem,
