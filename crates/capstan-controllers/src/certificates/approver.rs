@@ -4,17 +4,29 @@
 //! `certificatesigningrequests/selfnodeclient` (the node renewing its own certificate: the
 //! requester is the certificate's common name) or `certificatesigningrequests/nodeclient`
 //! (anyone bootstrapping a node), as a SubjectAccessReview for the requester answers.
+//!
+//! Beyond upstream (which leaves kubelet serving requests to a human or an external approver,
+//! while k3s signs its kubelets' serving certificates itself without CSRs): a pending
+//! `kubernetes.io/kubelet-serving` request is approved when a node asks for its own serving
+//! certificate (the requester is `system:node:<name>` in `system:nodes` and the subject's common
+//! name) with upstream's serving subject and usages, and every name it asks for is the node's
+//! name or one of the addresses its Node reports (`status.addresses`). A request naming
+//! anything else is left pending for a human (`kubectl certificate approve`), so a node can
+//! never get a certificate for another machine's or the API server's names on its own.
 //! Anything else is left to other approvers.
 
 use std::sync::Arc;
 
-use capstan_api::certificates::{self as certs, APPROVED, DENIED, KUBE_APISERVER_CLIENT_KUBELET};
+use capstan_api::certificates::{
+    self as certs, APPROVED, DENIED, KUBE_APISERVER_CLIENT_KUBELET, KUBELET_SERVING,
+};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
 };
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
@@ -102,7 +114,8 @@ pub fn start(mut setup: Setup<'_>) -> Task {
     requests.on_change(move |change| {
         if let Change::Applied { new, .. } = change
             && pending(new)
-            && new.spec.signer_name == KUBE_APISERVER_CLIENT_KUBELET
+            && (new.spec.signer_name == KUBE_APISERVER_CLIENT_KUBELET
+                || new.spec.signer_name == KUBELET_SERVING)
         {
             queue.add(ObjectRef::from_obj(*new));
         }
@@ -123,6 +136,9 @@ async fn reconcile(
     let name = csr.metadata.name.clone().unwrap_or_default();
     let request = certs::parse_request(&csr.spec.request.0)
         .map_err(|e| Error::Invalid(format!("unable to parse csr {name:?}: {e}")))?;
+    if csr.spec.signer_name == KUBELET_SERVING {
+        return approve_own_serving(&csr, &request, &ctx).await;
+    }
     let reviews: Api<SubjectAccessReview> = Api::all(ctx.client.clone());
     let mut tried = Vec::new();
     for recognizer in recognized(&csr, &request) {
@@ -136,22 +152,7 @@ async fn reconcile(
         if !answer.status.is_some_and(|s| s.allowed) {
             continue;
         }
-        let mut approved = (*csr).clone();
-        approved
-            .status
-            .get_or_insert_with(CertificateSigningRequestStatus::default)
-            .conditions
-            .get_or_insert_with(Vec::new)
-            .push(CertificateSigningRequestCondition {
-                type_: APPROVED.into(),
-                status: "True".into(),
-                reason: Some("AutoApproved".into()),
-                message: Some(recognizer.message.into()),
-                ..CertificateSigningRequestCondition::default()
-            });
-        let api: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
-        api.replace_subresource("approval", &name, &PostParams::default(), &approved)
-            .await?;
+        approve(&csr, &ctx, recognizer.message).await?;
         return Ok(Action::await_change());
     }
     if !tried.is_empty() {
@@ -161,6 +162,118 @@ async fn reconcile(
             tried = ?tried,
             "recognized the request but the subject access review was not approved"
         );
+    }
+    Ok(Action::await_change())
+}
+
+/// Writes the `Approved` condition (`AutoApproved`, `message`) through `/approval`.
+async fn approve(
+    csr: &CertificateSigningRequest,
+    ctx: &Context,
+    message: &str,
+) -> Result<(), Error> {
+    let name = csr.metadata.name.clone().unwrap_or_default();
+    let mut approved = csr.clone();
+    approved
+        .status
+        .get_or_insert_with(CertificateSigningRequestStatus::default)
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(CertificateSigningRequestCondition {
+            type_: APPROVED.into(),
+            status: "True".into(),
+            reason: Some("AutoApproved".into()),
+            message: Some(message.into()),
+            ..CertificateSigningRequestCondition::default()
+        });
+    let api: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
+    api.replace_subresource("approval", &name, &PostParams::default(), &approved)
+        .await?;
+    Ok(())
+}
+
+/// Whether `csr` (request `request`) is a node asking for its own serving certificate for
+/// names its Node `node` reports, else why not.
+fn own_serving(
+    csr: &CertificateSigningRequest,
+    request: &certs::ParsedRequest,
+    node: Option<&Node>,
+) -> Result<(), String> {
+    super::validate_kubelet_serving(request, &super::usage_set(csr))?;
+    let username = csr.spec.username.as_deref().unwrap_or_default();
+    if username != request.common_name
+        || !csr
+            .spec
+            .groups
+            .iter()
+            .flatten()
+            .any(|g| g == "system:nodes")
+    {
+        return Err(format!(
+            "requested by {username:?}, not by the node {:?} itself",
+            request.common_name
+        ));
+    }
+    let name = request
+        .common_name
+        .strip_prefix("system:node:")
+        .unwrap_or_default();
+    let Some(node) = node else {
+        return Err(format!("node {name:?} does not exist"));
+    };
+    let mut own: Vec<String> = vec![name.to_owned()];
+    own.extend(
+        node.status
+            .iter()
+            .flat_map(|s| s.addresses.iter().flatten())
+            .map(|a| a.address.clone()),
+    );
+    let asked = request
+        .dns_names
+        .iter()
+        .cloned()
+        .chain(request.ip_addresses.iter().map(|ip| ip.to_string()));
+    for asked in asked {
+        let matches = |o: &String| match (asked.parse::<std::net::IpAddr>(), o.parse::<std::net::IpAddr>()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => o.eq_ignore_ascii_case(&asked),
+        };
+        if !own.iter().any(matches) {
+            return Err(format!("{asked:?} is neither the node's name nor one of its addresses"));
+        }
+    }
+    Ok(())
+}
+
+/// Approves a node's request for its own serving certificate ([`own_serving`]); leaves any
+/// other serving request pending.
+async fn approve_own_serving(
+    csr: &CertificateSigningRequest,
+    request: &certs::ParsedRequest,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = request
+        .common_name
+        .strip_prefix("system:node:")
+        .unwrap_or_default();
+    let node = match name {
+        "" => None,
+        name => Api::<Node>::all(ctx.client.clone()).get_opt(name).await?,
+    };
+    match own_serving(csr, request, node.as_ref()) {
+        Ok(()) => {
+            approve(
+                csr,
+                ctx,
+                "Auto approving self kubelet serving certificate: its names are the node's own.",
+            )
+            .await?
+        }
+        Err(why) => tracing::info!(
+            csr = %csr.metadata.name.as_deref().unwrap_or_default(),
+            reason = %why,
+            "kubelet serving request left for manual approval"
+        ),
     }
     Ok(Action::await_change())
 }
@@ -228,5 +341,51 @@ mod tests {
         let attributes = review.spec.resource_attributes.unwrap_or_default();
         assert_eq!(attributes.subresource.as_deref(), Some("selfnodeclient"));
         assert_eq!(attributes.verb.as_deref(), Some("create"));
+    }
+
+    #[test]
+    fn a_node_serving_request_is_approved_only_for_its_own_names() {
+        use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
+        let usages = ["digital signature", "server auth"];
+        let mut own = csr(KUBELET_SERVING, "system:node:n1", &usages);
+        own.spec.groups = Some(vec!["system:nodes".into(), "system:authenticated".into()]);
+        let node = Node {
+            status: Some(NodeStatus {
+                addresses: Some(vec![
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "10.0.0.5".into(),
+                    },
+                    NodeAddress {
+                        type_: "Hostname".into(),
+                        address: "host1".into(),
+                    },
+                ]),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        };
+        let mut request = node_request("system:node:n1");
+        request.dns_names = vec!["n1".into(), "HOST1".into()];
+        request.ip_addresses = vec!["10.0.0.5".parse().unwrap()];
+        assert_eq!(own_serving(&own, &request, Some(&node)), Ok(()));
+        // A foreign name, an unknown node, another requester, a client usage: all refused.
+        let mut foreign = request.clone();
+        foreign.dns_names.push("kubernetes.default.svc".into());
+        let why = own_serving(&own, &foreign, Some(&node)).unwrap_err();
+        assert!(why.contains("kubernetes.default.svc"), "{why}");
+        let mut foreign_ip = request.clone();
+        foreign_ip.ip_addresses = vec!["10.0.0.6".parse().unwrap()];
+        assert!(own_serving(&own, &foreign_ip, Some(&node)).is_err());
+        assert!(own_serving(&own, &request, None).is_err());
+        let mut other = own.clone();
+        other.spec.username = Some("system:node:n2".into());
+        assert!(own_serving(&other, &request, Some(&node)).is_err());
+        let mut admin = own.clone();
+        admin.spec.username = Some("system:node:n1".into());
+        admin.spec.groups = Some(vec!["system:masters".into()]);
+        assert!(own_serving(&admin, &request, Some(&node)).is_err());
+        let client = csr(KUBELET_SERVING, "system:node:n1", &["digital signature", "client auth"]);
+        assert!(own_serving(&client, &request, Some(&node)).is_err());
     }
 }
