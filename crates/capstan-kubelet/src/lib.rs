@@ -99,6 +99,9 @@ pub struct Config {
     /// The kubelet API's certificate and client CA; without them the API is not served (no
     /// logs, exec, attach or port-forward through the API server).
     pub tls: Option<server::ServingTls>,
+    /// The node's certificates to keep renewed through CertificateSigningRequests
+    /// ([`node::certificate`]); none: they are not renewed.
+    pub rotations: Vec<Arc<node::certificate::Rotation>>,
 }
 
 impl Config {
@@ -119,6 +122,7 @@ impl Config {
             cluster_dns: Vec::new(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             tls: None,
+            rotations: Vec::new(),
         }
     }
 }
@@ -352,8 +356,20 @@ pub async fn run(
         events,
         volumes_in_use,
     });
+    let rotations = futures::future::join_all(
+        config
+            .rotations
+            .iter()
+            .map(|rotation| rotation.clone().run(client.clone())),
+    );
+    // Without rotations, nothing to wait for (but no reason to stop either).
+    let rotations = async {
+        rotations.await;
+        std::future::pending::<()>().await
+    };
     tokio::select! {
         _ = shutdown => {}
+        _ = rotations => {}
         _ = heartbeat => {}
         _ = pod_network => {}
         _ = kubelet_api => {}

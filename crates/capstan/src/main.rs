@@ -17,6 +17,7 @@ use anyhow::{Context, bail};
 use capstan_store::Endpoint;
 use clap::{Args, Parser, Subcommand};
 
+mod certificate;
 mod token;
 
 /// mimalloc instead of the system allocator: under request load glibc's malloc spent about a
@@ -53,6 +54,9 @@ enum Command {
     /// Rotate the join token, or create bootstrap tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Check or rotate the server's certificates.
+    #[command(subcommand)]
+    Certificate(certificate::CertificateCommand),
     /// Print the Kubernetes API level this binary serves.
     Version,
 }
@@ -764,6 +768,7 @@ fn main() -> anyhow::Result<()> {
         Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Image(command) => runtime()?.block_on(image(command)),
         Command::Token(command) => runtime()?.block_on(token::run(command)),
+        Command::Certificate(command) => certificate::run(command),
         Command::Agent(args) => runtime()?.block_on(agent(*args)),
     }
 }
@@ -1062,6 +1067,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         advertise_address: Some(advertise_address),
         default_storage_class: !args.disable_default_storageclass,
         admission_control_config_file: args.admission_control_config_file.clone(),
+        node_cert_lifetime: args.controllers.cluster_signing_duration,
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;
@@ -1147,14 +1153,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         ];
         names.sort();
         names.dedup();
-        let (serving, client_ca_pem) = apiserver
+        let (serving, _) = apiserver
             .kubelet_serving(&config.node_name, &names)
             .context("cannot issue the kubelet's serving certificate")?;
-        config.tls = Some(capstan_kubelet::server::ServingTls {
-            cert_pem: serving.cert_pem,
-            key_pem: serving.key_pem,
-            client_ca_pem,
-        });
         let proxy = if args.agent.disable_kube_proxy {
             None
         } else {
@@ -1182,15 +1183,25 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 .storage_config(&config.node_name, &config.agent_dir),
         );
         let kubeconfig = data_dir.join("cred").join("node.kubeconfig");
-        apiserver
-            .write_client_kubeconfig(
-                "node",
-                &format!("system:node:{}", config.node_name),
-                Some("system:nodes"),
-                &kubeconfig,
-            )
+        let node = apiserver
+            .write_node_kubeconfig(&config.node_name, &kubeconfig)
             .context("cannot write the node agent's kubeconfig")?;
-        let client = client_from(Some(&kubeconfig), "kubelet").await?;
+        let (node_name, cert_dir) = (config.node_name.clone(), config.agent_dir.join("pki"));
+        let serving_names = node_names(&node_name, ip);
+        let client = node_certificates(
+            &mut config,
+            capstan_kubelet::node::certificate::Given {
+                node: &node_name,
+                cert_dir: &cert_dir,
+                kubeconfig: &kubeconfig,
+                server: &node.server,
+                ca_pem: &node.ca_pem,
+                client: (node.client.cert_pem, node.client.key_pem),
+                serving: (serving.cert_pem, serving.key_pem),
+                serving_names: &serving_names,
+            },
+        )
+        .await?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let result = capstan_kubelet::run(client, config, async {
@@ -1277,6 +1288,29 @@ async fn joined_client(
     client_from(Some(&kubeconfig), user_agent).await
 }
 
+/// The names a node's renewed serving certificates are asked for: its name, host name and
+/// address (what its Node reports, which the CSR approver checks them against).
+fn node_names(node: &str, ip: IpAddr) -> Vec<String> {
+    let mut names = vec![node.to_owned(), capstan_kubelet::node::hostname(), ip.to_string()];
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The node agent's API client and kubelet API TLS from the certificates it was `given`,
+/// both renewed through CertificateSigningRequests while it runs (`config.rotations`).
+async fn node_certificates(
+    config: &mut capstan_kubelet::Config,
+    given: capstan_kubelet::node::certificate::Given<'_>,
+) -> anyhow::Result<kube::Client> {
+    let client_config = kube_config(Some(given.kubeconfig), "kubelet").await?;
+    let certs = capstan_kubelet::node::certificate::NodeCertificates::start(given, &client_config)
+        .context("cannot set up the node's certificates")?;
+    config.tls = Some(certs.tls);
+    config.rotations = certs.rotations;
+    Ok(certs.client)
+}
+
 /// `capstan agent`: joins the cluster at `--server` with `--token` (the server's CA pinned by
 /// the token, the node's credentials issued by the server), then runs the node agent.
 async fn agent(args: AgentArgs) -> anyhow::Result<()> {
@@ -1309,11 +1343,6 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     let kubeconfig = args.data_dir.join("cred").join("node.kubeconfig");
     capstan_kubelet::join::write_kubeconfig(&kubeconfig, &args.server, &credentials)
         .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
-    config.tls = Some(capstan_kubelet::server::ServingTls {
-        cert_pem: credentials.serving.cert.clone(),
-        key_pem: credentials.serving.key.clone(),
-        client_ca_pem: credentials.ca.clone(),
-    });
     let proxy = match (&credentials.proxy, args.agent.disable_kube_proxy) {
         (_, true) => None,
         (None, false) => {
@@ -1351,7 +1380,22 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             ))
         }
     };
-    let client = client_from(Some(&kubeconfig), "kubelet").await?;
+    let (node_name, cert_dir) = (config.node_name.clone(), config.agent_dir.join("pki"));
+    let serving_names = node_names(&node_name, ip);
+    let client = node_certificates(
+        &mut config,
+        capstan_kubelet::node::certificate::Given {
+            node: &node_name,
+            cert_dir: &cert_dir,
+            kubeconfig: &kubeconfig,
+            server: &args.server,
+            ca_pem: &credentials.ca,
+            client: (credentials.client.cert.clone(), credentials.client.key.clone()),
+            serving: (credentials.serving.cert.clone(), credentials.serving.key.clone()),
+            serving_names: &serving_names,
+        },
+    )
+    .await?;
     let result = capstan_kubelet::run(client, config, async {
         let _ = shutdown.await;
     })

@@ -2,6 +2,7 @@
 //! from the machine, addresses, system info), the conditions it posts, and the Lease in
 //! `kube-node-lease` it renews every 10 s so the node lifecycle controller knows it is alive.
 
+pub mod certificate;
 pub mod join;
 
 use std::collections::BTreeMap;

@@ -42,13 +42,12 @@ use crate::runtime::cri::Cri;
 use crate::runtime::logs::{LogOptions, LogStream};
 use crate::spec::{CONTAINER_NAME, POD_UID};
 
-/// The kubelet's serving certificate and the CA its clients' certificates come from.
+/// The kubelet's serving certificate (replaced while serving when it is renewed) and the CA its
+/// clients' certificates come from.
 #[derive(Clone)]
 pub struct ServingTls {
-    /// The serving certificate (PEM).
-    pub cert_pem: String,
-    /// Its key (PEM).
-    pub key_pem: String,
+    /// The serving certificate and key.
+    pub cert: Arc<capstan_client::tls::LiveCert>,
     /// The CA that signs client certificates (PEM).
     pub client_ca_pem: String,
 }
@@ -82,12 +81,12 @@ pub(crate) struct State {
 /// TLS with the kubelet's serving certificate, client certificates from the cluster CA
 /// (optional: without one only `/healthz` is answered), HTTP/1.1 only (upgrades).
 fn tls_config(tls: &ServingTls) -> Result<rustls::ServerConfig, capstan_client::tls::TlsError> {
-    capstan_client::tls::ServerTls {
-        cert_pem: &tls.cert_pem,
-        key_pem: &tls.key_pem,
-        client_ca_pem: &tls.client_ca_pem,
-    }
-    .config(&[b"http/1.1"])
+    capstan_client::tls::server_config(
+        &tls.client_ca_pem,
+        &[b"http/1.1"],
+        &capstan_client::tls::TlsPolicy::default(),
+        tls.cert.clone(),
+    )
 }
 
 /// Opens the kubelet API's port (`0.0.0.0:<port>`; port 0 picks a free one).
