@@ -322,7 +322,11 @@ pub fn node_client(dir: &Path, node: &str, lifetime: Duration) -> Result<CertAnd
 /// certificates of a node and those it renews through CSRs age alike: it starts five minutes
 /// before `now`, and lasts `lifetime` (`--cluster-signing-duration`) from its start, or from
 /// `now` when shorter than eight hours.
-pub fn node_validity(params: &mut CertificateParams, now: time::OffsetDateTime, lifetime: Duration) {
+pub fn node_validity(
+    params: &mut CertificateParams,
+    now: time::OffsetDateTime,
+    lifetime: Duration,
+) {
     params.not_before = now - NODE_BACKDATE;
     params.not_after = if lifetime < NODE_SHORT {
         now + lifetime
@@ -565,7 +569,11 @@ pub fn inventory(dir: &Path) -> Result<Vec<CertificateFile>, PkiError> {
 /// not a CA, or only those named in `only`) with their keys into `dir/expired-<stamp>/`, so
 /// that the next start issues new ones from the same CAs, as `k3s certificate rotate`. CAs and
 /// the service account key are kept. Returns the backup directory and the names moved.
-pub fn rotate(dir: &Path, only: &[String], stamp: &str) -> Result<(PathBuf, Vec<String>), PkiError> {
+pub fn rotate(
+    dir: &Path,
+    only: &[String],
+    stamp: &str,
+) -> Result<(PathBuf, Vec<String>), PkiError> {
     let leaves: Vec<String> = inventory(dir)?
         .into_iter()
         .filter(|c| !c.is_ca)
@@ -663,7 +671,8 @@ mod tests {
     fn kept_leaves_near_their_end_are_issued_again() {
         let dir = tempfile::tempdir().unwrap();
         load_or_create(dir.path(), &serving_names(None, &[])).unwrap();
-        let first = component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
+        let first =
+            component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
         assert_eq!(
             component_client(dir.path(), "scheduler", "system:kube-scheduler", None)
                 .unwrap()
@@ -672,7 +681,11 @@ mod tests {
         );
         let now = time::OffsetDateTime::now_utc();
         assert!(!needs_renewal(&first.cert_pem, now, RENEW_WITHIN));
-        assert!(needs_renewal(&first.cert_pem, now + Duration::from_secs(300 * 86400), RENEW_WITHIN));
+        assert!(needs_renewal(
+            &first.cert_pem,
+            now + Duration::from_secs(300 * 86400),
+            RENEW_WITHIN
+        ));
         assert!(needs_renewal("not a certificate", now, RENEW_WITHIN));
         // A certificate ending within 90 days is replaced at the next load.
         let issuer = cluster_issuer(dir.path()).unwrap();
@@ -686,7 +699,8 @@ mod tests {
         .unwrap();
         fs::write(dir.path().join("scheduler.crt"), &short.cert_pem).unwrap();
         fs::write(dir.path().join("scheduler.key"), &short.key_pem).unwrap();
-        let renewed = component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
+        let renewed =
+            component_client(dir.path(), "scheduler", "system:kube-scheduler", None).unwrap();
         assert_ne!(renewed.cert_pem, short.cert_pem);
         assert!(!needs_renewal(&renewed.cert_pem, now, RENEW_WITHIN));
     }

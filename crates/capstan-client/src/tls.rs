@@ -237,12 +237,11 @@ pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, TlsE
             what: "serving certificate",
             source,
         })?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|source| {
-        TlsError::Pem {
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|source| TlsError::Pem {
             what: "serving key",
             source,
-        }
-    })?;
+        })?;
     let serving = |source| TlsError::Rustls {
         what: "serving certificate",
         source,
@@ -555,7 +554,10 @@ mod tests {
     #[test]
     fn a_live_certificate_follows_its_files_and_keeps_the_last_good_pair() {
         let dir = tempfile::tempdir().unwrap();
-        let (cert, key) = (dir.path().join("serving.crt"), dir.path().join("serving.key"));
+        let (cert, key) = (
+            dir.path().join("serving.crt"),
+            dir.path().join("serving.key"),
+        );
         let (first, second) = (pki(), pki());
         std::fs::write(&cert, &first.serving.0).unwrap();
         std::fs::write(&key, &first.serving.1).unwrap();

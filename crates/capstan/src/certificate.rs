@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand};
 use capstan_apiserver::pki;
+use clap::{Args, Subcommand};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum CertificateCommand {
@@ -107,8 +107,9 @@ pub(crate) fn run(command: CertificateCommand) -> anyhow::Result<()> {
         CertificateCommand::Rotate(args) => {
             let dir = args.data_dir.join("tls");
             let stamp = time::OffsetDateTime::now_utc().unix_timestamp().to_string();
-            let (backup, moved) = pki::rotate(&dir, &args.services, &stamp)
-                .with_context(|| format!("cannot rotate the certificates under {}", dir.display()))?;
+            let (backup, moved) = pki::rotate(&dir, &args.services, &stamp).with_context(|| {
+                format!("cannot rotate the certificates under {}", dir.display())
+            })?;
             for name in &moved {
                 println!("{name}: certificate and key moved to {}", backup.display());
             }
@@ -137,7 +138,12 @@ mod tests {
             is_ca,
         };
         let out = table(
-            &[cert("admin", 30, false), cert("ca", 3000, true), cert("old", -1, false), cert("serving", 200, false)],
+            &[
+                cert("admin", 30, false),
+                cert("ca", 3000, true),
+                cert("old", -1, false),
+                cert("serving", 200, false),
+            ],
             now,
         );
         assert_eq!(

@@ -1291,7 +1291,11 @@ async fn joined_client(
 /// The names a node's renewed serving certificates are asked for: its name, host name and
 /// address (what its Node reports, which the CSR approver checks them against).
 fn node_names(node: &str, ip: IpAddr) -> Vec<String> {
-    let mut names = vec![node.to_owned(), capstan_kubelet::node::hostname(), ip.to_string()];
+    let mut names = vec![
+        node.to_owned(),
+        capstan_kubelet::node::hostname(),
+        ip.to_string(),
+    ];
     names.sort();
     names.dedup();
     names
@@ -1390,8 +1394,14 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             kubeconfig: &kubeconfig,
             server: &args.server,
             ca_pem: &credentials.ca,
-            client: (credentials.client.cert.clone(), credentials.client.key.clone()),
-            serving: (credentials.serving.cert.clone(), credentials.serving.key.clone()),
+            client: (
+                credentials.client.cert.clone(),
+                credentials.client.key.clone(),
+            ),
+            serving: (
+                credentials.serving.cert.clone(),
+                credentials.serving.key.clone(),
+            ),
             serving_names: &serving_names,
         },
     )

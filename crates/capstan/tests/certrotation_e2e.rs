@@ -55,7 +55,12 @@ fn kubeconfig_cert(path: &Path) -> String {
         .lines()
         .find_map(|l| l.trim().strip_prefix("client-certificate-data: "))
         .unwrap();
-    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap()
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// The certificate served at `127.0.0.1:<port>`.
@@ -87,7 +92,9 @@ fn issued_request(kubeconfig: &Path, signer: &str) -> Option<Value> {
         csr["spec"]["signerName"] == signer
             && csr["spec"]["username"] == format!("system:node:{NODE}")
             && approved(csr)
-            && csr["status"]["certificate"].as_str().is_some_and(|c| !c.is_empty())
+            && csr["status"]["certificate"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty())
     })
 }
 
@@ -148,10 +155,15 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
     assert!(life <= Duration::from_secs(100), "{life:?}");
 
     // The kubelet renews it through a CSR the controllers approve and sign.
-    let client_csr = wait_for("a renewed client certificate", Duration::from_secs(150), || {
-        issued_request(&kc, "kubernetes.io/kube-apiserver-client-kubelet")
-    });
-    assert_eq!(client_csr["spec"]["usages"], serde_json::json!(["digital signature", "client auth"]));
+    let client_csr = wait_for(
+        "a renewed client certificate",
+        Duration::from_secs(150),
+        || issued_request(&kc, "kubernetes.io/kube-apiserver-client-kubelet"),
+    );
+    assert_eq!(
+        client_csr["spec"]["usages"],
+        serde_json::json!(["digital signature", "client auth"])
+    );
     assert!(
         client_csr["spec"]["groups"]
             .as_array()
@@ -160,10 +172,14 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
     );
     let table = kubectl_ok(KUBECTL, &kc, &["get", "csr"]);
     assert!(table.contains("Approved,Issued"), "{table}");
-    assert!(table.contains("kubernetes.io/kube-apiserver-client-kubelet"), "{table}");
+    assert!(
+        table.contains("kubernetes.io/kube-apiserver-client-kubelet"),
+        "{table}"
+    );
     // ... and stores it, rewriting the node's kubeconfig.
     let renewed = wait_for("the renewed pair on disk", Duration::from_secs(30), || {
-        let current = std::fs::read_to_string(data_dir.join("agent/pki/kubelet-client-current.pem")).ok()?;
+        let current =
+            std::fs::read_to_string(data_dir.join("agent/pki/kubelet-client-current.pem")).ok()?;
         let cert = first_pem(&current)?;
         (cert != first).then_some(cert)
     });
@@ -174,15 +190,24 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
 
     // The serving certificate is renewed as well (the node asks for its own names only, which
     // the approver grants) and served without a restart.
-    wait_for("a renewed serving certificate", Duration::from_secs(150), || {
-        issued_request(&kc, "kubernetes.io/kubelet-serving")
-    });
-    wait_for("the renewed serving certificate served", Duration::from_secs(30), || {
-        let current = std::fs::read_to_string(data_dir.join("agent/pki/kubelet-server-current.pem")).ok()?;
-        let stored = first_pem(&current)?;
-        let served = served_cert(&kubelet_port)?;
-        (served == stored && issuer(&served).contains("capstan-kubelet-serving-ca")).then_some(())
-    });
+    wait_for(
+        "a renewed serving certificate",
+        Duration::from_secs(150),
+        || issued_request(&kc, "kubernetes.io/kubelet-serving"),
+    );
+    wait_for(
+        "the renewed serving certificate served",
+        Duration::from_secs(30),
+        || {
+            let current =
+                std::fs::read_to_string(data_dir.join("agent/pki/kubelet-server-current.pem"))
+                    .ok()?;
+            let stored = first_pem(&current)?;
+            let served = served_cert(&kubelet_port)?;
+            (served == stored && issuer(&served).contains("capstan-kubelet-serving-ca"))
+                .then_some(())
+        },
+    );
 
     // A serving request for a name that is not the node's is left pending.
     let foreign = serving_request(&[NODE, "kubernetes.default.svc"]);
@@ -193,9 +218,17 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
         base64::engine::general_purpose::STANDARD.encode(foreign)
     );
     let created = kubectl_stdin(KUBECTL, &node_kubeconfig, &["create", "-f", "-"], &manifest);
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
     std::thread::sleep(Duration::from_secs(5));
-    let text = kubectl_ok(KUBECTL, &kc, &["get", "csr", "foreign-serving", "-o", "json"]);
+    let text = kubectl_ok(
+        KUBECTL,
+        &kc,
+        &["get", "csr", "foreign-serving", "-o", "json"],
+    );
     let pending: Value = serde_json::from_str(&text).unwrap();
     assert!(!approved(&pending), "{pending}");
     assert_eq!(pending["spec"]["username"], format!("system:node:{NODE}"));
@@ -211,19 +244,44 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
         kubectl_ok(
             KUBECTL,
             kc,
-            &["get", "lease", "-n", "kube-node-lease", NODE, "-o", "jsonpath={.spec.renewTime}"],
+            &[
+                "get",
+                "lease",
+                "-n",
+                "kube-node-lease",
+                NODE,
+                "-o",
+                "jsonpath={.spec.renewTime}",
+            ],
         )
     };
     let before = renew_time(&kc);
-    wait_for("a Lease renewal after the first certificate's end", Duration::from_secs(30), || {
-        (renew_time(&kc) != before).then_some(())
-    });
-    let who = kubectl_ok(KUBECTL, &node_kubeconfig, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+    wait_for(
+        "a Lease renewal after the first certificate's end",
+        Duration::from_secs(30),
+        || (renew_time(&kc) != before).then_some(()),
+    );
+    let who = kubectl_ok(
+        KUBECTL,
+        &node_kubeconfig,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
     assert_eq!(who, format!("system:node:{NODE}"));
     let ready = kubectl_ok(
         KUBECTL,
         &kc,
-        &["get", "node", NODE, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"],
+        &[
+            "get",
+            "node",
+            NODE,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
     );
     assert_eq!(ready, "True");
 
@@ -231,7 +289,10 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
     // aside, keeping the CA.
     let check = capstan(&["certificate", "check"], &data_dir);
     for name in ["admin", "ca", "serving", "scheduler", "controller"] {
-        assert!(check.lines().any(|l| l.starts_with(&format!("{name} "))), "{check}");
+        assert!(
+            check.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{check}"
+        );
     }
     let tls = data_dir.join("tls");
     let read = |f: &str| std::fs::read_to_string(tls.join(f)).unwrap();
@@ -240,14 +301,25 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
     std::fs::copy(&kc, &old_kubeconfig).unwrap();
     server.stop();
     let rotated = capstan(&["certificate", "rotate"], &data_dir);
-    assert!(rotated.contains("admin: certificate and key moved to"), "{rotated}");
+    assert!(
+        rotated.contains("admin: certificate and key moved to"),
+        "{rotated}"
+    );
     let backups: Vec<_> = std::fs::read_dir(&tls)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("expired-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("expired-")
+        })
         .collect();
     assert_eq!(backups.len(), 1, "{backups:?}");
-    assert_eq!(std::fs::read_to_string(backups[0].join("admin.crt")).unwrap(), admin);
+    assert_eq!(
+        std::fs::read_to_string(backups[0].join("admin.crt")).unwrap(),
+        admin
+    );
     assert!(!tls.join("admin.crt").exists() && tls.join("ca.key").exists());
 
     // The next start issues new leaves from the same CA.

@@ -234,12 +234,17 @@ fn own_serving(
         .cloned()
         .chain(request.ip_addresses.iter().map(|ip| ip.to_string()));
     for asked in asked {
-        let matches = |o: &String| match (asked.parse::<std::net::IpAddr>(), o.parse::<std::net::IpAddr>()) {
+        let matches = |o: &String| match (
+            asked.parse::<std::net::IpAddr>(),
+            o.parse::<std::net::IpAddr>(),
+        ) {
             (Ok(a), Ok(b)) => a == b,
             _ => o.eq_ignore_ascii_case(&asked),
         };
         if !own.iter().any(matches) {
-            return Err(format!("{asked:?} is neither the node's name nor one of its addresses"));
+            return Err(format!(
+                "{asked:?} is neither the node's name nor one of its addresses"
+            ));
         }
     }
     Ok(())
@@ -385,7 +390,11 @@ mod tests {
         admin.spec.username = Some("system:node:n1".into());
         admin.spec.groups = Some(vec!["system:masters".into()]);
         assert!(own_serving(&admin, &request, Some(&node)).is_err());
-        let client = csr(KUBELET_SERVING, "system:node:n1", &["digital signature", "client auth"]);
+        let client = csr(
+            KUBELET_SERVING,
+            "system:node:n1",
+            &["digital signature", "client auth"],
+        );
         assert!(own_serving(&client, &request, Some(&node)).is_err());
     }
 }

@@ -105,7 +105,10 @@ pub fn validity(cert_pem: &str) -> Option<(SystemTime, SystemTime)> {
             SystemTime::UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
         }
     };
-    Some((at(cert.validity().not_before), at(cert.validity().not_after)))
+    Some((
+        at(cert.validity().not_before),
+        at(cert.validity().not_after),
+    ))
 }
 
 /// When a certificate valid from `not_before` to `not_after` is renewed: at `0.7 + 0.2 *
@@ -203,10 +206,19 @@ impl Store {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
-        let file = format!("{}-{}.{:09}.pem", self.stem, now.as_secs(), now.subsec_nanos());
+        let file = format!(
+            "{}-{}.{:09}.pem",
+            self.stem,
+            now.as_secs(),
+            now.subsec_nanos()
+        );
         capstan_client::credentials::write_file(
             &self.dir.join(&file),
-            &format!("{}{}", cert_pem.trim_end(), format_args!("\n{}\n", key_pem.trim_end())),
+            &format!(
+                "{}{}",
+                cert_pem.trim_end(),
+                format_args!("\n{}\n", key_pem.trim_end())
+            ),
             0o600,
         )?;
         let link = self.dir.join(format!("{}-current.pem.link", self.stem));
@@ -429,10 +441,8 @@ pub fn client(config: &kube::Config, cert: Arc<LiveCert>) -> Result<kube::Client
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);
-    let client = hyper_util::client::legacy::Client::builder(
-        hyper_util::rt::TokioExecutor::new(),
-    )
-    .build::<_, kube::client::Body>(https);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, kube::client::Body>(https);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .layer(config.extra_headers_layer()?)
@@ -484,28 +494,26 @@ pub struct Given<'a> {
 impl NodeCertificates {
     /// Sets up both rotations from `given` and the client from `config` (the node's
     /// kubeconfig's settings).
-    pub fn start(given: Given<'_>, config: &kube::Config) -> Result<NodeCertificates, RotationError> {
+    pub fn start(
+        given: Given<'_>,
+        config: &kube::Config,
+    ) -> Result<NodeCertificates, RotationError> {
         let (kubeconfig, server, ca) = (
             given.kubeconfig.to_owned(),
             given.server.to_owned(),
             given.ca_pem.to_owned(),
         );
-        let client_rotation = Rotation::start(
-            Kind::Client,
-            given.node,
-            &[],
-            given.cert_dir,
-            given.client,
-        )?
-        .on_rotate(move |cert_pem, key_pem| {
-            capstan_client::credentials::Kubeconfig {
-                server: &server,
-                ca_pem: &ca,
-                cert_pem,
-                key_pem,
-            }
-            .write(&kubeconfig, 0o600)
-        });
+        let client_rotation =
+            Rotation::start(Kind::Client, given.node, &[], given.cert_dir, given.client)?
+                .on_rotate(move |cert_pem, key_pem| {
+                    capstan_client::credentials::Kubeconfig {
+                        server: &server,
+                        ca_pem: &ca,
+                        cert_pem,
+                        key_pem,
+                    }
+                    .write(&kubeconfig, 0o600)
+                });
         let serving_rotation = Rotation::start(
             Kind::Serving,
             given.node,
@@ -585,12 +593,18 @@ mod tests {
         assert_eq!(parsed.common_name, "system:node:n1");
         assert_eq!(parsed.organizations, ["system:nodes"]);
         assert_eq!(parsed.dns_names, ["n1", "host1"]);
-        assert_eq!(parsed.ip_addresses, ["10.0.0.5".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(
+            parsed.ip_addresses,
+            ["10.0.0.5".parse::<std::net::IpAddr>().unwrap()]
+        );
         assert!(key.serialize_pem().contains("PRIVATE KEY"));
         let (pem, _) = request(Kind::Client, "n1", &names).unwrap();
         let parsed = capstan_api::certificates::parse_request(pem.as_bytes()).unwrap();
         assert!(parsed.dns_names.is_empty() && parsed.ip_addresses.is_empty());
-        assert_eq!(Kind::Client.signer(), "kubernetes.io/kube-apiserver-client-kubelet");
+        assert_eq!(
+            Kind::Client.signer(),
+            "kubernetes.io/kube-apiserver-client-kubelet"
+        );
         assert_eq!(Kind::Client.usages(), ["digital signature", "client auth"]);
         assert_eq!(Kind::Serving.signer(), "kubernetes.io/kubelet-serving");
         assert_eq!(Kind::Serving.usages(), ["digital signature", "server auth"]);
@@ -620,7 +634,13 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         files.sort();
-        assert_eq!(files, [link.to_string_lossy().into_owned(), "kubelet-client-current.pem".to_owned()]);
+        assert_eq!(
+            files,
+            [
+                link.to_string_lossy().into_owned(),
+                "kubelet-client-current.pem".to_owned()
+            ]
+        );
     }
 
     #[test]
@@ -637,8 +657,11 @@ mod tests {
         assert_eq!(better(&longer, Some(&given), now), &longer);
         assert_eq!(better(&given, None, now), &given);
         let dir = tempfile::tempdir().unwrap();
-        Store::new(dir.path(), Kind::Serving).save(&longer.0, &longer.1).unwrap();
-        let rotation = Rotation::start(Kind::Serving, "n1", &[], dir.path(), given.clone()).unwrap();
+        Store::new(dir.path(), Kind::Serving)
+            .save(&longer.0, &longer.1)
+            .unwrap();
+        let rotation =
+            Rotation::start(Kind::Serving, "n1", &[], dir.path(), given.clone()).unwrap();
         assert_eq!(rotation.current(), longer.0);
     }
 }

@@ -881,14 +881,13 @@ fn tls_client(ca: &str, client: &crate::pki::CertAndKey) -> tokio_rustls::TlsCon
 
 /// A kubelet on loopback that serves one container's log, in two chunks.
 async fn fake_kubelet(tls_dir: &std::path::Path) -> u16 {
-    let serving =
-        crate::pki::kubelet_serving(
-            tls_dir,
-            "fake-node",
-            &["127.0.0.1".to_owned()],
-            crate::pki::DEFAULT_NODE_LIFETIME,
-        )
-        .unwrap();
+    let serving = crate::pki::kubelet_serving(
+        tls_dir,
+        "fake-node",
+        &["127.0.0.1".to_owned()],
+        crate::pki::DEFAULT_NODE_LIFETIME,
+    )
+    .unwrap();
     let ca = std::fs::read_to_string(tls_dir.join("ca.crt")).unwrap();
     let config = capstan_client::tls::ServerTls {
         cert_pem: &serving.cert_pem,
