@@ -14,6 +14,7 @@ pub use k8s_openapi;
 
 pub mod apiregistration;
 pub mod apply;
+pub mod bootstraptoken;
 pub mod catalog;
 pub mod cel;
 pub mod certificates;

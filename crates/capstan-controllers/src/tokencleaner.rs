@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use capstan_api::bootstraptoken::{NAMESPACE, SECRET_TYPE};
+
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Preconditions};
@@ -16,30 +18,22 @@ use crate::runtime::{self, Setup, Task};
 /// How often expirations are checked.
 const PERIOD: Duration = Duration::from_secs(5);
 
-/// The Secret type of bootstrap tokens.
-const SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";
-
 /// Whether bootstrap token Secret `secret` has expired at `now` (seconds since the epoch): an
 /// `expiration` that does not parse counts as expired, as upstream's.
 pub fn expired(secret: &Secret, now: i64) -> bool {
-    if secret.metadata.namespace.as_deref() != Some("kube-system")
+    if secret.metadata.namespace.as_deref() != Some(NAMESPACE)
         || secret.type_.as_deref() != Some(SECRET_TYPE)
     {
         return false;
     }
     // A client that wrote `stringData` has had it folded into `data` by the server.
-    let Some(expiration) = secret
+    let expiration = secret
         .data
         .as_ref()
         .and_then(|d| d.get("expiration"))
         .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-    else {
-        return false;
-    };
-    match expiration.parse::<k8s_openapi::jiff::Timestamp>() {
-        Ok(at) => at.as_second() <= now,
-        Err(_) => true,
-    }
+        .unwrap_or_default();
+    capstan_api::bootstraptoken::expired(&expiration, now)
 }
 
 /// Returns the controller's run future.

@@ -13,14 +13,7 @@ use serde_json::Value;
 use super::User;
 use crate::registry::Registry;
 
-/// The namespace bootstrap token Secrets live in.
-pub(crate) const NAMESPACE: &str = "kube-system";
-/// The Secret type of bootstrap tokens.
-pub(crate) const SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";
-/// The prefix of a bootstrap token Secret's name (the token id follows).
-pub(crate) const SECRET_PREFIX: &str = "bootstrap-token-";
-/// The group every bootstrap token user is in.
-pub(crate) const GROUP: &str = "system:bootstrappers";
+pub(crate) use capstan_api::bootstraptoken::{GROUP, NAMESPACE, SECRET_PREFIX, SECRET_TYPE};
 
 /// The id and secret of a well-formed token (`[a-z0-9]{6}.[a-z0-9]{16}`).
 pub(crate) fn parse(token: &str) -> Option<(&str, &str)> {
@@ -55,17 +48,9 @@ fn valid_group(group: &str) -> bool {
         && rest.bytes().all(|b| allowed(b) || b == b':' || b == b'-')
 }
 
-/// Whether the Secret's `expiration` (RFC 3339) is at or before `now` (seconds since the
-/// epoch); one that does not parse counts as expired, as upstream's.
+/// Whether the Secret's `expiration` has passed at `now` (seconds since the epoch).
 pub(crate) fn expired(secret: &Value, now: i64) -> bool {
-    let expiration = data(secret, "expiration");
-    if expiration.is_empty() {
-        return false;
-    }
-    match expiration.parse::<k8s_openapi::jiff::Timestamp>() {
-        Ok(at) => at.as_second() <= now,
-        Err(_) => true,
-    }
+    capstan_api::bootstraptoken::expired(&data(secret, "expiration"), now)
 }
 
 /// The user a bootstrap token Secret authenticates for token `id`.`token_secret` at `now`, if
