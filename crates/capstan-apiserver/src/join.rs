@@ -156,11 +156,8 @@ pub fn rotate_token(data_dir: &Path, new: Option<&str>) -> Result<String, PkiErr
 }
 
 fn random_secret() -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    (0..32)
-        .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
-        .collect()
+    use capstan_client::credentials::{HEX, random_secret};
+    random_secret(32, HEX)
 }
 
 impl Join {

@@ -94,6 +94,21 @@ pub fn write_file(path: &Path, contents: &str, mode: u32) -> std::io::Result<()>
     std::fs::rename(&tmp, path)
 }
 
+/// The hexadecimal digits (join secrets, node passwords, salts).
+pub const HEX: &[u8] = b"0123456789abcdef";
+/// Lower-case letters and digits (bootstrap token ids and secrets, `[a-z0-9]`).
+pub const LOWER_ALPHANUMERIC: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+
+/// A secret of `len` characters drawn uniformly from `alphabet` by the thread's
+/// cryptographically secure generator.
+pub fn random_secret(len: usize, alphabet: &[u8]) -> String {
+    use rand::Rng as _;
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| char::from(alphabet[rng.random_range(0..alphabet.len())]))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;

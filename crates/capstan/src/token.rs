@@ -55,12 +55,8 @@ pub(crate) struct CreateArgs {
 }
 
 fn random(len: usize) -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    (0..len)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
+    use capstan_client::credentials::{LOWER_ALPHANUMERIC, random_secret};
+    random_secret(len, LOWER_ALPHANUMERIC)
 }
 
 pub(crate) async fn run(command: TokenCommand) -> anyhow::Result<()> {

@@ -201,11 +201,8 @@ pub fn node_password(path: &std::path::Path) -> std::io::Result<String> {
             return Ok(saved.to_owned());
         }
     }
-    use rand::Rng;
-    let mut rng = rand::rng();
-    let password: String = (0..32)
-        .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
-        .collect();
+    use capstan_client::credentials::{HEX, random_secret};
+    let password = random_secret(32, HEX);
     capstan_client::credentials::write_file(path, &format!("{password}\n"), 0o600)?;
     Ok(password)
 }
