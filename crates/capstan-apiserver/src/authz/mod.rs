@@ -179,7 +179,12 @@ fn subject_applies(subject: &Subject, user: &User, binding_namespace: Option<&st
                 .filter(|n| !n.is_empty())
                 .or(binding_namespace)
                 .unwrap_or_default();
-            user.name == format!("system:serviceaccount:{namespace}:{}", subject.name)
+            // `system:serviceaccount:<namespace>:<name>`, compared without building it (this
+            // runs for every binding on every request).
+            user.name
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|rest| rest.split_once(':'))
+                .is_some_and(|(ns, name)| ns == namespace && name == subject.name)
         }
         _ => false,
     }
