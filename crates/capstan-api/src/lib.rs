@@ -25,6 +25,8 @@ pub mod defaults;
 pub mod duration;
 pub mod field;
 pub mod fit;
+#[cfg(test)]
+mod fuzz;
 pub mod gojson;
 pub mod names;
 pub mod openapi;

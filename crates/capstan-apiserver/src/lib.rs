@@ -22,6 +22,8 @@ mod crds;
 pub mod encryption;
 mod endpoint_reconciler;
 mod flowcontrol;
+#[cfg(test)]
+mod fuzz;
 mod handlers;
 mod impersonate;
 mod join;

@@ -1,6 +1,9 @@
 //! Test harness shared by Capstan's test suites: starts real components (etcd today; the API
 //! server, containerd and test images as later issues add them) in temporary directories on
-//! loopback ports, and tears them down when the test ends.
+//! loopback ports, and tears them down when the test ends; and the input generators of the fuzz
+//! targets ([`fuzz`]).
+
+pub mod fuzz;
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt;

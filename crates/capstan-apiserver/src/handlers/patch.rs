@@ -72,7 +72,7 @@ pub(crate) fn apply_to_scale(
 }
 
 /// Parses a patch body and checks its shape for its type.
-fn decode_patch(kind: PatchType, body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn decode_patch(kind: PatchType, body: &[u8]) -> Result<Value, ApiError> {
     if kind == PatchType::Apply {
         let config: Value = serde_saphyr::from_slice(body).map_err(|e| {
             ApiError::from(StatusError::bad_request(&format!(
@@ -105,7 +105,11 @@ fn decode_patch(kind: PatchType, body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// JSON merge patch and JSON patch, which need no type information.
-fn apply_generic(kind: PatchType, original: &Value, patch: &Value) -> Result<Value, ApiError> {
+pub(crate) fn apply_generic(
+    kind: PatchType,
+    original: &Value,
+    patch: &Value,
+) -> Result<Value, ApiError> {
     match kind {
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
@@ -176,7 +180,11 @@ pub(crate) struct PatchBody<'a> {
 
 /// What upstream's strict decoding of a patch document finds, before the patch applies: fields
 /// an object of the patch repeats and, for a JSON patch, fields an operation does not have.
-fn patch_problems(kind: PatchType, body: &[u8], validation: FieldValidation) -> Vec<String> {
+pub(crate) fn patch_problems(
+    kind: PatchType,
+    body: &[u8],
+    validation: FieldValidation,
+) -> Vec<String> {
     if validation == FieldValidation::Ignore {
         return Vec::new();
     }

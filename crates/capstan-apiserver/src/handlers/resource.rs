@@ -429,7 +429,7 @@ fn parse_document(bytes: &bytes::Bytes, content_type: Option<&str>) -> Result<Va
     parse_body(bytes.clone(), content_type).map(|(value, _)| value)
 }
 
-fn parse_body(
+pub(crate) fn parse_body(
     bytes: bytes::Bytes,
     content_type: Option<&str>,
 ) -> Result<(Value, Source), ApiError> {

@@ -51,6 +51,8 @@ mod compress;
 mod dictionary;
 mod frame;
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{HashMap, VecDeque};
