@@ -298,3 +298,22 @@ fn patches() {
 // ---------------------------------------------------------------------------------------------
 // Regression inputs: each once made a target fail.
 // ---------------------------------------------------------------------------------------------
+
+/// A request body fuzzing found (#request_bodies): YAML nested at the parser's depth budget
+/// with a repeated key took the second, repeat-noting parse, which overflowed the stack (and
+/// aborted the process) at about 45 levels. Also past the budget, and in flow style.
+#[test]
+fn yaml_nested_to_the_depth_budget_with_a_repeated_key() {
+    for depth in [44, 50, 63, 64, 65, 2_000] {
+        let mut body: String = (0..depth)
+            .map(|i| format!("{}k:\n", " ".repeat(i)))
+            .collect();
+        body.push_str(&format!("{0}a: 1\n{0}a: 2\n", " ".repeat(depth)));
+        let result = parse_body(Bytes::from(body), Some("application/yaml"));
+        // Within the budget (64 levels, the repeated pair one more) the repeat is noted.
+        assert_eq!(result.is_ok(), depth < 64, "{depth}");
+        let flow = format!("{}{{a: 1, a: 2}}{}", "[".repeat(depth), "]".repeat(depth));
+        let result = parse_body(Bytes::from(flow), Some("application/yaml"));
+        assert_eq!(result.is_ok(), depth < 64, "{depth} (flow)");
+    }
+}

@@ -452,22 +452,48 @@ struct YamlRepeat {
     scalar_offset: Option<u64>,
 }
 
+/// The stack of the thread that parses a document with repeated keys: room for the parser's
+/// whole nesting budget in a debug build, with a wide margin.
+const SECOND_PARSE_STACK: usize = 64 << 20;
+
 /// Parses a YAML document as upstream converts it to JSON: a repeated key keeps its last value.
 /// Returns yaml.v2's lines about the repeats, in document order.
 pub(crate) fn parse_yaml(text: &str) -> Result<(Value, Vec<String>), serde_saphyr::Error> {
     let first = match serde_saphyr::from_str::<Value>(text) {
         Ok(value) => return Ok((value, Vec::new())),
-        Err(error) => error,
+        // A repeated key, which the first parse refuses: parse again letting repeats through
+        // to note where each is. Any other error stands.
+        Err(error)
+            if matches!(
+                error.without_snippet(),
+                serde_saphyr::Error::DuplicateMappingKey { .. }
+            ) =>
+        {
+            error
+        }
+        Err(error) => return Err(error),
     };
-    // Most likely a repeated key, which the first parse refuses: parse again letting repeats
-    // through to note where each is. Any other error is the first parse's to report.
-    let options = serde_saphyr::options! {
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
-    };
-    YAML_REPEATS.with_borrow_mut(Vec::clear);
-    let parsed = serde_saphyr::from_str_with_options::<YamlNode>(text, options);
-    let repeats = YAML_REPEATS.with_borrow_mut(std::mem::take);
-    let Ok(YamlNode(value)) = parsed else {
+    // The second parse takes several times the stack per level of the first: within the
+    // parser's nesting budget (64) it overflowed a 2 MiB thread stack at about 45 levels (a
+    // fuzzed input), which aborts the process. It runs on a thread of its own with room for
+    // the whole budget; documents with repeated keys are rare, so the thread costs little.
+    let second = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("yaml-repeats".into())
+            .stack_size(SECOND_PARSE_STACK)
+            .spawn_scoped(scope, || {
+                let options = serde_saphyr::options! {
+                    duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
+                };
+                YAML_REPEATS.with_borrow_mut(Vec::clear);
+                let parsed = serde_saphyr::from_str_with_options::<YamlNode>(text, options);
+                let repeats = YAML_REPEATS.with_borrow_mut(std::mem::take);
+                parsed.ok().map(|YamlNode(value)| (value, repeats))
+            })
+            .ok()
+            .and_then(|thread| thread.join().ok().flatten())
+    });
+    let Some((value, repeats)) = second else {
         return Err(first);
     };
     let lines = repeats
