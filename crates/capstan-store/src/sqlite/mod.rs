@@ -47,6 +47,7 @@ mod writer;
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -214,9 +215,15 @@ impl SqliteBackend {
     pub fn open(config: SqliteConfig) -> Result<Self> {
         let path = config.path.clone();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::unavailable(format!("cannot create {}", dir.display()), e)
-            })?;
+            // The database holds every Secret: a directory it creates is the owner's alone, as
+            // etcd keeps its data directory (CIS 1.1.11). An existing one is left as it is.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| {
+                    StoreError::unavailable(format!("cannot create {}", dir.display()), e)
+                })?;
         }
         let lock_path = PathBuf::from(format!("{}.lock", path.display()));
         let lock = File::create(&lock_path).map_err(|e| {
@@ -880,5 +887,19 @@ mod tests {
             assert!(plan.contains("key>?"), "{sql}: {plan}");
         }
         assert!(plan(LIST_RANGE).contains("log USING INTEGER PRIMARY KEY"));
+    }
+
+    /// CIS 1.1.11: the directory the database creates is the owner's alone.
+    #[test]
+    fn a_created_database_directory_is_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("data").join("db");
+        let backend = SqliteBackend::open(SqliteConfig::new(db.join("state.db"))).unwrap();
+        for created in [dir.path().join("data"), db] {
+            let mode = std::fs::metadata(&created).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", created.display());
+        }
+        drop(backend);
     }
 }
