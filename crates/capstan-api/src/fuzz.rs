@@ -86,7 +86,7 @@ fn quantity_text(input: &mut Input<'_>) -> String {
     }
     let mut text = String::new();
     for _ in 0..=input.below(6) {
-        text.push_str(*input.pick(QUANTITY_PARTS));
+        text.push_str(input.pick::<&str>(QUANTITY_PARTS));
     }
     text
 }
@@ -198,8 +198,8 @@ fn selector_text(input: &mut Input<'_>, tokens: &[&str]) -> String {
     let mut text = String::new();
     for _ in 0..=input.below(12) {
         match input.below(3) {
-            0 => text.push_str(*input.pick(SELECTOR_KEYS)),
-            1 => text.push_str(*input.pick(tokens)),
+            0 => text.push_str(input.pick::<&str>(SELECTOR_KEYS)),
+            1 => text.push_str(input.pick::<&str>(tokens)),
             _ => text.push_str(&input.string(STRINGS)),
         }
     }

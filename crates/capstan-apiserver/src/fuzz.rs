@@ -77,9 +77,9 @@ fn yaml_text(input: &mut Input<'_>) -> String {
             let mut text = String::new();
             for _ in 0..=input.below(24) {
                 match input.below(3) {
-                    0 => text.push_str(*input.pick(KEYS)),
+                    0 => text.push_str(input.pick::<&str>(KEYS)),
                     1 => text.push_str(&input.string(STRINGS)),
-                    _ => text.push_str(*input.pick(YAML_TOKENS)),
+                    _ => text.push_str(input.pick::<&str>(YAML_TOKENS)),
                 }
             }
             text
@@ -113,7 +113,7 @@ fn yaml_text(input: &mut Input<'_>) -> String {
                     .rev()
                     .find(|i| text.is_char_boundary(*i))
                     .unwrap_or(0);
-                text.insert_str(at, *input.pick(YAML_TOKENS));
+                text.insert_str(at, input.pick::<&str>(YAML_TOKENS));
             }
             text
         }

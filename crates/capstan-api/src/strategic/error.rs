@@ -174,8 +174,9 @@ pub(crate) fn go_type_name(value: &Value) -> &'static str {
     }
 }
 
-/// The JSON kind of a value, as Go's decoder names it in "cannot unmarshal" errors.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
+/// The JSON kind of a value, as Go's decoder names it in "cannot unmarshal" errors (the
+/// JWT authenticator's claim errors say it too).
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "bool",

@@ -36,11 +36,11 @@ mod tests;
 use serde_json::{Map, Value};
 
 use crate::StatusError;
-use error::{go_s, go_type_name, go_v, json_kind};
+use error::{go_s, go_type_name, go_v};
 use order::{Keying, interleave, order_seen_after_merge, sort_by_order};
 use schema::LookupError;
 
-pub use error::StrategicPatchError;
+pub use error::{StrategicPatchError, json_kind};
 pub use metadata::{FieldPatch, PatchStrategy};
 pub use schema::{Catalogue, PatchMeta, builtin, for_kind, served_kinds};
 

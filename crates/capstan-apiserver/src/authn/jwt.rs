@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use capstan_api::cel::{Activation, CelValue, Expression};
 use capstan_api::field::{BadValue, FieldError, Path, aggregate};
+use capstan_api::strategic::json_kind as go_json_type;
 use http_body_util::{BodyExt as _, Empty, Limited};
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -1035,17 +1036,6 @@ fn string_claim(claims: &Map<String, Value>, name: &str) -> Result<String, Strin
             "json: cannot unmarshal {} into Go value of type string",
             go_json_type(other)
         )),
-    }
-}
-
-fn go_json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

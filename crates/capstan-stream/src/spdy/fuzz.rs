@@ -161,7 +161,7 @@ fn peer_frames(input: &mut Input<'_>) -> Vec<u8> {
                 out.extend(control(TYPE_SYN_STREAM, flags, &payload, version));
                 next_id = next_id.wrapping_add(2);
             }
-            2 | 3 | 4 => {
+            2..=4 => {
                 // DATA on an open (or unknown) stream.
                 let data = input.bytes(64);
                 let mut head = (stream_id & 0x7fff_ffff).to_be_bytes().to_vec();
