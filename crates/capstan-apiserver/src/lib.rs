@@ -31,6 +31,7 @@ mod kubeconfig;
 mod metrics;
 pub mod pki;
 mod registry;
+mod remote;
 mod serve;
 mod status;
 

@@ -6,14 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_api::field::go_quote;
-use http_body_util::{BodyExt as _, Full, Limited};
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
+use http_body_util::Full;
 use serde_json::Value;
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use crate::registry::Registries;
+use crate::remote::{Pool, answer_error, join_host_port as join};
 
 /// The largest answer read from a webhook.
 const MAX_ANSWER: usize = 3 * 1024 * 1024;
@@ -82,7 +79,7 @@ pub(crate) struct Client {
     /// Its TLS client, trusting its `caBundle`.
     tls: Result<Arc<rustls::ClientConfig>, String>,
     /// Connections kept between calls.
-    idle: Idle,
+    pool: Pool,
 }
 
 /// Why a review went unanswered: the transport failed, or what came back is no answer.
@@ -98,7 +95,7 @@ impl Client {
         Client {
             target,
             tls: capstan_client::tls::client_config_trusting(ca_bundle).map(Arc::new),
-            idle: Idle::default(),
+            pool: Pool::default(),
         }
     }
 
@@ -154,12 +151,6 @@ impl Client {
         review: &Value,
     ) -> Result<Result<Value, String>, String> {
         let (address, server_name) = self.resolve(table).await?;
-        let idle = self.idle.take(&address);
-        let reused = idle.is_some();
-        let mut sender = match idle {
-            Some(sender) => sender,
-            None => self.connect(&address, server_name.clone()).await?,
-        };
         // What follows the authority: the path (at least `/`) and the timeout query.
         let rest = url.strip_prefix("https://").unwrap_or(url);
         let (host, path_and_query) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
@@ -177,117 +168,15 @@ impl Client {
             .header(http::header::USER_AGENT, "capstan-apiserver")
             .body(Full::new(bytes::Bytes::from(body)))
             .map_err(|e| e.to_string())?;
-        let response = match sender.send_request(request.clone()).await {
-            Ok(response) => response,
-            // A kept connection the webhook closed meanwhile: once more on a new one.
-            Err(_) if reused => {
-                sender = self.connect(&address, server_name).await?;
-                sender
-                    .send_request(request)
-                    .await
-                    .map_err(|e| e.to_string())?
-            }
-            Err(e) => return Err(e.to_string()),
-        };
-        let status = response.status();
-        let bytes = Limited::new(response.into_body(), MAX_ANSWER)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        self.idle.keep(address, sender);
-        if !status.is_success() {
-            return Ok(Err(answer_error(status.as_u16(), &bytes)));
+        let tls = self.tls.clone()?;
+        let answer = self
+            .pool
+            .exchange(&address, Some((&tls, &server_name)), request, MAX_ANSWER)
+            .await?;
+        if !answer.status.is_success() {
+            return Ok(Err(answer_error(answer.status.as_u16(), &answer.body)));
         }
-        Ok(serde_json::from_slice(&bytes).map_err(|e| format!("json parse error: {e}")))
-    }
-}
-
-impl Client {
-    /// A new connection to the webhook at `address`, its certificate checked for `server_name`.
-    async fn connect(&self, address: &str, server_name: String) -> Result<Sender, String> {
-        let tls = TlsConnector::from(self.tls.clone()?);
-        let tcp = TcpStream::connect(address)
-            .await
-            .map_err(|e| crate::status::dial_error(address, &e))?;
-        let _ = tcp.set_nodelay(true);
-        let name = ServerName::try_from(server_name).map_err(|e| e.to_string())?;
-        let stream = tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("tls: {e}"))?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(sender)
-    }
-}
-
-/// An HTTP/1.1 connection to a webhook.
-type Sender = hyper::client::conn::http1::SendRequest<Full<bytes::Bytes>>;
-
-/// How many idle connections to one webhook are kept.
-const IDLE_CONNECTIONS: usize = 32;
-
-/// A webhook's idle connections, by address, reused by later calls (as Go's transport keeps
-/// them), so that a call does not pay a TLS handshake each time.
-#[derive(Default)]
-struct Idle(std::sync::Mutex<Vec<(String, Sender)>>);
-
-impl std::fmt::Debug for Idle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Idle").finish_non_exhaustive()
-    }
-}
-
-impl Idle {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Sender)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// An idle connection to `address` that is still open.
-    fn take(&self, address: &str) -> Option<Sender> {
-        let mut idle = self.lock();
-        idle.retain(|(_, sender)| !sender.is_closed());
-        let at = idle.iter().rposition(|(a, _)| a == address)?;
-        Some(idle.swap_remove(at).1)
-    }
-
-    /// Keeps a connection whose exchange is over, while there is room.
-    fn keep(&self, address: String, sender: Sender) {
-        let mut idle = self.lock();
-        if idle.len() < IDLE_CONNECTIONS && sender.is_ready() {
-            idle.push((address, sender));
-        }
-    }
-}
-
-fn join(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// What client-go makes of an answer that is not a success: its Status's message if it is
-/// one, else upstream's generic words.
-fn answer_error(code: u16, body: &[u8]) -> String {
-    if let Ok(status) = serde_json::from_slice::<Value>(body)
-        && status["kind"] == "Status"
-        && let Some(message) = status["message"].as_str()
-    {
-        return message.to_owned();
-    }
-    match code {
-        404 => "the server could not find the requested resource".to_owned(),
-        _ => format!(
-            "an error on the server ({}) has prevented the request from succeeding",
-            go_quote(String::from_utf8_lossy(body).trim())
-        ),
+        Ok(serde_json::from_slice(&answer.body).map_err(|e| format!("json parse error: {e}")))
     }
 }
 
