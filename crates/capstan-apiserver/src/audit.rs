@@ -8,7 +8,10 @@
 //! rotated as upstream's (lumberjack's) `--audit-log-maxsize` (MB), `--audit-log-maxbackup`
 //! and `--audit-log-maxage` (days) say. The policy is evaluated for the authenticated user,
 //! before impersonation, as upstream's filter sits before it; every response carries its
-//! `Audit-Id`. Requests that fail authentication are not audited.
+//! `Audit-Id`. Requests that fail authentication are not audited. Beside the log, or instead
+//! of it, events go to the audit webhook (`--audit-webhook-config-file`, [`webhook`]).
+
+pub(crate) mod webhook;
 
 use std::fs::File;
 use std::io::Write as _;
@@ -259,24 +262,30 @@ struct Sink {
     size: u64,
 }
 
-/// The audit backend: the policy and the log.
+/// Auditing: the policy and the backends, the log and the webhook.
 pub struct Auditor {
     policy: Policy,
-    settings: LogSettings,
+    settings: Option<LogSettings>,
     sink: Mutex<Sink>,
+    webhook: Option<webhook::AuditWebhook>,
 }
 
 impl std::fmt::Debug for Auditor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Auditor")
-            .field("log", &self.settings.path)
+            .field("log", &self.settings.as_ref().map(|s| &s.path))
+            .field("webhook", &self.webhook)
             .finish_non_exhaustive()
     }
 }
 
 impl Auditor {
-    /// Reads the policy at `policy_file` and opens the log.
-    pub fn new(policy_file: &Path, settings: LogSettings) -> Result<Auditor, String> {
+    /// Reads the policy at `policy_file` and opens the log, if there is one.
+    pub(crate) fn new(
+        policy_file: &Path,
+        settings: Option<LogSettings>,
+        webhook: Option<webhook::AuditWebhook>,
+    ) -> Result<Auditor, String> {
         let text = std::fs::read_to_string(policy_file)
             .map_err(|e| format!("--audit-policy-file {}: {e}", policy_file.display()))?;
         let policy = Policy::parse(&text)
@@ -288,6 +297,7 @@ impl Auditor {
                 file: None,
                 size: 0,
             }),
+            webhook,
         };
         auditor
             .open()
@@ -296,19 +306,16 @@ impl Auditor {
     }
 
     fn stdout(&self) -> bool {
-        self.settings.path.as_os_str() == "-"
+        self.settings
+            .as_ref()
+            .is_some_and(|s| s.path.as_os_str() == "-")
     }
 
     fn open(&self) -> std::io::Result<()> {
-        if self.stdout() {
+        let Some(settings) = self.settings.as_ref().filter(|_| !self.stdout()) else {
             return Ok(());
-        }
-        if let Some(dir) = self
-            .settings
-            .path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-        {
+        };
+        if let Some(dir) = settings.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -316,7 +323,7 @@ impl Auditor {
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(&self.settings.path)?;
+            .open(&settings.path)?;
         let size = file.metadata()?.len();
         let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
         *sink = Sink {
@@ -331,21 +338,47 @@ impl Auditor {
         self.policy.evaluate(user, info)
     }
 
-    /// Writes one event line.
-    pub(crate) fn write(&self, event: &Event<'_>) {
-        if let Ok(line) = serde_json::to_vec(event) {
-            self.write_line(line);
+    /// Records one event with every backend; false only when the webhook in
+    /// `blocking-strict` mode could not take it.
+    pub(crate) async fn write(&self, event: &Event<'_>) -> bool {
+        let Ok(line) = serde_json::to_vec(event) else {
+            return true;
+        };
+        match &self.webhook {
+            Some(webhook) => {
+                self.log(line.clone());
+                webhook.process(line).await
+            }
+            None => {
+                self.log(line);
+                true
+            }
         }
     }
 
-    /// Writes one event, already encoded (without its newline).
-    pub(crate) fn write_line(&self, mut line: Vec<u8>) {
+    /// Records one event, already encoded, where nobody waits for it (the end of a
+    /// long-running answer).
+    pub(crate) fn write_line(&self, line: Vec<u8>) {
+        match &self.webhook {
+            Some(webhook) => {
+                self.log(line.clone());
+                webhook.process_detached(line);
+            }
+            None => self.log(line),
+        }
+    }
+
+    /// Writes one event to the log, if there is one (without its newline).
+    fn log(&self, mut line: Vec<u8>) {
+        let Some(settings) = &self.settings else {
+            return;
+        };
         line.push(b'\n');
         if self.stdout() {
             let _ = std::io::stdout().lock().write_all(&line);
             return;
         }
-        let max = self.settings.max_size_mb.saturating_mul(1024 * 1024);
+        let max = settings.max_size_mb.saturating_mul(1024 * 1024);
         let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
         if max > 0 && sink.size + line.len() as u64 > max && sink.size > 0 {
             drop(sink);
@@ -367,7 +400,10 @@ impl Auditor {
     /// Moves the log aside as `<name>-<UTC time>.<ext>`, opens a new one and removes the
     /// backups beyond the count and age kept.
     fn rotate(&self) -> std::io::Result<()> {
-        let path = &self.settings.path;
+        let Some(settings) = &self.settings else {
+            return Ok(());
+        };
+        let path = &settings.path;
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("audit");
         let ext = path
             .extension()
@@ -405,11 +441,11 @@ impl Auditor {
             .filter_map(|e| Some((e.path(), e.metadata().ok()?.modified().ok()?)))
             .collect();
         backups.sort_by(|a, b| b.0.cmp(&a.0));
-        let max_age = std::time::Duration::from_secs(self.settings.max_age_days * 24 * 3600);
+        let max_age = std::time::Duration::from_secs(settings.max_age_days * 24 * 3600);
         for (i, (backup, modified)) in backups.iter().enumerate() {
-            let too_many = self.settings.max_backups > 0 && i >= self.settings.max_backups;
+            let too_many = settings.max_backups > 0 && i >= settings.max_backups;
             let too_old =
-                self.settings.max_age_days > 0 && modified.elapsed().is_ok_and(|age| age > max_age);
+                settings.max_age_days > 0 && modified.elapsed().is_ok_and(|age| age > max_age);
             if too_many || too_old {
                 let _ = std::fs::remove_file(backup);
             }
@@ -706,19 +742,20 @@ rules:
         assert!(Policy::parse("kind: Policy\napiVersion: audit.k8s.io/v2\n").is_err());
     }
 
-    #[test]
-    fn events_are_written_in_gos_order_and_the_log_rotates() {
+    #[tokio::test]
+    async fn events_are_written_in_gos_order_and_the_log_rotates() {
         let dir = tempfile::tempdir().unwrap();
         let policy_file = dir.path().join("policy.yaml");
         std::fs::write(&policy_file, POLICY).unwrap();
         let auditor = Auditor::new(
             &policy_file,
-            LogSettings {
+            Some(LogSettings {
                 path: dir.path().join("audit.log"),
                 max_size_mb: 1,
                 max_backups: 2,
                 max_age_days: 0,
-            },
+            }),
+            None,
         )
         .unwrap();
         let alice = user("alice", &["devs", "system:authenticated"]);
@@ -749,14 +786,14 @@ rules:
             request_received_timestamp: "2026-12-06T17:00:00.000001Z",
             stage_timestamp: "2026-12-06T17:00:00.000002Z".to_owned(),
         };
-        auditor.write(&event);
+        assert!(auditor.write(&event).await);
         let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
         assert!(text.starts_with(
             r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","auditID":"id-1","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/default/configmaps","verb":"create","user":{"username":"alice","groups":["devs","system:authenticated"]},"sourceIPs":["127.0.0.1"],"userAgent":"kubectl/v1.33.0","objectRef":{"resource":"configmaps","namespace":"default","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":201},"requestObject":{"#
         ), "{}", &text[..400]);
         // Six more 200 kB events pass 1 MB: the log rotates, and two backups are kept.
         for _ in 0..12 {
-            auditor.write(&event);
+            auditor.write(&event).await;
         }
         let backups = std::fs::read_dir(dir.path())
             .unwrap()

@@ -40,8 +40,10 @@ use std::path::PathBuf;
 
 use capstan_store::Store;
 
+pub use audit::webhook::{Batching as AuditWebhookBatching, Mode as AuditWebhookMode};
 pub use authn::jwt::OidcFlags;
 pub use authn::{AuthenticationOptions, TokenFile, TokenFileError, User};
+pub use authz::Mode as AuthorizationMode;
 pub use handlers::health::{BuildInfo, set_build_info};
 pub use join::{STORAGE_USER, rotate_token, token as join_token};
 pub use registry::services;
@@ -76,6 +78,10 @@ pub struct Config {
     /// External identities and anonymous requests (`--oidc-*`, `--authentication-config`,
     /// `--anonymous-auth`).
     pub authentication: AuthenticationOptions,
+    /// The token review webhook (`--authentication-token-webhook-*`).
+    pub authentication_token_webhook: Option<TokenWebhookConfig>,
+    /// The authorizers (`--authorization-mode`, `--authorization-webhook-*`).
+    pub authorization: AuthorizationConfig,
     /// The range service cluster IPs come from (`--service-cidr`).
     pub service_cidr: String,
     /// The join secret (`--token`: a bare secret or a full `K10...` token); without one the
@@ -97,13 +103,70 @@ pub struct Config {
     pub node_cert_lifetime: std::time::Duration,
 }
 
+/// The token review webhook (`--authentication-token-webhook-config-file`).
+#[derive(Clone, Debug)]
+pub struct TokenWebhookConfig {
+    /// The kubeconfig file naming the service.
+    pub config_file: PathBuf,
+    /// `--authentication-token-webhook-cache-ttl` (2 m).
+    pub cache_ttl: std::time::Duration,
+    /// `--authentication-token-webhook-version` (`v1`, or `v1beta1`).
+    pub version: String,
+}
+
+/// The authorizers asked, in order, after the `system:masters` group.
+#[derive(Clone, Debug)]
+pub struct AuthorizationConfig {
+    /// `--authorization-mode` (default `Node,RBAC`).
+    pub modes: Vec<AuthorizationMode>,
+    /// The webhook, for mode `Webhook` (`--authorization-webhook-config-file`).
+    pub webhook: Option<AuthorizationWebhookConfig>,
+}
+
+impl Default for AuthorizationConfig {
+    fn default() -> Self {
+        AuthorizationConfig {
+            modes: vec![AuthorizationMode::Node, AuthorizationMode::Rbac],
+            webhook: None,
+        }
+    }
+}
+
+/// The authorization webhook (`--authorization-webhook-*`).
+#[derive(Clone, Debug)]
+pub struct AuthorizationWebhookConfig {
+    /// The kubeconfig file naming the service.
+    pub config_file: PathBuf,
+    /// `--authorization-webhook-version` (`v1`, or `v1beta1`).
+    pub version: String,
+    /// `--authorization-webhook-cache-authorized-ttl` (5 m).
+    pub authorized_ttl: std::time::Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl` (30 s).
+    pub unauthorized_ttl: std::time::Duration,
+}
+
+/// The audit webhook (`--audit-webhook-*`).
+#[derive(Clone, Debug)]
+pub struct AuditWebhookConfig {
+    /// The kubeconfig file naming the service.
+    pub config_file: PathBuf,
+    /// `--audit-webhook-mode`.
+    pub mode: AuditWebhookMode,
+    /// `--audit-webhook-batch-*`.
+    pub batching: AuditWebhookBatching,
+    /// `--audit-webhook-initial-backoff` (10 s).
+    pub initial_backoff: std::time::Duration,
+}
+
 /// Where audit events go and which requests they record.
 #[derive(Clone, Debug)]
 pub struct AuditConfig {
     /// The `audit.k8s.io/v1` Policy.
     pub policy_file: PathBuf,
-    /// The log file (`-`: standard output).
-    pub log_path: PathBuf,
+    /// The log file (`-`: standard output); none without `--audit-log-path`.
+    pub log_path: Option<PathBuf>,
+    /// The webhook backend.
+    pub webhook: Option<AuditWebhookConfig>,
     /// `--audit-log-maxsize`: rotate past this many megabytes (0: never).
     pub max_size_mb: u64,
     /// `--audit-log-maxbackup`: rotated files kept (0: all).

@@ -335,27 +335,53 @@ async fn serve_api(
 
 /// Asks `authorizer` whether `user` may make the request (whose raw query is `query`):
 /// anonymous users who may not are told to authenticate (401), others are forbidden (403, with
-/// the authorizers' reasons).
+/// the authorizers' reasons); when an authorizer could not decide (a webhook that could not be
+/// asked) and none allowed, the answer is upstream's plain-text 500.
 async fn authorize(
     user: &User,
     info: &RequestInfo,
     query: &str,
     authorizer: &Authorizer,
-) -> Result<(), ApiError> {
+) -> Result<(), Response> {
     let decision = authorizer
         .authorize(user, &Attributes::of_request(info, query))
         .await;
     if decision.allowed {
         return Ok(());
     }
-    if user.is_anonymous() {
-        return Err(ApiError::unauthorized());
+    if !decision.error.is_empty() {
+        let uri = if query.is_empty() {
+            info.path.clone()
+        } else {
+            format!("{}?{query}", info.path)
+        };
+        return Err(internal_error(&uri, &decision.error));
     }
-    Err(ApiError::forbidden_because(
-        info,
-        &user.name,
-        &decision.reason,
-    ))
+    if user.is_anonymous() {
+        return Err(ApiError::unauthorized().into_response());
+    }
+    Err(ApiError::forbidden_because(info, &user.name, &decision.reason).into_response())
+}
+
+/// Upstream's `responsewriters.InternalError`: a plain-text 500 naming the request URI (as Go
+/// quotes it) and the error, with `&`, `<` and `>` escaped.
+fn internal_error(uri: &str, error: &str) -> Response {
+    let text = format!(
+        "Internal Server Error: {}: {error}",
+        capstan_api::field::go_quote(uri)
+    )
+    .replace('&', "&amp;")
+    .replace('<', "&lt;")
+    .replace('>', "&gt;");
+    (
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        [
+            (header::CONTENT_TYPE, "text/plain"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        text,
+    )
+        .into_response()
 }
 
 /// How long a request (other than a watch) may take unless it asks for less, as upstream's
@@ -432,7 +458,7 @@ async fn dispatch(
         _ => None,
     };
     let mut response = match authorize(&user, info, query, &control.authorizer).await {
-        Err(error) => error.into_response(),
+        Err(refusal) => refusal,
         Ok(()) => {
             request.extensions_mut().insert(control.authorizer.clone());
             request.extensions_mut().insert(user);
@@ -673,8 +699,10 @@ async fn audited(
         stage_timestamp: audit::micro_time(),
     };
     let omitted = |stage: &str| omit.iter().any(|s| s == stage);
-    if !omitted("RequestReceived") {
-        auditor.write(&event("RequestReceived", None));
+    // Under a `blocking-strict` audit webhook, a request whose first event cannot be
+    // delivered goes no further (upstream's audit filter).
+    if !omitted("RequestReceived") && !auditor.write(&event("RequestReceived", None)).await {
+        return internal_error(&request_uri, "failed to store audit event");
     }
     let (response, acting) =
         match crate::impersonate::acting_user(user, request.headers_mut(), &control.authorizer)
@@ -698,10 +726,12 @@ async fn audited(
     let code = response.status().as_u16();
     if is_long_running(info) {
         if !omitted("ResponseStarted") {
-            auditor.write(&event(
-                "ResponseStarted",
-                Some(audit::response_status(code, b"")),
-            ));
+            auditor
+                .write(&event(
+                    "ResponseStarted",
+                    Some(audit::response_status(code, b"")),
+                ))
+                .await;
         }
         // Written when the answer ends (the watch closes, the stream is done).
         let complete = (!omitted("ResponseComplete"))
@@ -732,10 +762,12 @@ async fn audited(
     // Short answers are read here when the event needs them: failures for their Status,
     // RequestResponse for the object.
     if code < 300 && level < Level::RequestResponse {
-        auditor.write(&event(
-            "ResponseComplete",
-            Some(audit::response_status(code, b"")),
-        ));
+        auditor
+            .write(&event(
+                "ResponseComplete",
+                Some(audit::response_status(code, b"")),
+            ))
+            .await;
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -750,7 +782,7 @@ async fn audited(
         Some(audit::response_status(code, &bytes)),
     );
     complete.response_object = object.as_deref();
-    auditor.write(&complete);
+    auditor.write(&complete).await;
     Response::from_parts(parts, Body::from(bytes))
 }
 
@@ -766,6 +798,43 @@ impl Drop for AuditOnEnd {
             auditor.write_line(line);
         }
     }
+}
+
+/// The authorizers of `--authorization-mode`, with the webhook when it is one of them,
+/// checked as upstream's options are.
+fn authorization_modes(
+    settings: &crate::AuthorizationConfig,
+) -> Result<crate::authz::Modes, StartError> {
+    use crate::authz::Mode;
+    let webhook_mode = settings.modes.contains(&Mode::Webhook);
+    let webhook = match (&settings.webhook, webhook_mode) {
+        (None, true) => {
+            return Err(StartError::Config(
+                "authorization-mode Webhook's authorization config file not passed".to_owned(),
+            ));
+        }
+        (Some(_), false) => {
+            return Err(StartError::Config(
+                "cannot specify --authorization-webhook-config-file without mode Webhook"
+                    .to_owned(),
+            ));
+        }
+        (None, false) => None,
+        (Some(settings), true) => Some(Arc::new(crate::authz::webhook::AuthorizationWebhook::new(
+            crate::remote::Service::load(
+                "--authorization-webhook-config-file",
+                &settings.config_file,
+            )
+            .map_err(StartError::Config)?,
+            crate::authz::webhook::Version::parse(&settings.version).map_err(StartError::Config)?,
+            settings.authorized_ttl,
+            settings.unauthorized_ttl,
+        ))),
+    };
+    Ok(crate::authz::Modes {
+        order: settings.modes.clone(),
+        webhook,
+    })
 }
 
 // What the server is made of, each built by `crate::start_with`: bundling them would only
@@ -785,6 +854,19 @@ pub(crate) async fn listen(
         .authentication
         .build(&[crate::authn::serviceaccount::ISSUER])
         .map_err(StartError::Config)?;
+    let token_webhook = match &config.authentication_token_webhook {
+        Some(settings) => Some(Arc::new(crate::authn::webhook::TokenWebhook::new(
+            crate::remote::Service::load(
+                "--authentication-token-webhook-config-file",
+                &settings.config_file,
+            )
+            .map_err(StartError::Config)?,
+            crate::authn::webhook::Version::parse(&settings.version).map_err(StartError::Config)?,
+            vec![crate::authn::serviceaccount::ISSUER.to_owned()],
+            settings.cache_ttl,
+        ))),
+        None => None,
+    };
     let authenticator = Arc::new(Authenticator {
         tokens,
         service_accounts: Some(api.tokens().clone()),
@@ -792,10 +874,22 @@ pub(crate) async fn listen(
         jwt: std::sync::RwLock::new(Arc::new(issuers)),
         anonymous,
         cache: Default::default(),
+        webhook: token_webhook,
     });
     authenticator.watch_config(config.authentication.clone());
     let tls_dir = config.data_dir.join("tls");
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki, &tls_dir, &config.tls)?));
+    let modes = authorization_modes(&config.authorization)?;
+    let audit_webhook = match config.audit.as_ref().and_then(|a| a.webhook.as_ref()) {
+        Some(settings) => Some(crate::audit::webhook::AuditWebhook::new(
+            crate::remote::Service::load("--audit-webhook-config-file", &settings.config_file)
+                .map_err(StartError::Config)?,
+            settings.mode,
+            settings.batching,
+            settings.initial_backoff,
+        )),
+        None => None,
+    };
     let addr = SocketAddr::new(config.bind_address, config.port);
     let listener = TcpListener::bind(addr)
         .await
@@ -822,7 +916,7 @@ pub(crate) async fn listen(
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
     let flowcontrol = Flowcontrol::start(registries.clone());
-    let authorizer = Authorizer::start(registries.clone());
+    let authorizer = Authorizer::start(registries.clone(), modes);
     let loaded = match flowcontrol.refresh(registries).await {
         Ok(()) => authorizer.refresh(registries).await,
         Err(error) => Err(error),
@@ -832,12 +926,16 @@ pub(crate) async fn listen(
         Some(settings) => Some(Arc::new(
             crate::audit::Auditor::new(
                 &settings.policy_file,
-                crate::audit::LogSettings {
-                    path: settings.log_path.clone(),
-                    max_size_mb: settings.max_size_mb,
-                    max_backups: settings.max_backups,
-                    max_age_days: settings.max_age_days,
-                },
+                settings
+                    .log_path
+                    .as_ref()
+                    .map(|path| crate::audit::LogSettings {
+                        path: path.clone(),
+                        max_size_mb: settings.max_size_mb,
+                        max_backups: settings.max_backups,
+                        max_age_days: settings.max_age_days,
+                    }),
+                audit_webhook,
             )
             .map_err(StartError::Config)?,
         )),
@@ -1248,6 +1346,8 @@ mod tests {
             default_storage_class: false,
             admission_control_config_file: None,
             node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
+            authentication_token_webhook: None,
+            authorization: Default::default(),
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

@@ -60,6 +60,8 @@ async fn cluster() -> Cluster {
         default_storage_class: false,
         admission_control_config_file: None,
         node_cert_lifetime: capstan_apiserver::pki::DEFAULT_NODE_LIFETIME,
+        authentication_token_webhook: None,
+        authorization: Default::default(),
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

@@ -105,8 +105,8 @@ struct ServerArgs {
     /// k3s's switch), unless --encryption-provider-config is given.
     #[arg(long)]
     secrets_encryption: bool,
-    /// The audit policy (upstream's `audit.k8s.io/v1` Policy); with --audit-log-path, requests
-    /// are audited as it says.
+    /// The audit policy (upstream's `audit.k8s.io/v1` Policy); with --audit-log-path or
+    /// --audit-webhook-config-file, requests are audited as it says.
     #[arg(long)]
     audit_policy_file: Option<PathBuf>,
     /// Where audit events are written, one JSON line each (`-`: standard output).
@@ -121,6 +121,8 @@ struct ServerArgs {
     /// Days rotated audit logs are kept (0: forever).
     #[arg(long, default_value_t = 0)]
     audit_log_maxage: u64,
+    #[command(flatten)]
+    webhooks: WebhookFlags,
     /// Where to write the admin kubeconfig (default: `<data-dir>/kubeconfig.yaml`).
     #[arg(long)]
     write_kubeconfig: Option<PathBuf>,
@@ -728,6 +730,118 @@ fn parse_mode(text: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("invalid file mode {text:?}: expected octal such as 0600"))
 }
 
+/// kube-apiserver's webhook flags: token authentication, authorization and the audit backend,
+/// each reaching a service named by a kubeconfig file.
+#[derive(clap::Args, Debug, Clone)]
+struct WebhookFlags {
+    /// A kubeconfig file naming the token review webhook: bearer tokens no other
+    /// authenticator knows are sent to it as TokenReviews.
+    #[arg(long)]
+    authentication_token_webhook_config_file: Option<PathBuf>,
+    /// How long the webhook's answers about a token are remembered (Go duration).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    authentication_token_webhook_cache_ttl: Duration,
+    /// The TokenReview version spoken to the webhook (v1 or v1beta1).
+    #[arg(long, default_value = "v1")]
+    authentication_token_webhook_version: String,
+    /// The authorizers, in order, comma-separated: Node, RBAC, Webhook, AlwaysAllow,
+    /// AlwaysDeny.
+    #[arg(long, default_value = "Node,RBAC")]
+    authorization_mode: String,
+    /// A kubeconfig file naming the authorization webhook (mode Webhook): requests are
+    /// described to it as SubjectAccessReviews.
+    #[arg(long)]
+    authorization_webhook_config_file: Option<PathBuf>,
+    /// How long the webhook's allowances are remembered (Go duration).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long the webhook's refusals are remembered (Go duration).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// The SubjectAccessReview version spoken to the webhook (v1 or v1beta1).
+    #[arg(long, default_value = "v1")]
+    authorization_webhook_version: String,
+    /// A kubeconfig file naming the audit webhook: audit events are posted to it as
+    /// `audit.k8s.io/v1` EventLists.
+    #[arg(long)]
+    audit_webhook_config_file: Option<PathBuf>,
+    /// batch (buffered, sent asynchronously), blocking (each event sent before the request
+    /// goes on) or blocking-strict (and a request whose first event fails fails).
+    #[arg(long, default_value = "batch")]
+    audit_webhook_mode: String,
+    /// Events buffered before they are dropped (batch mode).
+    #[arg(long, default_value_t = 10_000)]
+    audit_webhook_batch_buffer_size: usize,
+    /// The most events in one batch (batch mode).
+    #[arg(long, default_value_t = 400)]
+    audit_webhook_batch_max_size: usize,
+    /// The longest an event waits for its batch (batch mode; Go duration).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    audit_webhook_batch_max_wait: Duration,
+    /// Whether batches are throttled (batch mode).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    audit_webhook_batch_throttle_enable: bool,
+    /// Batches a second at most (batch mode).
+    #[arg(long, default_value_t = 10.0)]
+    audit_webhook_batch_throttle_qps: f64,
+    /// Batches sent at once before the throttle applies (batch mode).
+    #[arg(long, default_value_t = 15)]
+    audit_webhook_batch_throttle_burst: u32,
+    /// The wait before the first retry of a failed webhook request (Go duration).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    audit_webhook_initial_backoff: Duration,
+}
+
+impl WebhookFlags {
+    fn token_webhook(&self) -> Option<capstan_apiserver::TokenWebhookConfig> {
+        let config_file = self.authentication_token_webhook_config_file.clone()?;
+        Some(capstan_apiserver::TokenWebhookConfig {
+            config_file,
+            cache_ttl: self.authentication_token_webhook_cache_ttl,
+            version: self.authentication_token_webhook_version.clone(),
+        })
+    }
+
+    fn authorization(&self) -> anyhow::Result<capstan_apiserver::AuthorizationConfig> {
+        Ok(capstan_apiserver::AuthorizationConfig {
+            modes: capstan_apiserver::AuthorizationMode::parse_list(&self.authorization_mode)
+                .map_err(anyhow::Error::msg)?,
+            webhook: self
+                .authorization_webhook_config_file
+                .clone()
+                .map(
+                    |config_file| capstan_apiserver::AuthorizationWebhookConfig {
+                        config_file,
+                        version: self.authorization_webhook_version.clone(),
+                        authorized_ttl: self.authorization_webhook_cache_authorized_ttl,
+                        unauthorized_ttl: self.authorization_webhook_cache_unauthorized_ttl,
+                    },
+                ),
+        })
+    }
+
+    fn audit_webhook(&self) -> anyhow::Result<Option<capstan_apiserver::AuditWebhookConfig>> {
+        let Some(config_file) = self.audit_webhook_config_file.clone() else {
+            return Ok(None);
+        };
+        Ok(Some(capstan_apiserver::AuditWebhookConfig {
+            config_file,
+            mode: capstan_apiserver::AuditWebhookMode::parse(&self.audit_webhook_mode)
+                .map_err(anyhow::Error::msg)?,
+            batching: capstan_apiserver::AuditWebhookBatching {
+                buffer_size: self.audit_webhook_batch_buffer_size,
+                max_size: self.audit_webhook_batch_max_size,
+                max_wait: self.audit_webhook_batch_max_wait,
+                throttle: self.audit_webhook_batch_throttle_enable.then_some((
+                    self.audit_webhook_batch_throttle_qps,
+                    self.audit_webhook_batch_throttle_burst,
+                )),
+            },
+            initial_backoff: self.audit_webhook_initial_backoff,
+        }))
+    }
+}
+
 fn default_data_dir() -> PathBuf {
     PathBuf::from("/var/lib/capstan/server")
 }
@@ -1049,19 +1163,30 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?,
         encryption_provider_config: args.encryption_provider_config.clone(),
         secrets_encryption: args.secrets_encryption,
-        audit: match (&args.audit_policy_file, &args.audit_log_path) {
-            (Some(policy_file), Some(log_path)) => Some(capstan_apiserver::AuditConfig {
-                policy_file: policy_file.clone(),
-                log_path: log_path.clone(),
-                max_size_mb: args.audit_log_maxsize,
-                max_backups: args.audit_log_maxbackup,
-                max_age_days: args.audit_log_maxage,
-            }),
-            (None, None) => None,
-            _ => bail!("--audit-policy-file and --audit-log-path go together"),
+        audit: match (
+            &args.audit_policy_file,
+            &args.audit_log_path,
+            args.webhooks.audit_webhook()?,
+        ) {
+            (Some(policy_file), log_path, webhook) if log_path.is_some() || webhook.is_some() => {
+                Some(capstan_apiserver::AuditConfig {
+                    policy_file: policy_file.clone(),
+                    log_path: log_path.clone(),
+                    webhook,
+                    max_size_mb: args.audit_log_maxsize,
+                    max_backups: args.audit_log_maxbackup,
+                    max_age_days: args.audit_log_maxage,
+                })
+            }
+            (None, None, None) => None,
+            _ => bail!(
+                "--audit-policy-file goes with --audit-log-path or --audit-webhook-config-file"
+            ),
         },
         token_auth_file: args.token_auth_file,
         authentication: args.authn.options()?,
+        authentication_token_webhook: args.webhooks.token_webhook(),
+        authorization: args.webhooks.authorization()?,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address),

@@ -3,8 +3,9 @@
 //! As upstream's union authenticator: a verified client certificate wins (user = CN, groups = O);
 //! otherwise a bearer token from the static token file (`--token-auth-file`, kube-apiserver's CSV
 //! format `token,user,uid,"group1,group2"`), a service account token this server issued
-//! ([`crate::authn::serviceaccount`]), a bootstrap token ([`crate::authn::bootstrap`]) or an
-//! external issuer's JWT ([`crate::authn::jwt`]: `--oidc-*`, `--authentication-config`);
+//! ([`crate::authn::serviceaccount`]), a bootstrap token ([`crate::authn::bootstrap`]), an
+//! external issuer's JWT ([`crate::authn::jwt`]: `--oidc-*`, `--authentication-config`) or one
+//! the token review webhook vouches for ([`crate::authn::webhook`], asked last as upstream);
 //! otherwise the request is anonymous, if anonymous requests are allowed there
 //! ([`Anonymous`]: `--anonymous-auth`, or the configuration file's `anonymous` paths). A bearer
 //! token that matches nothing fails the request with 401 whatever its path.
@@ -12,6 +13,7 @@
 pub(crate) mod bootstrap;
 pub mod jwt;
 pub(crate) mod serviceaccount;
+pub(crate) mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -347,6 +349,8 @@ pub(crate) struct Authenticator {
     pub anonymous: Anonymous,
     /// Tokens that authenticated lately.
     pub cache: TokenCache,
+    /// The token review webhook (`--authentication-token-webhook-config-file`), asked last.
+    pub webhook: Option<std::sync::Arc<crate::authn::webhook::TokenWebhook>>,
 }
 
 /// How long a token that authenticated is taken at its word (upstream's token success cache
@@ -453,6 +457,15 @@ impl Authenticator {
                 Ok(None) => {}
                 Err(reason) => {
                     tracing::debug!(issuer = issuer.issuer(), %reason, "JWT refused");
+                }
+            }
+        }
+        if let Some(reviewer) = &self.webhook {
+            match reviewer.authenticate(token).await {
+                webhook::Outcome::User(user) => return Authenticated::User(user),
+                webhook::Outcome::Unauthenticated => {}
+                webhook::Outcome::Failed(reason) => {
+                    tracing::debug!(%reason, "token review webhook failed");
                 }
             }
         }

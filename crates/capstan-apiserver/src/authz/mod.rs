@@ -1,8 +1,10 @@
-//! Authorization: upstream's union (`--authorization-mode=Node,RBAC`) of the privileged-group
-//! authorizer (`system:masters` may do anything), the Node authorizer ([`crate::authz::node`]:
-//! a kubelet reaches only its own Node and Lease and the objects its pods use) and the RBAC
-//! authorizer, asked in that order; the first to allow wins, and a refusal carries the reasons
-//! the authorizers gave (upstream's message after the colon of the 403).
+//! Authorization: upstream's union of the privileged-group authorizer (`system:masters` may do
+//! anything) and the authorizers `--authorization-mode` lists in its order (default
+//! `Node,RBAC`): the Node authorizer ([`crate::authz::node`]: a kubelet reaches only its own
+//! Node and Lease and the objects its pods use), the RBAC authorizer, the webhook
+//! ([`crate::authz::webhook`]), `AlwaysAllow` and `AlwaysDeny`; the first to allow wins, one
+//! that denies (the webhook's `denied`) ends the union, and a refusal carries the reasons the
+//! authorizers gave (upstream's message after the colon of the 403).
 //! RBAC evaluates the `rbac.authorization.k8s.io/v1` objects:
 //! a request is allowed when a ClusterRoleBinding, or a RoleBinding in the request's namespace,
 //! binds one of the user's identities to a role with a rule that covers the request. Aggregated
@@ -17,6 +19,7 @@
 pub(crate) mod escalation;
 pub(crate) mod node;
 pub(crate) mod reviews;
+pub(crate) mod webhook;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -46,6 +49,8 @@ pub(crate) struct Attributes {
     pub verb: String,
     /// The API group.
     pub group: String,
+    /// The API version.
+    pub version: String,
     /// The resource.
     pub resource: String,
     /// The subresource.
@@ -67,6 +72,7 @@ impl From<&RequestInfo> for Attributes {
             resource_request: info.is_resource_request,
             verb: info.verb.clone(),
             group: info.api_group.clone(),
+            version: info.api_version.clone(),
             resource: info.resource.clone(),
             subresource: info.subresource.clone(),
             name: info.name.clone(),
@@ -97,8 +103,87 @@ impl Attributes {
 pub(crate) struct Decision {
     /// Whether the request may run.
     pub allowed: bool,
-    /// The reasons of the authorizers that had no opinion, one a line.
+    /// The reasons of the authorizers that had no opinion, one a line (or the reason of the
+    /// one that denied).
     pub reason: String,
+    /// Whether an authorizer denied outright (upstream's `DecisionDeny`), not merely found no
+    /// reason to allow.
+    pub denied: bool,
+    /// The errors of authorizers that could not decide (a webhook that could not be asked),
+    /// as Go prints an aggregate error; empty when there were none.
+    pub error: String,
+}
+
+impl Decision {
+    fn allow() -> Decision {
+        Decision {
+            allowed: true,
+            ..Decision::default()
+        }
+    }
+}
+
+/// One authorizer of `--authorization-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `Node`.
+    Node,
+    /// `RBAC`.
+    Rbac,
+    /// `Webhook`.
+    Webhook,
+    /// `AlwaysAllow`.
+    AlwaysAllow,
+    /// `AlwaysDeny`.
+    AlwaysDeny,
+}
+
+impl Mode {
+    /// `--authorization-mode`'s list (comma-separated), checked as upstream's options are:
+    /// known modes, none twice, at least one.
+    pub fn parse_list(text: &str) -> Result<Vec<Mode>, String> {
+        let mut modes = Vec::new();
+        for name in text.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            let mode = match name {
+                "Node" => Mode::Node,
+                "RBAC" => Mode::Rbac,
+                "Webhook" => Mode::Webhook,
+                "AlwaysAllow" => Mode::AlwaysAllow,
+                "AlwaysDeny" => Mode::AlwaysDeny,
+                "ABAC" => return Err("authorization-mode \"ABAC\" is not supported".to_owned()),
+                other => {
+                    return Err(format!("authorization-mode {other:?} is not a valid mode"));
+                }
+            };
+            if modes.contains(&mode) {
+                return Err(format!(
+                    "authorization-mode {name:?} has mode specified more than once"
+                ));
+            }
+            modes.push(mode);
+        }
+        if modes.is_empty() {
+            return Err("at least one authorization-mode must be passed".to_owned());
+        }
+        Ok(modes)
+    }
+}
+
+/// The authorizers asked after the privileged group, in order, and the webhook when one of
+/// them is `Webhook`.
+#[derive(Clone, Debug)]
+pub(crate) struct Modes {
+    pub order: Vec<Mode>,
+    pub webhook: Option<Arc<crate::authz::webhook::AuthorizationWebhook>>,
+}
+
+impl Default for Modes {
+    fn default() -> Self {
+        Modes {
+            order: vec![Mode::Node, Mode::Rbac],
+            webhook: None,
+        }
+    }
 }
 
 /// A binding: who, and to which role.
@@ -129,6 +214,8 @@ pub(crate) struct Authorizer {
     /// The Node authorizer, which looks up what pods use (none: every node is refused what
     /// needs a relationship).
     nodes: crate::authz::node::NodeAuthorizer,
+    /// `--authorization-mode`.
+    modes: Modes,
 }
 
 fn matches(values: &[String], value: &str) -> bool {
@@ -365,10 +452,12 @@ impl Authorizer {
         }
     }
 
-    /// An authorizer kept current from the registries's RBAC objects in the background.
-    pub(crate) fn start(registries: Arc<Registries>) -> Arc<Authorizer> {
+    /// An authorizer of `modes` kept current from the registries's RBAC objects in the
+    /// background.
+    pub(crate) fn start(registries: Arc<Registries>, modes: Modes) -> Arc<Authorizer> {
         let authorizer = Arc::new(Authorizer {
             registries: Some(Arc::downgrade(&registries)),
+            modes,
             ..Authorizer::over(&registries)
         });
         let weak = Arc::downgrade(&authorizer);
@@ -524,28 +613,71 @@ impl Authorizer {
     }
 
     /// Whether `user` may do what `attrs` describe, and why not: the privileged group, then
-    /// the Node authorizer, then RBAC (which gives no reasons).
+    /// the modes in order (RBAC gives no reasons).
     pub(crate) async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == "system:masters") {
-            return Decision {
-                allowed: true,
-                reason: String::new(),
-            };
+            return Decision::allow();
         }
         let mut reasons = Vec::new();
-        match self.nodes.authorize(user, attrs).await {
-            Some(decision) if decision.allowed => return decision,
-            Some(decision) if !decision.reason.is_empty() => reasons.push(decision.reason),
-            _ => {}
+        let mut errors = Vec::new();
+        for mode in &self.modes.order {
+            match mode {
+                Mode::AlwaysAllow => return Decision::allow(),
+                Mode::AlwaysDeny => reasons.push("Everything is forbidden.".to_owned()),
+                Mode::Node => match self.nodes.authorize(user, attrs).await {
+                    Some(decision) if decision.allowed => return decision,
+                    Some(decision) if !decision.reason.is_empty() => reasons.push(decision.reason),
+                    _ => {}
+                },
+                Mode::Rbac => {
+                    let policy = self
+                        .policy
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    if policy.allows(user, attrs) {
+                        return Decision::allow();
+                    }
+                }
+                Mode::Webhook => {
+                    use crate::authz::webhook::Verdict;
+                    let Some(webhook) = &self.modes.webhook else {
+                        continue;
+                    };
+                    match webhook.authorize(user, attrs).await {
+                        Verdict::Allow(reason) => {
+                            return Decision {
+                                allowed: true,
+                                reason,
+                                ..Decision::default()
+                            };
+                        }
+                        Verdict::Deny(reason, error) => {
+                            return Decision {
+                                reason,
+                                denied: true,
+                                error: error.unwrap_or_default(),
+                                ..Decision::default()
+                            };
+                        }
+                        Verdict::NoOpinion(reason, error) => {
+                            if !reason.is_empty() {
+                                reasons.push(reason);
+                            }
+                            errors.extend(error);
+                        }
+                    }
+                }
+            }
         }
-        let policy = self
-            .policy
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
         Decision {
-            allowed: policy.allows(user, attrs),
             reason: reasons.join("\n"),
+            // Go's aggregate error: one error as itself, several in brackets.
+            error: match errors.len() {
+                0 | 1 => errors.concat(),
+                _ => format!("[{}]", errors.join(", ")),
+            },
+            ..Decision::default()
         }
     }
 }
@@ -1137,8 +1269,8 @@ mod tests {
         assert_eq!(
             authorizer.authorize(&node, &secret).await,
             Decision {
-                allowed: false,
                 reason: "no relationship found between node 'n1' and this object".into(),
+                ..Decision::default()
             }
         );
         // RBAC still speaks after the Node authorizer: discovery for every authenticated user.

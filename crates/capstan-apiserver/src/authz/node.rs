@@ -582,17 +582,14 @@ impl NodeAuthorizer {
     pub(crate) async fn authorize(&self, user: &User, attrs: &Attributes) -> Option<Decision> {
         let node = node_identity(user)?;
         let refuse = |reason: String| Decision {
-            allowed: false,
             reason,
+            ..Decision::default()
         };
         if node.is_empty() {
             return Some(refuse(format!("unknown node for user \"{}\"", user.name)));
         }
         Some(match step(node, attrs) {
-            Step::Allow => Decision {
-                allowed: true,
-                reason: String::new(),
-            },
+            Step::Allow => Decision::allow(),
             Step::NoOpinion(reason) => refuse(reason),
             Step::Related(vertex) => {
                 let (namespace, name) = (attrs.namespace.as_str(), attrs.name.as_str());
@@ -603,10 +600,7 @@ impl NodeAuthorizer {
                         .related(node, vertex, namespace, name, Freshness::Consistent)
                         .await
                 {
-                    Decision {
-                        allowed: true,
-                        reason: String::new(),
-                    }
+                    Decision::allow()
                 } else {
                     tracing::debug!(%node, ?vertex, %namespace, %name, "node authorizer: no relationship");
                     refuse(format!(

@@ -28,6 +28,7 @@ fn attributes(resource: Option<&Value>, non_resource: Option<&Value>) -> Attribu
             resource_request: true,
             verb: text(resource, "verb"),
             group: text(resource, "group"),
+            version: text(resource, "version"),
             resource: text(resource, "resource"),
             subresource: text(resource, "subresource"),
             name: text(resource, "name"),
@@ -156,10 +157,18 @@ async fn access_review(
             ));
         }
     };
-    // Upstream writes the reason an authorizer gave (the Node authorizer's refusals).
+    // Upstream writes the reason an authorizer gave (the Node authorizer's refusals, a
+    // webhook's answer), whether one denied outright, and the errors of those that could not
+    // decide.
     let mut status = json!({"allowed": decision.allowed});
-    if !decision.allowed && !decision.reason.is_empty() {
+    if decision.denied {
+        status["denied"] = json!(true);
+    }
+    if !decision.reason.is_empty() {
         status["reason"] = json!(decision.reason);
+    }
+    if !decision.error.is_empty() {
+        status["evaluationError"] = json!(decision.error);
     }
     let mut metadata = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
     if metadata.get("creationTimestamp").is_none() {

@@ -767,6 +767,8 @@ impl Served {
             default_storage_class: false,
             admission_control_config_file: None,
             node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
+            authentication_token_webhook: None,
+            authorization: Default::default(),
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
