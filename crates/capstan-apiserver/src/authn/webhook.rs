@@ -437,6 +437,36 @@ mod tests {
         assert!(webhook.cache.lock().unwrap().is_empty());
     }
 
+    #[tokio::test]
+    async fn the_webhook_is_asked_last_and_its_failures_are_unauthenticated() {
+        use crate::authn::{Authenticated, Authenticator, TokenFile};
+        let (url, seen) = webhook(reply).await;
+        let authenticator = Authenticator {
+            tokens: TokenFile::parse("tok,carol,1\n").unwrap(),
+            webhook: Some(Arc::new(authenticator(
+                &url,
+                Version::V1,
+                Duration::from_secs(120),
+            ))),
+            ..Authenticator::default()
+        };
+        let name =
+            async |header: &str| match authenticator.authenticate(None, Some(header), "/api").await
+            {
+                Authenticated::User(user) => user.name,
+                Authenticated::Rejected => "REJECTED".into(),
+            };
+        assert_eq!(name("Bearer tok").await, "carol");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "the token file answered first"
+        );
+        assert_eq!(name("Bearer alice-token").await, "alice");
+        assert_eq!(name("Bearer nobody").await, "REJECTED");
+        assert_eq!(name("Bearer broken").await, "REJECTED");
+        assert_eq!(name("Bearer five-hundred").await, "REJECTED");
+    }
+
     #[test]
     fn versions_are_v1_and_v1beta1() {
         assert_eq!(Version::parse("v1"), Ok(Version::V1));

@@ -558,6 +558,109 @@ mod tests {
         assert_eq!(count(), 12);
     }
 
+    #[tokio::test]
+    async fn the_union_asks_the_modes_in_order_and_a_denial_ends_it() {
+        use crate::authz::{Decision, Mode, Modes};
+        let (url, _) = webhook(reply).await;
+        let mut union = crate::authz::tests_support::bootstrapped();
+        union.modes = Modes {
+            order: vec![Mode::Node, Mode::Webhook, Mode::Rbac],
+            webhook: Some(Arc::new(authorizer(&url, Version::V1))),
+        };
+        let get = |plural: &str| Attributes {
+            verb: "get".into(),
+            ..resource_named(plural)
+        };
+        assert_eq!(
+            union.authorize(&jane(), &get("pods")).await,
+            Decision {
+                allowed: true,
+                reason: "pods are fine".into(),
+                ..Decision::default()
+            }
+        );
+        assert_eq!(
+            union.authorize(&jane(), &get("secrets")).await,
+            Decision {
+                reason: "no secrets".into(),
+                denied: true,
+                ..Decision::default()
+            }
+        );
+        // No opinion: RBAC (nothing for jane) decides; the webhook's reason is kept.
+        assert_eq!(
+            union.authorize(&jane(), &get("configmaps")).await,
+            Decision {
+                reason: "not mine".into(),
+                ..Decision::default()
+            }
+        );
+        // RBAC's discovery grant stands behind the webhook's no opinion.
+        let discovery = Attributes {
+            verb: "get".into(),
+            path: "/api".into(),
+            ..Attributes::default()
+        };
+        assert!(union.authorize(&jane(), &discovery).await.allowed);
+        // system:masters is never asked about.
+        let root = User {
+            name: "root".into(),
+            groups: vec!["system:masters".into()],
+            ..User::default()
+        };
+        assert!(union.authorize(&root, &get("secrets")).await.allowed);
+        // An unreachable webhook: no opinion, with its error.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        union.modes.webhook = Some(Arc::new(authorizer(
+            &format!("http://127.0.0.1:{port}/"),
+            Version::V1,
+        )));
+        let decision = union.authorize(&jane(), &get("configmaps")).await;
+        assert!(!decision.allowed && !decision.denied);
+        assert!(
+            decision.error.contains("connection refused"),
+            "{decision:?}"
+        );
+        // AlwaysDeny has no opinion, with upstream's reason; AlwaysAllow allows.
+        union.modes.order = vec![Mode::AlwaysDeny, Mode::AlwaysAllow];
+        assert!(union.authorize(&jane(), &get("secrets")).await.allowed);
+        union.modes.order = vec![Mode::AlwaysDeny];
+        assert_eq!(
+            union.authorize(&jane(), &get("secrets")).await.reason,
+            "Everything is forbidden."
+        );
+    }
+
+    fn resource_named(plural: &str) -> Attributes {
+        Attributes {
+            field_selector: String::new(),
+            ..resource(plural)
+        }
+    }
+
+    #[test]
+    fn modes_are_parsed_as_upstream_checks_them() {
+        use crate::authz::Mode;
+        assert_eq!(
+            Mode::parse_list("Node,RBAC,Webhook"),
+            Ok(vec![Mode::Node, Mode::Rbac, Mode::Webhook])
+        );
+        assert_eq!(
+            Mode::parse_list("RBAC,RBAC").unwrap_err(),
+            "authorization-mode \"RBAC\" has mode specified more than once"
+        );
+        assert_eq!(
+            Mode::parse_list("Magic").unwrap_err(),
+            "authorization-mode \"Magic\" is not a valid mode"
+        );
+        assert_eq!(
+            Mode::parse_list("").unwrap_err(),
+            "at least one authorization-mode must be passed"
+        );
+    }
+
     #[test]
     fn versions_are_v1_and_v1beta1() {
         assert_eq!(Version::parse("v1beta1"), Ok(Version::V1beta1));
