@@ -590,9 +590,13 @@ impl Authorizer {
         namespace: &str,
     ) -> (Vec<PolicyRule>, bool, Vec<String>) {
         let mut errors = Vec::new();
-        let incomplete = crate::authz::node::node_identity(user).is_some();
+        let mut incomplete = crate::authz::node::node_identity(user).is_some();
         if incomplete {
             errors.push("node authorizer does not support user rule resolution".to_owned());
+        }
+        if self.modes.order.contains(&Mode::Webhook) {
+            incomplete = true;
+            errors.push("webhook authorizer does not support user rule resolution".to_owned());
         }
         let (rules, unresolved) = self.current_policy().await.rules_for(user, namespace);
         errors.extend(unresolved);

@@ -623,6 +623,13 @@ mod tests {
             decision.error.contains("connection refused"),
             "{decision:?}"
         );
+        // The webhook cannot list rules: a rules review is incomplete, as upstream's.
+        let (_, incomplete, errors) = union.rules_review(&jane(), "ns").await;
+        assert!(incomplete);
+        assert_eq!(
+            errors,
+            ["webhook authorizer does not support user rule resolution"]
+        );
         // AlwaysDeny has no opinion, with upstream's reason; AlwaysAllow allows.
         union.modes.order = vec![Mode::AlwaysDeny, Mode::AlwaysAllow];
         assert!(union.authorize(&jane(), &get("secrets")).await.allowed);
