@@ -44,6 +44,7 @@ pub use audit::webhook::{Batching as AuditWebhookBatching, Mode as AuditWebhookM
 pub use authn::jwt::OidcFlags;
 pub use authn::{AuthenticationOptions, TokenFile, TokenFileError, User};
 pub use authz::Mode as AuthorizationMode;
+pub use authz::controllers::controller_accounts;
 pub use handlers::health::{BuildInfo, set_build_info};
 pub use join::{STORAGE_USER, rotate_token, token as join_token};
 pub use registry::services;
@@ -101,6 +102,11 @@ pub struct Config {
     /// the server's own node's): `--cluster-signing-duration`, as those the CSR signer issues
     /// when the kubelet renews them.
     pub node_cert_lifetime: std::time::Duration,
+    /// Whether the controller manager runs each controller under its own service account
+    /// (`--use-service-account-credentials`): its user then has upstream's
+    /// `system:kube-controller-manager` role only; otherwise it is also bound to
+    /// `cluster-admin` (`capstan:controller-manager`).
+    pub controller_credentials: bool,
 }
 
 /// The token review webhook (`--authentication-token-webhook-config-file`).

@@ -912,7 +912,7 @@ pub(crate) async fn listen(
     crate::flowcontrol::ensure_bootstrap(registries)
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
-    crate::authz::ensure_bootstrap(registries)
+    crate::authz::ensure_bootstrap(registries, !config.controller_credentials)
         .await
         .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
     let flowcontrol = Flowcontrol::start(registries.clone());
@@ -1076,7 +1076,7 @@ mod tests {
         crate::flowcontrol::ensure_bootstrap(api.registries())
             .await
             .unwrap();
-        crate::authz::ensure_bootstrap(api.registries())
+        crate::authz::ensure_bootstrap(api.registries(), true)
             .await
             .unwrap();
         let tls = dir.path().join("tls");
@@ -1348,6 +1348,7 @@ mod tests {
             node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
             authentication_token_webhook: None,
             authorization: Default::default(),
+            controller_credentials: true,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

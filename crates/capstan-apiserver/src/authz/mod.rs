@@ -16,6 +16,7 @@
 //! discovery, health and version and ask about themselves are created at start
 //! ([`ensure_bootstrap`]).
 
+pub mod controllers;
 pub(crate) mod escalation;
 pub(crate) mod node;
 pub(crate) mod reviews;
@@ -694,7 +695,9 @@ impl Authorizer {
 /// (`rbac_bootstrap.json`); the service proxy's `system:node-proxier` bound to
 /// `system:kube-proxy`; the nodes' `system:node` role with a binding that names nobody (the
 /// Node authorizer applies its rules per node); `cluster-admin` for the controller
-/// manager's user; upstream's certificate roles (`system:node-bootstrapper`, the CSR
+/// manager's user when its controllers do not run under service accounts of their own
+/// (`controller_admin`), and upstream's controller roles and the controller manager's own
+/// role always ([`controllers`]); upstream's certificate roles (`system:node-bootstrapper`, the CSR
 /// approver's `...:certificatesigningrequests:nodeclient` and `selfnodeclient`, and one
 /// `system:certificates.k8s.io:<signer>-approver` per in-tree signer), unbound as upstream's
 /// except `selfnodeclient`, bound to `system:nodes` as kubeadm binds it (nodes renew their own
@@ -702,7 +705,7 @@ impl Authorizer {
 /// upstream's `system:kube-dns` role and binding, and the cluster DNS
 /// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
 /// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`.
-fn bootstrap_objects() -> Vec<(&'static str, Value)> {
+fn bootstrap_objects(controller_admin: bool) -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
             "name": name,
@@ -893,14 +896,6 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                    "metadata": meta("system:node"),
                    "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": "system:node"}}),
         ),
-        // The controllers read, write and delete every kind (the garbage collector and the
-        // namespace controller reach custom resources too) under one identity; upstream
-        // splits them into a service account per controller.
-        user_binding(
-            "capstan:controller-manager",
-            "cluster-admin",
-            "system:kube-controller-manager",
-        ),
         // Upstream's role of the kube-dns service account (the kube-dns add-on's identity).
         role(
             "system:kube-dns",
@@ -967,8 +962,23 @@ fn bootstrap_objects() -> Vec<(&'static str, Value)> {
                    "subjects": [{"apiGroup": GROUP, "kind": "User", "name": "system:kube-dns"}]}),
         ),
     ]);
+    objects.extend(controllers::bootstrap_objects(&meta));
+    // Without `--use-service-account-credentials` every controller runs as the controller
+    // manager's user, which then reads, writes and deletes every kind (the garbage collector
+    // and the namespace controller reach custom resources too).
+    if controller_admin {
+        objects.push(user_binding(
+            CONTROLLER_ADMIN_BINDING,
+            "cluster-admin",
+            controllers::CONTROLLER_MANAGER_USER,
+        ));
+    }
     objects
 }
+
+/// The binding that makes the controller manager's user a cluster admin when its controllers
+/// share its credential.
+const CONTROLLER_ADMIN_BINDING: &str = "capstan:controller-manager";
 
 /// `metadata` placed in `namespace`.
 fn namespaced(mut metadata: Value, namespace: &str) -> Value {
@@ -977,9 +987,15 @@ fn namespaced(mut metadata: Value, namespace: &str) -> Value {
 }
 
 /// Creates the bootstrap roles and bindings that are missing, and takes the node group out of
-/// a `system:node` binding an earlier version created ([`unbind_nodes`]).
-pub(crate) async fn ensure_bootstrap(registries: &Registries) -> Result<(), ApiError> {
-    for (plural, object) in bootstrap_objects() {
+/// a `system:node` binding an earlier version created ([`unbind_nodes`]). `controller_admin`:
+/// the controllers share the controller manager's credential, which is then bound to
+/// `cluster-admin`; otherwise that binding, if an earlier start made it, goes
+/// ([`unbind_controller_manager`]).
+pub(crate) async fn ensure_bootstrap(
+    registries: &Registries,
+    controller_admin: bool,
+) -> Result<(), ApiError> {
+    for (plural, object) in bootstrap_objects(controller_admin) {
         let Some(registry) = registries.get(GROUP, "v1", plural) else {
             continue;
         };
@@ -993,7 +1009,59 @@ pub(crate) async fn ensure_bootstrap(registries: &Registries) -> Result<(), ApiE
             Err(error) => return Err(error),
         }
     }
+    if !controller_admin {
+        unbind_controller_manager(registries).await?;
+    }
     unbind_nodes(registries).await
+}
+
+/// Whether `binding` is the controller manager's `cluster-admin` binding as the bootstrap
+/// writes it: still marked for automatic update, naming that user and nobody else.
+fn is_controller_admin_binding(binding: &Value) -> bool {
+    let annotation = binding
+        .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
+        .and_then(Value::as_str);
+    let subjects = binding["subjects"].as_array().map(Vec::as_slice);
+    annotation == Some("true")
+        && binding["roleRef"]["name"] == "cluster-admin"
+        && matches!(subjects, Some([subject])
+            if subject["kind"] == "User"
+                && subject["name"] == controllers::CONTROLLER_MANAGER_USER)
+}
+
+/// Deletes the controller manager's `cluster-admin` binding that a start with shared controller
+/// credentials made, once its controllers run under their own service accounts (which
+/// upstream's roles cover). One an administrator changed (or whose autoupdate annotation was
+/// turned off) stays.
+async fn unbind_controller_manager(registries: &Registries) -> Result<(), ApiError> {
+    let Some(registry) = registries.get(GROUP, "v1", "clusterrolebindings") else {
+        return Ok(());
+    };
+    let binding = match registry.get(None, CONTROLLER_ADMIN_BINDING).await {
+        Ok(binding) => binding,
+        Err(error) if error.status().code() == 404 => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    if !is_controller_admin_binding(&binding) {
+        return Ok(());
+    }
+    let options = crate::registry::DeleteOptions {
+        precondition_uid: binding["metadata"]["uid"].as_str().map(str::to_owned),
+        ..crate::registry::DeleteOptions::default()
+    };
+    match registry
+        .delete(None, CONTROLLER_ADMIN_BINDING, &options)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(
+                "removed the controller manager's cluster-admin binding: its controllers run under their own service accounts"
+            );
+            Ok(())
+        }
+        Err(error) if matches!(error.status().code(), 404 | 409) => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Whether `binding` is the `system:node` binding as versions before the Node authorizer
@@ -1051,11 +1119,17 @@ async fn unbind_nodes(registries: &Registries) -> Result<(), ApiError> {
 pub(crate) mod tests_support {
     use super::*;
 
-    /// An authorizer holding the bootstrap policy.
+    /// An authorizer holding the bootstrap policy (controllers under their own accounts).
     pub(crate) fn bootstrapped() -> Authorizer {
+        bootstrapped_with(false)
+    }
+
+    /// An authorizer holding the bootstrap policy, the controller manager's user a cluster
+    /// admin or not.
+    pub(crate) fn bootstrapped_with(controller_admin: bool) -> Authorizer {
         let mut policy = Policy::default();
         let mut roles = Vec::new();
-        for (plural, object) in bootstrap_objects() {
+        for (plural, object) in bootstrap_objects(controller_admin) {
             let namespace = object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or_default()
@@ -1168,7 +1242,7 @@ mod tests {
 
     #[test]
     fn admin_edit_and_view_aggregate_upstreams_rules() {
-        let roles: Vec<ClusterRole> = bootstrap_objects()
+        let roles: Vec<ClusterRole> = bootstrap_objects(false)
             .into_iter()
             .filter(|(plural, _)| *plural == "clusterroles")
             .map(|(_, o)| serde_json::from_value(o).unwrap())

@@ -689,7 +689,7 @@ async fn the_node_group_is_no_longer_bound_to_the_node_role() {
         )
         .await
         .unwrap();
-    crate::authz::ensure_bootstrap(c.api.registries())
+    crate::authz::ensure_bootstrap(c.api.registries(), true)
         .await
         .unwrap();
     let emptied = bindings.get(None, "system:node").await.unwrap();
@@ -701,9 +701,65 @@ async fn the_node_group_is_no_longer_bound_to_the_node_role() {
         .update(None, "system:node", kept, None, &WriteOptions::default())
         .await
         .unwrap();
-    crate::authz::ensure_bootstrap(c.api.registries())
+    crate::authz::ensure_bootstrap(c.api.registries(), true)
         .await
         .unwrap();
     let still = bindings.get(None, "system:node").await.unwrap();
     assert_eq!(still["subjects"][0]["name"], "system:nodes");
+}
+
+/// The controller manager's cluster-admin binding (`capstan:controller-manager`) is made only
+/// while its controllers share its credential, and goes when they have their own accounts.
+#[tokio::test]
+async fn the_admin_binding_goes_when_controllers_have_their_own_accounts() {
+    // The cluster was bootstrapped with shared controller credentials.
+    let c = Cluster::new().await;
+    let bindings = c
+        .api
+        .registry("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+        .unwrap()
+        .clone();
+    let admin = bindings
+        .get(None, "capstan:controller-manager")
+        .await
+        .unwrap();
+    assert_eq!(admin["roleRef"]["name"], "cluster-admin");
+    crate::authz::ensure_bootstrap(c.api.registries(), false)
+        .await
+        .unwrap();
+    let gone = bindings.get(None, "capstan:controller-manager").await;
+    assert_eq!(gone.unwrap_err().status().code(), 404);
+    let own = bindings
+        .get(None, "system:kube-controller-manager")
+        .await
+        .unwrap();
+    assert_eq!(own["roleRef"]["name"], "system:kube-controller-manager");
+    // Turned off again, the binding is back; one an administrator took over stays.
+    crate::authz::ensure_bootstrap(c.api.registries(), true)
+        .await
+        .unwrap();
+    let mut kept = bindings
+        .get(None, "capstan:controller-manager")
+        .await
+        .unwrap();
+    kept["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] = json!("false");
+    bindings
+        .update(
+            None,
+            "capstan:controller-manager",
+            kept,
+            None,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    crate::authz::ensure_bootstrap(c.api.registries(), false)
+        .await
+        .unwrap();
+    assert!(
+        bindings
+            .get(None, "capstan:controller-manager")
+            .await
+            .is_ok()
+    );
 }

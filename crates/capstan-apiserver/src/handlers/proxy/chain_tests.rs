@@ -769,6 +769,7 @@ impl Served {
             node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
             authentication_token_webhook: None,
             authorization: Default::default(),
+            controller_credentials: true,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
