@@ -6,6 +6,7 @@
 //! helpers shared by several). [`start`] runs the enabled ones.
 
 pub mod certificates;
+pub mod clientbuilder;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -47,6 +48,9 @@ struct Controller {
     name: &'static str,
     /// Upstream's current name for it (kube-controller-manager accepts both forms).
     long_name: &'static str,
+    /// The service account it runs as with `--use-service-account-credentials` (upstream's;
+    /// `kube-system/<account>`, bound to `system:controller:<account>`).
+    account: &'static str,
     /// Keys reconciled at once (upstream's `--concurrent-*-syncs` default).
     concurrency: u16,
     /// Registers its informer handlers and returns its run future.
@@ -58,180 +62,210 @@ const TABLE: &[Controller] = &[
     Controller {
         name: "nodeipam",
         long_name: "node-ipam-controller",
+        account: "node-controller",
         concurrency: 1,
         start: nodeipam::start,
     },
     Controller {
         name: "nodelifecycle",
         long_name: "node-lifecycle-controller",
+        account: "node-controller",
         concurrency: 5,
         start: nodelifecycle::start,
     },
     Controller {
         name: "node-password",
         long_name: "node-password-controller",
+        account: "node-password-controller",
         concurrency: 1,
         start: nodepassword::start,
     },
     Controller {
         name: "tokencleaner",
         long_name: "token-cleaner-controller",
+        account: "token-cleaner",
         concurrency: 1,
         start: tokencleaner::start,
     },
     Controller {
         name: "podgc",
         long_name: "pod-garbage-collector-controller",
+        account: "pod-garbage-collector",
         concurrency: 1,
         start: podgc::start,
     },
     Controller {
         name: "taint-eviction-controller",
         long_name: "taint-eviction-controller",
+        account: "node-controller",
         concurrency: 5,
         start: tainteviction::start,
     },
     Controller {
         name: "replicaset",
         long_name: "replicaset-controller",
+        account: "replicaset-controller",
         concurrency: 5,
         start: replicaset::start::<ReplicaSet>,
     },
     Controller {
         name: "replicationcontroller",
         long_name: "replicationcontroller-controller",
+        account: "replication-controller",
         concurrency: 5,
         start: replicaset::start::<ReplicationController>,
     },
     Controller {
         name: "deployment",
         long_name: "deployment-controller",
+        account: "deployment-controller",
         concurrency: 5,
         start: deployment::start,
     },
     Controller {
         name: "resourcequota",
         long_name: "resourcequota-controller",
+        account: "resourcequota-controller",
         concurrency: 5,
         start: resourcequota::start,
     },
     Controller {
         name: "endpoint",
         long_name: "endpoints-controller",
+        account: "endpoint-controller",
         concurrency: 5,
         start: endpoints::legacy::start,
     },
     Controller {
         name: "endpointslice",
         long_name: "endpointslice-controller",
+        account: "endpointslice-controller",
         concurrency: 5,
         start: endpoints::slices::start,
     },
     Controller {
         name: "endpointslicemirroring",
         long_name: "endpointslice-mirroring-controller",
+        account: "endpointslicemirroring-controller",
         concurrency: 5,
         start: endpoints::mirroring::start,
     },
     Controller {
         name: "disruption",
         long_name: "disruption-controller",
+        account: "disruption-controller",
         concurrency: 5,
         start: disruption::start,
     },
     Controller {
         name: "daemonset",
         long_name: "daemonset-controller",
+        account: "daemon-set-controller",
         concurrency: 2,
         start: daemonset::start,
     },
     Controller {
         name: "job",
         long_name: "job-controller",
+        account: "job-controller",
         concurrency: 5,
         start: job::start,
     },
     Controller {
         name: "cronjob",
         long_name: "cronjob-controller",
+        account: "cronjob-controller",
         concurrency: 5,
         start: cronjob::start,
     },
     Controller {
         name: "ttl-after-finished",
         long_name: "ttl-after-finished-controller",
+        account: "ttl-after-finished-controller",
         concurrency: 5,
         start: ttlafterfinished::start,
     },
     Controller {
         name: "garbagecollector",
         long_name: "garbage-collector-controller",
+        account: "generic-garbage-collector",
         concurrency: 1,
         start: gc::start,
     },
     Controller {
         name: "namespace",
         long_name: "namespace-controller",
+        account: "namespace-controller",
         concurrency: 5,
         start: namespace::start,
     },
     Controller {
         name: "serviceaccount",
         long_name: "serviceaccount-controller",
+        account: "service-account-controller",
         concurrency: 5,
         start: serviceaccount::start,
     },
     Controller {
         name: "root-ca-cert-publisher",
         long_name: "root-ca-certificate-publisher-controller",
+        account: "root-ca-cert-publisher",
         concurrency: 5,
         start: rootcacert::start,
     },
     Controller {
         name: "csrsigning",
         long_name: "certificatesigningrequest-signing-controller",
+        account: "certificate-controller",
         concurrency: 5,
         start: certificates::signer::start,
     },
     Controller {
         name: "csrapproving",
         long_name: "certificatesigningrequest-approving-controller",
+        account: "certificate-controller",
         concurrency: 5,
         start: certificates::approver::start,
     },
     Controller {
         name: "csrcleaner",
         long_name: "certificatesigningrequest-cleaner-controller",
+        account: "certificate-controller",
         concurrency: 1,
         start: certificates::cleaner::start,
     },
     Controller {
         name: "statefulset",
         long_name: "statefulset-controller",
+        account: "statefulset-controller",
         concurrency: 5,
         start: statefulset::start,
     },
     Controller {
         name: "persistentvolume-binder",
         long_name: "persistentvolume-binder-controller",
+        account: "persistent-volume-binder",
         concurrency: 5,
         start: persistentvolume::start,
     },
     Controller {
         name: "pvc-protection",
         long_name: "persistentvolumeclaim-protection-controller",
+        account: "pvc-protection-controller",
         concurrency: 5,
         start: persistentvolume::protection::start_claims,
     },
     Controller {
         name: "pv-protection",
         long_name: "persistentvolume-protection-controller",
+        account: "pv-protection-controller",
         concurrency: 5,
         start: persistentvolume::protection::start_volumes,
     },
     Controller {
         name: "ephemeral-volume",
         long_name: "ephemeral-volume-controller",
+        account: "ephemeral-volume-controller",
         concurrency: 5,
         start: persistentvolume::ephemeral::start,
     },
@@ -242,6 +276,12 @@ pub fn controller_names() -> Vec<&'static str> {
     let mut names: Vec<_> = TABLE.iter().map(|c| c.name).collect();
     names.sort_unstable();
     names
+}
+
+/// The service account each controller runs as with per-controller credentials, by the name
+/// `--disable-controllers` takes (in the order they start).
+pub fn controller_accounts() -> Vec<(&'static str, &'static str)> {
+    TABLE.iter().map(|c| (c.name, c.account)).collect()
 }
 
 /// The name [`TABLE`] lists a controller under, given either of upstream's names.
@@ -275,6 +315,8 @@ pub struct Config {
     pub kubelet_serving_ca: Option<certificates::SigningCa>,
     /// The longest certificate the signer issues (`--cluster-signing-duration`).
     pub signing_duration: Duration,
+    /// How the controllers authenticate (`--use-service-account-credentials`).
+    pub credentials: clientbuilder::Credentials,
 }
 
 impl Default for Config {
@@ -288,6 +330,7 @@ impl Default for Config {
             signing_ca: None,
             kubelet_serving_ca: None,
             signing_duration: certificates::DEFAULT_SIGNING_DURATION,
+            credentials: clientbuilder::Credentials::Shared,
         }
     }
 }
@@ -320,25 +363,31 @@ pub struct ControllerManager {
     _tasks: Vec<AbortOnDrop>,
 }
 
-/// Starts the enabled controllers as `identity` (the events' reporting instance). Must be
-/// called within a Tokio runtime.
+/// Starts the enabled controllers as `identity` (the events' reporting instance). `client` is
+/// the controller manager's own: the shared informers list and watch with it, and with
+/// per-controller credentials ([`Config::credentials`]) it makes the controllers' service
+/// accounts and their tokens; each controller then starts once its first token is held. Must
+/// be called within a Tokio runtime.
 pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManager {
     let mut informers = Informers::default();
+    let mut clients = clientbuilder::Clients::new(&client, &config.credentials);
     let controllers: Vec<Task> = TABLE
         .iter()
         .filter(|c| config.enabled(c.name))
         .map(|c| {
+            let (controller_client, source) = clients.client(c.account);
             let setup = Setup::new(
                 &mut informers,
-                client.clone(),
+                controller_client,
                 config,
                 identity,
                 c.concurrency,
             );
-            (c.start)(setup)
+            clientbuilder::after_token((c.start)(setup), source)
         })
         .collect();
     let mut tasks = informers.start(&client);
+    tasks.extend(clients.start());
     tasks.extend(
         controllers
             .into_iter()
