@@ -222,6 +222,11 @@ struct ControllerFlags {
     /// `spec.expirationSeconds` may ask for less.
     #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
     cluster_signing_duration: Duration,
+    /// Run each controller as its own service account in kube-system (tokens from the
+    /// TokenRequest API, upstream's `system:controller:*` roles); `false` runs them all as the
+    /// controller manager's user, which `capstan server` then binds to cluster-admin.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    use_service_account_credentials: bool,
 }
 
 impl ControllerFlags {
@@ -235,6 +240,7 @@ impl ControllerFlags {
             signing_ca: None,
             kubelet_serving_ca: None,
             signing_duration: self.cluster_signing_duration,
+            credentials: capstan_controllers::clientbuilder::Credentials::Shared,
         };
         config
             .validate()
@@ -932,11 +938,16 @@ async fn kube_config(
 
 /// The controllers' client, and the CA bundle they publish: `--root-ca-file` when given, else
 /// the certificate authority the kubeconfig trusts (as kube-controller-manager falls back to).
+/// With `service_accounts`, each controller gets its own client from the same settings.
 async fn controller_client(
     kubeconfig: Option<&std::path::Path>,
     config: &mut capstan_controllers::Config,
-    root_ca_file: Option<&std::path::Path>,
+    flags: &ControllerFlags,
 ) -> anyhow::Result<kube::Client> {
+    let (root_ca_file, service_accounts) = (
+        flags.root_ca_file.as_deref(),
+        flags.use_service_account_credentials,
+    );
     let client_config = kube_config(kubeconfig, "kube-controller-manager").await?;
     config.root_ca = match root_ca_file {
         Some(path) => Some(
@@ -945,6 +956,11 @@ async fn controller_client(
         ),
         None => root_ca_pem(&client_config)?,
     };
+    if service_accounts {
+        config.credentials = capstan_controllers::clientbuilder::Credentials::ServiceAccounts(
+            Box::new(client_config.clone()),
+        );
+    }
     kube::Client::try_from(client_config).context("cannot build an API client")
 }
 
@@ -1071,12 +1087,8 @@ async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let mut config = args.controllers.config()?;
     config.signing_ca = args.controllers.signing_ca(None)?;
     config.kubelet_serving_ca = args.controllers.kubelet_serving_ca(None)?;
-    let client = controller_client(
-        args.kubeconfig.as_deref(),
-        &mut config,
-        args.controllers.root_ca_file.as_deref(),
-    )
-    .await?;
+    let client =
+        controller_client(args.kubeconfig.as_deref(), &mut config, &args.controllers).await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
         _ = run_controllers(client, config, args.leader_elect) => {}
@@ -1193,6 +1205,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         default_storage_class: !args.disable_default_storageclass,
         admission_control_config_file: args.admission_control_config_file.clone(),
         node_cert_lifetime: args.controllers.cluster_signing_duration,
+        controller_credentials: args.controllers.use_service_account_credentials,
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;
@@ -1213,7 +1226,8 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    // So do the controllers, as user system:kube-controller-manager.
+    // So do the controllers, as user system:kube-controller-manager (and, with
+    // --use-service-account-credentials, each as its own service account).
     let _controllers = if args.disable_controller_manager {
         None
     } else {
@@ -1228,9 +1242,8 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         // (made on first use), never from the cluster CA clients trust.
         capstan_apiserver::pki::kubelet_ca(&tls).context("cannot make the kubelet serving CA")?;
         controllers.kubelet_serving_ca = args.controllers.kubelet_serving_ca(Some(&tls))?;
-        let root_ca_file = args.controllers.root_ca_file.clone();
         let client =
-            controller_client(Some(&kubeconfig), &mut controllers, root_ca_file.as_deref()).await?;
+            controller_client(Some(&kubeconfig), &mut controllers, &args.controllers).await?;
         Some(tokio::spawn(run_controllers(
             client,
             controllers,
