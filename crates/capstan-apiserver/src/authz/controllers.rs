@@ -6,7 +6,11 @@
 //! controller manager's own `system:kube-controller-manager` role (leader election, the shared
 //! informers, and making its controllers' service accounts and their tokens) bound to its user.
 //!
-//! Only the controllers Capstan runs are here. The node password cleaner has no upstream
+//! Only the controllers Capstan runs are here. Where Capstan's controllers write with a JSON
+//! merge patch (carrying the resourceVersion they read, so no less guarded) what upstream's
+//! write with an update, their roles also grant `patch` on that resource ([`patch_too`]): the
+//! volume binder's volumes and claims and their status, the protection controllers' finalizers,
+//! the StatefulSet controller's claims. The node password cleaner has no upstream
 //! counterpart (k3s runs it in its supervisor): its `capstan:controller:node-password-controller`
 //! roles are ours, and the smallest that let it work (read a Node, delete the Secrets in
 //! `kube-system`).
@@ -32,6 +36,11 @@ fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
 /// A rule limited to the objects named `names`.
 fn named(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "resourceNames": names, "verbs": verbs})
+}
+
+/// Capstan's additions to upstream's rules: `patch` where upstream's controller updates.
+fn patch_too(resources: &[&str]) -> Value {
+    rule(&["patch"], &[""], resources)
 }
 
 /// Upstream's `eventsRule`: writing Events in both groups that serve them.
@@ -280,6 +289,12 @@ pub fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
                 events(),
                 rule(&["watch"], &[""], &["events"]),
                 rule(&["get"], &[""], &["services"]),
+                patch_too(&[
+                    "persistentvolumes",
+                    "persistentvolumes/status",
+                    "persistentvolumeclaims",
+                    "persistentvolumeclaims/status",
+                ]),
             ],
         ),
         (
@@ -373,6 +388,7 @@ pub fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
                 rule(&["update", "delete"], &[""], &["persistentvolumeclaims"]),
                 rule(&["update"], &[""], &["pods/finalizers"]),
                 events(),
+                patch_too(&["persistentvolumeclaims"]),
             ],
         ),
         (
@@ -426,6 +442,7 @@ pub fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
                 ),
                 rule(&["list", "watch", "get"], &[""], &["pods"]),
                 events(),
+                patch_too(&["persistentvolumeclaims"]),
             ],
         ),
         (
@@ -437,6 +454,7 @@ pub fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
                     &["persistentvolumes"],
                 ),
                 events(),
+                patch_too(&["persistentvolumes"]),
             ],
         ),
         (
