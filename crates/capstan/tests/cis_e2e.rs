@@ -12,17 +12,14 @@ use std::process::Command;
 use common::*;
 
 /// Items Capstan fails today, each with why; a fix removes its line.
-const KNOWN_GAPS: &[(&str, &str)] = &[(
-    "1.3.3",
-    "the controllers share one identity; per-controller service accounts are not made yet",
-)];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 /// Items that must pass on a server without a node agent.
 const MUST_PASS: &[&str] = &[
     "1.1.11", "1.1.12", "1.1.13", "1.1.14", "1.1.15", "1.1.16", "1.1.17", "1.1.18", "1.1.19",
     "1.1.20", "1.1.21", "1.2.1", "1.2.2", "1.2.4", "1.2.5", "1.2.6", "1.2.7", "1.2.8", "1.2.10",
     "1.2.12", "1.2.13", "1.2.14", "1.2.15", "1.2.16", "1.2.17", "1.2.18", "1.2.19", "1.2.21",
-    "1.2.22", "1.2.24", "1.2.25", "1.2.29", "1.3.4", "1.3.5",
+    "1.2.22", "1.2.24", "1.2.25", "1.2.29", "1.3.3", "1.3.4", "1.3.5",
 ];
 
 #[test]
