@@ -62,6 +62,7 @@ async fn cluster() -> Cluster {
         node_cert_lifetime: capstan_apiserver::pki::DEFAULT_NODE_LIFETIME,
         authentication_token_webhook: None,
         authorization: Default::default(),
+        controller_credentials: true,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();
