@@ -97,7 +97,13 @@ fn each_controller_writes_as_its_own_service_account() {
     kubectl_ok(
         "1.33",
         &kc,
-        &["create", "deployment", "web", "--image=busybox", "--replicas=1"],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=busybox",
+            "--replicas=1",
+        ],
     );
     assert_eq!(
         writer(&log, "create", "replicasets", "default", ""),
@@ -174,9 +180,20 @@ fn each_controller_writes_as_its_own_service_account() {
     kubectl_ok(
         "1.33",
         &kc,
-        &["-n", "doomed", "create", "configmap", "left", "--from-literal=a=b"],
+        &[
+            "-n",
+            "doomed",
+            "create",
+            "configmap",
+            "left",
+            "--from-literal=a=b",
+        ],
     );
-    kubectl_ok("1.33", &kc, &["delete", "namespace", "doomed", "--wait=false"]);
+    kubectl_ok(
+        "1.33",
+        &kc,
+        &["delete", "namespace", "doomed", "--wait=false"],
+    );
     eventually("the namespace gone", || {
         (!kubectl_any("1.33", &kc, &["get", "namespace", "doomed"])
             .status
@@ -206,7 +223,13 @@ fn without_service_account_credentials_the_manager_does_everything() {
     kubectl_ok(
         "1.33",
         &kc,
-        &["create", "deployment", "web", "--image=busybox", "--replicas=1"],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=busybox",
+            "--replicas=1",
+        ],
     );
     assert_eq!(
         writer(&log, "create", "replicasets", "default", ""),
@@ -221,7 +244,13 @@ fn without_service_account_credentials_the_manager_does_everything() {
         !kubectl_any(
             "1.33",
             &kc,
-            &["-n", "kube-system", "get", "serviceaccount", "deployment-controller"],
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "serviceaccount",
+                "deployment-controller"
+            ],
         )
         .status
         .success()
@@ -235,7 +264,14 @@ fn without_service_account_credentials_the_manager_does_everything() {
     kubectl_ok(
         "1.33",
         &kc,
-        &["-n", "second", "create", "deployment", "api", "--image=busybox"],
+        &[
+            "-n",
+            "second",
+            "create",
+            "deployment",
+            "api",
+            "--image=busybox",
+        ],
     );
     assert_eq!(
         writer(&log, "create", "replicasets", "second", ""),

@@ -407,12 +407,18 @@ pub fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
                         "certificatesigningrequests/approval",
                     ],
                 ),
+                // Capstan's approver also grants a node's own kubelet-serving requests after
+                // reading its Node's addresses (upstream leaves those to a human).
                 named(
                     &["approve"],
                     &["certificates.k8s.io"],
                     &["signers"],
-                    &["kubernetes.io/kube-apiserver-client-kubelet"],
+                    &[
+                        "kubernetes.io/kube-apiserver-client-kubelet",
+                        "kubernetes.io/kubelet-serving",
+                    ],
                 ),
+                rule(&["get"], &[""], &["nodes"]),
                 named(
                     &["sign"],
                     &["certificates.k8s.io"],
@@ -742,6 +748,7 @@ mod tests {
                 at("delete", "", "secrets", "kube-system"),
             ),
             ("node-password-controller", at("get", "", "nodes", "")),
+            ("certificate-controller", at("get", "", "nodes", "")),
             (
                 "service-account-controller",
                 at("create", "", "serviceaccounts", "team"),

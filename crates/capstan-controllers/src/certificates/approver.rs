@@ -274,13 +274,36 @@ async fn approve_own_serving(
             )
             .await?
         }
-        Err(why) => tracing::info!(
-            csr = %csr.metadata.name.as_deref().unwrap_or_default(),
-            reason = %why,
-            "kubelet serving request left for manual approval"
-        ),
+        Err(why) => {
+            tracing::info!(
+                csr = %csr.metadata.name.as_deref().unwrap_or_default(),
+                reason = %why,
+                "kubelet serving request left for manual approval"
+            );
+            // The Node may not report its addresses yet (a node's first request can race its
+            // status): look again for a while, as no change of the request itself will come.
+            if young(csr) {
+                return Ok(Action::requeue(RECHECK));
+            }
+        }
     }
     Ok(Action::await_change())
+}
+
+/// How often a node's serving request that did not match its Node is checked again.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long after its creation such a request is checked again.
+const RECHECK_FOR: i64 = 10 * 60;
+
+/// Whether the request was created less than [`RECHECK_FOR`] ago.
+fn young(csr: &CertificateSigningRequest) -> bool {
+    csr.metadata
+        .creation_timestamp
+        .as_ref()
+        .is_some_and(|created| {
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            now - created.0.as_second() < RECHECK_FOR
+        })
 }
 
 #[cfg(test)]
