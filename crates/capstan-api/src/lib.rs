@@ -3,7 +3,7 @@
 //! validation errors ([`field`]), the Table printers behind `kubectl get` ([`printers`]), the
 //! OpenAPI documents ([`openapi`]), strategic merge patch with the built-in kinds' patch
 //! metadata ([`strategic`]), the resource catalogue ([`catalog`]), selectors ([`selector`]),
-//! quantities ([`quantity`]), the query parameters of a request ([`query`]), ResourceQuota accounting ([`quota`]), Kubernetes protobuf bodies
+//! quantities ([`quantity`]), the resource Metrics API ([`resourcemetrics`]), the query parameters of a request ([`query`]), ResourceQuota accounting ([`quota`]), Kubernetes protobuf bodies
 //! ([`protobuf`]), conversion between the versions of a kind ([`convert`]), and upstream's
 //! defaulting ([`defaults`]) and validation ([`validation`]) of each kind. No I/O.
 //!
@@ -38,6 +38,7 @@ pub mod query;
 pub mod quota;
 pub mod rbac;
 mod request;
+pub mod resourcemetrics;
 pub mod selector;
 mod status;
 pub mod strategic;

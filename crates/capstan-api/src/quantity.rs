@@ -551,6 +551,22 @@ impl Quantity {
         })
     }
 
+    /// `value × 10^exponent`, printed in `format`: Go's `resource.NewScaledQuantity` with its
+    /// format set (the Metrics API's CPU in nanocores, `DecimalSI`; memory in bytes, `BinarySI`).
+    pub fn scaled(value: i128, exponent: i64, format: Format) -> Quantity {
+        let digits = value
+            .unsigned_abs()
+            .to_string()
+            .bytes()
+            .map(|b| b - b'0')
+            .collect();
+        Quantity {
+            value: Decimal::from_parts(value < 0, digits, exponent),
+            format,
+            cached: None,
+        }
+    }
+
     /// A quantity of `value` units in decimal format.
     pub fn from_i64(value: i64) -> Quantity {
         Quantity {

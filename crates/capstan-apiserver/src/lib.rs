@@ -32,6 +32,7 @@ mod metrics;
 pub mod pki;
 mod registry;
 mod remote;
+mod resourcemetrics;
 mod serve;
 mod status;
 
@@ -94,6 +95,9 @@ pub struct Config {
     /// Whether a new cluster gets the default `local-path` StorageClass (not with
     /// `--disable-default-storageclass`).
     pub default_storage_class: bool,
+    /// The built-in Metrics API (`metrics.k8s.io`) scraping nodes at this period (metrics-server's
+    /// `--metric-resolution`); `None` with `--disable-metrics-server`.
+    pub metrics_server: Option<std::time::Duration>,
     /// The admission configuration file (`--admission-control-config-file`): upstream's
     /// `AdmissionConfiguration`, read at start (the PodSecurity plugin's defaults and
     /// exemptions).
@@ -271,16 +275,31 @@ pub(crate) async fn start_with(
         Some(path) => admission::config::load(path).map_err(StartError::Config)?,
         None => admission::config::AdmissionConfig::default(),
     };
-    let api = handlers::resource::Api::with_services(&store, cidr)
+    let mut api = handlers::resource::Api::with_services(&store, cidr)
         .with_admission_config(&admission_config)
         .with_kubelets(kubelets)
         .with_signing_key(signing_key);
-    let aggregator = std::sync::Arc::new(aggregator::Aggregator::new(
-        api.registries().clone(),
-        front_proxy.clone(),
-    ));
+    let metrics_api = match (config.metrics_server, api.kubelets()) {
+        (Some(resolution), Some(kubelets)) => Some(resourcemetrics::MetricsApi::new(
+            api.registries().clone(),
+            kubelets.clone(),
+            resolution,
+        )),
+        _ => None,
+    };
+    if let Some(metrics_api) = &metrics_api {
+        api = api.with_metrics_api(metrics_api.clone());
+    }
+    let aggregator = std::sync::Arc::new(
+        aggregator::Aggregator::new(api.registries().clone(), front_proxy.clone())
+            .with_builtin_metrics(metrics_api.is_some()),
+    );
     let api = std::sync::Arc::new(api);
     let registered = match aggregator::ensure_local(api.registries()).await {
+        Ok(()) => aggregator::ensure_metrics(api.registries(), metrics_api.is_some()).await,
+        Err(error) => Err(error),
+    };
+    let registered = match registered {
         Ok(()) => {
             aggregator::publish_authentication(api.registries(), &pki.ca_cert_pem, &front_proxy)
                 .await
@@ -343,6 +362,9 @@ pub(crate) async fn start_with(
     server
         .background
         .push(aggregator::available::start(aggregator));
+    if let Some(metrics_api) = &metrics_api {
+        server.background.push(metrics_api.run());
+    }
     if let Some(encryption) = &encryption {
         server.background.push(encryption.watch_file());
     }

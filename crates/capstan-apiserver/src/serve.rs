@@ -306,6 +306,13 @@ async fn serve_api(
     {
         return crate::aggregator::proxy::serve(aggregator, &remote, request).await;
     }
+    if let Some(metrics) = api.metrics_api()
+        && info.is_resource_request
+        && info.api_group == capstan_api::resourcemetrics::GROUP
+        && info.api_version == capstan_api::resourcemetrics::VERSION
+    {
+        return metrics.serve(&info, request).await;
+    }
     if info.is_resource_request {
         return api.serve(&info, request).await;
     }
@@ -316,10 +323,13 @@ async fn serve_api(
     if let Some(response) = openapi(api, path, request.headers()) {
         return response;
     }
-    let remote = match aggregator {
+    let mut remote = match aggregator {
         Some(aggregator) => aggregator.discovery().await,
         None => Vec::new(),
     };
+    if api.metrics_api().is_some() {
+        remote.push(crate::resourcemetrics::MetricsApi::discovery());
+    }
     let served = discovery::Served {
         custom: api.registries().custom_resources(),
         remote,
@@ -1344,6 +1354,7 @@ mod tests {
             join_token: None,
             advertise_address: None,
             default_storage_class: false,
+            metrics_server: None,
             admission_control_config_file: None,
             node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
             authentication_token_webhook: None,

@@ -58,6 +58,7 @@ async fn cluster() -> Cluster {
         join_token: None,
         advertise_address: None,
         default_storage_class: false,
+        metrics_server: None,
         admission_control_config_file: None,
         node_cert_lifetime: capstan_apiserver::pki::DEFAULT_NODE_LIFETIME,
         authentication_token_webhook: None,

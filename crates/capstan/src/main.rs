@@ -171,6 +171,14 @@ struct ServerArgs {
     /// Do not create the default `local-path` StorageClass when the cluster is made.
     #[arg(long)]
     disable_default_storageclass: bool,
+    /// Serve no built-in Metrics API (`metrics.k8s.io`), so that an extension API server
+    /// (metrics-server) can be registered for it through API aggregation.
+    #[arg(long)]
+    disable_metrics_server: bool,
+    /// How often the built-in Metrics API scrapes each node's resource metrics (a Go
+    /// duration, as metrics-server's flag).
+    #[arg(long, default_value = "15s", value_parser = parse_metric_resolution)]
+    metric_resolution: Duration,
     /// The port the DNS server answers on at the advertise address, UDP and TCP (0: a free
     /// port); the kube-dns Service's endpoints name it.
     #[arg(long, default_value_t = 53)]
@@ -853,6 +861,17 @@ fn default_data_dir() -> PathBuf {
 }
 
 /// Parses the flag's Go duration (`5m`, `1h30m`, `250ms`; `0` disables).
+/// `--metric-resolution`: a duration of at least 10 s, as metrics-server requires.
+fn parse_metric_resolution(text: &str) -> Result<Duration, String> {
+    let resolution = parse_duration(text)?;
+    if resolution < Duration::from_secs(10) {
+        return Err(format!(
+            "metric-resolution should be a time duration at least 10s, but value {text} provided"
+        ));
+    }
+    Ok(resolution)
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     capstan_api::parse_go_duration(text)
         .ok_or_else(|| format!("invalid duration {text:?}: expected e.g. 5m, 1h30m or 0"))
@@ -1203,6 +1222,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address),
         default_storage_class: !args.disable_default_storageclass,
+        metrics_server: (!args.disable_metrics_server).then_some(args.metric_resolution),
         admission_control_config_file: args.admission_control_config_file.clone(),
         node_cert_lifetime: args.controllers.cluster_signing_duration,
         controller_credentials: args.controllers.use_service_account_credentials,

@@ -90,6 +90,39 @@ pub(crate) async fn ensure_local(registries: &Registries) -> Result<(), ApiError
     Ok(())
 }
 
+/// The local APIService of the built-in Metrics API (`v1beta1.metrics.k8s.io`, metrics-server's
+/// priorities) when `served`; otherwise the one an earlier start wrote is deleted, so that an
+/// extension API server (a real metrics-server) can register the group-version.
+pub(crate) async fn ensure_metrics(registries: &Registries, served: bool) -> Result<(), ApiError> {
+    use capstan_api::resourcemetrics::{GROUP, VERSION};
+    let Some(services) = registries.get("apiregistration.k8s.io", "v1", "apiservices") else {
+        return Ok(());
+    };
+    if served {
+        let mut object = local(GROUP, VERSION);
+        let (group_priority, version_priority) = crate::resourcemetrics::PRIORITY;
+        object["spec"]["groupPriorityMinimum"] = group_priority.into();
+        object["spec"]["versionPriority"] = version_priority.into();
+        return create_if_missing(&services, None, object).await;
+    }
+    let name = name_of(GROUP, VERSION);
+    let existing = match services.read(None, &name, None).await {
+        Ok(existing) => existing.object(),
+        Err(error) if error.status().code() == 404 => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    let ours = existing["metadata"]["labels"][AUTOMANAGED] == "onstart"
+        && existing["spec"]["service"].is_null();
+    if ours {
+        match services.delete(None, &name, &Default::default()).await {
+            Ok(_) => {}
+            Err(error) if error.status().code() == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
 /// The label of the local APIServices written for custom resources' group-versions (and the
 /// value upstream's CRD registration controller gives it).
 const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
@@ -281,6 +314,8 @@ pub(crate) struct Aggregator {
     /// The resources each remote group-version listed at its last successful check, the
     /// APIService (by its name and Service) that answered, and when.
     discovered: RwLock<HashMap<(String, String), Discovered>>,
+    /// Whether the built-in Metrics API serves `metrics.k8s.io/v1beta1` here.
+    builtin_metrics: bool,
 }
 
 /// What a remote listed at its last successful check.
@@ -315,7 +350,14 @@ impl Aggregator {
             front_proxy,
             compiled: Mutex::new(Compiled::default()),
             discovered: RwLock::default(),
+            builtin_metrics: false,
         }
+    }
+
+    /// This aggregator with `metrics.k8s.io/v1beta1` served here (the built-in Metrics API).
+    pub(crate) fn with_builtin_metrics(mut self, served: bool) -> Self {
+        self.builtin_metrics = served;
+        self
     }
 
     pub(crate) fn registries(&self) -> &Arc<Registries> {
@@ -376,7 +418,12 @@ impl Aggregator {
 
     /// Whether this server serves `group`/`version` itself.
     fn served_here(&self, group: &str, version: &str) -> bool {
-        catalog::resources_in(group, version).next().is_some()
+        let metrics = (
+            capstan_api::resourcemetrics::GROUP,
+            capstan_api::resourcemetrics::VERSION,
+        );
+        (self.builtin_metrics && (group, version) == metrics)
+            || catalog::resources_in(group, version).next().is_some()
             || self
                 .registries
                 .custom_find(|r| (r.group, r.version) == (group, version))

@@ -704,7 +704,8 @@ impl Authorizer {
 /// client certificates);
 /// upstream's `system:kube-dns` role and binding, and the cluster DNS
 /// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
-/// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`.
+/// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`;
+/// metrics-server's `system:aggregated-metrics-reader` (in view, edit and admin).
 fn bootstrap_objects(controller_admin: bool) -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -812,6 +813,20 @@ fn bootstrap_objects(controller_admin: bool) -> Vec<(&'static str, Value)> {
             "system:volume-scheduler",
             "system:volume-scheduler",
             "system:kube-scheduler",
+        ),
+        // Reading the Metrics API, aggregated into view, edit and admin as metrics-server's
+        // manifest (and k3s) install it.
+        (
+            "clusterroles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "system:aggregated-metrics-reader",
+                                "labels": {"kubernetes.io/bootstrapping": "rbac-defaults",
+                                           "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                                           "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+                                           "rbac.authorization.k8s.io/aggregate-to-view": "true"},
+                                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+                   "rules": [{"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"],
+                              "verbs": ["get", "list", "watch"]}]}),
         ),
         // What extension API servers are bound to, as upstream's bootstrap policy has it:
         // delegating authentication and authorization to this server, and reading how its

@@ -218,7 +218,13 @@ fn api_resources(served: &Served, group: &str, version: &str) -> Vec<APIResource
 
 /// `/api/v1` or `/apis/<group>/<version>`, if served.
 fn api_resource_list(served: &Served, group: &str, version: &str) -> Option<Value> {
-    let resources = api_resources(served, group, version);
+    // A group-version served in this process but not from the catalogue (the built-in Metrics
+    // API) lists what it declared; requests for an extension API server's are passed on
+    // before they get here.
+    let resources = match served.remote(group, version) {
+        Some(remote) => remote.resources.clone().unwrap_or_default(),
+        None => api_resources(served, group, version),
+    };
     if resources.is_empty() {
         return None;
     }

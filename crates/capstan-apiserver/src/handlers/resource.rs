@@ -43,6 +43,8 @@ pub(crate) struct Api {
     /// Connections to kubelets, for the pod subresources served by nodes; without them those
     /// subresources are unavailable.
     kubelets: Option<Arc<crate::handlers::kubelets::Kubelets>>,
+    /// The built-in Metrics API, unless turned off.
+    metrics_api: Option<Arc<crate::resourcemetrics::MetricsApi>>,
     /// Issues (`serviceaccounts/token`) and checks service account tokens.
     tokens: Arc<crate::authn::serviceaccount::TokenAuthority>,
 }
@@ -212,7 +214,7 @@ fn now() -> Timestamp {
 
 /// What the client accepts in a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Output {
+pub(crate) enum Output {
     Json,
     Yaml,
     /// A `meta.k8s.io` Table (JSON), rows printed for the resource.
@@ -250,7 +252,7 @@ impl Output {
 }
 
 /// Reads the `Accept` header: the first media type served wins, as upstream negotiates.
-fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
+pub(crate) fn negotiate(headers: &HeaderMap) -> Result<Output, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(Output::Json);
     };
@@ -590,6 +592,7 @@ impl Api {
             service_cidr,
             admission,
             kubelets: None,
+            metrics_api: None,
             tokens,
         }
     }
@@ -644,6 +647,25 @@ impl Api {
     pub(crate) fn with_kubelets(mut self, kubelets: crate::handlers::kubelets::Kubelets) -> Self {
         self.kubelets = Some(Arc::new(kubelets));
         self
+    }
+
+    /// The connections to kubelets, when this API reaches them.
+    pub(crate) fn kubelets(&self) -> Option<&Arc<crate::handlers::kubelets::Kubelets>> {
+        self.kubelets.as_ref()
+    }
+
+    /// This API serving `metrics.k8s.io` from `metrics_api`.
+    pub(crate) fn with_metrics_api(
+        mut self,
+        metrics_api: Arc<crate::resourcemetrics::MetricsApi>,
+    ) -> Self {
+        self.metrics_api = Some(metrics_api);
+        self
+    }
+
+    /// The built-in Metrics API, if served.
+    pub(crate) fn metrics_api(&self) -> Option<&Arc<crate::resourcemetrics::MetricsApi>> {
+        self.metrics_api.as_ref()
     }
 
     /// `pods/log`, `exec`, `attach` and `portforward`, proxied to the pod's kubelet. Upgrade

@@ -765,6 +765,7 @@ impl Served {
             join_token: None,
             advertise_address: None,
             default_storage_class: false,
+            metrics_server: None,
             admission_control_config_file: None,
             node_cert_lifetime: crate::pki::DEFAULT_NODE_LIFETIME,
             authentication_token_webhook: None,
