@@ -16,6 +16,7 @@ pub mod expectations;
 pub mod gc;
 pub mod history;
 pub mod job;
+mod metrics;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;

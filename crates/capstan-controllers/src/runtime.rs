@@ -541,6 +541,7 @@ struct Shared<K: Resource + 'static, Ctx> {
     ctx: Arc<Ctx>,
     failures: Mutex<HashMap<ObjectRef<K>, u32>>,
     name: &'static str,
+    metrics: crate::metrics::QueueMetrics<ObjectRef<K>>,
 }
 
 /// Runs a controller until the returned future is dropped: waits for `ready` (every informer
@@ -569,14 +570,21 @@ pub async fn run_controller<K, Ctx, F, Fut>(
         ctx,
         failures: Mutex::new(HashMap::new()),
         name,
+        metrics: crate::metrics::QueueMetrics::new(name),
     });
+    let counted = shared.clone();
+    let known = store.clone();
     let reconcile = Arc::new(reconcile);
     let stream = applier(
         move |object: Arc<K>, shared: Arc<Shared<K, Ctx>>| {
             let key = ObjectRef::from_obj(&*object);
+            shared.metrics.started(&key);
+            let began = std::time::Instant::now();
+            let timed = shared.clone();
             let fut = AssertUnwindSafe(reconcile(object, shared.ctx.clone()))
                 .catch_unwind()
-                .map(panic_as_error);
+                .map(panic_as_error)
+                .inspect(move |_| timed.metrics.worked(began.elapsed().as_secs_f64()));
             Box::pin(fut.map_ok(move |action| {
                 shared
                     .failures
@@ -592,6 +600,7 @@ pub async fn run_controller<K, Ctx, F, Fut>(
             let count = failures.entry(key.clone()).or_default();
             let delay = backoff(*count);
             *count += 1;
+            shared.metrics.retried();
             if let Error::Panicked(_) = error {
                 tracing::error!(controller = shared.name, object = %key, %error, ?delay, "reconcile panicked; retrying");
             } else if error.is_conflict() {
@@ -603,7 +612,12 @@ pub async fn run_controller<K, Ctx, F, Fut>(
         },
         shared,
         store,
-        queue.0.map(Ok::<_, Infallible>),
+        queue.0.map(move |key| {
+            counted
+                .metrics
+                .added(key.clone(), known.get(&key).is_some());
+            Ok::<_, Infallible>(key)
+        }),
         ApplierConfig::default().concurrency(concurrency),
     );
     futures::pin_mut!(stream);

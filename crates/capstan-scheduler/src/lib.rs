@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod framework;
+mod metrics;
 pub mod plugins;
 mod prebind;
 pub mod queue;

@@ -208,6 +208,7 @@ impl Scheduler {
                     recorder,
                     conditions: HashMap::new(),
                     rng: rand::rng(),
+                    binding_since: HashMap::new(),
                 };
                 state.run(rx);
             })
@@ -359,6 +360,9 @@ struct Loop {
     /// The last PodScheduled=False message written per pod uid (not rewritten when the same).
     conditions: HashMap<String, String>,
     rng: rand::rngs::ThreadRng,
+    /// When each pod's attempt whose binding is in flight began, and its profile (for the
+    /// attempt metrics, which count binding as upstream's do).
+    binding_since: HashMap<String, (Instant, String)>,
 }
 
 fn is_terminal(pod: &Pod) -> bool {
@@ -412,6 +416,8 @@ impl Loop {
             if now.duration_since(last_flush) >= TICK {
                 self.queue.flush_unschedulable(now);
                 last_flush = now;
+                let (active, backoff, unschedulable) = self.queue.counts();
+                crate::metrics::pending(active, backoff, unschedulable);
             }
             if let Some(pod) = self.queue.pop(now) {
                 self.schedule_one(pod);
@@ -556,48 +562,70 @@ impl Loop {
                 node,
                 volumes,
                 result,
-            } => match result {
-                Ok(()) => {
-                    let info = &pod.info;
-                    self.recorder.record(
-                        pod_reference(&info.pod),
-                        EventType::Normal,
-                        "Scheduled",
-                        format!(
-                            "Successfully assigned {}/{} to {node}",
-                            info.namespace(),
-                            info.name()
-                        ),
-                    );
+            } => {
+                if let Some((started, profile)) = self.binding_since.remove(pod.uid()) {
+                    let outcome = match &result {
+                        Ok(()) => crate::metrics::Outcome::Scheduled,
+                        Err(_) => crate::metrics::Outcome::Error,
+                    };
+                    crate::metrics::attempt(&profile, outcome, started.elapsed());
                 }
-                Err(failure) => {
-                    let uid = pod.uid().to_owned();
-                    if self.snapshot.is_assumed(&uid) {
-                        self.snapshot.remove_pod(&uid);
-                    }
-                    if let Some(decisions) = volumes {
-                        // The volumes it held are free again for other pods.
-                        volume_binding::revert(&mut self.snapshot, &decisions);
-                        self.event(ClusterEvent::Other);
-                    }
-                    if let BindFailure::Retry(message) = failure {
-                        tracing::warn!(pod = %pod.info.name(), namespace = %pod.info.namespace(), %node, error = %message, "binding failed; retrying");
-                        self.recorder.record(
-                            pod_reference(&pod.info.pod),
-                            EventType::Warning,
-                            "FailedScheduling",
-                            message,
-                        );
-                        self.queue.readd_after_failure(*pod, Instant::now());
-                    }
-                    self.event(ClusterEvent::AssignedPodDelete);
-                }
-            },
+                self.bound(*pod, node, volumes, result);
+            }
             Input::Stop => {}
         }
     }
 
+    /// A binding finished: the `Scheduled` event, or the pod back in the queue.
+    fn bound(
+        &mut self,
+        pod: QueuedPod,
+        node: String,
+        volumes: Option<Box<Decisions>>,
+        result: Result<(), BindFailure>,
+    ) {
+        match result {
+            Ok(()) => {
+                crate::metrics::scheduled_after(pod.attempts.max(1));
+                let info = &pod.info;
+                self.recorder.record(
+                    pod_reference(&info.pod),
+                    EventType::Normal,
+                    "Scheduled",
+                    format!(
+                        "Successfully assigned {}/{} to {node}",
+                        info.namespace(),
+                        info.name()
+                    ),
+                );
+            }
+            Err(failure) => {
+                let uid = pod.uid().to_owned();
+                if self.snapshot.is_assumed(&uid) {
+                    self.snapshot.remove_pod(&uid);
+                }
+                if let Some(decisions) = volumes {
+                    // The volumes it held are free again for other pods.
+                    volume_binding::revert(&mut self.snapshot, &decisions);
+                    self.event(ClusterEvent::Other);
+                }
+                if let BindFailure::Retry(message) = failure {
+                    tracing::warn!(pod = %pod.info.name(), namespace = %pod.info.namespace(), %node, error = %message, "binding failed; retrying");
+                    self.recorder.record(
+                        pod_reference(&pod.info.pod),
+                        EventType::Warning,
+                        "FailedScheduling",
+                        message,
+                    );
+                    self.queue.readd_after_failure(pod, Instant::now());
+                }
+                self.event(ClusterEvent::AssignedPodDelete);
+            }
+        }
+    }
+
     fn schedule_one(&mut self, queued: QueuedPod) {
+        let started = Instant::now();
         let info = queued.info.clone();
         let scheduler_name = info
             .pod
@@ -615,6 +643,7 @@ impl Loop {
         let rng = &mut self.rng;
         let mut pick = |n: usize| if n <= 1 { 0 } else { rng.random_range(0..n) };
         let outcome = profile.schedule(&info, &self.snapshot, &mut self.next_start, &mut pick);
+        let profile_name = scheduler_name;
         match outcome {
             Outcome::Suggested { node, .. } => {
                 let volumes = match binder
@@ -627,10 +656,17 @@ impl Loop {
                             "running Reserve plugin {:?}: {message}",
                             volume_binding::NAME
                         );
+                        crate::metrics::attempt(
+                            &profile_name,
+                            crate::metrics::Outcome::Error,
+                            started.elapsed(),
+                        );
                         self.scheduling_error(&queued, &info, message);
                         return;
                     }
                 };
+                self.binding_since
+                    .insert(queued.uid().to_owned(), (started, profile_name));
                 self.snapshot.assume(info.clone(), &node);
                 self.snapshot.unnominate(info.uid());
                 self.queue.done(queued.uid());
@@ -644,14 +680,27 @@ impl Loop {
                 let message = error.to_string();
                 tracing::debug!(pod = %info.name(), namespace = %info.namespace(), %message, "unschedulable");
                 let nominated = preemption.as_ref().and_then(|p| p.nominated_node.clone());
+                crate::metrics::attempt(
+                    &profile_name,
+                    crate::metrics::Outcome::Unschedulable,
+                    started.elapsed(),
+                );
                 if let Some(result) = preemption {
+                    crate::metrics::preemption_attempt();
                     self.preempt(&info, result);
                 }
                 self.queue
                     .requeue_unschedulable(queued.uid(), rejected_by, Instant::now());
                 self.report_unschedulable(&info, message, nominated);
             }
-            Outcome::Error(message) => self.scheduling_error(&queued, &info, message),
+            Outcome::Error(message) => {
+                crate::metrics::attempt(
+                    &profile_name,
+                    crate::metrics::Outcome::Error,
+                    started.elapsed(),
+                );
+                self.scheduling_error(&queued, &info, message);
+            }
         }
     }
 
