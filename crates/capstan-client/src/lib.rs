@@ -12,9 +12,14 @@
 //! servers depend on this crate and it is the one about those credentials; `capstan-stream`
 //! speaks its protocols over whatever connection it is given and never sees TLS, and
 //! `capstan-api` is the API without I/O.
+//!
+//! [`prometheus`] writes the Prometheus exposition formats (text 0.0.4 and OpenMetrics) and
+//! picks one from a request's `Accept` header, for the API server's and the kubelet's
+//! `/metrics` endpoints alike.
 
 pub mod credentials;
 pub mod events;
 pub mod leader;
 pub mod metrics;
+pub mod prometheus;
 pub mod tls;
