@@ -1,6 +1,8 @@
 //! `/metrics`: request counts and latencies under upstream's names and labels
-//! (`apiserver_request_total`, `apiserver_request_duration_seconds`), in the Prometheus text
-//! (OpenMetrics) format.
+//! (`apiserver_request_total`, `apiserver_request_duration_seconds`) and the objects stored per
+//! resource (`apiserver_storage_objects`), followed by the process's other components'
+//! (`capstan_client::metrics`), in the text format 0.0.4 or OpenMetrics as the client's
+//! `Accept` asks (`capstan_client::prometheus`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use std::time::Duration;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use capstan_api::RequestInfo;
+use capstan_client::prometheus::{self, MetricFamily, MetricType, Sample};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -78,13 +81,13 @@ impl Metrics {
         );
         registry.register(
             "apiserver_request",
-            "Counter of apiserver requests broken out for each verb, dry run value, group, \
+            "[STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, \
              version, resource, scope, component, and HTTP response code",
             requests.clone(),
         );
         registry.register_with_unit(
             "apiserver_request_duration",
-            "Response latency distribution in seconds for each verb, dry run value, group, \
+            "[STABLE] Response latency distribution in seconds for each verb, dry run value, group, \
              version, resource, subresource, scope and component",
             Unit::Seconds,
             durations.clone(),
@@ -127,16 +130,31 @@ impl Metrics {
             .inc();
     }
 
-    /// The metrics in the text format.
-    pub(crate) fn render(&self) -> Response {
-        let mut body = String::new();
-        match prometheus_client::encoding::text::encode(&mut body, &self.registry) {
-            Ok(()) => (
+    /// The metrics in the format the client accepts (`accept`: text 0.0.4 unless it asks for
+    /// OpenMetrics): the server's own, then the process's (scheduler, controllers' queues), then
+    /// the objects stored per resource (`counts`, upstream's `apiserver_storage_objects`).
+    pub(crate) fn render(&self, accept: Option<&str>, counts: &[(String, i64)]) -> Response {
+        let format = prometheus::negotiate(accept);
+        let mut storage = MetricFamily::new(
+            "apiserver_storage_objects",
+            "[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+            MetricType::Gauge,
+        );
+        storage.samples = counts
+            .iter()
+            .map(|(resource, count)| Sample::new(&[("resource", resource)], *count as f64))
+            .collect();
+        let body =
+            prometheus::encode_registry(&self.registry, format, false).and_then(|mut body| {
+                let process = capstan_client::metrics::registry();
+                body.push_str(&prometheus::encode_registry(&process, format, false)?);
+                body.push_str(&prometheus::encode_families(&[storage], format, true));
+                Ok(body)
+            });
+        match body {
+            Ok(body) => (
                 StatusCode::OK,
-                [(
-                    header::CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )],
+                [(header::CONTENT_TYPE, format.content_type())],
                 body,
             )
                 .into_response(),

@@ -215,7 +215,13 @@ fn router_with(
         .route("/readyz", get(health::readyz))
         .route("/version", get(health::version))
         .route("/version/", get(health::version))
-        .route("/metrics", get(move || async move { metrics.render() }))
+        .route("/metrics", {
+            let registries = api.registries().clone();
+            get(move |headers: axum::http::HeaderMap| async move {
+                let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                metrics.render(accept, &registries.object_counts())
+            })
+        })
         .fallback(move |request: Request<Body>| {
             let (api, server_address) = (api.clone(), server_address.clone());
             let aggregator = aggregator.clone();

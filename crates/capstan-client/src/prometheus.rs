@@ -267,7 +267,8 @@ impl MetricFamily {
 /// counters lose `_total` in their family name, timestamps are in seconds and `# EOF` ends
 /// the output unless `eof` is false.
 pub fn encode_families(families: &[MetricFamily], format: Format, eof: bool) -> String {
-    let mut sorted: Vec<&MetricFamily> = families.iter().filter(|f| !f.samples.is_empty()).collect();
+    let mut sorted: Vec<&MetricFamily> =
+        families.iter().filter(|f| !f.samples.is_empty()).collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut out = String::new();
     for family in sorted {
@@ -490,14 +491,26 @@ mod tests {
             MetricType::Counter,
         );
         cpu.samples.push(
-            Sample::new(&[("pod", "b"), ("namespace", "ns"), ("container", "c")], 12.5)
-                .at(1_700_000_000_123),
+            Sample::new(
+                &[("pod", "b"), ("namespace", "ns"), ("container", "c")],
+                12.5,
+            )
+            .at(1_700_000_000_123),
         );
-        cpu.samples
-            .push(Sample::new(&[("pod", "a"), ("namespace", "ns"), ("container", "c")], 3.0).at(1_700_000_000_123));
+        cpu.samples.push(
+            Sample::new(
+                &[("pod", "a"), ("namespace", "ns"), ("container", "c")],
+                3.0,
+            )
+            .at(1_700_000_000_123),
+        );
         let errors = MetricFamily {
             samples: vec![Sample::new(&[], 0.0)],
-            ..MetricFamily::new("a_scrape_error", "1 if \"bad\"\\ else 0\nor so", MetricType::Gauge)
+            ..MetricFamily::new(
+                "a_scrape_error",
+                "1 if \"bad\"\\ else 0\nor so",
+                MetricType::Gauge,
+            )
         };
         let empty = MetricFamily::new("b_empty", "no samples", MetricType::Gauge);
         let families = [cpu, empty, errors];
@@ -566,9 +579,11 @@ mod tests {
         let openmetrics = encode_registry(&registry, Format::OpenMetrics, true).unwrap();
         assert!(openmetrics.starts_with("# HELP http_requests Requests served.\n"));
         assert!(openmetrics.ends_with("# EOF\n"));
-        assert!(!encode_registry(&registry, Format::OpenMetrics, false)
-            .unwrap()
-            .contains("# EOF"));
+        assert!(
+            !encode_registry(&registry, Format::OpenMetrics, false)
+                .unwrap()
+                .contains("# EOF")
+        );
     }
 
     #[test]

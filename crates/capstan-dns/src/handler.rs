@@ -137,6 +137,8 @@ pub struct Handler {
     zone: Arc<Zone>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     forwarder: Forwarder,
+    /// The server as the metrics name it (`dns://:53`).
+    server: String,
 }
 
 /// A response ready to be written.
@@ -163,7 +165,15 @@ impl Handler {
             zone,
             snapshot,
             forwarder,
+            server: "dns://:53".to_owned(),
         }
+    }
+
+    /// This handler counting its requests as the server on `port` (`dns://:<port>`).
+    #[must_use]
+    pub fn with_port(mut self, port: u16) -> Handler {
+        self.server = format!("dns://:{port}");
+        self
     }
 
     /// The response to one question.
@@ -245,6 +255,22 @@ impl RequestHandler for Handler {
         request: &Request,
         mut response_handle: R,
     ) -> ResponseInfo {
+        let started = std::time::Instant::now();
+        let answered = |qtype, rcode, plugin| {
+            crate::metrics::answered(&crate::metrics::Answered {
+                server: &self.server,
+                proto: if request.protocol() == hickory_server::net::xfer::Protocol::Tcp {
+                    "tcp"
+                } else {
+                    "udp"
+                },
+                ipv6: request.src().is_ipv6(),
+                qtype,
+                rcode,
+                plugin,
+                took: started.elapsed(),
+            });
+        };
         let mut builder = MessageResponseBuilder::from_message_request(request);
         // EDNS is answered with EDNS, advertising the client's size (as CoreDNS's
         // `SizeAndDo`): that is also the size a UDP answer is truncated to.
@@ -269,8 +295,13 @@ impl RequestHandler for Handler {
         let query = match (refusal, request.queries.queries().first()) {
             (None, Some(query)) => query.original().clone(),
             (refusal, _) => {
-                let response =
-                    builder.error_msg(&request.metadata, refusal.unwrap_or(ResponseCode::FormErr));
+                let code = refusal.unwrap_or(ResponseCode::FormErr);
+                answered(
+                    request.queries.queries().first().map(|q| q.query_type()),
+                    code,
+                    "",
+                );
+                let response = builder.error_msg(&request.metadata, code);
                 return match response_handle.send_response(response).await {
                     Ok(info) => info,
                     Err(_) => failed(request),
@@ -282,6 +313,13 @@ impl RequestHandler for Handler {
             response.answers = load_balanced(std::mem::take(&mut response.answers));
             response.additionals = load_balanced(std::mem::take(&mut response.additionals));
         }
+        // Forwarded answers, and only they, carry the RA flag.
+        let plugin = if response.recursion_available {
+            "forward"
+        } else {
+            "kubernetes"
+        };
+        answered(Some(query.query_type()), response.rcode, plugin);
         let mut metadata = Metadata::response_from_request(&request.metadata);
         metadata.response_code = response.rcode;
         metadata.authoritative = response.authoritative;

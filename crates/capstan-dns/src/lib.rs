@@ -18,6 +18,7 @@
 
 pub mod answer;
 pub mod handler;
+mod metrics;
 pub mod records;
 pub mod register;
 pub mod watch;
@@ -226,7 +227,7 @@ pub async fn start(config: Config, client: Option<kube::Client>) -> Result<Runni
     };
     let forwarder = Forwarder::new(&servers).map_err(|e| StartError::Upstream(e.to_string()))?;
     let snapshot = Arc::new(ArcSwap::from_pointee(Snapshot::default()));
-    let handler = Handler::new(zone, snapshot.clone(), forwarder);
+    let handler = Handler::new(zone, snapshot.clone(), forwarder).with_port(config.listen.port());
     let loopback = match config.listen.ip() {
         IpAddr::V4(_) => IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
         IpAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),

@@ -22,6 +22,7 @@
 //! not implemented.
 
 pub mod conntrack;
+mod metrics;
 pub mod nft;
 pub mod rules;
 #[cfg(test)]
@@ -97,10 +98,13 @@ impl Proxier {
     /// Brings the table to `desired`: the whole table the first time and after a failure,
     /// only the difference otherwise.
     pub async fn sync(&mut self, desired: Desired) -> Result<SyncStats, NftError> {
+        let started = std::time::Instant::now();
         let full = self.applied.is_none();
         let transaction = self.writer.transaction(self.applied.as_ref(), &desired);
         let commands = transaction.len();
-        match nft::apply(&self.nft, transaction).await {
+        let applied = nft::apply(&self.nft, transaction).await;
+        metrics::synced(full, started.elapsed(), applied.is_ok());
+        match applied {
             Ok(()) => {
                 self.applied = Some(desired);
                 Ok(SyncStats { full, commands })

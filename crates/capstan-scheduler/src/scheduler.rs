@@ -403,6 +403,7 @@ fn node_changed(old: &Node, new: &Node) -> bool {
 impl Loop {
     fn run(&mut self, rx: mpsc::Receiver<Input>) {
         let mut last_flush = Instant::now();
+        crate::metrics::pending(0, 0, 0);
         loop {
             // Apply everything that has arrived before the next cycle.
             loop {

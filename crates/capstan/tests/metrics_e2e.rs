@@ -266,3 +266,115 @@ fn the_group_can_be_left_to_an_extension_api_server() {
     );
     server.stop();
 }
+
+/// Parses Prometheus exposition text with Prometheus' own Python client's parser (the
+/// OpenMetrics one when `openmetrics`); the family names found.
+fn parse_with_prometheus(text: &str, openmetrics: bool) -> Vec<String> {
+    let parser = if openmetrics {
+        "from prometheus_client.openmetrics.parser import text_string_to_metric_families"
+    } else {
+        "from prometheus_client.parser import text_string_to_metric_families"
+    };
+    let script = format!(
+        "import sys\n{parser}\nfor f in text_string_to_metric_families(sys.stdin.read()):\n    print(f.name)\n"
+    );
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with prometheus-client (scripts/install-deps installs it)");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_api_server_metrics_parse_in_both_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    kubectl_ok(
+        "default",
+        &kc,
+        &["create", "deployment", "web", "--image=busybox"],
+    );
+    let tls = dir.path().join("tls");
+    let scrape = |accept: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-D", "-", "--cacert"])
+            .arg(tls.join("ca.crt"))
+            .arg("--cert")
+            .arg(tls.join("admin.crt"))
+            .arg("--key")
+            .arg(tls.join("admin.key"))
+            .args(["-H", &format!("Accept: {accept}")])
+            .arg(server.url("/metrics"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        (head.to_ascii_lowercase(), body.to_owned())
+    };
+    // Once the deployment controller has seen the Deployment and the scheduler its pod.
+    let (head, text) = wait_for("the components' metrics", Duration::from_secs(30), || {
+        let (head, text) = scrape("*/*");
+        (text.contains(r#"workqueue_adds_total{name="deployment"}"#)
+            && text.contains(r#"apiserver_storage_objects{resource="deployments.apps"} 1"#)
+            && text.contains("scheduler_schedule_attempts_total{")
+            && text.contains("scheduler_pending_pods{"))
+        .then_some((head, text))
+    });
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
+        "{head}"
+    );
+    let families = parse_with_prometheus(&text, false);
+    for family in [
+        "apiserver_request",
+        "apiserver_request_duration_seconds",
+        "apiserver_storage_objects",
+        "scheduler_schedule_attempts",
+        "scheduler_pending_pods",
+        "scheduler_scheduling_attempt_duration_seconds",
+        "workqueue_adds",
+        "workqueue_depth",
+        "workqueue_work_duration_seconds",
+    ] {
+        assert!(
+            families.iter().any(|f| f == family),
+            "{family} in {families:?}"
+        );
+    }
+    assert!(
+        text.contains("# HELP workqueue_depth [ALPHA] Current depth of workqueue\n"),
+        "{text}"
+    );
+    let (head, text) = scrape("application/openmetrics-text;version=1.0.0,text/plain;q=0.5");
+    assert!(
+        head.contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let families = parse_with_prometheus(&text, true);
+    assert!(
+        families.iter().any(|f| f == "workqueue_adds"),
+        "{families:?}"
+    );
+    server.stop();
+}

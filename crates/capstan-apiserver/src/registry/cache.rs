@@ -445,6 +445,12 @@ impl WatchCache {
         self.lock().ready
     }
 
+    /// How many objects the cache holds, once loaded.
+    pub(crate) fn len(&self) -> Option<usize> {
+        let state = self.lock();
+        state.ready.then(|| state.objects.len())
+    }
+
     /// One object, if the cache is loaded (`Some(None)`: there is no such object).
     pub(crate) fn get(&self, key: &str) -> Option<(Option<Arc<Cached>>, Revision)> {
         let state = self.lock();

@@ -105,6 +105,27 @@ impl Registries {
         }
     }
 
+    /// How many objects each built-in resource stores, as upstream's `apiserver_storage_objects`
+    /// labels them (`pods`, `deployments.apps`); -1 while its watch cache loads.
+    pub(crate) fn object_counts(&self) -> Vec<(String, i64)> {
+        catalog::resources()
+            .filter(|r| r.is_stored_version())
+            .map(|r| {
+                let label = if r.group.is_empty() {
+                    r.plural.to_owned()
+                } else {
+                    format!("{}.{}", r.plural, r.group)
+                };
+                let count = self
+                    .caches
+                    .cache(&r.storage_key_prefix())
+                    .and_then(|cache| cache.len())
+                    .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+                (label, count)
+            })
+            .collect()
+    }
+
     /// The registry serving `plural` of `group`/`version`: a built-in resource or a custom one.
     pub(crate) fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Registry>> {
         if let Some(resource) = catalog::lookup(group, version, plural) {
