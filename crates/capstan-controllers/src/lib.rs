@@ -22,6 +22,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod nodepassword;
 pub mod persistentvolume;
+pub mod podautoscaler;
 pub mod podgc;
 pub mod pods;
 pub mod replicaset;
@@ -264,6 +265,13 @@ const TABLE: &[Controller] = &[
         start: persistentvolume::protection::start_volumes,
     },
     Controller {
+        name: "horizontalpodautoscaling",
+        long_name: "horizontal-pod-autoscaler-controller",
+        account: "horizontal-pod-autoscaler",
+        concurrency: 5,
+        start: podautoscaler::start,
+    },
+    Controller {
         name: "ephemeral-volume",
         long_name: "ephemeral-volume-controller",
         account: "ephemeral-volume-controller",
@@ -318,6 +326,8 @@ pub struct Config {
     pub signing_duration: Duration,
     /// How the controllers authenticate (`--use-service-account-credentials`).
     pub credentials: clientbuilder::Credentials,
+    /// The HorizontalPodAutoscaler controller's settings (`--horizontal-pod-autoscaler-*`).
+    pub horizontal_pod_autoscaler: podautoscaler::Settings,
 }
 
 impl Default for Config {
@@ -332,6 +342,7 @@ impl Default for Config {
             kubelet_serving_ca: None,
             signing_duration: certificates::DEFAULT_SIGNING_DURATION,
             credentials: clientbuilder::Credentials::Shared,
+            horizontal_pod_autoscaler: podautoscaler::Settings::default(),
         }
     }
 }
@@ -340,6 +351,7 @@ impl Config {
     /// Checks that every disabled name is a controller's and the cluster CIDR parses.
     pub fn validate(&self) -> Result<(), String> {
         nodeipam::ClusterCidr::parse(&self.cluster_cidr)?;
+        self.horizontal_pod_autoscaler.validate()?;
         match self
             .disabled
             .iter()
