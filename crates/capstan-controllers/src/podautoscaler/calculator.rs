@@ -117,6 +117,7 @@ impl Calculator {
     /// Replicas for a utilization target (percent of the requests) of `resource`, over the
     /// whole pod or `container` only (upstream's `GetResourceReplicas` after the metrics are
     /// fetched): the replica count, the utilization and the average raw value.
+    #[allow(clippy::too_many_arguments)]
     pub fn resource_replicas(
         &self,
         current: i32,

@@ -139,11 +139,14 @@ async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, ctx: Arc<Context>) -> Resu
     Ok(Action::requeue(period))
 }
 
+/// A group's resources with their kinds, and when they were discovered.
+type Discovered = (Instant, Vec<(Target, String)>);
+
 /// The [`Access`] of a running controller: the API through its client, with a cache of
 /// discovered groups (upstream's deferred discovery REST mapper).
 pub struct Live {
     client: Client,
-    groups: Mutex<HashMap<String, (Instant, Vec<(Target, String)>)>>,
+    groups: Mutex<HashMap<String, Discovered>>,
 }
 
 impl std::fmt::Debug for Live {
