@@ -213,6 +213,27 @@ pub fn controller_roles() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "horizontal-pod-autoscaler",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &["autoscaling"],
+                    &["horizontalpodautoscalers"],
+                ),
+                rule(
+                    &["update"],
+                    &["autoscaling"],
+                    &["horizontalpodautoscalers/status"],
+                ),
+                rule(&["get", "update"], &["*"], &["*/scale"]),
+                rule(&["list"], &[""], &["pods"]),
+                rule(&["list"], &["metrics.k8s.io"], &["pods"]),
+                rule(&["get", "list"], &["custom.metrics.k8s.io"], &["*"]),
+                rule(&["get", "list"], &["external.metrics.k8s.io"], &["*"]),
+                events(),
+            ],
+        ),
+        (
             "job-controller",
             vec![
                 rule(
@@ -761,6 +782,35 @@ mod tests {
                 "disruption-controller",
                 at("get", "apps", "statefulsets/scale", "default"),
             ),
+            (
+                "horizontal-pod-autoscaler",
+                at("update", "apps", "deployments/scale", "default"),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at("get", "example.com", "widgets/scale", "default"),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at(
+                    "update",
+                    "autoscaling",
+                    "horizontalpodautoscalers/status",
+                    "default",
+                ),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at("list", "metrics.k8s.io", "pods", "default"),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at("get", "custom.metrics.k8s.io", "pods", "default"),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at("list", "external.metrics.k8s.io", "queue", "default"),
+            ),
             // The garbage collector and the namespace controller reach every kind, custom
             // resources too.
             (
@@ -829,6 +879,14 @@ mod tests {
             (
                 "namespace-controller",
                 at("create", "", "configmaps", "team"),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at("update", "apps", "deployments", "default"),
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                at("get", "metrics.k8s.io", "pods", "default"),
             ),
             ("no-such-controller", at("get", "", "pods", "default")),
         ] {
