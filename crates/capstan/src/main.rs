@@ -235,6 +235,25 @@ struct ControllerFlags {
     /// controller manager's user, which `capstan server` then binds to cluster-admin.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     use_service_account_credentials: bool,
+    /// How often each HorizontalPodAutoscaler is synced (Go duration).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_sync_period: Duration,
+    /// How far from 1 the ratio of a metric to its target must be before the autoscaler
+    /// changes the replica count.
+    #[arg(long, default_value_t = 0.1)]
+    horizontal_pod_autoscaler_tolerance: f64,
+    /// How long the autoscaler looks back for a higher recommendation before scaling down
+    /// (autoscalers without a `behavior.scaleDown.stabilizationWindowSeconds`; Go duration).
+    #[arg(long, default_value = "5m0s", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_downscale_stabilization: Duration,
+    /// How long after a pod starts its CPU samples are used only once it is ready and a
+    /// full metric window has passed since (Go duration).
+    #[arg(long, default_value = "5m0s", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_cpu_initialization_period: Duration,
+    /// How long after a pod starts a readiness change still means it has never been ready
+    /// (Go duration).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_initial_readiness_delay: Duration,
 }
 
 impl ControllerFlags {
@@ -249,6 +268,13 @@ impl ControllerFlags {
             kubelet_serving_ca: None,
             signing_duration: self.cluster_signing_duration,
             credentials: capstan_controllers::clientbuilder::Credentials::Shared,
+            horizontal_pod_autoscaler: capstan_controllers::podautoscaler::Settings {
+                sync_period: self.horizontal_pod_autoscaler_sync_period,
+                tolerance: self.horizontal_pod_autoscaler_tolerance,
+                downscale_stabilization: self.horizontal_pod_autoscaler_downscale_stabilization,
+                cpu_initialization_period: self.horizontal_pod_autoscaler_cpu_initialization_period,
+                initial_readiness_delay: self.horizontal_pod_autoscaler_initial_readiness_delay,
+            },
         };
         config
             .validate()
