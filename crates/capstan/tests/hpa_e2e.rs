@@ -4,7 +4,8 @@
 //! load shared among them). Without the Metrics API the autoscaler reports upstream's
 //! `FailedGetResourceMetric`; with it, a Deployment at 50% CPU scales out under load and back
 //! in once the load drops and the scale-down stabilization window has passed, with upstream's
-//! status, conditions and events (read through `autoscaling/v2` and `autoscaling/v1`).
+//! status, conditions and events (read through `autoscaling/v2` and `autoscaling/v1`); a custom
+//! resource with a scale subresource is scaled too.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -118,8 +119,13 @@ fn condition(hpa: &Value, type_: &str) -> (String, String, String) {
         .unwrap_or_default()
 }
 
-/// The messages of the HPA's events with `reason`.
+/// The messages of the events of HPA `web` with `reason`.
 fn events(kc: &Path, reason: &str) -> Vec<String> {
+    events_of(kc, "web", reason)
+}
+
+/// The messages of the events of HPA `name` with `reason`.
+fn events_of(kc: &Path, name: &str, reason: &str) -> Vec<String> {
     let list = get_json(
         kc,
         &[
@@ -127,7 +133,7 @@ fn events(kc: &Path, reason: &str) -> Vec<String> {
             "events",
             "--field-selector",
             &format!(
-                "involvedObject.kind=HorizontalPodAutoscaler,involvedObject.name=web,reason={reason}"
+                "involvedObject.kind=HorizontalPodAutoscaler,involvedObject.name={name},reason={reason}"
             ),
             "-o",
             "json",
@@ -238,6 +244,94 @@ spec:
     );
     assert_eq!(deployment_replicas(&kc), 2);
 
+    // Any kind with a scale subresource is a target, custom resources too: one above the
+    // maximum is brought down to it through its scale subresource.
+    apply(
+        &kc,
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.count, labelSelectorPath: .status.selector}
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#,
+    );
+    kubectl_ok(
+        KUBECTL,
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/widgets.example.com",
+        ],
+    );
+    apply(
+        &kc,
+        r#"
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w, namespace: default}
+spec: {size: 8}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: widget, namespace: default}
+spec:
+  scaleTargetRef: {apiVersion: example.com/v1, kind: Widget, name: w}
+  minReplicas: 1
+  maxReplicas: 3
+"#,
+    );
+    eventually("the Widget to be scaled down to the maximum", || {
+        let widget = get_json(&kc, &["get", "widgets.example.com", "w", "-o", "json"]);
+        (widget["spec"]["size"] == 3).then_some(())
+    });
+    let rescaled = eventually("the Widget's SuccessfulRescale event", || {
+        Some(events_of(&kc, "widget", "SuccessfulRescale")).filter(|e| !e.is_empty())
+    });
+    assert_eq!(
+        rescaled,
+        ["New size: 3; reason: Current number of replicas above Spec.MaxReplicas"]
+    );
+
+    // A kind that is not served: upstream's FailedGetScale.
+    apply(
+        &kc,
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: nothing, namespace: default}\nspec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Nothing, name: x}\n  maxReplicas: 3\n",
+    );
+    let unable = eventually("FailedGetScale for a kind not served", || {
+        let hpa = get_json(
+            &kc,
+            &[
+                "get",
+                "horizontalpodautoscalers.v2.autoscaling",
+                "nothing",
+                "-o",
+                "json",
+            ],
+        );
+        Some(condition(&hpa, "AbleToScale")).filter(|c| !c.0.is_empty())
+    });
+    assert_eq!(
+        unable,
+        (
+            "False".into(),
+            "FailedGetScale".into(),
+            "the HPA controller was unable to get the target's current scale: no matches for kind \"Nothing\" in group \"apps\"".into()
+        )
+    );
+
     // The test metrics server, registered through API aggregation.
     let load = Arc::new(Load::default());
     load.total_millis.store(400, Ordering::SeqCst);
@@ -305,8 +399,11 @@ spec:
     });
     assert_eq!(scaled["status"]["desiredReplicas"], 4);
     assert!(scaled["status"]["lastScaleTime"].is_string(), "{scaled}");
+    let rescaled = eventually("the scale-out's SuccessfulRescale event", || {
+        Some(events(&kc, "SuccessfulRescale")).filter(|e| !e.is_empty())
+    });
     assert_eq!(
-        events(&kc, "SuccessfulRescale"),
+        rescaled,
         ["New size: 4; reason: cpu resource utilization (percentage of request) above target"]
     );
     let settled = eventually("the autoscaler to see the four pods at 50%", || {
@@ -361,7 +458,9 @@ spec:
     eventually("the Deployment to be scaled back in to 1", || {
         (deployment_replicas(&kc) == 1).then_some(())
     });
-    let mut rescales = events(&kc, "SuccessfulRescale");
+    let mut rescales = eventually("the scale-in's SuccessfulRescale event", || {
+        Some(events(&kc, "SuccessfulRescale")).filter(|e| e.len() == 2)
+    });
     rescales.sort();
     assert_eq!(
         rescales,

@@ -180,13 +180,12 @@ impl Live {
                 return Ok(resources);
             }
         }
-        let discovered =
-            kube::discovery::group(&self.client, group)
-                .await
-                .map_err(|e| match e {
-                    kube::Error::Discovery(_) => format!("no matches for group {group:?}"),
-                    other => runtime::error_message(&other),
-                })?;
+        let discovered = match kube::discovery::group(&self.client, group).await {
+            Ok(discovered) => discovered,
+            // A group not served: no resources (the caller says which kind it looked for).
+            Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
+            Err(other) => return Err(runtime::error_message(&other)),
+        };
         let mut versions: Vec<String> = discovered.versions().map(str::to_owned).collect();
         if let Some(preferred) = discovered.preferred_version() {
             versions.retain(|v| v != preferred);
