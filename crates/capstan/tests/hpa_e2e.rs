@@ -163,6 +163,8 @@ fn a_deployment_scales_out_under_load_and_back_in_after_the_window() {
         dir.path(),
         free_port(),
         &[
+            // The Metrics API comes from the test's server, registered through aggregation.
+            "--disable-metrics-server",
             "--horizontal-pod-autoscaler-sync-period=1s",
             "--horizontal-pod-autoscaler-downscale-stabilization=5s",
         ],

@@ -83,7 +83,7 @@ pub fn start(mut setup: Setup<'_>) -> Task {
             ),
         });
     }
-    setup.run("horizontalpodautoscaling", &hpas, rx, ctx, reconcile)
+    setup.run("horizontalpodautoscaler", &hpas, rx, ctx, reconcile)
 }
 
 /// One sync of an autoscaler; errors are reported and the autoscaler is synced again after the
