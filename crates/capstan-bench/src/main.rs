@@ -76,6 +76,7 @@ mod controllers;
 mod crash;
 mod dns;
 mod extend;
+mod observe;
 mod pods;
 mod proxy;
 mod scheduler;
@@ -117,6 +118,10 @@ enum Command {
     /// Benchmark a real node: pod start-up latency (beside `ctr run`) and the agent's CPU and
     /// memory. Needs root, containerd, runc and the CNI plugins.
     Pods(pods::PodsArgs),
+    /// Benchmark seeing the cluster on a real node: what metrics collection costs with idle
+    /// pods (the built-in Metrics API against `--disable-metrics-server`) and how soon a
+    /// HorizontalPodAutoscaler scales out under load. Needs root, as `pods`.
+    Metrics(observe::MetricsArgs),
     /// Benchmark the service proxy: syncs of many Services into nftables, one endpoint change
     /// at a time, incremental against full replacement. Needs root and nft.
     Proxy(proxy::ProxyArgs),
@@ -356,6 +361,7 @@ async fn main() -> ExitCode {
         Command::Scheduler(args) => scheduler::run(args).await,
         Command::Controllers(args) => controllers::run(args).await,
         Command::Pods(args) => pods::run(args).await,
+        Command::Metrics(args) => observe::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Dns(args) => dns::run(args).await,
         Command::Extend(args) => extend::run(args).await,

@@ -59,11 +59,11 @@ const BRIDGE: &str = "capbench0";
 const CLUSTER_CIDR: &str = "10.209.0.0/16";
 /// The benchmark node's kubelet API port.
 const KUBELET_PORT: &str = "10259";
-const NODE: &str = "capbench";
+pub(crate) const NODE: &str = "capbench";
 const NAMESPACE: &str = "pods-bench";
 /// The image as imported (containerd's name) and as pods name it.
-const IMAGE_REF: &str = "docker.io/library/busybox:bench";
-const IMAGE: &str = "busybox:bench";
+pub(crate) const IMAGE_REF: &str = "docker.io/library/busybox:bench";
+pub(crate) const IMAGE: &str = "busybox:bench";
 /// containerd's namespace of the CRI plugin, where the agent imports images.
 const CTR_NAMESPACE: &str = "k8s.io";
 /// Names of the containers the `ctr run`s make.
@@ -180,9 +180,9 @@ fn runtime_pids(data: &Path) -> (Vec<String>, Vec<String>) {
 
 /// CPU (share of one core) and RSS (KiB, summed) of a set of processes over an interval.
 #[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    cpu: f64,
-    rss: u64,
+pub(crate) struct Usage {
+    pub(crate) cpu: f64,
+    pub(crate) rss: u64,
     /// `RssAnon`: the heap and stacks, without the mapped binary.
     anon: u64,
     /// `Pss` (`/proc/<pid>/smaps_rollup`): pages shared between the processes (the shims' one
@@ -193,7 +193,7 @@ struct Usage {
 
 /// Measures `pids` for `interval`: CPU from `/proc/<pid>/stat` (user + system) at both ends,
 /// RSS (`VmRSS`) at the end. Processes gone by the end count for nothing.
-async fn measure(pids: &[String], interval: Duration) -> Usage {
+pub(crate) async fn measure(pids: &[String], interval: Duration) -> Usage {
     let before: Vec<Option<u64>> = pids.iter().map(|p| cpu_ticks(p)).collect();
     let began = Instant::now();
     tokio::time::sleep(interval).await;
@@ -244,7 +244,7 @@ async fn measure_node(server_pid: &str, data: &Path, interval: Duration) -> Poin
     }
 }
 
-fn mib_of(kib: u64) -> f64 {
+pub(crate) fn mib_of(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
@@ -270,13 +270,23 @@ fn node_flags() -> [&'static str; 10] {
 }
 
 /// `capstan server` with its agent; killed when dropped.
-struct NodeServer {
+pub(crate) struct NodeServer {
     child: tokio::process::Child,
-    pid: String,
+    pub(crate) pid: String,
 }
 
 impl NodeServer {
     fn spawn(binary: &Path, data: &Path, log: &Path) -> Result<NodeServer> {
+        Self::spawn_with(binary, data, log, &[])
+    }
+
+    /// [`NodeServer::spawn`] with `extra` flags.
+    pub(crate) fn spawn_with(
+        binary: &Path,
+        data: &Path,
+        log: &Path,
+        extra: &[&str],
+    ) -> Result<NodeServer> {
         let port = capstan_testkit::free_port().to_string();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -290,6 +300,7 @@ impl NodeServer {
             .args(["--https-listen-port", &port])
             .args(["--dns-port", "0"])
             .args(node_flags())
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
@@ -312,7 +323,7 @@ impl NodeServer {
     }
 
     /// SIGTERM (the agent stops its containerd), then waits; SIGKILL after 60 s.
-    async fn stop(&mut self) -> Result<()> {
+    pub(crate) async fn stop(&mut self) -> Result<()> {
         if self.exited().is_some() {
             return Ok(());
         }
@@ -362,7 +373,7 @@ fn node_ready(node: &Node) -> bool {
 }
 
 /// Waits until the node has registered and is `Ready`; returns the client.
-async fn wait_node_ready(
+pub(crate) async fn wait_node_ready(
     server: &mut NodeServer,
     data: &Path,
     log: &Path,
@@ -408,14 +419,14 @@ fn log_tail(path: &Path) -> String {
 /// Removes what the node leaves behind, in order: sandboxes in containerd (through CRI, while
 /// it runs), the server, containerd and its shims, mounts under the directory, the bridge.
 /// Every step is harmless when there is nothing to do.
-struct Cleanup {
-    dir: PathBuf,
-    data: PathBuf,
+pub(crate) struct Cleanup {
+    pub(crate) dir: PathBuf,
+    pub(crate) data: PathBuf,
 }
 
 impl Cleanup {
     /// Stops and removes every pod sandbox containerd still has, and the `ctr run` containers.
-    async fn runtime(&self) {
+    pub(crate) async fn runtime(&self) {
         remove_runtime_leftovers(&self.data).await;
     }
 
@@ -474,7 +485,7 @@ impl Drop for Cleanup {
 
 /// Stops and removes every pod sandbox the node's containerd still has (the pods' containers
 /// with them, through CRI, so CNI releases their addresses), and the `ctr run` containers.
-async fn remove_runtime_leftovers(data: &Path) {
+pub(crate) async fn remove_runtime_leftovers(data: &Path) {
     let socket = data.join("agent/containerd/containerd.sock");
     if !socket.exists() {
         return;
@@ -1191,7 +1202,7 @@ pub async fn run(args: PodsArgs) -> Result<()> {
     Ok(())
 }
 
-fn preflight() -> Result<()> {
+pub(crate) fn preflight() -> Result<()> {
     ensure!(
         status_kib("self", "VmRSS").is_some(),
         "/proc is not readable"
@@ -1369,7 +1380,7 @@ async fn run_node(
 // Report
 // ---------------------------------------------------------------------------------------------
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .split_whitespace()
@@ -1378,7 +1389,7 @@ fn loadavg() -> String {
         .join(" ")
 }
 
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
