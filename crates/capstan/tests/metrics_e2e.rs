@@ -3,7 +3,8 @@
 //! figures scraped from the kubelet's `/metrics/resource`, a pod burning CPU shows a core's
 //! worth and its figures move between scrapes, Tables print as metrics-server prints them, and
 //! RBAC's `view` (through metrics-server's aggregated reader role) reads pod metrics but not
-//! node metrics. Without a node: `--disable-metrics-server` removes the group and its
+//! node metrics, and a HorizontalPodAutoscaler at 50 % scales a burning Deployment out from
+//! the same figures. Without a node: `--disable-metrics-server` removes the group and its
 //! APIService, so that a real metrics-server can be registered.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -197,6 +198,85 @@ spec:
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
         "{refused:?}"
+    );
+
+    // An autoscaler reads the same API: a Deployment whose pod burns a core against a request
+    // of 100m is scaled out at 50 %. The other burner goes first, to leave it the CPU.
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pod", "burner", "-n", "top", "--wait=false"],
+    );
+    let spin = format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: spin, namespace: top}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: spin}}}}
+  template:
+    metadata: {{labels: {{app: spin}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: spin
+        image: {IMAGE}
+        command: ["sh", "-c", "while :; do :; done"]
+        resources: {{requests: {{cpu: 100m}}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {{name: spin, namespace: top}}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: spin}}
+  minReplicas: 1
+  maxReplicas: 2
+  metrics:
+  - type: Resource
+    resource: {{name: cpu, target: {{type: Utilization, averageUtilization: 50}}}}
+"#
+    );
+    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], &spin);
+    assert!(created.status.success(), "{created:?}");
+    wait_for(
+        "the autoscaler to scale out",
+        Duration::from_secs(120),
+        || {
+            let replicas = kubectl_ok(
+                "default",
+                kc,
+                &[
+                    "get",
+                    "deployment",
+                    "spin",
+                    "-n",
+                    "top",
+                    "-o",
+                    "jsonpath={.spec.replicas}",
+                ],
+            );
+            (replicas.trim() == "2").then_some(())
+        },
+    );
+    let events = kubectl_ok(
+        "default",
+        kc,
+        &[
+            "get",
+            "events",
+            "-n",
+            "top",
+            "--field-selector",
+            "reason=SuccessfulRescale",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    assert!(
+        events.contains(
+            "New size: 2; reason: cpu resource utilization (percentage of request) above target"
+        ),
+        "{events}"
     );
 
     kubectl_ok(
