@@ -111,6 +111,8 @@ pub struct Config {
     /// `system:kube-controller-manager` role only; otherwise it is also bound to
     /// `cluster-admin` (`capstan:controller-manager`).
     pub controller_credentials: bool,
+    /// Whether `/dashboard/` serves the web dashboard (not with `--disable-dashboard`).
+    pub dashboard: bool,
 }
 
 /// The token review webhook (`--authentication-token-webhook-config-file`).

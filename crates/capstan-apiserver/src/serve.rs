@@ -538,6 +538,9 @@ pub(crate) struct Control {
     pub join: Arc<crate::join::Join>,
     /// The audit policy and log (`--audit-policy-file`, `--audit-log-path`).
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// The web dashboard's static assets (`/dashboard/`), served before authentication; none
+    /// with `--disable-dashboard`.
+    pub dashboard: Option<Router>,
 }
 
 /// The `X-Kubernetes-PF-*` headers naming the FlowSchema and priority level of a request.
@@ -568,6 +571,16 @@ async fn handle(
 ) -> Response {
     if crate::join::Join::serves(request.uri().path()) {
         return control.join.serve(request).await;
+    }
+    // The dashboard's page and scripts hold no cluster data and must load before the user has
+    // logged in; what the page then reads goes through this chain with the user's credentials.
+    if let Some(dashboard) = &control.dashboard
+        && capstan_dashboard::serves(request.uri().path())
+    {
+        return match dashboard.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(infallible) => match infallible {},
+        };
     }
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
@@ -962,6 +975,7 @@ pub(crate) async fn listen(
         authorizer,
         join: Arc::new(join),
         audit,
+        dashboard: config.dashboard.then(capstan_dashboard::router),
     };
     let metrics = Metrics::new();
     // Where clients reach this server (upstream's external address): the advertised one.
@@ -1104,6 +1118,7 @@ mod tests {
             authorizer: Arc::new(Authorizer::over(api.registries())),
             join: Arc::new(join),
             audit: None,
+            dashboard: Some(capstan_dashboard::router()),
         };
         control.flowcontrol.refresh(api.registries()).await.unwrap();
         control.authorizer.refresh(api.registries()).await.unwrap();
@@ -1366,6 +1381,7 @@ mod tests {
             authentication_token_webhook: None,
             authorization: Default::default(),
             controller_credentials: true,
+            dashboard: true,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.
@@ -1420,6 +1436,44 @@ mod tests {
             (StatusCode::UNAUTHORIZED, Some("Unauthorized"))
         );
         assert_eq!(call(None, "/healthzz").await.0, StatusCode::UNAUTHORIZED);
+    }
+
+    /// The dashboard's assets are served to anyone, before authentication; its prefix is the
+    /// only one that skips the chain, and without the dashboard it is an unserved path.
+    #[tokio::test]
+    async fn the_dashboard_skips_authentication_and_nothing_else_does() {
+        let (_dir, store, api, mut control) = started().await;
+        let response = send_to(&store, &api, &control, None, "/dashboard/").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::X_FRAME_OPTIONS], "DENY");
+        assert!(
+            response
+                .headers()
+                .contains_key(header::CONTENT_SECURITY_POLICY)
+        );
+        let asset = format!("/dashboard/v/{}/app.mjs", capstan_dashboard::version());
+        let response = send_to(&store, &api, &control, None, &asset).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let response = send_to(&store, &api, &control, None, "/dashboard/v/0/app.mjs").await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        for path in ["/dashboardx", "/dashboards/", "/api/v1/namespaces"] {
+            let response = send_to(&store, &api, &control, None, path).await;
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+        }
+
+        // `--disable-dashboard`: the path goes through the chain like any other.
+        control.dashboard = None;
+        let admin = User {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..User::default()
+        };
+        for path in ["/dashboard/", asset.as_str()] {
+            let response = send_to(&store, &api, &control, Some(&admin), path).await;
+            assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+            let response = send_to(&store, &api, &control, None, path).await;
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+        }
     }
 
     #[test]

@@ -64,6 +64,7 @@ async fn cluster() -> Cluster {
         authentication_token_webhook: None,
         authorization: Default::default(),
         controller_credentials: true,
+        dashboard: true,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

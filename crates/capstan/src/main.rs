@@ -179,6 +179,9 @@ struct ServerArgs {
     /// duration, as metrics-server's flag).
     #[arg(long, default_value = "15s", value_parser = parse_metric_resolution)]
     metric_resolution: Duration,
+    /// Do not serve the web dashboard at `/dashboard/`.
+    #[arg(long)]
+    disable_dashboard: bool,
     /// The port the DNS server answers on at the advertise address, UDP and TCP (0: a free
     /// port); the kube-dns Service's endpoints name it.
     #[arg(long, default_value_t = 53)]
@@ -1252,6 +1255,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         admission_control_config_file: args.admission_control_config_file.clone(),
         node_cert_lifetime: args.controllers.cluster_signing_duration,
         controller_credentials: args.controllers.use_service_account_credentials,
+        dashboard: !args.disable_dashboard,
     };
     // Listen for SIGTERM before anything can report ready, so a prompt stop is always clean.
     let shutdown = shutdown_signal()?;

@@ -771,6 +771,7 @@ impl Served {
             authentication_token_webhook: None,
             authorization: Default::default(),
             controller_credentials: true,
+            dashboard: true,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
