@@ -4,7 +4,8 @@
 //! clients by x509 client certificate (user = CN, groups = O, as upstream), by a static bearer
 //! token (`--token-auth-file`) or by a service account token it issued, writes an admin
 //! kubeconfig, and answers `/healthz`, `/livez`, `/readyz` (with `?verbose`), `/version` and
-//! `/metrics`. Requests go through one chain (authentication, request info, authorization,
+//! `/metrics`; the web dashboard's static assets (`capstan-dashboard`) are served at
+//! `/dashboard/` before authentication. Requests go through one chain (authentication, request info, authorization,
 //! handler, metrics). Every other path is refused in upstream's `Status` shape (401 for
 //! anonymous users, 403 for users outside `system:masters`, 404 otherwise) until the generic
 //! registry serves the API.
