@@ -10,6 +10,7 @@ export function ErrorBox({ error }) {
   if (!error) return null;
   const status = error.status || {};
   const titles = {
+    400: 'Bad request',
     401: 'Unauthorized',
     403: 'Forbidden',
     404: 'Not found',

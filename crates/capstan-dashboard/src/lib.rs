@@ -145,8 +145,10 @@ pub fn serves(path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// The dashboard's routes (only its own paths; see [`serves`]).
+/// The dashboard's routes (only its own paths; see [`serves`]). The assets' version and their
+/// compressed forms are computed here, once per process, rather than on the first request.
 pub fn router() -> Router {
+    built();
     Router::new()
         .route(PREFIX, get(redirect))
         .route("/dashboard/", get(index))
