@@ -1,7 +1,7 @@
 //! End to end: the web dashboard at `/dashboard/` in a real headless browser (Playwright for
 //! Python driving Debian's Chromium) against the real `capstan server` (without a node: pods
 //! stay Pending), with users of the server's `--token-auth-file` and the admin kubeconfig's
-//! client certificate: the first load's time and size, a new Deployment's pods shown with their
+//! client certificate: the first load's size, a new Deployment's pods shown with their
 //! status within 2 s of their creation, a pod's YAML viewed and a label edited through it, a
 //! stale edit shown as the API's Conflict, and a user without RBAC access shown "Forbidden" and
 //! no objects. And `--disable-dashboard`: `/dashboard/` is then an unserved path.

@@ -6,8 +6,8 @@ Usage: dashboard_e2e.py KUBECONFIG ALICE_TOKEN BOB_TOKEN
 
 ALICE_TOKEN and BOB_TOKEN are tokens of the server's --token-auth-file for users `alice` and
 `bob`. The script binds `alice` to the `edit` ClusterRole (which aggregates `view`) in namespace
-`team-a` and gives `bob` nothing, then checks, as a user would see it: the first load (time and
-bytes); logging in with alice's token; a new Deployment's pods appearing with their status
+`team-a` and gives `bob` nothing, then checks, as a user would see it: the first load (its bytes;
+its time is printed); logging in with alice's token; a new Deployment's pods appearing with their status
 within 2 s of their creation (the page's watch); a pod's YAML; a label edited in the YAML editor
 reaching the API; a conflicting edit shown as the API's Conflict; bob seeing "Forbidden" and no
 objects; and logging in with the kubeconfig's client certificate (Playwright's
@@ -118,8 +118,9 @@ def first_load(browser, url):
         """() => performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
               .reduce((sum, e) => sum + e.transferSize, 0)"""
     )
+    # The time is reported, not asserted (speed goals are checked in BENCHMARKS.md, not by
+    # timed assertions): `crates/capstan-bench/scripts/dashboard-load` measures it.
     print(f"first load: {elapsed * 1000:.0f} ms, {transferred / 1024:.1f} KiB transferred", flush=True)
-    check(elapsed < 1.0, "the first load shows the login form within 1 s", f"{elapsed:.3f} s")
     check(0 < transferred < 500 * 1024, "the first load transfers under 500 KiB", f"{transferred} bytes")
     check(not problems, "the page loads without console errors (no CSP violation)", problems)
     context.close()
@@ -230,6 +231,20 @@ def alice(browser, url, token, api):
     message = page.inner_text(".yaml .error")
     check(message.startswith("Conflict") and "the object has been modified" in message,
           "a stale edit shows the API's Conflict", message)
+    page.click("button[data-action=cancel]")
+
+    # An invalid edit shows the API's Invalid Status with its causes.
+    page.wait_for_function(
+        "() => document.querySelector('textarea.yaml-text').value.includes('meanwhile')")
+    page.click("button[data-action=edit]")
+    current = page.input_value("textarea.yaml-text")
+    check("image: registry.invalid/web:1" in current, "the editor holds the current version")
+    page.fill("textarea.yaml-text", current.replace("image: registry.invalid/web:1", "image: ''"))
+    page.click("button[data-action=save]")
+    page.wait_for_selector(".yaml .error li")
+    message = page.inner_text(".yaml .error")
+    check(message.startswith("Invalid") and "spec.containers[0].image" in message,
+          "an invalid edit shows the API's Invalid with its field", message)
     page.click("button[data-action=cancel]")
 
     # A pod on no node has no log yet (the API answers 204, as upstream's).
