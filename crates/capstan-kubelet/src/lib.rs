@@ -24,14 +24,17 @@
 //!   what runs, [`pod::events`] writes the kubelet's events;
 //! - [`node`]: the Node's registration, status and Lease, and [`node::join`] (joining a cluster
 //!   from another machine with a CA-pinning token);
-//! - [`server`]: the kubelet API (logs, exec, attach, port-forward, `/pods`) for the API
-//!   server.
+//! - [`stats`]: the node's resource statistics (cgroups, `/proc`, CRI stats) behind
+//!   `/stats/summary` and the `/metrics/resource` and `/metrics/cadvisor` families;
+//! - [`server`]: the kubelet API (logs, exec, attach, port-forward, `/pods`, `/stats/summary`,
+//!   `/metrics`, `/metrics/resource`, `/metrics/cadvisor`) for the API server.
 
 pub mod node;
 pub mod pod;
 pub mod runtime;
 pub mod server;
 pub mod spec;
+pub mod stats;
 pub mod volumes;
 
 pub use node::join;
@@ -329,6 +332,7 @@ pub async fn run(
         node_name: config.node_name.clone(),
         pods: known_pods.clone(),
         log_dir: PathBuf::from(server::NODE_LOG_DIR),
+        stats: stats::Collector::new(cri.clone(), &config.node_name, &config.root_dir, &log_root),
     });
     let tls = config.tls.clone();
     let kubelet_api = async move {

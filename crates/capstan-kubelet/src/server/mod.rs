@@ -16,6 +16,13 @@
 //! - `GET /pods`: the pods bound to the node as the agent knows them, a `PodList`;
 //! - `GET /logs/...`: the node's log files (`/var/log`), as Go's file server serves a directory
 //!   ([`crate::server::logfiles`]);
+//! - `GET /stats/summary` (`only_cpu_and_memory`): upstream's Summary API
+//!   ([`crate::stats::summary`]), the node's, pods' and containers' CPU, memory, network and
+//!   filesystems;
+//! - `GET /metrics/resource`: upstream's resource metrics, what metrics-server and the built-in
+//!   Metrics API scrape; `GET /metrics/cadvisor`: container metrics under cAdvisor's names and
+//!   labels; `GET /metrics`: the kubelet's own metrics ([`crate::stats::metrics`]) — all in
+//!   Prometheus text format 0.0.4, or OpenMetrics when the `Accept` header prefers it;
 //! - `GET /healthz`.
 
 mod logfiles;
@@ -76,6 +83,8 @@ pub(crate) struct State {
     pub(crate) pods: crate::pod::manager::KnownPods,
     /// The directory `/logs/` serves.
     pub(crate) log_dir: std::path::PathBuf,
+    /// The node's resource statistics.
+    pub(crate) stats: crate::stats::Collector,
 }
 
 /// TLS with the kubelet's serving certificate, client certificates from the cluster CA
@@ -252,6 +261,9 @@ async fn handle(
     if path == "/pods" || path == "/pods/" {
         return pods(state, request.method());
     }
+    if let Some(response) = stats(state, &path, &request, &query).await {
+        return response;
+    }
     if let Some(file) = path.strip_prefix("/logs/") {
         if request.method() != Method::GET {
             return method_not_allowed();
@@ -274,6 +286,159 @@ async fn handle(
         _ => Err(text(StatusCode::NOT_FOUND, "404 page not found")),
     };
     result.unwrap_or_else(|response| response)
+}
+
+/// `/stats/summary`, `/metrics`, `/metrics/resource`, `/metrics/cadvisor`; `None` for other
+/// paths.
+async fn stats(
+    state: &State,
+    path: &str,
+    request: &Request<Incoming>,
+    query: &Values,
+) -> Option<Response<Body>> {
+    use crate::stats::{Detail, metrics};
+    use capstan_client::prometheus;
+    let path = path.trim_end_matches('/');
+    if !matches!(
+        path,
+        "/stats/summary" | "/metrics" | "/metrics/resource" | "/metrics/cadvisor"
+    ) {
+        return None;
+    }
+    if request.method() != Method::GET {
+        return Some(method_not_allowed());
+    }
+    if path == "/stats/summary" {
+        let only = match first(query, "only_cpu_and_memory") {
+            None | Some("") => false,
+            Some(value) => match parse_go_bool(value) {
+                Some(only) => only,
+                None => {
+                    return Some(text(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "Error parsing only_cpu_and_memory: strconv.ParseBool: parsing {value:?}: invalid syntax"
+                        ),
+                    ));
+                }
+            },
+        };
+        let summary = state.stats.summary(only).await;
+        return Some(match serde_json::to_vec(&summary) {
+            Ok(body) => content(StatusCode::OK, "application/json", body),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        });
+    }
+    let format = prometheus::negotiate(
+        request
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let families = match path {
+        "/metrics/resource" => metrics::resource(&state.stats.collect(Detail::CpuAndMemory).await),
+        "/metrics/cadvisor" => {
+            let snapshot = state.stats.collect(Detail::Full).await;
+            let machine = crate::node::Machine::read(std::path::Path::new("/"));
+            let ids = metrics::MachineIds {
+                boot_id: machine.boot_id,
+                machine_id: machine.machine_id,
+                system_uuid: machine.system_uuid,
+            };
+            metrics::cadvisor(&snapshot, &ids, &|cgroup| state.stats.count_procs(cgroup))
+        }
+        _ => metrics::kubelet(&kubelet_figures(state).await, process_figures().as_ref()),
+    };
+    let body = prometheus::encode_families(&families, format, true);
+    Some(content(
+        StatusCode::OK,
+        format.content_type(),
+        body.into_bytes(),
+    ))
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+fn content(status: StatusCode, kind: &'static str, body: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(kind));
+    response
+}
+
+/// What `/metrics` counts: ready sandboxes, containers by state, the pods the API binds here.
+async fn kubelet_figures(state: &State) -> crate::stats::metrics::KubeletFigures {
+    let mut runtime = state.cri.runtime.clone();
+    let sandboxes = runtime
+        .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+        .await
+        .map(|r| r.into_inner().items)
+        .unwrap_or_default();
+    let running_pods = sandboxes
+        .iter()
+        .filter(|s| s.state == cri::PodSandboxState::SandboxReady as i32)
+        .filter_map(|s| s.metadata.as_ref().map(|m| m.uid.as_str()))
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64;
+    let containers = runtime
+        .list_containers(cri::ListContainersRequest { filter: None })
+        .await
+        .map(|r| r.into_inner().containers)
+        .unwrap_or_default();
+    let mut by_state: Vec<(&'static str, u64)> = Vec::new();
+    for container in &containers {
+        let name = match cri::ContainerState::try_from(container.state) {
+            Ok(cri::ContainerState::ContainerCreated) => "created",
+            Ok(cri::ContainerState::ContainerRunning) => "running",
+            Ok(cri::ContainerState::ContainerExited) => "exited",
+            _ => "unknown",
+        };
+        match by_state.iter_mut().find(|(s, _)| *s == name) {
+            Some((_, count)) => *count += 1,
+            None => by_state.push((name, 1)),
+        }
+    }
+    crate::stats::metrics::KubeletFigures {
+        node_name: state.node_name.clone(),
+        running_pods,
+        containers: by_state,
+        desired_pods: state.pods.list().len() as u64,
+    }
+}
+
+/// The process collector's figures of this process.
+fn process_figures() -> Option<crate::stats::metrics::ProcessFigures> {
+    use crate::stats::{metrics, procfs};
+    let boot_time = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| procfs::parse_stat(&t))?
+        .boot_time?;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let mut figures = metrics::parse_self_stat(
+        &std::fs::read_to_string("/proc/self/stat").ok()?,
+        boot_time,
+        &status,
+    )?;
+    figures.open_fds = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|entries| entries.count() as u64);
+    figures.max_fds = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| metrics::parse_max_fds(&t));
+    Some(figures)
 }
 
 fn method_not_allowed() -> Response<Body> {
