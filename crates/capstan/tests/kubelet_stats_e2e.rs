@@ -1,0 +1,546 @@
+//! End to end: the kubelet's resource statistics on a real node (containerd, the busybox image
+//! packed by the test kit). A pod burns CPU under a 200m limit; through the API server's node
+//! proxy (`kubectl get --raw /api/v1/nodes/<node>/proxy/...`):
+//! - `/stats/summary` shows the pod and its container with CPU and memory that agree with the
+//!   container's own cgroup counters (read before and after, on cgroup v1 or v2), CPU that
+//!   moves between two reads and a `usageNanoCores` rate within the limit;
+//!   `only_cpu_and_memory=true` leaves the rest out;
+//! - `/metrics/resource`, `/metrics/cadvisor` and `/metrics` parse with Prometheus' own Python
+//!   parser (`prometheus_client.parser`), with upstream's names and labels; OpenMetrics is
+//!   answered when asked for (and parses with `prometheus_client.openmetrics.parser`);
+//! - a user RBAC does not let proxy to nodes gets 403 from the API server, and a client the
+//!   kubelet does not authorize (the node's own certificate) gets 403 from the kubelet.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use serde_json::Value;
+
+const BRIDGE: &str = "capstat0";
+const CLUSTER_CIDR: &str = "10.219.0.0/16";
+const NODE: &str = "stats-node";
+
+/// Parses Prometheus text (stdin) with the maintained Python parser and prints every sample
+/// as JSON: `[family, type, sample name, labels, value, timestamp]`.
+const PARSE: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+text = sys.stdin.read()
+parse = openmetrics if sys.argv[1] == "openmetrics" else text_string_to_metric_families
+out = []
+for family in parse(text):
+    for s in family.samples:
+        ts = s.timestamp
+        if ts is not None and not isinstance(ts, (int, float)):
+            ts = float(ts.sec) + ts.nsec / 1e9
+        out.append([family.name, family.type, s.name, s.labels, s.value, ts])
+print(json.dumps(out))
+"#;
+
+/// One parsed sample.
+#[derive(Debug, Clone)]
+struct Sample {
+    family: String,
+    kind: String,
+    name: String,
+    labels: serde_json::Map<String, Value>,
+    value: f64,
+    timestamp: Option<f64>,
+}
+
+fn parse_metrics(text: &str, format: &str) -> Vec<Sample> {
+    let mut child = Command::new("python3")
+        .args(["-c", PARSE, format])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/install-deps installs it and prometheus-client)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused the text (pip install prometheus-client?): {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    rows.into_iter()
+        .map(|row| Sample {
+            family: row[0].as_str().unwrap().to_owned(),
+            kind: row[1].as_str().unwrap().to_owned(),
+            name: row[2].as_str().unwrap().to_owned(),
+            labels: row[3].as_object().unwrap().clone(),
+            value: row[4].as_f64().unwrap(),
+            timestamp: row[5].as_f64(),
+        })
+        .collect()
+}
+
+fn find<'a>(samples: &'a [Sample], name: &str, labels: &[(&str, &str)]) -> Option<&'a Sample> {
+    samples.iter().find(|s| {
+        s.name == name
+            && labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).and_then(Value::as_str) == Some(*v))
+    })
+}
+
+fn raw(kc: &Path, path: &str) -> String {
+    kubectl_ok("default", kc, &["get", "--raw", path])
+}
+
+fn summary(kc: &Path, query: &str) -> Value {
+    serde_json::from_str(&raw(
+        kc,
+        &format!("/api/v1/nodes/{NODE}/proxy/stats/summary{query}"),
+    ))
+    .unwrap()
+}
+
+/// The container's cgroup counters, read directly: (CPU ns, memory usage bytes).
+struct CgroupFiles {
+    cpu: PathBuf,
+    memory: PathBuf,
+    v2: bool,
+}
+
+impl CgroupFiles {
+    fn find(pod_uid: &str, container_id: &str) -> Option<CgroupFiles> {
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        for qos in ["", "burstable/", "besteffort/"] {
+            let relative = format!("kubepods/{qos}pod{pod_uid}/{container_id}");
+            let (cpu, memory) = if v2 {
+                let dir = Path::new("/sys/fs/cgroup").join(&relative);
+                (dir.join("cpu.stat"), dir.join("memory.current"))
+            } else {
+                (
+                    Path::new("/sys/fs/cgroup/cpuacct")
+                        .join(&relative)
+                        .join("cpuacct.usage"),
+                    Path::new("/sys/fs/cgroup/memory")
+                        .join(&relative)
+                        .join("memory.usage_in_bytes"),
+                )
+            };
+            if cpu.exists() {
+                return Some(CgroupFiles { cpu, memory, v2 });
+            }
+        }
+        None
+    }
+
+    fn cpu_ns(&self) -> u64 {
+        let text = std::fs::read_to_string(&self.cpu).unwrap();
+        if self.v2 {
+            let usec: u64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("usage_usec "))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            usec * 1000
+        } else {
+            text.trim().parse().unwrap()
+        }
+    }
+
+    fn memory(&self) -> u64 {
+        std::fs::read_to_string(&self.memory)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+fn u64_at(value: &Value, pointer: &str) -> u64 {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("no {pointer} in {value:#}"))
+}
+
+fn pod_stats<'a>(summary: &'a Value, name: &str) -> Option<&'a Value> {
+    summary["pods"]
+        .as_array()?
+        .iter()
+        .find(|p| p["podRef"]["name"] == name && p["podRef"]["namespace"] == "default")
+}
+
+/// A client certificate and key (PEM files) from the admin kubeconfig, for talking to the
+/// kubelet directly.
+fn admin_credentials(kubeconfig: &Path, dir: &Path) -> (PathBuf, PathBuf) {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let field = |key: &str| {
+        let line = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in the kubeconfig"));
+        base64::engine::general_purpose::STANDARD
+            .decode(line.trim())
+            .unwrap()
+    };
+    let (cert, key) = (dir.join("admin.crt"), dir.join("admin.key"));
+    std::fs::write(&cert, field("client-certificate-data")).unwrap();
+    std::fs::write(&key, field("client-key-data")).unwrap();
+    (cert, key)
+}
+
+/// `curl` against the kubelet's port with a client certificate: (status, content type, body).
+fn kubelet_get(
+    port: &str,
+    path: &str,
+    cert: &Path,
+    key: &Path,
+    accept: &str,
+) -> (u16, String, String) {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "20", "-H"])
+        .arg(format!("Accept: {accept}"))
+        .arg("--cert")
+        .arg(cert)
+        .arg("--key")
+        .arg(key)
+        .args(["-w", "\n%{http_code}\n%{content_type}"])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines: Vec<&str> = text.rsplitn(3, '\n').collect();
+    lines.reverse();
+    let body = lines.first().copied().unwrap_or_default().to_owned();
+    let status = lines.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let kind = lines.get(2).copied().unwrap_or_default().to_owned();
+    (status, kind, body)
+}
+
+#[test]
+fn node_stats_and_metrics_agree_with_the_cgroups() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_path_buf();
+    let _cleanup = Cleanup {
+        data_dir: data_dir.clone(),
+        bridge: BRIDGE,
+    };
+    pack_busybox(&data_dir);
+    let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
+    let kubelet_port = flags[flags.iter().position(|f| f == "--kubelet-port").unwrap() + 1].clone();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start_node(&data_dir, free_port(), &flags);
+    let kubeconfig = server.kubeconfig();
+    let kc = kubeconfig.as_path();
+    wait_ready(kc, NODE);
+
+    // A pod that burns CPU, held to a fifth of a core.
+    let manifest = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"burn"}},"spec":{{
+            "terminationGracePeriodSeconds":0,
+            "containers":[{{"name":"burn","image":"{IMAGE}",
+              "command":["sh","-c","while true; do :; done"],
+              "resources":{{"limits":{{"cpu":"200m","memory":"64Mi"}}}}}}]}}}}"#
+    );
+    let created = kubectl_stdin("default", kc, &["create", "-f", "-"], &manifest);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    kubectl_ok(
+        "default",
+        kc,
+        &["wait", "pod/burn", "--for=condition=Ready", "--timeout=90s"],
+    );
+    let uid = jsonpath(kc, &["get", "pod", "burn"], "{.metadata.uid}");
+    let container_id = jsonpath(
+        kc,
+        &["get", "pod", "burn"],
+        "{.status.containerStatuses[0].containerID}",
+    );
+    let container_id = container_id.trim_start_matches("containerd://").to_owned();
+    let cgroup = wait_for("the container's cgroup", Duration::from_secs(10), || {
+        CgroupFiles::find(&uid, &container_id)
+    });
+
+    // The summary's container figures lie between the cgroup's counters read just before and
+    // just after it.
+    let before = (cgroup.cpu_ns(), cgroup.memory());
+    let first = summary(kc, "");
+    let after = (cgroup.cpu_ns(), cgroup.memory());
+    assert_eq!(first["node"]["nodeName"], NODE);
+    let pod = pod_stats(&first, "burn").unwrap_or_else(|| panic!("no pod burn in {first:#}"));
+    assert_eq!(pod["podRef"]["uid"], uid.as_str());
+    let container = &pod["containers"][0];
+    assert_eq!(container["name"], "burn");
+    let cpu = u64_at(container, "/cpu/usageCoreNanoSeconds");
+    assert!(
+        cpu > 0 && before.0 <= cpu && cpu <= after.0,
+        "{before:?} {cpu} {after:?}"
+    );
+    let usage = u64_at(container, "/memory/usageBytes");
+    let working_set = u64_at(container, "/memory/workingSetBytes");
+    let (low, high) = (before.1.min(after.1), before.1.max(after.1));
+    assert!(
+        usage >= low.saturating_sub(1 << 20) && usage <= high + (1 << 20),
+        "memory {usage} outside the cgroup's {before:?}..{after:?}"
+    );
+    assert!(working_set > 0 && working_set <= usage, "{container:#}");
+    // A 64 MiB limit: the available memory is what the working set leaves of it.
+    assert_eq!(
+        u64_at(container, "/memory/availableBytes"),
+        (64 << 20) - working_set
+    );
+    // The pod's cgroup holds the container (and the sandbox).
+    assert!(u64_at(pod, "/cpu/usageCoreNanoSeconds") >= cpu, "{pod:#}");
+    assert!(
+        u64_at(pod, "/memory/workingSetBytes") >= working_set,
+        "{pod:#}"
+    );
+    // The rest of upstream's shape: the network of the pod's namespace, logs, processes.
+    assert_eq!(pod["network"]["name"], "eth0", "{pod:#}");
+    assert!(pod["network"]["rxBytes"].is_u64(), "{pod:#}");
+    assert!(u64_at(pod, "/process_stats/process_count") >= 1);
+    assert!(u64_at(pod, "/ephemeral-storage/capacityBytes") > 0);
+    assert!(
+        container["logs"]["capacityBytes"].as_u64().unwrap() > 0,
+        "{container:#}"
+    );
+    assert!(container["startTime"].as_str().unwrap().ends_with('Z'));
+    let node = &first["node"];
+    assert!(u64_at(node, "/cpu/usageCoreNanoSeconds") > 0);
+    assert!(u64_at(node, "/memory/workingSetBytes") > 0);
+    assert!(u64_at(node, "/fs/capacityBytes") > 0);
+    // containerd counts the images' bytes in the background: present, maybe 0 at first.
+    assert!(
+        u64_at(node, "/runtime/imageFs/capacityBytes") > 0,
+        "{node:#}"
+    );
+    assert!(node["runtime"]["imageFs"]["usedBytes"].is_u64(), "{node:#}");
+    assert!(u64_at(node, "/rlimit/maxpid") > 0);
+    assert_eq!(node["systemContainers"][0]["name"], "pods", "{node:#}");
+
+    // CPU moves between two reads, and the second has the rate between them: under the
+    // 200m limit, above nothing.
+    std::thread::sleep(Duration::from_secs(2));
+    let second = summary(kc, "?only_cpu_and_memory=true");
+    let pod = pod_stats(&second, "burn").unwrap();
+    let container = &pod["containers"][0];
+    let moved = u64_at(container, "/cpu/usageCoreNanoSeconds");
+    assert!(moved > cpu, "CPU did not move: {cpu} then {moved}");
+    let rate = u64_at(container, "/cpu/usageNanoCores");
+    assert!(
+        (5_000_000..=300_000_000).contains(&rate),
+        "usageNanoCores {rate} for a pod limited to 200m"
+    );
+    // Only CPU and memory: no network, filesystems or volumes.
+    assert!(
+        pod.get("network").is_none() && pod.get("ephemeral-storage").is_none(),
+        "{pod:#}"
+    );
+    assert!(container.get("logs").is_none() && container.get("rootfs").is_none());
+    assert!(second["node"].get("fs").is_none() && second["node"]["cpu"].is_object());
+    let bad = kubectl_any(
+        "default",
+        kc,
+        &[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{NODE}/proxy/stats/summary?only_cpu_and_memory=maybe"),
+        ],
+    );
+    assert!(!bad.status.success());
+
+    // /metrics/resource: upstream's families, labels and millisecond timestamps.
+    let text = raw(kc, &format!("/api/v1/nodes/{NODE}/proxy/metrics/resource"));
+    let samples = parse_metrics(&text, "text");
+    let burn = [
+        ("container", "burn"),
+        ("namespace", "default"),
+        ("pod", "burn"),
+    ];
+    let cpu_sample = find(&samples, "container_cpu_usage_seconds_total", &burn)
+        .unwrap_or_else(|| panic!("no container CPU in\n{text}"));
+    assert_eq!(
+        (cpu_sample.family.as_str(), cpu_sample.kind.as_str()),
+        ("container_cpu_usage_seconds", "counter")
+    );
+    assert!(cpu_sample.value * 1e9 >= moved as f64, "{cpu_sample:?}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let stamp = cpu_sample.timestamp.expect("a timestamp");
+    assert!((now - stamp).abs() < 60.0, "timestamp {stamp} vs now {now}");
+    assert!(text.contains(&format!(
+        "container_cpu_usage_seconds_total{{container=\"burn\",namespace=\"default\",pod=\"burn\"}} "
+    )));
+    assert!(
+        find(&samples, "container_memory_working_set_bytes", &burn).is_some_and(|s| s.value > 0.0)
+    );
+    assert!(find(&samples, "container_start_time_seconds", &burn).is_some_and(|s| s.value > 1e9));
+    let pod_labels = [("namespace", "default"), ("pod", "burn")];
+    assert!(find(&samples, "pod_cpu_usage_seconds_total", &pod_labels).is_some());
+    assert!(find(&samples, "pod_memory_working_set_bytes", &pod_labels).is_some());
+    assert!(find(&samples, "node_cpu_usage_seconds_total", &[]).is_some_and(|s| s.value > 0.0));
+    assert!(find(&samples, "node_memory_working_set_bytes", &[]).is_some_and(|s| s.value > 0.0));
+    assert_eq!(
+        find(&samples, "resource_scrape_error", &[]).unwrap().value,
+        0.0
+    );
+    assert!(text.contains("# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds\n"));
+
+    // /metrics/cadvisor: cAdvisor's names and labels.
+    let text = raw(kc, &format!("/api/v1/nodes/{NODE}/proxy/metrics/cadvisor"));
+    let samples = parse_metrics(&text, "text");
+    let cpu_sample = find(
+        &samples,
+        "container_cpu_usage_seconds_total",
+        &[
+            ("container", "burn"),
+            ("pod", "burn"),
+            ("cpu", "total"),
+            ("name", &container_id),
+        ],
+    )
+    .unwrap_or_else(|| panic!("no cAdvisor CPU for the container in\n{text}"));
+    for label in ["id", "image", "namespace"] {
+        assert!(cpu_sample.labels.contains_key(label), "{cpu_sample:?}");
+    }
+    assert!(
+        cpu_sample.labels["id"]
+            .as_str()
+            .unwrap()
+            .ends_with(&container_id)
+    );
+    for name in [
+        "container_memory_working_set_bytes",
+        "container_memory_usage_bytes",
+        "container_memory_rss",
+        "container_last_seen",
+        "container_spec_memory_limit_bytes",
+    ] {
+        assert!(
+            find(&samples, name, &[("container", "burn")]).is_some(),
+            "no {name}\n{text}"
+        );
+    }
+    assert_eq!(
+        find(
+            &samples,
+            "container_spec_memory_limit_bytes",
+            &[("container", "burn")]
+        )
+        .unwrap()
+        .value,
+        (64 << 20) as f64
+    );
+    assert!(
+        find(
+            &samples,
+            "container_network_receive_bytes_total",
+            &[("interface", "eth0")]
+        )
+        .is_some(),
+        "no pod network in\n{text}"
+    );
+    assert!(find(&samples, "machine_cpu_cores", &[]).is_some_and(|s| s.value >= 1.0));
+    assert!(find(&samples, "machine_memory_bytes", &[]).is_some_and(|s| s.value > 0.0));
+
+    // /metrics: the kubelet's own.
+    let text = raw(kc, &format!("/api/v1/nodes/{NODE}/proxy/metrics"));
+    let samples = parse_metrics(&text, "text");
+    assert_eq!(
+        find(&samples, "kubelet_node_name", &[("node", NODE)])
+            .unwrap()
+            .value,
+        1.0
+    );
+    assert!(find(&samples, "kubelet_running_pods", &[]).unwrap().value >= 1.0);
+    assert!(
+        find(
+            &samples,
+            "kubelet_running_containers",
+            &[("container_state", "running")]
+        )
+        .unwrap()
+        .value
+            >= 1.0
+    );
+    assert!(find(&samples, "process_resident_memory_bytes", &[]).is_some_and(|s| s.value > 0.0));
+
+    // Straight to the kubelet: 0.0.4 by default, OpenMetrics when asked for.
+    let (cert, key) = admin_credentials(kc, dir.path());
+    let (status, kind, body) = kubelet_get(&kubelet_port, "/metrics/resource", &cert, &key, "*/*");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
+    let (status, kind, body) = kubelet_get(
+        &kubelet_port,
+        "/metrics/resource",
+        &cert,
+        &key,
+        "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        kind,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let samples = parse_metrics(&body, "openmetrics");
+    assert!(
+        find(&samples, "container_cpu_usage_seconds_total", &burn).is_some(),
+        "{body}"
+    );
+
+    // Refusals: RBAC for a user without nodes/proxy, the kubelet's own for the node's
+    // identity.
+    let denied = kubectl_any(
+        "default",
+        kc,
+        &[
+            "--as=alice",
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{NODE}/proxy/stats/summary"),
+        ],
+    );
+    assert!(!denied.status.success());
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(
+        stderr.contains("Forbidden") || stderr.contains("forbidden"),
+        "{stderr}"
+    );
+    let node_pem = data_dir.join("agent/pki/kubelet-client-current.pem");
+    let (status, _, body) =
+        kubelet_get(&kubelet_port, "/stats/summary", &node_pem, &node_pem, "*/*");
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body,
+        format!(
+            "Forbidden (user=system:node:{NODE}, verb=get, resource=nodes, subresource(s)=[stats])\n"
+        )
+    );
+
+    // The pod goes before the server.
+    kubectl_ok(
+        "default",
+        kc,
+        &["delete", "pod", "burn", "--wait=true", "--timeout=60s"],
+    );
+    server.stop();
+}
