@@ -263,7 +263,9 @@ impl MetricFamily {
 
 /// Encodes `families` in `format` as client_golang's gatherer and `expfmt` write them:
 /// families without samples left out, families sorted by name, each family's samples by their
-/// label values (labels sorted by name), values in Go's shortest `%g` form. In OpenMetrics
+/// label values (labels sorted by name, a bucket's `le` last), values in Go's shortest `%g`
+/// form; a histogram's samples stay in the order given (each label set's buckets, then its
+/// `_sum` and `_count`). In OpenMetrics
 /// counters lose `_total` in their family name, timestamps are in seconds and `# EOF` ends
 /// the output unless `eof` is false.
 pub fn encode_families(families: &[MetricFamily], format: Format, eof: bool) -> String {
@@ -291,7 +293,8 @@ pub fn encode_families(families: &[MetricFamily], format: Format, eof: bool) -> 
             .iter()
             .map(|s| {
                 let mut labels: Vec<&(String, String)> = s.labels.iter().collect();
-                labels.sort_by(|a, b| a.0.cmp(&b.0));
+                // A histogram bucket's `le` comes after the other labels, as `expfmt` appends it.
+                labels.sort_by_key(|(name, _)| (name == "le", name.clone()));
                 (labels, s)
             })
             .collect();
@@ -542,6 +545,43 @@ mod tests {
         assert_eq!(
             encode_families(&[quoted], Format::Text, false),
             "# HELP x h\n# TYPE x untyped\nx{path=\"a\\\"b\\\\c\\nd\"} 1\n"
+        );
+    }
+
+    #[test]
+    fn histogram_buckets_put_le_last() {
+        let bucket = |le: &str, value: f64| Sample {
+            suffix: "_bucket",
+            labels: vec![
+                ("le".to_owned(), le.to_owned()),
+                ("operation_type".to_owned(), "status".to_owned()),
+            ],
+            value,
+            timestamp_ms: None,
+        };
+        let total = |suffix: &'static str, value: f64| Sample {
+            suffix,
+            labels: vec![("operation_type".to_owned(), "status".to_owned())],
+            value,
+            timestamp_ms: None,
+        };
+        let family = MetricFamily {
+            samples: vec![
+                bucket("0.005", 1.0),
+                bucket("+Inf", 2.0),
+                total("_sum", 0.25),
+                total("_count", 2.0),
+            ],
+            ..MetricFamily::new("op_seconds", "Durations", MetricType::Histogram)
+        };
+        assert_eq!(
+            encode_families(&[family], Format::Text, true),
+            "# HELP op_seconds Durations\n\
+             # TYPE op_seconds histogram\n\
+             op_seconds_bucket{operation_type=\"status\",le=\"0.005\"} 1\n\
+             op_seconds_bucket{operation_type=\"status\",le=\"+Inf\"} 2\n\
+             op_seconds_sum{operation_type=\"status\"} 0.25\n\
+             op_seconds_count{operation_type=\"status\"} 2\n"
         );
     }
 

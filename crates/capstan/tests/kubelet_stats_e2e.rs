@@ -482,6 +482,27 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
             >= 1.0
     );
     assert!(find(&samples, "process_resident_memory_bytes", &[]).is_some_and(|s| s.value > 0.0));
+    // Every runtime call is counted and timed, the stats' own listing among them.
+    let listed = [("operation_type", "list_podsandbox")];
+    let calls = find(&samples, "kubelet_runtime_operations_total", &listed).unwrap();
+    assert!(calls.value >= 1.0, "{calls:?}");
+    let timed = find(
+        &samples,
+        "kubelet_runtime_operations_duration_seconds_count",
+        &listed,
+    )
+    .unwrap();
+    assert_eq!(timed.kind, "histogram");
+    assert!(timed.value >= 1.0);
+    assert!(
+        find(
+            &samples,
+            "kubelet_runtime_operations_duration_seconds_bucket",
+            &[("operation_type", "create_container"), ("le", "+Inf")],
+        )
+        .is_some_and(|s| s.value >= 1.0),
+        "the pod's container was created through the instrumented runtime"
+    );
 
     // Straight to the kubelet: 0.0.4 by default, OpenMetrics when asked for.
     let (cert, key) = admin_credentials(kc, dir.path());

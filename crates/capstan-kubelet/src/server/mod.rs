@@ -347,7 +347,11 @@ async fn stats(
             };
             metrics::cadvisor(&snapshot, &ids, &|cgroup| state.stats.count_procs(cgroup))
         }
-        _ => metrics::kubelet(&kubelet_figures(state).await, process_figures().as_ref()),
+        _ => {
+            let figures = kubelet_figures(state).await;
+            let operations = state.cri.operations.snapshot();
+            metrics::kubelet(&figures, &operations, process_figures().as_ref())
+        }
     };
     let body = prometheus::encode_families(&families, format, true);
     Some(content(

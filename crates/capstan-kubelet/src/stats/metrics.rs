@@ -15,8 +15,9 @@
 //!   Not exported: per-CPU usage (the kubelet turns it off), CFS throttling, block I/O, memory
 //!   failure counters, pressure, hugetlb, accelerators, the sandbox (pause) containers.
 //! - [`kubelet`]: `/metrics`, the kubelet metrics Capstan measures (running pods and
-//!   containers by state, desired pods, the node's name) and the process collector's figures
-//!   of the process the agent runs in.
+//!   containers by state, desired pods, the node's name, runtime operations counted, failed and
+//!   timed by operation type) and the process collector's figures of the process the agent
+//!   runs in (inside `capstan server`, the whole server's process).
 
 use capstan_client::prometheus::{MetricFamily, MetricType, Sample};
 
@@ -544,9 +545,73 @@ pub(crate) fn parse_max_fds(limits: &str) -> Option<u64> {
         .ok()
 }
 
+/// The runtime operation families: counts, errors and the duration histogram by operation.
+fn runtime_operations(
+    operations: &std::collections::BTreeMap<String, crate::runtime::cri::OperationStats>,
+) -> Vec<MetricFamily> {
+    let alpha =
+        |name: &str, help: &str, kind| MetricFamily::new(name, &format!("[ALPHA] {help}"), kind);
+    let mut counts = alpha(
+        "kubelet_runtime_operations_total",
+        "Cumulative number of runtime operations by operation type.",
+        MetricType::Counter,
+    );
+    let mut errors = alpha(
+        "kubelet_runtime_operations_errors_total",
+        "Cumulative number of runtime operation errors by operation type.",
+        MetricType::Counter,
+    );
+    let mut durations = alpha(
+        "kubelet_runtime_operations_duration_seconds",
+        "Duration in seconds of runtime operations. Broken down by operation type.",
+        MetricType::Histogram,
+    );
+    let bounds = crate::runtime::cri::duration_buckets();
+    for (operation, stats) in operations {
+        let labels = [("operation_type", operation.as_str())];
+        counts
+            .samples
+            .push(Sample::new(&labels, stats.count as f64));
+        if stats.errors > 0 {
+            errors
+                .samples
+                .push(Sample::new(&labels, stats.errors as f64));
+        }
+        let mut cumulated = 0;
+        for (i, bound) in bounds.iter().enumerate() {
+            cumulated += stats.buckets[i];
+            let le = capstan_client::prometheus::go_float(*bound);
+            durations.samples.push(Sample {
+                suffix: "_bucket",
+                ..Sample::new(
+                    &[("operation_type", operation), ("le", &le)],
+                    cumulated as f64,
+                )
+            });
+        }
+        durations.samples.push(Sample {
+            suffix: "_bucket",
+            ..Sample::new(
+                &[("operation_type", operation), ("le", "+Inf")],
+                stats.count as f64,
+            )
+        });
+        durations.samples.push(Sample {
+            suffix: "_sum",
+            ..Sample::new(&labels, stats.seconds)
+        });
+        durations.samples.push(Sample {
+            suffix: "_count",
+            ..Sample::new(&labels, stats.count as f64)
+        });
+    }
+    vec![counts, errors, durations]
+}
+
 /// `/metrics`.
 pub(crate) fn kubelet(
     figures: &KubeletFigures,
+    operations: &std::collections::BTreeMap<String, crate::runtime::cri::OperationStats>,
     process: Option<&ProcessFigures>,
 ) -> Vec<MetricFamily> {
     let alpha = |name: &str, help: &str| {
@@ -586,6 +651,7 @@ pub(crate) fn kubelet(
         .samples
         .push(Sample::new(&[("static", "true")], 0.0));
     let mut families = vec![node_name, running_pods, containers, desired];
+    families.extend(runtime_operations(operations));
     if let Some(p) = process {
         let gauge = |name: &str, help: &str, value: f64| MetricFamily {
             samples: vec![Sample::new(&[], value)],
@@ -803,7 +869,21 @@ mod tests {
             open_fds: Some(10),
             max_fds: Some(1024),
         };
-        let text = encode_families(&kubelet(&figures, Some(&process)), Format::Text, true);
+        let mut operations = std::collections::BTreeMap::new();
+        operations.insert(
+            "list_podsandbox".to_owned(),
+            crate::runtime::cri::OperationStats {
+                count: 3,
+                errors: 1,
+                buckets: [2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                seconds: 0.05,
+            },
+        );
+        let text = encode_families(
+            &kubelet(&figures, &operations, Some(&process)),
+            Format::Text,
+            true,
+        );
         for line in [
             "# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
             "kubelet_node_name{node=\"n1\"} 1",
@@ -817,6 +897,16 @@ mod tests {
             "process_open_fds 10",
             "process_max_fds 1024",
             "process_start_time_seconds 1.7e+09",
+            "# TYPE kubelet_runtime_operations_total counter",
+            "kubelet_runtime_operations_total{operation_type=\"list_podsandbox\"} 3",
+            "kubelet_runtime_operations_errors_total{operation_type=\"list_podsandbox\"} 1",
+            "# TYPE kubelet_runtime_operations_duration_seconds histogram",
+            "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\",le=\"0.005\"} 2",
+            "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\",le=\"0.0125\"} 2",
+            "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\",le=\"0.03125\"} 3",
+            "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\",le=\"+Inf\"} 3",
+            "kubelet_runtime_operations_duration_seconds_sum{operation_type=\"list_podsandbox\"} 0.05",
+            "kubelet_runtime_operations_duration_seconds_count{operation_type=\"list_podsandbox\"} 3",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -730,3 +730,147 @@ pub(crate) fn build_summary(snapshot: &Snapshot, node_name: &str) -> summary::Su
         pods,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(detail: Detail) -> Snapshot {
+        let now = Instant::from_nanos(1_700_000_002_000_000_000);
+        let stats = CgroupStats {
+            cpu_usage_ns: Some(3_000_000_000),
+            memory_usage: Some(10 << 20),
+            working_set: Some(8 << 20),
+            rss: Some(4 << 20),
+            memory_limit: Some(64 << 20),
+            processes: Some(2),
+            ..Default::default()
+        };
+        let fs = FsCapacity {
+            capacity: 100 << 30,
+            available: 40 << 30,
+            used: 60 << 30,
+            inodes: 1000,
+            inodes_free: 400,
+        };
+        Snapshot {
+            now: now.clone(),
+            detail,
+            node: NodeSample {
+                boot: Some(Instant::from_nanos(1_600_000_000_000_000_000)),
+                cpu_ns: Some(50_000_000_000),
+                cpu_previous: Some((1_700_000_000_000_000_000, 48_000_000_000)),
+                memory: Some(MemInfo {
+                    total: 4 << 30,
+                    free: 1 << 30,
+                    inactive_file: 1 << 30,
+                    anon: 1 << 29,
+                    cached: 1 << 30,
+                }),
+                fs: Some(fs),
+                image_fs: Some((fs, Some(7 << 20), Some(30))),
+                ..Default::default()
+            },
+            pods: vec![PodSample {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "u1".into(),
+                start: Instant::from_nanos(1_699_999_000_000_000_000),
+                cgroup: Some("/kubepods/podu1".into()),
+                stats: Some(stats.clone()),
+                cpu_previous: None,
+                interfaces: vec![Interface {
+                    name: "eth0".into(),
+                    rx_bytes: 5,
+                    ..Default::default()
+                }],
+                containers: vec![ContainerSample {
+                    id: "c1".into(),
+                    name: "app".into(),
+                    image: "busybox".into(),
+                    start: Instant::from_nanos(1_699_999_001_000_000_000),
+                    cgroup: "/kubepods/podu1/c1".into(),
+                    stats: Some(stats),
+                    cpu_previous: Some((1_700_000_000_000_000_000, 2_000_000_000)),
+                    writable: Some((Some(4096), Some(4))),
+                    logs: Some((8192, 2, fs)),
+                }],
+                volumes: vec![
+                    ("cache".into(), "empty-dir".into(), 1 << 20, 3, fs),
+                    ("config".into(), "configmap".into(), 4096, 2, fs),
+                ],
+            }],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_is_assembled_as_upstreams_provider_does() {
+        let summary = build_summary(&snapshot(Detail::Full), "n1");
+        let node = &summary.node;
+        assert_eq!(node.node_name, "n1");
+        // 2 s of CPU over 2 s: one core.
+        assert_eq!(
+            node.cpu.as_ref().unwrap().usage_nano_cores,
+            Some(1_000_000_000)
+        );
+        let memory = node.memory.as_ref().unwrap();
+        assert_eq!(memory.working_set_bytes, Some(2 << 30));
+        assert_eq!(memory.available_bytes, Some(2 << 30));
+        assert_eq!(
+            node.runtime
+                .as_ref()
+                .unwrap()
+                .image_fs
+                .as_ref()
+                .unwrap()
+                .used_bytes,
+            Some(7 << 20)
+        );
+        let pod = &summary.pods[0];
+        let container = &pod.containers[0];
+        assert_eq!(
+            container.cpu.as_ref().unwrap().usage_nano_cores,
+            Some(500_000_000)
+        );
+        assert_eq!(
+            container.memory.as_ref().unwrap().available_bytes,
+            Some(56 << 20)
+        );
+        assert_eq!(container.rootfs.as_ref().unwrap().used_bytes, Some(4096));
+        assert_eq!(container.logs.as_ref().unwrap().used_bytes, Some(8192));
+        assert_eq!(pod.network.as_ref().unwrap().default.rx_bytes, Some(5));
+        // Writable layer, logs and the emptyDir volume; the configMap does not count.
+        let ephemeral = pod.ephemeral_storage.as_ref().unwrap();
+        assert_eq!(ephemeral.used_bytes, Some(4096 + 8192 + (1 << 20)));
+        assert_eq!(ephemeral.inodes_used, Some(4 + 2 + 3));
+        assert_eq!(pod.volumes.len(), 2);
+        assert_eq!(pod.process_stats.as_ref().unwrap().process_count, Some(2));
+    }
+
+    #[test]
+    fn only_cpu_and_memory_leaves_the_rest_out() {
+        let summary = build_summary(&snapshot(Detail::CpuAndMemory), "n1");
+        let json = serde_json::to_value(&summary).unwrap();
+        let pod = &json["pods"][0];
+        for absent in ["network", "ephemeral-storage", "process_stats"] {
+            assert!(pod.get(absent).is_none(), "{absent} in {pod}");
+        }
+        assert!(pod["cpu"].is_object() && pod["memory"].is_object());
+        assert!(json["node"].get("rlimit").is_none() && json["node"].get("network").is_none());
+    }
+
+    #[test]
+    fn disk_usage_counts_blocks_and_inodes_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), vec![1_u8; 10_000]).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/b"), b"x").unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        let (bytes, inodes) = disk_usage(dir.path());
+        assert_eq!(inodes, 5, "the directory, a, sub, sub/b and the link");
+        assert!(bytes >= 10_000, "{bytes}");
+        assert_eq!(disk_usage(&dir.path().join("missing")), (0, 0));
+        assert!(statvfs(dir.path()).is_some_and(|fs| fs.capacity > 0));
+    }
+}
