@@ -332,7 +332,13 @@ pub async fn run(
         node_name: config.node_name.clone(),
         pods: known_pods.clone(),
         log_dir: PathBuf::from(server::NODE_LOG_DIR),
-        stats: stats::Collector::new(cri.clone(), &config.node_name, &config.root_dir, &log_root),
+        stats: stats::Collector::new(
+            cri.clone(),
+            &config.node_name,
+            &config.root_dir,
+            &log_root,
+            known_pods.clone(),
+        ),
     });
     let tls = config.tls.clone();
     let kubelet_api = async move {

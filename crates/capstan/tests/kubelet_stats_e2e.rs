@@ -427,6 +427,16 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
             .unwrap()
             .ends_with(&container_id)
     );
+    let image = jsonpath(
+        kc,
+        &["get", "pod", "burn"],
+        "{.status.containerStatuses[0].image}",
+    );
+    assert_eq!(
+        cpu_sample.labels["image"],
+        image.as_str(),
+        "the image's name, not its ID"
+    );
     for name in [
         "container_memory_working_set_bytes",
         "container_memory_usage_bytes",

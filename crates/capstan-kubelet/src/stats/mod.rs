@@ -64,6 +64,8 @@ pub struct Collector {
     root_dir: PathBuf,
     log_root: PathBuf,
     hierarchy: Hierarchy,
+    /// The pods bound to the node, for their containers' image names.
+    known: crate::pod::manager::KnownPods,
     /// The previous CPU sample (time in ns, usage in ns) of the node, each pod and container.
     previous: Mutex<HashMap<String, (i64, u64)>>,
 }
@@ -140,9 +142,16 @@ pub(crate) struct ContainerSample {
 
 impl Collector {
     /// A collector for the node `node_name` whose runtime is `cri`, keeping pods' volumes
-    /// under `root_dir` and their logs under `log_root`.
-    pub fn new(cri: Cri, node_name: &str, root_dir: &Path, log_root: &Path) -> Collector {
+    /// under `root_dir` and their logs under `log_root`; `known` are the pods bound to it.
+    pub fn new(
+        cri: Cri,
+        node_name: &str,
+        root_dir: &Path,
+        log_root: &Path,
+        known: crate::pod::manager::KnownPods,
+    ) -> Collector {
         Collector {
+            known,
             cri,
             node_name: node_name.to_owned(),
             root_dir: root_dir.to_path_buf(),
@@ -335,6 +344,36 @@ impl Collector {
         let log_fs = (detail == Detail::Full)
             .then(|| statvfs(&self.log_root))
             .flatten();
+        // The image each container was asked for, by pod UID and container name (the runtime
+        // only knows the image's ID).
+        let images: HashMap<(String, String), String> = self
+            .known
+            .list()
+            .iter()
+            .flat_map(|pod| {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                let status = pod.status.iter().flat_map(|s| {
+                    s.container_statuses
+                        .iter()
+                        .flatten()
+                        .chain(s.init_container_statuses.iter().flatten())
+                });
+                let reported: Vec<((String, String), String)> = status
+                    .filter(|c| !c.image.is_empty())
+                    .map(|c| ((uid.clone(), c.name.clone()), c.image.clone()))
+                    .collect();
+                let spec = pod.spec.iter().flat_map(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                });
+                let asked: Vec<((String, String), String)> = spec
+                    .filter_map(|c| Some(((uid.clone(), c.name.clone()), c.image.clone()?)))
+                    .collect();
+                // The status' (normalized) name wins over the spec's.
+                asked.into_iter().chain(reported)
+            })
+            .collect();
         let mut pods: Vec<PodSample> = newest
             .into_values()
             .map(|sandbox| {
@@ -362,11 +401,10 @@ impl Collector {
                                 let (bytes, inodes) = disk_usage(&log_dir);
                                 (bytes, inodes, fs)
                             }),
-                            image: c
-                                .image
-                                .as_ref()
-                                .map(|i| i.image.clone())
-                                .filter(|i| !i.is_empty())
+                            image: images
+                                .get(&(metadata.uid.clone(), name.clone()))
+                                .cloned()
+                                .or_else(|| c.image.as_ref().map(|i| i.image.clone()))
                                 .unwrap_or_else(|| c.image_ref.clone()),
                             start: Instant::from_nanos(c.created_at),
                             cgroup: path,
