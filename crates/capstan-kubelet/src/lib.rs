@@ -326,12 +326,16 @@ pub async fn run(
         }
     });
     let known_pods = pods::KnownPods::default();
+    let pod_starts = Arc::new(stats::metrics::Histogram::new(
+        &stats::metrics::POD_START_BUCKETS,
+    ));
     let api_state = Arc::new(server::State {
         client: client.clone(),
         cri: cri.clone(),
         node_name: config.node_name.clone(),
         pods: known_pods.clone(),
         log_dir: PathBuf::from(server::NODE_LOG_DIR),
+        pod_starts: pod_starts.clone(),
         stats: stats::Collector::new(
             cri.clone(),
             &config.node_name,
@@ -365,6 +369,7 @@ pub async fn run(
         allocatable,
         events,
         volumes_in_use,
+        pod_starts,
     });
     let rotations = futures::future::join_all(
         config

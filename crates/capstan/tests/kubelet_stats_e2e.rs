@@ -492,6 +492,12 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
             >= 1.0
     );
     assert!(find(&samples, "process_resident_memory_bytes", &[]).is_some_and(|s| s.value > 0.0));
+    // The burning pod's start was timed.
+    let starts = find(&samples, "kubelet_pod_start_duration_seconds_count", &[]).unwrap();
+    assert!(
+        starts.value >= 1.0 && starts.kind == "histogram",
+        "{starts:?}"
+    );
     // Every runtime call is counted and timed, the stats' own listing among them.
     let listed = [("operation_type", "list_podsandbox")];
     let calls = find(&samples, "kubelet_runtime_operations_total", &listed).unwrap();

@@ -85,6 +85,9 @@ pub struct Shared {
     pub events: Events,
     /// The volumes the node reports in use.
     pub volumes_in_use: crate::volumes::InUse,
+    /// `kubelet_pod_start_duration_seconds`: from a worker's start to its pod's first
+    /// `Running` status.
+    pub pod_starts: Arc<crate::stats::metrics::Histogram>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -155,6 +158,8 @@ pub struct Worker {
     prober: Prober,
     wake: Arc<Notify>,
     volumes: crate::volumes::PodVolumes,
+    /// When the agent first saw the pod (this worker's start).
+    first_seen: Instant,
 }
 
 /// What a sync step decided.
@@ -180,6 +185,7 @@ impl Worker {
             waiting: HashMap::new(),
             wake,
             volumes: crate::volumes::PodVolumes::default(),
+            first_seen: Instant::now(),
         }
     }
 
@@ -1114,6 +1120,13 @@ impl Worker {
         }
         if pod.status.as_ref() == Some(&next) {
             return;
+        }
+        // Upstream observes a pod's start when its status turns from Pending to Running.
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, None | Some("Pending")) && next.phase.as_deref() == Some("Running") {
+            self.shared
+                .pod_starts
+                .observe(self.first_seen.elapsed().as_secs_f64());
         }
         let pods: Api<Pod> = Api::namespaced(
             self.shared.client.clone(),

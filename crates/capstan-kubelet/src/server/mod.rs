@@ -85,6 +85,8 @@ pub(crate) struct State {
     pub(crate) log_dir: std::path::PathBuf,
     /// The node's resource statistics.
     pub(crate) stats: crate::stats::Collector,
+    /// `kubelet_pod_start_duration_seconds`.
+    pub(crate) pod_starts: Arc<crate::stats::metrics::Histogram>,
 }
 
 /// TLS with the kubelet's serving certificate, client certificates from the cluster CA
@@ -350,7 +352,12 @@ async fn stats(
         _ => {
             let figures = kubelet_figures(state).await;
             let operations = state.cri.operations.snapshot();
-            metrics::kubelet(&figures, &operations, process_figures().as_ref())
+            metrics::kubelet(
+                &figures,
+                &operations,
+                &state.pod_starts,
+                process_figures().as_ref(),
+            )
         }
     };
     let body = prometheus::encode_families(&families, format, true);

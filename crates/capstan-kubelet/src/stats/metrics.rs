@@ -16,7 +16,7 @@
 //!   failure counters, pressure, hugetlb, accelerators, the sandbox (pause) containers.
 //! - [`kubelet`]: `/metrics`, the kubelet metrics Capstan measures (running pods and
 //!   containers by state, desired pods, the node's name, runtime operations counted, failed and
-//!   timed by operation type) and the process collector's figures of the process the agent
+//!   timed by operation type, the time from a pod's first sight to its running) and the process collector's figures of the process the agent
 //!   runs in (inside `capstan server`, the whole server's process).
 
 use capstan_client::prometheus::{MetricFamily, MetricType, Sample};
@@ -488,6 +488,88 @@ pub(crate) fn cadvisor(
     families
 }
 
+/// Upstream's buckets for `kubelet_pod_start_duration_seconds`, in seconds.
+pub const POD_START_BUCKETS: [f64; 25] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
+    300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+];
+
+/// A histogram of durations observed as they happen (cumulative bucket counts are computed
+/// when written).
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    state: std::sync::Mutex<(Vec<u64>, u64, f64)>,
+}
+
+impl Histogram {
+    /// An empty histogram with the upper `bounds` (ascending; `+Inf` is implied).
+    pub fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            state: std::sync::Mutex::new((vec![0; bounds.len()], 0, 0.0)),
+        }
+    }
+
+    /// Records one observation of `seconds`.
+    pub fn observe(&self, seconds: f64) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(bucket) = self.bounds.iter().position(|b| seconds <= *b) {
+            state.0[bucket] += 1;
+        }
+        state.1 += 1;
+        state.2 += seconds;
+    }
+
+    /// The histogram's samples (`_bucket` per bound and `+Inf`, `_sum`, `_count`) with `labels`.
+    fn samples(&self, labels: &[(&str, &str)]) -> Vec<Sample> {
+        let (buckets, count, sum) = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        histogram_samples(labels, self.bounds, &buckets, count, sum)
+    }
+}
+
+/// A histogram's samples from its per-bucket (not cumulated) counts.
+fn histogram_samples(
+    labels: &[(&str, &str)],
+    bounds: &[f64],
+    buckets: &[u64],
+    count: u64,
+    sum: f64,
+) -> Vec<Sample> {
+    let mut samples = Vec::with_capacity(bounds.len() + 3);
+    let mut cumulated = 0;
+    let les = bounds
+        .iter()
+        .map(|b| capstan_client::prometheus::go_float(*b))
+        .chain(std::iter::once("+Inf".to_owned()));
+    for (i, le) in les.enumerate() {
+        cumulated += buckets.get(i).copied().unwrap_or(0);
+        let value = if i == bounds.len() { count } else { cumulated };
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", &le));
+        samples.push(Sample {
+            suffix: "_bucket",
+            ..Sample::new(&with_le, value as f64)
+        });
+    }
+    samples.push(Sample {
+        suffix: "_sum",
+        ..Sample::new(labels, sum)
+    });
+    samples.push(Sample {
+        suffix: "_count",
+        ..Sample::new(labels, count as f64)
+    });
+    samples
+}
+
 /// What `/metrics` reports of the kubelet: counted by the caller from the runtime and the
 /// pod manager.
 #[derive(Debug, Clone, Default)]
@@ -577,33 +659,13 @@ fn runtime_operations(
                 .samples
                 .push(Sample::new(&labels, stats.errors as f64));
         }
-        let mut cumulated = 0;
-        for (i, bound) in bounds.iter().enumerate() {
-            cumulated += stats.buckets[i];
-            let le = capstan_client::prometheus::go_float(*bound);
-            durations.samples.push(Sample {
-                suffix: "_bucket",
-                ..Sample::new(
-                    &[("operation_type", operation), ("le", &le)],
-                    cumulated as f64,
-                )
-            });
-        }
-        durations.samples.push(Sample {
-            suffix: "_bucket",
-            ..Sample::new(
-                &[("operation_type", operation), ("le", "+Inf")],
-                stats.count as f64,
-            )
-        });
-        durations.samples.push(Sample {
-            suffix: "_sum",
-            ..Sample::new(&labels, stats.seconds)
-        });
-        durations.samples.push(Sample {
-            suffix: "_count",
-            ..Sample::new(&labels, stats.count as f64)
-        });
+        durations.samples.extend(histogram_samples(
+            &labels,
+            &bounds,
+            &stats.buckets,
+            stats.count,
+            stats.seconds,
+        ));
     }
     vec![counts, errors, durations]
 }
@@ -612,6 +674,7 @@ fn runtime_operations(
 pub(crate) fn kubelet(
     figures: &KubeletFigures,
     operations: &std::collections::BTreeMap<String, crate::runtime::cri::OperationStats>,
+    pod_starts: &Histogram,
     process: Option<&ProcessFigures>,
 ) -> Vec<MetricFamily> {
     let alpha = |name: &str, help: &str| {
@@ -652,6 +715,14 @@ pub(crate) fn kubelet(
         .push(Sample::new(&[("static", "true")], 0.0));
     let mut families = vec![node_name, running_pods, containers, desired];
     families.extend(runtime_operations(operations));
+    families.push(MetricFamily {
+        samples: pod_starts.samples(&[]),
+        ..MetricFamily::new(
+            "kubelet_pod_start_duration_seconds",
+            "[ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+            MetricType::Histogram,
+        )
+    });
     if let Some(p) = process {
         let gauge = |name: &str, help: &str, value: f64| MetricFamily {
             samples: vec![Sample::new(&[], value)],
@@ -879,8 +950,11 @@ mod tests {
                 seconds: 0.05,
             },
         );
+        let starts = Histogram::new(&POD_START_BUCKETS);
+        starts.observe(1.5);
+        starts.observe(7000.0);
         let text = encode_families(
-            &kubelet(&figures, &operations, Some(&process)),
+            &kubelet(&figures, &operations, &starts, Some(&process)),
             Format::Text,
             true,
         );
@@ -907,6 +981,12 @@ mod tests {
             "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\",le=\"+Inf\"} 3",
             "kubelet_runtime_operations_duration_seconds_sum{operation_type=\"list_podsandbox\"} 0.05",
             "kubelet_runtime_operations_duration_seconds_count{operation_type=\"list_podsandbox\"} 3",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"1\"} 0",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"2\"} 1",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"3600\"} 1",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"+Inf\"} 2",
+            "kubelet_pod_start_duration_seconds_sum 7001.5",
+            "kubelet_pod_start_duration_seconds_count 2",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
