@@ -16,7 +16,7 @@
 //! - `GET /pods`: the pods bound to the node as the agent knows them, a `PodList`;
 //! - `GET /logs/...`: the node's log files (`/var/log`), as Go's file server serves a directory
 //!   ([`crate::server::logfiles`]);
-//! - `GET /stats/summary` (`only_cpu_and_memory`): upstream's Summary API
+//! - `GET`/`POST /stats/summary` (`only_cpu_and_memory=true`): upstream's Summary API
 //!   ([`crate::stats::summary`]), the node's, pods' and containers' CPU, memory, network and
 //!   filesystems;
 //! - `GET /metrics/resource`: upstream's resource metrics, what metrics-server and the built-in
@@ -307,29 +307,22 @@ async fn stats(
     ) {
         return None;
     }
-    if request.method() != Method::GET {
-        return Some(method_not_allowed());
-    }
     if path == "/stats/summary" {
-        let only = match first(query, "only_cpu_and_memory") {
-            None | Some("") => false,
-            Some(value) => match parse_go_bool(value) {
-                Some(only) => only,
-                None => {
-                    return Some(text(
-                        StatusCode::BAD_REQUEST,
-                        format!(
-                            "Error parsing only_cpu_and_memory: strconv.ParseBool: parsing {value:?}: invalid syntax"
-                        ),
-                    ));
-                }
-            },
-        };
+        // Upstream routes GET and POST, and takes only a single `true` as the flag.
+        if request.method() != Method::GET && request.method() != Method::POST {
+            return Some(method_not_allowed());
+        }
+        let only = query
+            .get("only_cpu_and_memory")
+            .is_some_and(|values| values.len() == 1 && values[0] == "true");
         let summary = state.stats.summary(only).await;
         return Some(match serde_json::to_vec(&summary) {
             Ok(body) => content(StatusCode::OK, "application/json", body),
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         });
+    }
+    if request.method() != Method::GET {
+        return Some(method_not_allowed());
     }
     let format = prometheus::negotiate(
         request
@@ -366,15 +359,6 @@ async fn stats(
         format.content_type(),
         body.into_bytes(),
     ))
-}
-
-/// Go's `strconv.ParseBool`.
-fn parse_go_bool(value: &str) -> Option<bool> {
-    match value {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
 }
 
 fn content(status: StatusCode, kind: &'static str, body: Vec<u8>) -> Response<Body> {

@@ -47,6 +47,9 @@ const MEASURED_VOLUMES: [&str; 5] = [
     "downward-api",
 ];
 
+/// A CPU sample: when (ns since the epoch) and the usage then (ns).
+pub(crate) type CpuSample = (i64, u64);
+
 /// How much is collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Detail {
@@ -67,7 +70,7 @@ pub struct Collector {
     /// The pods bound to the node, for their containers' image names.
     known: crate::pod::manager::KnownPods,
     /// The previous CPU sample (time in ns, usage in ns) of the node, each pod and container.
-    previous: Mutex<HashMap<String, (i64, u64)>>,
+    previous: Mutex<HashMap<String, CpuSample>>,
 }
 
 /// A filesystem's size from `statvfs`.
@@ -95,7 +98,7 @@ pub(crate) struct Snapshot {
 pub(crate) struct NodeSample {
     pub boot: Option<Instant>,
     pub cpu_ns: Option<u64>,
-    pub cpu_previous: Option<(i64, u64)>,
+    pub cpu_previous: Option<CpuSample>,
     pub memory: Option<MemInfo>,
     pub faults: (Option<u64>, Option<u64>),
     pub cores: usize,
@@ -107,7 +110,7 @@ pub(crate) struct NodeSample {
     pub max_pid: Option<i64>,
     pub threads: Option<i64>,
     /// The `pods` system container: `/kubepods`, its creation and counters.
-    pub pods_cgroup: Option<(Instant, CgroupStats, Option<(i64, u64)>)>,
+    pub pods_cgroup: Option<(Instant, CgroupStats, Option<CpuSample>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -118,7 +121,7 @@ pub(crate) struct PodSample {
     pub start: Instant,
     pub cgroup: Option<String>,
     pub stats: Option<CgroupStats>,
-    pub cpu_previous: Option<(i64, u64)>,
+    pub cpu_previous: Option<CpuSample>,
     pub interfaces: Vec<Interface>,
     pub containers: Vec<ContainerSample>,
     /// Name, plugin, bytes and inodes used, the filesystem.
@@ -133,7 +136,7 @@ pub(crate) struct ContainerSample {
     pub start: Instant,
     pub cgroup: String,
     pub stats: Option<CgroupStats>,
-    pub cpu_previous: Option<(i64, u64)>,
+    pub cpu_previous: Option<CpuSample>,
     /// The writable layer's bytes and inodes, as the runtime counts them.
     pub writable: Option<(Option<u64>, Option<u64>)>,
     /// The log files' bytes and inodes, and their filesystem.
@@ -484,7 +487,7 @@ impl Collector {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = snapshot.now.nanos;
         let mut seen = HashSet::new();
-        let mut exchange = |key: String, usage: Option<u64>| -> Option<(i64, u64)> {
+        let mut exchange = |key: String, usage: Option<u64>| -> Option<CpuSample> {
             let usage = usage?;
             seen.insert(key.clone());
             previous.insert(key, (now, usage))
