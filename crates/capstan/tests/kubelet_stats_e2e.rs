@@ -9,7 +9,9 @@
 //!   parser (`prometheus_client.parser`), with upstream's names and labels; OpenMetrics is
 //!   answered when asked for (and parses with `prometheus_client.openmetrics.parser`);
 //! - a user RBAC does not let proxy to nodes gets 403 from the API server, and a client the
-//!   kubelet does not authorize (the node's own certificate) gets 403 from the kubelet.
+//!   kubelet does not authorize (the node's own certificate) gets 403 from the kubelet;
+//! - the API server's built-in Metrics API, scraping `/metrics/resource`, gives `kubectl top`
+//!   the pod's CPU.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -241,7 +243,9 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
     pack_busybox(&data_dir);
     let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
     let kubelet_port = flags[flags.iter().position(|f| f == "--kubelet-port").unwrap() + 1].clone();
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    // The built-in Metrics API scrapes /metrics/resource as often as it may.
+    flags.extend(["--metric-resolution", "10s"]);
     let server = Server::start_node(&data_dir, free_port(), &flags);
     let kubeconfig = server.kubeconfig();
     let kc = kubeconfig.as_path();
@@ -564,6 +568,23 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
         format!(
             "Forbidden (user=system:node:{NODE}, verb=get, resource=nodes, subresource(s)=[stats])\n"
         )
+    );
+
+    // The built-in Metrics API reads /metrics/resource: `kubectl top` shows the burn.
+    let top = wait_for("kubectl top pod burn", Duration::from_secs(60), || {
+        let out = kubectl_any("default", kc, &["top", "pod", "burn", "--no-headers"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let millicores: u64 = text
+            .split_whitespace()
+            .nth(1)?
+            .strip_suffix('m')?
+            .parse()
+            .ok()?;
+        (millicores > 0).then_some(millicores)
+    });
+    assert!(
+        top <= 300,
+        "kubectl top shows {top}m for a pod limited to 200m"
     );
 
     // The pod goes before the server.
