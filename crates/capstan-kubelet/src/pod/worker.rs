@@ -158,8 +158,8 @@ pub struct Worker {
     prober: Prober,
     wake: Arc<Notify>,
     volumes: crate::volumes::PodVolumes,
-    /// When the agent first saw the pod (this worker's start).
-    first_seen: Instant,
+    /// When the agent first saw the pod (this worker's start), until its start is observed.
+    first_seen: Option<Instant>,
 }
 
 /// What a sync step decided.
@@ -185,7 +185,7 @@ impl Worker {
             waiting: HashMap::new(),
             wake,
             volumes: crate::volumes::PodVolumes::default(),
-            first_seen: Instant::now(),
+            first_seen: Some(Instant::now()),
         }
     }
 
@@ -1121,12 +1121,16 @@ impl Worker {
         if pod.status.as_ref() == Some(&next) {
             return;
         }
-        // Upstream observes a pod's start when its status turns from Pending to Running.
+        // Upstream observes a pod's start when its status turns from Pending to Running (once:
+        // the pod read here may not show the status written a moment ago yet).
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        if matches!(phase, None | Some("Pending")) && next.phase.as_deref() == Some("Running") {
+        if matches!(phase, None | Some("Pending"))
+            && next.phase.as_deref() == Some("Running")
+            && let Some(first_seen) = self.first_seen.take()
+        {
             self.shared
                 .pod_starts
-                .observe(self.first_seen.elapsed().as_secs_f64());
+                .observe(first_seen.elapsed().as_secs_f64());
         }
         let pods: Api<Pod> = Api::namespaced(
             self.shared.client.clone(),
