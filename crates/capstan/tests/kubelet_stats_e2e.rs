@@ -383,9 +383,9 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
         .as_secs_f64();
     let stamp = cpu_sample.timestamp.expect("a timestamp");
     assert!((now - stamp).abs() < 60.0, "timestamp {stamp} vs now {now}");
-    assert!(text.contains(&format!(
-        "container_cpu_usage_seconds_total{{container=\"burn\",namespace=\"default\",pod=\"burn\"}} "
-    )));
+    assert!(text.contains(
+        "container_cpu_usage_seconds_total{container=\"burn\",namespace=\"default\",pod=\"burn\"} "
+    ));
     assert!(
         find(&samples, "container_memory_working_set_bytes", &burn).is_some_and(|s| s.value > 0.0)
     );
