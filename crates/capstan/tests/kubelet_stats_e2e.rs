@@ -29,6 +29,7 @@ use serde_json::Value;
 const BRIDGE: &str = "capstat0";
 const CLUSTER_CIDR: &str = "10.219.0.0/16";
 const NODE: &str = "stats-node";
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Parses Prometheus text (stdin) with the maintained Python parser and prints every sample
 /// as JSON: `[family, type, sample name, labels, value, timestamp]`.
@@ -540,6 +541,29 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
         find(&samples, "container_cpu_usage_seconds_total", &burn).is_some(),
         "{body}"
     );
+    // The other two parse as OpenMetrics too (histograms, counters, every label set).
+    for (path, name) in [
+        (
+            "/metrics",
+            "kubelet_runtime_operations_duration_seconds_bucket",
+        ),
+        ("/metrics/cadvisor", "container_network_receive_bytes_total"),
+    ] {
+        let (status, kind, body) = kubelet_get(
+            &kubelet_port,
+            path,
+            &cert,
+            &key,
+            "application/openmetrics-text",
+        );
+        assert_eq!(
+            (status, kind.as_str()),
+            (200, OPENMETRICS),
+            "{path}: {body}"
+        );
+        let samples = parse_metrics(&body, "openmetrics");
+        assert!(find(&samples, name, &[]).is_some(), "no {name} in\n{body}");
+    }
 
     // Refusals: RBAC for a user without nodes/proxy, the kubelet's own for the node's
     // identity.
