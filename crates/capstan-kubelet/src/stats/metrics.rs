@@ -1,12 +1,12 @@
 //! The Prometheus families of the kubelet API's metrics endpoints, built from a
-//! [`Snapshot`](super::Snapshot) (or, for `/metrics`, what the runtime and the pod manager
+//! `Snapshot` (or, for `/metrics`, what the runtime and the pod manager
 //! know) at scrape time and written by [`capstan_client::prometheus`]:
 //!
-//! - [`resource`]: `/metrics/resource`, upstream's resource metrics collector exactly (names,
+//! - `resource`: `/metrics/resource`, upstream's resource metrics collector exactly (names,
 //!   `[STABLE]` help prefixes, labels, millisecond timestamps), what metrics-server and the
 //!   built-in Metrics API scrape. `scrape_error` is left out as upstream 1.33 leaves it out
 //!   (deprecated in 1.29, so hidden); `resource_scrape_error` carries the same figure.
-//! - [`cadvisor`]: `/metrics/cadvisor`, a subset of cAdvisor's container metrics with its
+//! - `cadvisor`: `/metrics/cadvisor`, a subset of cAdvisor's container metrics with its
 //!   names, help and labels (`container`, `id`, `image`, `name`, `namespace`, `pod`) for the
 //!   root cgroup `/`, `/kubepods`, each pod's cgroup and each running container: CPU (total,
 //!   user, system), memory (usage, working set, RSS, cache, limit), network of the root and pod
@@ -14,7 +14,7 @@
 //!   processes and threads, start and last-seen times; and the machine's cores and memory.
 //!   Not exported: per-CPU usage (the kubelet turns it off), CFS throttling, block I/O, memory
 //!   failure counters, pressure, hugetlb, accelerators, the sandbox (pause) containers.
-//! - [`kubelet`]: `/metrics`, the kubelet metrics Capstan measures (running pods and
+//! - `kubelet`: `/metrics`, the kubelet metrics Capstan measures (running pods and
 //!   containers by state, desired pods, the node's name, runtime operations counted, failed and
 //!   timed by operation type, the time from a pod's first sight to its running) and the process collector's figures of the process the agent
 //!   runs in (inside `capstan server`, the whole server's process).

@@ -15,6 +15,11 @@
 //! previous CPU sample (as upstream's CRI stats provider keeps its cache) and reports the
 //! usage between the two, so it is left out of the first answer after a container starts.
 //! [`summary`] holds the Summary API's types, [`metrics`] the Prometheus families.
+//!
+//! Not measured: cgroups laid out by the systemd driver (`kubepods.slice/...`, an external
+//! runtime configured so; the agent's own containerd uses cgroupfs), whose pods then have no
+//! CPU or memory figures rather than wrong ones; persistent volumes' usage (`volume` lists the
+//! pod-local kinds only); swap; accelerators; user-defined metrics.
 
 pub mod cgroup;
 pub mod metrics;
