@@ -81,8 +81,19 @@ pub fn encode_registry(
     format: Format,
     eof: bool,
 ) -> Result<String, std::fmt::Error> {
-    let mut openmetrics = String::new();
-    prometheus_client::encoding::text::encode_registry(&mut openmetrics, registry)?;
+    let mut written = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut written, registry)?;
+    // `prometheus_client` ends every help text with a period of its own (`Registry::register`
+    // appends one); upstream writes the text as given, so that period goes.
+    let mut openmetrics = String::with_capacity(written.len());
+    for line in written.lines() {
+        let line = match line.strip_prefix("# HELP ") {
+            Some(_) => line.strip_suffix('.').unwrap_or(line),
+            None => line,
+        };
+        openmetrics.push_str(line);
+        openmetrics.push('\n');
+    }
     Ok(match format {
         Format::OpenMetrics => {
             if eof {
@@ -598,14 +609,16 @@ mod tests {
         registry.register("running_pods", "Pods running", pods);
         let latency = Histogram::new([0.5, 1.0]);
         latency.observe(0.7);
-        registry.register("latency_seconds", "Latency", latency);
+        registry.register("latency_seconds", "Latency.", latency);
         let text = encode_registry(&registry, Format::Text, true).unwrap();
+        // Help texts as given: the period `prometheus_client` appends is dropped, one of the
+        // text's own kept.
         assert_eq!(
             text,
-            "# HELP http_requests_total Requests served.\n\
+            "# HELP http_requests_total Requests served\n\
              # TYPE http_requests_total counter\n\
              http_requests_total{code=\"200\"} 3\n\
-             # HELP running_pods Pods running.\n\
+             # HELP running_pods Pods running\n\
              # TYPE running_pods gauge\n\
              running_pods 4\n\
              # HELP latency_seconds Latency.\n\
@@ -617,7 +630,7 @@ mod tests {
              latency_seconds_bucket{le=\"+Inf\"} 1\n"
         );
         let openmetrics = encode_registry(&registry, Format::OpenMetrics, true).unwrap();
-        assert!(openmetrics.starts_with("# HELP http_requests Requests served.\n"));
+        assert!(openmetrics.starts_with("# HELP http_requests Requests served\n"));
         assert!(openmetrics.ends_with("# EOF\n"));
         assert!(
             !encode_registry(&registry, Format::OpenMetrics, false)
