@@ -17,12 +17,12 @@
 
 mod common;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::prometheus::{Sample, parse_metrics};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 use serde_json::Value;
 
@@ -30,68 +30,6 @@ const BRIDGE: &str = "capstat0";
 const CLUSTER_CIDR: &str = "10.219.0.0/16";
 const NODE: &str = "stats-node";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Parses Prometheus text (stdin) with the maintained Python parser and prints every sample
-/// as JSON: `[family, type, sample name, labels, value, timestamp]`.
-const PARSE: &str = r#"
-import json, sys
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
-text = sys.stdin.read()
-parse = openmetrics if sys.argv[1] == "openmetrics" else text_string_to_metric_families
-out = []
-for family in parse(text):
-    for s in family.samples:
-        ts = s.timestamp
-        if ts is not None and not isinstance(ts, (int, float)):
-            ts = float(ts.sec) + ts.nsec / 1e9
-        out.append([family.name, family.type, s.name, s.labels, s.value, ts])
-print(json.dumps(out))
-"#;
-
-/// One parsed sample.
-#[derive(Debug, Clone)]
-struct Sample {
-    family: String,
-    kind: String,
-    name: String,
-    labels: serde_json::Map<String, Value>,
-    value: f64,
-    timestamp: Option<f64>,
-}
-
-fn parse_metrics(text: &str, format: &str) -> Vec<Sample> {
-    let mut child = Command::new("python3")
-        .args(["-c", PARSE, format])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (scripts/install-deps installs it and prometheus-client)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the Prometheus parser refused the text (pip install prometheus-client?): {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    rows.into_iter()
-        .map(|row| Sample {
-            family: row[0].as_str().unwrap().to_owned(),
-            kind: row[1].as_str().unwrap().to_owned(),
-            name: row[2].as_str().unwrap().to_owned(),
-            labels: row[3].as_object().unwrap().clone(),
-            value: row[4].as_f64().unwrap(),
-            timestamp: row[5].as_f64(),
-        })
-        .collect()
-}
 
 fn find<'a>(samples: &'a [Sample], name: &str, labels: &[(&str, &str)]) -> Option<&'a Sample> {
     samples.iter().find(|s| {

@@ -347,41 +347,16 @@ fn the_group_can_be_left_to_an_extension_api_server() {
     server.stop();
 }
 
-/// Parses Prometheus exposition text with Prometheus' own Python client's parser (the
-/// OpenMetrics one when `openmetrics`); the family names found.
+/// The families Prometheus' own Python client finds in `text` (OpenMetrics when
+/// `openmetrics`).
 fn parse_with_prometheus(text: &str, openmetrics: bool) -> Vec<String> {
-    let parser = if openmetrics {
-        "from prometheus_client.openmetrics.parser import text_string_to_metric_families"
-    } else {
-        "from prometheus_client.parser import text_string_to_metric_families"
-    };
-    let script = format!(
-        "import sys\n{parser}\nfor f in text_string_to_metric_families(sys.stdin.read()):\n    print(f.name)\n"
-    );
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 with prometheus-client (scripts/install-deps installs it)");
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    let format = if openmetrics { "openmetrics" } else { "text" };
+    let mut families: Vec<String> = common::prometheus::parse_metrics(text, format)
+        .into_iter()
+        .map(|sample| sample.family)
+        .collect();
+    families.dedup();
+    families
 }
 
 #[test]

@@ -13,6 +13,7 @@ pub use capstan_testkit::{EtcdServer, free_port};
 pub mod extension;
 pub mod https;
 pub mod node;
+pub mod prometheus;
 pub mod webhook;
 
 pub struct Server {
