@@ -33,7 +33,7 @@ mod metrics;
 pub mod pki;
 mod registry;
 mod remote;
-mod resourcemetrics;
+
 mod serve;
 mod status;
 
@@ -283,7 +283,7 @@ pub(crate) async fn start_with(
         .with_kubelets(kubelets)
         .with_signing_key(signing_key);
     let metrics_api = match (config.metrics_server, api.kubelets()) {
-        (Some(resolution), Some(kubelets)) => Some(resourcemetrics::MetricsApi::new(
+        (Some(resolution), Some(kubelets)) => Some(handlers::resourcemetrics::MetricsApi::new(
             api.registries().clone(),
             kubelets.clone(),
             resolution,

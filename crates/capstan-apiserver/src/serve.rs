@@ -334,7 +334,7 @@ async fn serve_api(
         None => Vec::new(),
     };
     if api.metrics_api().is_some() {
-        remote.push(crate::resourcemetrics::MetricsApi::discovery());
+        remote.push(crate::handlers::resourcemetrics::MetricsApi::discovery());
     }
     let served = discovery::Served {
         custom: api.registries().custom_resources(),

@@ -218,6 +218,19 @@ async fn run_node(
     } else {
         None
     };
+    // The pods go through the API first, so that the node stops their containers: sandboxes
+    // removed behind its back would be made again, and a container whose shim is killed
+    // afterwards keeps running (the HPA phase's burners did, once).
+    namespaces
+        .delete(NAMESPACE, &kube::api::DeleteParams::default())
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !pods.list(&ListParams::default()).await?.items.is_empty() {
+        if Instant::now() > deadline {
+            bail!("the benchmark's pods were not gone 180 s after their namespace's deletion");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     remove_runtime_leftovers(data).await;
     server.stop().await?;
     Ok(NodeRun { usage, reaction })

@@ -30,6 +30,7 @@
 //!   `/metrics`, `/metrics/resource`, `/metrics/cadvisor`) for the API server.
 
 pub mod node;
+pub mod observed;
 pub mod pod;
 pub mod runtime;
 pub mod server;
@@ -326,9 +327,7 @@ pub async fn run(
         }
     });
     let known_pods = pods::KnownPods::default();
-    let pod_starts = Arc::new(stats::metrics::Histogram::new(
-        &stats::metrics::POD_START_BUCKETS,
-    ));
+    let pod_starts = Arc::new(observed::Histogram::new(&stats::metrics::POD_START_BUCKETS));
     let api_state = Arc::new(server::State {
         client: client.clone(),
         cri: cri.clone(),
@@ -336,6 +335,11 @@ pub async fn run(
         pods: known_pods.clone(),
         log_dir: PathBuf::from(server::NODE_LOG_DIR),
         pod_starts: pod_starts.clone(),
+        machine: stats::metrics::MachineIds {
+            boot_id: machine.boot_id.clone(),
+            machine_id: machine.machine_id.clone(),
+            system_uuid: machine.system_uuid.clone(),
+        },
         stats: stats::Collector::new(
             cri.clone(),
             &config.node_name,

@@ -1007,12 +1007,14 @@ fn api_services_pass_requests_to_extension_api_servers() {
     let kc = server.kubeconfig();
     let v = "1.33";
 
-    // Local APIServices for the built-in group-versions, always available.
-    let listed = kubectl_ok(v, &kc, &["get", "apiservices"]);
-    assert!(
-        listed.contains("v1.apps                           Local     True"),
-        "{listed}"
-    );
+    // Local APIServices for the built-in group-versions, available once the availability
+    // controller has looked at them (its first pass runs as the server starts).
+    common::eventually("the local APIServices to be available", || {
+        let listed = kubectl_ok(v, &kc, &["get", "apiservices"]);
+        listed
+            .contains("v1.apps                           Local     True")
+            .then_some(())
+    });
     // Bad APIServices are refused with upstream's messages.
     let bad = api_service(
         "v1.wrong",

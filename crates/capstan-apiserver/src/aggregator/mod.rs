@@ -100,7 +100,7 @@ pub(crate) async fn ensure_metrics(registries: &Registries, served: bool) -> Res
     };
     if served {
         let mut object = local(GROUP, VERSION);
-        let (group_priority, version_priority) = crate::resourcemetrics::PRIORITY;
+        let (group_priority, version_priority) = crate::handlers::resourcemetrics::PRIORITY;
         object["spec"]["groupPriorityMinimum"] = group_priority.into();
         object["spec"]["versionPriority"] = version_priority.into();
         return create_if_missing(&services, None, object).await;

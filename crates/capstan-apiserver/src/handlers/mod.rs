@@ -4,7 +4,8 @@
 //! dispatches the subresources that are not plain reads and writes of the object: `scale`,
 //! pods' `binding` and `eviction` ([`pods`]), `log`/`exec`/`attach`/`portforward`
 //! ([`streaming`], through [`kubelets`]) and `proxy` ([`proxy`]). Beside it: discovery,
-//! health and version, patches ([`patch`], [`strategic`]).
+//! health and version, patches ([`patch`], [`strategic`]), and the built-in Metrics API
+//! ([`resourcemetrics`], `metrics.k8s.io`).
 
 pub(crate) mod discovery;
 pub mod health;
@@ -13,6 +14,7 @@ pub(crate) mod patch;
 pub(crate) mod pods;
 pub(crate) mod proxy;
 pub(crate) mod resource;
+pub(crate) mod resourcemetrics;
 pub(crate) mod scale;
 pub(crate) mod strategic;
 pub(crate) mod streaming;

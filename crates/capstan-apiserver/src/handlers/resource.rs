@@ -44,7 +44,7 @@ pub(crate) struct Api {
     /// subresources are unavailable.
     kubelets: Option<Arc<crate::handlers::kubelets::Kubelets>>,
     /// The built-in Metrics API, unless turned off.
-    metrics_api: Option<Arc<crate::resourcemetrics::MetricsApi>>,
+    metrics_api: Option<Arc<crate::handlers::resourcemetrics::MetricsApi>>,
     /// Issues (`serviceaccounts/token`) and checks service account tokens.
     tokens: Arc<crate::authn::serviceaccount::TokenAuthority>,
 }
@@ -657,14 +657,14 @@ impl Api {
     /// This API serving `metrics.k8s.io` from `metrics_api`.
     pub(crate) fn with_metrics_api(
         mut self,
-        metrics_api: Arc<crate::resourcemetrics::MetricsApi>,
+        metrics_api: Arc<crate::handlers::resourcemetrics::MetricsApi>,
     ) -> Self {
         self.metrics_api = Some(metrics_api);
         self
     }
 
     /// The built-in Metrics API, if served.
-    pub(crate) fn metrics_api(&self) -> Option<&Arc<crate::resourcemetrics::MetricsApi>> {
+    pub(crate) fn metrics_api(&self) -> Option<&Arc<crate::handlers::resourcemetrics::MetricsApi>> {
         self.metrics_api.as_ref()
     }
 

@@ -87,7 +87,7 @@ pub struct Shared {
     pub volumes_in_use: crate::volumes::InUse,
     /// `kubelet_pod_start_duration_seconds`: from a worker's start to its pod's first
     /// `Running` status.
-    pub pod_starts: Arc<crate::stats::metrics::Histogram>,
+    pub pod_starts: Arc<crate::observed::Histogram>,
 }
 
 impl std::fmt::Debug for Shared {

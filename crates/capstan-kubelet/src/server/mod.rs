@@ -86,7 +86,9 @@ pub(crate) struct State {
     /// The node's resource statistics.
     pub(crate) stats: crate::stats::Collector,
     /// `kubelet_pod_start_duration_seconds`.
-    pub(crate) pod_starts: Arc<crate::stats::metrics::Histogram>,
+    pub(crate) pod_starts: Arc<crate::observed::Histogram>,
+    /// What identifies the machine in `/metrics/cadvisor` (read once at start).
+    pub(crate) machine: crate::stats::metrics::MachineIds,
 }
 
 /// TLS with the kubelet's serving certificate, client certificates from the cluster CA
@@ -334,13 +336,9 @@ async fn stats(
         "/metrics/resource" => metrics::resource(&state.stats.collect(Detail::CpuAndMemory).await),
         "/metrics/cadvisor" => {
             let snapshot = state.stats.collect(Detail::Full).await;
-            let machine = crate::node::Machine::read(std::path::Path::new("/"));
-            let ids = metrics::MachineIds {
-                boot_id: machine.boot_id,
-                machine_id: machine.machine_id,
-                system_uuid: machine.system_uuid,
-            };
-            metrics::cadvisor(&snapshot, &ids, &|cgroup| state.stats.count_procs(cgroup))
+            metrics::cadvisor(&snapshot, &state.machine, &|cgroup| {
+                state.stats.count_procs(cgroup)
+            })
         }
         _ => {
             let figures = kubelet_figures(state).await;

@@ -22,6 +22,7 @@
 use capstan_client::prometheus::{MetricFamily, MetricType, Sample};
 
 use super::Snapshot;
+use crate::observed::{Histogram, histogram_samples};
 
 fn seconds(nanos: u64) -> f64 {
     nanos as f64 / 1e9
@@ -493,82 +494,6 @@ pub const POD_START_BUCKETS: [f64; 25] = [
     0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
     300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
 ];
-
-/// A histogram of durations observed as they happen (cumulative bucket counts are computed
-/// when written).
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    state: std::sync::Mutex<(Vec<u64>, u64, f64)>,
-}
-
-impl Histogram {
-    /// An empty histogram with the upper `bounds` (ascending; `+Inf` is implied).
-    pub fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram {
-            bounds,
-            state: std::sync::Mutex::new((vec![0; bounds.len()], 0, 0.0)),
-        }
-    }
-
-    /// Records one observation of `seconds`.
-    pub fn observe(&self, seconds: f64) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(bucket) = self.bounds.iter().position(|b| seconds <= *b) {
-            state.0[bucket] += 1;
-        }
-        state.1 += 1;
-        state.2 += seconds;
-    }
-
-    /// The histogram's samples (`_bucket` per bound and `+Inf`, `_sum`, `_count`) with `labels`.
-    fn samples(&self, labels: &[(&str, &str)]) -> Vec<Sample> {
-        let (buckets, count, sum) = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        histogram_samples(labels, self.bounds, &buckets, count, sum)
-    }
-}
-
-/// A histogram's samples from its per-bucket (not cumulated) counts.
-fn histogram_samples(
-    labels: &[(&str, &str)],
-    bounds: &[f64],
-    buckets: &[u64],
-    count: u64,
-    sum: f64,
-) -> Vec<Sample> {
-    let mut samples = Vec::with_capacity(bounds.len() + 3);
-    let mut cumulated = 0;
-    let les = bounds
-        .iter()
-        .map(|b| capstan_client::prometheus::go_float(*b))
-        .chain(std::iter::once("+Inf".to_owned()));
-    for (i, le) in les.enumerate() {
-        cumulated += buckets.get(i).copied().unwrap_or(0);
-        let value = if i == bounds.len() { count } else { cumulated };
-        let mut with_le = labels.to_vec();
-        with_le.push(("le", &le));
-        samples.push(Sample {
-            suffix: "_bucket",
-            ..Sample::new(&with_le, value as f64)
-        });
-    }
-    samples.push(Sample {
-        suffix: "_sum",
-        ..Sample::new(labels, sum)
-    });
-    samples.push(Sample {
-        suffix: "_count",
-        ..Sample::new(labels, count as f64)
-    });
-    samples
-}
 
 /// What `/metrics` reports of the kubelet: counted by the caller from the runtime and the
 /// pod manager.
