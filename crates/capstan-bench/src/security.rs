@@ -421,6 +421,32 @@ async fn setup_reader(admin: &Conn) -> Result<String> {
         }),
     )
     .await?;
+    // The authorizer reads bindings from a watch: wait until it grants the reader, so that the
+    // first round does not meet a 403.
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": READER, "resourceAttributes": {"verb": "get", "resource": "configmaps"}},
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let response = admin
+            .send(
+                Method::POST,
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                Some(Bytes::from(review.to_string())),
+            )
+            .await?;
+        let body = response.into_body().collect().await?.to_bytes();
+        let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
+        if answer["status"]["allowed"] == true {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{READER} was not allowed to read ConfigMaps 20 s after its binding"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let path = format!("/api/v1/namespaces/{AUTH_NAMESPACE}/serviceaccounts/{READER}/token");
     let request = json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
