@@ -457,6 +457,7 @@ impl Auditor {
 /// `user` of an event.
 #[derive(Serialize)]
 pub(crate) struct EventUser<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
     username: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     uid: &'a str,
@@ -566,6 +567,21 @@ pub(crate) struct ResponseStatus {
     #[serde(skip_serializing_if = "Value::is_null")]
     details: Value,
     code: u16,
+}
+
+impl ResponseStatus {
+    /// A status of only a code and a message (what upstream's failed authentication event
+    /// carries).
+    pub(crate) fn with_message(code: u16, message: String) -> Self {
+        ResponseStatus {
+            metadata: serde_json::Map::new(),
+            status: Value::Null,
+            message: Value::String(message),
+            reason: Value::Null,
+            details: Value::Null,
+            code,
+        }
+    }
 }
 
 /// The `responseStatus` of an answer: the code, and for failures the `Status` body's fields.

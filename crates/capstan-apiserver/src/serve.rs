@@ -601,7 +601,17 @@ async fn handle(
         .authenticate(certificate_user, authorization, request.uri().path())
         .await
     {
-        Authenticated::Rejected => ApiError::unauthorized().into_response(),
+        Authenticated::Rejected => {
+            if let Some(auditor) = control.audit.as_deref() {
+                let (uri, headers) = (request.uri(), request.headers());
+                let source = request
+                    .extensions()
+                    .get::<crate::handlers::proxy::forward::ClientAddr>()
+                    .map(|addr| addr.0.ip());
+                audit_failed_authentication(auditor, &audit_id, uri, headers, source, &info).await;
+            }
+            ApiError::unauthorized().into_response()
+        }
         Authenticated::User(user) => match control.audit.as_deref() {
             Some(auditor) => {
                 audited(
@@ -635,6 +645,81 @@ async fn handle(
         started.elapsed(),
     );
     response
+}
+
+/// The audit event of a request whose credentials were refused, as upstream's failed
+/// authentication filter writes it: one event at `ResponseStarted` with no user, the 401 and
+/// which kinds of credentials were tried; the level is the policy's for a request without a
+/// user (rules naming users or groups do not match it).
+async fn audit_failed_authentication(
+    auditor: &crate::audit::Auditor,
+    audit_id: &str,
+    uri: &axum::http::Uri,
+    headers: &axum::http::HeaderMap,
+    source: Option<std::net::IpAddr>,
+    info: &RequestInfo,
+) {
+    use crate::audit::{self, Event, EventUser, Level};
+    let nobody = User::default();
+    let (level, omit) = auditor.evaluate(&nobody, info);
+    if level == Level::None || omit.iter().any(|s| s == "ResponseStarted") {
+        return;
+    }
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .trim();
+    let scheme = authorization.split(' ').next().unwrap_or_default();
+    let mut attempted = Vec::new();
+    if scheme.eq_ignore_ascii_case("basic") {
+        attempted.push("basic");
+    }
+    if scheme.eq_ignore_ascii_case("bearer") && authorization.contains(' ') {
+        attempted.push("bearer");
+    }
+    let access_token = uri.query().unwrap_or_default().split('&').any(|kv| {
+        kv.strip_prefix("access_token=")
+            .is_some_and(|t| !t.is_empty())
+    });
+    if access_token {
+        attempted.push("access_token");
+    }
+    let message = if attempted.is_empty() {
+        "Authentication failed, no credentials provided".to_owned()
+    } else {
+        format!("Authentication failed, attempted: {}", attempted.join(", "))
+    };
+    let request_uri = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), ToString::to_string);
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let source_ips: Vec<String> = source.iter().map(ToString::to_string).collect();
+    let received = audit::micro_time();
+    auditor
+        .write(&Event {
+            kind: "Event",
+            api_version: "audit.k8s.io/v1",
+            level,
+            audit_id,
+            stage: "ResponseStarted",
+            request_uri: &request_uri,
+            verb: &info.verb,
+            user: EventUser::of(&nobody),
+            impersonated_user: None,
+            source_ips: &source_ips,
+            user_agent,
+            object_ref: audit::object_ref(info),
+            response_status: Some(audit::ResponseStatus::with_message(401, message)),
+            request_object: None,
+            response_object: None,
+            request_received_timestamp: &received,
+            stage_timestamp: audit::micro_time(),
+        })
+        .await;
 }
 
 /// The largest request or response body an audit event carries.

@@ -1,7 +1,8 @@
 //! End to end: auditing as upstream's (issue 25): a policy file and a log file given to the
 //! real `capstan server`; stock kubectl's requests land in the log as `audit.k8s.io/v1` events
 //! at the levels and stages the policy says, creates with their objects at RequestResponse,
-//! impersonated requests naming both users, and each answer's `Audit-Id` naming its events.
+//! impersonated requests naming both users, refused credentials as upstream's failed
+//! authentication event, and each answer's `Audit-Id` naming its events.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -127,6 +128,42 @@ fn requests_are_audited_as_the_policy_says() {
     });
     assert_eq!(get["verb"], "get");
     assert_eq!(get["level"], "RequestResponse");
+
+    // A refused token is audited as upstream's failed authentication filter does: one event
+    // at ResponseStarted, no user, the 401 and what was tried.
+    let refused = curl_with(
+        &server.url("/api/v1/namespaces/default/secrets?limit=1"),
+        &[
+            "-H",
+            "Authorization: Bearer not-a-token",
+            "-A",
+            "refused-agent",
+        ],
+    )
+    .expect("an answer to the refused request");
+    assert!(refused.contains("Unauthorized"), "{refused}");
+    let failed = eventually("the refused request's event", || {
+        events(&log)
+            .into_iter()
+            .find(|e| e["userAgent"] == "refused-agent")
+    });
+    assert_eq!(failed["stage"], "ResponseStarted", "{failed}");
+    assert_eq!(failed["level"], "Metadata", "{failed}");
+    assert_eq!(failed["verb"], "list", "{failed}");
+    assert_eq!(failed["user"], serde_json::json!({}), "{failed}");
+    assert_eq!(failed["objectRef"]["resource"], "secrets", "{failed}");
+    assert_eq!(
+        failed["responseStatus"],
+        serde_json::json!({"metadata": {}, "message": "Authentication failed, attempted: bearer", "code": 401}),
+    );
+    assert_eq!(
+        events(&log)
+            .iter()
+            .filter(|e| e["userAgent"] == "refused-agent")
+            .count(),
+        1,
+        "a refused request has exactly one event"
+    );
 
     // A watch is long-running: it is audited when it starts and when it ends.
     kubectl(
