@@ -19,6 +19,7 @@
 pub mod controllers;
 pub(crate) mod escalation;
 pub(crate) mod node;
+pub(crate) mod reconcile;
 pub(crate) mod reviews;
 pub(crate) mod webhook;
 
@@ -1001,7 +1002,9 @@ fn namespaced(mut metadata: Value, namespace: &str) -> Value {
     metadata
 }
 
-/// Creates the bootstrap roles and bindings that are missing, and takes the node group out of
+/// Creates the bootstrap roles and bindings that are missing, gives those that exist what they
+/// lack ([`reconcile`]: rules, subjects, selectors; nothing removed, protected ones untouched),
+/// and takes the node group out of
 /// a `system:node` binding an earlier version created ([`unbind_nodes`]). `controller_admin`:
 /// the controllers share the controller manager's credential, which is then bound to
 /// `cluster-admin`; otherwise that binding, if an earlier start made it, goes
@@ -1016,11 +1019,17 @@ pub(crate) async fn ensure_bootstrap(
         };
         let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
         match registry
-            .create(namespace.as_deref(), object, &WriteOptions::default())
+            .create(
+                namespace.as_deref(),
+                object.clone(),
+                &WriteOptions::default(),
+            )
             .await
         {
             Ok(_) => {}
-            Err(error) if error.status().code() == 409 => {}
+            Err(error) if error.status().code() == 409 => {
+                reconcile::reconcile(&registry, plural, namespace.as_deref(), &object).await?;
+            }
             Err(error) => return Err(error),
         }
     }

@@ -763,3 +763,104 @@ async fn the_admin_binding_goes_when_controllers_have_their_own_accounts() {
             .is_ok()
     );
 }
+
+/// A cluster made by an older version: its bootstrap roles and bindings get what they lack at
+/// the next start (upstream's reconciliation), except those an administrator protected.
+#[tokio::test]
+async fn bootstrap_objects_regain_what_an_older_version_lacked() {
+    let c = Cluster::new().await;
+    let group = "rbac.authorization.k8s.io";
+    let roles = c.api.registry(group, "v1", "clusterroles").unwrap().clone();
+    let bindings = c
+        .api
+        .registry(group, "v1", "clusterrolebindings")
+        .unwrap()
+        .clone();
+    let fresh = roles.get(None, "system:kube-scheduler").await.unwrap();
+    let fresh_rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule> =
+        serde_json::from_value(fresh["rules"].clone()).unwrap();
+    let mut old = fresh.clone();
+    let dropped = old["rules"].as_array_mut().unwrap().pop().unwrap();
+    old["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("kubernetes.io/bootstrapping");
+    roles
+        .update(
+            None,
+            "system:kube-scheduler",
+            old,
+            None,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut unbound = bindings.get(None, "system:kube-scheduler").await.unwrap();
+    let subjects = unbound["subjects"].clone();
+    unbound["subjects"] = json!([{"apiGroup": group, "kind": "User", "name": "someone"}]);
+    bindings
+        .update(
+            None,
+            "system:kube-scheduler",
+            unbound,
+            None,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+
+    crate::authz::ensure_bootstrap(c.api.registries(), true)
+        .await
+        .unwrap();
+    let role = roles.get(None, "system:kube-scheduler").await.unwrap();
+    let rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule> =
+        serde_json::from_value(role["rules"].clone()).unwrap();
+    assert!(
+        capstan_api::rbac::uncovered(&rules, &fresh_rules).is_empty(),
+        "the dropped rule {dropped} is granted again: {role}"
+    );
+    assert_eq!(
+        role["metadata"]["labels"]["kubernetes.io/bootstrapping"], "rbac-defaults",
+        "{role}"
+    );
+    let binding = bindings.get(None, "system:kube-scheduler").await.unwrap();
+    let names: Vec<&str> = binding["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["someone", subjects[0]["name"].as_str().unwrap()],
+        "the expected subject is added, the administrator's kept: {binding}"
+    );
+    // Nothing more to do the next time: the objects are not written again.
+    let version = role["metadata"]["resourceVersion"].clone();
+    crate::authz::ensure_bootstrap(c.api.registries(), true)
+        .await
+        .unwrap();
+    let again = roles.get(None, "system:kube-scheduler").await.unwrap();
+    assert_eq!(again["metadata"]["resourceVersion"], version);
+
+    // Protected: left as the administrator made it.
+    let mut protected = again.clone();
+    protected["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] =
+        json!("false");
+    protected["rules"] = json!([]);
+    roles
+        .update(
+            None,
+            "system:kube-scheduler",
+            protected,
+            None,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    crate::authz::ensure_bootstrap(c.api.registries(), true)
+        .await
+        .unwrap();
+    let kept = roles.get(None, "system:kube-scheduler").await.unwrap();
+    assert!(kept["rules"].as_array().is_none_or(Vec::is_empty), "{kept}");
+}
