@@ -597,8 +597,17 @@ async fn handle(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let audit_id = crate::registry::object::new_uid();
+    let connection = request
+        .extensions()
+        .get::<Arc<crate::authn::ConnectionToken>>()
+        .cloned();
     let mut response = match authenticator
-        .authenticate(certificate_user, authorization, request.uri().path())
+        .authenticate(
+            certificate_user,
+            authorization,
+            request.uri().path(),
+            connection.as_deref(),
+        )
         .await
     {
         Authenticated::Rejected => {
@@ -1104,6 +1113,7 @@ pub(crate) async fn listen(
                     .peer_certificates()
                     .and_then(|chain| chain.first())
                     .and_then(|cert| User::from_certificate(cert));
+                let connection_token = Arc::new(crate::authn::ConnectionToken::default());
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
                         let (app, authenticator, metrics, control) = (
@@ -1117,6 +1127,7 @@ pub(crate) async fn listen(
                         request
                             .extensions_mut()
                             .insert(crate::handlers::proxy::forward::ClientAddr(peer));
+                        request.extensions_mut().insert(connection_token.clone());
                         async move {
                             let response = handle(
                                 request,

@@ -180,6 +180,10 @@ impl TokenFile {
 
     /// The user a bearer token belongs to.
     pub(crate) fn user(&self, token: &str) -> Option<&User> {
+        // Without a file there is nothing to find, and hashing a long JWT is not free.
+        if self.users.is_empty() {
+            return None;
+        }
         self.users.get(token)
     }
 }
@@ -375,16 +379,19 @@ fn token_digest(token: &str) -> [u8; 32] {
 }
 
 impl TokenCache {
-    fn get(&self, token: &str) -> Option<User> {
+    /// The user of `token` and until when it stands, if it authenticated lately.
+    fn get(&self, token: &str) -> Option<(User, std::time::Instant)> {
         let users = self.users.lock().unwrap_or_else(|e| e.into_inner());
         users
             .get(&token_digest(token))
             .filter(|(_, until)| *until > std::time::Instant::now())
-            .map(|(user, _)| user.clone())
+            .map(|(user, until)| (user.clone(), *until))
     }
 
-    fn put(&self, token: &str, user: &User) {
+    /// Remembers that `token` is `user`'s; returns until when.
+    fn put(&self, token: &str, user: &User) -> std::time::Instant {
         let now = std::time::Instant::now();
+        let until = now + TOKEN_CACHE_TTL;
         let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
         if users.len() >= TOKEN_CACHE_ENTRIES {
             users.retain(|_, (_, until)| *until > now);
@@ -392,18 +399,54 @@ impl TokenCache {
                 users.clear();
             }
         }
-        users.insert(token_digest(token), (user.clone(), now + TOKEN_CACHE_TTL));
+        users.insert(token_digest(token), (user.clone(), until));
+        until
+    }
+}
+
+/// The bearer token a connection last authenticated with, and its user until the shared
+/// [`TokenCache`] entry it came from expires: a client sends the same token on every request
+/// of a connection, and matching it here (one comparison) skips hashing the token and the
+/// shared cache's lock. It never outlives the shared entry, so a token is taken at its word no
+/// longer than upstream's success cache allows. It is the connection's own (the server makes
+/// one per connection and passes it in the request's extensions), so nothing is shared
+/// between clients.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionToken {
+    last: std::sync::Mutex<Option<(Box<str>, User, std::time::Instant)>>,
+}
+
+impl ConnectionToken {
+    fn get(&self, token: &str) -> Option<User> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.as_ref()
+            .filter(|(known, _, until)| **known == *token && *until > std::time::Instant::now())
+            .map(|(_, user, _)| user.clone())
+    }
+
+    fn put(&self, token: &str, user: &User, until: std::time::Instant) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((token.into(), user.clone(), until));
     }
 }
 
 impl Authenticator {
+    /// Remembers a token that authenticated, in the shared cache and on its connection.
+    fn remember(&self, token: &str, user: &User, connection: Option<&ConnectionToken>) {
+        let until = self.cache.put(token, user);
+        if let Some(connection) = connection {
+            connection.put(token, user, until);
+        }
+    }
+
     /// Authenticates a request for `path` from its connection's certificate user and its
-    /// Authorization header.
+    /// Authorization header; `connection` remembers the connection's last token.
     pub(crate) async fn authenticate(
         &self,
         certificate_user: Option<&User>,
         authorization: Option<&str>,
         path: &str,
+        connection: Option<&ConnectionToken>,
     ) -> Authenticated {
         if let Some(user) = certificate_user {
             return Authenticated::User(user.clone());
@@ -426,13 +469,19 @@ impl Authenticator {
         if let Some(user) = self.tokens.user(token) {
             return Authenticated::User(user.clone());
         }
-        if let Some(user) = self.cache.get(token) {
+        if let Some(user) = connection.and_then(|c| c.get(token)) {
+            return Authenticated::User(user);
+        }
+        if let Some((user, until)) = self.cache.get(token) {
+            if let Some(connection) = connection {
+                connection.put(token, &user, until);
+            }
             return Authenticated::User(user);
         }
         if let Some(authority) = &self.service_accounts {
             match authority.authenticate(token).await {
                 Ok(Some(user)) => {
-                    self.cache.put(token, &user);
+                    self.remember(token, &user, connection);
                     return Authenticated::User(user);
                 }
                 Ok(None) => {}
@@ -444,14 +493,14 @@ impl Authenticator {
         if let Some(secrets) = &self.bootstrap_secrets
             && let Some(user) = bootstrap::authenticate(secrets, token).await
         {
-            self.cache.put(token, &user);
+            self.remember(token, &user, connection);
             return Authenticated::User(user);
         }
         let issuers = self.jwt.read().unwrap_or_else(|e| e.into_inner()).clone();
         for issuer in issuers.iter() {
             match issuer.authenticate(token).await {
                 Ok(Some(user)) => {
-                    self.cache.put(token, &user);
+                    self.remember(token, &user, connection);
                     return Authenticated::User(user);
                 }
                 Ok(None) => {}
@@ -527,7 +576,9 @@ mod tests {
         };
         assert_eq!(cache.get("t1"), None);
         cache.put("t1", &user);
-        assert_eq!(cache.get("t1"), Some(user.clone()));
+        let (cached, until) = cache.get("t1").unwrap();
+        assert_eq!(cached, user);
+        assert!(until > std::time::Instant::now() + TOKEN_CACHE_TTL / 2);
         assert_eq!(cache.get("t2"), None);
         // The token itself is never kept, only its digest.
         let users = cache.users.lock().unwrap();
@@ -537,6 +588,28 @@ mod tests {
             cache.put(&format!("bulk-{i}"), &user);
         }
         assert!(cache.users.lock().unwrap().len() <= TOKEN_CACHE_ENTRIES);
+    }
+
+    #[test]
+    fn a_connection_remembers_its_last_token_no_longer_than_the_shared_cache() {
+        let connection = ConnectionToken::default();
+        let user = User {
+            name: "system:serviceaccount:ns:sa".into(),
+            ..User::default()
+        };
+        let now = std::time::Instant::now();
+        assert_eq!(connection.get("t1"), None);
+        connection.put("t1", &user, now + std::time::Duration::from_secs(5));
+        assert_eq!(connection.get("t1"), Some(user.clone()));
+        assert_eq!(
+            connection.get("t2"),
+            None,
+            "another token is not taken for it"
+        );
+        assert_eq!(connection.get("t"), None);
+        // Expired with the shared entry it came from.
+        connection.put("t1", &user, now);
+        assert_eq!(connection.get("t1"), None);
     }
 
     #[tokio::test]
@@ -553,7 +626,7 @@ mod tests {
             ..User::default()
         };
         let name = async |certificate: Option<&User>, header: Option<&str>| match authenticator
-            .authenticate(certificate, header, "/api")
+            .authenticate(certificate, header, "/api", None)
             .await
         {
             Authenticated::User(u) => u.name,
@@ -574,7 +647,7 @@ mod tests {
                 anonymous,
                 ..Default::default()
             };
-            match authenticator.authenticate(None, None, path).await {
+            match authenticator.authenticate(None, None, path, None).await {
                 Authenticated::User(user) => user.name,
                 Authenticated::Rejected => "REJECTED".into(),
             }

@@ -450,12 +450,13 @@ mod tests {
             ))),
             ..Authenticator::default()
         };
-        let name =
-            async |header: &str| match authenticator.authenticate(None, Some(header), "/api").await
-            {
-                Authenticated::User(user) => user.name,
-                Authenticated::Rejected => "REJECTED".into(),
-            };
+        let name = async |header: &str| match authenticator
+            .authenticate(None, Some(header), "/api", None)
+            .await
+        {
+            Authenticated::User(user) => user.name,
+            Authenticated::Rejected => "REJECTED".into(),
+        };
         assert_eq!(name("Bearer tok").await, "carol");
         assert!(
             seen.lock().unwrap().is_empty(),
