@@ -1,7 +1,7 @@
-//! Test harness shared by Capstan's test suites: starts real components (etcd today; the API
-//! server, containerd and test images as later issues add them) in temporary directories on
-//! loopback ports, and tears them down when the test ends; and the input generators of the fuzz
-//! targets ([`fuzz`]).
+//! Test harness shared by Capstan's test suites: starts real components (etcd today, one member
+//! or a cluster of several; the API server, containerd and test images as later issues add
+//! them) in temporary directories on loopback ports, and tears them down when the test ends;
+//! and the input generators of the fuzz targets ([`fuzz`]).
 
 pub mod fuzz;
 
@@ -50,6 +50,11 @@ pub fn free_port() -> u16 {
 /// loopback, with its data in a temporary directory. Dropping it kills the server and removes
 /// the directory.
 pub struct EtcdServer {
+    /// The member name (`--name`).
+    name: String,
+    /// `--initial-cluster` and `--initial-cluster-token` for a member of an [`EtcdCluster`];
+    /// `None` for a single-member etcd.
+    cluster: Option<(String, String)>,
     child: Option<Child>,
     log: Arc<Mutex<VecDeque<String>>>,
     drain: Option<JoinHandle<()>>,
@@ -96,6 +101,8 @@ impl EtcdServer {
 
     fn start_with(data_dir: tempfile::TempDir) -> io::Result<EtcdServer> {
         let mut server = EtcdServer {
+            name: "capstan-test".to_owned(),
+            cluster: None,
             child: None,
             log: Arc::new(Mutex::new(VecDeque::new())),
             drain: None,
@@ -120,6 +127,11 @@ impl EtcdServer {
                 }
             }
         }
+    }
+
+    /// The member name (`--name`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The process id of the running etcd, if it is running.
@@ -170,10 +182,28 @@ impl EtcdServer {
     }
 
     fn launch(&mut self) -> Result<(), LaunchError> {
-        let client_url = format!("http://127.0.0.1:{}", self.client_port);
-        let peer_url = format!("http://127.0.0.1:{}", self.peer_port);
+        let ready = self.spawn()?;
+        self.wait_ready(&ready)
+    }
+
+    /// The peer URL, `http://127.0.0.1:PORT`.
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
+    /// Starts the process; the receiver hears once it logs that it serves clients.
+    fn spawn(&mut self) -> Result<mpsc::Receiver<()>, LaunchError> {
+        let client_url = self.endpoint();
+        let peer_url = self.peer_url();
+        let (initial_cluster, token) = match &self.cluster {
+            Some((initial_cluster, token)) => (initial_cluster.clone(), token.clone()),
+            None => (
+                format!("{}={peer_url}", self.name),
+                "etcd-cluster".to_owned(),
+            ),
+        };
         let mut child = Command::new("etcd")
-            .arg("--name=capstan-test")
+            .arg(format!("--name={}", self.name))
             .arg(format!(
                 "--data-dir={}",
                 self.data_dir.path().join("etcd").display()
@@ -182,7 +212,9 @@ impl EtcdServer {
             .arg(format!("--advertise-client-urls={client_url}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=capstan-test={peer_url}"))
+            .arg(format!("--initial-cluster={initial_cluster}"))
+            .arg(format!("--initial-cluster-token={token}"))
+            // Ignored when the data directory already holds a member (a restart).
             .arg("--initial-cluster-state=new")
             .arg("--max-request-bytes=2097152")
             .stdin(Stdio::null())
@@ -233,7 +265,11 @@ impl EtcdServer {
             .map_err(LaunchError::Other)?;
         self.child = Some(child);
         self.drain = Some(drain);
+        Ok(ready_rx)
+    }
 
+    /// Waits until the process spawned last serves clients, or fails with its log's tail.
+    fn wait_ready(&mut self, ready_rx: &mpsc::Receiver<()>) -> Result<(), LaunchError> {
         let deadline = Instant::now() + ETCD_READY_TIMEOUT;
         loop {
             match ready_rx.recv_timeout(Duration::from_millis(100)) {
@@ -276,6 +312,113 @@ impl EtcdServer {
 impl Drop for EtcdServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A real etcd cluster of several members (the `etcd` binary, as [`EtcdServer`]), all on
+/// loopback with their own ports and data directories, so that tests can kill a member and
+/// restart it. Dropping the cluster kills every member and removes their directories.
+pub struct EtcdCluster {
+    members: Vec<EtcdServer>,
+}
+
+impl fmt::Debug for EtcdCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.members).finish()
+    }
+}
+
+impl EtcdCluster {
+    /// Starts a new cluster of `size` members and waits until every one serves clients.
+    pub fn start(size: usize) -> io::Result<EtcdCluster> {
+        if size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an etcd cluster needs at least one member",
+            ));
+        }
+        let mut attempts = 1;
+        loop {
+            match Self::launch(size) {
+                Ok(cluster) => return Ok(cluster),
+                Err(LaunchError::PortClash(_)) if attempts < START_ATTEMPTS => attempts += 1,
+                Err(LaunchError::PortClash(error) | LaunchError::Other(error)) => {
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// One attempt on fresh ports and directories; the members started are killed on failure
+    /// (when the half-built cluster is dropped).
+    fn launch(size: usize) -> Result<EtcdCluster, LaunchError> {
+        let mut cluster = EtcdCluster {
+            members: Vec::with_capacity(size),
+        };
+        for i in 0..size {
+            cluster.members.push(EtcdServer {
+                name: format!("capstan-test-{i}"),
+                cluster: None,
+                child: None,
+                log: Arc::new(Mutex::new(VecDeque::new())),
+                drain: None,
+                client_port: free_port(),
+                peer_port: free_port(),
+                data_dir: temp_data_dir().map_err(LaunchError::Other)?,
+            });
+        }
+        let initial_cluster = cluster
+            .members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url()))
+            .collect::<Vec<_>>()
+            .join(",");
+        // Unique per cluster, so that members of clusters of other tests never talk to these.
+        let token = format!("capstan-test-{}", cluster.members[0].client_port);
+        for member in &mut cluster.members {
+            member.cluster = Some((initial_cluster.clone(), token.clone()));
+        }
+        // A member of a new cluster serves clients only once a quorum has formed: start them
+        // all, then wait for each.
+        let mut ready = Vec::with_capacity(size);
+        for member in &mut cluster.members {
+            ready.push(member.spawn()?);
+        }
+        for (member, ready) in cluster.members.iter_mut().zip(&ready) {
+            member.wait_ready(ready)?;
+        }
+        Ok(cluster)
+    }
+
+    /// How many members the cluster has.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the cluster has no members (never, once started).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The client URLs of all members, in member order.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(EtcdServer::endpoint).collect()
+    }
+
+    /// The member at `index` (panics when there is none).
+    pub fn member(&self, index: usize) -> &EtcdServer {
+        &self.members[index]
+    }
+
+    /// Kills the member at `index` with SIGKILL and waits for it; its data directory stays.
+    pub fn kill(&mut self, index: usize) {
+        self.members[index].stop();
+    }
+
+    /// Starts the member at `index` again on its ports and data directory and waits until it
+    /// has rejoined the cluster and serves clients.
+    pub fn restart(&mut self, index: usize) -> io::Result<()> {
+        self.members[index].restart()
     }
 }
 
