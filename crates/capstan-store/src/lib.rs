@@ -11,7 +11,8 @@
 //! - [`sqlite::SqliteBackend`], the embedded default: one SQLite file in WAL mode, one writer
 //!   thread that group-commits concurrent writes, watchers fed in-process as batches commit;
 //! - [`etcd::EtcdBackend`], for clusters of several servers: etcd v3 through `etcd-client`, keys
-//!   under a configurable prefix.
+//!   under a configurable prefix, requests spread over every member and failing over to the
+//!   members that answer.
 //!
 //! Callers use [`Store`], a cheap-to-clone handle that checks input once for every backend
 //! (empty keys, oversized values, nonsensical revisions) and then delegates. Both backends pass one

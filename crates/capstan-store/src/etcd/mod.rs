@@ -12,11 +12,19 @@
 //! is so large that sending it twice could exceed etcd's request limit, `update` reads first and
 //! then writes with a compare-and-swap instead.)
 //!
+//! Every endpoint is used: [`members`] keeps one connection per etcd member, spreads requests
+//! round-robin over the members that answer, and fails over when a member cannot be reached,
+//! retrying what upstream's clientv3 retries (reads on Unavailable, mutations only when they were
+//! certainly never sent); its module documentation says why `etcd-client`'s own multi-endpoint
+//! balancing is not used.
+//!
 //! A watch is one etcd watch per caller, fed into the shared bounded delivery of
 //! [`crate::watch`]: a pump task converts each etcd response into one batch. When the connection
-//! to etcd breaks, the pump re-opens the watch right after the last revision it delivered, so
-//! the caller sees neither a gap nor a duplicate; when etcd has compacted that history meanwhile,
-//! the watch ends with [`StoreError::Compacted`].
+//! to its member breaks, the pump re-opens the watch on the next member that answers, right after
+//! the last revision it delivered, so the caller sees neither a gap nor a duplicate; when etcd
+//! has compacted that history meanwhile, the watch ends with [`StoreError::Compacted`].
+
+mod members;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,11 +32,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use etcd_client::{
-    Client, CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType,
-    GetOptions, KvClient, LeaseClient, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
-    WatchClient, WatchOptions,
+    CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions,
+    PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
 };
 use futures::StreamExt;
+
+pub use self::members::EndpointState;
+use self::members::{Failed, Members, Policy};
 
 use crate::watch::{self, Batch, Feed};
 use crate::{
@@ -82,12 +92,10 @@ impl Default for EtcdConfig {
     }
 }
 
-/// The etcd v3 backend. Cheap to share: all clones of the underlying client use one connection
-/// per endpoint.
+/// The etcd v3 backend. Cheap to clone: all clones share one connection per endpoint.
+#[derive(Clone)]
 pub struct EtcdBackend {
-    kv: KvClient,
-    watch: WatchClient,
-    lease: LeaseClient,
+    members: Arc<Members>,
     prefix: Arc<str>,
     watch_buffer: usize,
     endpoints: Vec<String>,
@@ -121,27 +129,59 @@ impl EtcdBackend {
         let options = ConnectOptions::new()
             .with_connect_timeout(CONNECT_TIMEOUT)
             .with_keep_alive(KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT);
-        let client = Client::connect(&config.endpoints, Some(options))
-            .await
-            .map_err(|e| {
-                let endpoints = config.endpoints.join(",");
-                StoreError::unavailable(format!("cannot connect to etcd at {endpoints}: {e}"), e)
-            })?;
         let backend = EtcdBackend {
-            kv: client
-                .kv_client()
-                .max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES),
-            watch: client
-                .watch_client()
-                .max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES),
-            lease: client.lease_client(),
+            members: Members::new(&config.endpoints, &options).await?,
             prefix: config.prefix.into(),
             watch_buffer: config.watch_buffer,
             endpoints: config.endpoints,
         };
-        // The client connects lazily; fail now rather than at the first request.
-        backend.current_revision().await?;
+        // The clients connect lazily; fail now rather than at the first request. (This reaches
+        // the first member that answers.)
+        backend
+            .current_revision()
+            .await
+            .map_err(|error| match error {
+                StoreError::Unavailable { message, source } => StoreError::Unavailable {
+                    message: format!(
+                        "cannot connect to etcd at {}: {message}",
+                        backend.endpoints.join(",")
+                    ),
+                    source,
+                },
+                other => other,
+            })?;
         Ok(backend)
+    }
+
+    /// What the client knows about each member: whether it is in use and how much it served.
+    pub fn endpoint_states(&self) -> Vec<EndpointState> {
+        self.members.states()
+    }
+
+    /// A range (get, list, count), retried on another member when one is unavailable.
+    async fn range(
+        &self,
+        key: Vec<u8>,
+        options: GetOptions,
+    ) -> Result<etcd_client::GetResponse, Failed> {
+        self.members
+            .call(Policy::Repeatable, |member| {
+                let mut kv = member.kv.clone();
+                let (key, options) = (key.clone(), options.clone());
+                async move { kv.get(key, Some(options)).await }
+            })
+            .await
+    }
+
+    /// A transaction, retried on another member only when it was certainly not sent.
+    async fn txn(&self, txn: Txn) -> Result<TxnResponse, Failed> {
+        self.members
+            .call(Policy::NonRepeatable, |member| {
+                let mut kv = member.kv.clone();
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await
     }
 
     /// Put options for a write: with a `ttl`, a fresh lease of that many seconds (rounded up),
@@ -152,12 +192,15 @@ impl EtcdBackend {
         };
         let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
         let seconds = i64::try_from(seconds).unwrap_or(i64::MAX).max(1);
+        // Upstream retries lease grants like reads: an extra lease expires unused.
         let lease = self
-            .lease
-            .clone()
-            .grant(seconds, None)
+            .members
+            .call(Policy::Repeatable, |member| {
+                let mut lease = member.lease.clone();
+                async move { lease.grant(seconds, None).await }
+            })
             .await
-            .map_err(|error| unavailable("grant a lease", error))?;
+            .map_err(|failed| unavailable("grant a lease", failed))?;
         Ok(PutOptions::new().with_lease(lease.id()))
     }
 
@@ -183,17 +226,13 @@ impl EtcdBackend {
         (begin, end)
     }
 
-    fn kv(&self) -> KvClient {
-        self.kv.clone()
-    }
-
     fn convert(&self, kv: etcd_client::KeyValue) -> KeyValue {
         convert_kv(&self.prefix, kv)
     }
 
     /// A read failed: maps etcd's revision errors, asking for the current revision when needed.
-    async fn read_error(&self, error: etcd_client::Error, requested: Revision) -> StoreError {
-        match classify(&error) {
+    async fn read_error(&self, failed: Failed, requested: Revision) -> StoreError {
+        match classify(&failed.error) {
             Failure::Compacted => StoreError::Compacted {
                 requested,
                 compacted: None,
@@ -202,7 +241,7 @@ impl EtcdBackend {
                 requested,
                 current: self.current_revision().await.unwrap_or(0),
             },
-            Failure::TooLarge | Failure::Other => unavailable("read", error),
+            Failure::TooLarge | Failure::Other => unavailable("read", failed),
         }
     }
 
@@ -234,15 +273,14 @@ impl EtcdBackend {
 
     /// Sends a transaction that carries `value_size` bytes of value.
     async fn write_txn(&self, txn: Txn, value_size: usize) -> Result<TxnResponse> {
-        self.kv()
-            .txn(txn)
+        self.txn(txn)
             .await
-            .map_err(|error| match classify(&error) {
+            .map_err(|failed| match classify(&failed.error) {
                 Failure::TooLarge => StoreError::ValueTooLarge {
                     size: value_size,
                     limit: MAX_VALUE_BYTES,
                 },
-                _ => unavailable("write", error),
+                _ => unavailable("write", failed),
             })
     }
 
@@ -308,9 +346,9 @@ impl Backend for EtcdBackend {
         if let Some(revision) = revision {
             options = options.with_revision(revision);
         }
-        let mut response = match self.kv().get(self.etcd_key(key), Some(options)).await {
+        let mut response = match self.range(self.etcd_key(key), options).await {
             Ok(response) => response,
-            Err(error) => return Err(self.read_error(error, revision.unwrap_or(0)).await),
+            Err(failed) => return Err(self.read_error(failed, revision.unwrap_or(0)).await),
         };
         let current = header_revision(&response)?;
         Ok(GetResponse {
@@ -332,9 +370,11 @@ impl Backend for EtcdBackend {
         if let Some(revision) = options.revision {
             get = get.with_revision(revision);
         }
-        let mut response = match self.kv().get(begin, Some(get)).await {
+        let mut response = match self.range(begin, get).await {
             Ok(response) => response,
-            Err(error) => return Err(self.read_error(error, options.revision.unwrap_or(0)).await),
+            Err(failed) => {
+                return Err(self.read_error(failed, options.revision.unwrap_or(0)).await);
+            }
         };
         let current = header_revision(&response)?;
         let more = response.more();
@@ -357,10 +397,9 @@ impl Backend for EtcdBackend {
         let (begin, end) = self.etcd_range(prefix, None);
         let options = GetOptions::new().with_range(end).with_count_only();
         let response = self
-            .kv()
-            .get(begin, Some(options))
+            .range(begin, options)
             .await
-            .map_err(|e| unavailable("count", e))?;
+            .map_err(|failed| unavailable("count", failed))?;
         Ok(u64::try_from(response.count()).unwrap_or(0))
     }
 
@@ -489,13 +528,13 @@ impl Backend for EtcdBackend {
                 .with_range(end.clone())
                 .with_count_only()
                 .with_revision(after);
-            if let Err(error) = self.kv().get(begin.clone(), Some(probe)).await {
-                return Err(self.read_error(error, after).await);
+            if let Err(failed) = self.range(begin.clone(), probe).await {
+                return Err(self.read_error(failed, after).await);
             }
         }
         let (feed, subscription) = watch::channel(self.watch_buffer);
         let pump = Pump {
-            client: self.watch.clone(),
+            members: self.members.clone(),
             begin,
             end,
             prefix: self.prefix.clone(),
@@ -509,17 +548,25 @@ impl Backend for EtcdBackend {
     async fn compact(&self, revision: Revision) -> Result<()> {
         // Logical compaction, as upstream's compactor asks for it: reads below the revision fail at
         // once, and etcd reclaims the space in the background without holding up the caller.
-        let options = CompactionOptions::new();
-        match self.kv().compact(revision, Some(options)).await {
+        // Not retried once sent, as upstream: a repeated compaction is harmless, but the answer
+        // to the first one would be lost.
+        let compacted = self
+            .members
+            .call(Policy::NonRepeatable, |member| {
+                let mut kv = member.kv.clone();
+                async move { kv.compact(revision, Some(CompactionOptions::new())).await }
+            })
+            .await;
+        match compacted {
             Ok(_) => Ok(()),
-            Err(error) => match classify(&error) {
+            Err(failed) => match classify(&failed.error) {
                 // Already compacted at or beyond `revision`: nothing left to do.
                 Failure::Compacted => Ok(()),
                 Failure::FutureRevision => Err(StoreError::FutureRevision {
                     requested: revision,
                     current: self.current_revision().await.unwrap_or(0),
                 }),
-                Failure::TooLarge | Failure::Other => Err(unavailable("compact", error)),
+                Failure::TooLarge | Failure::Other => Err(unavailable("compact", failed)),
             },
         }
     }
@@ -531,10 +578,9 @@ impl Backend for EtcdBackend {
             key.push(0);
         }
         let response = self
-            .kv()
-            .get(key, Some(GetOptions::new().with_count_only()))
+            .range(key, GetOptions::new().with_count_only())
             .await
-            .map_err(|e| unavailable("read the current revision", e))?;
+            .map_err(|failed| unavailable("read the current revision", failed))?;
         header_revision(&response)
     }
 }
@@ -617,8 +663,14 @@ fn classify(error: &etcd_client::Error) -> Failure {
     }
 }
 
-fn unavailable(operation: &str, error: etcd_client::Error) -> StoreError {
-    StoreError::unavailable(format!("etcd {operation} failed: {error}"), error)
+fn unavailable(operation: &str, failed: Failed) -> StoreError {
+    StoreError::unavailable(
+        format!(
+            "etcd {operation} failed at {}: {}",
+            failed.endpoint, failed.error
+        ),
+        failed.error,
+    )
 }
 
 /// etcd answered something the protocol does not allow.
@@ -629,10 +681,10 @@ fn malformed(what: &str) -> StoreError {
     }
 }
 
-/// Feeds one watcher from one etcd watch, re-opening it after the last delivered revision when
-/// the connection breaks.
+/// Feeds one watcher from one etcd watch, re-opening it after the last delivered revision, on
+/// the next member that answers, when the connection breaks.
 struct Pump {
-    client: WatchClient,
+    members: Arc<Members>,
     begin: Vec<u8>,
     end: Vec<u8>,
     prefix: Arc<str>,
@@ -664,8 +716,17 @@ impl Pump {
                 .with_range(self.end.clone())
                 .with_prev_key()
                 .with_start_revision(self.last + 1);
-            let stop = match self.client.watch(self.begin.clone(), Some(options)).await {
-                Ok(stream) => self.follow(stream, &mut retry).await,
+            // The healthy members in turn; the one a broken watch was on is marked down below
+            // and so comes last.
+            let Some(member) = self.members.order().into_iter().next() else {
+                return;
+            };
+            let mut client = member.watch.clone();
+            let stop = match client.watch(self.begin.clone(), Some(options)).await {
+                Ok(stream) => {
+                    let _open = member.watching();
+                    self.follow(stream, &mut retry).await
+                }
                 Err(error) => Stop::Broken(error.to_string()),
             };
             match stop {
@@ -689,9 +750,13 @@ impl Pump {
                 Stop::Broken(reason) => {
                     tracing::debug!(
                         %reason,
+                        endpoint = %member.endpoint,
                         after = self.last,
                         "etcd watch broke; re-opening it in {retry:?}"
                     );
+                    // Whatever broke the stream, other members are tried first until this one
+                    // answers a probe again.
+                    self.members.mark_down(&member, &reason);
                     tokio::time::sleep(retry).await;
                     retry = (retry * 2).min(WATCH_RETRY_MAX);
                 }
