@@ -321,10 +321,55 @@ pub(crate) fn tls_config(
     Ok(Arc::new(config))
 }
 
-/// One HTTP/2 connection to the server (cheap to clone: clones share the connection).
+/// The HTTP version a connection speaks, chosen by ALPN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Protocol {
+    /// HTTP/2 (hyper's h2: like nghttp2 it never indexes `Authorization` in HPACK, so a bearer
+    /// token travels as a Huffman-coded literal on every request).
+    H2,
+    /// HTTP/1.1 with keep-alive (headers sent as they are on every request).
+    Http1,
+}
+
+impl Protocol {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Protocol::H2 => "HTTP/2",
+            Protocol::Http1 => "HTTP/1.1",
+        }
+    }
+
+    fn alpn(self) -> &'static [u8] {
+        match self {
+            Protocol::H2 => b"h2",
+            Protocol::Http1 => b"http/1.1",
+        }
+    }
+
+    /// `config`, offering only this protocol.
+    pub(crate) fn offered_by(
+        self,
+        config: &Arc<rustls::ClientConfig>,
+    ) -> Arc<rustls::ClientConfig> {
+        let mut config = rustls::ClientConfig::clone(config);
+        config.alpn_protocols = vec![self.alpn().to_vec()];
+        Arc::new(config)
+    }
+}
+
+/// A connection's request sender.
+#[derive(Clone)]
+enum Sender {
+    H2(SendRequest<Full<Bytes>>),
+    /// HTTP/1.1 carries one request at a time: clones take turns.
+    H1(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>>),
+}
+
+/// One connection to the server, HTTP/2 unless the TLS configuration offers only HTTP/1.1
+/// (cheap to clone: clones share the connection).
 #[derive(Clone)]
 pub(crate) struct Conn {
-    send: SendRequest<Full<Bytes>>,
+    send: Sender,
     base: Arc<str>,
     /// `Authorization` header value sent with every request (`Bearer <token>`), if any.
     authorization: Option<HeaderValue>,
@@ -354,17 +399,33 @@ impl Conn {
             .connect(name, tcp)
             .await
             .context("TLS handshake")?;
-        ensure!(
-            stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice()),
-            "the server did not negotiate HTTP/2"
-        );
-        let (send, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .handshake(TokioIo::new(stream))
-            .await
-            .context("HTTP/2 handshake")?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+        let send = match stream.get_ref().1.alpn_protocol() {
+            Some(b"h2") => {
+                let (send, connection) =
+                    hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+                        .handshake(TokioIo::new(stream))
+                        .await
+                        .context("HTTP/2 handshake")?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Sender::H2(send)
+            }
+            Some(b"http/1.1") => {
+                let (send, connection) = hyper::client::conn::http1::Builder::new()
+                    .handshake(TokioIo::new(stream))
+                    .await
+                    .context("HTTP/1.1 handshake")?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Sender::H1(Arc::new(tokio::sync::Mutex::new(send)))
+            }
+            other => bail!(
+                "the server negotiated {:?}, not what was offered",
+                other.map(String::from_utf8_lossy)
+            ),
+        };
         Ok(Conn {
             send,
             base: format!("https://127.0.0.1:{port}").into(),
@@ -408,12 +469,17 @@ impl Conn {
         body: Option<Bytes>,
         content_type: &str,
     ) -> Result<Response<Incoming>> {
-        let mut send = self.send.clone();
-        send.ready().await.context("connection closed")?;
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.base))
             .header(ACCEPT, "application/json");
+        request = match &self.send {
+            Sender::H2(_) => request.uri(format!("{}{path}", self.base)),
+            // HTTP/1.1 sends the path with a Host header.
+            Sender::H1(_) => request.uri(path).header(
+                hyper::header::HOST,
+                self.base.trim_start_matches("https://"),
+            ),
+        };
         if body.is_some() {
             request = request.header(CONTENT_TYPE, content_type);
         }
@@ -421,7 +487,18 @@ impl Conn {
             request = request.header(AUTHORIZATION, authorization.clone());
         }
         let request = request.body(Full::new(body.unwrap_or_default()))?;
-        Ok(send.send_request(request).await?)
+        match &self.send {
+            Sender::H2(send) => {
+                let mut send = send.clone();
+                send.ready().await.context("connection closed")?;
+                Ok(send.send_request(request).await?)
+            }
+            Sender::H1(send) => {
+                let mut send = send.lock().await;
+                send.ready().await.context("connection closed")?;
+                Ok(send.send_request(request).await?)
+            }
+        }
     }
 
     /// Sends a request and reads the whole body, which must come with status `expect`.

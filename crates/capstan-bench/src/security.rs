@@ -43,8 +43,8 @@ use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::api::{
-    ApiBackend, Conn, CpuMeter, Datastore, Kind, ServerProcess, closed_loop, create_namespace,
-    git_commit, populate_namespace, populated_name, round_cells, tls_config,
+    ApiBackend, Conn, CpuMeter, Datastore, Kind, Protocol, ServerProcess, closed_loop,
+    create_namespace, git_commit, populate_namespace, populated_name, round_cells, tls_config,
 };
 use crate::{
     Row, command_line, error_cell, filesystem_of, machine, parse_duration, table, utc_now,
@@ -78,6 +78,10 @@ pub struct SecurityArgs {
     /// Client counts of the auth scenario's GETs.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     auth_clients: Vec<usize>,
+    /// HTTP versions of the auth scenario's connections, each round of identities run over
+    /// each in turn.
+    #[arg(long, value_delimiter = ',', default_value = "h2,http1")]
+    auth_protocols: Vec<Protocol>,
     /// ConfigMaps the auth scenario gets; default 10000 (1000 with --quick).
     #[arg(long)]
     objects: Option<usize>,
@@ -133,6 +137,7 @@ struct Settings {
     duration: Duration,
     repeats: usize,
     auth_clients: Vec<usize>,
+    auth_protocols: Vec<Protocol>,
     objects: usize,
     secret_clients: Vec<usize>,
     variants: Vec<Variant>,
@@ -175,6 +180,7 @@ impl Settings {
             }),
             repeats: args.repeats.unwrap_or(pick(2, 1)),
             auth_clients: args.auth_clients,
+            auth_protocols: crate::dedup(&args.auth_protocols),
             objects: args.objects.unwrap_or(pick(10_000, 1_000)),
             secret_clients: args.secret_clients,
             variants,
@@ -215,7 +221,7 @@ pub async fn run(args: SecurityArgs) -> Result<()> {
         .with_context(|| format!("creating a temporary directory in {}", dir.display()))?;
     let mut out = header(&s, tmp.path());
     if s.runs(SecurityScenario::Auth) {
-        let rounds = 3 * s.repeats * s.auth_clients.len();
+        let rounds = 3 * s.repeats * s.auth_clients.len() * s.auth_protocols.len();
         let rows = guarded("auth", s.timeout(rounds), scenario_auth(&s, tmp.path())).await;
         auth_table(&mut out, &s, &rows);
     }
@@ -326,27 +332,32 @@ async fn auth_rounds(s: &Settings, server: &ServerProcess, data_dir: &Path) -> R
     let mut rows = Vec::new();
     for &clients in &s.auth_clients {
         for repeat in 0..s.repeats {
-            let mut round = Vec::new();
-            for (name, (tls, bearer)) in IDENTITIES.iter().zip(&identities) {
-                let conns = server.connect_many_as(tls, *bearer, clients).await?;
-                let (phase, cpu) = get_round(server, conns, s, kind).await?;
-                eprintln!(
-                    "[auth] {name} x{clients}: {} gets/s",
-                    crate::rate(phase.ok, phase.elapsed)
-                );
-                round.push((name, phase, cpu));
-            }
-            let baseline = per_second(&round[BASELINE].1);
-            for (name, phase, cpu) in round {
-                let mut row = vec![
-                    clients.to_string(),
-                    (repeat + 1).to_string(),
-                    (*name).to_owned(),
-                ];
-                let ratio = ratio_cell(per_second(&phase), baseline);
-                row.extend(round_cells(&phase, cpu));
-                row.push(ratio);
-                rows.push(row);
+            for &protocol in &s.auth_protocols {
+                let mut round = Vec::new();
+                for (name, (tls, bearer)) in IDENTITIES.iter().zip(&identities) {
+                    let tls = protocol.offered_by(tls);
+                    let conns = server.connect_many_as(&tls, *bearer, clients).await?;
+                    let (phase, cpu) = get_round(server, conns, s, kind).await?;
+                    eprintln!(
+                        "[auth] {} {name} x{clients}: {} gets/s",
+                        protocol.name(),
+                        crate::rate(phase.ok, phase.elapsed)
+                    );
+                    round.push((name, phase, cpu));
+                }
+                let baseline = per_second(&round[BASELINE].1);
+                for (name, phase, cpu) in round {
+                    let mut row = vec![
+                        protocol.name().to_owned(),
+                        clients.to_string(),
+                        (repeat + 1).to_string(),
+                        (*name).to_owned(),
+                    ];
+                    let ratio = ratio_cell(per_second(&phase), baseline);
+                    row.extend(round_cells(&phase, cpu));
+                    row.push(ratio);
+                    rows.push(row);
+                }
             }
         }
     }
@@ -726,8 +737,10 @@ fn auth_table(out: &mut String, s: &Settings, rows: &[Row]) {
     let _ = writeln!(
         out,
         "### GETs by identity\n\nOne server (SQLite), a namespace of {} ConfigMaps; each client is \
-         its own HTTP/2 connection with one GET in flight, for {:.1} s a round, the three \
-         identities' rounds alternated. `cert admin`: the admin client certificate \
+         its own connection (HTTP/2 or HTTP/1.1 with keep-alive, by ALPN) with one GET in \
+         flight, for {:.1} s a round, the three identities' rounds alternated. Over HTTP/2 the \
+         client (hyper's h2) never indexes the `Authorization` header in HPACK, so the server \
+         Huffman-decodes the whole token on every request (client-go indexes it). `cert admin`: the admin client certificate \
          (`system:masters`); `cert reader`: a client certificate of user `bench-reader`; \
          `token reader`: a ServiceAccount token from the TokenRequest API, no client \
          certificate. Both readers are bound to the same ClusterRole (get, list, watch \
@@ -739,6 +752,7 @@ fn auth_table(out: &mut String, s: &Settings, rows: &[Row]) {
         out,
         &[
             "backend",
+            "protocol",
             "clients",
             "repeat",
             "identity",

@@ -23,14 +23,16 @@ fn the_quick_security_benchmark_measures_every_identity_and_server() {
         &["--dir".as_ref(), dir.path().as_os_str()],
     );
     assert!(!stdout.contains("**error**"), "{stdout}");
-    for identity in ["cert admin", "cert reader", "token reader"] {
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.starts_with("| sqlite | 32 | 1 |")
-                    && l.contains(&format!("| {identity} |"))),
-            "no GET row for {identity}:\n{stdout}"
-        );
+    for protocol in ["HTTP/2", "HTTP/1.1"] {
+        for identity in ["cert admin", "cert reader", "token reader"] {
+            assert!(
+                stdout.lines().any(
+                    |l| l.starts_with(&format!("| sqlite | {protocol} | 32 | 1 |"))
+                        && l.contains(&format!("| {identity} |"))
+                ),
+                "no {protocol} GET row for {identity}:\n{stdout}"
+            );
+        }
     }
     for server in ["plain", "encrypted"] {
         for clients in [1, 32] {
