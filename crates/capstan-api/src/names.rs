@@ -570,6 +570,91 @@ pub fn validate_ip_legacy(path: &Path, value: &str) -> Vec<FieldError> {
     }
 }
 
+/// The messages upstream's `IsValidIP` gives `value`, an IP address in a field newer than strict
+/// IP validation: parsed as the legacy fields are, then no leading zeros, no IPv4-mapped IPv6
+/// address, and the canonical form (RFC 5952 for IPv6).
+pub fn is_valid_ip(value: &str) -> Vec<String> {
+    let Some(ip) = parse_ip_sloppy(value) else {
+        return vec!["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)".to_owned()];
+    };
+    let mut errors = Vec::new();
+    // Rust's parser, as Go's `netip.ParseAddr`, refuses leading zeros.
+    if value.parse::<std::net::IpAddr>().is_err() {
+        errors.push("must not have leading 0s".to_owned());
+    }
+    let canonical = match ip {
+        ParsedIp::V4(v4) => v4.to_string(),
+        ParsedIp::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(_) => {
+                errors.push("must not be an IPv4-mapped IPv6 address".to_owned());
+                return errors;
+            }
+            None => v6.to_string(),
+        },
+    };
+    if errors.is_empty() && value != canonical {
+        errors.push(format!(
+            "must be in canonical form ({})",
+            crate::field::go_quote(&canonical)
+        ));
+    }
+    errors
+}
+
+/// An IP address in a field newer than strict IP validation (upstream's `IsValidIP`).
+pub fn validate_ip(path: &Path, value: &str) -> Vec<FieldError> {
+    invalid_each(path, value, is_valid_ip(value))
+}
+
+/// A "subnet"-style CIDR value in a field newer than strict validation (upstream's
+/// `IsValidCIDR`): no leading zeros, no IPv4-mapped address, no bits set past the prefix
+/// length, and the canonical form.
+pub fn validate_cidr(path: &Path, value: &str) -> Vec<FieldError> {
+    let Some((ip, bits)) = parse_cidr_sloppy(value) else {
+        return validate_cidr_legacy(path, value);
+    };
+    let invalid = |detail: &str| vec![FieldError::invalid(path, value, detail)];
+    let (addr, prefix) = value.split_once('/').unwrap_or((value, ""));
+    if addr.parse::<std::net::IpAddr>().is_err() || (prefix.len() > 1 && prefix.starts_with('0')) {
+        return invalid("must not have leading 0s in IP or prefix length");
+    }
+    let network = match ip {
+        ParsedIp::V4(v4) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(bits))
+            };
+            if u32::from(v4) & !mask != 0 {
+                return invalid("must not have bits set beyond the prefix length");
+            }
+            v4.to_string()
+        }
+        ParsedIp::V6(v6) => {
+            if v6.to_ipv4_mapped().is_some() {
+                return invalid("must not have an IPv4-mapped IPv6 address");
+            }
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(bits))
+            };
+            if u128::from(v6) & !mask != 0 {
+                return invalid("must not have bits set beyond the prefix length");
+            }
+            v6.to_string()
+        }
+    };
+    let canonical = format!("{network}/{bits}");
+    if value != canonical {
+        return invalid(&format!(
+            "must be in canonical form ({})",
+            crate::field::go_quote(&canonical)
+        ));
+    }
+    Vec::new()
+}
+
 /// Parses a CIDR value leniently (`ip/prefix`).
 pub fn parse_cidr_sloppy(value: &str) -> Option<(ParsedIp, u8)> {
     let (ip, bits) = value.split_once('/')?;
@@ -610,24 +695,29 @@ pub enum NameValidator {
     Dns1035Label,
     /// Anything usable as a path segment (e.g. RBAC roles).
     PathSegment,
+    /// An IP address in canonical form (IPAddress objects, which cannot generate names: a
+    /// `generateName` is checked as a whole address).
+    IpAddress,
 }
 
 impl NameValidator {
     /// The messages for `name`; `prefix` is true for a `generateName`.
     pub fn validate(self, name: &str, prefix: bool) -> Vec<String> {
         let masked;
-        let name = if prefix && self != NameValidator::PathSegment {
-            masked = mask_trailing_dash(name);
-            masked.as_str()
-        } else {
-            name
-        };
+        let name =
+            if prefix && !matches!(self, NameValidator::PathSegment | NameValidator::IpAddress) {
+                masked = mask_trailing_dash(name);
+                masked.as_str()
+            } else {
+                name
+            };
         match self {
             NameValidator::DnsSubdomain => is_dns1123_subdomain(name),
             NameValidator::DnsLabel => is_dns1123_label(name),
             NameValidator::Dns1035Label => is_dns1035_label(name),
             NameValidator::PathSegment if prefix => is_valid_path_segment_prefix(name),
             NameValidator::PathSegment => is_valid_path_segment_name(name),
+            NameValidator::IpAddress => is_valid_ip(name),
         }
     }
 }

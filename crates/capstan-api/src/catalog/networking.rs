@@ -1,6 +1,10 @@
-//! The `networking.k8s.io/v1` kinds.
+//! The `networking.k8s.io/v1` kinds. IPAddresses and ServiceCIDRs are the cluster IP
+//! allocator's (upstream's MultiCIDRServiceAllocator, GA in 1.33): the API server's service
+//! registry creates an IPAddress per cluster IP (`capstan-apiserver`'s `registry/services.rs`).
 
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
+use k8s_openapi::api::networking::v1::{
+    IPAddress, Ingress, IngressClass, NetworkPolicy, ServiceCIDR,
+};
 
 use super::{Resource, of, printer, status, typed};
 use crate::defaults as d;
@@ -38,6 +42,17 @@ pub(super) static RESOURCES: &[Resource] = &[
         ..of::<Ingress>("ingress")
     },
     Resource {
+        printer: printer(p::IP_ADDRESS_COLUMNS, p::ip_address),
+        strategy: || {
+            typed::<IPAddress>(Hooks {
+                validate: v::networking::validate_ip_address,
+                validate_update: v::networking::validate_ip_address_update,
+                ..Hooks::plain()
+            })
+        },
+        ..of::<IPAddress>("ipaddress")
+    },
+    Resource {
         short_names: &["netpol"],
         printer: printer(p::NETWORK_POLICY_COLUMNS, p::network_policy),
         strategy: || {
@@ -50,5 +65,17 @@ pub(super) static RESOURCES: &[Resource] = &[
             })
         },
         ..of::<NetworkPolicy>("networkpolicy")
+    },
+    Resource {
+        subresources: &[status("ServiceCIDR")],
+        printer: printer(p::SERVICE_CIDR_COLUMNS, p::service_cidr),
+        strategy: || {
+            typed::<ServiceCIDR>(Hooks {
+                validate: v::networking::validate_service_cidr,
+                validate_update: v::networking::validate_service_cidr_update,
+                ..Hooks::with_status()
+            })
+        },
+        ..of::<ServiceCIDR>("servicecidr")
     },
 ];

@@ -258,3 +258,5 @@ pub(super) const CSR_REQUESTED_DURATION: &str = "expirationSeconds is the reques
 
 pub(super) const CSR_CONDITION: &str =
     "Conditions applied to the request, such as approval or denial.";
+pub(super) const IPADDRESS_PARENT_REF: &str = "ParentRef references the resource that an IPAddress is attached to. An IPAddress must reference a parent object.";
+pub(super) const SERVICE_CIDR_CIDRS: &str = "CIDRs defines the IP blocks in CIDR notation (e.g. \"192.168.0.0/24\" or \"2001:db8::/64\") from which to assign service cluster IPs. Max of two CIDRs is allowed, one of each IP family. This field is immutable.";

@@ -133,6 +133,49 @@ pub(crate) fn ingress_class(object: &Value, now: Timestamp) -> Row {
     ])
 }
 
+pub(crate) const IP_ADDRESS_COLUMNS: &[Column] =
+    &[NAME, col("ParentRef", "string", IPADDRESS_PARENT_REF)];
+
+/// An IPAddress: `resource[.group]/[namespace/]name` of its parent, lowercased, then its age,
+/// a cell past the columns as upstream's printer sends it.
+pub(crate) fn ip_address(object: &Value, now: Timestamp) -> Row {
+    let parent = match at(object, &["spec", "parentRef"]) {
+        Some(p) if p.is_object() => {
+            let resource = text(p, &["resource"]);
+            let group = text(p, &["group"]);
+            let mut shown = if group.is_empty() {
+                resource.to_owned()
+            } else {
+                format!("{resource}.{group}")
+            }
+            .to_lowercase();
+            let namespace = text(p, &["namespace"]);
+            if !namespace.is_empty() {
+                shown = format!("{shown}/{namespace}");
+            }
+            format!("{shown}/{}", text(p, &["name"]))
+        }
+        _ => "<none>".to_owned(),
+    };
+    Row::of(vec![name(object), Value::from(parent), age(object, now)])
+}
+
+pub(crate) const SERVICE_CIDR_COLUMNS: &[Column] =
+    &[NAME, col("CIDRs", "string", SERVICE_CIDR_CIDRS), AGE];
+
+/// A ServiceCIDR: its CIDRs joined by commas.
+pub(crate) fn service_cidr(object: &Value, now: Timestamp) -> Row {
+    let cidrs: Vec<&str> = list(object, &["spec", "cidrs"])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    Row::of(vec![
+        name(object),
+        Value::from(cidrs.join(",")),
+        age(object, now),
+    ])
+}
+
 pub(crate) const NETWORK_POLICY_COLUMNS: &[Column] =
     &[NAME, col("Pod-Selector", "string", NP_POD_SELECTOR), AGE];
 

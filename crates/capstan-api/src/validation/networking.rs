@@ -1,12 +1,14 @@
-//! `networking.k8s.io/v1` Ingresses, IngressClasses and NetworkPolicies, as upstream 1.33
-//! validates them: ingress rules (hosts, path types and paths, service or resource backends),
-//! TLS hosts and secret names, the class annotation agreeing with `ingressClassName`, ingress
-//! class controllers and parameter references, and network policy ports, peers and CIDRs.
+//! `networking.k8s.io/v1` Ingresses, IngressClasses, NetworkPolicies, IPAddresses and
+//! ServiceCIDRs, as upstream 1.33 validates them: ingress rules (hosts, path types and paths,
+//! service or resource backends), TLS hosts and secret names, the class annotation agreeing with
+//! `ingressClassName`, ingress class controllers and parameter references, network policy
+//! ports, peers and CIDRs, IPAddress names (a canonical IP) and parent references, and the
+//! CIDRs of a ServiceCIDR (one or one per family, strictly formed, fixed once set).
 
 use k8s_openapi::api::networking::v1::{
-    HTTPIngressPath, IPBlock, Ingress, IngressBackend, IngressClass,
+    HTTPIngressPath, IPAddress, IPBlock, Ingress, IngressBackend, IngressClass,
     IngressClassParametersReference, IngressLoadBalancerStatus, IngressSpec, NetworkPolicy,
-    NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+    NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec, ParentReference, ServiceCIDR,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -17,8 +19,8 @@ use crate::validation::meta::{
 use crate::validation::names::{
     NameValidator, cidr_strictly_inside, is_dns1035_label, is_dns1123_label, is_dns1123_subdomain,
     is_valid_path_segment_name, is_valid_port_name, is_valid_port_num,
-    is_wildcard_dns1123_subdomain, parse_cidr_sloppy, parse_ip_sloppy, validate_cidr_legacy,
-    validate_domain_prefixed_path, validate_ip_legacy,
+    is_wildcard_dns1123_subdomain, parse_cidr_sloppy, parse_ip_sloppy, validate_cidr,
+    validate_cidr_legacy, validate_domain_prefixed_path, validate_ip_legacy,
 };
 
 const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
@@ -392,6 +394,174 @@ fn validate_backend(backend: &IngressBackend, path: &Path) -> Vec<FieldError> {
             "",
             "resource or service backend is required",
         )),
+    }
+    errs
+}
+
+// IPAddresses
+
+/// A new IPAddress: named by an IP address in canonical form, with a parent reference.
+pub fn validate_ip_address(ip: &IPAddress) -> Vec<FieldError> {
+    let mut errs =
+        validate_object_meta(&ip.metadata, false, NameValidator::IpAddress, &meta_path());
+    let path = Path::new("spec").child("parentRef");
+    // The typed spec cannot tell a missing reference from an empty one: both are missing.
+    let parent = ip
+        .spec
+        .as_ref()
+        .map(|s| &s.parent_ref)
+        .filter(|p| **p != ParentReference::default());
+    match parent {
+        None => errs.push(FieldError::required(&path, "")),
+        Some(parent) => errs.extend(validate_parent_reference(parent, &path)),
+    }
+    errs
+}
+
+/// Upstream's `validateIPAddressParentReference`: the resource and name are required (the
+/// group may be empty, the core group's), each a path segment; the group a DNS subdomain.
+fn validate_parent_reference(parent: &ParentReference, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let group = parent.group.as_deref().unwrap_or_default();
+    if !group.is_empty() {
+        errs.extend(invalid_each(
+            &path.child("group"),
+            group,
+            is_dns1123_subdomain(group),
+        ));
+    }
+    for (field, value) in [("resource", &parent.resource), ("name", &parent.name)] {
+        if value.is_empty() {
+            errs.push(FieldError::required(&path.child(field), ""));
+        } else {
+            errs.extend(invalid_each(
+                &path.child(field),
+                value,
+                is_valid_path_segment_name(value),
+            ));
+        }
+    }
+    let namespace = parent.namespace.as_deref().unwrap_or_default();
+    if !namespace.is_empty() {
+        errs.extend(invalid_each(
+            &path.child("namespace"),
+            namespace,
+            is_valid_path_segment_name(namespace),
+        ));
+    }
+    errs
+}
+
+/// An update of an IPAddress: valid as a new one, its parent reference fixed.
+pub fn validate_ip_address_update(new: &IPAddress, old: &IPAddress) -> Vec<FieldError> {
+    let mut errs = validate_ip_address(new);
+    errs.extend(validate_object_meta_update(
+        &new.metadata,
+        &old.metadata,
+        &meta_path(),
+    ));
+    let parent = |ip: &IPAddress| ip.spec.as_ref().map(|s| s.parent_ref.clone());
+    if parent(new) != parent(old) {
+        errs.push(FieldError::invalid(
+            &Path::new("spec").child("parentRef"),
+            BadValue::Other(go_parent_reference(parent(new).as_ref())),
+            crate::validation::meta::FIELD_IMMUTABLE,
+        ));
+    }
+    errs
+}
+
+/// Go's `%#v` of a `*networking.ParentReference`, as upstream's immutable-field error shows it.
+fn go_parent_reference(parent: Option<&ParentReference>) -> String {
+    match parent {
+        None => "null".to_owned(),
+        Some(p) => format!(
+            "networking.ParentReference{{Group:{}, Resource:{}, Namespace:{}, Name:{}}}",
+            crate::field::go_quote(p.group.as_deref().unwrap_or_default()),
+            crate::field::go_quote(&p.resource),
+            crate::field::go_quote(p.namespace.as_deref().unwrap_or_default()),
+            crate::field::go_quote(&p.name),
+        ),
+    }
+}
+
+// ServiceCIDRs
+
+/// Go's `%#v` of a ServiceCIDR's spec, as upstream's errors about the whole list show it.
+fn go_service_cidr_spec(cidrs: &[String]) -> String {
+    format!(
+        "networking.ServiceCIDRSpec{{CIDRs:{}}}",
+        crate::validation::meta::go_string_slice(cidrs)
+    )
+}
+
+/// A new ServiceCIDR: one CIDR, or two of different families, each a strict CIDR value.
+pub fn validate_service_cidr(cidr: &ServiceCIDR) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(
+        &cidr.metadata,
+        false,
+        NameValidator::DnsSubdomain,
+        &meta_path(),
+    );
+    let path = Path::new("spec").child("cidrs");
+    let cidrs = cidr
+        .spec
+        .as_ref()
+        .and_then(|s| s.cidrs.clone())
+        .unwrap_or_default();
+    if cidrs.is_empty() {
+        errs.push(FieldError::required(&path, "at least one CIDR required"));
+        return errs;
+    }
+    if cidrs.len() > 2 {
+        errs.push(FieldError::invalid(
+            &path,
+            BadValue::Other(go_service_cidr_spec(&cidrs)),
+            "may only hold up to 2 values",
+        ));
+        return errs;
+    }
+    if cidrs.len() == 2 {
+        let family = |c: &str| parse_cidr_sloppy(c).map(|(ip, _)| ip.is_ipv6());
+        let dual = matches!(
+            (family(&cidrs[0]), family(&cidrs[1])),
+            (Some(a), Some(b)) if a != b
+        );
+        if !dual {
+            errs.push(FieldError::invalid(
+                &path,
+                BadValue::Other(go_service_cidr_spec(&cidrs)),
+                "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64",
+            ));
+            return errs;
+        }
+    }
+    for (i, value) in cidrs.iter().enumerate() {
+        errs.extend(validate_cidr(&path.index(i), value));
+    }
+    errs
+}
+
+/// An update of a ServiceCIDR: valid as a new one, its CIDRs fixed.
+pub fn validate_service_cidr_update(new: &ServiceCIDR, old: &ServiceCIDR) -> Vec<FieldError> {
+    let mut errs = validate_service_cidr(new);
+    errs.extend(validate_object_meta_update(
+        &new.metadata,
+        &old.metadata,
+        &meta_path(),
+    ));
+    let cidrs = |c: &ServiceCIDR| {
+        c.spec
+            .as_ref()
+            .and_then(|s| s.cidrs.clone())
+            .unwrap_or_default()
+    };
+    if cidrs(new) != cidrs(old) {
+        errs.push(FieldError::invalid(
+            &Path::new("spec").child("cidrs"),
+            BadValue::Other(crate::validation::meta::go_string_slice(&cidrs(new))),
+            crate::validation::meta::FIELD_IMMUTABLE,
+        ));
     }
     errs
 }
@@ -857,6 +1027,120 @@ mod tests {
                 "spec.ingress[0].from[1]: Forbidden: may not specify both ipBlock and another peer",
                 "spec.policyTypes[1]: Unsupported value: \"Sideways\": supported values: \"Ingress\", \"Egress\"",
             ]
+        );
+    }
+
+    #[test]
+    fn ip_addresses_are_canonical_ips_with_a_parent() {
+        let ip = |name: &str, parent: Value| -> IPAddress {
+            decode(json!({"metadata": {"name": name}, "spec": {"parentRef": parent}}))
+        };
+        let service =
+            json!({"group": "", "resource": "services", "namespace": "ns", "name": "web"});
+        assert!(validate_ip_address(&ip("10.43.0.12", service.clone())).is_empty());
+        assert!(validate_ip_address(&ip("2001:db8::1", service.clone())).is_empty());
+        assert_eq!(
+            messages(&validate_ip_address(&ip("010.43.0.12", service.clone()))),
+            ["metadata.name: Invalid value: \"010.43.0.12\": must not have leading 0s"]
+        );
+        assert_eq!(
+            messages(&validate_ip_address(&ip("2001:db8:0::1", service.clone()))),
+            [
+                "metadata.name: Invalid value: \"2001:db8:0::1\": must be in canonical form (\"2001:db8::1\")"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_ip_address(&ip("web", service.clone()))),
+            [
+                "metadata.name: Invalid value: \"web\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_ip_address(&ip("10.43.0.12", json!({})))),
+            ["spec.parentRef: Required value"]
+        );
+        assert_eq!(
+            messages(&validate_ip_address(&ip(
+                "10.43.0.12",
+                json!({"group": "Bad_Group", "resource": "a/b", "name": "x"})
+            ))),
+            [
+                "spec.parentRef.group: Invalid value: \"Bad_Group\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                "spec.parentRef.resource: Invalid value: \"a/b\": may not contain '/'",
+            ]
+        );
+        let mut old = ip("10.43.0.12", service);
+        old.metadata.resource_version = Some("5".into());
+        let mut new = ip(
+            "10.43.0.12",
+            json!({"resource": "services", "namespace": "ns", "name": "other"}),
+        );
+        new.metadata.resource_version = Some("5".into());
+        assert_eq!(
+            messages(&validate_ip_address_update(&new, &old)),
+            [
+                "spec.parentRef: Invalid value: networking.ParentReference{Group:\"\", Resource:\"services\", Namespace:\"ns\", Name:\"other\"}: field is immutable"
+            ]
+        );
+    }
+
+    #[test]
+    fn service_cidrs_hold_one_cidr_per_family() {
+        let cidr = |cidrs: Value| -> ServiceCIDR {
+            decode(json!({"metadata": {"name": "extra"}, "spec": {"cidrs": cidrs}}))
+        };
+        assert!(validate_service_cidr(&cidr(json!(["10.44.0.0/16"]))).is_empty());
+        assert!(validate_service_cidr(&cidr(json!(["10.44.0.0/16", "2001:db8::/112"]))).is_empty());
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!([])))),
+            ["spec.cidrs: Required value: at least one CIDR required"]
+        );
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!([
+                "10.44.0.0/16",
+                "10.45.0.0/16"
+            ])))),
+            [
+                "spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"10.44.0.0/16\", \"10.45.0.0/16\"}}: may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!(["a", "b", "c"])))),
+            [
+                "spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"a\", \"b\", \"c\"}}: may only hold up to 2 values"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!(["10.44.0.1/16"])))),
+            [
+                "spec.cidrs[0]: Invalid value: \"10.44.0.1/16\": must not have bits set beyond the prefix length"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!(["10.44.0.0/016"])))),
+            [
+                "spec.cidrs[0]: Invalid value: \"10.44.0.0/016\": must not have leading 0s in IP or prefix length"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!(["2001:db8:0::/64"])))),
+            [
+                "spec.cidrs[0]: Invalid value: \"2001:db8:0::/64\": must be in canonical form (\"2001:db8::/64\")"
+            ]
+        );
+        assert_eq!(
+            messages(&validate_service_cidr(&cidr(json!(["10.44.0.0"])))),
+            [
+                "spec.cidrs[0]: Invalid value: \"10.44.0.0\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
+            ]
+        );
+        let mut old = cidr(json!(["10.44.0.0/16"]));
+        old.metadata.resource_version = Some("5".into());
+        let mut new = cidr(json!(["10.45.0.0/16"]));
+        new.metadata.resource_version = Some("5".into());
+        assert_eq!(
+            messages(&validate_service_cidr_update(&new, &old)),
+            ["spec.cidrs: Invalid value: []string{\"10.45.0.0/16\"}: field is immutable"]
         );
     }
 }
