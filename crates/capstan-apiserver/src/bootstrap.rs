@@ -26,7 +26,8 @@ pub(crate) fn default_storage_class() -> serde_json::Value {
 }
 
 /// Default objects every cluster has at start: the system namespaces, the system priority
-/// classes, and the `kubernetes` service pointing at the API server's `port`; with
+/// classes, the default ServiceCIDR and the `kubernetes` service pointing at the API server's
+/// `port`; with
 /// `storage_class`, the default StorageClass ([`default_storage_class`]) when the cluster is
 /// new (its `kube-system` namespace made by this start), so that a class the user edited or
 /// removed is left as it is.
@@ -73,19 +74,84 @@ pub(crate) async fn ensure_defaults(
             }
         }
     }
+    ensure_default_service_cidr(registries, service_cidr).await?;
     if let Some(services) = registries.core("services")
         && services.get(Some("default"), "kubernetes").await.is_err()
     {
+        let svc = crate::registry::services::kubernetes_service(service_cidr, port);
+        let created = services
+            .create(Some("default"), svc, &WriteOptions::default())
+            .await;
+        // Another server starting on the same datastore may make it first (and take its
+        // address): what counts is that it exists.
+        if let Err(error) = created
+            && services.get(Some("default"), "kubernetes").await.is_err()
         {
-            let svc = crate::registry::services::kubernetes_service(service_cidr, port);
-            let created = services
-                .create(Some("default"), svc, &WriteOptions::default())
-                .await;
-            match created {
-                Ok(_) => {}
-                Err(error) if error.status().code() == 409 => {}
-                Err(error) => return Err(error),
-            }
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// The default ServiceCIDR, `kubernetes`, holding the configured range, made and marked Ready
+/// as upstream's default-servicecidr controller does (with no reason, as upstream's condition);
+/// one that holds other CIDRs (another server's configuration) is left as it is, with a
+/// warning.
+async fn ensure_default_service_cidr(
+    registries: &Registries,
+    service_cidr: Cidr,
+) -> Result<(), ApiError> {
+    let Some(cidrs) = registries.get("networking.k8s.io", "v1", "servicecidrs") else {
+        return Ok(());
+    };
+    let name = crate::registry::services::DEFAULT_SERVICE_CIDR;
+    let object = json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "ServiceCIDR",
+        "metadata": {"name": name},
+        "spec": {"cidrs": [service_cidr.to_string()]},
+    });
+    match cidrs.create(None, object, &WriteOptions::default()).await {
+        Ok(_) => {}
+        Err(error) if error.status().code() == 409 => {}
+        Err(error) => return Err(error),
+    }
+    let mut current = cidrs.get(None, name).await?;
+    if current["spec"]["cidrs"] != json!([service_cidr.to_string()]) {
+        tracing::warn!(
+            configured = %service_cidr,
+            stored = %current["spec"]["cidrs"],
+            "the default ServiceCIDR holds other CIDRs than this server's --service-cidr"
+        );
+        return Ok(());
+    }
+    let ready = current["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    if !ready {
+        current["status"] = json!({"conditions": [{
+            "type": "Ready",
+            "status": "True",
+            "lastTransitionTime": crate::registry::object::now_rfc3339(),
+            "reason": "",
+            "message": "Kubernetes default Service CIDR is ready",
+        }]});
+        match cidrs
+            .update(
+                None,
+                name,
+                current,
+                Some("status"),
+                &WriteOptions::default(),
+            )
+            .await
+        {
+            Ok(_) => {}
+            // Another server marked it meanwhile.
+            Err(error) if error.status().code() == 409 => {}
+            Err(error) => return Err(error),
         }
     }
     Ok(())

@@ -50,6 +50,7 @@ pub use authz::controllers::controller_accounts;
 pub use handlers::health::{BuildInfo, set_build_info};
 pub use join::{STORAGE_USER, rotate_token, token as join_token};
 pub use registry::services;
+pub use registry::services::repair::RepairTiming;
 pub use serve::{NodeCredentials, RunningServer};
 
 /// How to run the API server.
@@ -87,6 +88,8 @@ pub struct Config {
     pub authorization: AuthorizationConfig,
     /// The range service cluster IPs come from (`--service-cidr`).
     pub service_cidr: String,
+    /// How the allocation repair loop runs (hidden flags, for tests; upstream's are fixed).
+    pub allocation_repair: RepairTiming,
     /// The join secret (`--token`: a bare secret or a full `K10...` token); without one the
     /// secret saved by an earlier start, or a new one, is used.
     pub join_token: Option<String>,
@@ -362,6 +365,11 @@ pub(crate) async fn start_with(
     server
         .background
         .push(crds::start(api.registries().clone()));
+    server.background.push(registry::services::repair::start(
+        api.registries().clone(),
+        api.allocators().clone(),
+        config.allocation_repair,
+    ));
     server
         .background
         .push(aggregator::available::start(aggregator));

@@ -55,6 +55,7 @@ async fn cluster() -> Cluster {
         token_auth_file: None,
         authentication: Default::default(),
         service_cidr: "10.43.0.0/16".to_owned(),
+        allocation_repair: Default::default(),
         join_token: None,
         advertise_address: None,
         default_storage_class: false,

@@ -152,6 +152,14 @@ struct ServerArgs {
     /// `kubernetes` service's.
     #[arg(long, default_value = "10.43.0.0/16", value_parser = parse_cidr)]
     service_cidr: String,
+    /// How often the allocation repair loop looks for leaked or missing cluster IPs and node
+    /// ports (a Go duration). Upstream's is fixed; this is for tests.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, hide = true)]
+    allocation_repair_interval: Duration,
+    /// How old an IPAddress without its Service must be before the repair loop releases it
+    /// (upstream's fixed 60 s; a Service being created holds its address before it is stored).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, hide = true)]
+    allocation_leak_grace: Duration,
     /// Run no scheduler in this process.
     #[arg(long)]
     disable_scheduler: bool,
@@ -1249,6 +1257,10 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         authorization: args.webhooks.authorization()?,
         join_token: args.token.clone(),
         service_cidr: args.service_cidr.clone(),
+        allocation_repair: capstan_apiserver::RepairTiming {
+            interval: args.allocation_repair_interval,
+            grace: args.allocation_leak_grace,
+        },
         advertise_address: Some(advertise_address),
         default_storage_class: !args.disable_default_storageclass,
         metrics_server: (!args.disable_metrics_server).then_some(args.metric_resolution),

@@ -37,6 +37,9 @@ pub(crate) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 pub(crate) struct Api {
     registries: Arc<Registries>,
     service_cidr: Cidr,
+    /// The Service allocators (the `services` registry's write hooks; their repair loop runs
+    /// beside the server).
+    allocators: Arc<crate::registry::services::Allocators>,
     /// The admission chain (NamespaceLifecycle, LimitRanger, ServiceAccount, NodeRestriction,
     /// Priority, DefaultTolerationSeconds, ResourceQuota).
     admission: Arc<crate::admission::Chain>,
@@ -569,10 +572,15 @@ fn as_item(mut object: Value) -> Value {
 impl Api {
     /// The API over `store`, allocating service IPs from `service_cidr`.
     pub(crate) fn with_services(store: &Store, service_cidr: Cidr) -> Self {
+        let allocators = Arc::new(crate::registry::services::Allocators::new(
+            service_cidr,
+            store.clone(),
+        ));
         let registries = Arc::new_cyclic(|me| {
+            allocators.bind(me.clone());
             Registries::new(
                 store,
-                &crate::registry::services::begin_write_for(service_cidr),
+                &crate::registry::services::write_hooks_for(allocators.clone()),
                 me.clone(),
             )
         });
@@ -590,6 +598,7 @@ impl Api {
         Api {
             registries,
             service_cidr,
+            allocators,
             admission,
             kubelets: None,
             metrics_api: None,
@@ -604,6 +613,11 @@ impl Api {
     ) -> Self {
         self.tokens = Arc::new(self.tokens.with_key(key));
         self
+    }
+
+    /// The Service allocators.
+    pub(crate) fn allocators(&self) -> &Arc<crate::registry::services::Allocators> {
+        &self.allocators
     }
 
     /// What issues and checks service account tokens.

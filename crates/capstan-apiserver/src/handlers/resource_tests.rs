@@ -1259,11 +1259,68 @@ async fn services_get_cluster_ips_and_node_ports() {
         .post(services, json!({"metadata": {"name": "clash"}, "spec": {"clusterIP": ip.to_string(), "ports": [{"port": 80}]}}))
         .await;
     assert_eq!(code, 422, "{body}");
-    assert_eq!(body["details"]["causes"][0]["field"], "spec.clusterIPs[0]");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.clusterIPs");
+    assert_eq!(
+        body["message"],
+        format!(
+            "Service \"clash\" is invalid: spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+        )
+    );
     let (code, body) = h
         .post(services, json!({"metadata": {"name": "out"}, "spec": {"clusterIP": "192.168.0.1", "ports": [{"port": 80}]}}))
         .await;
     assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "Service \"out\" is invalid: spec.clusterIPs: Invalid value: []string{\"192.168.0.1\"}: failed to allocate IP 192.168.0.1: the provided network does not match the current range"
+    );
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "net"}, "spec": {"clusterIP": "10.43.0.0", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "Service \"net\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.43.0.0\"}: failed to allocate IP 10.43.0.0: the provided IP (10.43.0.0) is not in the valid range. The range of valid IPs is 10.43.0.0/16"
+    );
+    // Each cluster IP is an IPAddress naming its Service; the refused ones left none.
+    let addresses = "/apis/networking.k8s.io/v1/ipaddresses";
+    let (code, address) = h.get(&format!("{addresses}/{ip}")).await;
+    assert_eq!(code, 200, "{address}");
+    assert_eq!(
+        address["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "web"})
+    );
+    assert_eq!(
+        address["metadata"]["labels"],
+        json!({"ipaddress.kubernetes.io/ip-family": "IPv4", "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"})
+    );
+    let (_, listed) = h.get(addresses).await;
+    let names: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        2,
+        "the kubernetes Service's and web's: {names:?}"
+    );
+    assert!(names.contains(&"10.43.0.1"));
+    // A dry run takes nothing.
+    let (code, dry) = h
+        .post(&format!("{services}?dryRun=All"), json!({"metadata": {"name": "dry"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(code, 201, "{dry}");
+    let dry_ip = dry["spec"]["clusterIP"].as_str().unwrap();
+    assert_eq!(h.get(&format!("{addresses}/{dry_ip}")).await.0, 404);
+    let (code, cidr) = h
+        .get("/apis/networking.k8s.io/v1/servicecidrs/kubernetes")
+        .await;
+    assert_eq!(code, 200, "{cidr}");
+    assert_eq!(cidr["spec"]["cidrs"], json!(["10.43.0.0/16"]));
+    assert_eq!(cidr["status"]["conditions"][0]["type"], "Ready");
+    assert_eq!(cidr["status"]["conditions"][0]["status"], "True");
     let (code, body) = h
         .post(services, json!({"metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": node_port}]}}))
         .await;
@@ -1306,6 +1363,24 @@ async fn services_get_cluster_ips_and_node_ports() {
     assert_eq!(code, 200, "{replaced}");
     assert_eq!(replaced["spec"]["clusterIP"], web["spec"]["clusterIP"]);
     assert_eq!(replaced["spec"]["ports"][0]["nodePort"], node_port);
+
+    // Deleting the Service lets go of its address and port: another may have them.
+    h.delete(&format!("{services}/web"), None).await;
+    assert_eq!(h.get(&format!("{addresses}/{ip}")).await.0, 404);
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "again"}, "spec": {"type": "NodePort", "clusterIP": ip.to_string(), "ports": [{"port": 80, "nodePort": node_port}]}}))
+        .await;
+    assert_eq!(code, 201, "{body}");
+    // A type change to ClusterIP lets go of the node port.
+    let mut changed = body.clone();
+    changed["spec"]["type"] = "ClusterIP".into();
+    let (code, body) = h.put(&format!("{services}/again"), changed).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body["spec"]["ports"][0].get("nodePort").is_none(), "{body}");
+    let (code, body) = h
+        .post(services, json!({"metadata": {"name": "np3"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": node_port}]}}))
+        .await;
+    assert_eq!(code, 201, "the freed node port is free: {body}");
 }
 
 #[tokio::test]

@@ -240,8 +240,8 @@ pub(crate) struct Registry {
     /// version. The registry works in the served version; objects are converted on their way
     /// into the store and out of the store and the watch cache.
     conversion: Option<Converter>,
-    /// Runs at the start of every write through the main endpoint (see [`BeginWrite`]).
-    begin_write: Option<BeginWrite>,
+    /// Run around every write through the main endpoint (see [`WriteHooks`]).
+    write_hooks: Option<Arc<dyn WriteHooks>>,
     /// Whether objects read are defaulted again (`Strategy::defaults_on_read`, kept here so
     /// the read paths of other kinds do not ask).
     defaults_on_read: bool,
@@ -258,34 +258,53 @@ pub(crate) struct Registry {
 /// The next [`Registry`] id.
 static NEXT_REGISTRY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// What a resource's storage does at the start of each write through its main endpoint, as
-/// upstream's `BeginCreate`/`BeginUpdate` hooks: after mutating admission and before the
-/// strategy prepares and validates the object, given the new object (which it may change) and
-/// the stored one on an update. What it returns is held until the write is stored or fails
-/// (a lock, for the Service allocator).
-pub(crate) type BeginWrite = Arc<
-    dyn for<'a> Fn(
-            &'a Registry,
-            &'a mut Value,
-            Option<&'a Value>,
-        ) -> BoxFuture<'a, Result<Box<dyn std::any::Any + Send>, ApiError>>
-        + Send
-        + Sync,
->;
+/// What a resource's storage does around the writes through its main endpoint, as upstream's
+/// `BeginCreate`/`BeginUpdate` and `AfterDelete` hooks (the Service allocator's).
+pub(crate) trait WriteHooks: Send + Sync {
+    /// At the start of each write: after mutating admission and before the strategy prepares
+    /// and validates the object, given the new object (which it may change), the stored one
+    /// on an update, and whether the write is a dry run. What it returns is told whether the
+    /// write was stored ([`Held::finish`]).
+    fn begin_write<'a>(
+        &'a self,
+        registry: &'a Registry,
+        object: &'a mut Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<Box<dyn Held>, ApiError>>;
 
-/// A [`BeginWrite`] from a closure (which gives the closure its signature).
-pub(crate) fn begin_write<F>(hook: F) -> BeginWrite
-where
-    F: for<'a> Fn(
-            &'a Registry,
-            &'a mut Value,
-            Option<&'a Value>,
-        ) -> BoxFuture<'a, Result<Box<dyn std::any::Any + Send>, ApiError>>
-        + Send
-        + Sync
-        + 'static,
-{
-    Arc::new(hook)
+    /// After `object` was removed from storage.
+    fn deleted<'a>(&'a self, object: &'a Value) -> BoxFuture<'a, ()>;
+}
+
+/// What a write hook did for one write, kept until the write is stored or given up.
+pub(crate) trait Held: Send {
+    /// The write was stored (`true`: what the hook did stands, what the old object held and
+    /// the new one does not is let go) or not (`false`: what the hook did is undone).
+    fn finish(self: Box<Self>, stored: bool) -> BoxFuture<'static, ()>;
+}
+
+/// A write in progress's [`Held`], if its registry has hooks: given up when dropped unfinished
+/// (the undoing then runs as a task of its own).
+pub(crate) struct HeldWrite(Option<Box<dyn Held>>);
+
+impl HeldWrite {
+    /// Tells the hook whether the write was stored.
+    async fn finish(mut self, stored: bool) {
+        if let Some(held) = self.0.take() {
+            held.finish(stored).await;
+        }
+    }
+}
+
+impl Drop for HeldWrite {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(held.finish(false));
+        }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -398,7 +417,7 @@ impl Registry {
             store,
             cache: None,
             conversion,
-            begin_write: None,
+            write_hooks: None,
             deprecation: None,
             terminating: std::sync::atomic::AtomicBool::new(false),
         }
@@ -447,9 +466,9 @@ impl Registry {
         self
     }
 
-    /// Runs `hook` at the start of every write through the main endpoint.
-    pub(crate) fn with_begin_write(mut self, hook: BeginWrite) -> Self {
-        self.begin_write = Some(hook);
+    /// Runs `hooks` around every write through the main endpoint.
+    pub(crate) fn with_write_hooks(mut self, hooks: Arc<dyn WriteHooks>) -> Self {
+        self.write_hooks = Some(hooks);
         self
     }
 
@@ -458,10 +477,20 @@ impl Registry {
         &self,
         object: &mut Value,
         old: Option<&Value>,
-    ) -> Result<Option<Box<dyn std::any::Any + Send>>, ApiError> {
-        match &self.begin_write {
-            Some(hook) => Ok(Some(hook(self, object, old).await?)),
-            None => Ok(None),
+        dry_run: bool,
+    ) -> Result<HeldWrite, ApiError> {
+        match &self.write_hooks {
+            Some(hooks) => Ok(HeldWrite(Some(
+                hooks.begin_write(self, object, old, dry_run).await?,
+            ))),
+            None => Ok(HeldWrite(None)),
+        }
+    }
+
+    /// Runs the delete hook, if any, on an object just removed from storage.
+    async fn deleted(&self, object: &Value) {
+        if let Some(hooks) = &self.write_hooks {
+            hooks.deleted(object).await;
         }
     }
 
@@ -893,7 +922,22 @@ impl Registry {
                 .await?;
             admission.record_requester(self.resource, &mut object);
         }
-        let _held = self.begin_write(&mut object, None).await?;
+        let held = self.begin_write(&mut object, None, options.dry_run).await?;
+        let written = self
+            .create_begun(namespace, object, options, warnings)
+            .await;
+        held.finish(written.is_ok() && !options.dry_run).await;
+        written
+    }
+
+    /// The rest of [`Registry::create`], once the write hook has run.
+    async fn create_begun(
+        &self,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+        warnings: Vec<String>,
+    ) -> Result<Written, ApiError> {
         if meta_str(&object, "name").is_empty() {
             let prefix = meta_str(&object, "generateName").to_owned();
             if !prefix.is_empty() {
@@ -1077,9 +1121,11 @@ impl Registry {
             }};
         }
         // What the write hook holds for the attempt in progress.
-        let mut held = None;
+        let mut held: Option<HeldWrite> = None;
         for _ in 0..MAX_RETRIES {
-            drop(held.take());
+            if let Some(held) = held.take() {
+                held.finish(false).await;
+            }
             let Some((mut old, revision)) = current.take() else {
                 return self
                     .create_on_update(
@@ -1119,8 +1165,11 @@ impl Registry {
                 recheck_or!(Err(e));
             }
             if !options.below_strategy && subresource.is_none() {
-                match self.begin_write(&mut new, Some(&old)).await {
-                    Ok(hold) => held = hold,
+                match self
+                    .begin_write(&mut new, Some(&old), options.dry_run)
+                    .await
+                {
+                    Ok(hold) => held = Some(hold),
                     Err(e) => recheck_or!(Err(e)),
                 }
             }
@@ -1190,6 +1239,11 @@ impl Registry {
                 }
                 match self.store.delete(key, Some(revision)).await {
                     Ok(deleted) => {
+                        // What the update kept stands, then goes with the object.
+                        if let Some(held) = held.take() {
+                            held.finish(true).await;
+                        }
+                        self.deleted(&new).await;
                         return Ok(Written::at(new, deleted.revision, false));
                     }
                     Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
@@ -1213,6 +1267,9 @@ impl Registry {
                 .await
             {
                 Ok(stored) => {
+                    if let Some(held) = held.take() {
+                        held.finish(true).await;
+                    }
                     return Ok(Written::at(new, stored.mod_revision, false));
                 }
                 Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
@@ -1293,8 +1350,20 @@ impl Registry {
                 .await?;
             admission.record_requester(self.resource, &mut object);
         }
-        let _held = self.begin_write(&mut object, None).await?;
-        self.prepare_and_validate_new(&mut object)?;
+        let held = self.begin_write(&mut object, None, options.dry_run).await?;
+        let written = self.create_on_update_begun(key, object, options).await;
+        held.finish(written.is_ok() && !options.dry_run).await;
+        written
+    }
+
+    /// The rest of [`Registry::create_on_update`], once the write hook has run.
+    async fn create_on_update_begun(
+        &self,
+        key: &str,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let name = self.prepare_and_validate_new(&mut object)?;
         if let Some(admission) = &options.admission {
             admission
                 .validate(self.resource, &object, None, options.dry_run)
@@ -1311,7 +1380,7 @@ impl Registry {
             .store
             .create(key, self.encode(&object).await?)
             .await
-            .map_err(|e| self.store_error(name, e))?;
+            .map_err(|e| self.store_error(&name, e))?;
         set_meta(
             &mut object,
             "resourceVersion",
@@ -1418,6 +1487,7 @@ impl Registry {
             }
             match self.store.delete(&key, Some(kv.mod_revision)).await {
                 Ok(deleted) => {
+                    self.deleted(&object).await;
                     set_meta(
                         &mut object,
                         "resourceVersion",

@@ -71,12 +71,12 @@ impl std::fmt::Debug for Registries {
 
 impl Registries {
     /// A registry over `store` for every catalogued resource, with its strategy, one watch cache
-    /// per stored kind (versions served by conversion share it). `begin_write` gives a
-    /// resource's write hook, if it has one ([`Registry::with_begin_write`]); `me` is the
+    /// per stored kind (versions served by conversion share it). `write_hooks` gives a
+    /// resource's write hooks, if it has some ([`Registry::with_write_hooks`]); `me` is the
     /// table's own `Arc` (made with `Arc::new_cyclic`).
     pub(crate) fn new(
         store: &Store,
-        begin_write: &dyn Fn(&'static Resource) -> Option<super::BeginWrite>,
+        write_hooks: &dyn Fn(&'static Resource) -> Option<Arc<dyn super::WriteHooks>>,
         me: Weak<Registries>,
     ) -> Self {
         let caches = Caches::start(
@@ -89,8 +89,8 @@ impl Registries {
             .map(|r| {
                 let mut registry = Registry::new(r, (r.strategy)(), store.clone())
                     .with_cache(caches.cache(&r.storage_key_prefix()));
-                if let Some(hook) = begin_write(r) {
-                    registry = registry.with_begin_write(hook);
+                if let Some(hooks) = write_hooks(r) {
+                    registry = registry.with_write_hooks(hooks);
                 }
                 ((r.group, r.version, r.plural), Arc::new(registry))
             })

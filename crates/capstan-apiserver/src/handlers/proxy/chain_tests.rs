@@ -762,6 +762,7 @@ impl Served {
             token_auth_file: None,
             authentication: Default::default(),
             service_cidr: "10.96.0.0/12".into(),
+            allocation_repair: Default::default(),
             join_token: None,
             advertise_address: None,
             default_storage_class: false,
