@@ -164,10 +164,12 @@ impl Repair {
                     continue;
                 }
                 let Some(address) = addresses.get(&ip.to_string()) else {
-                    tracing::warn!(
-                        "the ClusterIP [IPv4]: {ip} for Service {namespace}/{name} is not allocated; repairing"
-                    );
-                    self.create(ip, namespace, name).await?;
+                    // Listed before the Services: it may have been made since.
+                    if self.create(ip, namespace, name).await? {
+                        tracing::warn!(
+                            "the ClusterIP [IPv4]: {ip} for Service {namespace}/{name} is not allocated; repairing"
+                        );
+                    }
                     continue;
                 };
                 if !references_a_service(address) {
@@ -233,7 +235,8 @@ impl Repair {
         Ok(())
     }
 
-    async fn create(&self, ip: Ipv4Addr, namespace: &str, name: &str) -> Result<(), ApiError> {
+    /// Makes the IPAddress of `ip` for the Service `namespace/name`; `false` when one exists.
+    async fn create(&self, ip: Ipv4Addr, namespace: &str, name: &str) -> Result<bool, ApiError> {
         let registry = self.allocators.ips.addresses()?;
         match registry
             .create(
@@ -243,9 +246,9 @@ impl Repair {
             )
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             // Made meanwhile: the next pass looks at it again.
-            Err(error) if error.status().code() == 409 => Ok(()),
+            Err(error) if error.status().code() == 409 => Ok(false),
             Err(error) => Err(error),
         }
     }
@@ -259,7 +262,7 @@ impl Repair {
     ) -> Result<(), ApiError> {
         let registry = self.allocators.ips.addresses()?;
         self.delete(address, &registry).await?;
-        self.create(ip, namespace, name).await
+        self.create(ip, namespace, name).await.map(drop)
     }
 
     /// Deletes `address` as it was listed (not one made since under its name).
@@ -294,11 +297,14 @@ impl Repair {
                 holders.entry(port).or_default().push(key_of(svc));
             }
         }
-        let repaired = repair_bitmap(&stored, &holders, &mut self.leaks);
-        if repaired != stored && !ports.write(&repaired, revision).await? {
-            tracing::debug!(
-                "the node port bitmap changed during the repair pass; retrying next pass"
-            );
+        let mut findings = Vec::new();
+        let repaired = repair_bitmap(&stored, &holders, &mut self.leaks, &mut findings);
+        // What a raced pass found may be an allocation made meanwhile: told only once the
+        // repair is written (the next pass looks again).
+        if repaired == stored || ports.write(&repaired, revision).await? {
+            for finding in findings {
+                tracing::warn!("{finding}");
+            }
         }
         Ok(())
     }
@@ -311,26 +317,23 @@ fn repair_bitmap(
     stored: &Bitmap,
     holders: &BTreeMap<u16, Vec<(String, String)>>,
     leaks: &mut HashMap<u16, u32>,
+    findings: &mut Vec<String>,
 ) -> Bitmap {
     let mut repaired = stored.clone();
     for (port, services) in holders {
         leaks.remove(port);
         let (namespace, name) = &services[0];
         if !stored.in_range(*port) {
-            tracing::warn!(
-                "the node port {port} for service {namespace}/{name} is not within the port range; please recreate"
-            );
+            findings.push(format!("the node port {port} for service {namespace}/{name} is not within the port range; please recreate"));
             continue;
         }
         if services.len() > 1 {
-            tracing::warn!(
-                "the node port {port} for service {namespace}/{name} was assigned to multiple services; please recreate"
-            );
+            findings.push(format!("the node port {port} for service {namespace}/{name} was assigned to multiple services; please recreate"));
         }
         if !stored.has(*port) {
-            tracing::warn!(
+            findings.push(format!(
                 "the node port {port} for service {namespace}/{name} is not allocated; repairing"
-            );
+            ));
             repaired.set(*port);
         }
     }
@@ -342,7 +345,9 @@ fn repair_bitmap(
         let seen = leaks.entry(port).or_insert(0);
         *seen += 1;
         if *seen >= PASSES_BEFORE_LEAK_CLEANUP {
-            tracing::warn!("the node port {port} appears to have leaked: cleaning up");
+            findings.push(format!(
+                "the node port {port} appears to have leaked: cleaning up"
+            ));
             repaired.clear(port);
             leaks.remove(&port);
         }
@@ -364,15 +369,15 @@ mod tests {
         holders.insert(30003, vec![("ns".to_owned(), "b".to_owned())]);
         holders.insert(40000, vec![("ns".to_owned(), "c".to_owned())]);
         let mut leaks = HashMap::new();
-        let first = repair_bitmap(&stored, &holders, &mut leaks);
+        let first = repair_bitmap(&stored, &holders, &mut leaks, &mut Vec::new());
         // 30003 was missing: marked; 30001 is held by nobody: kept for now.
         assert_eq!(
             first.held().iter().copied().collect::<Vec<_>>(),
             [30001, 30002, 30003]
         );
-        let second = repair_bitmap(&first, &holders, &mut leaks);
+        let second = repair_bitmap(&first, &holders, &mut leaks, &mut Vec::new());
         assert!(second.has(30001));
-        let third = repair_bitmap(&second, &holders, &mut leaks);
+        let third = repair_bitmap(&second, &holders, &mut leaks, &mut Vec::new());
         assert_eq!(
             third.held().iter().copied().collect::<Vec<_>>(),
             [30002, 30003]
@@ -381,11 +386,11 @@ mod tests {
         // A port held again before the third pass is not freed.
         let mut stored = third.clone();
         stored.set(30004);
-        let once = repair_bitmap(&stored, &holders, &mut leaks);
+        let once = repair_bitmap(&stored, &holders, &mut leaks, &mut Vec::new());
         holders.insert(30004, vec![("ns".to_owned(), "d".to_owned())]);
-        let _ = repair_bitmap(&once, &holders, &mut leaks);
+        let _ = repair_bitmap(&once, &holders, &mut leaks, &mut Vec::new());
         holders.remove(&30004);
-        let again = repair_bitmap(&once, &holders, &mut leaks);
+        let again = repair_bitmap(&once, &holders, &mut leaks, &mut Vec::new());
         assert!(
             again.has(30004),
             "the count starts over once the port is held"
