@@ -1031,6 +1031,15 @@ pub(crate) async fn listen(
     )
     .await
     .map_err(|e| StartError::Defaults(e.status().to_json().to_string()))?;
+    // Services stored before allocation moved to IPAddresses and the bitmap (or whose
+    // allocations were lost) are accounted for before any new Service is answered, as
+    // upstream's server waits for its repair controllers' first pass.
+    crate::registry::services::repair::first_pass(
+        api.registries().clone(),
+        api.allocators().clone(),
+        config.allocation_repair,
+    )
+    .await;
     let registries = api.registries();
     crate::flowcontrol::ensure_bootstrap(registries)
         .await
