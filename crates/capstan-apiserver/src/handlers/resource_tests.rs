@@ -1384,6 +1384,59 @@ async fn services_get_cluster_ips_and_node_ports() {
 }
 
 #[tokio::test]
+async fn load_balancers_keeping_traffic_local_get_a_health_check_node_port() {
+    let h = Harness::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let lb = |name: &str, health: Option<u64>| {
+        let mut svc = json!({"metadata": {"name": name}, "spec": {"type": "LoadBalancer",
+            "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}});
+        if let Some(port) = health {
+            svc["spec"]["healthCheckNodePort"] = port.into();
+        }
+        svc
+    };
+    let (code, web) = h.post(services, lb("web", None)).await;
+    assert_eq!(code, 201, "{web}");
+    let health = web["spec"]["healthCheckNodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&health));
+    assert_ne!(
+        health,
+        web["spec"]["ports"][0]["nodePort"].as_u64().unwrap()
+    );
+    let (code, body) = h.post(services, lb("clash", Some(health))).await;
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(
+        body["message"],
+        format!(
+            "Internal error occurred: failed to allocate requested HealthCheck NodePort {health}: provided port is already allocated"
+        )
+    );
+    // A PUT that leaves it out keeps it.
+    let mut replaced = lb("web", None);
+    replaced["metadata"]["resourceVersion"] = web["metadata"]["resourceVersion"].clone();
+    replaced["spec"]["ports"] = web["spec"]["ports"].clone();
+    let (code, kept) = h.put(&format!("{services}/web"), replaced).await;
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["spec"]["healthCheckNodePort"], health);
+    // Traffic no longer kept local: the port goes, and another may ask for it.
+    let (code, cluster) = h
+        .patch(
+            &format!("{services}/web"),
+            "application/merge-patch+json",
+            json!({"spec": {"externalTrafficPolicy": "Cluster"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{cluster}");
+    assert!(
+        cluster["spec"].get("healthCheckNodePort").is_none(),
+        "{cluster}"
+    );
+    let (code, body) = h.post(services, lb("again", Some(health))).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["healthCheckNodePort"], health);
+}
+
+#[tokio::test]
 async fn a_type_change_drops_what_the_new_type_does_not_use() {
     let h = Harness::new().await;
     let services = "/api/v1/namespaces/default/services";

@@ -115,6 +115,20 @@ fn wants_node_ports(svc: &Value) -> bool {
     )
 }
 
+/// Whether a Service needs a health check node port (upstream's `needsHCNodePort`): a load
+/// balancer keeping external traffic on the node it arrives at.
+fn needs_health_check(svc: &Value) -> bool {
+    svc["spec"]["type"] == "LoadBalancer" && svc["spec"]["externalTrafficPolicy"] == "Local"
+}
+
+/// The health check node port a Service asks for or holds (0: none).
+fn health_check_port(svc: &Value) -> u16 {
+    svc["spec"]["healthCheckNodePort"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0)
+}
+
 /// The cluster IPs a Service holds (not `None`, not malformed).
 pub(crate) fn cluster_ips(svc: &Value) -> Vec<Ipv4Addr> {
     let mut ips: Vec<Ipv4Addr> = svc["spec"]["clusterIPs"]
@@ -128,13 +142,14 @@ pub(crate) fn cluster_ips(svc: &Value) -> Vec<Ipv4Addr> {
     ips
 }
 
-/// The node ports a Service holds.
+/// The node ports a Service holds, its health check node port included.
 pub(crate) fn node_ports(svc: &Value) -> Vec<u16> {
     let mut ports: Vec<u16> = svc["spec"]["ports"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|port| u16::try_from(port["nodePort"].as_u64()?).ok())
+        .chain(std::iter::once(health_check_port(svc)))
         .filter(|p| *p != 0)
         .collect();
     ports.sort_unstable();
@@ -153,6 +168,8 @@ pub(crate) struct Allocators {
 /// Why the node ports of a Service could not be had.
 enum PortsFailed {
     Invalid(Vec<FieldError>),
+    /// Upstream's internal error for a health check node port it cannot have.
+    Internal(String),
     Api(ApiError),
 }
 
@@ -243,7 +260,7 @@ impl Allocators {
         {
             allocation.reserved_ip = self.assign_ip(svc, &allocation, dry_run).await?;
         }
-        if wants_node_ports(svc) {
+        if wants_node_ports(svc) || needs_health_check(svc) {
             match self.assign_node_ports(svc, old, dry_run).await {
                 Ok(taken) => allocation.taken_ports = taken,
                 Err(error) => {
@@ -255,6 +272,7 @@ impl Allocators {
                         PortsFailed::Invalid(errors) => {
                             StatusError::invalid("", "Service", &allocation.name, &errors).into()
                         }
+                        PortsFailed::Internal(message) => StatusError::internal(&message).into(),
                     });
                 }
             }
@@ -358,7 +376,8 @@ impl Allocators {
 
     /// Fills in and takes the node ports of `svc` in one change of the bitmap: the ports asked
     /// for (those `old` held stay its own), a free one for each port without one (ports with
-    /// the same number share one, as upstream's); all or none. Returns the ports taken.
+    /// the same number share one, as upstream's), and the health check node port of a load
+    /// balancer with the `Local` external traffic policy; all or none. Returns the ports taken.
     async fn assign_node_ports(
         &self,
         svc: &mut Value,
@@ -366,14 +385,13 @@ impl Allocators {
         dry_run: bool,
     ) -> Result<Vec<u16>, PortsFailed> {
         let (low, high) = (self.ports.low, self.ports.high);
-        let Some(original) = svc["spec"]["ports"].as_array().cloned() else {
-            return Ok(Vec::new());
-        };
+        let original = svc["spec"]["ports"].as_array().cloned().unwrap_or_default();
         let own: Vec<u16> = old
             .filter(|o| wants_node_ports(o))
             .map(node_ports)
             .unwrap_or_default();
-        let (ports, taken) = self
+        let health = needs_health_check(svc).then(|| health_check_port(svc));
+        let (ports, health, taken) = self
             .ports
             .change(dry_run, |bitmap| {
                 let mut ports = original.clone();
@@ -435,14 +453,45 @@ impl Allocators {
                     };
                     by_number.push((port["port"].clone(), chosen));
                 }
-                if errors.is_empty() {
-                    Ok((ports, taken))
-                } else {
-                    Err(PortsFailed::Invalid(errors))
+                if !errors.is_empty() {
+                    return Err(PortsFailed::Invalid(errors));
                 }
+                // Upstream's `allocHealthCheckNodePort`, in the same change.
+                let health = match health {
+                    None => None,
+                    Some(p) if p != 0 && own.contains(&p) => Some(p),
+                    Some(p) if p != 0 => {
+                        if !bitmap.in_range(p) {
+                            return Err(PortsFailed::Internal(format!("failed to allocate requested HealthCheck NodePort {p}: provided port is not in the valid range. The range of valid ports is {low}-{high}")));
+                        }
+                        if bitmap.has(p) || taken.contains(&p) {
+                            return Err(PortsFailed::Internal(format!("failed to allocate requested HealthCheck NodePort {p}: provided port is already allocated")));
+                        }
+                        bitmap.set(p);
+                        taken.push(p);
+                        Some(p)
+                    }
+                    Some(_) => {
+                        let p = bitmap.random_free().ok_or_else(|| {
+                            PortsFailed::Internal(
+                                "failed to allocate a HealthCheck NodePort 0: range is full"
+                                    .to_owned(),
+                            )
+                        })?;
+                        bitmap.set(p);
+                        taken.push(p);
+                        Some(p)
+                    }
+                };
+                Ok((ports, health, taken))
             })
             .await?;
-        svc["spec"]["ports"] = Value::Array(ports);
+        if !original.is_empty() {
+            svc["spec"]["ports"] = Value::Array(ports);
+        }
+        if let Some(health) = health {
+            svc["spec"]["healthCheckNodePort"] = health.into();
+        }
         Ok(if dry_run { Vec::new() } else { taken })
     }
 
@@ -502,6 +551,12 @@ fn carry_allocations(new: &mut Value, old: &Value) {
             if !old["spec"][field].is_null() {
                 new["spec"][field] = old["spec"][field].clone();
             }
+        }
+    }
+    if needs_health_check(new) && needs_health_check(old) && health_check_port(new) == 0 {
+        let held = old["spec"]["healthCheckNodePort"].clone();
+        if !held.is_null() {
+            new["spec"]["healthCheckNodePort"] = held;
         }
     }
     if !wants_node_ports(new) {
@@ -569,6 +624,10 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
                 remove_spec(new, field);
             }
         }
+    }
+    if needs_health_check(old) && !needs_health_check(new) && spec_same("healthCheckNodePort", new)
+    {
+        remove_spec(new, "healthCheckNodePort");
     }
     if wants_node_ports(old) && !wants_node_ports(new) && spec_same("externalTrafficPolicy", new) {
         remove_spec(new, "externalTrafficPolicy");
