@@ -2,10 +2,12 @@
 //! survive an etcd restart, and the mapping of etcd's answers onto the store's.
 #![allow(clippy::expect_used)] // a failed step fails the test
 
+mod common;
+use common::next_events;
 use std::time::Duration;
 
 use capstan_store::etcd::EtcdConfig;
-use capstan_store::{EventKind, ListOptions, Revision, Store, StoreError, WatchEvent, WatchStream};
+use capstan_store::{EventKind, ListOptions, Revision, Store, StoreError, WatchEvent};
 use capstan_testkit::EtcdServer;
 use futures::StreamExt;
 
@@ -18,19 +20,6 @@ async fn connect(server: &EtcdServer, prefix: &str) -> Store {
         watch_buffer: 1024,
     };
     Store::etcd(config).await.expect("connect to etcd")
-}
-
-async fn next_events(stream: &mut WatchStream, n: usize) -> Vec<WatchEvent> {
-    let mut events = Vec::new();
-    while events.len() < n {
-        match tokio::time::timeout(TIMEOUT, stream.next()).await {
-            Ok(Some(Ok(event))) => events.push(event),
-            Ok(Some(Err(error))) => panic!("watch failed after {} events: {error}", events.len()),
-            Ok(None) => panic!("watch ended after {} events", events.len()),
-            Err(_) => panic!("timed out after {} of {n} events", events.len()),
-        }
-    }
-    events
 }
 
 fn keys(kvs: &[capstan_store::KeyValue]) -> Vec<&str> {
@@ -71,7 +60,7 @@ async fn stores_with_different_prefixes_do_not_see_each_other() {
     b.delete("/pods/x", None).await.expect("delete in b");
     assert!(a.get("/pods/x", None).await.expect("get").kv.is_some());
 
-    let events_a = next_events(&mut watch_a, 2).await;
+    let events_a = next_events(&mut watch_a, 2, TIMEOUT).await;
     let seen_a: Vec<_> = events_a
         .iter()
         .map(|e| (e.kv.key.as_str(), &e.kv.value[..]))
@@ -80,7 +69,7 @@ async fn stores_with_different_prefixes_do_not_see_each_other() {
         seen_a,
         [("/pods/x", &b"a-x"[..]), ("/nodes/n", &b"a-n"[..])]
     );
-    let events_b = next_events(&mut watch_b, 3).await;
+    let events_b = next_events(&mut watch_b, 3, TIMEOUT).await;
     let seen_b: Vec<_> = events_b
         .iter()
         .map(|e| (e.kind, e.kv.key.as_str()))
@@ -113,7 +102,7 @@ async fn a_watch_survives_an_etcd_restart() {
             .expect("create");
         written.push(kv.mod_revision);
     }
-    let mut seen = next_events(&mut watch, 5).await;
+    let mut seen = next_events(&mut watch, 5, TIMEOUT).await;
 
     server.stop();
     // While etcd is down, writes fail as unavailable.
@@ -144,7 +133,7 @@ async fn a_watch_survives_an_etcd_restart() {
         .expect("update after restart");
     written.push(updated.mod_revision);
 
-    seen.extend(next_events(&mut watch, 6).await);
+    seen.extend(next_events(&mut watch, 6, TIMEOUT).await);
     let revisions: Vec<Revision> = seen.iter().map(WatchEvent::revision).collect();
     assert_eq!(
         revisions, written,

@@ -3,12 +3,14 @@
 //! two; once the member is restarted the store uses it again.
 #![allow(clippy::expect_used)] // a failed step fails the test
 
+mod common;
+use common::next_events;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use capstan_store::etcd::{EtcdBackend, EtcdConfig};
-use capstan_store::{EventKind, ListOptions, Revision, Store, StoreError, WatchEvent, WatchStream};
+use capstan_store::{EventKind, ListOptions, Revision, Store, StoreError, WatchEvent};
 use capstan_testkit::EtcdCluster;
 use futures::StreamExt;
 
@@ -22,19 +24,6 @@ async fn connect(endpoints: Vec<String>) -> EtcdBackend {
     })
     .await
     .expect("connect to the etcd cluster")
-}
-
-async fn next_events(stream: &mut WatchStream, n: usize) -> Vec<WatchEvent> {
-    let mut events = Vec::new();
-    while events.len() < n {
-        match tokio::time::timeout(TIMEOUT, stream.next()).await {
-            Ok(Some(Ok(event))) => events.push(event),
-            Ok(Some(Err(error))) => panic!("watch failed after {} events: {error}", events.len()),
-            Ok(None) => panic!("watch ended after {} events", events.len()),
-            Err(_) => panic!("timed out after {} of {n} events", events.len()),
-        }
-    }
-    events
 }
 
 /// Waits until `condition` holds for the backend's view of its members.
@@ -140,7 +129,7 @@ async fn the_store_fails_over_when_a_member_dies_and_uses_it_again_after_restart
             .expect("create");
         written.push(kv.mod_revision);
     }
-    let mut seen = next_events(&mut watch, 3).await;
+    let mut seen = next_events(&mut watch, 3, TIMEOUT).await;
 
     // A writer keeps writing while the member dies: at most the one write in flight may fail.
     let loading = Arc::new(AtomicBool::new(true));
@@ -223,7 +212,7 @@ async fn the_store_fails_over_when_a_member_dies_and_uses_it_again_after_restart
     let recovered_in = killed_at.elapsed();
 
     // The watch moved to another member with neither a gap nor a duplicate.
-    seen.extend(next_events(&mut watch, 5).await);
+    seen.extend(next_events(&mut watch, 5, TIMEOUT).await);
     let revisions: Vec<Revision> = seen.iter().map(WatchEvent::revision).collect();
     assert_eq!(revisions, written, "no gap, no duplicate across the kill");
     let last = seen.last().expect("events");
@@ -261,7 +250,7 @@ async fn the_store_fails_over_when_a_member_dies_and_uses_it_again_after_restart
         after >= before + 2,
         "the restarted member answers its share again ({before} -> {after})"
     );
-    seen.extend(next_events(&mut watch, 6).await);
+    seen.extend(next_events(&mut watch, 6, TIMEOUT).await);
     let revisions: Vec<Revision> = seen.iter().map(WatchEvent::revision).collect();
     assert_eq!(revisions, written, "the watch still follows");
 }
