@@ -329,6 +329,10 @@ pub(crate) enum Protocol {
     H2,
     /// HTTP/1.1 with keep-alive (headers sent as they are on every request).
     Http1,
+    /// HTTP/2 from Go's net/http, the transport of client-go (the `go/getload` program, run by
+    /// the security benchmark): its HPACK encoder indexes `Authorization`, so a token crosses a
+    /// connection once and is then sent as a table index.
+    GoH2,
 }
 
 impl Protocol {
@@ -336,12 +340,13 @@ impl Protocol {
         match self {
             Protocol::H2 => "HTTP/2",
             Protocol::Http1 => "HTTP/1.1",
+            Protocol::GoH2 => "HTTP/2 (Go)",
         }
     }
 
     fn alpn(self) -> &'static [u8] {
         match self {
-            Protocol::H2 => b"h2",
+            Protocol::H2 | Protocol::GoH2 => b"h2",
             Protocol::Http1 => b"http/1.1",
         }
     }
@@ -694,6 +699,11 @@ impl ServerProcess {
 
     pub(crate) fn memory(&self) -> Memory {
         Memory::of(&self.pid)
+    }
+
+    /// The server's base URL (`https://127.0.0.1:<port>`), for clients other than [`Conn`].
+    pub(crate) fn base_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
     }
 }
 

@@ -76,6 +76,7 @@ mod controllers;
 mod crash;
 mod dns;
 mod extend;
+mod goload;
 mod observe;
 mod pods;
 mod proxy;

@@ -13,6 +13,10 @@
 //!      API. The server remembers a token that authenticated for 10 s (upstream's success cache),
 //!      which is what a client sending the same token again and again meets.
 //!
+//!    Each round runs over each of `--auth-protocols`: HTTP/2 from hyper's h2 (which sends a
+//!    token as an HPACK literal on every request), HTTP/1.1, and `go-h2`, HTTP/2 from Go's
+//!    net/http (client-go's transport, which indexes the token; see the `goload` module).
+//!
 //!    `cert reader` against `token reader` isolates authentication: both go through the same
 //!    RBAC rules. Before measuring, each identity is checked: it may get a ConfigMap, and the
 //!    two readers may not list Secrets (so neither is taken for an admin).
@@ -46,6 +50,7 @@ use crate::api::{
     ApiBackend, Conn, CpuMeter, Datastore, Kind, Protocol, ServerProcess, closed_loop,
     create_namespace, git_commit, populate_namespace, populated_name, round_cells, tls_config,
 };
+use crate::goload::{GoIdentity, GoLoad};
 use crate::{
     Row, command_line, error_cell, filesystem_of, machine, parse_duration, table, utc_now,
 };
@@ -79,9 +84,14 @@ pub struct SecurityArgs {
     #[arg(long, value_delimiter = ',', default_value = "32")]
     auth_clients: Vec<usize>,
     /// HTTP versions of the auth scenario's connections, each round of identities run over
-    /// each in turn.
+    /// each in turn; `go-h2` is HTTP/2 from Go's net/http (client-go's transport), which needs
+    /// a Go toolchain.
     #[arg(long, value_delimiter = ',', default_value = "h2,http1")]
     auth_protocols: Vec<Protocol>,
+    /// The `go` command that builds the Go driver of `go-h2` (default: `go` on PATH, else
+    /// Debian's `/usr/lib/go-*/bin/go`).
+    #[arg(long)]
+    go: Option<PathBuf>,
     /// ConfigMaps the auth scenario gets; default 10000 (1000 with --quick).
     #[arg(long)]
     objects: Option<usize>,
@@ -138,6 +148,7 @@ struct Settings {
     repeats: usize,
     auth_clients: Vec<usize>,
     auth_protocols: Vec<Protocol>,
+    go: Option<PathBuf>,
     objects: usize,
     secret_clients: Vec<usize>,
     variants: Vec<Variant>,
@@ -181,6 +192,7 @@ impl Settings {
             repeats: args.repeats.unwrap_or(pick(2, 1)),
             auth_clients: args.auth_clients,
             auth_protocols: crate::dedup(&args.auth_protocols),
+            go: args.go,
             objects: args.objects.unwrap_or(pick(10_000, 1_000)),
             secret_clients: args.secret_clients,
             variants,
@@ -329,15 +341,74 @@ async fn auth_rounds(s: &Settings, server: &ServerProcess, data_dir: &Path) -> R
             .with_context(|| format!("{name} listing Secrets"))?;
     }
 
+    // The Go driver (go-h2) reads its identities and the paths it gets from files.
+    let go = if s.auth_protocols.contains(&Protocol::GoH2) {
+        let dir = data_dir.join("go");
+        fs::create_dir_all(&dir)?;
+        let write = |name: &str, text: &str| -> Result<PathBuf> {
+            let path = dir.join(name);
+            fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        };
+        let paths: String = (0..s.objects)
+            .map(|i| {
+                format!(
+                    "{}/{}\n",
+                    kind.collection(namespace),
+                    populated_name(kind, i)
+                )
+            })
+            .collect();
+        let files = GoFiles {
+            paths: write("paths", &paths)?,
+            reader_cert: write("reader.crt", &cert)?,
+            reader_key: write("reader.key", &key)?,
+            token: write("token", &token)?,
+        };
+        Some((GoLoad::build(&dir, s.go.as_deref()).await?, files))
+    } else {
+        None
+    };
+
     let mut rows = Vec::new();
     for &clients in &s.auth_clients {
         for repeat in 0..s.repeats {
             for &protocol in &s.auth_protocols {
                 let mut round = Vec::new();
-                for (name, (tls, bearer)) in IDENTITIES.iter().zip(&identities) {
-                    let tls = protocol.offered_by(tls);
-                    let conns = server.connect_many_as(&tls, *bearer, clients).await?;
-                    let (phase, cpu) = get_round(server, conns, s, kind).await?;
+                for (index, (name, (tls, bearer))) in IDENTITIES.iter().zip(&identities).enumerate()
+                {
+                    let (phase, cpu) = match &go {
+                        Some((driver, files)) if protocol == Protocol::GoH2 => {
+                            let (admin_cert, admin_key) =
+                                (tls_dir.join("admin.crt"), tls_dir.join("admin.key"));
+                            let identity = match index {
+                                0 => GoIdentity::Certificate {
+                                    cert: &admin_cert,
+                                    key: &admin_key,
+                                },
+                                1 => GoIdentity::Certificate {
+                                    cert: &files.reader_cert,
+                                    key: &files.reader_key,
+                                },
+                                _ => GoIdentity::Token(&files.token),
+                            };
+                            driver
+                                .round(
+                                    server,
+                                    &tls_dir.join("ca.crt"),
+                                    &identity,
+                                    &files.paths,
+                                    clients,
+                                    s.duration,
+                                )
+                                .await?
+                        }
+                        _ => {
+                            let tls = protocol.offered_by(tls);
+                            let conns = server.connect_many_as(&tls, *bearer, clients).await?;
+                            get_round(server, conns, s, kind).await?
+                        }
+                    };
                     eprintln!(
                         "[auth] {} {name} x{clients}: {} gets/s",
                         protocol.name(),
@@ -362,6 +433,14 @@ async fn auth_rounds(s: &Settings, server: &ServerProcess, data_dir: &Path) -> R
         }
     }
     Ok(rows)
+}
+
+/// The files the Go driver reads: the paths it gets and the readers' credentials.
+struct GoFiles {
+    paths: PathBuf,
+    reader_cert: PathBuf,
+    reader_key: PathBuf,
+    token: PathBuf,
 }
 
 /// Closed-loop GETs of the populated ConfigMaps on `conns` for the round's duration.
@@ -738,9 +817,11 @@ fn auth_table(out: &mut String, s: &Settings, rows: &[Row]) {
         out,
         "### GETs by identity\n\nOne server (SQLite), a namespace of {} ConfigMaps; each client is \
          its own connection (HTTP/2 or HTTP/1.1 with keep-alive, by ALPN) with one GET in \
-         flight, for {:.1} s a round, the three identities' rounds alternated. Over HTTP/2 the \
-         client (hyper's h2) never indexes the `Authorization` header in HPACK, so the server \
-         Huffman-decodes the whole token on every request (client-go indexes it). `cert admin`: the admin client certificate \
+         flight, for {:.1} s a round, the three identities' rounds alternated. `HTTP/2`: \
+         hyper's h2 client, which never indexes the `Authorization` header in HPACK, so the \
+         server Huffman-decodes the whole token on every request; `HTTP/2 (Go)`: Go's \
+         net/http, client-go's transport, which indexes it (the token crosses a connection \
+         once); its bench CPU is the Go program's. `cert admin`: the admin client certificate \
          (`system:masters`); `cert reader`: a client certificate of user `bench-reader`; \
          `token reader`: a ServiceAccount token from the TokenRequest API, no client \
          certificate. Both readers are bound to the same ClusterRole (get, list, watch \

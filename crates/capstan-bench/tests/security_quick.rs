@@ -1,6 +1,7 @@
 //! Smoke test of `capstan-bench security`: a scaled-down run of both scenarios against the real
 //! `capstan server` binary (SQLite), so that the driver keeps working as authentication and
-//! encryption at rest change.
+//! encryption at rest change. The auth rounds run over all three clients, the Go one included
+//! (`scripts/install-test-deps` installs Go).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -19,11 +20,13 @@ fn the_quick_security_benchmark_measures_every_identity_and_server() {
             "100ms",
             "--objects",
             "100",
+            "--auth-protocols",
+            "h2,http1,go-h2",
         ],
         &["--dir".as_ref(), dir.path().as_os_str()],
     );
     assert!(!stdout.contains("**error**"), "{stdout}");
-    for protocol in ["HTTP/2", "HTTP/1.1"] {
+    for protocol in ["HTTP/2", "HTTP/1.1", "HTTP/2 (Go)"] {
         for identity in ["cert admin", "cert reader", "token reader"] {
             assert!(
                 stdout.lines().any(

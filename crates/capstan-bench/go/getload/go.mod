@@ -1,0 +1,3 @@
+module capstan.dev/bench/getload
+
+go 1.19
