@@ -848,6 +848,53 @@ fn auth_table(out: &mut String, s: &Settings, rows: &[Row]) {
         ],
         &[("sqlite", &rows.to_vec())],
     );
+    let totals = token_totals(rows);
+    if !totals.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nToken reader against cert reader over all repeats (sum of gets/s, so that one \
+             noisy round weighs no more than its share):\n"
+        );
+        for (protocol, clients, token, cert, repeats) in totals {
+            let _ = writeln!(
+                out,
+                "- {protocol}, {clients} clients: {} ({repeats} rounds)",
+                ratio_cell(token, cert)
+            );
+        }
+    }
+}
+
+/// Per protocol and client count of the auth rows: the token reader's and the cert reader's
+/// gets/s summed over the repeats, and the number of repeats.
+fn token_totals(rows: &[Row]) -> Vec<(String, String, f64, f64, usize)> {
+    let mut totals: Vec<(String, String, f64, f64, usize)> = Vec::new();
+    for row in rows {
+        let [protocol, clients, _repeat, identity, rate, ..] = row.as_slice() else {
+            continue;
+        };
+        let rate: f64 = rate.parse().unwrap_or(0.0);
+        let index = match totals
+            .iter()
+            .position(|t| &t.0 == protocol && &t.1 == clients)
+        {
+            Some(index) => index,
+            None => {
+                totals.push((protocol.clone(), clients.clone(), 0.0, 0.0, 0));
+                totals.len() - 1
+            }
+        };
+        let total = &mut totals[index];
+        match identity.as_str() {
+            "token reader" => {
+                total.2 += rate;
+                total.4 += 1;
+            }
+            "cert reader" => total.3 += rate,
+            _ => {}
+        }
+    }
+    totals
 }
 
 fn writes_table(out: &mut String, s: &Settings, reports: &[(&str, Vec<Row>)]) {
@@ -920,6 +967,32 @@ mod tests {
         fs::write(dir.path().join("sub/b"), b"k8s:enc:").unwrap();
         fs::write(dir.path().join("c"), b"plain").unwrap();
         assert_eq!(holds(dir.path(), b"k8s:enc:").unwrap(), 2);
+    }
+
+    #[test]
+    fn token_totals_sum_each_protocol_over_repeats() {
+        let row = |protocol: &str, repeat: &str, identity: &str, rate: &str| -> Row {
+            [protocol, "32", repeat, identity, rate, "1.0"]
+                .map(str::to_owned)
+                .to_vec()
+        };
+        let rows = vec![
+            row("HTTP/2", "1", "cert admin", "500"),
+            row("HTTP/2", "1", "cert reader", "100"),
+            row("HTTP/2", "1", "token reader", "90"),
+            row("HTTP/1.1", "1", "cert reader", "200"),
+            row("HTTP/1.1", "1", "token reader", "200"),
+            row("HTTP/2", "2", "cert reader", "300"),
+            row("HTTP/2", "2", "token reader", "310"),
+        ];
+        let totals = token_totals(&rows);
+        assert_eq!(
+            totals,
+            vec![
+                ("HTTP/2".to_owned(), "32".to_owned(), 400.0, 400.0, 2),
+                ("HTTP/1.1".to_owned(), "32".to_owned(), 200.0, 200.0, 1),
+            ]
+        );
     }
 
     #[test]
