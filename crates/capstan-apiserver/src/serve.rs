@@ -477,6 +477,9 @@ async fn dispatch(
         Err(refusal) => refusal,
         Ok(()) => {
             request.extensions_mut().insert(control.authorizer.clone());
+            request
+                .extensions_mut()
+                .insert(control.authenticator.clone());
             request.extensions_mut().insert(user);
             request.extensions_mut().insert(info.clone());
             if is_long_running(info) {
@@ -534,6 +537,8 @@ pub(crate) struct Control {
     pub flowcontrol: Arc<Flowcontrol>,
     /// The authorizer.
     pub authorizer: Arc<Authorizer>,
+    /// The authenticator, for the reviews that ask it about a token (TokenReview).
+    pub authenticator: Arc<Authenticator>,
     /// Node joins (`/cacerts`, `/v1-capstan/node`), served before authentication.
     pub join: Arc<crate::join::Join>,
     /// The audit policy and log (`--audit-policy-file`, `--audit-log-path`).
@@ -1076,6 +1081,7 @@ pub(crate) async fn listen(
     let control = Control {
         flowcontrol,
         authorizer,
+        authenticator: authenticator.clone(),
         join: Arc::new(join),
         audit,
         dashboard: config.dashboard.then(capstan_dashboard::router),
@@ -1221,6 +1227,7 @@ mod tests {
         let control = Control {
             flowcontrol: Arc::new(Flowcontrol::default()),
             authorizer: Arc::new(Authorizer::over(api.registries())),
+            authenticator: Arc::new(Authenticator::default()),
             join: Arc::new(join),
             audit: None,
             dashboard: Some(capstan_dashboard::router()),

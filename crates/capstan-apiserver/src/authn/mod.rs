@@ -47,7 +47,7 @@ impl User {
     }
 
     /// The identity a verified client certificate carries: user = CN, groups = O.
-    pub(crate) fn from_certificate(der: &[u8]) -> Option<Self> {
+    pub fn from_certificate(der: &[u8]) -> Option<Self> {
         let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
         let subject = cert.subject();
         let name = subject
@@ -436,6 +436,18 @@ impl Authenticator {
         let until = self.cache.put(token, user);
         if let Some(connection) = connection {
             connection.put(token, user, until);
+        }
+    }
+
+    /// The user of a bearer token on its own, as a TokenReview asks: the token authenticators
+    /// only (no certificate, never anonymous).
+    pub(crate) async fn authenticate_token(&self, token: &str) -> Option<User> {
+        match self
+            .authenticate(None, Some(&format!("Bearer {token}")), "", None)
+            .await
+        {
+            Authenticated::User(user) if !user.is_anonymous() => Some(user),
+            _ => None,
         }
     }
 

@@ -706,7 +706,9 @@ impl Authorizer {
 /// upstream's `system:kube-dns` role and binding, and the cluster DNS
 /// server's own (`capstan:kube-dns`, cluster-wide reads and a Role in `kube-system`) for its
 /// user `system:kube-dns`; the local-path provisioner's `capstan:local-path-provisioner`;
-/// metrics-server's `system:aggregated-metrics-reader` (in view, edit and admin).
+/// metrics-server's `system:aggregated-metrics-reader` (in view, edit and admin);
+/// `system:auth-delegator` (token and access reviews) and `system:monitoring` (metrics and
+/// health, bound to the group of that name).
 fn bootstrap_objects(controller_admin: bool) -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({
@@ -780,6 +782,24 @@ fn bootstrap_objects(controller_admin: bool) -> Vec<(&'static str, Value)> {
                    {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"],
                     "verbs": ["create"]}]),
         ),
+        // Delegated authentication and authorization: what a component that asks the API
+        // server about its own callers needs (metrics-server and other extension API servers
+        // bind it).
+        role(
+            "system:auth-delegator",
+            json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+                    "verbs": ["create"]},
+                   {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+                    "verbs": ["create"]}]),
+        ),
+        // Monitoring: metrics and health checks, for the group `system:monitoring`.
+        role(
+            "system:monitoring",
+            json!([{"nonResourceURLs": ["/metrics", "/metrics/slis", "/livez", "/readyz",
+                                        "/healthz", "/livez/*", "/readyz/*", "/healthz/*"],
+                    "verbs": ["get"]}]),
+        ),
+        binding("system:monitoring", &["system:monitoring"]),
         // Service account issuer discovery, readable by every service account.
         role(
             "system:service-account-issuer-discovery",

@@ -1,5 +1,7 @@
 //! The review APIs, which answer a question instead of storing an object:
-//! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`) and
+//! `authentication.k8s.io/v1` SelfSubjectReview (who am I: `kubectl auth whoami`),
+//! TokenReview (whose is this token: what components that delegate authentication to the API
+//! server ask, e.g. a metrics endpoint's proxy or `capstan scheduler`'s secure port) and
 //! `authorization.k8s.io/v1` SelfSubjectAccessReview (may I: `kubectl auth can-i`),
 //! SubjectAccessReview (may they: the same question about the user in its spec, which the CSR
 //! approver asks about requesters) and
@@ -11,7 +13,7 @@ use capstan_api::StatusError;
 use capstan_api::field::{FieldError, Path};
 use serde_json::{Value, json};
 
-use crate::authn::User;
+use crate::authn::{Authenticator, User};
 use crate::authz::{Attributes, Authorizer};
 use crate::status::ApiError;
 
@@ -43,14 +45,17 @@ fn attributes(resource: Option<&Value>, non_resource: Option<&Value>) -> Attribu
     }
 }
 
-/// Answers a review of `kind` for `user`, asking `authorizer`.
+/// Answers a review of `kind` for `user`, asking `authorizer` (or, for a TokenReview,
+/// `authenticator`).
 pub(crate) async fn answer(
     kind: &str,
     body: &Value,
     user: &User,
     authorizer: &Authorizer,
+    authenticator: &Authenticator,
 ) -> Result<Value, ApiError> {
     match kind {
+        "TokenReview" => token_review(body, authenticator).await,
         "SelfSubjectReview" => {
             let mut info = json!({"username": user.name});
             if !user.uid.is_empty() {
@@ -122,6 +127,73 @@ pub(crate) async fn answer(
         }
         other => Err(StatusError::internal(&format!("no review for {other}")).into()),
     }
+}
+
+/// The audiences this server's own tokens are for (upstream's `--api-audiences`, which
+/// defaults to the service account issuer).
+fn api_audiences() -> Vec<String> {
+    vec![crate::authn::serviceaccount::ISSUER.to_owned()]
+}
+
+/// Answers a TokenReview as upstream's registry does: the token is authenticated by the token
+/// authenticators alone; the status carries the user, or the refusal as `error`, and the
+/// audiences of the review (its own, else the API's) the token is good for. A token good for
+/// none of the requested audiences is not authenticated.
+async fn token_review(body: &Value, authenticator: &Authenticator) -> Result<Value, ApiError> {
+    let token = body
+        .pointer("/spec/token")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if token.is_empty() {
+        return Err(StatusError::bad_request(
+            "token is required for TokenReview in authentication",
+        )
+        .into());
+    }
+    let requested: Vec<String> = body
+        .pointer("/spec/audiences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let audiences = if requested.is_empty() {
+        api_audiences()
+    } else {
+        // This server's authenticators accept tokens for the API's audiences only.
+        let api = api_audiences();
+        requested.into_iter().filter(|a| api.contains(a)).collect()
+    };
+    // The spec comes back as sent, token included, as upstream echoes the object.
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let status = match authenticator.authenticate_token(token).await {
+        Some(user) if !audiences.is_empty() => {
+            let mut info = json!({"username": user.name});
+            if !user.uid.is_empty() {
+                info["uid"] = json!(user.uid);
+            }
+            info["groups"] = json!(user.groups);
+            if !user.extra.is_empty() {
+                info["extra"] = json!(user.extra);
+            }
+            json!({"authenticated": true, "user": info, "audiences": audiences})
+        }
+        Some(_) => json!({
+            "user": {},
+            "error": "token audiences are invalid for the requested audiences",
+        }),
+        None => json!({"user": {}, "error": "invalid bearer token"}),
+    };
+    Ok(json!({
+        "kind": "TokenReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": spec,
+        "status": status,
+    }))
 }
 
 /// Answers an access review of `kind` about `user`: the spec echoed, the decision in the status.
@@ -270,6 +342,7 @@ mod tests {
                 &json!({"spec": spec}),
                 user,
                 &authorizer,
+                &Authenticator::default(),
             )
             .await
         };
@@ -291,9 +364,15 @@ mod tests {
         );
         let error = ask(&plain, json!({})).await.unwrap_err();
         assert_eq!(error.status().code(), 422);
-        let who = answer("SelfSubjectReview", &json!({}), &plain, &authorizer)
-            .await
-            .unwrap();
+        let who = answer(
+            "SelfSubjectReview",
+            &json!({}),
+            &plain,
+            &authorizer,
+            &Authenticator::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(who["status"]["userInfo"]["username"], "alice");
     }
 
@@ -309,6 +388,7 @@ mod tests {
                            "resourceAttributes": pods})),
             &asker,
             &authorizer,
+            &Authenticator::default(),
         )
         .await
         .unwrap();
@@ -319,6 +399,7 @@ mod tests {
             &review(json!({"user": "bob", "resourceAttributes": pods})),
             &asker,
             &authorizer,
+            &Authenticator::default(),
         )
         .await
         .unwrap();
@@ -328,6 +409,7 @@ mod tests {
             &review(json!({"resourceAttributes": pods})),
             &asker,
             &authorizer,
+            &Authenticator::default(),
         )
         .await
         .unwrap_err();

@@ -1026,9 +1026,20 @@ impl Api {
                     .get::<Arc<crate::authz::Authorizer>>()
                     .cloned()
                     .unwrap_or_default();
+                let authenticator = request
+                    .extensions()
+                    .get::<Arc<crate::authn::Authenticator>>()
+                    .cloned()
+                    .unwrap_or_default();
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                let answer =
-                    crate::authz::reviews::answer(resource.kind, &body, &user, &authorizer).await?;
+                let answer = crate::authz::reviews::answer(
+                    resource.kind,
+                    &body,
+                    &user,
+                    &authorizer,
+                    &authenticator,
+                )
+                .await?;
                 Ok(respond(StatusCode::CREATED, &answer, output.plain(), &[]))
             }
             ("create", None) => {

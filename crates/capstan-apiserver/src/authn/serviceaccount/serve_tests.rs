@@ -21,18 +21,20 @@ struct Cluster {
     store: Store,
     api: Arc<Api>,
     control: Control,
-    authenticator: Authenticator,
+    authenticator: Arc<Authenticator>,
 }
 
 impl Cluster {
     async fn new() -> Cluster {
-        let (dir, store, api, control) = started().await;
-        let authenticator = Authenticator {
+        let (dir, store, api, mut control) = started().await;
+        let authenticator = Arc::new(Authenticator {
             tokens: TokenFile::default(),
             service_accounts: Some(api.tokens().clone()),
             bootstrap_secrets: api.registries().core("secrets"),
             ..Default::default()
-        };
+        });
+        // TokenReviews ask the same authenticator the requests go through.
+        control.authenticator = authenticator.clone();
         Cluster {
             _dir: dir,
             store,
@@ -254,6 +256,108 @@ async fn a_service_account_token_authenticates_as_the_account() {
         .await
         .unwrap();
     assert_eq!(cluster.get(CONFIGMAPS, &other_token).await, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_token_review_names_the_tokens_user_to_a_delegating_component() {
+    let cluster = Cluster::new().await;
+    let sa = cluster
+        .create("serviceaccounts", Some("default"), account("reader"))
+        .await;
+    cluster
+        .create("serviceaccounts", Some("default"), account("delegator"))
+        .await;
+    cluster
+        .api
+        .registry("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+        .unwrap()
+        .create(
+            None,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "delegator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "system:auth-delegator"},
+                "subjects": [{"kind": "ServiceAccount", "name": "delegator",
+                              "namespace": "default"}]}),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    cluster
+        .control
+        .authorizer
+        .refresh(cluster.api.registries())
+        .await
+        .unwrap();
+    let reader = cluster.token("reader", json!({})).await;
+    let delegator = cluster.token("delegator", json!({})).await;
+    let review = |token: &str, audiences: Option<Vec<&str>>| {
+        let mut spec = json!({"token": token});
+        if let Some(audiences) = audiences {
+            spec["audiences"] = json!(audiences);
+        }
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec})
+    };
+    const PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+    // The delegator (bound to system:auth-delegator) learns whose the reader's token is.
+    let (code, answer) = cluster
+        .send("POST", PATH, &delegator, Some(review(&reader, None)))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["kind"], "TokenReview");
+    assert_eq!(answer["spec"]["token"], reader.as_str());
+    let status = &answer["status"];
+    assert_eq!(status["authenticated"], true);
+    assert_eq!(
+        status["user"]["username"],
+        "system:serviceaccount:default:reader"
+    );
+    assert_eq!(status["user"]["uid"], sa["metadata"]["uid"]);
+    assert_eq!(status["audiences"], json!([ISSUER]));
+    assert!(status["user"]["extra"]["authentication.kubernetes.io/credential-id"].is_array());
+
+    // A token that is no token, and one asked about for an audience it is not for.
+    let (code, answer) = cluster
+        .send("POST", PATH, &delegator, Some(review("not-a-token", None)))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(answer["status"]["authenticated"], Value::Null);
+    assert_eq!(answer["status"]["user"], json!({}));
+    assert_eq!(answer["status"]["error"], "invalid bearer token");
+    let (_, answer) = cluster
+        .send(
+            "POST",
+            PATH,
+            &delegator,
+            Some(review(&reader, Some(vec!["https://vault.example"]))),
+        )
+        .await;
+    assert_eq!(answer["status"]["authenticated"], Value::Null, "{answer}");
+
+    // No token at all: upstream's 400.
+    let (code, answer) = cluster
+        .send(
+            "POST",
+            PATH,
+            &delegator,
+            Some(
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                        "spec": {}}),
+            ),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        answer["message"],
+        "token is required for TokenReview in authentication"
+    );
+
+    // Without system:auth-delegator, no reviews.
+    let (code, answer) = cluster
+        .send("POST", PATH, &reader, Some(review(&delegator, None)))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{answer}");
 }
 
 #[tokio::test]
