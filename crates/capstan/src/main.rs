@@ -18,6 +18,7 @@ use capstan_store::Endpoint;
 use clap::{Args, Parser, Subcommand};
 
 mod certificate;
+mod endpoints;
 mod token;
 
 /// mimalloc instead of the system allocator: under request load glibc's malloc spent about a
@@ -42,9 +43,9 @@ enum Command {
     Agent(Box<AgentArgs>),
     /// Run a scheduler on its own against a cluster (as kube-scheduler), e.g. a second
     /// profile set beside the server's.
-    Scheduler(SchedulerArgs),
+    Scheduler(Box<SchedulerArgs>),
     /// Run the controllers on their own against a cluster (as kube-controller-manager).
-    ControllerManager(ControllerManagerArgs),
+    ControllerManager(Box<ControllerManagerArgs>),
     /// Register simulated nodes (like kwok) that run pods bound to them without containers,
     /// to measure the scheduler and controllers at scale.
     Sim(SimArgs),
@@ -442,6 +443,8 @@ struct ControllerManagerArgs {
     leader_elect: bool,
     #[command(flatten)]
     controllers: ControllerFlags,
+    #[command(flatten)]
+    serving: endpoints::SecureServingFlags,
 }
 
 #[derive(Debug, Args)]
@@ -456,6 +459,8 @@ struct SchedulerArgs {
     /// Take the `kube-system/kube-scheduler` Lease before scheduling, as kube-scheduler does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
+    #[command(flatten)]
+    serving: endpoints::SecureServingFlags,
 }
 
 #[derive(Debug, Args)]
@@ -770,6 +775,10 @@ struct AgentArgs {
         default_value = "/var/lib/capstan/agent"
     )]
     data_dir: PathBuf,
+    /// Where the service proxy serves `/metrics` and `/healthz` over plain HTTP (kube-proxy's
+    /// `--metrics-bind-address`); empty serves none.
+    #[arg(long, default_value = "127.0.0.1:10249")]
+    proxy_metrics_bind_address: String,
     #[command(flatten)]
     agent: AgentFlags,
 }
@@ -939,8 +948,8 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Server(args) => runtime()?.block_on(server(*args)),
-        Command::Scheduler(args) => runtime()?.block_on(scheduler(args)),
-        Command::ControllerManager(args) => runtime()?.block_on(controller_manager(args)),
+        Command::Scheduler(args) => runtime()?.block_on(scheduler(*args)),
+        Command::ControllerManager(args) => runtime()?.block_on(controller_manager(*args)),
         Command::Sim(args) => runtime()?.block_on(sim(args)),
         Command::Image(command) => runtime()?.block_on(image(command)),
         Command::Token(command) => runtime()?.block_on(token::run(command)),
@@ -1131,6 +1140,7 @@ async fn run_controllers(
 async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
     let config = scheduler_config(args.config.as_deref())?;
     let client = client_from(args.kubeconfig.as_deref(), "kube-scheduler").await?;
+    endpoints::serve_secure(&args.serving, 10259, client.clone(), "kube-scheduler").await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
         _ = run_scheduler(client, config, args.leader_elect) => {}
@@ -1145,6 +1155,13 @@ async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
     config.kubelet_serving_ca = args.controllers.kubelet_serving_ca(None)?;
     let client =
         controller_client(args.kubeconfig.as_deref(), &mut config, &args.controllers).await?;
+    endpoints::serve_secure(
+        &args.serving,
+        10257,
+        client.clone(),
+        "kube-controller-manager",
+    )
+    .await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
         _ = run_controllers(client, config, args.leader_elect) => {}
@@ -1555,6 +1572,13 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         }
         (Some(pair), false) => {
             let client = joined_client(&args, &credentials.ca, pair, "proxy", "kube-proxy").await?;
+            if !args.proxy_metrics_bind_address.is_empty() {
+                let address = args
+                    .proxy_metrics_bind_address
+                    .parse()
+                    .context("--proxy-metrics-bind-address")?;
+                endpoints::serve_plain_metrics(address).await;
+            }
             Some(spawn_proxy(
                 client,
                 args.agent.proxy_config(&config.node_name),

@@ -1,0 +1,471 @@
+//! The HTTP endpoints of the components `capstan` runs on their own, as upstream's serve them:
+//!
+//! - [`serve_secure`]: `capstan scheduler` and `capstan controller-manager` answer HTTPS on
+//!   `--secure-port` (upstream's 10259 and 10257): `/healthz`, `/livez` and `/readyz` to anyone
+//!   (upstream's `--authorization-always-allow-paths`), `/metrics` (the process registry,
+//!   `capstan_client::metrics`) to callers the API server vouches for, as upstream's delegated
+//!   authentication and authorization do: a client certificate signed by the CA the API server
+//!   publishes in `kube-system/extension-apiserver-authentication`, else a bearer token checked
+//!   with a TokenReview (answers kept for 10 s), else `system:anonymous`; then a
+//!   SubjectAccessReview for `get` on the path. Refusals are upstream's `Status` objects (401
+//!   `Unauthorized`, 403 `forbidden: User "..." cannot get path "..."`). The serving certificate
+//!   is `--tls-cert-file`/`--tls-private-key-file`, or a self-signed one made at start.
+//! - [`serve_plain_metrics`]: `capstan agent`'s service proxy answers `/metrics` and `/healthz`
+//!   over plain HTTP on `--proxy-metrics-bind-address` (kube-proxy's `metricsBindAddress`,
+//!   `127.0.0.1:10249`); a port already taken is logged, not fatal, as kube-proxy does.
+//!
+//! Inside `capstan server` none of this runs: the API server's own `/metrics` carries the
+//! process registry.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use capstan_apiserver::User;
+use capstan_client::prometheus;
+use clap::Args;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+/// How long a TokenReview's answer is reused (upstream's delegated authentication caches
+/// successes and failures for 10 s).
+const TOKEN_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// The flags of a component's HTTPS endpoints (upstream's secure serving flags).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SecureServingFlags {
+    /// The port of the HTTPS endpoints (`/metrics`, `/healthz`, `/livez`, `/readyz`); 0 serves
+    /// none. Default: upstream's (10259 for the scheduler, 10257 for the controller manager).
+    #[arg(long)]
+    secure_port: Option<u16>,
+    /// The address the HTTPS endpoints listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: IpAddr,
+    /// The serving certificate (PEM, chain first); a self-signed one is made at start without.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Paths served to anyone without asking the API server (a trailing `*` matches a prefix).
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    authorization_always_allow_paths: Vec<String>,
+}
+
+/// Starts the HTTPS endpoints of `component` (unless the port is 0) and returns the address
+/// they listen on; the listener is bound before this returns, so a taken port fails the start.
+pub(crate) async fn serve_secure(
+    flags: &SecureServingFlags,
+    default_port: u16,
+    client: kube::Client,
+    component: &str,
+) -> Result<Option<SocketAddr>> {
+    let port = flags.secure_port.unwrap_or(default_port);
+    if port == 0 {
+        return Ok(None);
+    }
+    let (chain, key) = serving_certificate(flags, component)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca(&client).await {
+        Some(roots) => builder.with_client_cert_verifier(
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .context("the client CA")?,
+        ),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .context("the serving certificate")?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+
+    let listener = TcpListener::bind((flags.bind_address, port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{port}", flags.bind_address))?;
+    let address = listener.local_addr()?;
+    tracing::info!(%address, component, "serving /metrics and health checks over HTTPS");
+    let state = Arc::new(Delegated {
+        client,
+        always_allow: flags.authorization_always_allow_paths.clone(),
+        tokens: Mutex::new(HashMap::new()),
+    });
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let (acceptor, state) = (acceptor.clone(), state.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let certificate_user = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .and_then(|leaf| User::from_certificate(leaf));
+                let service = hyper::service::service_fn(move |request| {
+                    let (state, certificate_user) = (state.clone(), certificate_user.clone());
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            state.handle(request, certificate_user).await,
+                        )
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    Ok(Some(address))
+}
+
+/// Serves the process's `/metrics` and `/healthz` over plain HTTP on `address` (kube-proxy's
+/// metrics endpoint); a failure to listen is logged and the component runs on without it.
+pub(crate) async fn serve_plain_metrics(address: SocketAddr) -> Option<SocketAddr> {
+    let listener = match TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::warn!(%address, %error, "cannot serve the proxy's metrics");
+            return None;
+        }
+    };
+    let bound = listener.local_addr().ok();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
+                    Ok::<_, std::convert::Infallible>(route(&request))
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    bound
+}
+
+/// What the secure endpoints need to authenticate and authorize through the API server.
+struct Delegated {
+    client: kube::Client,
+    always_allow: Vec<String>,
+    /// TokenReview answers by token: the user (None: the token was refused) and when asked.
+    tokens: Mutex<HashMap<String, (Option<User>, Instant)>>,
+}
+
+impl Delegated {
+    async fn handle(
+        &self,
+        request: Request<Incoming>,
+        certificate_user: Option<User>,
+    ) -> Response<Full<Bytes>> {
+        let user = match certificate_user {
+            Some(user) => user,
+            None => match request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(bearer)
+            {
+                Some(token) => match self.review_token(token).await {
+                    Ok(Some(user)) => user,
+                    Ok(None) => {
+                        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "TokenReview failed");
+                        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+                    }
+                },
+                None => anonymous(),
+            },
+        };
+        let path = request.uri().path();
+        if !always_allowed(&self.always_allow, path) {
+            match self.review_access(&user, path).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let message = format!(
+                        "forbidden: User \"{}\" cannot get path \"{path}\"",
+                        user.name
+                    );
+                    return status(StatusCode::FORBIDDEN, "Forbidden", &message);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "SubjectAccessReview failed");
+                    return status(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "InternalError",
+                        "Internal Server Error: the authorization check failed",
+                    );
+                }
+            }
+        }
+        route(&request)
+    }
+
+    /// The user a bearer token stands for (None when the API server refuses it), cached.
+    async fn review_token(&self, token: &str) -> Result<Option<User>> {
+        if let Some((user, asked)) = self.tokens.lock().ok().and_then(|t| t.get(token).cloned())
+            && asked.elapsed() < TOKEN_CACHE_TTL
+        {
+            return Ok(user);
+        }
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                ..TokenReviewSpec::default()
+            },
+            ..TokenReview::default()
+        };
+        let answer = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        let status = answer.status.unwrap_or_default();
+        let user = match (status.authenticated, status.user) {
+            (Some(true), Some(info)) => Some(User {
+                name: info.username.unwrap_or_default(),
+                uid: info.uid.unwrap_or_default(),
+                groups: info.groups.unwrap_or_default(),
+                extra: info.extra.unwrap_or_default().into_iter().collect(),
+            }),
+            _ => None,
+        };
+        if let Ok(mut tokens) = self.tokens.lock() {
+            tokens.retain(|_, (_, asked)| asked.elapsed() < TOKEN_CACHE_TTL);
+            tokens.insert(token.to_owned(), (user.clone(), Instant::now()));
+        }
+        Ok(user)
+    }
+
+    /// Whether the API server lets `user` `get` the non-resource path `path`.
+    async fn review_access(&self, user: &User, path: &str) -> Result<bool> {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.name.clone()),
+                uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
+                groups: Some(user.groups.clone()),
+                extra: (!user.extra.is_empty()).then(|| user.extra.clone().into_iter().collect()),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.to_owned()),
+                    verb: Some("get".to_owned()),
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// Whether `path` is one of `always_allow` (a trailing `*` matching a prefix).
+fn always_allowed(always_allow: &[String], path: &str) -> bool {
+    always_allow
+        .iter()
+        .any(|allowed| match allowed.strip_suffix('*') {
+            Some(prefix) => path.starts_with(prefix),
+            None => path == allowed,
+        })
+}
+
+fn anonymous() -> User {
+    User {
+        name: "system:anonymous".to_owned(),
+        groups: vec!["system:unauthenticated".to_owned()],
+        ..User::default()
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header's value.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The endpoints themselves, once the caller may have them.
+fn route<B>(request: &Request<B>) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            "",
+        );
+    }
+    match request.uri().path() {
+        "/healthz" | "/livez" | "/readyz" => {
+            plain(StatusCode::OK, "text/plain; charset=utf-8", "ok")
+        }
+        "/metrics" => {
+            let accept = request
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            let format = prometheus::negotiate(accept);
+            let registry = capstan_client::metrics::registry();
+            match prometheus::encode_registry(&registry, format, true) {
+                Ok(body) => plain(StatusCode::OK, format.content_type(), &body),
+                Err(_) => plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain; charset=utf-8",
+                    "cannot encode the metrics",
+                ),
+            }
+        }
+        _ => plain(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "404 page not found\n",
+        ),
+    }
+}
+
+fn plain(code: StatusCode, content_type: &str, body: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_owned())));
+    *response.status_mut() = code;
+    if let Ok(value) = header::HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+/// An upstream `Status` refusal.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": {},
+        "code": code.as_u16(),
+    });
+    plain(code, "application/json", &body.to_string())
+}
+
+/// The CA of client certificates the API server accepts, from the ConfigMap it publishes for
+/// delegating components; None (certificates then ignored) when it cannot be read.
+async fn client_ca(client: &kube::Client) -> Option<rustls::RootCertStore> {
+    let map = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .get("extension-apiserver-authentication")
+        .await
+        .map_err(|error| tracing::warn!(%error, "no client CA to verify certificates with"))
+        .ok()?;
+    let pem = map.data?.remove("client-ca-file")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
+        let _ = roots.add(cert);
+    }
+    (!roots.is_empty()).then_some(roots)
+}
+
+/// The serving certificate: the flags' files, or a self-signed one for this machine's names.
+fn serving_certificate(
+    flags: &SecureServingFlags,
+    component: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    if let (Some(cert), Some(key)) = (&flags.tls_cert_file, &flags.tls_private_key_file) {
+        let chain = CertificateDer::pem_file_iter(cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .with_context(|| format!("cannot read {}", cert.display()))?;
+        let key = PrivateKeyDer::from_pem_file(key)
+            .with_context(|| format!("cannot read {}", key.display()))?;
+        return Ok((chain, key));
+    }
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        names.push(host.trim().to_owned());
+    }
+    let mut params = rcgen::CertificateParams::new(names)?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("{component}@capstan"));
+    let key = rcgen::KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
+    Ok((
+        vec![cert.der().clone()],
+        PrivateKeyDer::try_from(key.serialize_der())
+            .map_err(|e| anyhow::anyhow!("the generated key: {e}"))?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn always_allowed_paths_match_exactly_or_by_prefix() {
+        let allow: Vec<String> = ["/healthz", "/readyz", "/livez", "/debug/*"]
+            .map(str::to_owned)
+            .to_vec();
+        assert!(always_allowed(&allow, "/healthz"));
+        assert!(!always_allowed(&allow, "/healthz/ping"));
+        assert!(always_allowed(&allow, "/debug/pprof"));
+        assert!(!always_allowed(&allow, "/metrics"));
+    }
+
+    #[test]
+    fn the_endpoints_answer_as_upstream_components() {
+        let get = |path: &str| {
+            let request = Request::get(path).body(()).unwrap_or_default();
+            route(&request)
+        };
+        assert_eq!(get("/healthz").status(), StatusCode::OK);
+        assert_eq!(get("/nope").status(), StatusCode::NOT_FOUND);
+        let metrics = get("/metrics");
+        assert_eq!(metrics.status(), StatusCode::OK);
+        assert_eq!(
+            metrics.headers()[header::CONTENT_TYPE],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        let post = Request::post("/metrics").body(()).unwrap_or_default();
+        assert_eq!(route(&post).status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_authorization_header() {
+        assert_eq!(bearer("Bearer abc.def"), Some("abc.def"));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic dXNlcg=="), None);
+        assert_eq!(bearer("Bearer "), None);
+    }
+
+    #[test]
+    fn refusals_are_upstream_status_objects() {
+        let refused = status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "forbidden: User \"system:anonymous\" cannot get path \"/metrics\"",
+        );
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused.headers()[header::CONTENT_TYPE], "application/json");
+    }
+}
