@@ -844,12 +844,14 @@ fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+    let proxy_metrics = format!("127.0.0.1:{}", free_port());
     let mut agent = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["agent", "--server", &server_url, "--token", token.trim()])
         .arg("--data-dir")
         .arg(&joined)
         .args(["--node-name", "joined-node", "--cni-bridge", "capjoin0"])
         .args(["--kubelet-port", &free_port().to_string()])
+        .args(["--proxy-metrics-bind-address", &proxy_metrics])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .spawn()
@@ -873,6 +875,21 @@ fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
             "--for=condition=Ready",
             "--timeout=60s",
         ],
+    );
+    // The agent's service proxy serves its metrics as kube-proxy does, over plain HTTP.
+    wait_for(
+        "the joined node's proxy metrics",
+        Duration::from_secs(30),
+        || {
+            let output = Command::new("curl")
+                .args(["-s", "--max-time", "5"])
+                .arg(format!("http://{proxy_metrics}/metrics"))
+                .output()
+                .ok()?;
+            let body = String::from_utf8_lossy(&output.stdout).into_owned();
+            body.contains("kubeproxy_sync_proxy_rules_duration_seconds_count")
+                .then_some(())
+        },
     );
     kubectl_ok(
         "default",
