@@ -1,11 +1,14 @@
 //! The controllers' work queue metrics under client-go's names (`workqueue_*`, labelled with
 //! the controller's queue `name`), in the process registry (`capstan_client::metrics`): keys
 //! added, keys waiting (each once, however often added), how long a key waited before its
-//! reconcile began and how long the reconcile took, and retries after failures. Not measured:
-//! `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`.
+//! reconcile began and how long the reconcile took, retries after failures, and the work in
+//! progress (`workqueue_unfinished_work_seconds`, the seconds all running reconciles have
+//! taken so far, and `workqueue_longest_running_processor_seconds`), which the controller
+//! runtime refreshes every 500 ms as client-go's queue does.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
@@ -27,6 +30,8 @@ struct Families {
     queue_duration: Family<Name, Histogram, fn() -> Histogram>,
     work_duration: Family<Name, Histogram, fn() -> Histogram>,
     retries: Family<Name, Counter>,
+    unfinished: Family<Name, Gauge<f64, AtomicU64>>,
+    longest: Family<Name, Gauge<f64, AtomicU64>>,
 }
 
 /// client-go's buckets for both durations: 1 ns to 10 s.
@@ -41,6 +46,8 @@ static FAMILIES: LazyLock<Families> = LazyLock::new(|| {
         queue_duration: Family::new_with_constructor(duration_histogram),
         work_duration: Family::new_with_constructor(duration_histogram),
         retries: Family::default(),
+        unfinished: Family::default(),
+        longest: Family::default(),
     };
     let mut registry = registry();
     registry.register(
@@ -74,8 +81,28 @@ static FAMILIES: LazyLock<Families> = LazyLock::new(|| {
         help("ALPHA", "Total number of retries handled by workqueue"),
         families.retries.clone(),
     );
+    registry.register(
+        "workqueue_unfinished_work_seconds",
+        help(
+            "ALPHA",
+            "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+        ),
+        families.unfinished.clone(),
+    );
+    registry.register(
+        "workqueue_longest_running_processor_seconds",
+        help(
+            "ALPHA",
+            "How many seconds has the longest running processor for workqueue been running.",
+        ),
+        families.longest.clone(),
+    );
     families
 });
+
+/// A reconcile in progress, from [`QueueMetrics::started`] to [`QueueMetrics::worked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Processing(u64);
 
 /// One controller's queue metrics, with the keys waiting and since when.
 pub(crate) struct QueueMetrics<Key> {
@@ -84,7 +111,12 @@ pub(crate) struct QueueMetrics<Key> {
     queue_duration: Histogram,
     work_duration: Histogram,
     retries: Counter,
+    unfinished: Gauge<f64, AtomicU64>,
+    longest: Gauge<f64, AtomicU64>,
     waiting: Mutex<HashMap<Key, Instant>>,
+    /// The reconciles running, since when.
+    processing: Mutex<HashMap<Processing, Instant>>,
+    next: AtomicU64,
 }
 
 impl<Key: Hash + Eq> QueueMetrics<Key> {
@@ -97,7 +129,11 @@ impl<Key: Hash + Eq> QueueMetrics<Key> {
             queue_duration: FAMILIES.queue_duration.get_or_create(&label).clone(),
             work_duration: FAMILIES.work_duration.get_or_create(&label).clone(),
             retries: FAMILIES.retries.get_or_create(&label).clone(),
+            unfinished: FAMILIES.unfinished.get_or_create(&label).clone(),
+            longest: FAMILIES.longest.get_or_create(&label).clone(),
             waiting: Mutex::new(HashMap::new()),
+            processing: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(0),
         }
     }
 
@@ -112,19 +148,44 @@ impl<Key: Hash + Eq> QueueMetrics<Key> {
         }
     }
 
-    /// `key`'s reconcile begins.
-    pub(crate) fn started(&self, key: &Key) {
+    /// `key`'s reconcile begins; give what this returns to [`worked`](Self::worked).
+    pub(crate) fn started(&self, key: &Key) -> Processing {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(since) = waiting.remove(key) {
             self.queue_duration.observe(since.elapsed().as_secs_f64());
         }
         self.depth
             .set(i64::try_from(waiting.len()).unwrap_or(i64::MAX));
+        let processing = Processing(self.next.fetch_add(1, Ordering::Relaxed));
+        self.processing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(processing, Instant::now());
+        processing
     }
 
-    /// A reconcile took `seconds`.
-    pub(crate) fn worked(&self, seconds: f64) {
+    /// The reconcile `processing` ended, after `seconds`.
+    pub(crate) fn worked(&self, processing: Processing, seconds: f64) {
+        self.processing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&processing);
         self.work_duration.observe(seconds);
+    }
+
+    /// Refreshes the work-in-progress gauges (client-go does every 500 ms): the seconds the
+    /// running reconciles have taken so far, summed, and the longest one's.
+    pub(crate) fn update_unfinished(&self) {
+        let now = Instant::now();
+        let processing = self.processing.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut total, mut longest) = (0.0_f64, 0.0_f64);
+        for since in processing.values() {
+            let seconds = now.saturating_duration_since(*since).as_secs_f64();
+            total += seconds;
+            longest = longest.max(seconds);
+        }
+        self.unfinished.set(total);
+        self.longest.set(longest);
     }
 
     /// A failed reconcile is retried.
@@ -145,8 +206,8 @@ mod tests {
         metrics.added("gone", false);
         assert_eq!(metrics.depth.get(), 1);
         assert_eq!(metrics.adds.get(), 3);
-        metrics.started(&"a");
-        metrics.worked(0.01);
+        let processing = metrics.started(&"a");
+        metrics.worked(processing, 0.01);
         metrics.retried();
         assert_eq!(metrics.depth.get(), 0);
         let mut text = String::new();
@@ -161,6 +222,34 @@ mod tests {
         );
         assert!(
             text.contains(r#"workqueue_retries_total{name="metrics-test"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn work_in_progress_is_summed_and_its_longest_reported() {
+        let metrics = QueueMetrics::<&str>::new("metrics-progress-test");
+        let first = metrics.started(&"a");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let second = metrics.started(&"b");
+        metrics.update_unfinished();
+        let (total, longest) = (metrics.unfinished.get(), metrics.longest.get());
+        assert!(longest >= 0.03, "{longest}");
+        assert!(
+            total >= longest && total <= 2.0 * longest,
+            "{total} {longest}"
+        );
+        metrics.worked(first, 0.03);
+        metrics.worked(second, 0.0);
+        metrics.update_unfinished();
+        assert_eq!(metrics.unfinished.get(), 0.0);
+        assert_eq!(metrics.longest.get(), 0.0);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry()).unwrap();
+        assert!(
+            text.contains(
+                r#"workqueue_longest_running_processor_seconds{name="metrics-progress-test"} 0.0"#
+            ),
             "{text}"
         );
     }

@@ -572,19 +572,35 @@ pub async fn run_controller<K, Ctx, F, Fut>(
         name,
         metrics: crate::metrics::QueueMetrics::new(name),
     });
+    // The work-in-progress gauges, refreshed as client-go's queue refreshes them.
+    let progress = Arc::downgrade(&shared);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+        loop {
+            tick.tick().await;
+            match progress.upgrade() {
+                Some(shared) => shared.metrics.update_unfinished(),
+                None => break,
+            }
+        }
+    });
     let counted = shared.clone();
     let known = store.clone();
     let reconcile = Arc::new(reconcile);
     let stream = applier(
         move |object: Arc<K>, shared: Arc<Shared<K, Ctx>>| {
             let key = ObjectRef::from_obj(&*object);
-            shared.metrics.started(&key);
+            let processing = shared.metrics.started(&key);
             let began = std::time::Instant::now();
             let timed = shared.clone();
             let fut = AssertUnwindSafe(reconcile(object, shared.ctx.clone()))
                 .catch_unwind()
                 .map(panic_as_error)
-                .inspect(move |_| timed.metrics.worked(began.elapsed().as_secs_f64()));
+                .inspect(move |_| {
+                    timed
+                        .metrics
+                        .worked(processing, began.elapsed().as_secs_f64())
+                });
             Box::pin(fut.map_ok(move |action| {
                 shared
                     .failures
