@@ -1,8 +1,7 @@
 //! The scheduler's metrics under upstream's names, in the process registry
 //! (`capstan_client::metrics`): attempts by result and their latency, pending pods by queue,
-//! preemption attempts and the attempts a pod took to be scheduled. Not measured: the
-//! `gated` queue (gated pods are not queued here), per-plugin and per-extension-point
-//! durations.
+//! preemption attempts and the attempts a pod took to be scheduled. Not measured:
+//! per-plugin and per-extension-point durations.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -133,12 +132,13 @@ pub(crate) fn preemption_attempt() {
     METRICS.preemption_attempts.inc();
 }
 
-/// The pods waiting in each queue.
-pub(crate) fn pending(active: usize, backoff: usize, unschedulable: usize) {
+/// The pods waiting in each queue, and those waiting on scheduling gates.
+pub(crate) fn pending(active: usize, backoff: usize, unschedulable: usize, gated: usize) {
     for (queue, count) in [
         ("active", active),
         ("backoff", backoff),
         ("unschedulable", unschedulable),
+        ("gated", gated),
     ] {
         METRICS
             .pending
@@ -164,7 +164,7 @@ mod tests {
             Duration::from_millis(3),
         );
         attempt("metrics-test", Outcome::Scheduled, Duration::from_millis(1));
-        pending(2, 1, 0);
+        pending(2, 1, 0, 3);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry()).unwrap();
         assert!(

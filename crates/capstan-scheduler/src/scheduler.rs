@@ -6,7 +6,7 @@
 //! The loop runs on its own thread: a cycle is pure computation over the snapshot, and the
 //! loop is the snapshot's only writer, so no lock is taken.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -209,6 +209,7 @@ impl Scheduler {
                     conditions: HashMap::new(),
                     rng: rand::rng(),
                     binding_since: HashMap::new(),
+                    gated: HashSet::new(),
                 };
                 state.run(rx);
             })
@@ -363,6 +364,9 @@ struct Loop {
     /// When each pod's attempt whose binding is in flight began, and its profile (for the
     /// attempt metrics, which count binding as upstream's do).
     binding_since: HashMap<String, (Instant, String)>,
+    /// The uids of pods this scheduler is responsible for that wait on scheduling gates (never
+    /// queued; counted as upstream's `gated` pending pods).
+    gated: HashSet<String>,
 }
 
 fn is_terminal(pod: &Pod) -> bool {
@@ -403,7 +407,7 @@ fn node_changed(old: &Node, new: &Node) -> bool {
 impl Loop {
     fn run(&mut self, rx: mpsc::Receiver<Input>) {
         let mut last_flush = Instant::now();
-        crate::metrics::pending(0, 0, 0);
+        crate::metrics::pending(0, 0, 0, 0);
         loop {
             // Apply everything that has arrived before the next cycle.
             loop {
@@ -418,7 +422,7 @@ impl Loop {
                 self.queue.flush_unschedulable(now);
                 last_flush = now;
                 let (active, backoff, unschedulable) = self.queue.counts();
-                crate::metrics::pending(active, backoff, unschedulable);
+                crate::metrics::pending(active, backoff, unschedulable, self.gated.len());
             }
             if let Some(pod) = self.queue.pop(now) {
                 self.schedule_one(pod);
@@ -464,6 +468,7 @@ impl Loop {
         match input {
             Input::Pod(pod) => {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
+                self.gated.remove(&uid);
                 if let Some(node) = node_name(&pod) {
                     self.queue.delete(&uid);
                     self.conditions.remove(&uid);
@@ -492,11 +497,11 @@ impl Loop {
                     .spec
                     .as_ref()
                     .is_some_and(|s| s.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()));
-                if pod.metadata.deletion_timestamp.is_some()
-                    || is_terminal(&pod)
-                    || gated
-                    || !self.responsible_for(&pod)
-                {
+                let waits = pod.metadata.deletion_timestamp.is_none() && !is_terminal(&pod);
+                if gated && waits && self.responsible_for(&pod) {
+                    self.gated.insert(uid.clone());
+                }
+                if !waits || gated || !self.responsible_for(&pod) {
                     self.queue.delete(&uid);
                     self.snapshot.unnominate(&uid);
                     return;
@@ -510,6 +515,7 @@ impl Loop {
             }
             Input::PodGone(pod) => {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
+                self.gated.remove(&uid);
                 self.queue.delete(&uid);
                 self.snapshot.unnominate(&uid);
                 self.conditions.remove(&uid);

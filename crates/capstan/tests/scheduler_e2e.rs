@@ -2,8 +2,9 @@
 //! driven by stock kubectl. Pods are placed by node selector and affinity, taints, resources,
 //! host ports, pod anti-affinity and topology spread; pods that fit nowhere get upstream's
 //! `FailedScheduling` message and `PodScheduled=False`, and are placed once a node that fits
-//! appears; a high-priority pod preempts; pods for another scheduler are left alone. On etcd
-//! the scheduler first takes its Lease.
+//! appears; a high-priority pod preempts; pods for another scheduler are left alone; a pod
+//! with scheduling gates waits, counted as `gated` in `scheduler_pending_pods`, until its gates
+//! are removed. On etcd the scheduler first takes its Lease.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -385,6 +386,46 @@ fn arrival_and_preemption(kc: &Path) {
     );
 }
 
+/// The scheduler's `scheduler_pending_pods{queue="gated"}` on the API server's `/metrics`.
+fn gated_pending(kc: &Path) -> String {
+    let metrics = kubectl_ok(KUBECTL, kc, &["get", "--raw", "/metrics"]);
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("scheduler_pending_pods{queue=\"gated\"} "))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn gates(kc: &Path) {
+    kubectl_ok(KUBECTL, kc, &["create", "namespace", "gates"]);
+    let spec = format!("  schedulingGates:\n  - name: example.com/wait\n{BUSYBOX}");
+    apply(kc, &pod("gates", "held", &spec));
+    eventually("the gated pod to be counted", || {
+        (gated_pending(kc) == "1").then_some(())
+    });
+    // Held: no node, and upstream's SchedulingGated condition is the API server's to write.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(jsonpath(kc, "gates", "pod/held", "{.spec.nodeName}"), "");
+    kubectl_ok(
+        KUBECTL,
+        kc,
+        &[
+            "-n",
+            "gates",
+            "patch",
+            "pod",
+            "held",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/schedulingGates"}]"#,
+        ],
+    );
+    assert!(!node_of(kc, "gates", "held").is_empty());
+    eventually("the gated count to drop", || {
+        (gated_pending(kc) == "0").then_some(())
+    });
+}
+
 #[test]
 fn scheduler_places_pods_as_upstream() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,6 +440,7 @@ fn scheduler_places_pods_as_upstream() {
     resources_and_ports(&kc);
     spreading(&kc);
     arrival_and_preemption(&kc);
+    gates(&kc);
     // The scheduler's own identity is RBAC-limited: it is not the admin.
     let can = kubectl_any(
         KUBECTL,
