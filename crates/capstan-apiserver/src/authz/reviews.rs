@@ -57,14 +57,7 @@ pub(crate) async fn answer(
     match kind {
         "TokenReview" => token_review(body, authenticator).await,
         "SelfSubjectReview" => {
-            let mut info = json!({"username": user.name});
-            if !user.uid.is_empty() {
-                info["uid"] = json!(user.uid);
-            }
-            info["groups"] = json!(user.groups);
-            if !user.extra.is_empty() {
-                info["extra"] = json!(user.extra);
-            }
+            let info = user_info(user);
             Ok(json!({
                 "kind": "SelfSubjectReview",
                 "apiVersion": "authentication.k8s.io/v1",
@@ -129,6 +122,19 @@ pub(crate) async fn answer(
     }
 }
 
+/// A user as the reviews' `UserInfo` (uid and extra left out when empty, as Go omits them).
+fn user_info(user: &User) -> Value {
+    let mut info = json!({"username": user.name});
+    if !user.uid.is_empty() {
+        info["uid"] = json!(user.uid);
+    }
+    info["groups"] = json!(user.groups);
+    if !user.extra.is_empty() {
+        info["extra"] = json!(user.extra);
+    }
+    info
+}
+
 /// The audiences this server's own tokens are for (upstream's `--api-audiences`, which
 /// defaults to the service account issuer).
 fn api_audiences() -> Vec<String> {
@@ -171,15 +177,7 @@ async fn token_review(body: &Value, authenticator: &Authenticator) -> Result<Val
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = match authenticator.authenticate_token(token).await {
         Some(user) if !audiences.is_empty() => {
-            let mut info = json!({"username": user.name});
-            if !user.uid.is_empty() {
-                info["uid"] = json!(user.uid);
-            }
-            info["groups"] = json!(user.groups);
-            if !user.extra.is_empty() {
-                info["extra"] = json!(user.extra);
-            }
-            json!({"authenticated": true, "user": info, "audiences": audiences})
+            json!({"authenticated": true, "user": user_info(&user), "audiences": audiences})
         }
         Some(_) => json!({
             "user": {},
