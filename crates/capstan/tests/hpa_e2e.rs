@@ -4,8 +4,8 @@
 //! load shared among them). Without the Metrics API the autoscaler reports upstream's
 //! `FailedGetResourceMetric`; with it, a Deployment at 50% CPU scales out under load and back
 //! in once the load drops and the scale-down stabilization window has passed, with upstream's
-//! status, conditions and events (read through `autoscaling/v2` and `autoscaling/v1`); a custom
-//! resource with a scale subresource is scaled too.
+//! status, conditions and events (read through `autoscaling/v2` and `autoscaling/v1`), counted
+//! in the controller's own metrics; a custom resource with a scale subresource is scaled too.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -473,6 +473,32 @@ spec:
     );
     let done = hpa(&kc);
     assert_eq!(done["status"]["desiredReplicas"], 1);
+
+    // The controller's own metrics (upstream's names and labels) count what it did: scaling
+    // out and in, metrics computed by type, and the failures of the autoscaler of a kind not
+    // served.
+    let metrics = kubectl_ok(KUBECTL, &kc, &["get", "--raw", "/metrics"]);
+    let count = |prefix: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    for labels in [
+        r#"{action="scale_up",error="none"} "#,
+        r#"{action="scale_down",error="none"} "#,
+        r#"{action="none",error="internal"} "#,
+    ] {
+        let name = format!("horizontal_pod_autoscaler_controller_reconciliations_total{labels}");
+        assert!(count(&name) >= 1.0, "no {name} in:\n{metrics}");
+    }
+    assert!(
+        count(
+            r#"horizontal_pod_autoscaler_controller_metric_computation_total{action="scale_up",error="none",metric_type="Resource"} "#
+        ) >= 1.0,
+        "{metrics}"
+    );
 
     stop.store(true, Ordering::SeqCst);
     watcher.join().unwrap();

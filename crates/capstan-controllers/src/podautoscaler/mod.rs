@@ -10,12 +10,14 @@
 //! - [`behavior`]: stabilization windows and scaling policies, and what each autoscaler
 //!   remembers between syncs.
 //! - [`metrics`]: reading PodMetrics, custom and external metric values.
+//! - [`monitor`]: the controller's own metrics (reconciliations, metric computations).
 //!
 //! Here: the controller's wiring, and [`Live`], the `Access` over the API.
 
 pub mod behavior;
 pub mod calculator;
 pub mod metrics;
+pub mod monitor;
 pub mod sync;
 
 #[cfg(test)]
@@ -95,10 +97,12 @@ async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, ctx: Arc<Context>) -> Resu
     let pods = ctx
         .pods
         .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
+    let began = Instant::now();
     let outcome = ctx
         .autoscaler
         .sync(&ctx.live, &hpa, &pods, k8s_openapi::jiff::Timestamp::now())
         .await;
+    monitor::reconciliation(outcome.action, outcome.failed(), began.elapsed());
     let reference = object_reference(&*hpa);
     for event in &outcome.events {
         ctx.recorder.record(

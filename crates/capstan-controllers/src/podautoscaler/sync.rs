@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use capstan_api::quantity::Quantity as Parsed;
 use capstan_api::selector::LabelSelector;
@@ -27,6 +28,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use super::behavior::{Bounds, History, Normalized};
 use super::calculator::Calculator;
 use super::metrics::{self, CustomValue, ExternalValue, PodMetricsInfo, RawPodMetrics};
+use super::monitor::{self, Failed, ScaleAction};
 
 /// A resource a kind is served as: what the scale subresource and the custom metrics API are
 /// addressed by.
@@ -127,6 +129,22 @@ pub struct Outcome {
     pub events: Vec<Event>,
     /// Why the sync did not complete, when it did not (upstream's returned error).
     pub error: Option<String>,
+    /// What the sync did to the target's replicas.
+    pub action: ScaleAction,
+    /// Whether the first failure was the spec's fault (a metric of an unknown type or without
+    /// its source), for the reconciliation metrics' `error` label.
+    pub spec_error: bool,
+}
+
+impl Outcome {
+    /// How the sync failed, as the reconciliation metrics label it.
+    pub fn failed(&self) -> Failed {
+        match (&self.error, self.spec_error) {
+            (None, _) => Failed::No,
+            (Some(_), true) => Failed::Spec,
+            (Some(_), false) => Failed::Internal,
+        }
+    }
 }
 
 /// The controller's tunables.
@@ -237,6 +255,8 @@ struct Run<'a, A: Access> {
     now: Timestamp,
     conditions: Conditions,
     events: Vec<Event>,
+    /// The failure that ended the metrics' computation was the spec's.
+    spec_error: bool,
 }
 
 impl<'a, A: Access> Run<'a, A> {
@@ -399,6 +419,7 @@ impl Autoscaler {
                 now: Time(seconds),
             },
             events: Vec::new(),
+            spec_error: false,
         };
         let spec = hpa.spec.clone().unwrap_or_default();
         let target_ref = &spec.scale_target_ref;
@@ -412,6 +433,8 @@ impl Autoscaler {
                     status,
                     events: run.events,
                     error,
+                    action: ScaleAction::None,
+                    spec_error: run.spec_error,
                 }
             };
 
@@ -608,8 +631,16 @@ impl Autoscaler {
             desired = current;
         }
         let status = current_status(&metric_statuses, desired, last_scale);
-        finish(run, status, error)
+        let mut outcome = finish(run, status, error);
+        outcome.action = ScaleAction::between(current, desired);
+        outcome
     }
+}
+
+/// Whether a metric's error is the autoscaler spec's fault (upstream's `errSpec`): a metric
+/// of a type it does not know, or without the source its type names.
+fn is_spec_error(error: &str) -> bool {
+    error.starts_with("invalid metric source") || error.starts_with("unknown metric source type")
 }
 
 /// What the metrics proposed (upstream's `computeReplicasForMetrics`' results).
@@ -725,8 +756,15 @@ impl Autoscaler {
         let mut metric = String::new();
         let mut invalid = 0;
         let mut first: Option<(Failure, String)> = None;
+        let current = run
+            .hpa
+            .status
+            .as_ref()
+            .and_then(|s| s.current_replicas)
+            .unwrap_or(0);
         for (i, spec) in specs.iter().enumerate() {
-            match self
+            let began = Instant::now();
+            let computed = self
                 .compute_metric(
                     run,
                     spec,
@@ -735,8 +773,14 @@ impl Autoscaler {
                     &selector,
                     &selected,
                 )
-                .await
-            {
+                .await;
+            let (action, failed) = match &computed {
+                Ok(proposal) => (ScaleAction::between(current, proposal.replicas), Failed::No),
+                Err((_, error)) if is_spec_error(error) => (ScaleAction::None, Failed::Spec),
+                Err(_) => (ScaleAction::None, Failed::Internal),
+            };
+            monitor::metric_computation(action, failed, began.elapsed(), &spec.type_);
+            match computed {
                 Ok(proposal) => {
                     statuses[i] = proposal.status;
                     if replicas == 0 || proposal.replicas > replicas {
@@ -758,6 +802,7 @@ impl Autoscaler {
                 specs.len()
             )
         });
+        run.spec_error = first.as_ref().is_some_and(|(_, e)| is_spec_error(e));
         if invalid >= specs.len() || (invalid > 0 && replicas < spec_replicas) {
             if let Some((failure, _)) = &first {
                 run.conditions.set(
