@@ -27,8 +27,8 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use crate::pods::{
-    Cleanup, IMAGE, IMAGE_REF, NodeServer, Usage, git_commit, loadavg, measure, mib_of, preflight,
-    remove_runtime_leftovers, wait_node_ready,
+    Cleanup, IMAGE, NodeNet, NodeServer, Usage, git_commit, loadavg, measure, mib_of, pack_busybox,
+    preflight, remove_runtime_leftovers, wait_node_ready,
 };
 use crate::{machine, utc_now};
 
@@ -70,7 +70,7 @@ pub async fn run(args: MetricsArgs) -> Result<()> {
             .map(|d| d.join("capstan"))
             .context("no capstan binary beside capstan-bench")?,
     };
-    preflight()?;
+    preflight(&NodeNet::bench().bridge)?;
     std::fs::create_dir_all(&args.dir)?;
     let tmp = tempfile::Builder::new()
         .prefix("capstan-metrics-bench-")
@@ -87,6 +87,7 @@ pub async fn run(args: MetricsArgs) -> Result<()> {
         let cleanup = Cleanup {
             dir: dir.clone(),
             data: data.clone(),
+            bridge: NodeNet::bench().bridge,
         };
         eprintln!("metrics bench: node {name} the Metrics API");
         let result = run_node(&binary, &dir, &data, flags, &args, name == "with").await;
@@ -148,18 +149,7 @@ async fn run_node(
     args: &MetricsArgs,
     with_metrics: bool,
 ) -> Result<NodeRun> {
-    let archive = data.join("agent/images/busybox.tar");
-    let packed = tokio::process::Command::new(binary)
-        .args(["image", "busybox", "--name", IMAGE_REF, "--output"])
-        .arg(&archive)
-        .output()
-        .await?;
-    if !packed.status.success() {
-        bail!(
-            "capstan image busybox: {}",
-            String::from_utf8_lossy(&packed.stderr)
-        );
-    }
+    pack_busybox(binary, data).await?;
     let log = dir.join("server.log");
     let mut server = NodeServer::spawn_with(binary, data, &log, flags)?;
     let client = wait_node_ready(&mut server, data, &log, Duration::from_secs(120)).await?;

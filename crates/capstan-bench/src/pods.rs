@@ -58,7 +58,7 @@ const BRIDGE: &str = "capbench0";
 /// The benchmark node's pod range.
 const CLUSTER_CIDR: &str = "10.209.0.0/16";
 /// The benchmark node's kubelet API port.
-const KUBELET_PORT: &str = "10259";
+const KUBELET_PORT: u16 = 10259;
 pub(crate) const NODE: &str = "capbench";
 const NAMESPACE: &str = "pods-bench";
 /// The image as imported (containerd's name) and as pods name it.
@@ -252,21 +252,46 @@ pub(crate) fn mib_of(kib: u64) -> f64 {
 // The node
 // ---------------------------------------------------------------------------------------------
 
-/// The flags the node's server gets besides its data dir and port (the baseline server gets
-/// them too, with `--disable-agent`).
-fn node_flags() -> [&'static str; 10] {
-    [
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        BRIDGE,
-        "--cluster-cidr",
-        CLUSTER_CIDR,
-        "--kubelet-port",
-        KUBELET_PORT,
-        "--bind-address",
-        "127.0.0.1",
-    ]
+/// A node's network: its bridge, pod range, service range (the server's default when `None`)
+/// and kubelet port. Every cluster with a node on this machine needs its own, so that it can
+/// run beside the others (the proxy's table is named after the bridge).
+#[derive(Clone, Debug)]
+pub(crate) struct NodeNet {
+    pub(crate) bridge: String,
+    pub(crate) cluster_cidr: String,
+    pub(crate) service_cidr: Option<String>,
+    pub(crate) kubelet_port: u16,
+}
+
+impl NodeNet {
+    /// The node of the pods and metrics benchmarks.
+    pub(crate) fn bench() -> NodeNet {
+        NodeNet {
+            bridge: BRIDGE.to_owned(),
+            cluster_cidr: CLUSTER_CIDR.to_owned(),
+            service_cidr: None,
+            kubelet_port: KUBELET_PORT,
+        }
+    }
+
+    /// The flags the node's server gets besides its data dir, port and bind address (the
+    /// baseline server gets them too, with `--disable-agent`).
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            "--node-name".to_owned(),
+            NODE.to_owned(),
+            "--cni-bridge".to_owned(),
+            self.bridge.clone(),
+            "--cluster-cidr".to_owned(),
+            self.cluster_cidr.clone(),
+            "--kubelet-port".to_owned(),
+            self.kubelet_port.to_string(),
+        ];
+        if let Some(range) = &self.service_cidr {
+            flags.extend(["--service-cidr".to_owned(), range.clone()]);
+        }
+        flags
+    }
 }
 
 /// `capstan server` with its agent; killed when dropped.
@@ -287,6 +312,17 @@ impl NodeServer {
         log: &Path,
         extra: &[&str],
     ) -> Result<NodeServer> {
+        Self::spawn_on(binary, data, log, &NodeNet::bench(), extra)
+    }
+
+    /// [`NodeServer::spawn_with`] on the network `net`.
+    pub(crate) fn spawn_on(
+        binary: &Path,
+        data: &Path,
+        log: &Path,
+        net: &NodeNet,
+        extra: &[&str],
+    ) -> Result<NodeServer> {
         let port = capstan_testkit::free_port().to_string();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -299,7 +335,8 @@ impl NodeServer {
             .arg(data)
             .args(["--https-listen-port", &port])
             .args(["--dns-port", "0"])
-            .args(node_flags())
+            .args(net.flags())
+            .args(["--bind-address", "127.0.0.1"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -354,7 +391,7 @@ fn signal(pid: &str, name: &str) {
 }
 
 /// The admin client of the server on `data` (its kubeconfig), once the file is there.
-async fn client(data: &Path) -> Result<kube::Client> {
+pub(crate) async fn client(data: &Path) -> Result<kube::Client> {
     let path = data.join("kubeconfig.yaml");
     let file = kube::config::Kubeconfig::read_from(&path)
         .with_context(|| format!("reading {}", path.display()))?;
@@ -416,12 +453,31 @@ fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(5)..].join(" / ")
 }
 
+/// Packs Debian's busybox (`capstan image busybox`) as [`IMAGE_REF`] into the preload
+/// directory of the node on `data`, which imports it when it starts.
+pub(crate) async fn pack_busybox(binary: &Path, data: &Path) -> Result<()> {
+    let archive = data.join("agent/images/busybox.tar");
+    let packed = tokio::process::Command::new(binary)
+        .args(["image", "busybox", "--name", IMAGE_REF, "--output"])
+        .arg(&archive)
+        .output()
+        .await?;
+    ensure!(
+        packed.status.success(),
+        "capstan image busybox: {}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    Ok(())
+}
+
 /// Removes what the node leaves behind, in order: sandboxes in containerd (through CRI, while
 /// it runs), the server, containerd and its shims, mounts under the directory, the bridge.
 /// Every step is harmless when there is nothing to do.
 pub(crate) struct Cleanup {
     pub(crate) dir: PathBuf,
     pub(crate) data: PathBuf,
+    /// The node's bridge.
+    pub(crate) bridge: String,
 }
 
 impl Cleanup {
@@ -464,14 +520,14 @@ impl Cleanup {
                 .status();
         }
         let exists = std::process::Command::new("ip")
-            .args(["link", "show", BRIDGE])
+            .args(["link", "show", &self.bridge])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
         if exists {
             let _ = std::process::Command::new("ip")
-                .args(["link", "del", BRIDGE])
+                .args(["link", "del", &self.bridge])
                 .status();
         }
     }
@@ -1146,7 +1202,7 @@ pub async fn run(args: PodsArgs) -> Result<()> {
     let statefulset_replicas = args
         .statefulset_replicas
         .unwrap_or(if args.quick { 3 } else { 10 });
-    preflight()?;
+    preflight(BRIDGE)?;
 
     std::fs::create_dir_all(&args.dir)?;
     let tmp = tempfile::Builder::new()
@@ -1162,6 +1218,7 @@ pub async fn run(args: PodsArgs) -> Result<()> {
     let cleanup = Cleanup {
         dir: dir.clone(),
         data: data.clone(),
+        bridge: BRIDGE.to_owned(),
     };
     let result = run_node(
         &binary,
@@ -1202,7 +1259,8 @@ pub async fn run(args: PodsArgs) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn preflight() -> Result<()> {
+/// Checks what a node needs: root, the runtime's programs, and `bridge` free.
+pub(crate) fn preflight(bridge: &str) -> Result<()> {
     ensure!(
         status_kib("self", "VmRSS").is_some(),
         "/proc is not readable"
@@ -1226,15 +1284,15 @@ pub(crate) fn preflight() -> Result<()> {
         ensure!(found, "`{program}` is not installed");
     }
     let taken = std::process::Command::new("ip")
-        .args(["link", "show", BRIDGE])
+        .args(["link", "show", bridge])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     ensure!(
         !taken,
-        "the bridge {BRIDGE} exists: another pods benchmark is running (or one left it; \
-         `ip link del {BRIDGE}` when none runs)"
+        "the bridge {bridge} exists: another benchmark on it is running (or one left it; \
+         `ip link del {bridge}` when none runs)"
     );
     Ok(())
 }
@@ -1263,13 +1321,14 @@ async fn run_node(
     } = plan;
     // 1. The server alone.
     eprintln!("pods bench: baseline server (--disable-agent)");
-    let flags = node_flags();
+    let flags = NodeNet::bench().flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     // `ServerProcess` adds --disable-agent and its own --bind-address.
     let (baseline, _) = ServerProcess::start_with(
         binary,
         &dir.join("baseline"),
         None,
-        &flags[..8],
+        &flags,
         &dir.join("baseline.log"),
     )
     .await?;
@@ -1283,17 +1342,7 @@ async fn run_node(
 
     // 2. The node.
     eprintln!("pods bench: packing the image, starting the node");
-    let archive = data.join("agent/images/busybox.tar");
-    let packed = tokio::process::Command::new(binary)
-        .args(["image", "busybox", "--name", IMAGE_REF, "--output"])
-        .arg(&archive)
-        .output()
-        .await?;
-    ensure!(
-        packed.status.success(),
-        "capstan image busybox: {}",
-        String::from_utf8_lossy(&packed.stderr)
-    );
+    pack_busybox(binary, data).await?;
     let log = dir.join("server.log");
     let began = Instant::now();
     let mut server = NodeServer::spawn(binary, data, &log)?;
