@@ -40,7 +40,9 @@
 //! `proxy` module).
 //!
 //! `capstan-bench dns` measures the cluster DNS server: queries per second and latency for
-//! cluster names over UDP, and the memory DNS adds to an idle server (see the `dns` module).
+//! cluster names over UDP, and the memory DNS adds to an idle server; `--from-pod` sends the
+//! load from inside a pod on a real node, where this program runs as the hidden `dns-client`
+//! (see the `dns` module).
 //!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
@@ -113,6 +115,10 @@ enum Command {
     /// Benchmark the cluster DNS server: queries per second and latency for cluster names,
     /// and the memory it adds to an idle server.
     Dns(dns::DnsArgs),
+    /// The load of `dns --from-pod`, run inside its pod: queries to one server, results as
+    /// one JSON line on stdout.
+    #[command(hide = true)]
+    DnsClient(dns::DnsClientArgs),
     /// Benchmark extending the API: CRD create to served, custom objects against ConfigMaps,
     /// and what a validating webhook adds to a request.
     Extend(extend::ExtendArgs),
@@ -365,6 +371,7 @@ async fn main() -> ExitCode {
         Command::Metrics(args) => observe::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Dns(args) => dns::run(args).await,
+        Command::DnsClient(args) => dns::run_client(args).await,
         Command::Extend(args) => extend::run(args).await,
         Command::Storage(args) => storage::run(args).await,
         Command::Security(args) => security::run(*args).await,

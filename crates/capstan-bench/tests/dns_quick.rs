@@ -19,3 +19,37 @@ fn the_dns_benchmark_answers_every_query() {
     assert!(stdout.contains("| with DNS |"), "{stdout}");
     assert!(stdout.contains("| `--disable-dns` |"), "{stdout}");
 }
+
+/// `dns --from-pod --quick` on a real node (root, containerd and the CNI plugins, as the node
+/// tests): the pod's client answers every query through the `kube-dns` cluster IP (the driver
+/// fails if the pod is not gone before the server stops). Its own bridge, pod and service ranges (the kubelet port is
+/// a free one), so that it runs beside the other node tests and a benchmark.
+#[test]
+fn the_dns_benchmark_from_a_pod_answers_every_query() {
+    let stdout = common::run_bench(
+        &[
+            "dns",
+            "--from-pod",
+            "--quick",
+            "--bridge",
+            "capdnsq0",
+            "--cluster-cidr",
+            "10.217.0.0/16",
+            "--service-cidr",
+            "10.218.0.0/16",
+        ],
+        &[],
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("| pod, to the kube-dns cluster IP 10.218.0.10:53 |"))
+        .unwrap_or_else(|| panic!("no row of the pod's client:\n{stdout}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // | client | queries/s | p50 | p99 | max | failed | ...
+    assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{row}");
+    assert_eq!(cells[6], "0", "failed queries: {row}");
+    assert!(
+        stdout.contains("| host, to the DNS server's endpoint "),
+        "{stdout}"
+    );
+}
