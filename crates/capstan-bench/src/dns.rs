@@ -42,7 +42,7 @@ use serde_json::json;
 use crate::api::{CpuMeter, ServerProcess, kib};
 use crate::pods::{
     Cleanup, IMAGE, NodeNet, NodeServer, git_commit, loadavg, pack_busybox, preflight,
-    remove_runtime_leftovers, wait_node_ready,
+    remove_runtime_leftovers, temp_dir, wait_node_ready,
 };
 use crate::{cpu_ticks, machine, ticks_to_secs, utc_now};
 
@@ -715,11 +715,7 @@ async fn run_from_pod(args: DnsArgs) -> Result<()> {
         service_cidr: Some(args.service_cidr),
         kubelet_port: capstan_testkit::free_port(),
     };
-    std::fs::create_dir_all(&args.dir)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("capstan-dns-pod-bench-")
-        .tempdir_in(&args.dir)
-        .with_context(|| format!("creating a directory in {}", args.dir.display()))?;
+    let tmp = temp_dir(&args.dir, "capstan-dns-pod-bench-")?;
     let dir = tmp.path().to_owned();
     let data = dir.join("node");
     let cleanup = Cleanup {

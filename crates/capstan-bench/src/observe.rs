@@ -28,7 +28,7 @@ use serde_json::json;
 
 use crate::pods::{
     Cleanup, IMAGE, NodeNet, NodeServer, Usage, git_commit, loadavg, measure, mib_of, pack_busybox,
-    preflight, remove_runtime_leftovers, wait_node_ready,
+    preflight, remove_runtime_leftovers, temp_dir, wait_node_ready,
 };
 use crate::{machine, utc_now};
 
@@ -71,10 +71,7 @@ pub async fn run(args: MetricsArgs) -> Result<()> {
             .context("no capstan binary beside capstan-bench")?,
     };
     preflight(&NodeNet::bench().bridge)?;
-    std::fs::create_dir_all(&args.dir)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("capstan-metrics-bench-")
-        .tempdir_in(&args.dir)?;
+    let tmp = temp_dir(&args.dir, "capstan-metrics-bench-")?;
     let date = utc_now();
     let load_before = loadavg();
     let mut runs = Vec::new();

@@ -1204,11 +1204,7 @@ pub async fn run(args: PodsArgs) -> Result<()> {
         .unwrap_or(if args.quick { 3 } else { 10 });
     preflight(BRIDGE)?;
 
-    std::fs::create_dir_all(&args.dir)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("capstan-pods-bench-")
-        .tempdir_in(&args.dir)
-        .with_context(|| format!("creating a directory in {}", args.dir.display()))?;
+    let tmp = temp_dir(&args.dir, "capstan-pods-bench-")?;
     let dir = tmp.path().to_owned();
     let load_before = loadavg();
     let date = utc_now();
@@ -1257,6 +1253,16 @@ pub async fn run(args: PodsArgs) -> Result<()> {
         )
     );
     Ok(())
+}
+
+/// A fresh temporary directory `<prefix>…` in `dir` (made first if missing), removed when
+/// dropped.
+pub(crate) fn temp_dir(dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    std::fs::create_dir_all(dir)?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(dir)
+        .with_context(|| format!("creating a directory in {}", dir.display()))
 }
 
 /// Checks what a node needs: root, the runtime's programs, and `bridge` free.

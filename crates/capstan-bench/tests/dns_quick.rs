@@ -40,14 +40,13 @@ fn the_dns_benchmark_from_a_pod_answers_every_query() {
         ],
         &[],
     );
-    let row = stdout
-        .lines()
-        .find(|l| l.starts_with("| pod, to the kube-dns cluster IP 10.218.0.10:53 |"))
-        .unwrap_or_else(|| panic!("no row of the pod's client:\n{stdout}"));
-    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let cells = common::row_cells(
+        &stdout,
+        "| pod, to the kube-dns cluster IP 10.218.0.10:53 |",
+    );
     // | client | queries/s | p50 | p99 | max | failed | ...
-    assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{row}");
-    assert_eq!(cells[6], "0", "failed queries: {row}");
+    assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{cells:?}");
+    assert_eq!(cells[6], "0", "failed queries: {cells:?}");
     assert!(
         stdout.contains("| host, to the DNS server's endpoint "),
         "{stdout}"

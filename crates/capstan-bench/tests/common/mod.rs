@@ -32,3 +32,13 @@ pub fn run_bench(args: &[&str], extra: &[&std::ffi::OsStr]) -> String {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     stdout
 }
+
+/// The first line of `stdout` starting with `prefix` (a Markdown table row), split into its
+/// trimmed cells: the first, before the leading `|`, is empty. Fails the test if there is none.
+pub fn row_cells<'a>(stdout: &'a str, prefix: &str) -> Vec<&'a str> {
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no row starting with {prefix:?}:\n{stdout}"));
+    row.split('|').map(str::trim).collect()
+}
