@@ -329,24 +329,11 @@ fn validate_backend(backend: &IngressBackend, path: &Path) -> Vec<FieldError> {
         }
         (Some(resource), None) => {
             let at = path.child("resource");
-            if let Some(group) = &resource.api_group {
-                errs.extend(invalid_each(
-                    &at.child("apiGroup"),
-                    group,
-                    is_dns1123_subdomain(group),
-                ));
-            }
-            for (field, value) in [("kind", &resource.kind), ("name", &resource.name)] {
-                if value.is_empty() {
-                    errs.push(FieldError::required(&at.child(field), ""));
-                } else {
-                    errs.extend(invalid_each(
-                        &at.child(field),
-                        value,
-                        is_valid_path_segment_name(value),
-                    ));
-                }
-            }
+            errs.extend(object_reference(
+                &at,
+                ("apiGroup", resource.api_group.as_deref()),
+                [("kind", &resource.kind), ("name", &resource.name)],
+            ));
         }
         (None, Some(service)) => {
             let name_path = path.child("service").child("name");
@@ -418,19 +405,23 @@ pub fn validate_ip_address(ip: &IPAddress) -> Vec<FieldError> {
     errs
 }
 
-/// Upstream's `validateIPAddressParentReference`: the resource and name are required (the
-/// group may be empty, the core group's), each a path segment; the group a DNS subdomain.
-fn validate_parent_reference(parent: &ParentReference, path: &Path) -> Vec<FieldError> {
+/// A reference to an object by group and two names (an Ingress backend's `resource`, an
+/// IPAddress's `parentRef`): the group, when given, a DNS subdomain; both names required, each
+/// a path segment.
+fn object_reference(
+    path: &Path,
+    (group_field, group): (&str, Option<&str>),
+    names: [(&str, &String); 2],
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let group = parent.group.as_deref().unwrap_or_default();
-    if !group.is_empty() {
+    if let Some(group) = group {
         errs.extend(invalid_each(
-            &path.child("group"),
+            &path.child(group_field),
             group,
             is_dns1123_subdomain(group),
         ));
     }
-    for (field, value) in [("resource", &parent.resource), ("name", &parent.name)] {
+    for (field, value) in names {
         if value.is_empty() {
             errs.push(FieldError::required(&path.child(field), ""));
         } else {
@@ -441,6 +432,18 @@ fn validate_parent_reference(parent: &ParentReference, path: &Path) -> Vec<Field
             ));
         }
     }
+    errs
+}
+
+/// Upstream's `validateIPAddressParentReference`: the resource and name are required (the
+/// group may be empty, the core group's), each a path segment; the group a DNS subdomain.
+fn validate_parent_reference(parent: &ParentReference, path: &Path) -> Vec<FieldError> {
+    let group = parent.group.as_deref().filter(|g| !g.is_empty());
+    let mut errs = object_reference(
+        path,
+        ("group", group),
+        [("resource", &parent.resource), ("name", &parent.name)],
+    );
     let namespace = parent.namespace.as_deref().unwrap_or_default();
     if !namespace.is_empty() {
         errs.extend(invalid_each(
