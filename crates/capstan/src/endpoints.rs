@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use capstan_api::{GroupResource, StatusError};
 use capstan_apiserver::User;
 use capstan_client::prometheus;
 use clap::Args;
@@ -38,7 +39,6 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use serde_json::json;
 use tokio::net::TcpListener;
 
 /// How long a TokenReview's answer is reused (upstream's delegated authentication caches
@@ -194,14 +194,14 @@ impl Delegated {
                 Some(token) => match self.review_token(token).await {
                     Ok(Some(user)) => user,
                     Ok(None) => {
-                        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+                        return status(&StatusError::unauthorized("Unauthorized"));
                     }
                     Err(error) => {
                         tracing::warn!(%error, "TokenReview failed");
-                        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+                        return status(&StatusError::unauthorized("Unauthorized"));
                     }
                 },
-                None => anonymous(),
+                None => User::anonymous(),
             },
         };
         let path = request.uri().path();
@@ -209,19 +209,13 @@ impl Delegated {
             match self.review_access(&user, path).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    let message = format!(
-                        "forbidden: User \"{}\" cannot get path \"{path}\"",
-                        user.name
-                    );
-                    return status(StatusCode::FORBIDDEN, "Forbidden", &message);
+                    let reason = format!("User \"{}\" cannot get path \"{path}\"", user.name);
+                    let nothing = GroupResource::new("", "");
+                    return status(&StatusError::forbidden(nothing, "", &reason));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "SubjectAccessReview failed");
-                    return status(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "InternalError",
-                        "Internal Server Error: the authorization check failed",
-                    );
+                    return status(&StatusError::internal("the authorization check failed"));
                 }
             }
         }
@@ -295,14 +289,6 @@ fn always_allowed(always_allow: &[String], path: &str) -> bool {
         })
 }
 
-fn anonymous() -> User {
-    User {
-        name: "system:anonymous".to_owned(),
-        groups: vec!["system:unauthenticated".to_owned()],
-        ..User::default()
-    }
-}
-
 /// The token of an `Authorization: Bearer <token>` header's value.
 fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
@@ -356,19 +342,10 @@ fn plain(code: StatusCode, content_type: &str, body: &str) -> Response<Full<Byte
     response
 }
 
-/// An upstream `Status` refusal.
-fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
-    let body = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "details": {},
-        "code": code.as_u16(),
-    });
-    plain(code, "application/json", &body.to_string())
+/// A refusal as the API's `Status` object.
+fn status(error: &StatusError) -> Response<Full<Bytes>> {
+    let code = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    plain(code, "application/json", &error.to_json().to_string())
 }
 
 /// The CA of client certificates the API server accepts, from the ConfigMap it publishes for
@@ -460,11 +437,12 @@ mod tests {
 
     #[test]
     fn refusals_are_upstream_status_objects() {
-        let refused = status(
-            StatusCode::FORBIDDEN,
-            "Forbidden",
-            "forbidden: User \"system:anonymous\" cannot get path \"/metrics\"",
-        );
+        let reason = "User \"system:anonymous\" cannot get path \"/metrics\"";
+        let refused = status(&StatusError::forbidden(
+            GroupResource::new("", ""),
+            "",
+            reason,
+        ));
         assert_eq!(refused.status(), StatusCode::FORBIDDEN);
         assert_eq!(refused.headers()[header::CONTENT_TYPE], "application/json");
     }

@@ -34,7 +34,7 @@ pub struct User {
 }
 
 impl User {
-    pub(crate) fn anonymous() -> Self {
+    pub fn anonymous() -> Self {
         User {
             name: "system:anonymous".into(),
             groups: vec!["system:unauthenticated".into()],
