@@ -117,6 +117,9 @@ pub struct Config {
     pub controller_credentials: bool,
     /// Whether `/dashboard/` serves the web dashboard (not with `--disable-dashboard`).
     pub dashboard: bool,
+    /// Whether `/debug/pprof/` serves the process's profiles to users authorized for it
+    /// (`--profiling`, on by default as upstream).
+    pub profiling: bool,
 }
 
 /// The token review webhook (`--authentication-token-webhook-config-file`).

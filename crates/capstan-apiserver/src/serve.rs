@@ -183,21 +183,29 @@ fn tls_config(
 /// The routes of the API server without aggregation (the tests' servers).
 #[cfg(test)]
 fn router(store: Store, metrics: Arc<Metrics>, api: Arc<Api>, server_address: String) -> Router {
-    router_with(store, metrics, api, server_address, None)
+    router_with(store, metrics, api, server_address, None, true)
 }
 
-/// The routes of the API server: health, metrics, then every API request, those for
-/// aggregated group-versions passed on through `aggregator`.
+/// The routes of the API server: health, metrics, profiles (with `profiling`), then every API
+/// request, those for aggregated group-versions passed on through `aggregator`.
 fn router_with(
     store: Store,
     metrics: Arc<Metrics>,
     api: Arc<Api>,
     server_address: String,
     aggregator: Option<Arc<Aggregator>>,
+    profiling: bool,
 ) -> Router {
     let issuer = api.tokens().issuer_discovery(&server_address).map(Arc::new);
     let keys = issuer.clone();
-    Router::new()
+    let router = if profiling {
+        Router::new()
+            .route("/debug/pprof/", axum::routing::any(profile))
+            .route("/debug/pprof/{*name}", axum::routing::any(profile))
+    } else {
+        Router::new()
+    };
+    router
         .route(
             crate::authn::serviceaccount::discovery::CONFIG_PATH,
             get(move || async move {
@@ -228,6 +236,20 @@ fn router_with(
             async move { serve_api(&api, aggregator.as_deref(), &server_address, request).await }
         })
         .with_state(store)
+}
+
+/// `/debug/pprof/…`: the process's CPU and heap profiles ([`capstan_pprof`]), reached only
+/// through the chain's authorization of the non-resource path.
+async fn profile(request: Request<Body>) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let query = parts.uri.query().unwrap_or_default();
+    capstan_pprof::serve(&parts.method, parts.uri.path(), query, &body)
+        .await
+        .map(Body::from)
+        .into_response()
 }
 
 /// The OpenAPI documents: `/openapi/v2` (JSON, or the protobuf client-go asks for) and
@@ -1092,7 +1114,14 @@ pub(crate) async fn listen(
         Some(ip) => SocketAddr::new(ip, local_addr.port()).to_string(),
         None => local_addr.to_string(),
     };
-    let app = router_with(store, metrics.clone(), api, external, Some(aggregator));
+    let app = router_with(
+        store,
+        metrics.clone(),
+        api,
+        external,
+        Some(aggregator),
+        config.profiling,
+    );
     let accept_loop = tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {
@@ -1302,6 +1331,42 @@ mod tests {
         assert_eq!(body["details"], serde_json::json!({}));
     }
 
+    /// `/debug/pprof/` is a non-resource path like any other: cluster admins read the
+    /// profiles, other users are refused before anything is profiled.
+    #[tokio::test]
+    async fn profiles_are_served_to_users_authorized_for_their_path() {
+        let jane = User {
+            name: "jane".into(),
+            groups: vec!["system:authenticated".into()],
+            ..User::default()
+        };
+        let (code, body) = call(Some(jane), "/debug/pprof/heap").await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        assert_eq!(
+            body["message"],
+            "forbidden: User \"jane\" cannot get path \"/debug/pprof/heap\""
+        );
+        let admin = User {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..User::default()
+        };
+        let (_dir, store, api, control) = started().await;
+        let response = send_to(&store, &api, &control, Some(&admin), "/debug/pprof/heap").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/octet-stream"
+        );
+        let body = axum::body::to_bytes(response.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        let profile = capstan_pprof::profile::Profile::from_gzip(&body).unwrap();
+        assert_eq!(profile.sample_type.len(), 4, "Go's four heap sample types");
+        let response = send_to(&store, &api, &control, Some(&admin), "/debug/pprof/").await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
     #[tokio::test]
     async fn admins_get_not_found_for_what_is_not_served_yet() {
         let admin = User {
@@ -1495,6 +1560,7 @@ mod tests {
             authorization: Default::default(),
             controller_credentials: true,
             dashboard: true,
+            profiling: true,
         };
         // A client that connects as soon as the port is bound gets its answer only after the
         // kubeconfig is written: connections wait in the backlog until then.

@@ -51,7 +51,7 @@ impl GoLoad {
     pub(crate) async fn build(dir: &Path, go: Option<&Path>) -> Result<GoLoad> {
         let go = match go {
             Some(go) => go.to_owned(),
-            None => find_go().context(
+            None => capstan_testkit::find_go().context(
                 "the go-h2 protocol needs a Go toolchain (Debian: apt install golang-go), or \
                  --go PATH",
             )?,
@@ -159,24 +159,4 @@ impl GoLoad {
         };
         Ok((phase, (server_cpu, driver_cpu)))
     }
-}
-
-/// `go` on PATH, else the newest of Debian's `/usr/lib/go-*/bin/go`.
-fn find_go() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("go"))
-            .find(|go| go.is_file())
-    });
-    on_path.or_else(|| {
-        let mut found: Vec<PathBuf> = fs::read_dir("/usr/lib")
-            .ok()?
-            .filter_map(|entry| entry.ok())
-            .filter(|entry| entry.file_name().to_string_lossy().starts_with("go-"))
-            .map(|entry| entry.path().join("bin/go"))
-            .filter(|go| go.is_file())
-            .collect();
-        found.sort();
-        found.pop()
-    })
 }

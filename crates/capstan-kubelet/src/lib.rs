@@ -106,6 +106,9 @@ pub struct Config {
     /// The node's certificates to keep renewed through CertificateSigningRequests
     /// ([`node::certificate`]); none: they are not renewed.
     pub rotations: Vec<Arc<node::certificate::Rotation>>,
+    /// Whether the kubelet API serves the process's profiles at `/debug/pprof/` (upstream's
+    /// `enableProfilingHandler`, on by default).
+    pub profiling: bool,
 }
 
 impl Config {
@@ -127,6 +130,7 @@ impl Config {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             tls: None,
             rotations: Vec::new(),
+            profiling: true,
         }
     }
 }
@@ -334,6 +338,7 @@ pub async fn run(
         node_name: config.node_name.clone(),
         pods: known_pods.clone(),
         log_dir: PathBuf::from(server::NODE_LOG_DIR),
+        profiling: config.profiling,
         pod_starts: pod_starts.clone(),
         machine: stats::metrics::MachineIds {
             boot_id: machine.boot_id.clone(),

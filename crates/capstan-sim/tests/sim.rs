@@ -66,6 +66,7 @@ async fn cluster() -> Cluster {
         authorization: Default::default(),
         controller_credentials: true,
         dashboard: true,
+        profiling: true,
     };
     let server = capstan_apiserver::start(config, store).await.unwrap();
     let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();

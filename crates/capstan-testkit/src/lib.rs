@@ -26,6 +26,28 @@ const LOG_TAIL_LINES: usize = 40;
 /// How many times a start is retried when a port turned out to be taken.
 const START_ATTEMPTS: usize = 5;
 
+/// `go` on PATH, else the newest of Debian's `/usr/lib/go-*/bin/go` (`golang-go` installs it
+/// there without a link on PATH): the Go toolchain the benchmarks' client-go-like load and the
+/// profiling tests' `go tool pprof` run on.
+pub fn find_go() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("go"))
+            .find(|go| go.is_file())
+    });
+    on_path.or_else(|| {
+        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib")
+            .ok()?
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with("go-"))
+            .map(|entry| entry.path().join("bin/go"))
+            .filter(|go| go.is_file())
+            .collect();
+        found.sort();
+        found.pop()
+    })
+}
+
 /// A free TCP port on 127.0.0.1: the OS picks one, which is released at once. No port is handed
 /// out twice by one process, so concurrent tests do not race each other for the same one.
 pub fn free_port() -> u16 {

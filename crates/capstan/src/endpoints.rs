@@ -29,7 +29,7 @@ use capstan_apiserver::User;
 use capstan_client::prometheus;
 use clap::Args;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -64,6 +64,10 @@ pub(crate) struct SecureServingFlags {
     /// Paths served to anyone without asking the API server (a trailing `*` matches a prefix).
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     authorization_always_allow_paths: Vec<String>,
+    /// Serve the process's CPU and heap profiles at `/debug/pprof/` (to callers the API
+    /// server authorizes for that path), as upstream's `--profiling`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub(crate) profiling: bool,
 }
 
 /// Starts the HTTPS endpoints of `component` (unless the port is 0) and returns the address
@@ -77,6 +81,9 @@ pub(crate) async fn serve_secure(
     let port = flags.secure_port.unwrap_or(default_port);
     if port == 0 {
         return Ok(None);
+    }
+    if flags.profiling {
+        capstan_pprof::heap::start(capstan_pprof::heap::DEFAULT_RATE);
     }
     let (chain, key) = serving_certificate(flags, component)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -106,6 +113,7 @@ pub(crate) async fn serve_secure(
         client,
         always_allow: flags.authorization_always_allow_paths.clone(),
         tokens: Mutex::new(HashMap::new()),
+        profiling: flags.profiling,
     });
     tokio::spawn(async move {
         loop {
@@ -175,6 +183,8 @@ struct Delegated {
     always_allow: Vec<String>,
     /// TokenReview answers by token: the user (None: the token was refused) and when asked.
     tokens: Mutex<HashMap<String, (Option<User>, Instant)>>,
+    /// Whether `/debug/pprof/` is served (`--profiling`).
+    profiling: bool,
 }
 
 impl Delegated {
@@ -204,12 +214,14 @@ impl Delegated {
                 None => User::anonymous(),
             },
         };
-        let path = request.uri().path();
-        if !always_allowed(&self.always_allow, path) {
-            match self.review_access(&user, path).await {
+        let path = request.uri().path().to_owned();
+        // A non-resource request's verb is its method, lower-cased (upstream's RequestInfo).
+        let verb = request.method().as_str().to_ascii_lowercase();
+        if !always_allowed(&self.always_allow, &path) {
+            match self.review_access(&user, &path, &verb).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    let reason = format!("User \"{}\" cannot get path \"{path}\"", user.name);
+                    let reason = format!("User \"{}\" cannot {verb} path \"{path}\"", user.name);
                     let nothing = GroupResource::new("", "");
                     return status(&StatusError::forbidden(nothing, "", &reason));
                 }
@@ -218,6 +230,17 @@ impl Delegated {
                     return status(&StatusError::internal("the authorization check failed"));
                 }
             }
+        }
+        if self.profiling && path.starts_with("/debug/pprof/") {
+            let (parts, body) = request.into_parts();
+            let body = match http_body_util::Limited::new(body, 1 << 20).collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            let query = parts.uri.query().unwrap_or_default();
+            return capstan_pprof::serve(&parts.method, &path, query, &body)
+                .await
+                .map(|body| Full::new(Bytes::from(body)));
         }
         route(&request)
     }
@@ -256,8 +279,8 @@ impl Delegated {
         Ok(user)
     }
 
-    /// Whether the API server lets `user` `get` the non-resource path `path`.
-    async fn review_access(&self, user: &User, path: &str) -> Result<bool> {
+    /// Whether the API server lets `user` `verb` the non-resource path `path`.
+    async fn review_access(&self, user: &User, path: &str, verb: &str) -> Result<bool> {
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(user.name.clone()),
@@ -266,7 +289,7 @@ impl Delegated {
                 extra: (!user.extra.is_empty()).then(|| user.extra.clone().into_iter().collect()),
                 non_resource_attributes: Some(NonResourceAttributes {
                     path: Some(path.to_owned()),
-                    verb: Some("get".to_owned()),
+                    verb: Some(verb.to_owned()),
                 }),
                 ..SubjectAccessReviewSpec::default()
             },

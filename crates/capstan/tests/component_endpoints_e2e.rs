@@ -4,7 +4,8 @@
 //! client CA (the admin's) and a ServiceAccount token the API server's RBAC lets `get` the path,
 //! in Prometheus' text format (checked with Prometheus' own parser) with the component's metric
 //! families; it refuses an anonymous caller and a token without that permission with 403 and a
-//! token the API server does not know with 401, in upstream's `Status` shape.
+//! token the API server does not know with 401, in upstream's `Status` shape. `/debug/pprof/`
+//! (`--profiling`) answers the admin and refuses the token allowed `/metrics` only.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -172,6 +173,22 @@ subjects:
         );
         // Health checks need no credentials at all.
         assert_eq!(get(port, "/readyz", &[]), (200, "ok".to_owned()));
+
+        // Profiles (`--profiling`, on by default): the admin reads the index; the scraper,
+        // allowed /metrics only, is refused the path.
+        let (code, body) = get(port, "/debug/pprof/", &admin);
+        assert_eq!(code, 200, "{command}: {body}");
+        assert!(body.contains("href='heap?debug=1'"), "{command}: {body}");
+        let (code, body) = get(port, "/debug/pprof/heap?debug=1", &admin);
+        assert_eq!(code, 200, "{command}: {body}");
+        assert!(body.starts_with("heap profile: "), "{command}: {body}");
+        let (code, body) = get(port, "/debug/pprof/heap", &["-H", &scraper]);
+        assert_eq!(code, 403, "{command}: {body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap()["message"],
+            "forbidden: User \"system:serviceaccount:default:scraper\" cannot get \
+             path \"/debug/pprof/heap\""
+        );
     }
     server.stop();
 }

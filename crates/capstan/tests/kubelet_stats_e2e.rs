@@ -8,6 +8,7 @@
 //! - `/metrics/resource`, `/metrics/cadvisor` and `/metrics` parse with Prometheus' own Python
 //!   parser (`prometheus_client.parser`), with upstream's names and labels; OpenMetrics is
 //!   answered when asked for (and parses with `prometheus_client.openmetrics.parser`);
+//! - `/debug/pprof/heap?debug=1` answers the node agent's heap profile;
 //! - a user RBAC does not let proxy to nodes gets 403 from the API server, and a client the
 //!   kubelet does not authorize (the node's own certificate) gets 403 from the kubelet;
 //! - the API server's built-in Metrics API, scraping `/metrics/resource`, gives `kubectl top`
@@ -406,6 +407,11 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
     );
     assert!(find(&samples, "machine_cpu_cores", &[]).is_some_and(|s| s.value >= 1.0));
     assert!(find(&samples, "machine_memory_bytes", &[]).is_some_and(|s| s.value > 0.0));
+
+    // /debug/pprof/: the node agent's profiles (the text form of the heap; the pprof form is
+    // checked against the API server's in profiling_e2e).
+    let text = raw(kc, &format!("/api/v1/nodes/{NODE}/proxy/debug/pprof/heap?debug=1"));
+    assert!(text.starts_with("heap profile: "), "{text}");
 
     // /metrics: the kubelet's own.
     let text = raw(kc, &format!("/api/v1/nodes/{NODE}/proxy/metrics"));

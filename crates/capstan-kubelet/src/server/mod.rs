@@ -23,6 +23,8 @@
 //!   Metrics API scrape; `GET /metrics/cadvisor`: container metrics under cAdvisor's names and
 //!   labels; `GET /metrics`: the kubelet's own metrics ([`crate::stats::metrics`]) — all in
 //!   Prometheus text format 0.0.4, or OpenMetrics when the `Accept` header prefers it;
+//! - `/debug/pprof/…`: the process's CPU and heap profiles ([`capstan_pprof`]), authorized as
+//!   `nodes/proxy` (upstream's debugging handlers), unless profiling is off;
 //! - `GET /healthz`.
 
 mod logfiles;
@@ -83,6 +85,8 @@ pub(crate) struct State {
     pub(crate) pods: crate::pod::manager::KnownPods,
     /// The directory `/logs/` serves.
     pub(crate) log_dir: std::path::PathBuf,
+    /// Whether `/debug/pprof/` is served.
+    pub(crate) profiling: bool,
     /// The node's resource statistics.
     pub(crate) stats: crate::stats::Collector,
     /// `kubelet_pod_start_duration_seconds`.
@@ -267,6 +271,21 @@ async fn handle(
     }
     if let Some(response) = stats(state, &path, &request, &query).await {
         return response;
+    }
+    if state.profiling && path.starts_with("/debug/pprof/") {
+        let (parts, body) = request.into_parts();
+        let body = match http_body_util::Limited::new(body, 1 << 20).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        let query = parts.uri.query().unwrap_or_default();
+        return capstan_pprof::serve(&parts.method, &path, query, &body)
+            .await
+            .map(|body| {
+                Full::new(Bytes::from(body))
+                    .map_err(|never| match never {})
+                    .boxed()
+            });
     }
     if let Some(file) = path.strip_prefix("/logs/") {
         if request.method() != Method::GET {

@@ -773,6 +773,7 @@ impl Served {
             authorization: Default::default(),
             controller_credentials: true,
             dashboard: true,
+            profiling: true,
         };
         let server = crate::start(config, store.clone()).await.unwrap();
         let tls_dir = dir.path().join("tls");
