@@ -9,7 +9,9 @@
 //!   the node's credentials, a client certificate for `system:node:<node>` in `system:nodes`
 //!   (cluster CA), a kubelet serving certificate for its name and addresses (from the kubelet
 //!   serving CA, which no client of the API server trusts), the service proxy's and the
-//!   local-path provisioner's client certificates.
+//!   local-path provisioner's client certificates;
+//! - `GET /v1-capstan/server-bootstrap` with the join secret only: the secrets a joining
+//!   server shares ([`crate::server_join`]).
 //!
 //! What a join token buys is bounded, as k3s bounds it:
 //! - the secret is the server's (re-read from `<data-dir>/token` at each join, so
@@ -36,6 +38,7 @@ use serde_json::{Value, json};
 use crate::authn::constant_time_eq;
 use crate::pki::{self, PkiError};
 use crate::registry::{Registry, WriteOptions};
+use crate::server_join::SERVER_BOOTSTRAP;
 
 /// The path of the CA bundle.
 pub const CACERTS: &str = "/cacerts";
@@ -74,6 +77,8 @@ pub(crate) struct Join {
     objects: Option<Objects>,
     /// How long a joining node's certificates last.
     node_lifetime: std::time::Duration,
+    /// What a joining server gets (`GET /v1-capstan/server-bootstrap`); `None` in unit tests.
+    server: Option<crate::server_join::Source>,
 }
 
 /// The registries a join reads and writes.
@@ -179,6 +184,7 @@ impl Join {
             reserved: Vec::new(),
             objects: None,
             node_lifetime: pki::DEFAULT_NODE_LIFETIME,
+            server: None,
         })
     }
 
@@ -193,6 +199,12 @@ impl Join {
     pub(crate) fn with_objects(mut self, reserved: Vec<String>, objects: Objects) -> Join {
         self.reserved = reserved;
         self.objects = Some(objects);
+        self
+    }
+
+    /// The same join, answering joining servers from `source`.
+    pub(crate) fn with_server_bootstrap(mut self, source: crate::server_join::Source) -> Join {
+        self.server = Some(source);
         self
     }
 
@@ -251,7 +263,7 @@ impl Join {
 
     /// Whether `path` is served here rather than by the API.
     pub(crate) fn serves(path: &str) -> bool {
-        path == CACERTS || path == NODE
+        path == CACERTS || path == NODE || path == SERVER_BOOTSTRAP
     }
 
     /// Serves a join request (a path [`Join::serves`]).
@@ -263,33 +275,76 @@ impl Join {
             )
                 .into_response(),
             (&Method::POST, NODE) => self.node(request).await,
+            (&Method::GET, SERVER_BOOTSTRAP) => self.server_bootstrap(request.headers()).await,
             _ => (StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n").into_response(),
         }
+    }
+
+    /// The password of the `Authorization` header's Basic credentials (any user name).
+    fn basic_password(headers: &axum::http::HeaderMap) -> Option<String> {
+        let encoded = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic "))?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()?;
+        let text = String::from_utf8_lossy(&decoded);
+        Some(text.split_once(':').map_or("", |(_, p)| p).to_owned())
+    }
+
+    /// Whether `password` is the server's join secret.
+    fn is_join_secret(&self, password: &str) -> bool {
+        constant_time_eq(password.as_bytes(), self.current_secret().as_bytes())
     }
 
     /// Whether the `Authorization` header carries the join secret or a usable bootstrap token
     /// (any user name).
     async fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
-        let Some(encoded) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Basic "))
-        else {
+        let Some(password) = Self::basic_password(headers) else {
             return false;
         };
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return false;
-        };
-        let text = String::from_utf8_lossy(&decoded);
-        let password = text.split_once(':').map_or("", |(_, p)| p);
-        if constant_time_eq(password.as_bytes(), self.current_secret().as_bytes()) {
+        if self.is_join_secret(&password) {
             return true;
         }
         match &self.objects {
-            Some(objects) => crate::authn::bootstrap::authenticate(&objects.secrets, password)
+            Some(objects) => crate::authn::bootstrap::authenticate(&objects.secrets, &password)
                 .await
                 .is_some(),
             None => false,
+        }
+    }
+
+    /// Answers a joining server: the shared secrets for the join secret only, never for a
+    /// bootstrap (agent) token, as k3s's `server-bootstrap` takes only the server token.
+    async fn server_bootstrap(&self, headers: &axum::http::HeaderMap) -> Response {
+        let unauthorized = |message: &str| {
+            tracing::warn!(%message, "refused a server join");
+            (
+                StatusCode::UNAUTHORIZED,
+                format!("Unauthorized: {message}\n"),
+            )
+                .into_response()
+        };
+        let Some(password) = Self::basic_password(headers) else {
+            return unauthorized(
+                "a joining server presents the server token (Basic credentials server:<secret>)",
+            );
+        };
+        if !self.is_join_secret(&password) {
+            if crate::authn::bootstrap::parse(&password).is_some() {
+                return unauthorized(
+                    "an agent (bootstrap) token cannot join a server: use the server token, \
+                     <data-dir>/token of a running server",
+                );
+            }
+            return unauthorized(
+                "the token is not this server's join token (<data-dir>/token of a running server)",
+            );
+        }
+        match &self.server {
+            Some(source) => source.serve().await,
+            None => (StatusCode::NOT_FOUND, "server join is not served here\n").into_response(),
         }
     }
 

@@ -35,6 +35,7 @@ mod registry;
 mod remote;
 
 mod serve;
+pub mod server_join;
 mod status;
 
 use std::net::{IpAddr, SocketAddr};
@@ -244,12 +245,13 @@ pub(crate) async fn start_with(
     ) {
         (Some(path), _) => Some(encryption::Encryption::load(path)),
         (None, true) => Some(encryption::Encryption::load_or_generate(
-            &config.data_dir.join("cred").join("encryption-config.json"),
+            &server_join::generated_encryption_config(&config.data_dir),
         )),
         (None, false) => None,
     }
     .transpose()
     .map_err(StartError::Config)?;
+    let shared_datastore = store.backend_name() != "sqlite";
     let store = match &encryption {
         Some(encryption) => store.with_transformer(encryption.clone()),
         None => store,
@@ -335,6 +337,21 @@ pub(crate) async fn start_with(
         }
         _ => join,
     };
+    let join = join.with_server_bootstrap(server_join::Source {
+        tls_dir: tls_dir.clone(),
+        encryption: match (
+            &config.encryption_provider_config,
+            config.secrets_encryption,
+        ) {
+            (Some(path), _) => server_join::Encryption::File(path.clone()),
+            (None, true) => server_join::Encryption::Generated(
+                server_join::generated_encryption_config(&config.data_dir),
+            ),
+            (None, false) => server_join::Encryption::None,
+        },
+        shared_datastore,
+        namespaces: api.registries().core("namespaces"),
+    });
     // The admin kubeconfig is written once the port is bound and before any request is
     // answered, so whoever sees the server ready can read it.
     let write_kubeconfig = |port: u16| {

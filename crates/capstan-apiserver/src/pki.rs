@@ -375,7 +375,7 @@ fn own_ca(dir: &Path, file: &str, common_name: &str) -> Result<(String, KeyPair,
 }
 
 /// The file stem of the CA that signs kubelet serving certificates.
-const KUBELET_CA: &str = "kubelet-serving-ca";
+pub const KUBELET_CA: &str = "kubelet-serving-ca";
 
 /// The certificate of the CA that signs kubelet serving certificates (`<dir>/kubelet-serving-ca.crt`,
 /// created on first use): what the API server checks kubelets against. It is not the cluster
@@ -396,6 +396,32 @@ pub struct FrontProxy {
     pub client: CertAndKey,
 }
 
+/// The file stem of the front proxy's CA (`--requestheader-client-ca-file`).
+pub const FRONT_PROXY_CA: &str = "front-proxy-ca";
+
+/// Checks that `cert_pem` is a CA certificate and `key_pem` its key (the key's public half is
+/// the certificate's).
+pub fn check_ca_pair(cert_pem: &str, key_pem: &str) -> Result<(), String> {
+    let key = KeyPair::from_pem(key_pem).map_err(|e| format!("its key: {e}"))?;
+    let der = rustls_pki_der(cert_pem).ok_or("its certificate is not PEM")?;
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(&der).map_err(|e| format!("its certificate: {e}"))?;
+    if !cert.is_ca() {
+        return Err("its certificate is not a CA's".to_owned());
+    }
+    if cert
+        .tbs_certificate
+        .subject_pki
+        .subject_public_key
+        .data
+        .as_ref()
+        != key.public_key_raw()
+    {
+        return Err("its key is not its certificate's".to_owned());
+    }
+    Ok(())
+}
+
 /// The name the front proxy's client certificate has (`requestheader-allowed-names`).
 pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
@@ -403,7 +429,7 @@ pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// `front-proxy-client.*`), creating them on first use.
 pub fn front_proxy(dir: &Path) -> Result<FrontProxy, PkiError> {
     let path = |file: &str| dir.join(file);
-    let (ca_cert_pem, ca_key, created) = own_ca(dir, "front-proxy-ca", "capstan-front-proxy-ca")?;
+    let (ca_cert_pem, ca_key, created) = own_ca(dir, FRONT_PROXY_CA, "capstan-front-proxy-ca")?;
     if created {
         let _ = fs::remove_file(path("front-proxy-client.crt"));
     }
