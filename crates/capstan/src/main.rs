@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod certificate;
 mod endpoints;
+mod server_join;
 mod token;
 
 /// mimalloc instead of the system allocator: under request load glibc's malloc spent about a
@@ -147,8 +148,15 @@ struct ServerArgs {
     authn: AuthnFlags,
     /// The join secret agents present (`capstan agent --token`); default: the one saved in
     /// `<data-dir>/token` by an earlier start, or a new one. The full token is written there.
+    /// With --server: the running server's token (`K10<ca-hash>::server:<secret>`).
     #[arg(long, env = "CAPSTAN_TOKEN")]
     token: Option<String>,
+    /// Join the cluster of the server at this URL (k3s's `--server`), e.g.
+    /// https://10.0.0.1:6443: fetch the secrets servers share (CAs, service account key,
+    /// encryption key) with --token and start with them. Needs that server's
+    /// --datastore-endpoint (etcd).
+    #[arg(long, env = "CAPSTAN_URL")]
+    server: Option<String>,
     /// The kubeconfig's file mode, in octal.
     #[arg(long, default_value = "0600", value_parser = parse_mode)]
     write_kubeconfig_mode: u32,
@@ -1217,12 +1225,32 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     let controllers = args.controllers.config()?;
     let endpoint = Endpoint::parse(&args.datastore_endpoint, &args.data_dir)
         .context("invalid --datastore-endpoint")?;
+    // Joining another server's cluster: its secrets are fetched before anything is written.
+    let joining = match &args.server {
+        Some(server) => {
+            server_join::fetch(
+                server,
+                args.token.as_deref(),
+                &endpoint,
+                &args.data_dir,
+                server_join::EncryptionFlags {
+                    provider_config: args.encryption_provider_config.as_deref(),
+                    secrets_encryption: args.secrets_encryption,
+                },
+            )
+            .await?
+        }
+        None => None,
+    };
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let store = endpoint
         .open()
         .await
         .with_context(|| format!("cannot open the datastore at {endpoint}"))?;
+    if let Some(fetched) = joining {
+        server_join::install(fetched, &store, &args.data_dir).await?;
+    }
     let revision = store.current_revision().await?;
     let _compactor = (!args.etcd_compaction_interval.is_zero())
         .then(|| store.spawn_compactor(args.etcd_compaction_interval));

@@ -4,7 +4,9 @@
 //! secret pins nothing, which is refused unless allowed); then the token's secret buys the
 //! node's credentials from `/v1-capstan/node`, showing the node password kept in the agent's
 //! data directory: a client certificate for `system:node:<name>` from the cluster CA and a
-//! serving certificate for the kubelet API from the kubelet serving CA.
+//! serving certificate for the kubelet API from the kubelet serving CA. A joining server
+//! (`capstan server --server URL --token TOKEN`) fetches the secrets servers share the same
+//! way ([`server_bootstrap`]), with a pinned token only.
 
 use std::sync::Arc;
 
@@ -219,34 +221,8 @@ pub async fn join(
     allow_unpinned: bool,
 ) -> Result<Credentials, JoinError> {
     let token = Token::parse(token);
-    if token.ca_hash.is_none() && !allow_unpinned {
-        return Err(JoinError::Unpinned);
-    }
+    let ca = pinned_ca(server, &token, allow_unpinned).await?;
     let host = host_port(server)?.0;
-    let get = http::Request::get("/cacerts")
-        .header(http::header::HOST, host.as_str())
-        .body(Full::new(Bytes::new()))
-        .map_err(|e| JoinError::Request {
-            what: "GET /cacerts",
-            message: e.to_string(),
-        })?;
-    let (status, ca) = request(server, None, get, "GET /cacerts").await?;
-    if status != 200 {
-        return Err(JoinError::Request {
-            what: "GET /cacerts",
-            message: format!("the server answered {status}"),
-        });
-    }
-    let actual = sha256_hex(&ca);
-    if let Some(expected) = &token.ca_hash
-        && *expected != actual
-    {
-        return Err(JoinError::CaMismatch {
-            expected: expected.clone(),
-            actual,
-        });
-    }
-    let ca = String::from_utf8_lossy(&ca).into_owned();
     let body =
         serde_json::json!({"name": node, "addresses": addresses, "password": password}).to_string();
     use base64::Engine as _;
@@ -275,6 +251,78 @@ pub async fn join(
         what: "POST /v1-capstan/node",
         message: format!("unreadable credentials: {e}"),
     })
+}
+
+/// The server's CA bundle from `GET /cacerts`, fetched before the server is trusted and
+/// checked against the hash `token` pins; a token that pins none is refused unless
+/// `allow_unpinned`.
+async fn pinned_ca(server: &str, token: &Token, allow_unpinned: bool) -> Result<String, JoinError> {
+    if token.ca_hash.is_none() && !allow_unpinned {
+        return Err(JoinError::Unpinned);
+    }
+    let host = host_port(server)?.0;
+    let get = http::Request::get("/cacerts")
+        .header(http::header::HOST, host.as_str())
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| JoinError::Request {
+            what: "GET /cacerts",
+            message: e.to_string(),
+        })?;
+    let (status, ca) = request(server, None, get, "GET /cacerts").await?;
+    if status != 200 {
+        return Err(JoinError::Request {
+            what: "GET /cacerts",
+            message: format!("the server answered {status}"),
+        });
+    }
+    let actual = sha256_hex(&ca);
+    if let Some(expected) = &token.ca_hash
+        && *expected != actual
+    {
+        return Err(JoinError::CaMismatch {
+            expected: expected.clone(),
+            actual,
+        });
+    }
+    Ok(String::from_utf8_lossy(&ca).into_owned())
+}
+
+/// The path a joining server fetches the cluster's shared secrets from (the server's
+/// `capstan_apiserver::server_join::SERVER_BOOTSTRAP`).
+pub const SERVER_BOOTSTRAP: &str = "/v1-capstan/server-bootstrap";
+
+/// Fetches the secrets a joining server shares with the server at `server` (`capstan server
+/// --server URL --token TOKEN`), as k3s servers fetch `/v1-k3s/server-bootstrap`: the CA bundle
+/// from `/cacerts`, pinned by `token`'s hash (a token that pins no CA is refused: the answer
+/// holds the CA keys), then `GET /v1-capstan/server-bootstrap` authenticated with the token's
+/// secret as user `server`. Returns the pinned CA bundle and the answer's body (JSON).
+pub async fn server_bootstrap(server: &str, token: &str) -> Result<(String, Bytes), JoinError> {
+    let token = Token::parse(token);
+    let ca = pinned_ca(server, &token, false).await?;
+    let host = host_port(server)?.0;
+    use base64::Engine as _;
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode(format!("server:{}", token.secret));
+    let what = "GET /v1-capstan/server-bootstrap";
+    let get = http::Request::get(SERVER_BOOTSTRAP)
+        .header(http::header::HOST, host.as_str())
+        .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| JoinError::Request {
+            what,
+            message: e.to_string(),
+        })?;
+    let (status, answer) = request(server, Some(&ca), get, what).await?;
+    if status != 200 {
+        return Err(JoinError::Request {
+            what,
+            message: format!(
+                "the server answered {status}: {}",
+                String::from_utf8_lossy(&answer).trim()
+            ),
+        });
+    }
+    Ok((ca, answer))
 }
 
 /// Writes the node's kubeconfig (mode 0600): `server`, the cluster CA and the node's client
