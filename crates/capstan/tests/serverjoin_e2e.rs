@@ -1,0 +1,408 @@
+//! End to end: server join (issue 27), as k3s servers join. Two `capstan server` processes on
+//! one real etcd, the second started with `--server https://<first> --token <server token>`
+//! and its own data directory and port: it fetches the secrets servers share and starts with
+//! them, so the first server's admin kubeconfig works against the second with stock kubectl,
+//! a service account token made through the first authenticates on the second, an agent joins
+//! through the second with the same token and its node certificate is accepted by the first,
+//! and both servers are the `default/kubernetes` endpoints. Joins that must not happen are
+//! refused with a message and exit non-zero without writing a secret: a wrong secret, an agent
+//! (bootstrap) token, a token pinning another CA or none, a SQLite datastore, an etcd that holds
+//! no cluster, a data directory holding another cluster's CA. A joined server restarts from its
+//! own files while the first is down.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// The server flags both servers share: one etcd, no components a join does not need.
+fn shared_flags(etcd: &Datastore) -> Vec<String> {
+    let mut flags = etcd.flags();
+    flags.extend(
+        [
+            "--disable-scheduler",
+            "--disable-controller-manager",
+            "--disable-metrics-server",
+            "--disable-dns",
+        ]
+        .map(str::to_owned),
+    );
+    flags
+}
+
+/// Runs a `capstan server` that must refuse to start; its standard error. It must exit
+/// non-zero within 60 s (it is killed, and the test fails, otherwise).
+fn refused_start(data_dir: &Path, extra: &[&str]) -> String {
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .arg("server")
+        .args(["--bind-address", "127.0.0.1", "--https-listen-port"])
+        .arg(free_port().to_string())
+        .args(["--disable-agent", "--dns-port", "0", "--data-dir"])
+        .arg(data_dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start capstan server");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let _ = rx.recv_timeout(Duration::from_secs(10));
+            panic!("capstan server {extra:?} did not exit: the join was not refused");
+        }
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "capstan server {extra:?} started: {stderr}"
+    );
+    stderr
+}
+
+/// The files a joined server shares with the first one, under `tls/`.
+const SHARED: [&str; 7] = [
+    "ca.crt",
+    "ca.key",
+    "kubelet-serving-ca.crt",
+    "kubelet-serving-ca.key",
+    "front-proxy-ca.crt",
+    "front-proxy-ca.key",
+    "service-account.key",
+];
+
+/// Asserts that `data_dir` holds no secret.
+fn no_secrets(data_dir: &Path) {
+    for file in SHARED {
+        let path = data_dir.join("tls").join(file);
+        assert!(!path.exists(), "{} was written", path.display());
+    }
+}
+
+/// `kubeconfig` with its server replaced by `url`, written to `to`.
+fn pointed_at(kubeconfig: &Path, url: &str, to: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let rewritten: String = text
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("server: ") {
+            Some(_) => format!(
+                "{}server: {url}",
+                &line[..line.len() - line.trim_start().len()]
+            ),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(rewritten, text, "a server line in {}", kubeconfig.display());
+    std::fs::write(to, rewritten).unwrap();
+    to.to_owned()
+}
+
+/// A kubeconfig for `url` (CA `ca`) that authenticates with `token` alone.
+fn token_kubeconfig(to: &Path, url: &str, ca: &Path, token: &str) -> PathBuf {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: capstan\n  cluster:\n    server: {url}\n    \
+         certificate-authority: {}\nusers:\n- name: sa\n  user:\n    token: {token}\n\
+         contexts:\n- name: sa\n  context: {{cluster: capstan, user: sa}}\ncurrent-context: sa\n",
+        ca.display()
+    );
+    std::fs::write(to, text).unwrap();
+    to.to_owned()
+}
+
+fn whoami(kubeconfig: &Path) -> String {
+    let me: Value = serde_json::from_str(&kubectl_ok(
+        "default",
+        kubeconfig,
+        &["auth", "whoami", "-o", "json"],
+    ))
+    .unwrap();
+    me["status"]["userInfo"]["username"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The addresses of the `default/kubernetes` Endpoints.
+fn endpoint_addresses(kubeconfig: &Path) -> Vec<String> {
+    let endpoints: Value = serde_json::from_str(&kubectl_ok(
+        "default",
+        kubeconfig,
+        &["get", "endpoints", "kubernetes", "-o", "json"],
+    ))
+    .unwrap();
+    let mut addresses: Vec<String> = endpoints["subsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|subset| subset["addresses"].as_array().cloned().unwrap_or_default())
+        .filter_map(|address| address["ip"].as_str().map(str::to_owned))
+        .collect();
+    addresses.sort();
+    addresses
+}
+
+#[test]
+fn a_second_server_joins_with_the_server_token() {
+    let etcd = Datastore::start("etcd");
+    let work = tempfile::tempdir().unwrap();
+    let (dir1, dir2) = (work.path().join("server-1"), work.path().join("server-2"));
+    let flags = shared_flags(&etcd);
+    let mut first_flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    first_flags.extend(["--advertise-address", "192.0.2.1"]);
+    let first = Server::start_with(&dir1, free_port(), &first_flags);
+    let kc1 = first.kubeconfig();
+    let token = std::fs::read_to_string(dir1.join("token")).unwrap();
+    let token = token.trim().to_owned();
+    let url1 = first.url("");
+    let etcd_flags = etcd.flags();
+    let etcd_flags: Vec<&str> = etcd_flags.iter().map(String::as_str).collect();
+    let join = |token: &str| -> Vec<String> {
+        let mut args: Vec<String> = etcd_flags.iter().map(|f| (*f).to_owned()).collect();
+        args.extend([
+            "--server".into(),
+            url1.clone(),
+            "--token".into(),
+            token.into(),
+        ]);
+        args
+    };
+    let run_refused = |dir: &Path, args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused_start(dir, &args)
+    };
+
+    // A wrong secret (pinning the right CA) is refused by the first server.
+    let (pin, _) = token.split_once("::").unwrap();
+    let refused = work.path().join("refused");
+    let stderr = run_refused(&refused, join(&format!("{pin}::server:wrong")));
+    assert!(
+        stderr.contains("401") && stderr.contains("not this server's join token"),
+        "{stderr}"
+    );
+    no_secrets(&refused);
+
+    // An agent's token (a valid bootstrap token, which joins nodes) is refused too.
+    let created = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["token", "create", "--data-dir"])
+        .arg(&dir1)
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let agent_token = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+    let stderr = run_refused(&refused, join(&agent_token));
+    assert!(
+        stderr.contains("401")
+            && stderr.contains("an agent (bootstrap) token cannot join a server"),
+        "{stderr}"
+    );
+    no_secrets(&refused);
+    // ... although it joins agents.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(capstan_kubelet::join::join(
+            &url1,
+            &agent_token,
+            "agent-token-node",
+            &[],
+            "pw",
+            false,
+        ))
+        .unwrap();
+
+    // A token pinning another CA, and one pinning none, never reach the secrets.
+    let other_pin = format!(
+        "K10{}::server:{}",
+        "0".repeat(64),
+        token.rsplit(':').next().unwrap()
+    );
+    let stderr = run_refused(&refused, join(&other_pin));
+    assert!(
+        stderr.contains("the server's CA bundle has hash"),
+        "{stderr}"
+    );
+    let bare = token.rsplit(':').next().unwrap().to_owned();
+    let stderr = run_refused(&refused, join(&bare));
+    assert!(
+        stderr.contains("must pin the running server's CA"),
+        "{stderr}"
+    );
+    no_secrets(&refused);
+
+    // Servers share an etcd: a joining server on SQLite is refused before it asks, and so is
+    // one whose etcd holds no cluster.
+    let stderr = run_refused(
+        &refused,
+        vec![
+            "--server".into(),
+            url1.clone(),
+            "--token".into(),
+            token.clone(),
+        ],
+    );
+    assert!(stderr.contains("not SQLite"), "{stderr}");
+    let empty_etcd = Datastore::start("etcd");
+    let mut args = empty_etcd.flags();
+    args.extend([
+        "--server".into(),
+        url1.clone(),
+        "--token".into(),
+        token.clone(),
+    ]);
+    let stderr = run_refused(&refused, args);
+    assert!(
+        stderr.contains("the datastore holds no cluster"),
+        "{stderr}"
+    );
+    drop(empty_etcd);
+    no_secrets(&refused);
+
+    // A data directory holding another cluster's CA is not overwritten.
+    let other = work.path().join("other-cluster");
+    std::fs::create_dir_all(other.join("tls")).unwrap();
+    std::fs::write(other.join("tls").join("ca.crt"), "another cluster's CA\n").unwrap();
+    let stderr = run_refused(&other, join(&token));
+    assert!(
+        stderr.contains("holds the CA of another cluster"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("tls").join("ca.crt")).unwrap(),
+        "another cluster's CA\n"
+    );
+    assert!(!other.join("tls").join("ca.key").exists());
+
+    // The second server joins with the server token.
+    let mut second_flags = flags.clone();
+    second_flags.extend(join(&token).into_iter().skip(etcd_flags.len()));
+    second_flags.extend(["--advertise-address".into(), "192.0.2.2".into()]);
+    let second_flags: Vec<&str> = second_flags.iter().map(String::as_str).collect();
+    let port2 = free_port();
+    let second = Server::start_with(&dir2, port2, &second_flags);
+    use std::os::unix::fs::PermissionsExt as _;
+    for file in SHARED {
+        let (a, b) = (dir1.join("tls").join(file), dir2.join("tls").join(file));
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{file}"
+        );
+        let mode = std::fs::metadata(&b).unwrap().permissions().mode() & 0o777;
+        let expected = if file.ends_with(".key") { 0o600 } else { 0o644 };
+        assert_eq!(mode, expected, "{file}: {mode:o}");
+    }
+    // Leaf certificates are its own; its token is the first server's.
+    assert_ne!(
+        std::fs::read(dir1.join("tls").join("serving.crt")).unwrap(),
+        std::fs::read(dir2.join("tls").join("serving.crt")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir2.join("token")).unwrap().trim(),
+        token
+    );
+
+    // The first server's admin kubeconfig works against the second with stock kubectl (the
+    // second's serving certificate is the shared CA's, the admin certificate is accepted).
+    let kc1_on_2 = pointed_at(
+        &kc1,
+        &second.url(""),
+        &work.path().join("admin-on-2.kubeconfig"),
+    );
+    for version in KUBECTL_VERSIONS {
+        let namespaces = kubectl_ok(version, &kc1_on_2, &["get", "namespaces", "-o", "name"]);
+        assert!(namespaces.contains("namespace/kube-system"), "{namespaces}");
+    }
+    assert_eq!(whoami(&kc1_on_2), "system:admin");
+    // And the second's own kubeconfig against the first.
+    let kc2_on_1 = pointed_at(
+        &second.kubeconfig(),
+        &url1,
+        &work.path().join("admin2-on-1.kubeconfig"),
+    );
+    assert_eq!(whoami(&kc2_on_1), "system:admin");
+
+    // A service account token issued by the first server authenticates on the second.
+    kubectl_ok("default", &kc1, &["create", "serviceaccount", "joiner"]);
+    let sa_token = kubectl_ok("default", &kc1, &["create", "token", "joiner"])
+        .trim()
+        .to_owned();
+    let as_sa = token_kubeconfig(
+        &work.path().join("sa-on-2.kubeconfig"),
+        &second.url(""),
+        &dir1.join("tls").join("ca.crt"),
+        &sa_token,
+    );
+    assert_eq!(whoami(&as_sa), "system:serviceaccount:default:joiner");
+    // And one issued by the second on the first.
+    let sa_token = eventually("a token from the second server", || {
+        let output = kubectl_any(
+            "default",
+            &second.kubeconfig(),
+            &["create", "token", "joiner"],
+        );
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    });
+    let as_sa = token_kubeconfig(
+        &work.path().join("sa-on-1.kubeconfig"),
+        &url1,
+        &dir1.join("tls").join("ca.crt"),
+        &sa_token,
+    );
+    assert_eq!(whoami(&as_sa), "system:serviceaccount:default:joiner");
+
+    // An agent joins through the second server with the same token; the first server accepts
+    // its node certificate.
+    let credentials = runtime
+        .block_on(capstan_kubelet::join::join(
+            &second.url(""),
+            &token,
+            "joined-via-2",
+            &["10.99.0.7".to_owned()],
+            "node-password",
+            false,
+        ))
+        .unwrap();
+    let node_kc = work.path().join("node.kubeconfig");
+    capstan_kubelet::join::write_kubeconfig(&node_kc, &url1, &credentials).unwrap();
+    assert_eq!(whoami(&node_kc), "system:node:joined-via-2");
+
+    // Both servers are the kubernetes Service's endpoints. They listen on loopback, but
+    // advertise documentation addresses (192.0.2.0/24, nothing connects to them here): an
+    // Endpoints address may not be a loopback one.
+    eventually("both servers in default/kubernetes", || {
+        let addresses = endpoint_addresses(&kc1);
+        (addresses == ["192.0.2.1", "192.0.2.2"]).then_some(())
+    });
+    assert_eq!(
+        endpoint_addresses(&second.kubeconfig()),
+        ["192.0.2.1", "192.0.2.2"]
+    );
+
+    // A joined server restarts from its own files, with the first server down.
+    first.stop();
+    second.stop();
+    let second = Server::start_with(&dir2, port2, &second_flags);
+    let namespaces = kubectl_ok("default", &kc1_on_2, &["get", "namespaces", "-o", "name"]);
+    assert!(namespaces.contains("namespace/kube-system"), "{namespaces}");
+    second.stop();
+}
