@@ -8,7 +8,9 @@
 //! refused with a message and exit non-zero without writing a secret: a wrong secret, an agent
 //! (bootstrap) token, a token pinning another CA or none, a SQLite datastore, an etcd that holds
 //! no cluster, a data directory holding another cluster's CA. A joined server restarts from its
-//! own files while the first is down.
+//! own files while the first is down. With `--secrets-encryption` the key comes with the join
+//! (a joining server without the flag is refused), and a Secret sealed by either server reads
+//! back through the other.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -405,4 +407,119 @@ fn a_second_server_joins_with_the_server_token() {
     let namespaces = kubectl_ok("default", &kc1_on_2, &["get", "namespaces", "-o", "name"]);
     assert!(namespaces.contains("namespace/kube-system"), "{namespaces}");
     second.stop();
+}
+
+/// The raw value of `key` in `etcd`.
+fn etcd_value(etcd: &Datastore, key: &str) -> Vec<u8> {
+    let Datastore::Etcd(etcd) = etcd else {
+        panic!("an etcd datastore")
+    };
+    let output = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([
+            "--endpoints",
+            &etcd.endpoint(),
+            "get",
+            key,
+            "--print-value-only",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    output.stdout
+}
+
+fn secret_value(kubeconfig: &Path, name: &str) -> String {
+    kubectl_ok(
+        "default",
+        kubeconfig,
+        &["get", "secret", name, "-o", "jsonpath={.data.value}"],
+    )
+}
+
+#[test]
+fn a_joined_server_shares_the_secrets_encryption_key() {
+    let etcd = Datastore::start("etcd");
+    let work = tempfile::tempdir().unwrap();
+    let (dir1, dir2) = (work.path().join("server-1"), work.path().join("server-2"));
+    let mut flags = shared_flags(&etcd);
+    flags.push("--secrets-encryption".to_owned());
+    let first_flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let first = Server::start_with(&dir1, free_port(), &first_flags);
+    let token = std::fs::read_to_string(dir1.join("token")).unwrap();
+    let join = ["--server", &first.url(""), "--token", token.trim()];
+
+    // Without --secrets-encryption the second server could not read the Secrets the first
+    // writes: refused, nothing written.
+    let mut plain = etcd.flags();
+    plain.extend(join.map(str::to_owned));
+    let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+    let refused = work.path().join("refused");
+    let stderr = refused_start(&refused, &plain);
+    assert!(
+        stderr.contains("start this server with --secrets-encryption too"),
+        "{stderr}"
+    );
+    no_secrets(&refused);
+    assert!(!refused.join("cred").join("encryption-config.json").exists());
+
+    // With it, the key comes with the join.
+    let mut second_flags = first_flags.clone();
+    second_flags.extend(join);
+    let second = Server::start_with(&dir2, free_port(), &second_flags);
+    let config = |dir: &Path| dir.join("cred").join("encryption-config.json");
+    assert_eq!(
+        std::fs::read(config(&dir1)).unwrap(),
+        std::fs::read(config(&dir2)).unwrap()
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(config(&dir2))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // A Secret written through either server is sealed in etcd and reads back through the
+    // other.
+    let (kc1, kc2) = (first.kubeconfig(), second.kubeconfig());
+    for (name, writer, reader) in [("from-1", &kc1, &kc2), ("from-2", &kc2, &kc1)] {
+        let value = format!("{name}-plain-text-7f3a");
+        kubectl_ok(
+            "default",
+            writer,
+            &[
+                "create",
+                "secret",
+                "generic",
+                name,
+                &format!("--from-literal=value={value}"),
+            ],
+        );
+        let stored = etcd_value(&etcd, &format!("/registry/secrets/default/{name}"));
+        assert!(
+            stored.starts_with(b"k8s:enc:aescbc:v1:"),
+            "{name} stored sealed"
+        );
+        assert!(!stored.windows(value.len()).any(|w| w == value.as_bytes()));
+        let read = eventually("the Secret through the other server", || {
+            let output = kubectl_any(
+                "default",
+                reader,
+                &["get", "secret", name, "-o", "jsonpath={.data.value}"],
+            );
+            output
+                .status
+                .success()
+                .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+        });
+        use base64::Engine as _;
+        assert_eq!(
+            read,
+            base64::engine::general_purpose::STANDARD.encode(&value),
+            "{name}"
+        );
+        assert_eq!(secret_value(writer, name), read);
+    }
+    second.stop();
+    first.stop();
 }
