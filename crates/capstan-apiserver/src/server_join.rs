@@ -4,8 +4,11 @@
 //! present the same CA, accept each other's client certificates and service account tokens,
 //! and agents join any of them.
 //!
-//! The running server answers `GET /v1-capstan/server-bootstrap` (k3s's
-//! `/v1-k3s/server-bootstrap`), outside the Kubernetes API's authentication, with
+//! k3s hands these over in two ways: over HTTPS from a running server for its embedded etcd,
+//! and, for an external datastore, sealed with the token inside the datastore itself. Capstan
+//! takes the first way for its etcd: the running server answers
+//! `GET /v1-capstan/server-bootstrap` (k3s's `/v1-k3s/server-bootstrap`), outside the
+//! Kubernetes API's authentication, with
 //! [`ServerSecrets`]: the CAs with their keys (cluster CA, kubelet serving CA, front proxy
 //! CA), the service account signing key, the generated encryption configuration when the
 //! server runs with `--secrets-encryption` (or the digest of its `--encryption-provider-config`,
