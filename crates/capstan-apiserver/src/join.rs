@@ -608,6 +608,55 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn server_bootstrap_takes_the_join_secret_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = dir.path().join("tls");
+        let pki = pki::load_or_create(&tls, &["localhost".to_owned()]).unwrap();
+        let join =
+            Join::load_or_create(dir.path(), &tls, &pki.ca_cert_pem, Some("s3cret")).unwrap();
+        let request = |auth: Option<&str>| {
+            let mut request = Request::get(SERVER_BOOTSTRAP);
+            if let Some(auth) = auth {
+                request = request.header(
+                    header::AUTHORIZATION,
+                    format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(auth)
+                    ),
+                );
+            }
+            request.body(Body::empty()).unwrap()
+        };
+        let answer = |response: Response| async move {
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), MAX_BODY)
+                .await
+                .unwrap();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        };
+        for (auth, says) in [
+            (None, "presents the server token"),
+            (Some("server:wrong"), "not this server's join token"),
+            (
+                Some("server:abcdef.0123456789abcdef"),
+                "an agent (bootstrap) token cannot join a server",
+            ),
+        ] {
+            let (status, body) = answer(join.serve(request(auth)).await).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{auth:?}");
+            assert!(body.contains(says), "{auth:?}: {body}");
+        }
+        // The secret passes; without a source (unit tests) nothing is handed out.
+        let (status, _) = answer(join.serve(request(Some("server:s3cret"))).await).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let post = Request::post(SERVER_BOOTSTRAP).body(Body::empty()).unwrap();
+        assert_eq!(
+            join.serve(post).await.status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+    }
+
+    #[tokio::test]
     async fn credentials_need_the_secret_and_a_valid_name() {
         let dir = tempfile::tempdir().unwrap();
         let tls = dir.path().join("tls");
