@@ -5,12 +5,12 @@
 //! a service account token made through the first authenticates on the second, an agent joins
 //! through the second with the same token and its node certificate is accepted by the first,
 //! and both servers are the `default/kubernetes` endpoints. Joins that must not happen are
-//! refused with a message and exit non-zero without writing a secret: a wrong secret, an agent
-//! (bootstrap) token, a token pinning another CA or none, a SQLite datastore, an etcd that holds
-//! no cluster, a data directory holding another cluster's CA. A joined server restarts from its
-//! own files while the first is down. With `--secrets-encryption` the key comes with the join
-//! (a joining server without the flag is refused), and a Secret sealed by either server reads
-//! back through the other.
+//! refused with a message and exit non-zero without writing a secret: no token, a wrong secret,
+//! an agent (bootstrap) token, a token pinning another CA or none, a SQLite datastore on either
+//! side, an etcd that holds no cluster, a data directory holding another cluster's CA. A joined
+//! server restarts from its own files while the first is down. With `--secrets-encryption` the
+//! key comes with the join (a joining server without the flag is refused), and a Secret sealed
+//! by either server reads back through the other.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -248,8 +248,24 @@ fn a_second_server_joins_with_the_server_token() {
     );
     no_secrets(&refused);
 
+    // --server needs the token.
+    let stderr = run_refused(&refused, vec!["--server".into(), url1.clone()]);
+    assert!(stderr.contains("--server needs --token"), "{stderr}");
+
     // Servers share an etcd: a joining server on SQLite is refused before it asks, and so is
-    // one whose etcd holds no cluster.
+    // one whose etcd holds no cluster; a server on SQLite hands out nothing.
+    let sqlite_dir = work.path().join("sqlite-server");
+    let sqlite_server = Server::start_with(&sqlite_dir, free_port(), &["--disable-dns"]);
+    let sqlite_token = std::fs::read_to_string(sqlite_dir.join("token")).unwrap();
+    let mut args = join(sqlite_token.trim());
+    let at = args.iter().position(|a| a == "--server").unwrap() + 1;
+    args[at] = sqlite_server.url("");
+    let stderr = run_refused(&refused, args);
+    assert!(
+        stderr.contains("409") && stderr.contains("this server keeps its state in SQLite"),
+        "{stderr}"
+    );
+    sqlite_server.stop();
     let stderr = run_refused(
         &refused,
         vec![
