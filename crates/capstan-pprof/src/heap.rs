@@ -50,13 +50,20 @@ struct ThreadState {
     left: Cell<i64>,
     /// Set while this thread is inside the profiler.
     busy: Cell<bool>,
+    /// Set while this thread holds the table's lock: a free then must not take it again.
+    locked: Cell<bool>,
     /// xorshift64* state; 0 until the thread's first allocation.
     rng: Cell<u64>,
 }
 
 thread_local! {
     static THREAD: ThreadState = const {
-        ThreadState { left: Cell::new(0), busy: Cell::new(false), rng: Cell::new(0) }
+        ThreadState {
+            left: Cell::new(0),
+            busy: Cell::new(false),
+            locked: Cell::new(false),
+            rng: Cell::new(0),
+        }
     };
 }
 
@@ -159,7 +166,11 @@ fn observe_free(addr: usize) {
         match FILTER[slot].load(Relaxed) {
             0 => return,
             found if found == addr => {
-                with_table(|table| table.free(addr));
+                // The table's own memory is never sampled, so a free under its lock is not
+                // one of these; skipping it (rather than locking twice) is only a safeguard.
+                if !THREAD.try_with(|t| t.locked.get()).unwrap_or(true) {
+                    with_table(|table| table.free(addr));
+                }
                 return;
             }
             _ => slot = (slot + 1) % SLOTS,
@@ -366,6 +377,7 @@ mod tests {
         let thread = ThreadState {
             left: Cell::new(0),
             busy: Cell::new(false),
+            locked: Cell::new(false),
             rng: Cell::new(0),
         };
         RATE.store(DEFAULT_RATE, Relaxed);

@@ -160,8 +160,9 @@ async fn cpu_profile_finds_the_busy_function_and_runs_once_at_a_time() {
     let profile = Profile::from_gzip(response.body()).expect("a gzipped pprof profile");
     assert_eq!(profile.period, 10_000_000, "100 Hz");
     let busy = total(&profile, "cpu", "burn_cpu");
-    // A thread spinning for the whole second: most of 1 s of CPU, at 10 ms a sample.
-    assert!(busy >= 300_000_000, "burn_cpu sampled for {busy} ns");
+    // A thread spinning for the whole second: up to 1 s of CPU at 10 ms a sample, less when
+    // other processes share the cores, but never a mere handful of samples.
+    assert!(busy >= 50_000_000, "burn_cpu sampled for {busy} ns");
     assert!(profile.duration_nanos >= 1_000_000_000);
 }
 
