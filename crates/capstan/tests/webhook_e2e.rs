@@ -12,7 +12,9 @@
 //! parameters (a ConfigMap) set, in the namespaces their binding selects, for both kubectl
 //! versions; a binding with Warn gives upstream's warning, match conditions skip, evaluation
 //! errors follow the failure policy, deletes are judged on the stored object, and bad policies
-//! and bindings are refused with upstream's messages.
+//! and bindings are refused with upstream's messages. `kubectl scale` of a Deployment and of a
+//! custom object is admitted with the `Scale`: raised by a mutating webhook, refused with a
+//! validating webhook's message.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -516,6 +518,216 @@ spec:
         properties:
           spec: {type: object, properties: {host: {type: string}, port: {type: string}}}
 "#;
+
+const WIDGETS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {replicas: {type: integer}}}
+          status: {type: object, properties: {replicas: {type: integer}}}
+"#;
+
+/// Writes through `scale` are admitted with the `Scale` objects, as upstream's: `kubectl
+/// scale` of a Deployment and of a custom object is raised to an even count by a mutating
+/// webhook whose rules name `deployments/scale` and `widgets/scale`, and refused past 5
+/// replicas (the mutated count) by a validating webhook whose rules name `deployments/*`,
+/// with the webhook's message; the reviews carry the `autoscaling/v1` `Scale` as kind and
+/// objects, the parent as resource and `scale` as subresource.
+#[test]
+fn scale_writes_are_admitted_with_the_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let hooks = WebhookServer::start(&[]);
+    let bundle = hooks.ca_bundle();
+    let url = |path: &str| format!("{{url: \"{}\", caBundle: {bundle}}}", hooks.url(path));
+    let v = "1.33";
+
+    apply(v, &kc, WIDGETS);
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+        ],
+    );
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=busybox",
+            "--replicas=1",
+        ],
+    );
+    apply(
+        v,
+        &kc,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 1}\n",
+    );
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "MutatingWebhookConfiguration",
+            "scale-even.webhooks.capstan.test",
+            &url("/scale-even"),
+            "[{operations: [UPDATE], apiGroups: [apps, example.com], apiVersions: [v1], resources: [deployments/scale, widgets/scale]}]",
+            "",
+        ),
+    );
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "scale-limit.webhooks.capstan.test",
+            &url("/scale-limit"),
+            "[{operations: [UPDATE], apiGroups: [apps, example.com], apiVersions: [v1], resources: [\"deployments/*\", widgets/scale]}]",
+            "",
+        ),
+    );
+    let limited = "admission webhook \"scale-limit.webhooks.capstan.test\" denied the request: scale to at most 5 replicas";
+    eventually("the scale webhooks", || {
+        let out = kubectl_any(
+            v,
+            &kc,
+            &[
+                "scale",
+                "deployment",
+                "web",
+                "--replicas=9",
+                "--dry-run=server",
+            ],
+        );
+        String::from_utf8_lossy(&out.stderr)
+            .contains(limited)
+            .then_some(())
+    });
+
+    for version in ["1.27", "1.33"] {
+        kubectl_ok(
+            version,
+            &kc,
+            &["scale", "deployment", "web", "--replicas=2"],
+        );
+        // 3 is raised to 4 by the mutating webhook, and let through.
+        kubectl_ok(
+            version,
+            &kc,
+            &["scale", "deployment", "web", "--replicas=3"],
+        );
+        let replicas = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+        );
+        assert_eq!(replicas, "4");
+        // 5 is raised to 6, which the validating webhook refuses: it judged the mutated Scale.
+        let err = refused(
+            version,
+            &kc,
+            &["scale", "deployment", "web", "--replicas=5"],
+        );
+        assert!(err.contains(&format!("{limited}, not 6")), "{err}");
+        let err = refused(
+            version,
+            &kc,
+            &["scale", "deployment", "web", "--replicas=9"],
+        );
+        assert!(err.contains(&format!("{limited}, not 10")), "{err}");
+        let replicas = kubectl_ok(
+            version,
+            &kc,
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+        );
+        assert_eq!(replicas, "4");
+    }
+
+    // A custom object's scale the same way (1 is raised to 2).
+    kubectl_ok(v, &kc, &["scale", "widget", "w", "--replicas=1"]);
+    let replicas = kubectl_ok(
+        v,
+        &kc,
+        &["get", "widget", "w", "-o", "jsonpath={.spec.replicas}"],
+    );
+    assert_eq!(replicas, "2");
+    let err = refused(v, &kc, &["scale", "widget", "w", "--replicas=7"]);
+    assert!(err.contains(&format!("{limited}, not 8")), "{err}");
+
+    // What the webhooks were sent.
+    let reviews = hooks.reviews_of("web");
+    let mutated = reviews
+        .iter()
+        .find(|r| {
+            r["request"]["object"]["spec"]["replicas"] == 3
+                && r["request"]["oldObject"]["spec"]["replicas"] == 2
+        })
+        .expect("the mutating webhook's review of the scale to 3");
+    let request = &mutated["request"];
+    assert_eq!(
+        request["kind"],
+        serde_json::json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(request["requestKind"], request["kind"]);
+    assert_eq!(
+        request["resource"],
+        serde_json::json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(request["subResource"], "scale");
+    assert_eq!(request["requestSubResource"], "scale");
+    assert_eq!(request["operation"], "UPDATE");
+    assert_eq!(request["namespace"], "default");
+    assert_eq!(request["object"]["kind"], "Scale");
+    assert_eq!(request["object"]["apiVersion"], "autoscaling/v1");
+    assert_eq!(request["object"]["metadata"]["name"], "web");
+    assert_eq!(request["oldObject"]["kind"], "Scale");
+    assert_eq!(request["oldObject"]["status"]["selector"], "app=web");
+    let validated = reviews
+        .iter()
+        .find(|r| r["request"]["object"]["spec"]["replicas"] == 4)
+        .expect("the validating webhook's review of the mutated scale");
+    assert_eq!(validated["request"]["kind"]["kind"], "Scale");
+    assert_eq!(validated["request"]["oldObject"]["spec"]["replicas"], 2);
+    let widget = hooks
+        .reviews_of("w")
+        .into_iter()
+        .find(|r| r["request"]["resource"]["resource"] == "widgets")
+        .expect("a review of the widget's scale");
+    assert_eq!(widget["request"]["kind"]["kind"], "Scale");
+    assert_eq!(widget["request"]["subResource"], "scale");
+}
 
 /// A CRD whose versions a webhook converts: an object written in either version is stored in
 /// the storage version and read in both; lists of objects written in different versions

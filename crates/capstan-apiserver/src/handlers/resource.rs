@@ -923,12 +923,13 @@ impl Api {
                 Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
             }
             ("update" | "patch", Some(Serves::Scale(paths))) => {
-                let options = if verb == "update" {
+                let mut options = if verb == "update" {
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?
                 } else {
                     let apply = crate::handlers::patch::is_apply(content_type.as_deref());
                     query.recorded_write_options(request.headers(), "PatchOptions", Some(apply))?
                 };
+                options.admission = write_admission(subresource);
                 let bytes = read_bytes(request.into_body()).await?;
                 let change = if verb == "update" {
                     crate::handlers::scale::ScaleChange::Replace(parse_document(
@@ -941,11 +942,12 @@ impl Api {
                         body: &bytes,
                     }
                 };
-                let scale = crate::handlers::scale::update(
+                let (scale, mut warnings) = crate::handlers::scale::update(
                     registry, &paths, namespace, name, change, &options,
                 )
                 .await?;
-                Ok(respond(StatusCode::OK, &scale, output.plain(), &[]))
+                admission_warnings(&options, &mut warnings);
+                Ok(respond(StatusCode::OK, &scale, output.plain(), &warnings))
             }
             ("create", Some(Serves::Binding)) => {
                 let output = output.untabled()?;
@@ -1434,6 +1436,10 @@ mod tests;
 #[cfg(test)]
 #[path = "../admission/api_tests.rs"]
 mod admission_tests;
+
+#[cfg(test)]
+#[path = "../admission/policy/api_tests.rs"]
+mod policy_tests;
 
 #[cfg(test)]
 #[path = "../admission/podsecurity_tests.rs"]

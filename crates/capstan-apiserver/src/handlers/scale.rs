@@ -6,14 +6,18 @@
 //! the built-in workloads, the CRD's paths for custom objects (a missing count reads as 0, as
 //! upstream's).
 
-use capstan_api::catalog::ScalePaths;
+use std::sync::{Arc, Mutex};
+
+use capstan_api::catalog::{Resource, ScalePaths};
 use capstan_api::field::{FieldError, Path};
 use capstan_api::selector::LabelSelector;
 use capstan_api::{GroupResource, StatusError};
 use serde_json::{Value, json};
 
+use futures::future::BoxFuture;
+
 use crate::registry::object::meta_str;
-use crate::registry::{Registry, WriteOptions, Written, parse_resource_version};
+use crate::registry::{Admission, Registry, WriteOptions, Written, parse_resource_version};
 use crate::status::ApiError;
 
 /// The selector of the parent in the string form `Scale.status.selector` carries.
@@ -124,7 +128,105 @@ pub(crate) enum ScaleChange<'a> {
     },
 }
 
-/// Writes the scale of `name`: the parent's `spec.replicas` changes, nothing else.
+/// The desired replicas of a `Scale`, which must be an integer (none is 0).
+fn count(scale: &Value) -> Result<i64, ApiError> {
+    match &scale["spec"]["replicas"] {
+        Value::Null => Ok(0),
+        value => value.as_i64().ok_or_else(|| {
+            ApiError::from(StatusError::bad_request("spec.replicas must be an integer"))
+        }),
+    }
+}
+
+/// The desired replicas of a `Scale`: an integer, and not negative (upstream's
+/// `ValidateScale`).
+fn replicas_of(scale: &Value, name: &str) -> Result<i64, ApiError> {
+    let replicas = count(scale)?;
+    if replicas < 0 {
+        return Err(StatusError::invalid(
+            "autoscaling",
+            "Scale",
+            name,
+            &[FieldError::invalid(
+                &Path::new("spec").child("replicas"),
+                replicas,
+                "must be greater than or equal to 0",
+            )],
+        )
+        .into());
+    }
+    Ok(replicas)
+}
+
+/// A `Scale` as a mutating webhook's patch left it, decoded as upstream decodes it into the
+/// versioned type: fields a `Scale` does not have are dropped, a field of the wrong type is
+/// an error.
+pub(crate) fn decode_scale(patched: Value) -> Result<Value, ApiError> {
+    serde_json::from_value::<k8s_openapi::api::autoscaling::v1::Scale>(patched)
+        .and_then(serde_json::to_value)
+        .map_err(|e| StatusError::internal(&e.to_string()).into())
+}
+
+/// The admission of a write through `scale`: the request's admission (`inner`), shown the
+/// `Scale` objects instead of the parent (see the module's documentation).
+#[derive(Debug)]
+struct ScaleAdmission {
+    inner: Arc<dyn Admission>,
+    paths: ScalePaths,
+    /// The `Scale` the current attempt of the write asks for, left by its `modify`.
+    desired: Arc<Mutex<Option<Value>>>,
+}
+
+impl Admission for ScaleAdmission {
+    fn take_warnings(&self) -> Vec<String> {
+        self.inner.take_warnings()
+    }
+
+    fn mutate<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a mut Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let old_scale = old.map(|old| scale_of(old, &self.paths));
+            let desired = self
+                .desired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            let mut scale = desired.unwrap_or_else(|| scale_of(object, &self.paths));
+            self.inner
+                .mutate(resource, &mut scale, old_scale.as_ref(), dry_run)
+                .await?;
+            let name = meta_str(object, "name").to_owned();
+            let replicas = replicas_of(&scale, &name)?;
+            set_path(object, self.paths.spec_replicas, replicas.into());
+            Ok(())
+        })
+    }
+
+    fn validate<'a>(
+        &'a self,
+        resource: &'static Resource,
+        object: &'a Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let scale = scale_of(object, &self.paths);
+            let old_scale = old.map(|old| scale_of(old, &self.paths));
+            self.inner
+                .validate(resource, &scale, old_scale.as_ref(), dry_run)
+                .await
+        })
+    }
+}
+
+/// Writes the scale of `name`: the parent's `spec.replicas` changes, nothing else. The
+/// request's admission (`options.admission`) judges the `Scale`s; the new `Scale` and the
+/// warnings of the write are returned.
 pub(crate) async fn update(
     registry: &Registry,
     paths: &ScalePaths,
@@ -132,7 +234,7 @@ pub(crate) async fn update(
     name: &str,
     change: ScaleChange<'_>,
     options: &WriteOptions,
-) -> Result<Value, ApiError> {
+) -> Result<(Value, Vec<String>), ApiError> {
     let key = registry.resource.storage_key(namespace, name);
     let scale_resource = GroupResource::new("autoscaling", "scale");
     let mut pinned = None;
@@ -147,13 +249,23 @@ pub(crate) async fn update(
             )))
         })?);
     }
+    let desired_scale = Arc::new(Mutex::new(None));
+    let mut options = options.clone();
+    options.admission = options.admission.take().map(|inner| {
+        Arc::new(ScaleAdmission {
+            inner,
+            paths: *paths,
+            desired: desired_scale.clone(),
+        }) as Arc<dyn Admission>
+    });
+    let admitted = options.admission.is_some();
     let written: Written = registry
-        .guaranteed_update(&key, name, pinned, Some("scale"), options, |old| {
+        .guaranteed_update(&key, name, pinned, Some("scale"), &options, |old| {
             let Some(old) = old else {
                 return Err(StatusError::not_found(scale_resource, name).into());
             };
             let current = scale_of(old, paths);
-            let desired = match &change {
+            let mut desired = match &change {
                 ScaleChange::Replace(body) => body.clone(),
                 ScaleChange::Patch { content_type, body } => {
                     crate::handlers::patch::apply_to_scale(&current, content_type.as_deref(), body)?
@@ -166,29 +278,35 @@ pub(crate) async fn update(
                 ))
                 .into());
             }
-            let replicas = match &desired["spec"]["replicas"] {
-                Value::Null => 0,
-                value => value.as_i64().ok_or_else(|| {
-                    ApiError::from(StatusError::bad_request("spec.replicas must be an integer"))
-                })?,
+            // A negative count is refused after mutating admission, which may change it.
+            let replicas = if admitted {
+                count(&desired)?
+            } else {
+                replicas_of(&desired, name)?
             };
-            if replicas < 0 {
-                return Err(StatusError::invalid(
-                    "autoscaling",
-                    "Scale",
-                    name,
-                    &[FieldError::invalid(
-                        &Path::new("spec").child("replicas"),
-                        replicas,
-                        "must be greater than or equal to 0",
-                    )],
-                )
-                .into());
+            // Admission sees the Scale as upstream decodes it: its kind, and the name and
+            // namespace of the URL.
+            if admitted {
+                desired["apiVersion"] = "autoscaling/v1".into();
+                desired["kind"] = "Scale".into();
+                if !desired["metadata"].is_object() {
+                    desired["metadata"] = json!({});
+                }
+                desired["metadata"]["name"] = name.into();
+                match namespace {
+                    Some(namespace) => desired["metadata"]["namespace"] = namespace.into(),
+                    None => {
+                        desired["metadata"]
+                            .as_object_mut()
+                            .map(|m| m.remove("namespace"));
+                    }
+                }
+                *desired_scale.lock().unwrap_or_else(|e| e.into_inner()) = Some(desired);
             }
             let mut parent = old.clone();
             set_path(&mut parent, paths.spec_replicas, replicas.into());
             Ok(parent)
         })
         .await?;
-    Ok(scale_of(&written.object, paths))
+    Ok((scale_of(&written.object, paths), written.warnings))
 }

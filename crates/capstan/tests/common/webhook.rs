@@ -5,6 +5,9 @@
 //!   and attaching to a container named `denied`;
 //! - `/mutate`: allows, with a JSON patch that labels the object `mutated=yes` and the warning
 //!   `labelled by the test webhook`;
+//! - `/scale-even`: a mutating webhook for `Scale` objects: an odd `spec.replicas` is raised to
+//!   the next even count;
+//! - `/scale-limit`: refuses (403) a `Scale` of more than 5 replicas, with the count;
 //! - `/slow`: answers after 5 s;
 //! - `/garbage`: answers `200` with a body that is not JSON;
 //! - `/convert`: a CRD conversion webhook (ConversionReview) between `v1`, whose `spec.hostPort`
@@ -117,6 +120,25 @@ async fn answer(
             response["patch"] = base64::engine::general_purpose::STANDARD
                 .encode(patch.to_string())
                 .into();
+        }
+        "/scale-even" => {
+            let replicas = request["object"]["spec"]["replicas"].as_i64().unwrap_or(0);
+            if request["kind"]["kind"] == "Scale" && replicas % 2 == 1 {
+                let patch =
+                    json!([{"op": "replace", "path": "/spec/replicas", "value": replicas + 1}]);
+                response["patchType"] = "JSONPatch".into();
+                response["patch"] = base64::engine::general_purpose::STANDARD
+                    .encode(patch.to_string())
+                    .into();
+            }
+        }
+        "/scale-limit" => {
+            let replicas = request["object"]["spec"]["replicas"].as_i64().unwrap_or(0);
+            if request["object"]["kind"] == "Scale" && replicas > 5 {
+                response["allowed"] = false.into();
+                response["status"] = json!({"code": 403,
+                    "message": format!("scale to at most 5 replicas, not {replicas}")});
+            }
         }
         "/slow" => tokio::time::sleep(Duration::from_secs(5)).await,
         "/garbage" => {

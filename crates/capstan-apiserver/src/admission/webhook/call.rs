@@ -262,11 +262,13 @@ pub(crate) fn review(
     old: Option<&Value>,
 ) -> Value {
     let resource = attrs.resource;
-    // A subresource's body (a Scale, connect options) is its own kind.
+    // A subresource's body (a Scale, connect options) is its own kind; the scale's is
+    // `autoscaling/v1` `Scale` even where no object is at hand (a policy's `request`).
     let own_kind = object
         .filter(|_| !attrs.subresource.is_empty())
         .and_then(|o| Some((o["apiVersion"].as_str()?, o["kind"].as_str()?)))
-        .filter(|(_, kind)| *kind != resource.kind);
+        .filter(|(_, kind)| *kind != resource.kind)
+        .or_else(|| (attrs.subresource == "scale").then_some(("autoscaling/v1", "Scale")));
     let kind = match own_kind {
         Some((api_version, kind)) => {
             let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

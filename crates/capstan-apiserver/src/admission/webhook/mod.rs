@@ -26,13 +26,15 @@
 //!
 //! Opening a session through `exec`, `attach`, `portforward` or `proxy` is admitted as
 //! CONNECT with the request's options (`PodAttachOptions`, …) as the object; the warnings a
-//! webhook gives reach the response's `Warning` headers.
+//! webhook gives reach the response's `Warning` headers. A write through `scale` is admitted
+//! with the `autoscaling/v1` `Scale` objects as kind, object and old object
+//! ([`crate::handlers::scale`]); a mutating webhook's patch of it is decoded as a `Scale`.
 //!
 //! `matchConditions` are CEL ([`capstan_api::cel::Expression`]) over `object`, `oldObject` and
 //! `request`.
 //!
-//! Not yet: the `authorizer` variable of match conditions, `matchPolicy: Equivalent` across versions (rules match the request's own version), the
-//! `Scale` object for `scale` writes, and audit annotations.
+//! Not yet: the `authorizer` variable of match conditions, `matchPolicy: Equivalent` across
+//! versions (rules match the request's own version), and audit annotations.
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
 //! version of the set (their stored bytes, compared without decoding), so a request with no
@@ -225,6 +227,8 @@ impl Webhooks {
         let patched = apply_patch(object, &patch).map_err(|e| StatusError::internal(&e))?;
         let mut patched = patched;
         let decoded = match self.registry_of(attrs) {
+            // A write of the scale admits the `Scale`, not the parent.
+            _ if attrs.subresource == "scale" => crate::handlers::scale::decode_scale(patched)?,
             Some(registry) => registry.decode_patched(&mut patched)?.0,
             None => patched,
         };
