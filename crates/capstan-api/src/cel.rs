@@ -13,11 +13,15 @@
 //!   value` for the other reasons), the root's path printed `<nil>` as upstream's.
 //!
 //! - [`Expression`]: a CEL expression over named values (an [`Activation`]): the admission
-//!   webhooks' `matchConditions` (`object`, `oldObject`, `request`), and the expressions of
-//!   ValidatingAdmissionPolicies (which add `params`, `namespaceObject` and `variables`).
+//!   webhooks' `matchConditions` (`object`, `oldObject`, `request`, `authorizer`), and the
+//!   expressions of ValidatingAdmissionPolicies (which add `params`, `namespaceObject` and
+//!   `variables`). Their functions are `kube-cel`'s and upstream's authorization library
+//!   ([`authz`]: the `authorizer` variable's checks, decided by the caller).
 //!
 //! Not yet: the runtime cost limit (the per-call and per-request budgets), and ratcheting
 //! (upstream ignores a failing rule on an unchanged field of an update).
+
+pub mod authz;
 
 use std::sync::Arc;
 
@@ -46,7 +50,9 @@ thread_local! {
     /// evaluation of an [`Expression`] adds its variables in a scope of its own.
     static FUNCTIONS: kube_cel::cel::Context<'static> = {
         use kube_cel::KubeCelExt as _;
-        kube_cel::cel::Context::default().with_all()
+        let mut context = kube_cel::cel::Context::default().with_all();
+        authz::register(&mut context);
+        context
     };
 }
 

@@ -1216,6 +1216,10 @@ mod nodeauthz_tests;
 mod escalation_tests;
 
 #[cfg(test)]
+#[path = "admission/cel_authz_tests.rs"]
+mod cel_authz_tests;
+
+#[cfg(test)]
 #[path = "handlers/proxy/chain_tests.rs"]
 mod proxy_chain_tests;
 

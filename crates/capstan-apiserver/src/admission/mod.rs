@@ -34,6 +34,7 @@
 //! used for 30 s (upstream's `liveLookupCache`), so an object created a moment ago is not missed
 //! while the cache catches up.
 
+pub(crate) mod cel_authz;
 pub(crate) mod certificates;
 pub(crate) mod config;
 pub(crate) mod lifecycle;

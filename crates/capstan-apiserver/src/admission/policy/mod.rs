@@ -9,7 +9,9 @@
 //! parameter object it refers to (`paramRef`: one by name, or every one its selector picks, in
 //! the request's namespace unless it names one; none found is a refusal under
 //! `parameterNotFoundAction: Deny`). The expressions read `object`, `oldObject`, `request`,
-//! `params`, `namespaceObject` and `variables` ([`compiled`]).
+//! `params`, `namespaceObject`, `variables` ([`compiled`]) and `authorizer` (upstream's
+//! authorization library, decided by the server's authorizer for the request's user:
+//! [`super::cel_authz`]).
 //!
 //! A failed validation is a refusal under the binding's `Deny`, a `Warning` header under
 //! `Warn`; `Audit` has no audit log to go to yet. The first refusal answers the request as
@@ -27,7 +29,7 @@
 //! The policies and bindings are read from the watch cache at every request and compiled once
 //! per version of the set (their stored bytes compared without decoding).
 //!
-//! Not yet: the `authorizer` variable, the runtime cost budget, `matchPolicy: Equivalent`
+//! Not yet: the runtime cost budget, `matchPolicy: Equivalent`
 //! across versions (rules match the request's own version), the policy's status (upstream's
 //! type checking of expressions against the matched kinds' schemas), and audit annotations.
 
@@ -146,6 +148,7 @@ impl Policies {
             return Ok(());
         }
         let context = Context::new(&self.table);
+        let checks = capstan_api::cel::authz::Checks::new();
         let mut base: Option<Activation> = None;
         let mut namespace: Option<Value> = None;
         let mut denial: Option<Denial> = None;
@@ -178,12 +181,19 @@ impl Policies {
                 };
                 let base = match &mut base {
                     Some(base) => base,
-                    None => base.insert(self.activation(attrs, object, old, &mut namespace).await?),
+                    None => base.insert(
+                        self.activation(attrs, object, old, &mut namespace, &checks)
+                            .await?,
+                    ),
                 };
                 for param in params {
                     let mut activation = base.clone();
                     activation.json("params", &param);
-                    for decision in policy.evaluate(&mut activation) {
+                    let decisions = super::cel_authz::settle(&checks, attrs, || {
+                        policy.evaluate(&mut activation)
+                    })
+                    .await;
+                    for decision in decisions {
                         let (message, reason) = match decision {
                             Decision::Deny { message, reason } => (message, reason),
                             Decision::Error { message } => (message, "Invalid".to_owned()),
@@ -214,16 +224,22 @@ impl Policies {
         }
     }
 
-    /// The values every expression of the request reads: `object`, `oldObject`, `request`
-    /// and `namespaceObject` (read once per request).
+    /// The values every expression of the request reads: `object`, `oldObject`, `request`,
+    /// `namespaceObject` (read once per request) and `authorizer` (whose checks go to
+    /// `checks`).
     async fn activation(
         &self,
         attrs: &Attributes<'_>,
         object: Option<&Value>,
         old: Option<&Value>,
         namespace: &mut Option<Value>,
+        checks: &capstan_api::cel::authz::Checks,
     ) -> Result<Activation, ApiError> {
         let mut activation = Activation::default();
+        activation.set(
+            "authorizer",
+            checks.variable(super::cel_authz::request_resource(attrs)),
+        );
         activation.json("object", object.unwrap_or(&Value::Null));
         activation.json("oldObject", old.unwrap_or(&Value::Null));
         let request = super::webhook::call::review("v1", "", attrs, None, None)["request"].take();

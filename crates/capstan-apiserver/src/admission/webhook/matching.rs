@@ -123,7 +123,7 @@ impl<'a> Context<'a> {
         {
             return Ok(false);
         }
-        conditions_match(hook, attrs, object, old)
+        conditions_match(hook, attrs, object, old).await
     }
 
     /// Whether the request's object (new or old) and its namespace are selected (upstream's
@@ -177,8 +177,8 @@ impl<'a> Context<'a> {
 
 /// Upstream's match conditions: every one true calls the webhook, any false skips it (even
 /// when another fails to evaluate); an evaluation error skips it under `Ignore` and refuses
-/// the request under `Fail`.
-fn conditions_match(
+/// the request under `Fail`. They read `object`, `oldObject`, `request` and `authorizer`.
+async fn conditions_match(
     hook: &Hook,
     attrs: &Attributes<'_>,
     object: Option<&Value>,
@@ -188,33 +188,39 @@ fn conditions_match(
         return Ok(true);
     }
     let request = super::call::review("v1", "", attrs, None, None)["request"].take();
-    let (object, old) = (object.unwrap_or(&Value::Null), old.unwrap_or(&Value::Null));
-    let variables = [
-        ("object", object),
-        ("oldObject", old),
-        ("request", &request),
-    ];
-    let mut failure = None;
-    for (name, expression) in &hook.conditions {
-        let outcome = expression
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|e| e.evaluate(&variables));
-        match outcome {
-            Ok(true) => {}
-            Ok(false) => return Ok(false),
-            Err(why) => {
-                failure.get_or_insert(format!(
-                    "failed to evaluate match condition {}: {why}",
-                    capstan_api::field::go_quote(name)
-                ));
+    let mut activation = capstan_api::cel::Activation::default();
+    activation.json("object", object.unwrap_or(&Value::Null));
+    activation.json("oldObject", old.unwrap_or(&Value::Null));
+    activation.json("request", &request);
+    let checks = capstan_api::cel::authz::Checks::new();
+    activation.set(
+        "authorizer",
+        checks.variable(super::super::cel_authz::request_resource(attrs)),
+    );
+    let evaluate = || {
+        let mut failure = None;
+        for (name, expression) in &hook.conditions {
+            let outcome = expression
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|e| e.check(&activation));
+            match outcome {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(why) => {
+                    failure.get_or_insert(format!(
+                        "failed to evaluate match condition {}: {why}",
+                        capstan_api::field::go_quote(name)
+                    ));
+                }
             }
         }
-    }
-    match failure {
-        None => Ok(true),
-        Some(_) if hook.ignore_failures => Ok(false),
-        Some(why) => Err(capstan_api::StatusError::forbidden(
+        failure.map_or(Ok(true), Err)
+    };
+    match super::super::cel_authz::settle(&checks, attrs, evaluate).await {
+        Ok(matched) => Ok(matched),
+        Err(_) if hook.ignore_failures => Ok(false),
+        Err(why) => Err(capstan_api::StatusError::forbidden(
             capstan_api::GroupResource::new(attrs.resource.group, attrs.resource.plural),
             attrs.name,
             &why,

@@ -30,11 +30,12 @@
 //! with the `autoscaling/v1` `Scale` objects as kind, object and old object
 //! ([`crate::handlers::scale`]); a mutating webhook's patch of it is decoded as a `Scale`.
 //!
-//! `matchConditions` are CEL ([`capstan_api::cel::Expression`]) over `object`, `oldObject` and
-//! `request`.
+//! `matchConditions` are CEL ([`capstan_api::cel::Expression`]) over `object`, `oldObject`,
+//! `request` and `authorizer` (upstream's authorization library, decided by the server's
+//! authorizer for the request's user: [`super::cel_authz`]).
 //!
-//! Not yet: the `authorizer` variable of match conditions, `matchPolicy: Equivalent` across
-//! versions (rules match the request's own version), and audit annotations.
+//! Not yet: `matchPolicy: Equivalent` across versions (rules match the request's own version),
+//! and audit annotations.
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
 //! version of the set (their stored bytes, compared without decoding), so a request with no
