@@ -14,7 +14,9 @@
 //! errors follow the failure policy, deletes are judged on the stored object, and bad policies
 //! and bindings are refused with upstream's messages. `kubectl scale` of a Deployment and of a
 //! custom object is admitted with the `Scale`: raised by a mutating webhook, refused with a
-//! validating webhook's message.
+//! validating webhook's message. Under `matchPolicy: Equivalent` webhooks and a policy whose
+//! rules name only `v1` of a two-version CRD get writes through `v1beta1`, converted; `Exact`
+//! ones do not.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -727,6 +729,229 @@ fn scale_writes_are_admitted_with_the_scale() {
         .expect("a review of the widget's scale");
     assert_eq!(widget["request"]["kind"]["kind"], "Scale");
     assert_eq!(widget["request"]["subResource"], "scale");
+}
+
+const GADGETS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, kind: Gadget}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+"#;
+
+/// `matchPolicy`: webhooks and a ValidatingAdmissionPolicy whose rules name only `v1` of a
+/// two-version CRD get writes made through `v1beta1` under `Equivalent` (the default), sent
+/// the object converted to `v1` with `kind`/`resource` in `v1` and
+/// `requestKind`/`requestResource` in `v1beta1`; a mutating webhook's patch of the `v1`
+/// object lands in the object written through `v1beta1`; an `Exact` webhook gets only writes
+/// through `v1`.
+#[test]
+fn equivalent_match_policy_reaches_other_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let hooks = WebhookServer::start(&[]);
+    let bundle = hooks.ca_bundle();
+    let url = |path: &str| format!("{{url: \"{}\", caBundle: {bundle}}}", hooks.url(path));
+    let v = "1.33";
+    apply(v, &kc, GADGETS);
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.example.com",
+        ],
+    );
+    let v1_only = "[{operations: [CREATE, UPDATE], apiGroups: [example.com], apiVersions: [v1], resources: [gadgets]}]";
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "deny.webhooks.capstan.test",
+            &url("/deny"),
+            v1_only,
+            "",
+        ),
+    );
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "ValidatingWebhookConfiguration",
+            "exact.webhooks.capstan.test",
+            &url("/exact"),
+            v1_only,
+            "  matchPolicy: Exact",
+        ),
+    );
+    apply(
+        v,
+        &kc,
+        &configuration(
+            "MutatingWebhookConfiguration",
+            "mutate.webhooks.capstan.test",
+            &url("/mutate"),
+            v1_only,
+            "",
+        ),
+    );
+    apply(
+        v,
+        &kc,
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: gadget-size}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [example.com], apiVersions: [v1], operations: [CREATE], resources: [gadgets]}
+  validations:
+  - expression: object.spec.size < 10
+    messageExpression: "'size ' + string(object.spec.size) + ' seen as ' + object.apiVersion + ' through ' + request.resource.version + ', requested ' + request.requestResource.version + ' ' + request.requestKind.version"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: gadget-size}
+spec: {policyName: gadget-size, validationActions: [Deny]}
+"#,
+    );
+    let gadget = |name: &str, version: &str, labels: &str, size: i64| {
+        format!(
+            "apiVersion: example.com/{version}\nkind: Gadget\nmetadata: {{name: {name}, labels: {{{labels}}}}}\nspec: {{size: {size}}}\n"
+        )
+    };
+    // A write through v1beta1 reaches the webhook whose rules name v1 only.
+    eventually("the webhooks through v1beta1", || {
+        let out = kubectl_stdin(
+            v,
+            &kc,
+            &["create", "--dry-run=server", "-f", "-"],
+            &gadget("probe", "v1beta1", "deny: \"yes\"", 1),
+        );
+        String::from_utf8_lossy(&out.stderr)
+            .contains(DENIED)
+            .then_some(())
+    });
+    eventually("the policy through v1beta1", || {
+        let out = kubectl_stdin(
+            v,
+            &kc,
+            &["create", "--dry-run=server", "-f", "-"],
+            &gadget("probe", "v1beta1", "", 20),
+        );
+        String::from_utf8_lossy(&out.stderr)
+            .contains("ValidatingAdmissionPolicy 'gadget-size' with binding 'gadget-size' denied request: size 20 seen as example.com/v1 through v1, requested v1beta1 v1beta1")
+            .then_some(())
+    });
+
+    // Created through v1beta1: mutated through v1, the label lands on the object.
+    let out = kubectl_stdin(
+        v,
+        &kc,
+        &["create", "-f", "-"],
+        &gadget("b", "v1beta1", "", 2),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let labels = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "get",
+            "gadgets.v1beta1.example.com",
+            "b",
+            "-o",
+            "jsonpath={.metadata.labels.mutated}",
+        ],
+    );
+    assert_eq!(labels, "yes");
+    let reviews = hooks.reviews_of("b");
+    let gvk = |version: &str| serde_json::json!({"group": "example.com", "version": version, "kind": "Gadget"});
+    let gvr = |version: &str| serde_json::json!({"group": "example.com", "version": version, "resource": "gadgets"});
+    for path in ["/mutate", "/deny"] {
+        let review = reviews
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap_or_else(|| panic!("no review at {path}: {reviews:?}"));
+        let request = &review["request"];
+        assert_eq!(request["kind"], gvk("v1"), "{path}");
+        assert_eq!(request["resource"], gvr("v1"), "{path}");
+        assert_eq!(request["requestKind"], gvk("v1beta1"), "{path}");
+        assert_eq!(request["requestResource"], gvr("v1beta1"), "{path}");
+        assert_eq!(request["object"]["apiVersion"], "example.com/v1", "{path}");
+    }
+    // The validating webhook saw the mutated object.
+    let denied = reviews.iter().find(|r| r["path"] == "/deny").unwrap();
+    assert_eq!(
+        denied["request"]["object"]["metadata"]["labels"]["mutated"],
+        "yes"
+    );
+    // The Exact webhook was not called through v1beta1, and is through v1.
+    assert!(
+        !reviews.iter().any(|r| r["path"] == "/exact"),
+        "{reviews:?}"
+    );
+    let out = kubectl_stdin(v, &kc, &["create", "-f", "-"], &gadget("c", "v1", "", 2));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exact = hooks
+        .reviews_of("c")
+        .into_iter()
+        .find(|r| r["path"] == "/exact")
+        .expect("the Exact webhook's review through v1");
+    assert_eq!(exact["request"]["kind"], gvk("v1"));
+    assert_eq!(exact["request"]["requestKind"], gvk("v1"));
+    // An update through v1beta1 is sent with both objects in v1.
+    kubectl_ok(
+        v,
+        &kc,
+        &["label", "gadgets.v1beta1.example.com", "b", "more=1"],
+    );
+    let update = hooks
+        .reviews_of("b")
+        .into_iter()
+        .find(|r| r["path"] == "/deny" && r["request"]["operation"] == "UPDATE")
+        .expect("an UPDATE review");
+    assert_eq!(
+        update["request"]["oldObject"]["apiVersion"],
+        "example.com/v1"
+    );
+    assert_eq!(
+        update["request"]["object"]["metadata"]["labels"]["more"],
+        "1"
+    );
+    assert_eq!(update["request"]["requestKind"], gvk("v1beta1"));
 }
 
 /// A CRD whose versions a webhook converts: an object written in either version is stored in

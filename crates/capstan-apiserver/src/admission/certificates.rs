@@ -229,6 +229,7 @@ mod tests {
     ) -> Attributes<'a> {
         Attributes {
             resource: csrs(),
+            request_resource: None,
             subresource,
             operation,
             namespace: "",

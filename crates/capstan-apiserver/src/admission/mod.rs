@@ -205,8 +205,12 @@ impl Warnings {
 /// What a plugin is asked about (upstream's `admission.Attributes`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Attributes<'a> {
-    /// The resource written.
+    /// The resource written (for a webhook or policy that matched through an equivalent
+    /// resource, that one: see [`Attributes::through`]).
     pub resource: &'static Resource,
+    /// The resource the request was made through, when `resource` is an equivalent one a
+    /// webhook or policy matched it through (`matchPolicy: Equivalent`); `None` otherwise.
+    pub request_resource: Option<&'static Resource>,
     /// The subresource written through (empty for the main endpoint).
     pub subresource: &'a str,
     /// What is done.
@@ -227,7 +231,23 @@ pub(crate) struct Attributes<'a> {
     pub authorizer: Option<&'a Arc<crate::authz::Authorizer>>,
 }
 
-impl Attributes<'_> {
+impl<'a> Attributes<'a> {
+    /// These attributes as a webhook or policy that matched the request through `equivalent`
+    /// (another version or group serving the same objects) sees them: the resource is that
+    /// one, the request's own is kept as the requested one.
+    pub(crate) fn through(&self, equivalent: &'static Resource) -> Attributes<'a> {
+        Attributes {
+            resource: equivalent,
+            request_resource: Some(self.request_resource.unwrap_or(self.resource)),
+            ..*self
+        }
+    }
+
+    /// The resource the request was made through.
+    pub(crate) fn requested(&self) -> &'static Resource {
+        self.request_resource.unwrap_or(self.resource)
+    }
+
     /// Whether the write goes through the main endpoint of a namespaced resource, where most
     /// plugins act.
     pub(crate) fn main_namespaced(&self) -> bool {
@@ -518,6 +538,7 @@ impl RequestAdmission {
     ) -> Attributes<'a> {
         Attributes {
             resource,
+            request_resource: None,
             subresource: &self.subresource,
             operation,
             namespace: namespace_of(object),
@@ -580,6 +601,7 @@ impl crate::registry::Admission for RequestAdmission {
             );
             let attrs = Attributes {
                 resource,
+                request_resource: None,
                 subresource: &self.subresource,
                 operation: if old.is_some() {
                     Operation::Update

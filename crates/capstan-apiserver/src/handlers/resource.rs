@@ -762,6 +762,7 @@ impl Api {
         let user = user.as_ref();
         let attrs = Attributes {
             resource,
+            request_resource: None,
             subresource: &info.subresource,
             operation: Operation::Connect,
             namespace: &info.namespace,
@@ -885,6 +886,7 @@ impl Api {
         let admitted_warnings = crate::admission::Warnings::default();
         let attributes = |operation| Attributes {
             resource,
+            request_resource: None,
             subresource: subresource.unwrap_or_default(),
             operation,
             namespace: namespace.unwrap_or_default(),

@@ -634,6 +634,22 @@ impl Registry {
         Ok(capstan_api::gojson::to_vec(object))
     }
 
+    /// `object`, as this registry serves it, in the version `other` serves (a registry sharing
+    /// this one's stored objects: another version of the kind, or another group serving it):
+    /// converted to the stored version, then to `other`'s, as a read through `other` would
+    /// serve it.
+    pub(crate) async fn convert_to(
+        &self,
+        object: &Value,
+        other: &Registry,
+    ) -> Result<Value, ApiError> {
+        let stored = match &self.conversion {
+            Some(conversion) => conversion.stored_form(object).await?,
+            None => object.clone(),
+        };
+        other.served_form(stored).await
+    }
+
     /// Whether this version is served through a conversion webhook.
     pub(crate) fn converts_by_webhook(&self) -> bool {
         matches!(self.conversion, Some(Converter::Webhook { .. }))

@@ -159,6 +159,38 @@ impl Registries {
         self.custom_find(|r| (r.group, r.version, r.kind) == (group, version, kind))
     }
 
+    /// The registries of the resources equivalent to `resource` (upstream's
+    /// `EquivalentResourcesFor`): the other versions and groups serving the same stored
+    /// objects (sharing its storage key prefix), built-in ones in the catalog's order and a
+    /// custom resource's versions in its CRD's order, each serving `subresource` when one is
+    /// given; `resource` itself is left out.
+    pub(crate) fn equivalents(&self, resource: &Resource, subresource: &str) -> Vec<Arc<Registry>> {
+        let prefix = resource.storage_key_prefix();
+        let equivalent = |r: &Resource| {
+            r != resource
+                && r.storage_key_prefix() == prefix
+                && (subresource.is_empty() || r.subresource(subresource).is_some())
+        };
+        let mut found: Vec<Arc<Registry>> = catalog::resources()
+            .filter(|r| equivalent(r))
+            .filter_map(|r| {
+                self.by_resource
+                    .get(&(r.group, r.version, r.plural))
+                    .cloned()
+            })
+            .collect();
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        found.extend(
+            custom
+                .by_crd
+                .values()
+                .flat_map(|served| &served.registries)
+                .filter(|r| equivalent(r.resource))
+                .cloned(),
+        );
+        found
+    }
+
     /// The registry of a core (`v1`) resource.
     pub(crate) fn core(&self, plural: &str) -> Option<Arc<Registry>> {
         self.get("", "v1", plural)

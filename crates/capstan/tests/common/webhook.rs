@@ -14,7 +14,8 @@
 //!   is `host:port`, and `v2`, with `spec.host` and `spec.port`; it refuses objects labelled
 //!   `convert=refuse`.
 //!
-//! Every review received is kept, for tests to look at.
+//! Any other path allows. Every review received is kept, for tests to look at, with the path
+//! it was sent to as its `path`.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
@@ -90,7 +91,11 @@ async fn answer(
     let path = request.uri().path().to_owned();
     let body = request.into_body().collect().await.unwrap().to_bytes();
     let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    kept.lock().unwrap().push(review.clone());
+    let mut recorded = review.clone();
+    if let Some(fields) = recorded.as_object_mut() {
+        fields.insert("path".to_owned(), path.clone().into());
+    }
+    kept.lock().unwrap().push(recorded);
     let request = &review["request"];
     if path == "/convert" {
         return json_reply(&json!({

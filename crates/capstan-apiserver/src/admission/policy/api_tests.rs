@@ -151,3 +151,60 @@ async fn scale_writes_are_judged_on_the_scale() {
     assert_eq!(code, 422, "{body}");
     assert_eq!(body["details"]["kind"], "Scale", "{body}");
 }
+
+/// A policy whose rules name `autoscaling/v2` HorizontalPodAutoscalers judges one created
+/// through `autoscaling/v1` (`matchPolicy: Equivalent`, the default), on the object converted
+/// to `v2`; under `Exact` it does not.
+#[tokio::test]
+async fn equivalent_versions_are_judged_converted() {
+    let h = Harness::new().await;
+    let spec = |match_policy: &str| {
+        json!({
+            "failurePolicy": "Fail",
+            "matchConstraints": {"matchPolicy": match_policy, "resourceRules": [{
+                "apiGroups": ["autoscaling"], "apiVersions": ["v2"],
+                "operations": ["CREATE"], "resources": ["horizontalpodautoscalers"]}]},
+            "validations": [{
+                "expression": "object.spec.metrics.all(m, m.resource.target.averageUtilization <= 50)",
+                "messageExpression": "'utilization ' + string(object.spec.metrics[0].resource.target.averageUtilization) + ' of ' + object.apiVersion + ' through ' + request.kind.version + ' ' + request.resource.version + ', requested ' + request.requestKind.version + ' ' + request.requestResource.version",
+            }],
+        })
+    };
+    policy(&h, "utilization", spec("Equivalent")).await;
+    let hpa = |name: &str| {
+        json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                     "maxReplicas": 3, "targetCPUUtilizationPercentage": 80}})
+    };
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let refused = until_code(
+        &h,
+        422,
+        "POST",
+        &format!("{v1}?dryRun=All"),
+        "application/json",
+        hpa("probe"),
+    )
+    .await;
+    assert_eq!(
+        refused["message"],
+        "horizontalpodautoscalers.autoscaling \"probe\" is forbidden: ValidatingAdmissionPolicy 'utilization' with binding 'utilization' denied request: utilization 80 of autoscaling/v2 through v2 v2, requested v1 v1",
+        "{refused}"
+    );
+    // Exact: the policy no longer sees writes through v1.
+    let (code, mut stored) = h
+        .get("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/utilization")
+        .await;
+    assert_eq!(code, 200, "{stored}");
+    stored["spec"] = spec("Exact");
+    let (code, body) = h
+        .put(
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/utilization",
+            stored,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let created = until_code(&h, 201, "POST", v1, "application/json", hpa("h")).await;
+    assert_eq!(created["spec"]["targetCPUUtilizationPercentage"], 80);
+}

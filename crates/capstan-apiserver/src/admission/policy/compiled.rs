@@ -2,6 +2,8 @@
 //! request and one parameter object: match conditions, variables, then validations, as
 //! upstream's validator turns them into decisions.
 
+use std::sync::Arc;
+
 use capstan_api::cel::{Activation, CelValue, Expression};
 use capstan_api::selector::LabelSelector;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -12,7 +14,8 @@ use serde_json::Value;
 
 use super::super::Attributes;
 use super::super::webhook::call::selector;
-use super::super::webhook::matching::{Context, Rule};
+use super::super::webhook::matching::{self, Context, Rule};
+use crate::registry::Registry;
 use crate::status::ApiError;
 
 /// Upstream's limit on a message a `messageExpression` gives.
@@ -76,6 +79,8 @@ impl NamedRule {
 pub(super) struct Resources {
     rules: Vec<NamedRule>,
     excluded: Vec<NamedRule>,
+    /// `matchPolicy: Equivalent`.
+    equivalent: bool,
     namespace_selector: LabelSelector,
     object_selector: LabelSelector,
 }
@@ -88,26 +93,34 @@ impl Resources {
         Resources {
             rules: rules(&resources.resource_rules),
             excluded: rules(&resources.exclude_resource_rules),
+            equivalent: resources.match_policy.as_deref() == Some("Equivalent"),
             namespace_selector: selector(resources.namespace_selector.as_ref()),
             object_selector: selector(resources.object_selector.as_ref()),
         }
     }
 
-    /// Upstream's policy matcher: not excluded, selected, and covered by a rule (no rules, as
-    /// a binding may give, cover everything).
+    /// Upstream's policy matcher: selected, not excluded, and covered by a rule (no rules, as
+    /// a binding may give, cover everything); through which resource
+    /// ([`matching::matched_through`]: an equivalent one under `matchPolicy: Equivalent`,
+    /// whose rules are then judged without their resource names, as upstream's are).
     pub(super) async fn matches(
         &self,
         context: &Context<'_>,
         attrs: &Attributes<'_>,
         object: Option<&Value>,
         old: Option<&Value>,
-    ) -> Result<bool, ApiError> {
-        if self.excluded.iter().any(|r| r.matches(attrs))
-            || !(self.rules.is_empty() || self.rules.iter().any(|r| r.matches(attrs)))
-        {
-            return Ok(false);
-        }
-        context
+    ) -> Result<Option<Option<Arc<Registry>>>, ApiError> {
+        let covered = |rules: &[NamedRule]| {
+            matching::matched_through(
+                rules,
+                NamedRule::matches,
+                |rule, attrs| rule.rule.matches(attrs),
+                self.equivalent,
+                attrs,
+                context.table(),
+            )
+        };
+        if !context
             .selected(
                 &self.namespace_selector,
                 &self.object_selector,
@@ -115,7 +128,15 @@ impl Resources {
                 object,
                 old,
             )
-            .await
+            .await?
+            || covered(&self.excluded).is_some()
+        {
+            return Ok(None);
+        }
+        if self.rules.is_empty() {
+            return Ok(Some(None));
+        }
+        Ok(covered(&self.rules))
     }
 }
 

@@ -4,7 +4,11 @@
 //! webhooks.
 //!
 //! For each policy whose `matchConstraints` cover the request (rules with resource names,
-//! excluded rules, namespace and object selectors, as the webhooks' matcher decides), each
+//! excluded rules, namespace and object selectors, as the webhooks' matcher decides, with its
+//! `matchPolicy`: under `Equivalent` a rule naming an equivalent resource matches, and the
+//! policy's expressions then see the objects converted to that version, and `request` with
+//! that resource as `kind`/`resource` and the request's own as `requestKind`/
+//! `requestResource`), each
 //! binding naming it whose `matchResources` (if any) cover it too is evaluated once per
 //! parameter object it refers to (`paramRef`: one by name, or every one its selector picks, in
 //! the request's namespace unless it names one; none found is a refusal under
@@ -29,9 +33,8 @@
 //! The policies and bindings are read from the watch cache at every request and compiled once
 //! per version of the set (their stored bytes compared without decoding).
 //!
-//! Not yet: the runtime cost budget, `matchPolicy: Equivalent`
-//! across versions (rules match the request's own version), the policy's status (upstream's
-//! type checking of expressions against the matched kinds' schemas), and audit annotations.
+//! Not yet: the runtime cost budget, the policy's status (upstream's type checking of
+//! expressions against the matched kinds' schemas), and audit annotations.
 
 mod compiled;
 
@@ -156,12 +159,25 @@ impl Policies {
             let Some(resources) = &policy.resources else {
                 continue;
             };
-            if !resources.matches(&context, attrs, object, old).await? {
+            let Some(through) = resources.matches(&context, attrs, object, old).await? else {
                 continue;
-            }
+            };
+            // Matched through an equivalent resource, the policy sees the request through it,
+            // its objects converted to that version.
+            let equivalent = match &through {
+                Some(registry) => Some((
+                    attrs.through(registry.resource),
+                    matching::converted(&self.table, attrs, registry, object, old).await?,
+                )),
+                None => None,
+            };
+            let mut own_base: Option<Activation> = None;
             for binding in &policy.bindings {
                 if let Some(narrowed) = &binding.resources
-                    && !narrowed.matches(&context, attrs, object, old).await?
+                    && narrowed
+                        .matches(&context, attrs, object, old)
+                        .await?
+                        .is_none()
                 {
                     continue;
                 }
@@ -179,11 +195,21 @@ impl Policies {
                         continue;
                     }
                 };
-                let base = match &mut base {
-                    Some(base) => base,
-                    None => base.insert(
+                let base = match (&equivalent, &mut base, &mut own_base) {
+                    (None, Some(base), _) | (Some(_), _, Some(base)) => base,
+                    (None, base, _) => base.insert(
                         self.activation(attrs, object, old, &mut namespace, &checks)
                             .await?,
+                    ),
+                    (Some((seen, (object, old))), _, own_base) => own_base.insert(
+                        self.activation(
+                            seen,
+                            object.as_ref(),
+                            old.as_ref(),
+                            &mut namespace,
+                            &checks,
+                        )
+                        .await?,
                     ),
                 };
                 for param in params {

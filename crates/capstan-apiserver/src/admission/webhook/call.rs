@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_api::StatusError;
+use capstan_api::catalog::Resource;
 use capstan_api::field::go_quote;
 use capstan_api::selector::LabelSelector;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -26,6 +27,9 @@ pub(crate) struct Hook {
     pub configuration: String,
     pub name: String,
     pub rules: Vec<Rule>,
+    /// `matchPolicy: Equivalent`: a request through another version or group of a resource
+    /// its rules name is sent to it, converted.
+    pub equivalent: bool,
     pub namespace_selector: LabelSelector,
     pub object_selector: LabelSelector,
     /// `failurePolicy: Ignore`.
@@ -143,6 +147,7 @@ impl Hook {
             configuration: configuration.to_owned(),
             name: hook.name.clone(),
             rules: rules(hook.rules.as_ref()),
+            equivalent: hook.match_policy.as_deref() == Some("Equivalent"),
             namespace_selector: selector(hook.namespace_selector.as_ref()),
             object_selector: selector(hook.object_selector.as_ref()),
             ignore_failures: hook.failure_policy.as_deref() == Some("Ignore"),
@@ -261,15 +266,14 @@ pub(crate) fn review(
     object: Option<&Value>,
     old: Option<&Value>,
 ) -> Value {
-    let resource = attrs.resource;
     // A subresource's body (a Scale, connect options) is its own kind; the scale's is
     // `autoscaling/v1` `Scale` even where no object is at hand (a policy's `request`).
     let own_kind = object
         .filter(|_| !attrs.subresource.is_empty())
         .and_then(|o| Some((o["apiVersion"].as_str()?, o["kind"].as_str()?)))
-        .filter(|(_, kind)| *kind != resource.kind)
+        .filter(|(_, kind)| *kind != attrs.resource.kind)
         .or_else(|| (attrs.subresource == "scale").then_some(("autoscaling/v1", "Scale")));
-    let kind = match own_kind {
+    let kind_of = |resource: &Resource| match own_kind {
         Some((api_version, kind)) => {
             let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
             json!({"group": group, "version": version, "kind": kind})
@@ -278,8 +282,12 @@ pub(crate) fn review(
             json!({"group": resource.group, "version": resource.version, "kind": resource.kind})
         }
     };
-    let gvr =
-        json!({"group": resource.group, "version": resource.version, "resource": resource.plural});
+    let resource_of = |resource: &Resource| json!({"group": resource.group, "version": resource.version, "resource": resource.plural});
+    // A webhook matched through an equivalent resource is sent that one as `kind` and
+    // `resource`, and the request's own as `requestKind` and `requestResource`.
+    let (kind, gvr) = (kind_of(attrs.resource), resource_of(attrs.resource));
+    let requested = attrs.requested();
+    let (request_kind, request_gvr) = (kind_of(requested), resource_of(requested));
     let options = match attrs.operation {
         Operation::Create => Some("CreateOptions"),
         Operation::Update => Some("UpdateOptions"),
@@ -298,8 +306,8 @@ pub(crate) fn review(
         "uid": uid,
         "kind": kind,
         "resource": gvr,
-        "requestKind": kind,
-        "requestResource": gvr,
+        "requestKind": request_kind,
+        "requestResource": request_gvr,
         "name": attrs.name,
         "namespace": attrs.namespace,
         "operation": operation_name(attrs.operation),

@@ -1,5 +1,8 @@
 //! Which webhooks a request goes to, as upstream's `rules.Matcher`, namespace matcher and
-//! object matcher decide.
+//! object matcher decide, and through which resource: under `matchPolicy: Equivalent` a
+//! request matches a rule that names an equivalent resource (another version or group serving
+//! the same objects), and the webhook or policy then sees the request through that resource,
+//! its objects converted to that version ([`matched_through`], [`converted`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use serde_json::Value;
 
 use super::super::{Attributes, Operation};
 use super::call::Hook;
-use crate::registry::Registries;
+use crate::registry::{Registries, Registry};
 use crate::status::ApiError;
 
 /// One rule of a webhook: what operations on which resources it is called for.
@@ -77,6 +80,80 @@ impl Rule {
     }
 }
 
+/// The resource a request matches `rules` through, as upstream's rule matching with its match
+/// policy decides: `Some(None)` when a rule covers the request's own resource (`own` judges
+/// a rule); else, with `equivalent`, `Some(Some(registry))` for the first resource equivalent
+/// to it that a rule covers (`fuzzy` judges a rule then), rules in order, each tried on every
+/// equivalent ([`Registries::equivalents`]); `None` when nothing matches.
+pub(crate) fn matched_through<R>(
+    rules: &[R],
+    own: impl Fn(&R, &Attributes<'_>) -> bool,
+    fuzzy: impl Fn(&R, &Attributes<'_>) -> bool,
+    equivalent: bool,
+    attrs: &Attributes<'_>,
+    table: &Registries,
+) -> Option<Option<Arc<Registry>>> {
+    if rules.iter().any(|rule| own(rule, attrs)) {
+        return Some(None);
+    }
+    if !equivalent {
+        return None;
+    }
+    let equivalents = table.equivalents(attrs.resource, attrs.subresource);
+    for rule in rules {
+        for registry in &equivalents {
+            if fuzzy(rule, &attrs.through(registry.resource)) {
+                return Some(Some(registry.clone()));
+            }
+        }
+    }
+    None
+}
+
+/// The request's objects as a webhook or policy that matched it through `equivalent` sees
+/// them: converted from the request's version to that one's (a subresource's own kind, a
+/// `Scale` or options, is the same in every version and stays as it is).
+pub(crate) async fn converted(
+    table: &Registries,
+    attrs: &Attributes<'_>,
+    equivalent: &Registry,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<(Option<Value>, Option<Value>), ApiError> {
+    let requested = attrs.requested();
+    let own = table.get(requested.group, requested.version, requested.plural);
+    let convert = |value: Option<&Value>| {
+        let own = own.clone();
+        let value = value.cloned();
+        async move {
+            match (value, own) {
+                (Some(value), Some(own)) if value["kind"] == requested.kind => {
+                    own.convert_to(&value, equivalent).await.map(Some)
+                }
+                (value, _) => Ok(value),
+            }
+        }
+    };
+    Ok((convert(object).await?, convert(old).await?))
+}
+
+/// A patched object a mutating webhook that matched the request through `equivalent` gave
+/// back, in the request's own version again.
+pub(crate) async fn converted_back(
+    table: &Registries,
+    attrs: &Attributes<'_>,
+    equivalent: &Registry,
+    object: Value,
+) -> Result<Value, ApiError> {
+    let requested = attrs.requested();
+    match table.get(requested.group, requested.version, requested.plural) {
+        Some(own) if object["kind"] == equivalent.resource.kind => {
+            equivalent.convert_to(&object, &own).await
+        }
+        _ => Ok(object),
+    }
+}
+
 /// The labels of an object (none when it has none).
 pub(crate) fn labels(object: &Value) -> BTreeMap<String, String> {
     object["metadata"]["labels"]
@@ -100,18 +177,32 @@ impl<'a> Context<'a> {
         Context { table }
     }
 
-    /// Whether `hook` is called for this request.
+    /// The table of registries.
+    pub(crate) fn table(&self) -> &Arc<Registries> {
+        self.table
+    }
+
+    /// Whether `hook`'s rules and selectors take this request, and through which resource
+    /// ([`matched_through`]); its match conditions are judged by the caller
+    /// ([`conditions_match`]), on the objects as the webhook is to see them.
     pub(crate) async fn matches(
         &self,
         hook: &Hook,
         attrs: &Attributes<'_>,
         object: Option<&Value>,
         old: Option<&Value>,
-    ) -> Result<bool, ApiError> {
-        if !hook.rules.iter().any(|rule| rule.matches(attrs)) {
-            return Ok(false);
-        }
-        if !self
+    ) -> Result<Option<Option<Arc<Registry>>>, ApiError> {
+        let Some(through) = matched_through(
+            &hook.rules,
+            Rule::matches,
+            Rule::matches,
+            hook.equivalent,
+            attrs,
+            self.table,
+        ) else {
+            return Ok(None);
+        };
+        let selected = self
             .selected(
                 &hook.namespace_selector,
                 &hook.object_selector,
@@ -119,11 +210,8 @@ impl<'a> Context<'a> {
                 object,
                 old,
             )
-            .await?
-        {
-            return Ok(false);
-        }
-        conditions_match(hook, attrs, object, old).await
+            .await?;
+        Ok(selected.then_some(through))
     }
 
     /// Whether the request's object (new or old) and its namespace are selected (upstream's
@@ -178,7 +266,7 @@ impl<'a> Context<'a> {
 /// Upstream's match conditions: every one true calls the webhook, any false skips it (even
 /// when another fails to evaluate); an evaluation error skips it under `Ignore` and refuses
 /// the request under `Fail`. They read `object`, `oldObject`, `request` and `authorizer`.
-async fn conditions_match(
+pub(crate) async fn conditions_match(
     hook: &Hook,
     attrs: &Attributes<'_>,
     object: Option<&Value>,
@@ -255,6 +343,7 @@ mod tests {
         let group = if plural == "deployments" { "apps" } else { "" };
         Attributes {
             resource: capstan_api::catalog::lookup(group, "v1", plural).unwrap(),
+            request_resource: None,
             subresource,
             operation: Operation::Create,
             namespace,

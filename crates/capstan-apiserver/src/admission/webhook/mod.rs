@@ -13,7 +13,14 @@
 //!   `oldObject`.
 //! - [`matching`] decides which webhooks a request goes to: rules (operations, groups,
 //!   versions, resources with their wildcards, scope), namespace and object selectors, match
-//!   conditions, and the exemption of the admission configurations themselves.
+//!   conditions, and the exemption of the admission configurations themselves. Under
+//!   `matchPolicy: Equivalent` (the default) a request through one version or group of a
+//!   resource matches a rule naming an equivalent one (another version of a custom resource,
+//!   `autoscaling/v1` and `v2` HorizontalPodAutoscalers, core and `events.k8s.io` Events): the
+//!   webhook is then sent the objects converted to that version (its match conditions judge
+//!   them so), with that resource as `kind` and `resource` and the request's own as
+//!   `requestKind` and `requestResource`; a mutating webhook's patch is applied in that
+//!   version and converted back. `Exact` matches the request's own version only.
 //! - [`call`] sends one AdmissionReview (`admission.k8s.io/v1`, or `v1beta1` when the webhook
 //!   only takes that) over TLS to a URL or a Service (resolved to a ready endpoint of the
 //!   Service, or an ExternalName's host, and verified as `<service>.<namespace>.svc`), within
@@ -34,8 +41,7 @@
 //! `request` and `authorizer` (upstream's authorization library, decided by the server's
 //! authorizer for the request's user: [`super::cel_authz`]).
 //!
-//! Not yet: `matchPolicy: Equivalent` across versions (rules match the request's own version),
-//! and audit annotations.
+//! Not yet: audit annotations.
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
 //! version of the set (their stored bytes, compared without decoding), so a request with no
@@ -140,6 +146,15 @@ fn name_of(object: &Value) -> &str {
     object["metadata"]["name"].as_str().unwrap_or_default()
 }
 
+/// A webhook's view of a request it matched through an equivalent resource: that resource's
+/// registry, and the objects converted to its version.
+#[derive(Debug)]
+struct Equivalent {
+    registry: Arc<Registry>,
+    object: Option<Value>,
+    old: Option<Value>,
+}
+
 /// The webhook configurations, mutating and validating, which the two plugins call.
 #[derive(Debug)]
 pub(crate) struct Webhooks {
@@ -166,6 +181,72 @@ impl Webhooks {
         })
     }
 
+    /// Whether `hook` is called for this request, and how: `Some(None)` as the request was
+    /// made, `Some(Some(_))` through an equivalent resource, with the objects converted to it;
+    /// `None` when its rules, selectors or match conditions leave it out.
+    async fn invocation(
+        &self,
+        context: &matching::Context<'_>,
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<Option<Option<Equivalent>>, ApiError> {
+        let Some(through) = context.matches(hook, attrs, object, old).await? else {
+            return Ok(None);
+        };
+        let Some(registry) = through else {
+            let called = matching::conditions_match(hook, attrs, object, old).await?;
+            return Ok(called.then_some(None));
+        };
+        let (object, old) = matching::converted(&self.table, attrs, &registry, object, old).await?;
+        let seen = attrs.through(registry.resource);
+        if !matching::conditions_match(hook, &seen, object.as_ref(), old.as_ref()).await? {
+            return Ok(None);
+        }
+        Ok(Some(Some(Equivalent {
+            registry,
+            object,
+            old,
+        })))
+    }
+
+    /// Calls one mutating webhook if it matches (`None` when it does not); whether its patch
+    /// changed the object. A webhook that matched through an equivalent resource patches the
+    /// object converted to that version, which is converted back.
+    async fn invoke_mutating(
+        &self,
+        context: &matching::Context<'_>,
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<Option<bool>, ApiError> {
+        let Some(through) = self
+            .invocation(context, hook, attrs, object.as_deref(), old)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(mut equivalent) = through else {
+            return self.call_mutating(hook, attrs, object, old).await.map(Some);
+        };
+        let seen = attrs.through(equivalent.registry.resource);
+        let changed = self
+            .call_mutating(
+                hook,
+                &seen,
+                equivalent.object.as_mut(),
+                equivalent.old.as_ref(),
+            )
+            .await?;
+        if changed && let (Some(object), Some(patched)) = (object, equivalent.object) {
+            *object =
+                matching::converted_back(&self.table, attrs, &equivalent.registry, patched).await?;
+        }
+        Ok(Some(changed))
+    }
+
     /// Calls the mutating webhooks that match, in order, changing `object` with their patches.
     async fn mutate(
         &self,
@@ -182,12 +263,12 @@ impl Webhooks {
         // object, and whether one did since each was called.
         let mut reinvocable: Vec<(Arc<Hook>, bool)> = Vec::new();
         for hook in hooks.iter() {
-            if !context.matches(hook, attrs, object.as_deref(), old).await? {
+            let Some(changed) = self
+                .invoke_mutating(&context, hook, attrs, object.as_deref_mut(), old)
+                .await?
+            else {
                 continue;
-            }
-            let changed = self
-                .call_mutating(hook, attrs, object.as_deref_mut(), old)
-                .await?;
+            };
             if changed {
                 for (_, since) in &mut reinvocable {
                     *since = true;
@@ -198,7 +279,7 @@ impl Webhooks {
             }
         }
         for (hook, _) in reinvocable.iter().filter(|(_, since)| *since) {
-            self.call_mutating(hook, attrs, object.as_deref_mut(), old)
+            self.invoke_mutating(&context, hook, attrs, object.as_deref_mut(), old)
                 .await?;
         }
         Ok(())
@@ -252,17 +333,27 @@ impl Webhooks {
         let context = matching::Context::new(&self.table);
         let mut matched = Vec::new();
         for hook in hooks.iter() {
-            if context.matches(hook, attrs, object, old).await? {
-                matched.push(hook.clone());
+            if let Some(through) = self.invocation(&context, hook, attrs, object, old).await? {
+                matched.push((hook.clone(), through));
             }
         }
-        let answers = futures::future::join_all(
-            matched
-                .iter()
-                .map(|hook| hook.call(&self.table, attrs, object, old, false)),
-        )
+        // What each webhook is sent: the request as made, or through an equivalent resource.
+        let seen: Vec<_> = matched
+            .iter()
+            .map(|(_, through)| match through {
+                None => (*attrs, object, old),
+                Some(equivalent) => (
+                    attrs.through(equivalent.registry.resource),
+                    equivalent.object.as_ref(),
+                    equivalent.old.as_ref(),
+                ),
+            })
+            .collect();
+        let answers = futures::future::join_all(matched.iter().zip(&seen).map(
+            |((hook, _), (attrs, object, old))| hook.call(&self.table, attrs, *object, *old, false),
+        ))
         .await;
-        for (hook, answer) in matched.iter().zip(answers) {
+        for ((hook, _), answer) in matched.iter().zip(answers) {
             match answer {
                 Ok(Called::Allowed { .. }) => {}
                 Ok(refused) => return Err(refused.refusal(&hook.name)),
