@@ -543,6 +543,44 @@ mod tests {
         }
     }
 
+    /// Admission's `matchPolicy: Equivalent` takes resources sharing a storage key prefix as
+    /// equivalent: they must be versions of one kind, one stored and the others served from it.
+    #[test]
+    fn resources_sharing_storage_are_versions_of_one_kind() {
+        for r in resources() {
+            for other in resources().filter(|o| o != &r) {
+                if other.storage_key_prefix() != r.storage_key_prefix() {
+                    continue;
+                }
+                let stored =
+                    |x: &Resource| x.stored_as.map_or_else(|| x.api_version(), str::to_owned);
+                assert_eq!(
+                    stored(r),
+                    stored(other),
+                    "{}/{} and {}/{} share storage",
+                    r.api_version(),
+                    r.plural,
+                    other.api_version(),
+                    other.plural
+                );
+                assert_eq!(r.plural, other.plural);
+            }
+        }
+        let shared = |group: &str, version: &str, plural: &str| {
+            let r = lookup(group, version, plural).unwrap();
+            resources()
+                .filter(|o| o != &r && o.storage_key_prefix() == r.storage_key_prefix())
+                .map(|o| o.api_version())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            shared("autoscaling", "v1", "horizontalpodautoscalers"),
+            ["autoscaling/v2"]
+        );
+        assert_eq!(shared("", "v1", "events"), ["events.k8s.io/v1"]);
+        assert!(shared("", "v1", "pods").is_empty());
+    }
+
     #[test]
     fn every_strategy_decodes_by_its_type() {
         for resource in resources() {
