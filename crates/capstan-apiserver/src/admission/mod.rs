@@ -15,7 +15,8 @@
 //!   inside the registry's write ([`Chain::for_request`] gives the registry a
 //!   [`crate::registry::Admission`]): the mutating phase on a new object once decoded and
 //!   defaulted, the validating phase once the strategy has prepared and validated the object,
-//!   just before it is stored;
+//!   just before it is stored (a write through `scale` is shown the `Scale` objects instead
+//!   of the parent: [`crate::handlers::scale`]);
 //! - deletes, and the subresources whose bodies are not stored (bindings, evictions,
 //!   TokenRequests), run it from their handlers ([`Chain::admit`]), once per object.
 //!
@@ -27,6 +28,9 @@
 //! Adding a plugin: a module here with a type implementing [`Plugin`], and its place in
 //! [`Chain::configured`]. Plugins that take configuration read it from the admission
 //! configuration file ([`config`], `--admission-control-config-file`).
+//!
+//! The CEL expressions of the webhooks' match conditions and of the admission policies get the
+//! `authorizer` variable, decided by the server's authorizer ([`cel_authz`]).
 //!
 //! Plugins that read objects per namespace (LimitRanges, ResourceQuotas) use a
 //! [`NamespaceLookup`]: the watch cache as it stands, as upstream's plugins read their

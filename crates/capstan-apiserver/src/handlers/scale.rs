@@ -5,6 +5,14 @@
 //! subresource's [`ScalePaths`]: `.spec.replicas`, `.status.replicas` and `spec.selector` for
 //! the built-in workloads, the CRD's paths for custom objects (a missing count reads as 0, as
 //! upstream's).
+//!
+//! A write of the scale is admitted as upstream's `ScaleREST` admits it (`ScaleAdmission`,
+//! wrapping the request's admission): the admission chain sees `autoscaling/v1` `Scale`
+//! objects, not the parent. The mutating phase gets the `Scale` the request asks for (its body,
+//! or the patch applied to the current one, with the URL's name and namespace) and the current
+//! `Scale` as the old object, and may change its `spec.replicas`; the count is then checked (a
+//! negative one is an `Invalid` `Scale`) and written to the parent. The validating phase gets
+//! the `Scale`s of the parent about to be stored and of the stored one.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,9 +20,8 @@ use capstan_api::catalog::{Resource, ScalePaths};
 use capstan_api::field::{FieldError, Path};
 use capstan_api::selector::LabelSelector;
 use capstan_api::{GroupResource, StatusError};
-use serde_json::{Value, json};
-
 use futures::future::BoxFuture;
+use serde_json::{Value, json};
 
 use crate::registry::object::meta_str;
 use crate::registry::{Admission, Registry, WriteOptions, Written, parse_resource_version};
