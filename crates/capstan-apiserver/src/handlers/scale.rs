@@ -317,3 +317,42 @@ pub(crate) async fn update(
         .await?;
     Ok((scale_of(&written.object, paths), written.warnings))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhooks_scale_is_decoded_as_a_scale() {
+        let patched = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": "web", "namespace": "ns"}, "spec": {"replicas": 4},
+            "status": {"replicas": 1}, "extra": true});
+        let decoded = decode_scale(patched).unwrap();
+        assert_eq!(decoded["spec"]["replicas"], 4);
+        assert!(decoded.get("extra").is_none(), "{decoded}");
+        let wrong = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "spec": {"replicas": "four"}});
+        let error = decode_scale(wrong).unwrap_err();
+        assert_eq!(error.status().code(), 500);
+    }
+
+    #[test]
+    fn negative_counts_are_an_invalid_scale() {
+        assert_eq!(
+            replicas_of(&json!({"spec": {"replicas": 3}}), "web").unwrap(),
+            3
+        );
+        assert_eq!(replicas_of(&json!({"spec": {}}), "web").unwrap(), 0);
+        let error = replicas_of(&json!({"spec": {"replicas": -1}}), "web")
+            .unwrap_err()
+            .status()
+            .to_json();
+        assert_eq!(error["code"], 422);
+        assert_eq!(
+            error["message"],
+            "Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+        );
+        let error = replicas_of(&json!({"spec": {"replicas": "x"}}), "web").unwrap_err();
+        assert_eq!(error.status().code(), 400);
+    }
+}
