@@ -165,10 +165,11 @@ impl Registries {
     /// custom resource's versions in its CRD's order, each serving `subresource` when one is
     /// given; `resource` itself is left out.
     pub(crate) fn equivalents(&self, resource: &Resource, subresource: &str) -> Vec<Arc<Registry>> {
-        let prefix = resource.storage_key_prefix();
+        // Called for every webhook and policy a request's own resource does not match: the
+        // storage prefixes are compared as they are, without making the keys.
         let equivalent = |r: &Resource| {
             r != resource
-                && r.storage_key_prefix() == prefix
+                && r.storage_prefix == resource.storage_prefix
                 && (subresource.is_empty() || r.subresource(subresource).is_some())
         };
         let mut found: Vec<Arc<Registry>> = catalog::resources()
