@@ -95,18 +95,21 @@ impl Scheduler {
         watchers.push(spawn_watch::<Pod>(
             client.clone(),
             tx.clone(),
+            Some(NON_TERMINAL_PODS),
             |pod| Input::Pod(Arc::new(pod)),
             |pod| Input::PodGone(Arc::new(pod)),
         ));
         watchers.push(spawn_watch::<Node>(
             client.clone(),
             tx.clone(),
+            None,
             |n| Input::Node(Arc::new(n)),
             |n| Input::NodeGone(n.metadata.name.unwrap_or_default()),
         ));
         watchers.push(spawn_watch::<Namespace>(
             client.clone(),
             tx.clone(),
+            None,
             |ns| {
                 Input::Namespace(
                     ns.metadata.name.unwrap_or_default(),
@@ -118,6 +121,7 @@ impl Scheduler {
         watchers.push(spawn_watch::<PodDisruptionBudget>(
             client.clone(),
             tx.clone(),
+            None,
             |p| Input::Pdb(Arc::new(p)),
             |p| {
                 Input::PdbGone(
@@ -129,6 +133,7 @@ impl Scheduler {
         watchers.push(spawn_watch::<PersistentVolumeClaim>(
             client.clone(),
             tx.clone(),
+            None,
             |p| Input::Pvc(Arc::new(p)),
             |p| {
                 Input::PvcGone(
@@ -140,18 +145,21 @@ impl Scheduler {
         watchers.push(spawn_watch::<PersistentVolume>(
             client.clone(),
             tx.clone(),
+            None,
             |p| Input::Pv(Arc::new(p)),
             |p| Input::PvGone(p.metadata.name.unwrap_or_default()),
         ));
         watchers.push(spawn_watch::<StorageClass>(
             client.clone(),
             tx.clone(),
+            None,
             |c| Input::StorageClass(Arc::new(c)),
             |c| Input::StorageClassGone(c.metadata.name.unwrap_or_default()),
         ));
         watchers.push(spawn_watch::<Service>(
             client.clone(),
             tx.clone(),
+            None,
             |s| {
                 let selector = s.spec.and_then(|spec| spec.selector).unwrap_or_default();
                 workload(
@@ -165,6 +173,7 @@ impl Scheduler {
         watchers.push(spawn_watch::<ReplicationController>(
             client.clone(),
             tx.clone(),
+            None,
             |rc| {
                 let selector = rc.spec.and_then(|spec| spec.selector).unwrap_or_default();
                 let selector = Some(WorkloadSelector::Labels(selector));
@@ -175,6 +184,7 @@ impl Scheduler {
         watchers.push(spawn_watch::<ReplicaSet>(
             client.clone(),
             tx.clone(),
+            None,
             |rs| {
                 let selector = rs.spec.map(|spec| parsed(spec.selector));
                 workload(WorkloadKind::ReplicaSet, rs.metadata, selector)
@@ -184,6 +194,7 @@ impl Scheduler {
         watchers.push(spawn_watch::<StatefulSet>(
             client.clone(),
             tx.clone(),
+            None,
             |ss| {
                 let selector = ss.spec.map(|spec| parsed(spec.selector));
                 workload(WorkloadKind::StatefulSet, ss.metadata, selector)
@@ -259,11 +270,18 @@ fn parsed(
     WorkloadSelector::Selector(capstan_api::selector::LabelSelector::from_api(Some(&selector)).ok())
 }
 
-/// Watches every object of kind `K` and turns what it sees into inputs. After a relist, objects
-/// that disappeared meanwhile are reported gone.
+/// The scheduler's pod watch leaves out pods that have finished (upstream's scheduler informs
+/// itself through the same field selector): a pod that succeeds or fails leaves the selection,
+/// which the watch reports as its deletion, so its resources are freed on its node and it is
+/// never held or listed again.
+const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// Watches every object of kind `K` (those `fields` selects, if given) and turns what it sees
+/// into inputs. After a relist, objects that disappeared meanwhile are reported gone.
 fn spawn_watch<K>(
     client: Client,
     tx: mpsc::Sender<Input>,
+    fields: Option<&'static str>,
     applied: fn(K) -> Input,
     gone: fn(K) -> Input,
 ) -> tokio::task::JoinHandle<()>
@@ -298,7 +316,11 @@ where
                 meta.name.as_deref().unwrap_or_default()
             )
         };
-        let mut stream = watcher(api, watcher::Config::default().any_semantic()).boxed();
+        let mut config = watcher::Config::default().any_semantic();
+        if let Some(fields) = fields {
+            config = config.fields(fields);
+        }
+        let mut stream = watcher(api, config).boxed();
         while let Some(event) = stream.next().await {
             let event = match event {
                 Ok(event) => event,
