@@ -7,7 +7,10 @@
 //!   authentication and authorization do: a client certificate signed by the CA the API server
 //!   publishes in `kube-system/extension-apiserver-authentication`, else a bearer token checked
 //!   with a TokenReview (answers kept for 10 s), else `system:anonymous`; then a
-//!   SubjectAccessReview for `get` on the path. Refusals are upstream's `Status` objects (401
+//!   SubjectAccessReview for the path (the verb: the method, lower-cased). The CA is read
+//!   again every 30 s ([`LiveClientCa`]), so a rotated or later published one is trusted
+//!   without a restart. With `--profiling` (the default) `/debug/pprof/` serves the process's
+//!   profiles ([`capstan_pprof`]) behind the same checks. Refusals are upstream's `Status` objects (401
 //!   `Unauthorized`, 403 `forbidden: User "..." cannot get path "..."`). The serving certificate
 //!   is `--tls-cert-file`/`--tls-private-key-file`, or a self-signed one made at start.
 //! - [`serve_plain_metrics`]: `capstan agent`'s service proxy answers `/metrics` and `/healthz`
@@ -38,12 +41,16 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use tokio::net::TcpListener;
 
 /// How long a TokenReview's answer is reused (upstream's delegated authentication caches
 /// successes and failures for 10 s).
 const TOKEN_CACHE_TTL: Duration = Duration::from_secs(10);
+/// How often the published client CA is read again.
+const CLIENT_CA_REFRESH: Duration = Duration::from_secs(30);
 
 /// The flags of a component's HTTPS endpoints (upstream's secure serving flags).
 #[derive(Debug, Clone, Args)]
@@ -89,15 +96,18 @@ pub(crate) async fn serve_secure(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
-    let builder = match client_ca(&client).await {
-        Some(roots) => builder.with_client_cert_verifier(
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .context("the client CA")?,
-        ),
-        None => builder.with_no_client_auth(),
-    };
+    let client_ca = Arc::new(LiveClientCa::new(provider));
+    client_ca.refresh(&client).await;
+    tokio::spawn({
+        let (client_ca, client) = (client_ca.clone(), client.clone());
+        async move {
+            loop {
+                tokio::time::sleep(CLIENT_CA_REFRESH).await;
+                client_ca.refresh(&client).await;
+            }
+        }
+    });
+    let builder = builder.with_client_cert_verifier(client_ca);
     let mut config = builder
         .with_single_cert(chain, key)
         .context("the serving certificate")?;
@@ -371,20 +381,135 @@ fn status(error: &StatusError) -> Response<Full<Bytes>> {
     plain(code, "application/json", &error.to_json().to_string())
 }
 
-/// The CA of client certificates the API server accepts, from the ConfigMap it publishes for
-/// delegating components; None (certificates then ignored) when it cannot be read.
-async fn client_ca(client: &kube::Client) -> Option<rustls::RootCertStore> {
-    let map = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
-        .get("extension-apiserver-authentication")
-        .await
-        .map_err(|error| tracing::warn!(%error, "no client CA to verify certificates with"))
-        .ok()?;
-    let pem = map.data?.remove("client-ca-file")?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
-        let _ = roots.add(cert);
+/// The client CA of the secure port, followed as upstream's components follow the
+/// `client-ca-file` of `kube-system/extension-apiserver-authentication`: re-read every
+/// [`CLIENT_CA_REFRESH`], so a CA the API server rotates or publishes later is trusted without
+/// a restart. Without one, no client certificate is asked for (bearer tokens still work).
+#[derive(Debug)]
+struct LiveClientCa {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    /// The bundle last read, and the verifier built from it.
+    current: std::sync::RwLock<(String, Option<Arc<dyn ClientCertVerifier>>)>,
+}
+
+impl LiveClientCa {
+    fn new(provider: Arc<rustls::crypto::CryptoProvider>) -> LiveClientCa {
+        LiveClientCa {
+            provider,
+            current: std::sync::RwLock::new((String::new(), None)),
+        }
     }
-    (!roots.is_empty()).then_some(roots)
+
+    fn verifier(&self) -> Option<Arc<dyn ClientCertVerifier>> {
+        self.current
+            .read()
+            .ok()
+            .and_then(|current| current.1.clone())
+    }
+
+    /// Reads the published bundle; a new one replaces the verifier (an unreadable map keeps
+    /// the one in use).
+    async fn refresh(&self, client: &kube::Client) {
+        let map = match Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+            .get_opt("extension-apiserver-authentication")
+            .await
+        {
+            Ok(map) => map,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the client CA to verify certificates with");
+                return;
+            }
+        };
+        let pem = map
+            .and_then(|m| m.data)
+            .and_then(|mut data| data.remove("client-ca-file"))
+            .unwrap_or_default();
+        if self.current.read().is_ok_and(|current| current.0 == pem) {
+            return;
+        }
+        let verifier = self.build(&pem);
+        if let Ok(mut current) = self.current.write() {
+            *current = (pem, verifier);
+        }
+    }
+
+    fn build(&self, pem: &str) -> Option<Arc<dyn ClientCertVerifier>> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
+            let _ = roots.add(cert);
+        }
+        if roots.is_empty() {
+            return None;
+        }
+        rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            self.provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|error| tracing::warn!(%error, "the published client CA is unusable"))
+        .ok()
+    }
+}
+
+impl ClientCertVerifier for LiveClientCa {
+    fn offer_client_auth(&self) -> bool {
+        self.verifier().is_some()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        match self.verifier() {
+            Some(verifier) => verifier.verify_client_cert(end_entity, intermediates, now),
+            None => Err(rustls::Error::General("no client CA".into())),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }
 
 /// The serving certificate: the flags' files, or a self-signed one for this machine's names.
@@ -420,6 +545,44 @@ fn serving_certificate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CA and a client certificate it signed, as PEM and DER.
+    fn ca_and_client() -> (String, CertificateDer<'static>) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
+        let mut leaf = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        leaf.distinguished_name
+            .push(rcgen::DnType::CommonName, "jane");
+        leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let leaf_key = rcgen::KeyPair::generate().unwrap();
+        let leaf = leaf.signed_by(&leaf_key, &issuer).unwrap();
+        (ca_cert.pem(), leaf.der().clone())
+    }
+
+    #[test]
+    fn the_client_ca_can_change_while_serving() {
+        let live = LiveClientCa::new(Arc::new(rustls::crypto::ring::default_provider()));
+        assert!(
+            !live.offer_client_auth(),
+            "no CA published: no certificate asked for"
+        );
+        let (first_pem, first_client) = ca_and_client();
+        let (second_pem, second_client) = ca_and_client();
+        let now = rustls::pki_types::UnixTime::now();
+        for (pem, trusted, refused) in [
+            (&first_pem, &first_client, &second_client),
+            (&second_pem, &second_client, &first_client),
+        ] {
+            *live.current.write().unwrap() = (pem.clone(), live.build(pem));
+            assert!(live.offer_client_auth());
+            assert!(live.verify_client_cert(trusted, &[], now).is_ok());
+            assert!(live.verify_client_cert(refused, &[], now).is_err());
+        }
+        assert!(live.build("not a certificate").is_none());
+    }
 
     #[test]
     fn always_allowed_paths_match_exactly_or_by_prefix() {
