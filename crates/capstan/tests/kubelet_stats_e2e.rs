@@ -410,7 +410,10 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
 
     // /debug/pprof/: the node agent's profiles (the text form of the heap; the pprof form is
     // checked against the API server's in profiling_e2e).
-    let text = raw(kc, &format!("/api/v1/nodes/{NODE}/proxy/debug/pprof/heap?debug=1"));
+    let text = raw(
+        kc,
+        &format!("/api/v1/nodes/{NODE}/proxy/debug/pprof/heap?debug=1"),
+    );
     assert!(text.starts_with("heap profile: "), "{text}");
 
     // /metrics: the kubelet's own.
