@@ -101,14 +101,8 @@ struct NodeRequest {
     password: Option<String>,
 }
 
-/// A certificate and key, PEM.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Pair {
-    /// The certificate.
-    pub cert: String,
-    /// Its key.
-    pub key: String,
-}
+/// A certificate and key, PEM (declared with the server join, which sends CAs as pairs).
+pub use crate::server_join::Pair;
 
 /// A node's credentials.
 #[derive(Debug, Serialize, Deserialize)]

@@ -39,7 +39,6 @@ use capstan_api::sha256_hex;
 use capstan_store::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::join::Pair;
 use crate::pki::{self, PkiError};
 use crate::registry::Registry;
 
@@ -50,6 +49,15 @@ pub const SERVER_BOOTSTRAP: &str = "/v1-capstan/server-bootstrap";
 const CLUSTER_NAMESPACE: &str = "kube-system";
 
 /// What a joining server gets: the secrets every server of the cluster shares.
+/// A certificate and key, PEM.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Pair {
+    /// The certificate.
+    pub cert: String,
+    /// Its key.
+    pub key: String,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerSecrets {

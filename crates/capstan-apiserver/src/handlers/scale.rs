@@ -165,15 +165,6 @@ fn replicas_of(scale: &Value, name: &str) -> Result<i64, ApiError> {
     Ok(replicas)
 }
 
-/// A `Scale` as a mutating webhook's patch left it, decoded as upstream decodes it into the
-/// versioned type: fields a `Scale` does not have are dropped, a field of the wrong type is
-/// an error.
-pub(crate) fn decode_scale(patched: Value) -> Result<Value, ApiError> {
-    serde_json::from_value::<k8s_openapi::api::autoscaling::v1::Scale>(patched)
-        .and_then(serde_json::to_value)
-        .map_err(|e| StatusError::internal(&e.to_string()).into())
-}
-
 /// The admission of a write through `scale`: the request's admission (`inner`), shown the
 /// `Scale` objects instead of the parent (see the module's documentation).
 #[derive(Debug)]
@@ -327,12 +318,12 @@ mod tests {
         let patched = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
             "metadata": {"name": "web", "namespace": "ns"}, "spec": {"replicas": 4},
             "status": {"replicas": 1}, "extra": true});
-        let decoded = decode_scale(patched).unwrap();
+        let decoded = crate::admission::webhook::decode_scale(patched).unwrap();
         assert_eq!(decoded["spec"]["replicas"], 4);
         assert!(decoded.get("extra").is_none(), "{decoded}");
         let wrong = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
             "spec": {"replicas": "four"}});
-        let error = decode_scale(wrong).unwrap_err();
+        let error = crate::admission::webhook::decode_scale(wrong).unwrap_err();
         assert_eq!(error.status().code(), 500);
     }
 

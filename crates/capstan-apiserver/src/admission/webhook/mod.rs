@@ -65,6 +65,15 @@ use crate::registry::{ListOptions, Registries, Registry};
 use crate::status::ApiError;
 use call::{Called, Hook};
 
+/// A `Scale` as a mutating webhook's patch left it, decoded as upstream decodes it into the
+/// versioned type: fields a `Scale` does not have are dropped, a field of the wrong type is
+/// an error.
+pub(crate) fn decode_scale(patched: Value) -> Result<Value, ApiError> {
+    serde_json::from_value::<k8s_openapi::api::autoscaling::v1::Scale>(patched)
+        .and_then(serde_json::to_value)
+        .map_err(|e| StatusError::internal(&e.to_string()).into())
+}
+
 /// The compiled webhooks of one kind of configuration, and the set they were compiled from.
 #[derive(Debug, Default)]
 struct Compiled {
@@ -310,7 +319,7 @@ impl Webhooks {
         let mut patched = patched;
         let decoded = match self.registry_of(attrs) {
             // A write of the scale admits the `Scale`, not the parent.
-            _ if attrs.subresource == "scale" => crate::handlers::scale::decode_scale(patched)?,
+            _ if attrs.subresource == "scale" => decode_scale(patched)?,
             Some(registry) => registry.decode_patched(&mut patched)?.0,
             None => patched,
         };
