@@ -241,12 +241,7 @@ fn router_with(
 /// `/debug/pprof/…`: the process's CPU and heap profiles ([`capstan_pprof`]), reached only
 /// through the chain's authorization of the non-resource path.
 async fn profile(request: Request<Body>) -> Response {
-    let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20)
-        .await
-        .unwrap_or_default();
-    let query = parts.uri.query().unwrap_or_default();
-    capstan_pprof::serve(&parts.method, parts.uri.path(), query, &body)
+    capstan_pprof::serve_request(request)
         .await
         .map(Body::from)
         .into_response()

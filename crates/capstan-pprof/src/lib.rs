@@ -12,8 +12,8 @@
 //!   allocation per 512 KiB as Go's runtime does;
 //! - [`profile`]: the pprof messages and their builder.
 //!
-//! This crate decides nothing about who may read a profile: each server mounts [`serve`]
-//! behind its own authentication and authorization (the API server as the non-resource path
+//! This crate decides nothing about who may read a profile: each server mounts
+//! [`serve_request`] (or [`serve`]) behind its own authentication and authorization (the API server as the non-resource path
 //! `/debug/pprof/*`, the kubelet as `nodes/proxy`).
 
 pub mod cpu;
@@ -36,6 +36,26 @@ pub const PREFIX: &str = "/debug/pprof";
 const DEFAULT_SECONDS: u64 = 30;
 /// The longest profile taken (a request cannot hold a profiler for hours).
 const MAX_SECONDS: u64 = 600;
+
+/// The largest request body read (a `POST /debug/pprof/symbol` list of addresses).
+const MAX_BODY: usize = 1 << 20;
+
+/// Answers an HTTP request for a path under [`PREFIX`]: reads its body (up to 1 MiB; a
+/// larger or failed one reads as empty) and calls [`serve`] with its path and query.
+pub async fn serve_request<B>(request: http::Request<B>) -> Response<Vec<u8>>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    let (parts, body) = request.into_parts();
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Default::default(),
+    };
+    let query = parts.uri.query().unwrap_or_default();
+    serve(&parts.method, parts.uri.path(), query, &body).await
+}
 
 /// Answers a request for `path` (starting with [`PREFIX`]) with `query` (the URL's query
 /// string) and, for `POST /debug/pprof/symbol`, `body`. Profiles that take time (`profile`,

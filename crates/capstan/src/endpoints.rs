@@ -32,7 +32,7 @@ use capstan_apiserver::User;
 use capstan_client::prometheus;
 use clap::Args;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -242,13 +242,7 @@ impl Delegated {
             }
         }
         if self.profiling && path.starts_with("/debug/pprof/") {
-            let (parts, body) = request.into_parts();
-            let body = match http_body_util::Limited::new(body, 1 << 20).collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(_) => Bytes::new(),
-            };
-            let query = parts.uri.query().unwrap_or_default();
-            return capstan_pprof::serve(&parts.method, &path, query, &body)
+            return capstan_pprof::serve_request(request)
                 .await
                 .map(|body| Full::new(Bytes::from(body)));
         }

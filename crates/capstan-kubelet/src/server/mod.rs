@@ -273,13 +273,7 @@ async fn handle(
         return response;
     }
     if state.profiling && path.starts_with("/debug/pprof/") {
-        let (parts, body) = request.into_parts();
-        let body = match http_body_util::Limited::new(body, 1 << 20).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => Bytes::new(),
-        };
-        let query = parts.uri.query().unwrap_or_default();
-        return capstan_pprof::serve(&parts.method, &path, query, &body)
+        return capstan_pprof::serve_request(request)
             .await
             .map(|body| {
                 Full::new(Bytes::from(body))
