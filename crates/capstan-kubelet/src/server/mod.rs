@@ -273,13 +273,11 @@ async fn handle(
         return response;
     }
     if state.profiling && path.starts_with("/debug/pprof/") {
-        return capstan_pprof::serve_request(request)
-            .await
-            .map(|body| {
-                Full::new(Bytes::from(body))
-                    .map_err(|never| match never {})
-                    .boxed()
-            });
+        return capstan_pprof::serve_request(request).await.map(|body| {
+            Full::new(Bytes::from(body))
+                .map_err(|never| match never {})
+                .boxed()
+        });
     }
     if let Some(file) = path.strip_prefix("/logs/") {
         if request.method() != Method::GET {
