@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use common::node::{Cleanup, node_flags, wait_for, wait_ready};
+use common::node::{Cleanup, flag_value, node_flags, wait_for, wait_ready};
 use common::*;
 use serde_json::Value;
 
@@ -137,7 +137,7 @@ fn node_certificates_rotate_through_csrs_and_server_leaves_renew() {
         bridge: BRIDGE,
     };
     let mut flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
-    let kubelet_port = flags[flags.iter().position(|f| f == "--kubelet-port").unwrap() + 1].clone();
+    let kubelet_port = flag_value(&flags, "--kubelet-port").to_string();
     flags.extend(["--cluster-signing-duration", "100s"].map(str::to_owned));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let port = free_port();

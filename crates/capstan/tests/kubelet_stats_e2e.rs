@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{IMAGE, NodeDir, flag_value, jsonpath, node_flags, wait_for, wait_ready};
 use common::prometheus::{Sample, parse_metrics};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 use serde_json::Value;
@@ -174,15 +174,10 @@ fn kubelet_get(
 
 #[test]
 fn node_stats_and_metrics_agree_with_the_cgroups() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_path_buf();
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
-    let kubelet_port = flags[flags.iter().position(|f| f == "--kubelet-port").unwrap() + 1].clone();
+    let kubelet_port = flag_value(&flags, "--kubelet-port").to_string();
     let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     // The built-in Metrics API scrapes /metrics/resource as often as it may.
     flags.extend(["--metric-resolution", "10s"]);
@@ -466,7 +461,7 @@ fn node_stats_and_metrics_agree_with_the_cgroups() {
     );
 
     // Straight to the kubelet: 0.0.4 by default, OpenMetrics when asked for.
-    let (cert, key) = admin_credentials(kc, dir.path());
+    let (cert, key) = admin_credentials(kc, &data_dir);
     let (status, kind, body) = kubelet_get(&kubelet_port, "/metrics/resource", &cert, &key, "*/*");
     assert_eq!(status, 200, "{body}");
     assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");

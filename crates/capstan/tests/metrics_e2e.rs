@@ -14,7 +14,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{IMAGE, NodeDir, node_flags, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// This test's node network: its own bridge and range.
@@ -45,13 +45,8 @@ fn top(kc: &Path, args: &[&str]) -> Option<Vec<Vec<String>>> {
 
 #[test]
 fn kubectl_top_shows_what_the_node_measures() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_path_buf();
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let mut flags = node_flags("metrics-node", BRIDGE, CLUSTER_CIDR);
     flags.extend(["--metric-resolution".to_owned(), "10s".to_owned()]);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::node::{
-    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
+    Cleanup, IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready,
 };
 use common::{Server, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin};
 
@@ -69,14 +69,9 @@ impl Drop for Registry {
 
 #[test]
 fn pods_run_as_containers_on_the_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_path_buf();
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    // The busybox image, preloaded: imported when the node starts.
-    let archive = pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
+    let archive = node.archive.clone();
     let image = IMAGE;
     // A registry on loopback (Debian's docker-registry) holds a copy under another tag; the
     // node's registries.yaml mirrors docker.io to it.

@@ -27,9 +27,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::node::{
-    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
-};
+use common::node::{IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside node_e2e's.
@@ -299,13 +297,8 @@ spec:
 
 #[test]
 fn probes_hooks_and_termination_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_path_buf();
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let image = IMAGE;
     let out = data_dir.join("hooks-out");
     let port = free_port();

@@ -24,9 +24,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::node::{
-    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
-};
+use common::node::{IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside the other node tests'.
@@ -225,17 +223,12 @@ fn waiting(kc: &Path, pod: &str, container: &str) -> (String, String) {
 
 #[test]
 fn volumes_are_set_up_on_the_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let image = IMAGE;
     // What the pod reads from the host: a repository, and a PersistentVolume's directory.
-    let (repo, first_commit) = repository(dir.path());
-    let pv_dir = dir.path().join("pv");
+    let (repo, first_commit) = repository(node.path());
+    let pv_dir = node.path().join("pv");
     std::fs::create_dir_all(&pv_dir).unwrap();
     std::fs::write(pv_dir.join("from-host"), "hello from the host").unwrap();
 

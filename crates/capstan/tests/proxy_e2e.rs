@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{IMAGE, NodeDir, flag_value, jsonpath, node_flags, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin};
 
 /// The pod network of this test's node.
@@ -52,15 +52,10 @@ fn raw(version: &str, kc: &Path, path: &str) -> String {
 
 #[test]
 fn proxy_subresources_reach_pods_services_and_the_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_path_buf();
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
-    let kubelet_port = flags[flags.iter().position(|f| f == "--kubelet-port").unwrap() + 1].clone();
+    let kubelet_port = flag_value(&flags, "--kubelet-port").to_string();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = Server::start_node(&data_dir, free_port(), &flags);
     let kubeconfig = server.kubeconfig();

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::node::{Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_for, wait_ready};
+use common::node::{IMAGE, NodeDir, jsonpath, node_flags, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 const BRIDGE: &str = "capsvc0";
@@ -259,14 +259,9 @@ fn host_python() -> (String, String) {
 
 #[test]
 fn services_reach_pods_through_the_proxy() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_path_buf();
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let _table = TableCleanup;
-    pack_busybox(&data_dir);
     let port = free_port();
     let mut flags = node_flags("svc-node", BRIDGE, CLUSTER_CIDR);
     flags.extend(["--service-cidr".to_owned(), SERVICE_CIDR.to_owned()]);

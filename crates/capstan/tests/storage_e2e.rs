@@ -28,9 +28,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::node::{
-    Cleanup, IMAGE, jsonpath, node_flags, pack_busybox, wait_event, wait_for, wait_ready,
-};
+use common::node::{IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready};
 use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
 
 /// This test's node and pod network: its own bridge and range, beside the other node tests'.
@@ -117,13 +115,8 @@ fn gone(kc: &Path, args: &[&str]) -> bool {
 
 #[test]
 fn claims_are_provisioned_bound_kept_and_reclaimed() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let _cleanup = Cleanup {
-        data_dir: data_dir.clone(),
-        bridge: BRIDGE,
-    };
-    pack_busybox(&data_dir);
+    let node = NodeDir::new(BRIDGE);
+    let data_dir = node.data_dir.clone();
     let port = free_port();
     let flags = node_flags(NODE, BRIDGE, CLUSTER_CIDR);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
@@ -289,7 +282,7 @@ fn claims_are_provisioned_bound_kept_and_reclaimed() {
     assert!(!Path::new(&path).exists(), "{path} is left");
 
     // A volume made by hand binds to a claim it satisfies; a claim nothing satisfies waits.
-    let manual = dir.path().join("manual");
+    let manual = node.path().join("manual");
     std::fs::create_dir_all(&manual).unwrap();
     apply(
         kc,

@@ -150,6 +150,49 @@ pub fn wait_event(
     )
 }
 
+/// A node test's data directory (`data` in a temporary directory removed at the end) with
+/// [`IMAGE`] packed for the node to import; the node's [`Cleanup`] runs when it drops, before
+/// the directory goes.
+pub struct NodeDir {
+    /// The server's data directory.
+    pub data_dir: PathBuf,
+    /// The packed busybox archive (in the node's preload directory).
+    pub archive: PathBuf,
+    _cleanup: Cleanup,
+    dir: tempfile::TempDir,
+}
+
+impl NodeDir {
+    /// A fresh data directory for a node on `bridge`, the image packed.
+    pub fn new(bridge: &'static str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("data");
+        let cleanup = Cleanup {
+            data_dir: data_dir.clone(),
+            bridge,
+        };
+        let archive = pack_busybox(&data_dir);
+        NodeDir {
+            data_dir,
+            archive,
+            _cleanup: cleanup,
+            dir,
+        }
+    }
+
+    /// The temporary directory holding the data directory, for the test's own files.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// The value following `name` in a list of command-line flags (as [`node_flags`] makes).
+pub fn flag_value<'a>(flags: &'a [String], name: &str) -> &'a str {
+    let at = flags.iter().position(|flag| flag == name);
+    at.and_then(|at| flags.get(at + 1))
+        .unwrap_or_else(|| panic!("no {name} in {flags:?}"))
+}
+
 /// Removes what the test's node leaves behind even when the test fails: every pod sandbox
 /// (through CRI, while containerd still runs), its containerd (by the PID it recorded), and
 /// the bridge.
