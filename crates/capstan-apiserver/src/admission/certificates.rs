@@ -10,10 +10,9 @@
 use capstan_api::catalog::Resource;
 use capstan_api::certificates::{self as certs, KUBE_APISERVER_CLIENT, Requester};
 use capstan_api::{GroupResource, StatusError};
-use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{Attributes, Operation, Plugin};
+use super::{Attributes, Operation, Plugin, Review, Validation, Verdict};
 use crate::authn::User;
 use crate::authz::Authorizer;
 use crate::status::ApiError;
@@ -108,13 +107,9 @@ impl Plugin for CertificateApproval {
         "CertificateApproval"
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             if !is_csr(attrs.resource)
                 || attrs.subresource != "approval"
                 || attrs.operation != Operation::Update
@@ -135,13 +130,9 @@ impl Plugin for CertificateSigning {
         "CertificateSigning"
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             let Some(old) = old else {
                 return Ok(());
             };
@@ -166,13 +157,9 @@ impl Plugin for CertificateSubjectRestriction {
         "CertificateSubjectRestriction"
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             if !is_csr(attrs.resource)
                 || !attrs.subresource.is_empty()
                 || attrs.operation != Operation::Create
@@ -206,6 +193,14 @@ impl Plugin for CertificateSubjectRestriction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn review<'a>(
+        attrs: &'a Attributes<'a>,
+        object: &'a Value,
+        old: Option<&'a Value>,
+    ) -> Validation<'a> {
+        Review { attrs, object, old }
+    }
     use serde_json::json;
 
     fn csrs() -> &'static Resource {
@@ -254,12 +249,12 @@ mod tests {
         let approve = |u| attrs("approval", Operation::Update, u, &authorizer);
         assert!(
             CertificateApproval
-                .validate(&approve(&admin), &csr, Some(&csr))
+                .validate(review(&approve(&admin), &csr, Some(&csr)))
                 .await
                 .is_ok()
         );
         let refused = CertificateApproval
-            .validate(&approve(&plain), &csr, Some(&csr))
+            .validate(review(&approve(&plain), &csr, Some(&csr)))
             .await
             .unwrap_err();
         assert_eq!(refused.status().code(), 403);
@@ -272,14 +267,14 @@ mod tests {
         let status = attrs("status", Operation::Update, &plain, &authorizer);
         assert!(
             CertificateSigning
-                .validate(&status, &csr, Some(&csr))
+                .validate(review(&status, &csr, Some(&csr)))
                 .await
                 .is_ok()
         );
         let signed = json!({"spec": {"signerName": "example.com/s"},
                             "status": {"certificate": "Y2VydA=="}});
         let refused = CertificateSigning
-            .validate(&status, &signed, Some(&csr))
+            .validate(review(&status, &signed, Some(&csr)))
             .await
             .unwrap_err();
         assert!(
@@ -311,12 +306,12 @@ mod tests {
         let create = attrs("", Operation::Create, &plain, &authorizer);
         assert!(
             CertificateSubjectRestriction
-                .validate(&create, &request(&["devs"]), None)
+                .validate(review(&create, &request(&["devs"]), None))
                 .await
                 .is_ok()
         );
         let refused = CertificateSubjectRestriction
-            .validate(&create, &request(&["devs", "system:masters"]), None)
+            .validate(review(&create, &request(&["devs", "system:masters"]), None))
             .await
             .unwrap_err();
         assert!(message(&refused).ends_with(

@@ -15,10 +15,7 @@ use std::time::{Duration, Instant};
 use capstan_api::catalog::Resource;
 use capstan_api::{GroupResource, StatusError};
 
-use futures::future::BoxFuture;
-use serde_json::Value;
-
-use super::{Attributes, Operation, Plugin};
+use super::{Mutation, Operation, Plugin, Review, Verdict};
 use crate::registry::Registry;
 use crate::registry::object::is_terminating;
 use crate::status::ApiError;
@@ -124,13 +121,9 @@ impl Plugin for NamespaceLifecycle {
         "NamespaceLifecycle"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        _object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, .. } = review;
             match attrs.operation {
                 Operation::Delete => self.admit_delete(attrs.resource, attrs.name),
                 Operation::Create if attrs.main_namespaced() && !attrs.namespace.is_empty() => {

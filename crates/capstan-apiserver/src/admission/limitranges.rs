@@ -16,11 +16,12 @@ use capstan_api::catalog::Resource;
 use capstan_api::quantity::Quantity;
 use capstan_api::quota::{ResourceList, aggregate, parse_list};
 use capstan_api::{GroupResource, StatusError};
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{LimitRange, PersistentVolumeClaim, Pod};
 use serde_json::{Map, Value};
 
-use crate::admission::{Attributes, NamespaceLookup, Operation, Plugin, namespace_of};
+use crate::admission::{
+    Mutation, NamespaceLookup, Operation, Plugin, Review, Validation, Verdict, namespace_of,
+};
 use crate::registry::Registry;
 use crate::registry::object::{is_terminating, meta_str};
 use crate::status::ApiError;
@@ -477,13 +478,9 @@ impl Plugin for LimitRanger {
         "LimitRanger"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             match object {
                 Some(object) if attrs.operation == Operation::Create && attrs.main_namespaced() => {
                     self.apply_defaults(attrs.resource, object).await
@@ -493,13 +490,9 @@ impl Plugin for LimitRanger {
         })
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             if !attrs.main_namespaced() {
                 return Ok(());
             }

@@ -272,27 +272,33 @@ pub(crate) trait Plugin: Send + Sync + std::fmt::Debug {
     /// Upstream's name of the plugin.
     fn name(&self) -> &'static str;
 
-    /// The mutating phase: may change `object`, the new object (`None` for a delete); `old` is
-    /// the stored object where there is one.
-    fn admit<'a>(
-        &'a self,
-        _attrs: &'a Attributes<'a>,
-        _object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    /// The mutating phase: may change the new object.
+    fn admit<'a>(&'a self, _review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async { Ok(()) })
     }
 
     /// The validating phase, for creates and updates the registry is about to store.
-    fn validate<'a>(
-        &'a self,
-        _attrs: &'a Attributes<'a>,
-        _object: &'a Value,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, _review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async { Ok(()) })
     }
 }
+
+/// What a plugin's phase answers: `Ok` lets the write through, an error refuses it.
+pub(crate) type Verdict<'a> = BoxFuture<'a, Result<(), ApiError>>;
+
+/// A write as a plugin's phase sees it: the request's attributes, the new object (`O`), and
+/// the stored object where there is one.
+pub(crate) struct Review<'a, O> {
+    pub attrs: &'a Attributes<'a>,
+    pub object: O,
+    pub old: Option<&'a Value>,
+}
+
+/// The mutating phase's view: the new object may be changed (`None` for a delete).
+pub(crate) type Mutation<'a> = Review<'a, Option<&'a mut Value>>;
+
+/// The validating phase's view of a create or update about to be stored.
+pub(crate) type Validation<'a> = Review<'a, &'a Value>;
 
 /// The admission chain: every plugin, in order.
 #[derive(Debug)]
@@ -420,7 +426,12 @@ impl Chain {
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
         for plugin in &self.plugins {
-            let admitted = plugin.admit(attrs, object.as_deref_mut(), old).await;
+            let review = Review {
+                attrs,
+                object: object.as_deref_mut(),
+                old,
+            };
+            let admitted = plugin.admit(review).await;
             refused_by(plugin.as_ref(), attrs, admitted)?;
         }
         Ok(())
@@ -434,7 +445,7 @@ impl Chain {
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
         for plugin in &self.plugins {
-            let validated = plugin.validate(attrs, object, old).await;
+            let validated = plugin.validate(Review { attrs, object, old }).await;
             refused_by(plugin.as_ref(), attrs, validated)?;
         }
         Ok(())

@@ -27,10 +27,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use capstan_api::{GroupResource, StatusError};
-use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{Attributes, Operation as AdmissionOperation, Plugin};
+use super::{
+    Attributes, Mutation, Operation as AdmissionOperation, Plugin, Review, Validation, Verdict,
+};
 use crate::authn::User;
 use crate::authz::node::{
     MIRROR_POD_ANNOTATION, NODE_LEASE_NAMESPACE, node_identity, pod_config_map_names,
@@ -642,13 +643,9 @@ impl Plugin for NodeRestriction {
     }
 
     /// Creates (of objects, and of the bodies of subresources) and deletes.
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             let Some(user) = attrs.user else {
                 return Ok(());
             };
@@ -662,13 +659,9 @@ impl Plugin for NodeRestriction {
     }
 
     /// Updates, once the new object is known.
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             let (Some(user), Some(old)) = (attrs.user, old) else {
                 return Ok(());
             };

@@ -27,13 +27,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use capstan_api::podsecurity::{self, Level, LevelVersion, Policy};
 use capstan_api::{GroupResource, StatusError};
 
-use super::{Attributes, Operation, Plugin};
+use super::{Attributes, Operation, Plugin, Review, Validation, Verdict};
 use crate::registry::{ListOptions, Registry};
 use crate::status::ApiError;
 
@@ -461,13 +460,9 @@ impl Plugin for PodSecurity {
         "PodSecurity"
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             if !matches!(attrs.operation, Operation::Create | Operation::Update) {
                 return Ok(());
             }

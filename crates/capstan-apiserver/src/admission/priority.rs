@@ -166,13 +166,9 @@ impl super::Plugin for Priority {
         "Priority"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a super::Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: super::Mutation<'a>) -> super::Verdict<'a> {
         Box::pin(async move {
+            let super::Review { attrs, object, .. } = review;
             match object {
                 Some(pod) if attrs.creates_core("pods") => admit(&self.classes, pod).await,
                 _ => Ok(()),

@@ -260,13 +260,9 @@ impl super::Plugin for QuotaAdmission {
         "ResourceQuota"
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a super::Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: super::Validation<'a>) -> super::Verdict<'a> {
         Box::pin(async move {
+            let super::Review { attrs, object, old } = review;
             if !attrs.main_namespaced() {
                 return Ok(());
             }

@@ -20,10 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_api::{GroupResource, StatusError};
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{Attributes, Plugin};
+use super::{Mutation, Plugin, Review, Validation, Verdict};
 use crate::registry::Registry;
 use crate::registry::object::generate_name;
 use crate::status::ApiError;
@@ -434,13 +433,9 @@ impl Plugin for ServiceAccountAdmission {
         "ServiceAccount"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             match object {
                 Some(pod) if attrs.creates_core("pods") => self.mutate_pod(pod).await,
                 _ => Ok(()),
@@ -448,13 +443,9 @@ impl Plugin for ServiceAccountAdmission {
         })
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             if !attrs.creates_core("pods") {
                 return Ok(());
             }

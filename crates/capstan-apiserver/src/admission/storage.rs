@@ -15,11 +15,10 @@ use std::sync::Arc;
 use capstan_api::fit::volume::{self as fit, PV_PROTECTION_FINALIZER, PVC_PROTECTION_FINALIZER};
 use capstan_api::quantity::Quantity;
 use capstan_api::{GroupResource, StatusError};
-use futures::future::BoxFuture;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
-use super::{Attributes, Operation, Plugin};
+use super::{Mutation, Operation, Plugin, Review, Validation, Verdict};
 use crate::registry::{ListOptions, Registry};
 use crate::status::ApiError;
 
@@ -75,13 +74,9 @@ impl Plugin for DefaultStorageClass {
         "DefaultStorageClass"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             let Some(claim) = object else { return Ok(()) };
             if !attrs.creates_core("persistentvolumeclaims") || names_class(claim) {
                 return Ok(());
@@ -121,13 +116,9 @@ impl Plugin for InUseProtection {
         "StorageObjectInUseProtection"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, .. } = review;
             let Some(object) = object else { return Ok(()) };
             if attrs.creates_core("persistentvolumeclaims") {
                 add_finalizer(object, PVC_PROTECTION_FINALIZER);
@@ -181,13 +172,9 @@ impl Plugin for ClaimResize {
         "PersistentVolumeClaimResize"
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             let claims = attrs.resource.group.is_empty()
                 && attrs.resource.plural == "persistentvolumeclaims"
                 && attrs.subresource.is_empty();

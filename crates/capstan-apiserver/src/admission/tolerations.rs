@@ -89,13 +89,9 @@ impl super::Plugin for DefaultTolerationSeconds {
         "DefaultTolerationSeconds"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a super::Attributes<'a>,
-        object: Option<&'a mut Value>,
-        _old: Option<&'a Value>,
-    ) -> futures::future::BoxFuture<'a, Result<(), crate::status::ApiError>> {
+    fn admit<'a>(&'a self, review: super::Mutation<'a>) -> super::Verdict<'a> {
         Box::pin(async move {
+            let super::Review { attrs, object, .. } = review;
             if let Some(pod) = object.filter(|_| attrs.creates_core("pods")) {
                 admit(pod);
             }

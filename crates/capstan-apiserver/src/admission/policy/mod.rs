@@ -43,14 +43,13 @@ use std::sync::{Arc, Mutex};
 use capstan_api::StatusError;
 use capstan_api::cel::Activation;
 use capstan_api::selector::LabelSelector;
-use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use serde_json::Value;
 
 use super::webhook::matching::{self, Context};
-use super::{Attributes, Operation, Plugin};
+use super::{Attributes, Mutation, Operation, Plugin, Review, Validation, Verdict};
 use crate::registry::{ListOptions, Registries, Registry};
 use crate::status::ApiError;
 use compiled::{Binding, Decision, Policy};
@@ -436,13 +435,9 @@ impl Plugin for Policies {
         "ValidatingAdmissionPolicy"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        _object: Option<&'a mut Value>,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, old, .. } = review;
             if attrs.operation != Operation::Delete
                 || matching::exempt(attrs.resource)
                 || self.policies().await?.is_empty()
@@ -454,13 +449,9 @@ impl Plugin for Policies {
         })
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             if matching::exempt(attrs.resource) {
                 return Ok(());
             }

@@ -55,12 +55,11 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use capstan_api::StatusError;
-use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, ValidatingWebhook};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde_json::Value;
 
-use super::{Attributes, Operation, Plugin};
+use super::{Attributes, Mutation, Operation, Plugin, Review, Validation, Verdict};
 use crate::registry::{ListOptions, Registries, Registry};
 use crate::status::ApiError;
 use call::{Called, Hook};
@@ -398,13 +397,9 @@ impl Plugin for MutatingWebhooks {
         "MutatingAdmissionWebhook"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: Option<&'a mut Value>,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             if matching::exempt(attrs.resource) {
                 return Ok(());
             }
@@ -430,13 +425,9 @@ impl Plugin for ValidatingWebhooks {
         "ValidatingAdmissionWebhook"
     }
 
-    fn admit<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        _object: Option<&'a mut Value>,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, old, .. } = review;
             if attrs.operation != Operation::Delete
                 || matching::exempt(attrs.resource)
                 || self.0.validating.hooks().await?.is_empty()
@@ -448,13 +439,9 @@ impl Plugin for ValidatingWebhooks {
         })
     }
 
-    fn validate<'a>(
-        &'a self,
-        attrs: &'a Attributes<'a>,
-        object: &'a Value,
-        old: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate<'a>(&'a self, review: Validation<'a>) -> Verdict<'a> {
         Box::pin(async move {
+            let Review { attrs, object, old } = review;
             if matching::exempt(attrs.resource) {
                 return Ok(());
             }
