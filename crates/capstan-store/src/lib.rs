@@ -306,6 +306,55 @@ pub trait Backend: Send + Sync + 'static {
     async fn compact(&self, revision: Revision) -> Result<()>;
     /// The current revision.
     async fn current_revision(&self) -> Result<Revision>;
+    /// One turn of the compaction schedule (see [`CompactTurn`]): when the schedule's version is
+    /// still `expected_version`, take the turn (advance the version, record `revision`) and
+    /// compact to `revision` unless it is 0; otherwise learn the version and what the server
+    /// that took the turn recorded. A datastore of one server (the default) always takes the
+    /// turn; a shared one coordinates its servers so that one of them compacts per interval.
+    async fn compact_turn(&self, expected_version: i64, revision: Revision) -> Result<CompactTurn> {
+        let current = self.current_revision().await?;
+        let outcome = if revision == 0 {
+            CompactOutcome::Skipped
+        } else {
+            match self.compact(revision).await {
+                Ok(()) => CompactOutcome::Compacted(revision),
+                Err(error) => CompactOutcome::Failed(error),
+            }
+        };
+        Ok(CompactTurn {
+            version: expected_version + 1,
+            revision: current,
+            outcome,
+        })
+    }
+}
+
+/// Where the compaction schedule stands after one server's turn (upstream's `compact` in
+/// `etcd3/compact.go`). The schedule's version is a logical clock shared through the
+/// datastore (on etcd, the version of the key `compact_rev_key`): a server takes a turn only if
+/// the version is still the one it saw at its previous turn, so servers that tick in the same
+/// interval compact once between them.
+#[derive(Debug)]
+pub struct CompactTurn {
+    /// The schedule's version now; the server's next turn expects it.
+    pub version: i64,
+    /// The store's revision at this turn; the server's next turn compacts to it.
+    pub revision: Revision,
+    /// What became of the compaction.
+    pub outcome: CompactOutcome,
+}
+
+/// What a compaction turn did.
+#[derive(Debug)]
+pub enum CompactOutcome {
+    /// This server took the turn and compacted to the revision.
+    Compacted(Revision),
+    /// This server took the turn but had no revision yet to compact to (its first turn).
+    Skipped,
+    /// Another server took the turn first; the revision it recorded, when it compacted.
+    TakenElsewhere(Option<Revision>),
+    /// This server took the turn and the compaction failed.
+    Failed(StoreError),
 }
 
 /// A handle on the datastore: cheap to clone, usable from many tasks at once.
@@ -525,9 +574,26 @@ impl Store {
         self.backend.current_revision().await
     }
 
+    /// One turn of the compaction schedule: see [`CompactTurn`]. `revision` must not be
+    /// negative; 0 takes the turn without compacting.
+    pub async fn compact_turn(
+        &self,
+        expected_version: i64,
+        revision: Revision,
+    ) -> Result<CompactTurn> {
+        if revision < 0 || expected_version < 0 {
+            return Err(StoreError::InvalidArgument(format!(
+                "a compaction turn needs a version and revision that are not negative, got \
+                 {expected_version} and {revision}"
+            )));
+        }
+        self.backend.compact_turn(expected_version, revision).await
+    }
+
     /// Starts compacting on a schedule, as upstream's API server does: at every tick, history
     /// older than the revision seen at the previous tick is discarded, so at least one interval
-    /// of history is always kept.
+    /// of history is always kept. Several servers on one etcd take turns through the datastore,
+    /// so that one of them compacts per interval.
     pub fn spawn_compactor(&self, interval: Duration) -> Compactor {
         Compactor::spawn(self.clone(), interval)
     }

@@ -173,6 +173,14 @@ impl Backend for Transforming {
     async fn current_revision(&self) -> Result<Revision> {
         self.inner.current_revision().await
     }
+
+    async fn compact_turn(
+        &self,
+        expected_version: i64,
+        revision: Revision,
+    ) -> Result<crate::CompactTurn> {
+        self.inner.compact_turn(expected_version, revision).await
+    }
 }
 
 #[cfg(test)]

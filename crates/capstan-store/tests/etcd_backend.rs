@@ -327,3 +327,164 @@ async fn writes_reads_and_errors_map_onto_etcd() {
         Err(StoreError::FutureRevision { .. })
     ));
 }
+
+/// The compaction key's version and value, read straight from etcd.
+async fn compact_key(server: &EtcdServer) -> Option<(i64, String)> {
+    let mut client = etcd_client::Client::connect([server.endpoint()], None)
+        .await
+        .expect("connect a plain client");
+    let response = client
+        .get(capstan_store::etcd::COMPACT_REV_KEY, None)
+        .await
+        .expect("read the compaction key");
+    response.kvs().first().map(|kv| {
+        (
+            kv.version(),
+            kv.value_str().expect("a text value").to_owned(),
+        )
+    })
+}
+
+/// Upstream's compaction transaction: of two servers that saw the same version, the first takes
+/// the turn and the second learns the new version and the revision the first recorded; the key
+/// lives outside every prefix, so servers with different prefixes share one schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_on_one_etcd_take_turns_compacting() {
+    use capstan_store::CompactOutcome;
+    let server = EtcdServer::start().expect("start etcd");
+    let a = connect(&server, "/registry").await;
+    let b = connect(&server, "/other").await;
+    let old = a.create("/k", "v1").await.expect("create");
+
+    // First turns: a takes it (no compaction on a first turn), b finds it taken.
+    let a1 = a.compact_turn(0, 0).await.expect("a's first turn");
+    assert!(matches!(a1.outcome, CompactOutcome::Skipped), "{a1:?}");
+    assert_eq!(a1.version, 1);
+    assert_eq!(compact_key(&server).await, Some((1, "0".to_owned())));
+    let b1 = b.compact_turn(0, 0).await.expect("b's first turn");
+    assert!(
+        matches!(b1.outcome, CompactOutcome::TakenElsewhere(None)),
+        "{b1:?}"
+    );
+    assert_eq!(b1.version, 1, "b learns the version");
+
+    // Next interval: a compacts to what it saw at its first turn; b, a little later, finds the
+    // turn taken again and learns what a compacted to, and compacts nothing.
+    let newer = a.update("/k", "v2", None).await.expect("update");
+    let a2 = a.compact_turn(a1.version, a1.revision).await.expect("a");
+    assert!(
+        matches!(a2.outcome, CompactOutcome::Compacted(r) if r == a1.revision),
+        "{a2:?}"
+    );
+    let b2 = b.compact_turn(b1.version, b1.revision).await.expect("b");
+    assert!(
+        matches!(b2.outcome, CompactOutcome::TakenElsewhere(Some(r)) if r == a1.revision),
+        "{b2:?}"
+    );
+    assert_eq!(b2.version, 2);
+    assert_eq!(
+        compact_key(&server).await,
+        Some((2, a1.revision.to_string()))
+    );
+    assert!(matches!(
+        a.get("/k", Some(old.mod_revision)).await,
+        Err(StoreError::Compacted { .. })
+    ));
+    assert_eq!(
+        a.get("/k", Some(newer.mod_revision))
+            .await
+            .expect("kept")
+            .kv
+            .expect("the key")
+            .value,
+        "v2"
+    );
+
+    // When a stops, b takes the next turn: it expects the version it learnt.
+    let b3 = b.compact_turn(b2.version, b2.revision).await.expect("b");
+    assert!(
+        matches!(b3.outcome, CompactOutcome::Compacted(r) if r == b2.revision),
+        "{b3:?}"
+    );
+    assert_eq!(b3.version, 3);
+    assert_eq!(
+        compact_key(&server).await,
+        Some((3, b2.revision.to_string()))
+    );
+}
+
+/// Two compactors on one etcd compact once per interval between them (the key's version counts
+/// the turns taken: about one per interval, not one per server and interval), and history one
+/// interval old is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_compactors_compact_once_per_interval() {
+    let server = EtcdServer::start().expect("start etcd");
+    let a = connect(&server, "/registry").await;
+    let b = connect(&server, "/registry").await;
+    let old = a.create("/k", "0").await.expect("create");
+    let interval = Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let compactors = (a.spawn_compactor(interval), b.spawn_compactor(interval));
+    // Writes keep the revision moving, so each turn has something new to compact to.
+    let mut last = old.clone();
+    while started.elapsed() < Duration::from_millis(4500) {
+        last = a
+            .update("/k", last.mod_revision.to_string(), None)
+            .await
+            .expect("update");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(compactors);
+    let elapsed = started.elapsed();
+    let (version, value) = compact_key(&server).await.expect("the key exists");
+    let intervals = (elapsed.as_millis() / interval.as_millis()) as i64;
+    // Each compactor ticked up to `intervals` times; taking turns, they advanced the version
+    // about once per interval (one more if both ticked in the first interval before either saw
+    // the key), where two uncoordinated compactors would count twice as many.
+    assert!(
+        (2..=intervals + 1).contains(&version),
+        "version {version} after {elapsed:?} ({intervals} intervals)"
+    );
+    let recorded: Revision = value.parse().expect("a revision");
+    assert!(recorded > old.mod_revision, "recorded {recorded}");
+    assert!(matches!(
+        a.get("/k", Some(old.mod_revision)).await,
+        Err(StoreError::Compacted { .. })
+    ));
+    assert!(
+        a.get("/k", Some(recorded)).await.is_ok(),
+        "the compacted revision itself is kept"
+    );
+}
+
+/// A compactor alone on its etcd still compacts, from its second turn on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_compactor_compacts() {
+    let server = EtcdServer::start().expect("start etcd");
+    let store = connect(&server, "/registry").await;
+    let old = store.create("/k", "0").await.expect("create");
+    let _compactor = store.spawn_compactor(Duration::from_millis(300));
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let mut n = 0;
+    loop {
+        n += 1;
+        store
+            .update("/k", n.to_string(), None)
+            .await
+            .expect("update");
+        if matches!(
+            store.get("/k", Some(old.mod_revision)).await,
+            Err(StoreError::Compacted { .. })
+        ) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never compacted past {}",
+            old.mod_revision
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (version, _) = compact_key(&server).await.expect("the key exists");
+    assert!(version >= 2, "version {version}");
+}

@@ -253,3 +253,44 @@ async fn databases_without_expiry_are_migrated() {
     }
     assert!(store.get("/old", None).await.unwrap().kv.is_some());
 }
+
+/// A SQLite store is one server's: each compaction turn is its own, the first compacts nothing
+/// and the next compacts to the revision the previous one saw.
+#[tokio::test]
+async fn compaction_turns_are_always_taken() {
+    use capstan_store::CompactOutcome;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir.path().join("state.db")).await;
+    let old = store.create("/k", "v1").await.expect("create");
+    let first = store.compact_turn(0, 0).await.expect("first turn");
+    assert!(
+        matches!(first.outcome, CompactOutcome::Skipped),
+        "{first:?}"
+    );
+    assert_eq!((first.version, first.revision), (1, old.mod_revision));
+    let newer = store.update("/k", "v2", None).await.expect("update");
+    let second = store
+        .compact_turn(first.version, first.revision)
+        .await
+        .expect("second turn");
+    assert!(
+        matches!(second.outcome, CompactOutcome::Compacted(r) if r == old.mod_revision),
+        "{second:?}"
+    );
+    assert_eq!((second.version, second.revision), (2, newer.mod_revision));
+    // Reads at the compacted revision still work; the history before it is gone.
+    store
+        .update("/k", "v3", None)
+        .await
+        .expect("another update");
+    let third = store
+        .compact_turn(2, newer.mod_revision)
+        .await
+        .expect("turn");
+    assert!(matches!(third.outcome, CompactOutcome::Compacted(_)));
+    assert!(matches!(
+        store.get("/k", Some(old.mod_revision)).await,
+        Err(StoreError::Compacted { .. })
+    ));
+    assert!(store.get("/k", Some(newer.mod_revision)).await.is_ok());
+}

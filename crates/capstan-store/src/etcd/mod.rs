@@ -23,6 +23,10 @@
 //! to its member breaks, the pump re-opens the watch on the next member that answers, right after
 //! the last revision it delivered, so the caller sees neither a gap nor a duplicate; when etcd
 //! has compacted that history meanwhile, the watch ends with [`StoreError::Compacted`].
+//!
+//! Scheduled compaction takes turns through the key [`COMPACT_REV_KEY`], outside every prefix,
+//! with upstream's transaction (compare its version with the one last seen, put the revision to
+//! compact to, else read it), so the servers sharing an etcd compact once per interval.
 
 mod members;
 
@@ -42,8 +46,9 @@ use self::members::{Failed, Members, Policy};
 
 use crate::watch::{self, Batch, Feed};
 use crate::{
-    Backend, DeleteResponse, EventKind, GetResponse, KeyValue, ListOptions, ListResponse,
-    MAX_VALUE_BYTES, Result, Revision, Store, StoreError, WatchEvent, WatchStream, prefix_end,
+    Backend, CompactOutcome, CompactTurn, DeleteResponse, EventKind, GetResponse, KeyValue,
+    ListOptions, ListResponse, MAX_VALUE_BYTES, Result, Revision, Store, StoreError, WatchEvent,
+    WatchStream, prefix_end,
 };
 
 /// The largest gRPC message the client accepts: lists and watch batches of several values of the
@@ -64,6 +69,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// often than every 5 s by default).
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The etcd key (outside every prefix, as upstream's) through which the servers on one etcd
+/// take turns compacting: its value is the revision compacted at the last turn, its version the
+/// schedule's logical clock.
+pub const COMPACT_REV_KEY: &str = "compact_rev_key";
 
 /// The first and the longest wait before a broken watch is re-opened.
 const WATCH_RETRY_INITIAL: Duration = Duration::from_millis(50);
@@ -569,6 +579,62 @@ impl Backend for EtcdBackend {
                 Failure::TooLarge | Failure::Other => Err(unavailable("compact", failed)),
             },
         }
+    }
+
+    async fn compact_turn(&self, expected_version: i64, revision: Revision) -> Result<CompactTurn> {
+        // Upstream's transaction, on the same key outside every prefix (compaction is etcd-wide,
+        // so every API server on this etcd, whatever its prefix, shares one schedule): if the
+        // key's version is still the one this server saw, put the revision to compact to (which
+        // bumps the version); otherwise read the key to learn its version.
+        let key = COMPACT_REV_KEY.as_bytes().to_vec();
+        let txn = Txn::new()
+            .when([Compare::version(
+                key.clone(),
+                CompareOp::Equal,
+                expected_version,
+            )])
+            .and_then([TxnOp::put(key.clone(), revision.to_string(), None)])
+            .or_else([TxnOp::get(key, None)]);
+        let response = self
+            .txn(txn)
+            .await
+            .map_err(|failed| unavailable("take a compaction turn", failed))?;
+        let current = header_revision(&response)?;
+        if !response.succeeded() {
+            let Some(TxnOpResponse::Get(got)) = response.op_responses().into_iter().next() else {
+                return Err(malformed("etcd answered a failed compare without the read"));
+            };
+            let Some(kv) = got.kvs().first() else {
+                return Err(malformed(
+                    "etcd failed a compare on the compaction key's version but has no such key",
+                ));
+            };
+            // What the other server recorded; unreadable or 0 (its first turn) says nothing.
+            let recorded = kv
+                .value_str()
+                .ok()
+                .and_then(|v| v.parse::<Revision>().ok())
+                .filter(|r| *r > 0);
+            return Ok(CompactTurn {
+                version: kv.version(),
+                revision: current,
+                outcome: CompactOutcome::TakenElsewhere(recorded),
+            });
+        }
+        let outcome = if revision == 0 {
+            // Upstream does not compact on its first turn.
+            CompactOutcome::Skipped
+        } else {
+            match self.compact(revision).await {
+                Ok(()) => CompactOutcome::Compacted(revision),
+                Err(error) => CompactOutcome::Failed(error),
+            }
+        };
+        Ok(CompactTurn {
+            version: expected_version + 1,
+            revision: current,
+            outcome,
+        })
     }
 
     async fn current_revision(&self) -> Result<Revision> {
