@@ -1,10 +1,14 @@
 //! The endpoints of the `kubernetes` Service: every running API server, as upstream's
-//! lease-based endpoint reconciler keeps them. Each server holds a Lease in `kube-system`
-//! (`capstan-apiserver-<address>-<port>`, labelled `apiserver.kubernetes.io/identity:
-//! kube-apiserver`, renewed every 10 s for 15 s); the `default/kubernetes` Endpoints (marked
-//! not to be mirrored) and EndpointSlice list the addresses of the Leases that have not
-//! expired, so a server that stops drops out within 15 s and several servers on one etcd all
-//! appear. In-cluster clients reach the servers through the Service's cluster IP.
+//! lease-based endpoint reconciler keeps them. Each server keeps a master lease in storage,
+//! not in the API: the key `/registry/masterleases/<address>` (upstream's `/masterleases/`
+//! under the storage prefix), holding an Endpoints object with the server's address whose
+//! `generation` grows at each renewal, written every 10 s with a TTL of 15 s, so the store
+//! deletes it once its server stops renewing it. The `default/kubernetes` Endpoints (marked not
+//! to be mirrored) and EndpointSlice list the addresses of the master leases present, so a
+//! server that stops drops out within 15 s and several servers on one etcd all appear.
+//! In-cluster clients reach the servers through the Service's cluster IP. (The API servers'
+//! Leases in `kube-system` are their identity Leases, [`crate::identity`], a separate matter, as
+//! upstream keeps them.)
 //!
 //! The same mechanism lists the cluster DNS servers (`capstan-dns`) as the endpoints of the
 //! `kube-system/kube-dns` Service: each DNS server holds a Lease `capstan-dns-<address>-<port>`
@@ -20,6 +24,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capstan_store::{ListOptions as StoreListOptions, Store, StoreError};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -28,16 +33,18 @@ use crate::registry::Registries;
 use crate::registry::{ListOptions, WriteOptions};
 use crate::status::ApiError;
 
-/// How often a server renews its Lease and rewrites the endpoints.
+/// How often a server renews its master lease and rewrites the endpoints.
 const INTERVAL: Duration = Duration::from_secs(10);
-/// How long a Lease stands unrenewed (upstream's master lease TTL).
+/// How long a master lease stands unrenewed (upstream's master lease TTL), and how long the
+/// DNS servers' Leases stand when they do not say.
 const LEASE_SECONDS: i64 = 15;
-/// The label of the servers' Leases, and its value.
-const IDENTITY_LABEL: (&str, &str) = ("apiserver.kubernetes.io/identity", "kube-apiserver");
+/// Where the master leases are stored.
+const MASTER_LEASES: &str = "/registry/masterleases/";
+/// Attempts of one master lease renewal that lose a race with another write.
+const MAX_LEASE_RETRIES: usize = 5;
 /// The Service, its namespace, and its port's name.
 const SERVICE: &str = "kubernetes";
 const NAMESPACE: &str = "default";
-const LEASE_NAMESPACE: &str = "kube-system";
 /// The DNS servers' Service, namespace and Lease label.
 const DNS_SERVICE: &str = "kube-dns";
 const DNS_NAMESPACE: &str = "kube-system";
@@ -45,23 +52,81 @@ const DNS_LEASE_LABEL: (&str, &str) = ("k8s-app", "kube-dns");
 /// The managed-by value of the DNS Service's EndpointSlices.
 const DNS_MANAGED_BY: &str = "endpoint-reconciler.capstan.io";
 
-/// This server's Lease name.
-fn lease_name(address: IpAddr, port: u16) -> String {
-    let address = address.to_string().replace(['.', ':'], "-");
-    format!("capstan-apiserver-{address}-{port}")
+/// A master lease: an Endpoints object holding the server's address, at a `generation`.
+fn master_lease(address: IpAddr, generation: i64) -> Vec<u8> {
+    json!({
+        "kind": "Endpoints", "apiVersion": "v1",
+        "metadata": {"generation": generation, "creationTimestamp": null},
+        "subsets": [{"addresses": [{"ip": address.to_string()}]}],
+    })
+    .to_string()
+    .into_bytes()
 }
 
-fn now_micro() -> String {
-    let now = Timestamp::now();
-    format!("{}", now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))
+/// The address a stored master lease holds.
+fn master_lease_address(value: &[u8]) -> Option<IpAddr> {
+    let lease: Value = serde_json::from_slice(value).ok()?;
+    lease["subsets"][0]["addresses"][0]["ip"]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// Writes this server's master lease with a fresh TTL (a new generation, so that the write
+/// is not one of the same value, which would leave the expiry as it was).
+async fn update_master_lease(store: &Store, address: IpAddr) -> Result<(), StoreError> {
+    let key = format!("{MASTER_LEASES}{address}");
+    let ttl = Duration::from_secs(LEASE_SECONDS.unsigned_abs());
+    let mut outcome = Ok(());
+    for _ in 0..MAX_LEASE_RETRIES {
+        outcome = match store.get(&key, None).await?.kv {
+            Some(kv) => {
+                let stored: Value = serde_json::from_slice(&kv.value).unwrap_or_default();
+                let generation = stored["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                let value = master_lease(address, generation);
+                store
+                    .update_with_ttl(&key, value, Some(kv.mod_revision), ttl)
+                    .await
+                    .map(drop)
+            }
+            None => store
+                .create_with_ttl(&key, master_lease(address, 1), ttl)
+                .await
+                .map(drop),
+        };
+        match outcome {
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. })
+            | Err(StoreError::AlreadyExists { .. }) => continue,
+            _ => return outcome,
+        }
+    }
+    outcome
+}
+
+/// The addresses of the master leases stored, sorted.
+async fn master_lease_addresses(store: &Store) -> Result<Vec<IpAddr>, StoreError> {
+    let listed = store.list(&StoreListOptions::prefix(MASTER_LEASES)).await?;
+    let mut addresses: Vec<IpAddr> = listed
+        .kvs
+        .iter()
+        .filter_map(|kv| master_lease_address(&kv.value))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    Ok(addresses)
 }
 
 /// Starts reconciling for a server reached at `address`:`port`; stops when the handle is
 /// aborted.
-pub(crate) fn start(registries: Arc<Registries>, address: IpAddr, port: u16) -> JoinHandle<()> {
+pub(crate) fn start(
+    registries: Arc<Registries>,
+    store: Store,
+    address: IpAddr,
+    port: u16,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            if let Err(error) = reconcile(&registries, address, port).await {
+            if let Err(error) = reconcile(&registries, &store, address, port).await {
                 tracing::warn!(%error, "cannot reconcile the kubernetes service's endpoints");
             }
             if let Err(error) = reconcile_dns(&registries).await {
@@ -72,66 +137,26 @@ pub(crate) fn start(registries: Arc<Registries>, address: IpAddr, port: u16) -> 
     })
 }
 
-/// Renews this server's Lease, then writes the endpoints of every server whose Lease stands.
+/// Renews this server's master lease, then writes the endpoints of every server whose master
+/// lease stands.
 pub(crate) async fn reconcile(
     registries: &Registries,
+    store: &Store,
     address: IpAddr,
     port: u16,
 ) -> Result<(), String> {
-    let error = |e: ApiError| e.status().to_json().to_string();
-    let leases = registries
-        .get("coordination.k8s.io", "v1", "leases")
-        .ok_or("no leases")?;
-    let name = lease_name(address, port);
-    let lease = json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
-                     "labels": {IDENTITY_LABEL.0: IDENTITY_LABEL.1}},
-        "spec": {"holderIdentity": format!("{address}:{port}"),
-                 "leaseDurationSeconds": LEASE_SECONDS, "renewTime": now_micro()},
-    });
-    match leases.get(Some(LEASE_NAMESPACE), &name).await {
-        Ok(mut current) => {
-            current["spec"] = lease["spec"].clone();
-            current["metadata"]["labels"] = lease["metadata"]["labels"].clone();
-            leases
-                .update(
-                    Some(LEASE_NAMESPACE),
-                    &name,
-                    current,
-                    None,
-                    &WriteOptions::default(),
-                )
-                .await
-                .map_err(error)?;
-        }
-        Err(_) => {
-            leases
-                .create(Some(LEASE_NAMESPACE), lease, &WriteOptions::default())
-                .await
-                .map_err(error)?;
-        }
-    }
-    let listed = leases
-        .list(Some(LEASE_NAMESPACE), &ListOptions::default())
+    update_master_lease(store, address)
         .await
-        .map_err(error)?;
-    let now = Timestamp::now();
-    let mut addresses: Vec<IpAddr> = listed
-        .items
-        .iter()
-        .map(|item| item.object())
-        .filter(|lease| lease["metadata"]["labels"][IDENTITY_LABEL.0] == IDENTITY_LABEL.1)
-        .filter_map(|lease| live_address(&lease, now))
-        .collect();
-    addresses.sort();
-    addresses.dedup();
+        .map_err(|e| format!("cannot renew the master lease of {address}: {e}"))?;
+    let mut addresses = master_lease_addresses(store)
+        .await
+        .map_err(|e| format!("cannot list the master leases: {e}"))?;
+    // This server is an endpoint even if its lease expired between the write and the list.
+    if !addresses.contains(&address) {
+        addresses.push(address);
+        addresses.sort();
+    }
     write_endpoints(registries, &addresses, port).await
-}
-
-/// The address of a Lease that has not expired.
-fn live_address(lease: &Value, now: Timestamp) -> Option<IpAddr> {
-    live_holder(lease, now).map(|(address, _)| address)
 }
 
 /// The address and port (`<address>:<port>`) of the holder of a Lease that has not expired.
@@ -406,15 +431,15 @@ mod tests {
             .parse()
             .unwrap_or(Timestamp::UNIX_EPOCH);
         let lease = |renewed: &str| {
-            json!({"spec": {"holderIdentity": "192.0.2.7:6443", "leaseDurationSeconds": 15,
+            json!({"spec": {"holderIdentity": "192.0.2.7:53", "leaseDurationSeconds": 15,
                             "renewTime": renewed}})
         };
         assert_eq!(
-            live_address(&lease("2026-11-27T11:59:50.000000Z"), now),
-            Some(IpAddr::from([192, 0, 2, 7]))
+            live_holder(&lease("2026-11-27T11:59:50.000000Z"), now),
+            Some((IpAddr::from([192, 0, 2, 7]), 53))
         );
         assert_eq!(
-            live_address(&lease("2026-11-27T11:59:40.000000Z"), now),
+            live_holder(&lease("2026-11-27T11:59:40.000000Z"), now),
             None
         );
         let dns = |holder: &str, renewed: &str, label: &str| {
@@ -439,9 +464,95 @@ mod tests {
                 (5353, vec![IpAddr::from([192, 0, 2, 9])]),
             ]
         );
-        assert_eq!(
-            lease_name(IpAddr::from([10, 0, 0, 1]), 6443),
-            "capstan-apiserver-10-0-0-1-6443"
-        );
+    }
+
+    /// The endpoints of the kubernetes Service come from the master leases in storage: each
+    /// server's renewal writes its own (a new generation each time, with a TTL), every server
+    /// with one is listed, one whose lease is gone drops out, and no Lease object is written.
+    #[tokio::test]
+    async fn servers_are_listed_from_their_master_leases() {
+        use crate::handlers::resource::Api;
+        use crate::registry::services::Cidr;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = capstan_store::Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
+            dir.path().join("state.db"),
+        ))
+        .await
+        .unwrap();
+        let api = Api::with_services(&store, Cidr::parse("10.43.0.0/16").unwrap());
+        let registries = api.registries().clone();
+        crate::bootstrap::ensure_defaults(&registries, api.service_cidr(), 6443, false)
+            .await
+            .unwrap();
+        let (one, two) = (IpAddr::from([192, 0, 2, 1]), IpAddr::from([192, 0, 2, 2]));
+        let addresses = || async {
+            let endpoints = registries
+                .core("endpoints")
+                .unwrap()
+                .get(Some(NAMESPACE), SERVICE)
+                .await
+                .unwrap();
+            let slice = registries
+                .get("discovery.k8s.io", "v1", "endpointslices")
+                .unwrap()
+                .get(Some(NAMESPACE), SERVICE)
+                .await
+                .unwrap();
+            let from_endpoints: Vec<String> = endpoints["subsets"][0]["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| a["ip"].as_str().unwrap().to_owned())
+                .collect();
+            let from_slice: Vec<String> = slice["endpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| e["addresses"][0].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(from_endpoints, from_slice);
+            from_endpoints
+        };
+        let generation = |ip: IpAddr| {
+            let store = store.clone();
+            async move {
+                let kv = store
+                    .get(&format!("/registry/masterleases/{ip}"), None)
+                    .await
+                    .unwrap()
+                    .kv
+                    .unwrap();
+                assert_eq!(master_lease_address(&kv.value), Some(ip));
+                let lease: Value = serde_json::from_slice(&kv.value).unwrap();
+                assert_eq!(lease["kind"], "Endpoints");
+                lease["metadata"]["generation"].as_i64().unwrap()
+            }
+        };
+
+        reconcile(&registries, &store, one, 6443).await.unwrap();
+        assert_eq!(addresses().await, ["192.0.2.1"]);
+        assert_eq!(generation(one).await, 1);
+        reconcile(&registries, &store, two, 6443).await.unwrap();
+        reconcile(&registries, &store, one, 6443).await.unwrap();
+        assert_eq!(addresses().await, ["192.0.2.1", "192.0.2.2"]);
+        assert_eq!(generation(one).await, 2, "a renewal is a new write");
+        assert_eq!(generation(two).await, 1);
+
+        // The second server's lease expires (the store deletes it): it drops out.
+        store
+            .delete("/registry/masterleases/192.0.2.2", None)
+            .await
+            .unwrap();
+        reconcile(&registries, &store, one, 6443).await.unwrap();
+        assert_eq!(addresses().await, ["192.0.2.1"]);
+
+        let leases = registries
+            .get("coordination.k8s.io", "v1", "leases")
+            .unwrap()
+            .list(None, &ListOptions::default())
+            .await
+            .unwrap();
+        assert!(leases.items.is_empty(), "no Lease objects are written");
     }
 }

@@ -26,6 +26,7 @@ mod flowcontrol;
 #[cfg(test)]
 mod fuzz;
 mod handlers;
+mod identity;
 mod impersonate;
 mod join;
 mod kubeconfig;
@@ -371,6 +372,8 @@ pub(crate) async fn start_with(
     };
     let advertise = config.advertise_address;
     let port_of = |server: &RunningServer| server.local_addr().port();
+    let identity_hostname = identity::os_hostname().map_err(StartError::Config)?;
+    let master_leases = store.clone();
     let mut server = serve::listen(
         &config,
         &pki,
@@ -399,10 +402,19 @@ pub(crate) async fn start_with(
     if let Some(encryption) = &encryption {
         server.background.push(encryption.watch_file());
     }
+    let timing = identity::Timing::default();
+    server.background.push(
+        identity::IdentityLease::new(api.registries().clone(), &identity_hostname, timing).start(),
+    );
+    server.background.push(identity::start_gc(
+        api.registries().clone(),
+        timing.gc_period,
+    ));
     if let Some(address) = advertise {
         let port = port_of(&server);
         server.background.push(endpoint_reconciler::start(
             api.registries().clone(),
+            master_leases,
             address,
             port,
         ));
