@@ -4,7 +4,8 @@
 //! them, so the first server's admin kubeconfig works against the second with stock kubectl,
 //! a service account token made through the first authenticates on the second, an agent joins
 //! through the second with the same token and its node certificate is accepted by the first,
-//! and both servers are the `default/kubernetes` endpoints. Joins that must not happen are
+//! and both servers are the `default/kubernetes` endpoints (from their master leases, TTL keys
+//! in etcd), while one identity Lease names their host. Joins that must not happen are
 //! refused with a message and exit non-zero without writing a secret: no token, a wrong secret,
 //! an agent (bootstrap) token, a token pinning another CA or none, a SQLite datastore on either
 //! side, an etcd that holds no cluster, a data directory holding another cluster's CA. A joined
@@ -415,6 +416,56 @@ fn a_second_server_joins_with_the_server_token() {
         endpoint_addresses(&second.kubeconfig()),
         ["192.0.2.1", "192.0.2.2"]
     );
+    // Those endpoints come from the servers' master leases, TTL keys in storage as upstream's,
+    // not from Leases: the only API server Lease is the identity Lease, one per host, named
+    // from the host name and labelled as upstream's.
+    for address in ["192.0.2.1", "192.0.2.2"] {
+        let lease: Value = serde_json::from_slice(&etcd_value(
+            &etcd,
+            &format!("/registry/masterleases/{address}"),
+        ))
+        .unwrap();
+        assert_eq!(lease["subsets"][0]["addresses"][0]["ip"], address);
+    }
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let identity: Value = serde_json::from_str(&kubectl_ok(
+        "default",
+        &kc1,
+        &[
+            "get",
+            "leases",
+            "-n",
+            "kube-system",
+            "-l",
+            "apiserver.kubernetes.io/identity=kube-apiserver",
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    let items = identity["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{identity}");
+    let name = items[0]["metadata"]["name"].as_str().unwrap();
+    let hash = name.strip_prefix("apiserver-").unwrap();
+    assert!(
+        hash.len() == 26
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b)),
+        "{name}"
+    );
+    assert_eq!(
+        items[0]["metadata"]["labels"]["kubernetes.io/hostname"],
+        hostname.trim()
+    );
+    assert!(
+        items[0]["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{name}_")),
+        "{identity}"
+    );
+    assert_eq!(items[0]["spec"]["leaseDurationSeconds"], 3600);
 
     // A joined server restarts from its own files, with the first server down.
     first.stop();
