@@ -264,6 +264,13 @@ pub(crate) async fn start_with(
     // In-cluster clients reach the server at the `kubernetes` Service's cluster IP (the first
     // of the range), so the serving certificate names it, as upstream's does.
     let mut sans = vec![cidr.first().to_string()];
+    // Also the addresses it is reached at directly: the one it advertises (the `kubernetes`
+    // endpoints, which agents learn and dial) and a specific bind address, as upstream's
+    // self-signed certificate names its public address and k3s's its node addresses.
+    sans.extend(config.advertise_address.map(|a| a.to_string()));
+    if !config.bind_address.is_unspecified() {
+        sans.push(config.bind_address.to_string());
+    }
     sans.extend(config.tls_sans.iter().cloned());
     let names = pki::serving_names(hostname.as_deref(), &sans);
     let pki = pki::load_or_create(&config.data_dir.join("tls"), &names)?;
