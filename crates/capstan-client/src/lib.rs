@@ -16,10 +16,14 @@
 //! [`prometheus`] writes the Prometheus exposition formats (text 0.0.4 and OpenMetrics) and
 //! picks one from a request's `Accept` header, for the API server's and the kubelet's
 //! `/metrics` endpoints alike.
+//!
+//! [`loadbalancer`] is a joined node agent's way to the API servers: a local TCP proxy that
+//! follows the live servers (the `default/kubernetes` Endpoints) and fails over among them.
 
 pub mod credentials;
 pub mod events;
 pub mod leader;
+pub mod loadbalancer;
 pub mod metrics;
 pub mod prometheus;
 pub mod tls;
