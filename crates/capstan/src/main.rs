@@ -783,6 +783,11 @@ struct AgentArgs {
     /// Accept a bare secret that pins no CA (trusts whatever CA the server presents).
     #[arg(long)]
     insecure_unpinned_token: bool,
+    /// The local port of the agent's load balancer over the API servers (k3s's flag): every
+    /// client of the agent reaches the servers through `https://127.0.0.1:<port>`, which fails
+    /// over among the servers the `default/kubernetes` Endpoints list (0: a free port).
+    #[arg(long, default_value_t = 6444)]
+    lb_server_port: u16,
     /// Directory that holds the agent's state (its containerd, pod volumes and logs under
     /// `agent/`, its credentials under `cred/`).
     #[arg(
@@ -1528,9 +1533,11 @@ fn dns_config(args: &ServerArgs, advertise: IpAddr) -> anyhow::Result<capstan_dn
 }
 
 /// A client of a component that runs beside a joined node agent with a certificate the server
-/// issued at join (`pair`): its kubeconfig is written to `<data-dir>/cred/<file>.kubeconfig`.
+/// issued at join (`pair`), reaching the servers at `server` (the agent's load balancer): its
+/// kubeconfig is written to `<data-dir>/cred/<file>.kubeconfig`.
 async fn joined_client(
     args: &AgentArgs,
+    server: &str,
     ca: &str,
     pair: &capstan_kubelet::join::Pair,
     file: &str,
@@ -1541,7 +1548,7 @@ async fn joined_client(
         .join("cred")
         .join(format!("{file}.kubeconfig"));
     capstan_client::credentials::Kubeconfig {
-        server: &args.server,
+        server,
         ca_pem: ca,
         cert_pem: &pair.cert,
         key_pem: &pair.key,
@@ -1600,8 +1607,18 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     let password_file = args.data_dir.join("node-password");
     let password = capstan_kubelet::join::node_password(&password_file)
         .with_context(|| format!("cannot read or write {}", password_file.display()))?;
-    let credentials = capstan_kubelet::join::join(
+    // Every client of the agent, the join first, reaches the servers through the load
+    // balancer, which starts from --server and the servers a previous run learned.
+    let lb = capstan_client::loadbalancer::LoadBalancer::start(
+        &args.data_dir.join(capstan_client::loadbalancer::STATE_FILE),
         &args.server,
+        args.lb_server_port,
+    )
+    .await
+    .context("cannot start the agent load balancer")?;
+    let server = lb.url();
+    let credentials = capstan_kubelet::join::join(
+        &server,
         &args.token,
         &config.node_name,
         &names,
@@ -1612,7 +1629,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     .with_context(|| format!("cannot join the cluster at {}", args.server))?;
     tracing::info!(server = %args.server, node = %config.node_name, "joined the cluster");
     let kubeconfig = args.data_dir.join("cred").join("node.kubeconfig");
-    capstan_kubelet::join::write_kubeconfig(&kubeconfig, &args.server, &credentials)
+    capstan_kubelet::join::write_kubeconfig(&kubeconfig, &server, &credentials)
         .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
     let proxy = match (&credentials.proxy, args.agent.disable_kube_proxy) {
         (_, true) => None,
@@ -1621,7 +1638,8 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             None
         }
         (Some(pair), false) => {
-            let client = joined_client(&args, &credentials.ca, pair, "proxy", "kube-proxy").await?;
+            let client =
+                joined_client(&args, &server, &credentials.ca, pair, "proxy", "kube-proxy").await?;
             if !args.proxy_metrics_bind_address.is_empty() {
                 let address = args
                     .proxy_metrics_bind_address
@@ -1645,6 +1663,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         Some(pair) => {
             let client = joined_client(
                 &args,
+                &server,
                 &credentials.ca,
                 pair,
                 "storage",
@@ -1666,7 +1685,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             node: &node_name,
             cert_dir: &cert_dir,
             kubeconfig: &kubeconfig,
-            server: &args.server,
+            server: &server,
             ca_pem: &credentials.ca,
             client: (
                 credentials.client.cert.clone(),
@@ -1680,6 +1699,8 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
+    // The server list follows the live servers, read as the node.
+    let follow = tokio::spawn(lb.clone().follow(client.clone()));
     let result = capstan_kubelet::run(client, config, async {
         let _ = shutdown.await;
     })
@@ -1688,6 +1709,8 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         storage.abort();
     }
     stop_proxy(proxy).await;
+    follow.abort();
+    drop(lb);
     log_pods_outlive_stop(&args.data_dir);
     result.map_err(|e| anyhow::Error::from(e).context("the node agent stopped"))
 }

@@ -830,7 +830,7 @@ fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
         .args(["agent", "--server", &server_url, "--token", &forged])
         .arg("--data-dir")
         .arg(&joined)
-        .args(["--node-name", "joined-node"])
+        .args(["--node-name", "joined-node", "--lb-server-port", "0"])
         .output()
         .unwrap();
     assert!(!refused.status.success());
@@ -846,6 +846,7 @@ fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
         .arg(&joined)
         .args(["--node-name", "joined-node", "--cni-bridge", "capjoin0"])
         .args(["--kubelet-port", &free_port().to_string()])
+        .args(["--lb-server-port", "0"])
         .args(["--proxy-metrics-bind-address", &proxy_metrics])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
