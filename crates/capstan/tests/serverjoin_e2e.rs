@@ -11,7 +11,8 @@
 //! side, an etcd that holds no cluster, a data directory holding another cluster's CA. A joined
 //! server restarts from its own files while the first is down. With `--secrets-encryption` the
 //! key comes with the join (a joining server without the flag is refused), and a Secret sealed
-//! by either server reads back through the other.
+//! by either server reads back through the other. An agent follows the live servers: joined
+//! through the first, it fails over to the second when the first is killed (issue 27).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -589,4 +590,274 @@ fn a_joined_server_shares_the_secrets_encryption_key() {
     }
     second.stop();
     first.stop();
+}
+
+/// A network namespace of the test's own, which the calling thread (and every process it starts
+/// from then on) lives in: loopback up, with `addresses` on it. Deleted when dropped (it lives
+/// on until its last process and the thread end).
+struct Netns(String);
+
+impl Netns {
+    fn enter(addresses: &[&str]) -> Netns {
+        let name = format!("capstan-agentlb-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            let status = Command::new("ip").args(args).status().unwrap();
+            assert!(status.success(), "ip {args:?}");
+        };
+        let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        ip(&["netns", "add", &name]);
+        let netns = Netns(name);
+        let file = std::fs::File::open(format!("/run/netns/{}", netns.0)).unwrap();
+        use std::os::fd::AsFd as _;
+        rustix::thread::move_into_link_name_space(
+            file.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap();
+        ip(&["link", "set", "lo", "up"]);
+        for address in addresses {
+            ip(&["addr", "add", &format!("{address}/32"), "dev", "lo"]);
+        }
+        netns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// The node Lease's `spec.renewTime`, read through `kubeconfig` (empty if it cannot be read).
+fn lease_renewed(kubeconfig: &Path, node: &str) -> String {
+    common::node::jsonpath(
+        kubeconfig,
+        &["get", "lease", "-n", "kube-node-lease", node],
+        "{.spec.renewTime}",
+    )
+}
+
+/// The node's Ready condition status.
+fn node_ready(kubeconfig: &Path, node: &str) -> String {
+    common::node::jsonpath(
+        kubeconfig,
+        &["get", "node", node],
+        r#"{.status.conditions[?(@.type=="Ready")].status}"#,
+    )
+}
+
+/// The servers the agent's load balancer saved, sorted.
+fn saved_servers(agent_dir: &Path) -> Vec<String> {
+    let file = agent_dir.join("agent/etc/capstan-agent-load-balancer.json");
+    let saved: Value = std::fs::read_to_string(file)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let mut servers: Vec<String> = saved["serverAddresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    servers.sort();
+    servers
+}
+
+/// Waits until the node Lease is renewed after `since` (a renewTime) twice, read through
+/// `kubeconfig`; the last renewTime.
+fn renewed_twice(kubeconfig: &Path, node: &str, since: &str) -> String {
+    let mut last = since.to_owned();
+    for _ in 0..2 {
+        last = common::node::wait_for(
+            "the node Lease to be renewed",
+            Duration::from_secs(60),
+            || {
+                let now = lease_renewed(kubeconfig, node);
+                (!now.is_empty() && now > last).then_some(now)
+            },
+        );
+    }
+    last
+}
+
+/// Issue 27: an agent follows the live servers. Two servers on one etcd, each on its own
+/// address (in a network namespace of the test's, where any address may sit on loopback: the
+/// `kubernetes` endpoints may not be loopback ones), the same port; an agent joins through the
+/// first, learns both from the `default/kubernetes` Endpoints and saves them. The first server
+/// is killed (SIGKILL): the agent's clients fail over to the second, the node Lease keeps being
+/// renewed, the node stays Ready past the node controller's grace period, and a pod created
+/// afterwards runs. A restarted agent whose `--server` is still the dead one joins through the
+/// server it saved. Each server's certificate names the address it advertises.
+#[test]
+fn an_agent_fails_over_to_a_live_server() {
+    const NODE: &str = "lb-node";
+    const BRIDGE: &str = "caplb0";
+    const CLUSTER_CIDR: &str = "10.221.0.0/16";
+    let (ip1, ip2, node_ip) = ("10.222.0.1", "10.222.0.2", "10.222.0.3");
+    let _netns = Netns::enter(&[ip1, ip2, node_ip]);
+    let etcd = Datastore::start("etcd");
+    let work = tempfile::tempdir().unwrap();
+    let (dir1, dir2, agent_dir) = (
+        work.path().join("server-1"),
+        work.path().join("server-2"),
+        work.path().join("agent"),
+    );
+    let port = free_port();
+    let server_flags = |ip: &str| -> Vec<String> {
+        let mut flags = etcd.flags();
+        flags.extend(
+            [
+                "--bind-address",
+                ip,
+                "--advertise-address",
+                ip,
+                "--cluster-cidr",
+                CLUSTER_CIDR,
+                "--disable-scheduler",
+                "--disable-metrics-server",
+                "--disable-dns",
+            ]
+            .map(str::to_owned),
+        );
+        flags
+    };
+    let flags1 = server_flags(ip1);
+    let first = Server::start_with(
+        &dir1,
+        port,
+        &flags1.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let url1 = first.url("");
+    assert_eq!(url1, format!("https://{ip1}:{port}"));
+    let token = std::fs::read_to_string(dir1.join("token")).unwrap();
+    let token = token.trim().to_owned();
+    let mut flags2 = server_flags(ip2);
+    flags2.extend([
+        "--server".into(),
+        url1.clone(),
+        "--token".into(),
+        token.clone(),
+    ]);
+    let second = Server::start_with(
+        &dir2,
+        port,
+        &flags2.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    // Each serving certificate names the address the server advertises: stock kubectl checks
+    // it against the address it dials.
+    let kc1 = first.kubeconfig();
+    let kc2 = pointed_at(&kc1, &second.url(""), &work.path().join("on-2.kubeconfig"));
+    assert_eq!(whoami(&kc1), "system:admin");
+    assert_eq!(whoami(&kc2), "system:admin");
+    eventually("both servers in default/kubernetes", || {
+        (endpoint_addresses(&kc1) == [ip1, ip2]).then_some(())
+    });
+
+    // The agent joins through the first server.
+    std::fs::create_dir_all(agent_dir.join("agent/images")).unwrap();
+    common::node::pack_busybox(&agent_dir);
+    let _cleanup = common::node::Cleanup {
+        data_dir: agent_dir.clone(),
+        bridge: BRIDGE,
+    };
+    let start_agent = || {
+        Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(["agent", "--server", &url1, "--token", &token])
+            .arg("--data-dir")
+            .arg(&agent_dir)
+            .args(["--node-name", NODE, "--node-ip", node_ip])
+            .args(["--cni-bridge", BRIDGE, "--lb-server-port", "0"])
+            .args(["--kubelet-port", &free_port().to_string()])
+            .args([
+                "--proxy-metrics-bind-address",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap()
+    };
+    let mut agent = start_agent();
+    common::node::wait_ready(&kc1, NODE);
+    // It learns both servers from the Endpoints, and saves them.
+    let both = [format!("{ip1}:{port}"), format!("{ip2}:{port}")];
+    common::node::wait_for(
+        "the agent to learn both servers",
+        Duration::from_secs(60),
+        || (saved_servers(&agent_dir) == both).then_some(()),
+    );
+
+    // The first server dies. Through the second, the node Lease keeps being renewed.
+    first.kill();
+    let killed_at = std::time::Instant::now();
+    let before = common::node::wait_for(
+        "the node Lease through the second server",
+        Duration::from_secs(30),
+        || Some(lease_renewed(&kc2, NODE)).filter(|t| !t.is_empty()),
+    );
+    let mut renewed = renewed_twice(&kc2, NODE, &before);
+    // The node stays Ready beyond the node controller's grace period (40 s), which would have
+    // made it Unknown had its Lease and status stopped.
+    while killed_at.elapsed() < Duration::from_secs(50) {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    renewed = renewed_twice(&kc2, NODE, &renewed);
+    assert_eq!(node_ready(&kc2, NODE), "True");
+    // The dead server leaves the Endpoints, and the agent's list.
+    eventually("the first server out of the agent's list", || {
+        (saved_servers(&agent_dir) == both[1..]).then_some(())
+    });
+
+    // A pod created now, on the node, is run by the agent.
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: after-failover}}\nspec:\n  nodeName: {NODE}\n  \
+         containers:\n  - name: main\n    image: {}\n    command: [sh, -c, 'echo running; sleep 3600']\n",
+        common::node::IMAGE
+    );
+    let created = kubectl_stdin("default", &kc2, &["apply", "-f", "-"], &pod);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    kubectl_ok(
+        "default",
+        &kc2,
+        &[
+            "wait",
+            "pod/after-failover",
+            "--for=condition=Ready",
+            "--timeout=90s",
+        ],
+    );
+    assert_eq!(
+        kubectl_ok("default", &kc2, &["logs", "after-failover"]),
+        "running\n"
+    );
+
+    // A restarted agent, still told the dead server, joins through the one it saved.
+    let _ = Command::new("kill")
+        .args(["-TERM", &agent.id().to_string()])
+        .status();
+    let _ = agent.wait();
+    agent = start_agent();
+    renewed_twice(&kc2, NODE, &renewed);
+    assert_eq!(node_ready(&kc2, NODE), "True");
+
+    kubectl_ok(
+        "default",
+        &kc2,
+        &[
+            "delete",
+            "pod",
+            "after-failover",
+            "--grace-period=1",
+            "--timeout=60s",
+        ],
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &agent.id().to_string()])
+        .status();
+    let _ = agent.wait();
+    second.stop();
 }

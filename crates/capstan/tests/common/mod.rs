@@ -18,6 +18,9 @@ pub mod webhook;
 
 pub struct Server {
     child: Child,
+    /// The address it is reached at: its `--bind-address` when that is a specific one, else
+    /// loopback.
+    host: String,
     port: u16,
     data_dir: PathBuf,
 }
@@ -67,8 +70,15 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start capstan server");
+        let host = extra
+            .iter()
+            .position(|a| *a == "--bind-address")
+            .and_then(|at| extra.get(at + 1))
+            .filter(|bind| !["0.0.0.0", "::"].contains(bind))
+            .map_or_else(|| "127.0.0.1".to_owned(), |bind| (*bind).to_owned());
         let server = Server {
             child,
+            host,
             port,
             data_dir: data_dir.to_owned(),
         };
@@ -93,7 +103,7 @@ impl Server {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
+        format!("https://{}:{}{path}", self.host, self.port)
     }
 
     /// Kills the server with SIGKILL, as a crash: nothing is cleaned up.
