@@ -292,27 +292,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn check<T: serde::de::DeserializeOwned + serde::Serialize>(
-        input: serde_json::Value,
-        default: fn(&mut T),
-        expected: serde_json::Value,
-    ) {
-        let mut value: T = serde_json::from_value(input).unwrap_or_else(|e| panic!("{e}"));
-        default(&mut value);
-        let mut got = serde_json::to_value(&value).unwrap_or_else(|e| panic!("{e}"));
-        // Serialisation adds the type's apiVersion and kind, and an empty metadata.
-        if let Some(map) = got.as_object_mut() {
-            map.remove("apiVersion");
-            map.remove("kind");
-            if map
-                .get("metadata")
-                .is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty()))
-            {
-                map.remove("metadata");
-            }
-        }
-        assert_eq!(got, expected);
-    }
+    use crate::defaults::check_defaults as check;
 
     #[test]
     fn services() {

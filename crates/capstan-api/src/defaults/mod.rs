@@ -27,3 +27,29 @@ pub(crate) fn now() -> Time {
             .unwrap_or(jiff::Timestamp::UNIX_EPOCH),
     )
 }
+
+/// Test support: `input` decoded as `T`, defaulted by `default`, and encoded again equals
+/// `expected` (without the apiVersion, kind and empty metadata serialisation adds).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn check_defaults<T: serde::de::DeserializeOwned + serde::Serialize>(
+    input: serde_json::Value,
+    default: fn(&mut T),
+    expected: serde_json::Value,
+) {
+    let mut value: T = serde_json::from_value(input).unwrap_or_else(|e| panic!("{e}"));
+    default(&mut value);
+    let mut got = serde_json::to_value(&value).unwrap_or_else(|e| panic!("{e}"));
+    // Serialisation adds the type's apiVersion and kind, and an empty metadata.
+    if let Some(map) = got.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+        if map
+            .get("metadata")
+            .is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty()))
+        {
+            map.remove("metadata");
+        }
+    }
+    assert_eq!(got, expected);
+}

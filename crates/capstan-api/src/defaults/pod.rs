@@ -524,21 +524,7 @@ mod tests {
     use serde_json::json;
 
     fn check(input: serde_json::Value, expected: serde_json::Value) {
-        let mut pod: Pod = serde_json::from_value(input).unwrap_or_else(|e| panic!("{e}"));
-        default_pod(&mut pod);
-        let mut got = serde_json::to_value(&pod).unwrap_or_else(|e| panic!("{e}"));
-        // Serialisation adds the type's apiVersion and kind, and an empty metadata.
-        if let Some(map) = got.as_object_mut() {
-            map.remove("apiVersion");
-            map.remove("kind");
-            if map
-                .get("metadata")
-                .is_some_and(|m| m.as_object().is_some_and(|o| o.is_empty()))
-            {
-                map.remove("metadata");
-            }
-        }
-        assert_eq!(got, expected);
+        crate::defaults::check_defaults::<Pod>(input, default_pod, expected);
     }
 
     #[test]

@@ -31,3 +31,20 @@ pub mod service;
 pub mod storage;
 pub mod storage_class;
 pub mod volumes;
+
+/// What the validation tests share.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod test_support {
+    use crate::field::FieldError;
+
+    /// The errors as their messages.
+    pub(crate) fn messages(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    /// `value` decoded as a `T` (a test's fixture, so a failure panics).
+    pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+        serde_json::from_value(value).unwrap()
+    }
+}

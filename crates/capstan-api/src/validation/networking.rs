@@ -925,13 +925,9 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    fn messages(errs: &[FieldError]) -> Vec<String> {
-        errs.iter().map(ToString::to_string).collect()
-    }
+    use crate::validation::test_support::messages;
 
-    fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {
-        serde_json::from_value(value).unwrap()
-    }
+    use crate::validation::test_support::decode;
 
     #[test]
     fn ingress_rules_paths_and_backends() {

@@ -299,15 +299,11 @@ pub fn validate_cluster_role_binding_update(
 mod tests {
     use super::*;
     use crate::defaults::misc::{default_cluster_role_binding, default_role_binding};
-    use serde_json::{Value, json};
+    use serde_json::json;
 
-    fn messages(errs: &[FieldError]) -> Vec<String> {
-        errs.iter().map(ToString::to_string).collect()
-    }
+    use crate::validation::test_support::messages;
 
-    fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {
-        serde_json::from_value(value).unwrap()
-    }
+    use crate::validation::test_support::decode;
 
     #[test]
     fn rules_need_verbs_and_resources_or_urls() {

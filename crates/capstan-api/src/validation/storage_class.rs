@@ -155,9 +155,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn messages(errs: &[FieldError]) -> Vec<String> {
-        errs.iter().map(ToString::to_string).collect()
-    }
+    use crate::validation::test_support::messages;
 
     #[test]
     fn storage_classes_are_defaulted_checked_and_fixed() {
