@@ -9,8 +9,19 @@
 //! consistent read asks the store for its current revision and waits until the progress reaches
 //! it: the cache then holds every write that completed before the read began, as a read from the
 //! store would (upstream's consistent reads from the cache work the same way).
+//!
+//! A resource may have an *index*: a field whose value the cache keeps objects by, as
+//! upstream's pod storage declares `spec.nodeName` (its `IndexerFuncs` and
+//! `TriggerPublisherFunc`). A list or watch whose field selector requires one non-empty value of
+//! that field (`spec.nodeName=<node>`, a node's kubelet) is served from that value's objects, and
+//! its watcher is fed only the events whose object, before or after, has that value, on a feed
+//! of the value's own; other watchers get every event of the resource. The selectors still
+//! decide what is sent, so the index only spares the walk, never changes the answer. Namespaces
+//! need no index: objects are kept in key order and a namespace's keys share a prefix, so a
+//! namespaced read walks only its namespace. `CAPSTAN_WATCH_CACHE_INDEXES=false` in the
+//! server's environment turns the indexes off, for benchmarks that compare.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -22,6 +33,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 
 use super::object::set_meta;
+use super::selectors::Selectors;
 
 /// The key prefix every resource is stored under.
 const ROOT: &str = "/registry/";
@@ -81,6 +93,63 @@ fn write_key(json: &mut Vec<u8>, name: &str) {
     json.push(b'"');
     json.extend_from_slice(name.as_bytes());
     json.extend_from_slice(b"\":");
+}
+
+/// The field a resource's cache keeps its objects by: its selector name, and the path of
+/// members that holds its value in the object's JSON.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Index {
+    field: &'static str,
+    path: &'static [&'static str],
+}
+
+impl Index {
+    /// The index of the resource `kind` stored as `api_version`: pods by `spec.nodeName`, as
+    /// upstream's pod storage declares (its only index and trigger), unless the server's
+    /// environment turns indexes off.
+    fn of(kind: &str, api_version: &str) -> Option<Index> {
+        (kind == "Pod" && api_version == "v1").then_some(Index {
+            field: "spec.nodeName",
+            path: &["spec", "nodeName"],
+        })
+    }
+
+    /// The object's value of the field when it is a non-empty string, read from its JSON
+    /// without building the object (an object whose keys are escaped is decoded instead).
+    /// Selectors read an empty value for a missing field or one of another type, and for an
+    /// object that is not a valid instance of its kind, so `None` covers all of those: the
+    /// index answers only for non-empty values, and an object whose value it records either
+    /// has that value for the selectors too or (invalid) has none.
+    fn value(&self, json: &[u8]) -> Option<String> {
+        fn member<'a>(raw: &'a str, name: &str) -> Result<Option<&'a RawValue>, ()> {
+            if raw.trim_start().starts_with("null") {
+                return Ok(None);
+            }
+            let members: Members<'a> = serde_json::from_str(raw).map_err(|_| ())?;
+            Ok(members
+                .0
+                .into_iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v))
+        }
+        let borrowed = || -> Result<Option<String>, ()> {
+            let text = std::str::from_utf8(json).map_err(|_| ())?;
+            let mut raw = text;
+            for name in self.path {
+                match member(raw, name)? {
+                    Some(value) => raw = value.get(),
+                    None => return Ok(None),
+                }
+            }
+            Ok(serde_json::from_str::<String>(raw).ok())
+        };
+        let value = borrowed().unwrap_or_else(|()| {
+            let object: Value = serde_json::from_slice(json).ok()?;
+            let pointer: String = self.path.iter().map(|p| format!("/{p}")).collect();
+            object.pointer(&pointer)?.as_str().map(str::to_owned)
+        });
+        value.filter(|v| !v.is_empty())
+    }
 }
 
 /// The labels and fields of an object that selectors match against (upstream's cache keeps the
@@ -275,21 +344,84 @@ struct State {
     ready: bool,
     /// The live feed; replaced on every reload, which ends the watches of the old one.
     feed: broadcast::Sender<Arc<CachedEvent>>,
+    /// Counts the reloads, so that a watcher can tell whether its feed is still the live one.
+    generation: u64,
+    /// With an index: the objects by their (non-empty) value of the indexed field, in key
+    /// order.
+    indexed: HashMap<String, BTreeMap<String, Arc<Cached>>>,
+    /// With an index: the live feeds of the watchers that select one value of the indexed
+    /// field, by that value (dropped, like the main feed, on every reload).
+    triggered: HashMap<String, broadcast::Sender<Arc<CachedEvent>>>,
+    /// How many triggered feeds there may be before those without watchers are swept.
+    sweep_at: usize,
 }
 
 impl State {
-    /// The objects whose keys start with `prefix`, in key order.
-    fn objects_under(&self, prefix: &str) -> Vec<Arc<Cached>> {
-        self.objects_from(prefix, prefix)
+    /// The objects whose keys start with `prefix` (and, narrowed, that have that value of the
+    /// indexed field), in key order.
+    fn objects_under(&self, prefix: &str, narrow: Option<&str>) -> Vec<Arc<Cached>> {
+        self.objects_from(prefix, prefix, narrow)
     }
 
-    /// The objects whose keys start with `prefix`, from the key `start` on, in key order.
-    fn objects_from(&self, prefix: &str, start: &str) -> Vec<Arc<Cached>> {
-        self.objects
+    /// The objects whose keys start with `prefix`, from the key `start` on (and, narrowed, that
+    /// have that value of the indexed field), in key order.
+    fn objects_from(&self, prefix: &str, start: &str, narrow: Option<&str>) -> Vec<Arc<Cached>> {
+        let objects = match narrow {
+            None => &self.objects,
+            Some(value) => match self.indexed.get(value) {
+                Some(objects) => objects,
+                None => return Vec::new(),
+            },
+        };
+        objects
             .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(_, v)| v.clone())
             .collect()
+    }
+
+    /// Files `object` under `value` in the index.
+    fn index(&mut self, value: Option<String>, key: &str, object: &Arc<Cached>) {
+        if let Some(value) = value {
+            self.indexed
+                .entry(value)
+                .or_default()
+                .insert(key.to_owned(), object.clone());
+        }
+    }
+
+    /// Takes the object at `key` out of the index, from under `value`.
+    fn unindex(&mut self, value: Option<String>, key: &str) {
+        if let Some(value) = value
+            && let Some(objects) = self.indexed.get_mut(&value)
+        {
+            objects.remove(key);
+            if objects.is_empty() {
+                self.indexed.remove(&value);
+            }
+        }
+    }
+
+    /// A subscription to the live feed, or, narrowed, to the feed of that value of the
+    /// indexed field.
+    fn subscribe(&mut self, narrow: Option<&str>) -> Feed {
+        let events = match narrow {
+            None => self.feed.subscribe(),
+            Some(value) => {
+                if self.triggered.len() >= self.sweep_at {
+                    self.triggered.retain(|_, feed| feed.receiver_count() > 0);
+                    self.sweep_at = (self.triggered.len() * 2).max(64);
+                }
+                self.triggered
+                    .entry(value.to_owned())
+                    .or_insert_with(|| broadcast::channel(FEED).0)
+                    .subscribe()
+            }
+        };
+        Feed {
+            events,
+            generation: self.generation,
+        }
     }
 }
 
@@ -300,6 +432,8 @@ pub(crate) struct WatchCache {
     progress: watch::Receiver<Revision>,
     kind: &'static str,
     api_version: String,
+    /// The field the objects are also kept by, if any.
+    index: Option<Index>,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -310,8 +444,20 @@ impl std::fmt::Debug for WatchCache {
     }
 }
 
-/// The live feed of a cache.
-pub(crate) type Feed = broadcast::Receiver<Arc<CachedEvent>>;
+/// A watcher's live feed from a cache: every event of the resource, or those of one value of
+/// its indexed field.
+pub(crate) struct Feed {
+    events: broadcast::Receiver<Arc<CachedEvent>>,
+    /// The cache's generation when subscribed.
+    generation: u64,
+}
+
+impl Feed {
+    /// The next event; an error when the watcher fell too far behind or the cache reloaded.
+    pub(crate) async fn recv(&mut self) -> Result<Arc<CachedEvent>, broadcast::error::RecvError> {
+        self.events.recv().await
+    }
+}
 
 /// Where a watcher starts, as the cache can serve it.
 pub(crate) enum Subscription {
@@ -320,14 +466,19 @@ pub(crate) enum Subscription {
         /// Events already in the window.
         backlog: Vec<Arc<CachedEvent>>,
         /// The live feed (events with revisions up to the last backlog one are skipped).
-        feed: broadcast::Receiver<Arc<CachedEvent>>,
+        feed: Feed,
     },
     /// The revision is older than the window: the caller must read the store instead.
     TooOld,
 }
 
 impl WatchCache {
-    fn new(kind: &'static str, api_version: String, progress: watch::Receiver<Revision>) -> Self {
+    fn new(
+        kind: &'static str,
+        api_version: String,
+        progress: watch::Receiver<Revision>,
+        indexes: bool,
+    ) -> Self {
         WatchCache {
             state: Mutex::new(State {
                 objects: BTreeMap::new(),
@@ -337,11 +488,26 @@ impl WatchCache {
                 changed: 0,
                 ready: false,
                 feed: broadcast::channel(FEED).0,
+                generation: 0,
+                indexed: HashMap::new(),
+                triggered: HashMap::new(),
+                sweep_at: 64,
             }),
             progress,
             kind,
+            index: Index::of(kind, &api_version).filter(|_| indexes),
             api_version,
         }
+    }
+
+    /// The value of the indexed field a read or watch with `selectors` can be narrowed to: the
+    /// one its field selector requires, if not empty (the objects an empty value selects are
+    /// not indexed).
+    pub(crate) fn narrowing<'a>(&self, selectors: &'a Selectors) -> Option<&'a str> {
+        let index = self.index?;
+        selectors
+            .exact_field(index.field)
+            .filter(|value| !value.is_empty())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -359,8 +525,22 @@ impl WatchCache {
 
     /// Replaces the state with `objects` as of `revision`, ending the watches of the old one.
     fn load(&self, objects: BTreeMap<String, Arc<Cached>>, revision: Revision) {
+        let mut indexed: HashMap<String, BTreeMap<String, Arc<Cached>>> = HashMap::new();
+        if let Some(index) = self.index {
+            for (key, object) in &objects {
+                if let Some(value) = index.value(&object.json) {
+                    indexed
+                        .entry(value)
+                        .or_default()
+                        .insert(key.clone(), object.clone());
+                }
+            }
+        }
         let mut state = self.lock();
         state.objects = objects;
+        state.indexed = indexed;
+        state.triggered.clear();
+        state.generation += 1;
         state.events.clear();
         state.revision = revision;
         state.window_start = revision;
@@ -389,6 +569,12 @@ impl WatchCache {
                 None => return,
             },
         };
+        // The values of the indexed field before and after: the watchers of either see it.
+        let value = self.index.and_then(|i| i.value(&object.json));
+        let prev_value = self
+            .index
+            .zip(prev.as_ref())
+            .and_then(|(i, prev)| i.value(&prev.json));
         let event = Arc::new(CachedEvent {
             revision,
             key: event.kv.key.clone(),
@@ -397,12 +583,20 @@ impl WatchCache {
             deleted,
         });
         let mut state = self.lock();
-        if deleted {
-            state.objects.remove(&event.key);
+        let replaced = if deleted {
+            state.objects.remove(&event.key)
         } else {
             state
                 .objects
-                .insert(event.key.clone(), event.object.clone());
+                .insert(event.key.clone(), event.object.clone())
+        };
+        if let Some(index) = self.index {
+            // The index follows the cached object (the event's previous one is the store's).
+            let replaced_value = replaced.and_then(|r| index.value(&r.json));
+            state.unindex(replaced_value, &event.key);
+            if !deleted {
+                state.index(value.clone(), &event.key, &event.object);
+            }
         }
         state.revision = revision;
         state.changed = revision;
@@ -414,7 +608,16 @@ impl WatchCache {
         }
         // Sent under the lock, so a subscriber sees each event either in the backlog or on the
         // feed, never both and never neither.
-        let _ = state.feed.send(event);
+        let _ = state.feed.send(event.clone());
+        let other = prev_value.filter(|p| value.as_ref() != Some(p));
+        for value in value.into_iter().chain(other) {
+            if let Some(feed) = state.triggered.get(&value)
+                && feed.send(event.clone()).is_err()
+            {
+                // Nobody watches that value any more.
+                state.triggered.remove(&value);
+            }
+        }
     }
 
     /// Records that the registry as a whole has been applied up to `revision`.
@@ -459,14 +662,18 @@ impl WatchCache {
             .then(|| (state.objects.get(key).cloned(), state.revision))
     }
 
-    /// The current objects under `prefix` and the revision they are at, if the cache is
-    /// loaded.
-    pub(crate) fn snapshot(&self, prefix: &str) -> Option<(Vec<Arc<Cached>>, Revision)> {
+    /// The current objects under `prefix` (narrowed: with that value of the indexed field,
+    /// see [`WatchCache::narrowing`]) and the revision they are at, if the cache is loaded.
+    pub(crate) fn snapshot(
+        &self,
+        prefix: &str,
+        narrow: Option<&str>,
+    ) -> Option<(Vec<Arc<Cached>>, Revision)> {
         let state = self.lock();
         if !state.ready {
             return None;
         }
-        Some((state.objects_under(prefix), state.revision))
+        Some((state.objects_under(prefix, narrow), state.revision))
     }
 
     /// The objects under `prefix` from the key `start` on as they were at `revision`, if the
@@ -477,15 +684,17 @@ impl WatchCache {
         revision: Revision,
         prefix: &str,
         start: &str,
+        narrow: Option<&str>,
     ) -> Option<Vec<Arc<Cached>>> {
         let state = self.lock();
         (state.ready && state.changed <= revision && revision <= state.revision)
-            .then(|| state.objects_from(prefix, start))
+            .then(|| state.objects_from(prefix, start, narrow))
     }
 
-    /// Subscribes to the events after `after`.
-    pub(crate) fn subscribe(&self, after: Revision) -> Subscription {
-        let state = self.lock();
+    /// Subscribes to the events after `after` (narrowed: the live feed carries only the events
+    /// of that value of the indexed field; the backlog is not narrowed).
+    pub(crate) fn subscribe(&self, after: Revision, narrow: Option<&str>) -> Subscription {
+        let mut state = self.lock();
         if !state.ready || after < state.window_start {
             return Subscription::TooOld;
         }
@@ -497,24 +706,40 @@ impl WatchCache {
             .collect();
         Subscription::Events {
             backlog,
-            feed: state.feed.subscribe(),
+            feed: state.subscribe(narrow),
         }
     }
 
-    /// The current state and a subscription to everything after it, taken atomically.
+    /// The current state and a subscription to everything after it, taken atomically (both
+    /// narrowed as [`WatchCache::snapshot`] and [`WatchCache::subscribe`] narrow).
     pub(crate) fn snapshot_and_subscribe(
         &self,
         prefix: &str,
+        narrow: Option<&str>,
     ) -> Option<(Vec<Arc<Cached>>, Revision, Feed)> {
-        let state = self.lock();
+        let mut state = self.lock();
         if !state.ready {
             return None;
         }
-        Some((
-            state.objects_under(prefix),
-            state.revision,
-            state.feed.subscribe(),
-        ))
+        let objects = state.objects_under(prefix, narrow);
+        let feed = state.subscribe(narrow);
+        Some((objects, state.revision, feed))
+    }
+
+    /// The revision a bookmark for a watcher of `feed` carries, `last` being the revision of
+    /// the last event it took from its feed (or where it started): once the watcher has taken
+    /// every event sent to it, the last change of the resource, whether its feed carried it or
+    /// not; as a watcher of the whole resource has then taken that change, this is `last` for
+    /// it, and a narrowed watcher's bookmarks move as far.
+    pub(crate) fn bookmark_revision(&self, feed: &Feed, last: Revision) -> Revision {
+        let state = self.lock();
+        // Sends happen under the lock: an empty feed of the live generation has nothing older
+        // than the last change still to deliver.
+        if state.ready && feed.generation == state.generation && feed.events.is_empty() {
+            last.max(state.changed)
+        } else {
+            last
+        }
     }
 }
 
@@ -537,19 +762,33 @@ pub(crate) struct Caches {
     /// Wakes the feed to load the pending caches.
     added: Notify,
     progress: watch::Sender<Revision>,
+    /// Whether the caches keep their resources' indexes.
+    indexes: bool,
 }
 
 impl Caches {
     /// Starts the caches of `resources` (storage prefix, kind, apiVersion), fed from `store`.
+    /// Each keeps its resource's index, unless `CAPSTAN_WATCH_CACHE_INDEXES=false` is in the
+    /// environment.
     pub(crate) fn start(
         store: Store,
         resources: impl IntoIterator<Item = (String, &'static str, String)>,
+    ) -> Arc<Caches> {
+        let indexes = std::env::var("CAPSTAN_WATCH_CACHE_INDEXES").map_or(true, |v| v != "false");
+        Caches::start_with(store, resources, indexes)
+    }
+
+    /// [`Caches::start`], with or without indexes.
+    pub(crate) fn start_with(
+        store: Store,
+        resources: impl IntoIterator<Item = (String, &'static str, String)>,
+        indexes: bool,
     ) -> Arc<Caches> {
         let (progress, receiver) = watch::channel(0);
         let by_prefix = resources
             .into_iter()
             .map(|(prefix, kind, api_version)| {
-                let cache = WatchCache::new(kind, api_version, receiver.clone());
+                let cache = WatchCache::new(kind, api_version, receiver.clone(), indexes);
                 (prefix, Arc::new(cache))
             })
             .collect();
@@ -558,6 +797,7 @@ impl Caches {
             pending: Mutex::default(),
             added: Notify::new(),
             progress,
+            indexes,
         });
         let weak = Arc::downgrade(&caches);
         tokio::spawn(async move {
@@ -612,6 +852,7 @@ impl Caches {
             kind,
             api_version.to_owned(),
             self.progress.subscribe(),
+            self.indexes,
         ));
         map.insert(prefix.to_owned(), cache.clone());
         self.pending
@@ -910,7 +1151,7 @@ mod tests {
             &cache,
             &caches.add(prefix, "Thing", "example.com/v1")
         ));
-        let loaded = eventually(|| cache.snapshot(prefix)).await;
+        let loaded = eventually(|| cache.snapshot(prefix, None)).await;
         assert_eq!(names(&loaded.0), ["a"]);
         store
             .create(&format!("{prefix}b"), object("b"))
@@ -918,12 +1159,12 @@ mod tests {
             .unwrap();
         let deleted = store.delete(&format!("{prefix}a"), None).await.unwrap();
         eventually(|| {
-            let (objects, revision) = cache.snapshot(prefix)?;
+            let (objects, revision) = cache.snapshot(prefix, None)?;
             (names(&objects) == ["b"] && revision >= deleted.revision).then_some(())
         })
         .await;
         // A watcher of the cache sees the changes after it subscribed.
-        let Subscription::Events { mut feed, .. } = cache.subscribe(deleted.revision) else {
+        let Subscription::Events { mut feed, .. } = cache.subscribe(deleted.revision, None) else {
             panic!("the cache serves watches");
         };
         store
@@ -937,10 +1178,45 @@ mod tests {
         assert_eq!(event.key, format!("{prefix}c"));
         caches.remove(prefix);
         assert!(
-            cache.snapshot(prefix).is_none(),
+            cache.snapshot(prefix, None).is_none(),
             "a removed cache no longer serves"
         );
         assert!(caches.cache(prefix).is_none());
+    }
+
+    /// The index reads the node as the selectors would, from the bytes, and records nothing
+    /// for what selectors read as empty.
+    #[test]
+    fn the_index_reads_the_field_from_the_json() {
+        let index = Index::of("Pod", "v1").unwrap();
+        assert!(Index::of("Pod", "example.com/v1").is_none());
+        assert!(Index::of("Node", "v1").is_none());
+        let value = |json: &str| index.value(json.as_bytes());
+        assert_eq!(
+            value(r#"{"kind":"Pod","spec":{"containers":[],"nodeName":"n1"},"status":{}}"#),
+            Some("n1".to_owned())
+        );
+        // Escaped values are read as their text; escaped keys through a decode.
+        assert_eq!(
+            value(r#"{"spec":{"nodeName":"n\u0031"}}"#),
+            Some("n1".to_owned())
+        );
+        assert_eq!(
+            value(r#"{"spec":{"node\u004eame":"n2"}}"#),
+            Some("n2".to_owned())
+        );
+        for empty in [
+            r#"{"spec":{"nodeName":""}}"#,
+            r#"{"spec":{"nodeName":null}}"#,
+            r#"{"spec":{"nodeName":7}}"#,
+            r#"{"spec":{}}"#,
+            r#"{"spec":null}"#,
+            r#"{"spec":"x"}"#,
+            r#"{"metadata":{}}"#,
+            "not json",
+        ] {
+            assert_eq!(value(empty), None, "{empty}");
+        }
     }
 
     #[test]

@@ -296,6 +296,12 @@ impl Registry {
     ) -> Result<ListResult, ApiError> {
         self.check_selectors(&options.selectors)?;
         let prefix = self.resource.storage_namespace_prefix(namespace);
+        // A selector the cache's index answers (`spec.nodeName=<node>` on pods) reads only the
+        // objects it holds under that value.
+        let narrow = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.narrowing(&options.selectors));
         let first_page = options.continue_token.as_deref().is_none_or(str::is_empty);
         // resourceVersion=0 means "any version": the watch cache answers, whole (as upstream's
         // cache, which treats the limit as a hint).
@@ -306,7 +312,10 @@ impl Registry {
                 .as_deref()
                 .is_none_or(|m| m.is_empty() || m == "NotOlderThan");
         if any_version
-            && let Some((objects, revision)) = self.cache.as_ref().and_then(|c| c.snapshot(&prefix))
+            && let Some((objects, revision)) = self
+                .cache
+                .as_ref()
+                .and_then(|c| c.snapshot(&prefix, narrow))
         {
             let items = objects
                 .into_iter()
@@ -329,7 +338,7 @@ impl Registry {
                 ReadAt::NotOlderThan(n) => cache.wait_for(n, super::FRESH_WAIT).await,
                 ReadAt::Exact(_) => false,
             };
-            if fresh && let Some((objects, revision)) = cache.snapshot(&prefix) {
+            if fresh && let Some((objects, revision)) = cache.snapshot(&prefix, narrow) {
                 return self
                     .served_page(self.page(objects, revision, &prefix, options))
                     .await;
@@ -355,7 +364,7 @@ impl Registry {
                 if let Some(objects) = self
                     .cache
                     .as_deref()
-                    .and_then(|c| c.unchanged_since(rv, &prefix, &start))
+                    .and_then(|c| c.unchanged_since(rv, &prefix, &start, narrow))
                 {
                     return self
                         .served_page(self.page(objects, rv, &prefix, options))

@@ -11,6 +11,8 @@
 
 pub(crate) mod cache;
 pub(crate) mod fields;
+#[cfg(test)]
+mod index_tests;
 mod list;
 pub(crate) mod object;
 pub(crate) mod selectors;

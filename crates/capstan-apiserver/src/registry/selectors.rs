@@ -39,6 +39,12 @@ impl Selectors {
         self.labels.matches(labels) && self.fields.matches_with(field)
     }
 
+    /// The value the field selector requires `field` to have (its first `=` term on it),
+    /// upstream's `RequiresExactMatch`.
+    pub(crate) fn exact_field(&self, field: &str) -> Option<&str> {
+        self.fields.requires_exact_match(field)
+    }
+
     /// Checks that the field selector names only `metadata.name`, `metadata.namespace` or one
     /// of `supported`, with upstream's message for either kind of resource.
     pub(crate) fn check_fields(&self, supported: &[&str]) -> Result<(), ApiError> {

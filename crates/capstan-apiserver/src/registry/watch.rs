@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use std::sync::Arc;
 
-use super::cache::{Cached, CachedEvent, Subscription};
+use super::cache::{Cached, CachedEvent, Feed, Subscription, WatchCache};
 use super::list::{ListOptions, ReadAt, read_at};
 use super::{Registry, store_error};
 use crate::registry::selectors::Selectors;
@@ -221,16 +221,19 @@ impl Registry {
     ) {
         let prefix = self.resource.storage_namespace_prefix(namespace.as_deref());
         if let Some(cache) = self.cache.clone() {
+            // A watcher of one value of the cache's indexed field (a kubelet's
+            // `spec.nodeName=<node>`) is fed only that value's events.
+            let narrow = cache.narrowing(&options.selectors);
             let subscription = match start {
                 Start::WithState { bookmark_after } => {
                     // A consistent start: the cache must have caught up with the store.
                     let current = self.store().current_revision().await.unwrap_or(0);
                     if cache.wait_for(current, CACHE_WAIT).await {
-                        cache
-                            .snapshot_and_subscribe(&prefix)
-                            .map(|(objects, revision, feed)| {
+                        cache.snapshot_and_subscribe(&prefix, narrow).map(
+                            |(objects, revision, feed)| {
                                 (objects, revision, Vec::new(), feed, bookmark_after)
-                            })
+                            },
+                        )
                     } else {
                         None
                     }
@@ -258,7 +261,7 @@ impl Registry {
                         return;
                     }
                     if cache.wait_for(after, CACHE_WAIT).await {
-                        match cache.subscribe(after) {
+                        match cache.subscribe(after, narrow) {
                             Subscription::Events { backlog, feed } => {
                                 Some((Vec::new(), after, backlog, feed, false))
                             }
@@ -271,6 +274,7 @@ impl Registry {
             };
             if let Some((initial, revision, backlog, feed, bookmark_after)) = subscription {
                 self.watch_from_cache(
+                    &cache,
                     &prefix,
                     &options,
                     initial,
@@ -290,12 +294,13 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     async fn watch_from_cache(
         &self,
+        cache: &WatchCache,
         prefix: &str,
         options: &WatchOptions,
         initial: Vec<Arc<Cached>>,
         revision: Revision,
         backlog: Vec<Arc<CachedEvent>>,
-        mut feed: tokio::sync::broadcast::Receiver<Arc<CachedEvent>>,
+        mut feed: Feed,
         bookmark_after: bool,
         tx: &mpsc::Sender<WatchEventOut>,
     ) {
@@ -348,6 +353,9 @@ impl Registry {
             let event = tokio::select! {
                 event = feed.recv() => event,
                 _ = bookmarks.tick(), if options.allow_bookmarks => {
+                    // A narrowed watcher's feed skips the other values' changes: its bookmark
+                    // still moves to the resource's last change once it has taken its own.
+                    last = cache.bookmark_revision(&feed, last);
                     if tx.send(self.bookmark(last, false)).await.is_err() {
                         return;
                     }
