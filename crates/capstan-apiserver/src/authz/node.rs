@@ -22,8 +22,8 @@
 //!
 //! Upstream keeps a graph of these relationships, fed by informers. Here they are looked up when
 //! asked, from the API server's own watch caches: the pods bound to the node in the object's
-//! namespace (the cache's `spec.nodeName` field, worked out once per pod, narrows them before any
-//! pod is decoded), and for volumes the PersistentVolumes. The cache is read as it stands; a
+//! namespace (read through the pod cache's node index, so only the node's pods there are
+//! looked at), and for volumes the PersistentVolumes. The cache is read as it stands; a
 //! lookup that finds no relationship is made again with a consistent read before the request is
 //! refused, so an object created a moment ago is not refused because the cache lags.
 

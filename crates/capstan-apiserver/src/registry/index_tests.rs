@@ -131,7 +131,11 @@ async fn pages(
     }
 }
 
-fn describe(pages: &[ListResult]) -> Vec<(Vec<String>, i64, Option<String>, Option<i64>)> {
+/// A page as a client sees it: the items' JSON, resourceVersion, continue token, remaining
+/// count.
+type Page = (Vec<String>, i64, Option<String>, Option<i64>);
+
+fn describe(pages: &[ListResult]) -> Vec<Page> {
     pages
         .iter()
         .map(|page| {
