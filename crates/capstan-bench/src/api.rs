@@ -565,10 +565,23 @@ impl ServerProcess {
         extra: &[&str],
         log: &Path,
     ) -> Result<(ServerProcess, Duration)> {
+        Self::start_with_env(server, data_dir, datastore, extra, &[], log).await
+    }
+
+    /// Spawns `server` with extra flags and environment variables; see
+    /// [`ServerProcess::start`].
+    pub(crate) async fn start_with_env(
+        server: &Path,
+        data_dir: &Path,
+        datastore: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> Result<(ServerProcess, Duration)> {
         let mut last_error = None;
         // A port handed out by `free_port` may be taken by someone else meanwhile: retry.
         for _ in 0..3 {
-            match Self::try_start(server, data_dir, datastore, extra, log).await {
+            match Self::try_start(server, data_dir, datastore, extra, env, log).await {
                 Ok(started) => return Ok(started),
                 Err(error) => last_error = Some(error),
             }
@@ -581,6 +594,7 @@ impl ServerProcess {
         data_dir: &Path,
         datastore: Option<&str>,
         extra: &[&str],
+        env: &[(&str, &str)],
         log: &Path,
     ) -> Result<(ServerProcess, Duration)> {
         let port = capstan_testkit::free_port();
@@ -600,6 +614,7 @@ impl ServerProcess {
             // The cluster DNS on a free port, so a host resolver on 53 is no obstacle.
             .args(["--dns-port", "0"])
             .args(extra)
+            .envs(env.iter().copied())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -733,7 +748,7 @@ fn log_tail(path: &Path) -> String {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Memory {
     pub(crate) rss: u64,
-    anon: u64,
+    pub(crate) anon: u64,
     file: u64,
     pub(crate) hwm: u64,
 }

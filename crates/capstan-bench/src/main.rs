@@ -44,6 +44,10 @@
 //! load from inside a pod on a real node, where this program runs as the hidden `dns-client`
 //! (see the `dns` module).
 //!
+//! `capstan-bench nodewatch` measures one server's kubelet traffic at scale: pod lists by
+//! `spec.nodeName` and pod creates under one watch per node, with the watch cache's index and
+//! without (see the `nodewatch` module).
+//!
 //! `capstan-bench crash-writer` is the child process of the SQLite crash test
 //! (`tests/sqlite_crash.rs`; see the `crash` module).
 
@@ -79,6 +83,7 @@ mod crash;
 mod dns;
 mod extend;
 mod goload;
+mod nodewatch;
 mod observe;
 mod pods;
 mod proxy;
@@ -138,6 +143,9 @@ enum Command {
     /// Benchmark what security costs: GETs authenticated by service-account token against
     /// client certificates, and Secret creates with and without encryption at rest.
     Security(Box<security::SecurityArgs>),
+    /// Benchmark one server's kubelet traffic at scale: pod lists by node and pod creates
+    /// under one watch per node, with the watch cache's node index and without.
+    Nodewatch(nodewatch::NodewatchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -375,6 +383,7 @@ async fn main() -> ExitCode {
         Command::Extend(args) => extend::run(args).await,
         Command::Storage(args) => storage::run(args).await,
         Command::Security(args) => security::run(*args).await,
+        Command::Nodewatch(args) => nodewatch::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
