@@ -129,6 +129,25 @@ impl StatusError {
         )
     }
 
+    /// 409: every name made from `generateName` was taken (upstream's
+    /// `NewGenerateNameConflict`); the client may try again after a second.
+    pub fn generate_name_conflict(resource: GroupResource<'_>, name: &str) -> Self {
+        let details = StatusDetails {
+            retry_after_seconds: Some(1),
+            ..Self::about(resource, name)
+        };
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!(
+                "{resource} {} already exists, the server was not able to generate a unique \
+                 name for the object",
+                quoted(name)
+            ),
+            Some(details),
+        )
+    }
+
     /// 409: the write lost a race (`reason` says how, e.g. upstream's "the object has been
     /// modified; please apply your changes to the latest version and try again").
     pub fn conflict(resource: GroupResource<'_>, name: &str, reason: &str) -> Self {

@@ -30,6 +30,11 @@ impl ApiError {
     pub(crate) fn status(&self) -> &StatusError {
         &self.0
     }
+
+    /// Whether this is a 409 `AlreadyExists`: the object to create exists.
+    pub(crate) fn is_already_exists(&self) -> bool {
+        self.0.status.reason.as_deref() == Some("AlreadyExists")
+    }
 }
 
 impl From<StatusError> for ApiError {

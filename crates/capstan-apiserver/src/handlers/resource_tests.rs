@@ -1307,6 +1307,20 @@ async fn services_get_cluster_ips_and_node_ports() {
         "the kubernetes Service's and web's: {names:?}"
     );
     assert!(names.contains(&"10.43.0.1"));
+    // A generated name is made before the allocation: the IPAddress names the Service by it.
+    let (code, generated) = h
+        .post(
+            services,
+            json!({"metadata": {"generateName": "gen-"}, "spec": {"ports": [{"port": 80}]}}),
+        )
+        .await;
+    assert_eq!(code, 201, "{generated}");
+    let name = generated["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+    let generated_ip = generated["spec"]["clusterIP"].as_str().unwrap();
+    let (code, address) = h.get(&format!("{addresses}/{generated_ip}")).await;
+    assert_eq!(code, 200, "{address}");
+    assert_eq!(address["spec"]["parentRef"]["name"], name);
     // A dry run takes nothing.
     let (code, dry) = h
         .post(&format!("{services}?dryRun=All"), json!({"metadata": {"name": "dry"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))

@@ -324,6 +324,10 @@ const FRESH_WAIT: Duration = Duration::from_secs(1);
 /// `resourceVersion` precondition).
 const MAX_RETRIES: usize = 16;
 
+/// How many names a create with `generateName` tries before giving up (upstream's
+/// `maxNameGenerationCreateAttempts`).
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
 /// How a version served by conversion reaches its stored version and back.
 #[derive(Debug, Clone)]
 enum Converter {
@@ -940,6 +944,47 @@ impl Registry {
                 .await?;
             admission.record_requester(self.resource, &mut object);
         }
+        let prefix = match meta_str(&object, "name") {
+            "" => meta_str(&object, "generateName").to_owned(),
+            _ => String::new(),
+        };
+        if prefix.is_empty() {
+            return self
+                .create_named(namespace, object, options, warnings)
+                .await;
+        }
+        // As upstream's store (RetryGenerateName): the name is made before the write hooks see
+        // the object (a Service's IPAddress names its parent), and a create that meets an
+        // object under a generated name is tried again, whole, under a new one.
+        let mut attempt = 1;
+        loop {
+            let mut named = object.clone();
+            let name = object::generate_name(&prefix);
+            set_meta(&mut named, "name", Some(name.clone().into()));
+            match self
+                .create_named(namespace, named, options, warnings.clone())
+                .await
+            {
+                Err(error) if error.is_already_exists() => {
+                    if attempt == GENERATE_NAME_ATTEMPTS {
+                        let resource = self.group_resource();
+                        return Err(StatusError::generate_name_conflict(resource, &name).into());
+                    }
+                    attempt += 1;
+                }
+                written => return written,
+            }
+        }
+    }
+
+    /// [`Registry::create`] of an object with its name: the write hooks, then the write.
+    async fn create_named(
+        &self,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+        warnings: Vec<String>,
+    ) -> Result<Written, ApiError> {
         let held = self.begin_write(&mut object, None, options.dry_run).await?;
         let written = self
             .create_begun(namespace, object, options, warnings)
@@ -956,16 +1001,6 @@ impl Registry {
         options: &WriteOptions,
         warnings: Vec<String>,
     ) -> Result<Written, ApiError> {
-        if meta_str(&object, "name").is_empty() {
-            let prefix = meta_str(&object, "generateName").to_owned();
-            if !prefix.is_empty() {
-                set_meta(
-                    &mut object,
-                    "name",
-                    Some(object::generate_name(&prefix).into()),
-                );
-            }
-        }
         let name = self.prepare_and_validate_new(&mut object)?;
         if let Some(admission) = &options.admission {
             admission

@@ -82,10 +82,6 @@ pub(crate) fn held_by(ip: &Value, namespace: &str, name: &str) -> bool {
         && parent["name"].as_str().unwrap_or_default() == name
 }
 
-fn is_already_exists(error: &ApiError) -> bool {
-    error.status().status.reason.as_deref() == Some("AlreadyExists")
-}
-
 fn is_not_found(error: &ApiError) -> bool {
     error.status().code() == 404
 }
@@ -149,7 +145,7 @@ impl IpAllocator {
                 ip,
                 uid: meta_str(&written.object, "uid").to_owned(),
             })),
-            Err(e) if is_already_exists(&e) => Err(IpError::Taken),
+            Err(e) if ApiError::is_already_exists(&e) => Err(IpError::Taken),
             Err(e) => Err(e.into()),
         }
     }
