@@ -212,6 +212,32 @@ async fn racing_creates_cannot_both_take_the_last_of_a_quota() {
     assert_eq!(used(&h, "q").await, json!({"count/secrets": "1"}));
 }
 
+/// A namespace the watch cache has no quotas for is looked up in the store, and that answer
+/// stands for a while (upstream's live lookup): a quota stored meanwhile is not seen through it.
+/// Once the plugin expects a quota write there (it admitted one), the store is asked every
+/// time, so a quota is enforced from the moment it is stored even while the cache lags.
+#[tokio::test]
+async fn a_remembered_lookup_gives_way_to_an_expected_quota_write() {
+    let h = Harness::new().await;
+    let registry = h.api.registry("", "v1", "resourcequotas").unwrap();
+    let remembering = crate::admission::NamespaceLookup::new(registry.clone());
+    let expecting = crate::admission::NamespaceLookup::new(registry);
+    assert!(remembering.live("default").await.unwrap().is_empty());
+    assert!(expecting.live("default").await.unwrap().is_empty());
+    expecting.expect_write("default");
+    quota(&h, "q", json!({"pods": "1"}), json!({"pods": "0"})).await;
+    assert!(remembering.live("default").await.unwrap().is_empty());
+    let seen = expecting.live("default").await.unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0]["metadata"]["name"], "q");
+    assert_eq!(seen[0]["status"]["used"], json!({"pods": "0"}));
+    // Still asked while the write is expected: the next change is seen too.
+    let (code, body) = h.post(&format!("{NS}/pods"), pod("p1", None)).await;
+    assert_eq!(code, 201, "{body}");
+    let seen = expecting.live("default").await.unwrap();
+    assert_eq!(seen[0]["status"]["used"], json!({"pods": "1"}));
+}
+
 #[tokio::test]
 async fn service_updates_are_charged_for_new_node_ports() {
     let h = Harness::new().await;

@@ -481,6 +481,12 @@ impl Plugin for LimitRanger {
     fn admit<'a>(&'a self, review: Mutation<'a>) -> Verdict<'a> {
         Box::pin(async move {
             let Review { attrs, object, .. } = review;
+            if is_core(attrs.resource, "limitranges") && attrs.main_namespaced() && !attrs.dry_run {
+                // The pods after this one must see the range as soon as it is stored.
+                if let Some(range) = object.as_deref() {
+                    self.ranges.expect_write(namespace_of(range));
+                }
+            }
             match object {
                 Some(object) if attrs.operation == Operation::Create && attrs.main_namespaced() => {
                     self.apply_defaults(attrs.resource, object).await

@@ -36,7 +36,9 @@
 //! [`NamespaceLookup`]: the watch cache as it stands, as upstream's plugins read their
 //! informers; a namespace the cache has none for is looked up in the store, and that answer is
 //! used for 30 s (upstream's `liveLookupCache`), so an object created a moment ago is not missed
-//! while the cache catches up.
+//! while the cache catches up. Unlike upstream's, that answer is not used for a namespace where
+//! this server has just admitted a write of the looked-up kind
+//! ([`NamespaceLookup::expect_write`]): a quota created a moment ago is not missed either.
 
 pub(crate) mod cel_authz;
 pub(crate) mod certificates;
@@ -71,8 +73,18 @@ const LIVE_TTL: Duration = Duration::from_secs(30);
 /// Past this many remembered lookups, expired ones are dropped.
 const LIVE_ENTRIES: usize = 10_000;
 
-/// Store lookups by namespace: when each was made, and what it found.
-type LiveLookups = HashMap<String, (Instant, Arc<Vec<Value>>)>;
+/// What is remembered of a namespace the cache had nothing for.
+#[derive(Debug)]
+enum Live {
+    /// A store lookup: when it was made, and what it found.
+    Found(Instant, Arc<Vec<Value>>),
+    /// A write of the looked-up kind was admitted then: until [`LIVE_TTL`] after it, the store
+    /// is asked every time (the write may land after any lookup made meanwhile).
+    Writing(Instant),
+}
+
+/// Store lookups by namespace.
+type LiveLookups = HashMap<String, Live>;
 
 /// The objects of one namespaced resource in a namespace, as admission reads them.
 #[derive(Debug)]
@@ -120,8 +132,14 @@ impl NamespaceLookup {
                 list.items.iter().map(|item| item.object()).collect(),
             ));
         }
+        self.live(namespace).await
+    }
+
+    /// The objects in `namespace` when the cache has none: a store lookup made less than
+    /// [`LIVE_TTL`] ago, else a new one (remembered, unless a write is expected).
+    pub(crate) async fn live(&self, namespace: &str) -> Result<Arc<Vec<Value>>, ApiError> {
         let now = Instant::now();
-        if let Some((at, items)) = self.lock().get(namespace)
+        if let Some(Live::Found(at, items)) = self.lock().get(namespace)
             && now.duration_since(*at) < LIVE_TTL
         {
             return Ok(items.clone());
@@ -137,10 +155,27 @@ impl NamespaceLookup {
         let items = Arc::new(items);
         let mut live = self.lock();
         if live.len() >= LIVE_ENTRIES {
-            live.retain(|_, (at, _)| now.duration_since(*at) < LIVE_TTL);
+            live.retain(|_, entry| match entry {
+                Live::Found(at, _) | Live::Writing(at) => now.duration_since(*at) < LIVE_TTL,
+            });
         }
-        live.insert(namespace.to_owned(), (now, items.clone()));
+        // While a write is expected (made before this lookup or during it), nothing is
+        // remembered.
+        let writing = matches!(live.get(namespace),
+            Some(Live::Writing(at)) if now.saturating_duration_since(*at) < LIVE_TTL);
+        if !writing {
+            live.insert(namespace.to_owned(), Live::Found(now, items.clone()));
+        }
         Ok(items)
+    }
+
+    /// Tells the lookup that a write of its kind in `namespace` was just admitted: what it
+    /// remembers of the namespace is dropped, and until [`LIVE_TTL`] from now a namespace the
+    /// cache has nothing for is looked up in the store every time, so that the new object is
+    /// seen as soon as it is stored even while the cache lags.
+    pub(crate) fn expect_write(&self, namespace: &str) {
+        self.lock()
+            .insert(namespace.to_owned(), Live::Writing(Instant::now()));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LiveLookups> {

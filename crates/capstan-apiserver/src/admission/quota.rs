@@ -12,6 +12,9 @@
 //! - each usage write is a compare-and-swap on the quota's `resourceVersion`; a quota that
 //!   changed meanwhile is read again and the request checked again, up to three times, after
 //!   which the conflict is the answer;
+//! - a namespace's quotas are looked up in the store every time for 30 s after this server
+//!   admitted a quota write there (see [`NamespaceLookup::expect_write`]), so that a quota is
+//!   enforced from the moment it is stored even while the watch cache lags;
 //! - a dry run is checked but records nothing;
 //! - a refusal is 403 Forbidden with upstream's message, e.g. `pods "p3" is forbidden: exceeded
 //!   quota: q, requested: pods=1, used: pods=2, limited: pods=2`.
@@ -101,6 +104,10 @@ impl QuotaAdmission {
         let creates_namespace = resource.group.is_empty() && resource.plural == "namespaces";
         if namespace.is_empty() || creates_namespace {
             return Ok(());
+        }
+        if resource.group.is_empty() && resource.plural == "resourcequotas" && !dry_run {
+            // The requests after this one must see the quota as soon as it is stored.
+            self.quotas.expect_write(namespace);
         }
         let Some(evaluator) = Evaluator::for_resource(resource.group, resource.plural) else {
             return Ok(());
