@@ -3,8 +3,6 @@
 //! The API server reaches kubelets this way and the kubelet reaches the runtime's streaming
 //! server; [`splice`] then joins an upgraded connection to another.
 
-use bytes::Bytes;
-use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -14,14 +12,23 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub type UpgradedIo = TokioIo<Upgraded>;
 
 /// Sends `request` over `io` (a fresh connection: TCP, or TLS over TCP) and returns the
-/// response. The connection serves this one request; it stays open for an upgrade.
-pub async fn send<IO>(
+/// response. The connection serves this one request; it stays open for an upgrade. Nothing the
+/// peer sends is read before the request is written ([`WriteFirst`]).
+pub async fn send<IO, B>(
     io: IO,
-    request: http::Request<Empty<Bytes>>,
+    request: http::Request<B>,
 ) -> Result<http::Response<Incoming>, hyper::Error>
 where
     IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let io = WriteFirst {
+        io,
+        written: false,
+        reader: None,
+    };
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.with_upgrades().await {
@@ -48,6 +55,87 @@ where
     }
 }
 
+/// A client connection whose reads wait for its first write. Hyper's client connection takes
+/// bytes that arrive while no request is written as an unexpected message and closes (the
+/// request then fails with "operation was canceled"): a peer that speaks as soon as it
+/// accepts (an upgrade server answering `101` at once) lost that race whenever the connection
+/// task ran before the request was queued. Go's proxy writes the request and then reads the
+/// answer, whatever arrived meanwhile; this restores that order.
+struct WriteFirst<IO> {
+    io: IO,
+    written: bool,
+    reader: Option<std::task::Waker>,
+}
+
+impl<IO> WriteFirst<IO> {
+    fn wrote(&mut self, n: usize) {
+        if n > 0 && !self.written {
+            self.written = true;
+            if let Some(reader) = self.reader.take() {
+                reader.wake();
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for WriteFirst<IO> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if !self.written {
+            self.reader = Some(cx.waker().clone());
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for WriteFirst<IO> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = polled {
+            self.wrote(n);
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if let std::task::Poll::Ready(Ok(n)) = polled {
+            self.wrote(n);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 /// Whether `headers` ask for a connection upgrade (`Connection: upgrade` with an `Upgrade`
 /// header), as upstream's `httpstream.IsUpgradeRequest`.
 pub fn is_upgrade(headers: &http::HeaderMap) -> bool {
@@ -71,7 +159,55 @@ pub fn is_websocket(headers: &http::HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use bytes::Bytes;
+    use http_body_util::Empty;
+
     use super::*;
+
+    /// A backend that answers an upgrade the moment it accepts, before the request reaches it
+    /// (the bytes are waiting before the client connection starts): the request is still
+    /// written, and the answer read after it.
+    #[tokio::test]
+    async fn a_backend_that_answers_before_the_request_is_read_after_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let backend = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            socket
+                .write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+                .await
+                .unwrap();
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the request never came");
+                request.extend_from_slice(&chunk[..n]);
+            }
+            String::from_utf8(request).unwrap()
+        });
+        let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+        // The answer is in the socket before the client connection is polled.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let request = http::Request::builder()
+            .uri("/stream")
+            .header(http::header::HOST, "backend")
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "echo")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = send(Box::new(tcp), request).await.unwrap();
+        assert_eq!(response.status(), http::StatusCode::SWITCHING_PROTOCOLS);
+        let received = backend.await.unwrap();
+        assert!(
+            received.starts_with("GET /stream HTTP/1.1\r\n"),
+            "{received}"
+        );
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
         let mut map = http::HeaderMap::new();

@@ -122,21 +122,13 @@ impl Target {
     }
 }
 
-/// Sends `request` over `io`, keeping the connection open for an upgrade.
+/// Sends `request` over `io`, keeping the connection open for an upgrade (see
+/// [`capstan_stream::upgrade::send`]).
 pub(crate) async fn send(
     io: Box<dyn Io>,
     request: Request<Body>,
 ) -> Result<http::Response<hyper::body::Incoming>, String> {
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.with_upgrades().await {
-            tracing::debug!(error = %e, "proxied connection ended");
-        }
-    });
-    sender
-        .send_request(request)
+    capstan_stream::upgrade::send(io, request)
         .await
         .map_err(|e| e.to_string())
 }
