@@ -128,6 +128,13 @@ pub trait Strategy: Send + Sync + 'static {
         &[]
     }
 
+    /// The selectable field the watch cache indexes this kind's stored objects by (upstream's
+    /// storage indexers and watch trigger: pods by `spec.nodeName`), named as stored; its
+    /// value is read from the member path the dots separate.
+    fn indexed_field(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The grace period a delete without one uses, for kinds deleted gracefully (pods).
     fn default_grace_period(&self, _object: &Value) -> Option<i64> {
         None
@@ -196,6 +203,8 @@ pub struct Hooks<K> {
     pub create_on_update: bool,
     /// Selectable field names.
     pub field_names: &'static [&'static str],
+    /// The selectable field the watch cache indexes objects by ([`Strategy::indexed_field`]).
+    pub indexed_field: Option<&'static str>,
     /// Selectable field values.
     pub fields: fn(&K) -> Vec<(&'static str, String)>,
     /// The default grace period for a delete.
@@ -236,6 +245,7 @@ impl<K: Metadata<Ty = ObjectMeta>> Hooks<K> {
             generation: false,
             create_on_update: false,
             field_names: &[],
+            indexed_field: None,
             fields: |_| Vec::new(),
             grace_period: |_| None,
             return_deleted: false,
@@ -400,6 +410,10 @@ impl<K: Kind> Strategy for Typed<K> {
         self.hooks.field_names
     }
 
+    fn indexed_field(&self) -> Option<&'static str> {
+        self.hooks.indexed_field
+    }
+
     fn default_grace_period(&self, object: &Value) -> Option<i64> {
         typed::<K>(object).and_then(|k| (self.hooks.grace_period)(&k))
     }
@@ -542,6 +556,10 @@ impl Strategy for Converted {
 
     fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
         self.hub.selectable_fields(&self.to_hub(object))
+    }
+
+    fn indexed_field(&self) -> Option<&'static str> {
+        self.hub.indexed_field()
     }
 
     fn hub_field_label<'a>(&self, label: &'a str) -> &'a str {

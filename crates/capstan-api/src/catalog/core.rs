@@ -450,6 +450,8 @@ fn pod() -> Arc<dyn Strategy> {
             "status.podIP",
             "status.nominatedNodeName",
         ],
+        // Kubelets list and watch their node's pods.
+        indexed_field: Some("spec.nodeName"),
         fields: pod_fields,
         grace_period: pod_grace_period,
         return_deleted: true,

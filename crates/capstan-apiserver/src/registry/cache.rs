@@ -10,9 +10,9 @@
 //! it: the cache then holds every write that completed before the read began, as a read from the
 //! store would (upstream's consistent reads from the cache work the same way).
 //!
-//! A resource may have an *index*: a field whose value the cache keeps objects by, as
-//! upstream's pod storage declares `spec.nodeName` (its `IndexerFuncs` and
-//! `TriggerPublisherFunc`). A list or watch whose field selector requires one non-empty value of
+//! A resource may have an *index*: a field whose value the cache keeps objects by, which its
+//! kind's strategy declares (`Strategy::indexed_field`), as upstream's pod storage declares
+//! `spec.nodeName` (its `IndexerFuncs` and `TriggerPublisherFunc`). A list or watch whose field selector requires one non-empty value of
 //! that field (`spec.nodeName=<node>`, a node's kubelet) is served from that value's objects, and
 //! its watcher is fed only the events whose object, before or after, has that value, on a feed
 //! of the value's own; other watchers get every event of the resource. The selectors still
@@ -31,6 +31,8 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
+
+use capstan_api::catalog::Resource;
 
 use super::object::set_meta;
 use super::selectors::Selectors;
@@ -95,23 +97,17 @@ fn write_key(json: &mut Vec<u8>, name: &str) {
     json.extend_from_slice(b"\":");
 }
 
-/// The field a resource's cache keeps its objects by: its selector name, and the path of
-/// members that holds its value in the object's JSON.
+/// The field a resource's cache keeps its objects by ([`capstan_api::strategy::Strategy::indexed_field`]):
+/// its selector name, whose dots separate the members that hold its value in the object's JSON.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Index {
     field: &'static str,
-    path: &'static [&'static str],
 }
 
 impl Index {
-    /// The index of the resource `kind` stored as `api_version`: pods by `spec.nodeName`, as
-    /// upstream's pod storage declares (its only index and trigger), unless the server's
-    /// environment turns indexes off.
-    fn of(kind: &str, api_version: &str) -> Option<Index> {
-        (kind == "Pod" && api_version == "v1").then_some(Index {
-            field: "spec.nodeName",
-            path: &["spec", "nodeName"],
-        })
+    /// The index of the field its kind's strategy declares, if any.
+    fn declared(strategy: &dyn capstan_api::strategy::Strategy) -> Option<Index> {
+        strategy.indexed_field().map(|field| Index { field })
     }
 
     /// The object's value of the field when it is a non-empty string, read from its JSON
@@ -135,7 +131,7 @@ impl Index {
         let borrowed = || -> Result<Option<String>, ()> {
             let text = std::str::from_utf8(json).map_err(|_| ())?;
             let mut raw = text;
-            for name in self.path {
+            for name in self.field.split('.') {
                 match member(raw, name)? {
                     Some(value) => raw = value.get(),
                     None => return Ok(None),
@@ -145,7 +141,7 @@ impl Index {
         };
         let value = borrowed().unwrap_or_else(|()| {
             let object: Value = serde_json::from_slice(json).ok()?;
-            let pointer: String = self.path.iter().map(|p| format!("/{p}")).collect();
+            let pointer: String = self.field.split('.').map(|p| format!("/{p}")).collect();
             object.pointer(&pointer)?.as_str().map(str::to_owned)
         });
         value.filter(|v| !v.is_empty())
@@ -477,7 +473,7 @@ impl WatchCache {
         kind: &'static str,
         api_version: String,
         progress: watch::Receiver<Revision>,
-        indexes: bool,
+        index: Option<Index>,
     ) -> Self {
         WatchCache {
             state: Mutex::new(State {
@@ -495,7 +491,7 @@ impl WatchCache {
             }),
             progress,
             kind,
-            index: Index::of(kind, &api_version).filter(|_| indexes),
+            index,
             api_version,
         }
     }
@@ -762,17 +758,15 @@ pub(crate) struct Caches {
     /// Wakes the feed to load the pending caches.
     added: Notify,
     progress: watch::Sender<Revision>,
-    /// Whether the caches keep their resources' indexes.
-    indexes: bool,
 }
 
 impl Caches {
-    /// Starts the caches of `resources` (storage prefix, kind, apiVersion), fed from `store`.
-    /// Each keeps its resource's index, unless `CAPSTAN_WATCH_CACHE_INDEXES=false` is in the
+    /// Starts the caches of the stored `resources`, fed from `store`. Each keeps the index its
+    /// kind's strategy declares, unless `CAPSTAN_WATCH_CACHE_INDEXES=false` is in the
     /// environment.
     pub(crate) fn start(
         store: Store,
-        resources: impl IntoIterator<Item = (String, &'static str, String)>,
+        resources: impl IntoIterator<Item = &'static Resource>,
     ) -> Arc<Caches> {
         let indexes = std::env::var("CAPSTAN_WATCH_CACHE_INDEXES").map_or(true, |v| v != "false");
         Caches::start_with(store, resources, indexes)
@@ -781,15 +775,23 @@ impl Caches {
     /// [`Caches::start`], with or without indexes.
     pub(crate) fn start_with(
         store: Store,
-        resources: impl IntoIterator<Item = (String, &'static str, String)>,
+        resources: impl IntoIterator<Item = &'static Resource>,
         indexes: bool,
     ) -> Arc<Caches> {
         let (progress, receiver) = watch::channel(0);
         let by_prefix = resources
             .into_iter()
-            .map(|(prefix, kind, api_version)| {
-                let cache = WatchCache::new(kind, api_version, receiver.clone(), indexes);
-                (prefix, Arc::new(cache))
+            .map(|resource| {
+                let index = indexes
+                    .then(|| Index::declared((resource.strategy)().as_ref()))
+                    .flatten();
+                let cache = WatchCache::new(
+                    resource.kind,
+                    resource.api_version(),
+                    receiver.clone(),
+                    index,
+                );
+                (resource.storage_key_prefix(), Arc::new(cache))
             })
             .collect();
         let caches = Arc::new(Caches {
@@ -797,7 +799,6 @@ impl Caches {
             pending: Mutex::default(),
             added: Notify::new(),
             progress,
-            indexes,
         });
         let weak = Arc::downgrade(&caches);
         tokio::spawn(async move {
@@ -852,7 +853,7 @@ impl Caches {
             kind,
             api_version.to_owned(),
             self.progress.subscribe(),
-            self.indexes,
+            None,
         ));
         map.insert(prefix.to_owned(), cache.clone());
         self.pending
@@ -1188,9 +1189,13 @@ mod tests {
     /// for what selectors read as empty.
     #[test]
     fn the_index_reads_the_field_from_the_json() {
-        let index = Index::of("Pod", "v1").unwrap();
-        assert!(Index::of("Pod", "example.com/v1").is_none());
-        assert!(Index::of("Node", "v1").is_none());
+        let declared = |group, version, plural| {
+            let resource = capstan_api::catalog::lookup(group, version, plural).unwrap();
+            Index::declared((resource.strategy)().as_ref())
+        };
+        let index = declared("", "v1", "pods").unwrap();
+        assert_eq!(index.field, "spec.nodeName");
+        assert!(declared("", "v1", "nodes").is_none());
         let value = |json: &str| index.value(json.as_bytes());
         assert_eq!(
             value(r#"{"kind":"Pod","spec":{"containers":[],"nodeName":"n1"},"status":{}}"#),

@@ -47,11 +47,7 @@ async fn twins() -> Twins {
     .unwrap();
     let resource = capstan_api::catalog::lookup("", "v1", "pods").unwrap();
     let registry = |indexes: bool| {
-        let caches = Caches::start_with(
-            store.clone(),
-            [(PODS.to_owned(), resource.kind, resource.api_version())],
-            indexes,
-        );
+        let caches = Caches::start_with(store.clone(), [resource], indexes);
         let registry = Registry::new(resource, (resource.strategy)(), store.clone())
             .with_cache(caches.cache(PODS));
         (Arc::new(registry), caches)

@@ -81,9 +81,7 @@ impl Registries {
     ) -> Self {
         let caches = Caches::start(
             store.clone(),
-            catalog::resources()
-                .filter(|r| r.is_stored_version())
-                .map(|r| (r.storage_key_prefix(), r.kind, r.api_version())),
+            catalog::resources().filter(|r| r.is_stored_version()),
         );
         let by_resource = catalog::resources()
             .map(|r| {
