@@ -313,18 +313,10 @@ pub trait Backend: Send + Sync + 'static {
     /// turn; a shared one coordinates its servers so that one of them compacts per interval.
     async fn compact_turn(&self, expected_version: i64, revision: Revision) -> Result<CompactTurn> {
         let current = self.current_revision().await?;
-        let outcome = if revision == 0 {
-            CompactOutcome::Skipped
-        } else {
-            match self.compact(revision).await {
-                Ok(()) => CompactOutcome::Compacted(revision),
-                Err(error) => CompactOutcome::Failed(error),
-            }
-        };
         Ok(CompactTurn {
             version: expected_version + 1,
             revision: current,
-            outcome,
+            outcome: CompactOutcome::of_turn_taken(self, revision).await,
         })
     }
 }
@@ -355,6 +347,23 @@ pub enum CompactOutcome {
     TakenElsewhere(Option<Revision>),
     /// This server took the turn and the compaction failed.
     Failed(StoreError),
+}
+
+impl CompactOutcome {
+    /// A turn this server took: compacts `backend` to `revision`, unless it is 0 (the first
+    /// turn, on which upstream compacts nothing).
+    pub(crate) async fn of_turn_taken<B: Backend + ?Sized>(
+        backend: &B,
+        revision: Revision,
+    ) -> Self {
+        if revision == 0 {
+            return CompactOutcome::Skipped;
+        }
+        match backend.compact(revision).await {
+            Ok(()) => CompactOutcome::Compacted(revision),
+            Err(error) => CompactOutcome::Failed(error),
+        }
+    }
 }
 
 /// A handle on the datastore: cheap to clone, usable from many tasks at once.

@@ -621,15 +621,7 @@ impl Backend for EtcdBackend {
                 outcome: CompactOutcome::TakenElsewhere(recorded),
             });
         }
-        let outcome = if revision == 0 {
-            // Upstream does not compact on its first turn.
-            CompactOutcome::Skipped
-        } else {
-            match self.compact(revision).await {
-                Ok(()) => CompactOutcome::Compacted(revision),
-                Err(error) => CompactOutcome::Failed(error),
-            }
-        };
+        let outcome = CompactOutcome::of_turn_taken(self, revision).await;
         Ok(CompactTurn {
             version: expected_version + 1,
             revision: current,
