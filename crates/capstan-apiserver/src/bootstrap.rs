@@ -160,23 +160,14 @@ async fn ensure_default_service_cidr(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handlers::resource::Api;
 
     #[tokio::test]
     async fn the_default_class_is_made_once_and_left_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let store = capstan_store::Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Api::with_services(&store, Cidr::parse("10.43.0.0/16").unwrap());
+        let (api, _) = crate::test_support::bootstrapped(dir.path(), true).await;
         let registries = api.registries();
         let classes = registries
             .get("storage.k8s.io", "v1", "storageclasses")
-            .unwrap();
-        ensure_defaults(registries, api.service_cidr(), 6443, true)
-            .await
             .unwrap();
         let class = classes.get(None, "local-path").await.unwrap();
         assert_eq!(class["provisioner"], "capstan.io/local-path");
@@ -199,15 +190,7 @@ mod tests {
     #[tokio::test]
     async fn a_cluster_made_without_the_default_class_has_none() {
         let dir = tempfile::tempdir().unwrap();
-        let store = capstan_store::Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Api::with_services(&store, Cidr::parse("10.43.0.0/16").unwrap());
-        ensure_defaults(api.registries(), api.service_cidr(), 6443, false)
-            .await
-            .unwrap();
+        let (api, _) = crate::test_support::bootstrapped(dir.path(), false).await;
         let classes = api
             .registries()
             .get("storage.k8s.io", "v1", "storageclasses")

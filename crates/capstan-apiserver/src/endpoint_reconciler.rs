@@ -471,20 +471,9 @@ mod tests {
     /// with one is listed, one whose lease is gone drops out, and no Lease object is written.
     #[tokio::test]
     async fn servers_are_listed_from_their_master_leases() {
-        use crate::handlers::resource::Api;
-        use crate::registry::services::Cidr;
-
         let dir = tempfile::tempdir().unwrap();
-        let store = capstan_store::Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Api::with_services(&store, Cidr::parse("10.43.0.0/16").unwrap());
+        let (api, store) = crate::test_support::bootstrapped(dir.path(), false).await;
         let registries = api.registries().clone();
-        crate::bootstrap::ensure_defaults(&registries, api.service_cidr(), 6443, false)
-            .await
-            .unwrap();
         let (one, two) = (IpAddr::from([192, 0, 2, 1]), IpAddr::from([192, 0, 2, 2]));
         let addresses = || async {
             let endpoints = registries

@@ -349,21 +349,13 @@ pub(crate) async fn collect(registries: &Registries) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handlers::resource::Api;
-    use crate::registry::services::Cidr;
 
     async fn registries(dir: &std::path::Path) -> Arc<Registries> {
-        let store = capstan_store::Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Api::with_services(&store, Cidr::parse("10.43.0.0/16").unwrap());
-        let registries = api.registries().clone();
-        crate::bootstrap::ensure_defaults(&registries, api.service_cidr(), 6443, false)
+        crate::test_support::bootstrapped(dir, false)
             .await
-            .unwrap();
-        registries
+            .0
+            .registries()
+            .clone()
     }
 
     /// Names computed apart from this code (Python's hashlib and base64 over the same bytes),

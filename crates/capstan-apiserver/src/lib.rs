@@ -38,6 +38,8 @@ mod remote;
 mod serve;
 pub mod server_join;
 mod status;
+#[cfg(test)]
+mod test_support;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -1230,18 +1230,8 @@ mod tests {
     /// A server's API with its default objects and flow control configuration.
     pub(super) async fn started() -> (tempfile::TempDir, Store, Arc<Api>, Control) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Arc::new(Api::with_services(
-            &store,
-            crate::registry::services::Cidr::parse("10.43.0.0/16").unwrap(),
-        ));
-        crate::bootstrap::ensure_defaults(api.registries(), api.service_cidr(), 6443, false)
-            .await
-            .unwrap();
+        let (api, store) = crate::test_support::bootstrapped(dir.path(), false).await;
+        let api = Arc::new(api);
         crate::flowcontrol::ensure_bootstrap(api.registries())
             .await
             .unwrap();
@@ -1528,11 +1518,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_server_names_its_cluster_ip_and_writes_the_kubeconfig_before_answering() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
+        let store = crate::test_support::sqlite(dir.path()).await;
         let kubeconfig = dir.path().join("kubeconfig.yaml");
         let config = crate::Config {
             data_dir: dir.path().to_path_buf(),

@@ -10,7 +10,6 @@ use capstan_store::Store;
 use serde_json::{Value, json};
 
 use super::Api;
-use crate::bootstrap::ensure_defaults;
 
 pub(super) struct Harness {
     pub(super) api: Api,
@@ -21,18 +20,7 @@ pub(super) struct Harness {
 impl Harness {
     pub(super) async fn new() -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Api::with_services(
-            &store,
-            crate::registry::services::Cidr::parse("10.43.0.0/16").unwrap(),
-        );
-        ensure_defaults(api.registries(), api.service_cidr(), 6443, false)
-            .await
-            .unwrap();
+        let (api, store) = crate::test_support::bootstrapped(dir.path(), false).await;
         // The service account controller's work: pods in `default` need its `default`
         // service account (ServiceAccount admission).
         api.registry("", "v1", "serviceaccounts")

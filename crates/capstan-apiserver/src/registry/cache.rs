@@ -1129,11 +1129,7 @@ mod tests {
     #[tokio::test]
     async fn caches_added_at_run_time_load_what_is_stored_then_follow_changes() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
+        let store = crate::test_support::sqlite(dir.path()).await;
         let object = |name: &str| {
             serde_json::to_vec(&serde_json::json!({
                 "apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": name},

@@ -40,11 +40,7 @@ struct Twins {
 
 async fn twins() -> Twins {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-        dir.path().join("state.db"),
-    ))
-    .await
-    .unwrap();
+    let store = crate::test_support::sqlite(dir.path()).await;
     let resource = capstan_api::catalog::lookup("", "v1", "pods").unwrap();
     let registry = |indexes: bool| {
         let caches = Caches::start_with(store.clone(), [resource], indexes);

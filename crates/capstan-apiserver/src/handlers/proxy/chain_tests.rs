@@ -743,11 +743,7 @@ struct Served {
 impl Served {
     async fn start() -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
+        let store = crate::test_support::sqlite(dir.path()).await;
         let config = crate::Config {
             data_dir: dir.path().to_path_buf(),
             bind_address: "127.0.0.1".parse().unwrap(),

@@ -268,11 +268,7 @@ mod tests {
     #[tokio::test]
     async fn concurrent_changes_never_hand_out_a_port_twice() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
+        let store = crate::test_support::sqlite(dir.path()).await;
         // Two allocators on one store, as two servers on one datastore.
         let a = std::sync::Arc::new(PortAllocator::new(store.clone(), (30000, 30099)));
         let b = std::sync::Arc::new(PortAllocator::new(store, (30000, 30099)));

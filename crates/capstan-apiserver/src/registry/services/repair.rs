@@ -417,20 +417,9 @@ mod tests {
     /// lost) holds is accounted for by one pass, and a leaked IPAddress released once old.
     #[tokio::test]
     async fn a_pass_restores_lost_allocations_and_releases_leaks() {
-        use crate::handlers::resource::Api;
-        use crate::registry::services::Cidr;
-
         let dir = tempfile::tempdir().unwrap();
-        let store = capstan_store::Store::sqlite(capstan_store::sqlite::SqliteConfig::new(
-            dir.path().join("state.db"),
-        ))
-        .await
-        .unwrap();
-        let api = Api::with_services(&store, Cidr::parse("10.43.0.0/16").unwrap());
+        let (api, _) = crate::test_support::bootstrapped(dir.path(), false).await;
         let registries = api.registries().clone();
-        crate::bootstrap::ensure_defaults(&registries, api.service_cidr(), 6443, false)
-            .await
-            .unwrap();
         let services = registries.core("services").unwrap();
         let svc = serde_json::json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "old", "namespace": "default"},
