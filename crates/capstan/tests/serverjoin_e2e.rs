@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::cluster::{Netns, endpoint_addresses, node_ready, pointed_at};
 use common::*;
 use serde_json::Value;
 
@@ -97,25 +98,6 @@ fn no_secrets(data_dir: &Path) {
     }
 }
 
-/// `kubeconfig` with its server replaced by `url`, written to `to`.
-fn pointed_at(kubeconfig: &Path, url: &str, to: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let rewritten: String = text
-        .lines()
-        .map(|line| match line.trim_start().strip_prefix("server: ") {
-            Some(_) => format!(
-                "{}server: {url}",
-                &line[..line.len() - line.trim_start().len()]
-            ),
-            None => line.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert_ne!(rewritten, text, "a server line in {}", kubeconfig.display());
-    std::fs::write(to, rewritten).unwrap();
-    to.to_owned()
-}
-
 /// A kubeconfig for `url` (CA `ca`) that authenticates with `token` alone.
 fn token_kubeconfig(to: &Path, url: &str, ca: &Path, token: &str) -> PathBuf {
     let text = format!(
@@ -139,25 +121,6 @@ fn whoami(kubeconfig: &Path) -> String {
         .as_str()
         .unwrap()
         .to_owned()
-}
-
-/// The addresses of the `default/kubernetes` Endpoints.
-fn endpoint_addresses(kubeconfig: &Path) -> Vec<String> {
-    let endpoints: Value = serde_json::from_str(&kubectl_ok(
-        "default",
-        kubeconfig,
-        &["get", "endpoints", "kubernetes", "-o", "json"],
-    ))
-    .unwrap();
-    let mut addresses: Vec<String> = endpoints["subsets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|subset| subset["addresses"].as_array().cloned().unwrap_or_default())
-        .filter_map(|address| address["ip"].as_str().map(str::to_owned))
-        .collect();
-    addresses.sort();
-    addresses
 }
 
 #[test]
@@ -592,57 +555,12 @@ fn a_joined_server_shares_the_secrets_encryption_key() {
     first.stop();
 }
 
-/// A network namespace of the test's own, which the calling thread (and every process it starts
-/// from then on) lives in: loopback up, with `addresses` on it. Deleted when dropped (it lives
-/// on until its last process and the thread end).
-struct Netns(String);
-
-impl Netns {
-    fn enter(addresses: &[&str]) -> Netns {
-        let name = format!("capstan-agentlb-{}", std::process::id());
-        let ip = |args: &[&str]| {
-            let status = Command::new("ip").args(args).status().unwrap();
-            assert!(status.success(), "ip {args:?}");
-        };
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
-        ip(&["netns", "add", &name]);
-        let netns = Netns(name);
-        let file = std::fs::File::open(format!("/run/netns/{}", netns.0)).unwrap();
-        use std::os::fd::AsFd as _;
-        rustix::thread::move_into_link_name_space(
-            file.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap();
-        ip(&["link", "set", "lo", "up"]);
-        for address in addresses {
-            ip(&["addr", "add", &format!("{address}/32"), "dev", "lo"]);
-        }
-        netns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 /// The node Lease's `spec.renewTime`, read through `kubeconfig` (empty if it cannot be read).
 fn lease_renewed(kubeconfig: &Path, node: &str) -> String {
     common::node::jsonpath(
         kubeconfig,
         &["get", "lease", "-n", "kube-node-lease", node],
         "{.spec.renewTime}",
-    )
-}
-
-/// The node's Ready condition status.
-fn node_ready(kubeconfig: &Path, node: &str) -> String {
-    common::node::jsonpath(
-        kubeconfig,
-        &["get", "node", node],
-        r#"{.status.conditions[?(@.type=="Ready")].status}"#,
     )
 }
 
@@ -694,7 +612,7 @@ fn an_agent_fails_over_to_a_live_server() {
     const BRIDGE: &str = "caplb0";
     const CLUSTER_CIDR: &str = "10.221.0.0/16";
     let (ip1, ip2, node_ip) = ("10.222.0.1", "10.222.0.2", "10.222.0.3");
-    let _netns = Netns::enter(&[ip1, ip2, node_ip]);
+    let _netns = Netns::enter("agentlb", &[ip1, ip2, node_ip]);
     let etcd = Datastore::start("etcd");
     let work = tempfile::tempdir().unwrap();
     let (dir1, dir2, agent_dir) = (

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 pub use capstan_testkit::{EtcdServer, free_port};
 
+pub mod cluster;
 pub mod extension;
 pub mod https;
 pub mod node;
