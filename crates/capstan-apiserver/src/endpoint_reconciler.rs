@@ -116,25 +116,104 @@ async fn master_lease_addresses(store: &Store) -> Result<Vec<IpAddr>, StoreError
     Ok(addresses)
 }
 
-/// Starts reconciling for a server reached at `address`:`port`; stops when the handle is
-/// aborted.
-pub(crate) fn start(
+/// The reconciler of a server reached at `address`:`port`, running until it is stopped
+/// ([`Reconciler::leave`], at shutdown) or dropped.
+pub(crate) struct Reconciler {
     registries: Arc<Registries>,
     store: Store,
     address: IpAddr,
     port: u16,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            if let Err(error) = reconcile(&registries, &store, address, port).await {
-                tracing::warn!(%error, "cannot reconcile the kubernetes service's endpoints");
-            }
-            if let Err(error) = reconcile_dns(&registries).await {
-                tracing::warn!(%error, "cannot reconcile the kube-dns service's endpoints");
-            }
-            tokio::time::sleep(INTERVAL).await;
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Reconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconciler")
+            .field("address", &self.address)
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reconciler {
+    /// Starts reconciling every [`INTERVAL`].
+    pub(crate) fn start(
+        registries: Arc<Registries>,
+        store: Store,
+        address: IpAddr,
+        port: u16,
+    ) -> Reconciler {
+        let task = {
+            let (registries, store) = (registries.clone(), store.clone());
+            tokio::spawn(async move {
+                loop {
+                    if let Err(error) = reconcile(&registries, &store, address, port).await {
+                        tracing::warn!(%error, "cannot reconcile the kubernetes service's endpoints");
+                    }
+                    if let Err(error) = reconcile_dns(&registries).await {
+                        tracing::warn!(%error, "cannot reconcile the kube-dns service's endpoints");
+                    }
+                    tokio::time::sleep(INTERVAL).await;
+                }
+            })
+        };
+        Reconciler {
+            registries,
+            store,
+            address,
+            port,
+            task,
         }
-    })
+    }
+
+    /// Stops reconciling and takes this server out of the endpoints at once, as upstream's
+    /// reconciler does when its server shuts down: the master lease is deleted rather than
+    /// left to expire, and the endpoints are written from the leases that remain.
+    pub(crate) async fn leave(mut self) {
+        self.task.abort();
+        // Once the task has ended no renewal of this server's lease can follow the delete.
+        let _ = (&mut self.task).await;
+        match remove(&self.registries, &self.store, self.address, self.port).await {
+            Ok(()) => {
+                tracing::info!(address = %self.address, "left the kubernetes service's endpoints")
+            }
+            Err(error) => tracing::warn!(%error, "cannot leave the kubernetes service's endpoints"),
+        }
+    }
+}
+
+impl Drop for Reconciler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Deletes the master lease of `address`, then writes the endpoints of the servers whose
+/// leases remain. With none left the endpoints stay as they are: as upstream's, the
+/// reconciler never erases every endpoint of the `kubernetes` Service.
+pub(crate) async fn remove(
+    registries: &Registries,
+    store: &Store,
+    address: IpAddr,
+    port: u16,
+) -> Result<(), String> {
+    let key = format!("{MASTER_LEASES}{address}");
+    match store.delete(&key, None).await {
+        Ok(_) | Err(StoreError::NotFound { .. }) => {}
+        Err(error) => {
+            return Err(format!(
+                "cannot remove the master lease of {address}: {error}"
+            ));
+        }
+    }
+    let mut addresses = master_lease_addresses(store)
+        .await
+        .map_err(|e| format!("cannot list the master leases: {e}"))?;
+    addresses.retain(|a| *a != address);
+    if addresses.is_empty() {
+        return Ok(());
+    }
+    write_endpoints(registries, &addresses, port).await
 }
 
 /// Renews this server's master lease, then writes the endpoints of every server whose master
@@ -535,6 +614,25 @@ mod tests {
             .unwrap();
         reconcile(&registries, &store, one, 6443).await.unwrap();
         assert_eq!(addresses().await, ["192.0.2.1"]);
+
+        // A server that shuts down removes its lease and drops out at once; the last one left
+        // does not erase the endpoints.
+        reconcile(&registries, &store, two, 6443).await.unwrap();
+        assert_eq!(addresses().await, ["192.0.2.1", "192.0.2.2"]);
+        remove(&registries, &store, two, 6443).await.unwrap();
+        assert_eq!(addresses().await, ["192.0.2.1"]);
+        let lease = store
+            .get("/registry/masterleases/192.0.2.2", None)
+            .await
+            .unwrap();
+        assert!(lease.kv.is_none(), "the leaving server's lease is deleted");
+        remove(&registries, &store, one, 6443).await.unwrap();
+        assert_eq!(addresses().await, ["192.0.2.1"]);
+        let lease = store
+            .get("/registry/masterleases/192.0.2.1", None)
+            .await
+            .unwrap();
+        assert!(lease.kv.is_none(), "the last server's lease is deleted too");
 
         let leases = registries
             .get("coordination.k8s.io", "v1", "leases")

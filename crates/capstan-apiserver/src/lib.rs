@@ -421,7 +421,7 @@ pub(crate) async fn start_with(
     ));
     if let Some(address) = advertise {
         let port = port_of(&server);
-        server.background.push(endpoint_reconciler::start(
+        server.endpoints = Some(endpoint_reconciler::Reconciler::start(
             api.registries().clone(),
             master_leases,
             address,

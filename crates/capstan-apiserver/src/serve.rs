@@ -39,6 +39,9 @@ pub struct RunningServer {
     accept_loop: JoinHandle<()>,
     /// Tasks that live as long as the server (the `kubernetes` endpoints' reconciler).
     pub(crate) background: Vec<JoinHandle<()>>,
+    /// The `kubernetes` Service's endpoint reconciler, when the server has an address to
+    /// advertise; [`RunningServer::leave`] stops it.
+    pub(crate) endpoints: Option<crate::endpoint_reconciler::Reconciler>,
     /// Where the certificates live (component credentials are issued there).
     pub(crate) tls_dir: std::path::PathBuf,
     /// How long the certificates of this machine's node last (`--cluster-signing-duration`).
@@ -65,6 +68,16 @@ impl RunningServer {
 
     /// Stops accepting connections.
     pub fn shutdown(self) {}
+
+    /// Takes this server out of the `kubernetes` Service's endpoints at once, as upstream's
+    /// API server does when it begins to shut down: its master lease is deleted (rather than
+    /// left to expire) and the endpoints are written from the other servers' leases. It keeps
+    /// serving meanwhile.
+    pub async fn leave(&mut self) {
+        if let Some(reconciler) = self.endpoints.take() {
+            reconciler.leave().await;
+        }
+    }
 
     /// Writes a kubeconfig at `path` for a control-plane component that authenticates as
     /// `user` with a client certificate of its own (`<tls>/<file>.crt`, issued once), to reach
@@ -1193,6 +1206,7 @@ pub(crate) async fn listen(
         local_addr,
         accept_loop,
         background: Vec::new(),
+        endpoints: None,
         tls_dir,
         node_lifetime: config.node_cert_lifetime,
     })

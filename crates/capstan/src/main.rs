@@ -1340,7 +1340,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
     let data_dir = config.data_dir.clone();
     let leader_elect = !matches!(endpoint, Endpoint::Sqlite(_));
-    let apiserver = capstan_apiserver::start(config, store)
+    let mut apiserver = capstan_apiserver::start(config, store)
         .await
         .context("cannot start the API server")?;
     // The scheduler reaches the API server like any client: over HTTPS, as its own user.
@@ -1484,6 +1484,15 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     };
     shutdown.await?;
     tracing::info!("shutting down");
+    // Out of the kubernetes Service's endpoints first, as upstream's pre-shutdown hook, so
+    // that clients following them (agents, pods) stop choosing this server now rather than
+    // when its master lease would have expired.
+    if tokio::time::timeout(Duration::from_secs(5), apiserver.leave())
+        .await
+        .is_err()
+    {
+        tracing::warn!("leaving the kubernetes service's endpoints took over 5 s; left to expire");
+    }
     if let Some(dns) = dns {
         let _ = tokio::time::timeout(Duration::from_secs(5), dns.stop()).await;
     }

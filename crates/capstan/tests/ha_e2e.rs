@@ -6,7 +6,8 @@
 //!   NodePorts, and every server lists all of them; with one etcd member killed, writes
 //!   through every server keep succeeding and watches through every server see them.
 //! - The server leading the scheduler and controllers is killed: the others serve, the
-//!   Leases move, the node stays Ready and no pod restarts; nor in a rolling restart.
+//!   Leases move, the node stays Ready and no pod restarts; nor in a rolling restart. A server
+//!   stopped gracefully leaves the `kubernetes` endpoints as it goes.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -450,8 +451,38 @@ fn a_killed_leader_and_a_rolling_restart_restart_no_pod() {
     }
     assert_eq!(common::cluster::node_ready(&kc3, NODE), "True");
 
+    // A server stopped gracefully (SIGTERM) takes itself out of the endpoints as it goes: by
+    // the time it has exited its master lease is gone and the endpoints name the others, with
+    // nothing left to expire.
+    cluster.stop_server(2);
+    let lease = etcdctl_get(
+        &cluster,
+        &format!("/registry/masterleases/{}", cluster.ips[2]),
+    );
+    assert!(
+        lease.is_empty(),
+        "the stopped server's master lease: {lease}"
+    );
+    assert_eq!(
+        common::cluster::endpoint_addresses(&kc1),
+        cluster.ips[..2],
+        "the endpoints once the third server stopped"
+    );
+
     cluster.stop_agent(0);
-    for i in 0..3 {
-        cluster.stop_server(i);
-    }
+    cluster.stop_server(0);
+    cluster.stop_server(1);
+}
+
+/// The value of `key` in the cluster's etcd (empty when there is none), read through its
+/// members.
+fn etcdctl_get(cluster: &HaCluster, key: &str) -> String {
+    let output = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &cluster.etcd.endpoints().join(",")])
+        .args(["get", key, "--print-value-only"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
