@@ -3,8 +3,9 @@
 //! their own addresses, the second and third joined to the first with its server token.
 //!
 //! - Services created concurrently through all three servers get distinct cluster IPs and
-//!   NodePorts, and every server lists all of them; with one etcd member killed, writes
-//!   through every server keep succeeding and watches through every server see them.
+//!   NodePorts, and every server lists all of them; with an etcd member killed (a follower,
+//!   then the leader), writes through every server keep succeeding and watches through every
+//!   server see them.
 //! - The server leading the scheduler and controllers is killed: the others serve, the
 //!   Leases move, the node stays Ready and no pod restarts; nor in a rolling restart. A server
 //!   stopped gracefully leaves the `kubernetes` endpoints as it goes.
@@ -116,6 +117,56 @@ fn create_config_map(kubeconfig: &Path, name: &str, server: &str) {
     );
 }
 
+/// Creates the ConfigMap `<prefix>-<n>` through server `n` for each server, each read back at
+/// once through every server; the names as a watch prints them.
+fn writes_through_every_server(cluster: &HaCluster, prefix: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for i in 0..3 {
+        let name = format!("{prefix}-{}", i + 1);
+        create_config_map(&cluster.kubeconfig(i), &name, &(i + 1).to_string());
+        for j in 0..3 {
+            let read = kubectl_ok(
+                "default",
+                &cluster.kubeconfig(j),
+                &["get", "configmap", &name, "-o", "jsonpath={.data.server}"],
+            );
+            assert_eq!(read, (i + 1).to_string(), "{name} through server {}", j + 1);
+        }
+        names.insert(format!("configmap/{name}"));
+    }
+    names
+}
+
+/// The etcd member (of `members`, those running) that is the Raft leader, as the members
+/// report (`etcdctl endpoint status`); `None` while they name none of them or disagree.
+fn etcd_leader(cluster: &HaCluster, members: &[usize]) -> Option<usize> {
+    let endpoints: Vec<String> = members
+        .iter()
+        .map(|m| cluster.etcd.member(*m).endpoint())
+        .collect();
+    let output = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &endpoints.join(","), "--command-timeout=2s"])
+        .args(["endpoint", "status", "-w", "json"])
+        .output()
+        .unwrap();
+    let statuses: Vec<Value> = serde_json::from_slice(&output.stdout).ok()?;
+    let leaders: BTreeSet<usize> = statuses
+        .iter()
+        .filter(|status| {
+            let status = &status["Status"];
+            status["leader"].as_u64().is_some() && status["leader"] == status["header"]["member_id"]
+        })
+        .map(|status| {
+            let endpoint = status["Endpoint"].as_str().unwrap();
+            members[endpoints.iter().position(|e| e == endpoint).unwrap()]
+        })
+        .collect();
+    (statuses.len() == members.len() && leaders.len() == 1)
+        .then(|| leaders.into_iter().next())
+        .flatten()
+}
+
 /// A `kubectl get configmaps -l ha=etcd --watch -o name` through `kubeconfig`: the names it
 /// prints arrive on the receiver. Killed when dropped.
 struct Watch {
@@ -178,9 +229,10 @@ impl Drop for Watch {
 
 /// 200 NodePort Services created at once through three servers get 200 distinct cluster IPs
 /// and 200 distinct NodePorts, each server lists all 200 with the allocation its create
-/// answered; then one etcd member is killed: a ConfigMap created through each server reads
-/// back through every server, and watches opened through each server before the kill see all
-/// three.
+/// answered. Then an etcd follower is killed: a ConfigMap created through each server at once
+/// reads back through every server, and watches opened through each server before the kill see
+/// all three; the follower restarted, the etcd leader is killed: once the others have elected
+/// a new one, the same holds.
 #[test]
 fn three_servers_allocate_distinct_addresses_and_survive_an_etcd_member() {
     let mut cluster = HaCluster::start(&Layout {
@@ -216,25 +268,33 @@ fn three_servers_allocate_distinct_addresses_and_survive_an_etcd_member() {
         watch.sees(&before, &format!("the watch through server {}", i + 1));
     }
 
-    cluster.etcd.kill(0);
-    let mut names = BTreeSet::new();
-    for i in 0..3 {
-        let name = format!("after-kill-{}", i + 1);
-        create_config_map(&cluster.kubeconfig(i), &name, &(i + 1).to_string());
-        for j in 0..3 {
-            let read = kubectl_ok(
-                "default",
-                &cluster.kubeconfig(j),
-                &["get", "configmap", &name, "-o", "jsonpath={.data.server}"],
-            );
-            assert_eq!(read, (i + 1).to_string(), "{name} through server {}", j + 1);
-        }
-        names.insert(format!("configmap/{name}"));
-    }
+    // A follower goes: there is no election, so writes through every server succeed at once.
+    let leader = etcd_leader(&cluster, &[0, 1, 2]).expect("an etcd leader");
+    let follower = (leader + 1) % 3;
+    cluster.etcd.kill(follower);
+    let names = writes_through_every_server(&cluster, "follower-gone");
     for (i, watch) in watches.iter().enumerate() {
         watch.sees(
             &names,
-            &format!("the watch through server {} after the kill", i + 1),
+            &format!("the watch through server {} without a follower", i + 1),
+        );
+    }
+    cluster.etcd.restart(follower).unwrap();
+
+    // Then the leader: the two others elect a new one (a write sent meanwhile fails with
+    // etcd's "request timed out, possibly due to previous leader failure", which clientv3 does
+    // not retry and upstream's API server returns as it comes); from then on writes through
+    // every server succeed, and the watches opened before see them.
+    cluster.etcd.kill(leader);
+    let live: Vec<usize> = (0..3).filter(|m| *m != leader).collect();
+    wait_for("a new etcd leader", Duration::from_secs(30), || {
+        etcd_leader(&cluster, &live)
+    });
+    let names = writes_through_every_server(&cluster, "leader-gone");
+    for (i, watch) in watches.iter().enumerate() {
+        watch.sees(
+            &names,
+            &format!("the watch through server {} without the leader", i + 1),
         );
     }
     drop(watches);
