@@ -871,7 +871,7 @@ fn the_kubernetes_service_lists_every_running_server() {
         ],
     );
     assert!(skip.contains("skip-mirror"), "{skip}");
-    // The second server stops: its Lease expires and it leaves the endpoints.
+    // The second server stops: it takes itself out of the endpoints as it goes.
     server_b.stop();
     eventually("the stopped server dropped", || {
         (addresses() == ["192.0.2.11"]).then_some(())
