@@ -336,48 +336,16 @@ fn controlled_length(attrs: &Attributes) -> usize {
 mod tests {
     use std::sync::Arc;
 
-    use http_body_util::{BodyExt as _, Full};
-    use hyper_util::rt::TokioIo;
     use serde_json::json;
 
     use super::*;
 
-    /// A webhook on loopback answering SubjectAccessReviews by `answer`, keeping the reviews.
+    /// A webhook on loopback (plain HTTP: the transport is `remote`'s) answering SubjectAccessReviews
+    /// by `answer`, keeping the reviews it was sent.
     async fn webhook(
         answer: impl Fn(&Value) -> (u16, Value) + Send + Sync + 'static,
     ) -> (String, Arc<Mutex<Vec<Value>>>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (kept, answer) = (seen.clone(), Arc::new(answer));
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (kept, answer) = (kept.clone(), answer.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |request: http::Request<hyper::body::Incoming>| {
-                            let (kept, answer) = (kept.clone(), answer.clone());
-                            async move {
-                                let body = request.into_body().collect().await.unwrap().to_bytes();
-                                let review: Value = serde_json::from_slice(&body).unwrap();
-                                let (code, reply) = answer(&review);
-                                kept.lock().unwrap().push(review);
-                                Ok::<_, std::convert::Infallible>(
-                                    http::Response::builder()
-                                        .status(code)
-                                        .body(Full::new(bytes::Bytes::from(reply.to_string())))
-                                        .unwrap(),
-                                )
-                            }
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tcp), service)
-                        .await;
-                });
-            }
-        });
-        (format!("http://127.0.0.1:{port}/authorize"), seen)
+        crate::test_support::review_webhook("/authorize", answer).await
     }
 
     fn authorizer(url: &str, version: Version) -> AuthorizationWebhook {
