@@ -14,22 +14,13 @@
 
 mod common;
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
 use common::*;
 
-/// How long the script may run before it counts as hung (it takes seconds).
-const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
-
 const ALICE_TOKEN: &str = "alice-dashboard-token-7d1f0c";
 const BOB_TOKEN: &str = "bob-dashboard-token-92ab4e";
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/dashboard_e2e.py")
-}
 
 /// Fails with a hint when Playwright or Chromium is missing.
 fn require_browser() {
@@ -48,54 +39,6 @@ fn require_browser() {
         Path::new("/usr/bin/chromium").exists(),
         "Chromium is not installed (run scripts/install-deps)"
     );
-}
-
-/// Runs the script: (exit status, stdout and stderr), killing it after [`SCRIPT_TIMEOUT`].
-fn run_script(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new("python3")
-        .arg(script())
-        .args(args)
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python3");
-    let reader = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = reader(Box::new(child.stdout.take().unwrap()));
-    let stderr = reader(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + SCRIPT_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut output = stdout.join().unwrap();
-    let errors = stderr.join().unwrap();
-    if !errors.is_empty() {
-        output.push_str("--- stderr ---\n");
-        output.push_str(&errors);
-    }
-    match status {
-        Some(status) => (status.code(), output),
-        None => {
-            output.push_str(&format!("--- killed after {SCRIPT_TIMEOUT:?} ---\n"));
-            (None, output)
-        }
-    }
 }
 
 /// The kubeconfig's client certificate and key, written as PEM files in `dir`.
@@ -136,7 +79,10 @@ fn dashboard_in_a_headless_browser() {
         &["--token-auth-file", tokens.to_str().unwrap()],
     );
     let kubeconfig = server.kubeconfig();
-    let (code, output) = run_script(&[kubeconfig.to_str().unwrap(), ALICE_TOKEN, BOB_TOKEN]);
+    let (code, output) = python::run_script(
+        "dashboard_e2e.py",
+        &[kubeconfig.to_str().unwrap(), ALICE_TOKEN, BOB_TOKEN],
+    );
     assert!(
         code == Some(0) && output.lines().any(|l| l == "ALL CHECKS PASSED"),
         "the dashboard checks failed (exit status {code:?}):\n{output}"

@@ -13,19 +13,8 @@
 
 mod common;
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
 use common::*;
-
-/// How long the script may run before it counts as hung (it takes seconds).
-const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/client_e2e.py")
-}
+use std::process::Command;
 
 /// Fails with a hint when `python3` or its `kubernetes` package is missing.
 fn require_python_client() {
@@ -42,55 +31,6 @@ fn require_python_client() {
     }
 }
 
-/// Runs the script against `kubeconfig`: (exit status, stdout and stderr), killing it after
-/// [`SCRIPT_TIMEOUT`].
-fn run_script(kubeconfig: &Path) -> (Option<i32>, String) {
-    let mut child = Command::new("python3")
-        .arg(script())
-        .arg(kubeconfig)
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python3");
-    let reader = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = reader(Box::new(child.stdout.take().unwrap()));
-    let stderr = reader(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + SCRIPT_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut output = stdout.join().unwrap();
-    let errors = stderr.join().unwrap();
-    if !errors.is_empty() {
-        output.push_str("--- stderr ---\n");
-        output.push_str(&errors);
-    }
-    match status {
-        Some(status) => (status.code(), output),
-        None => {
-            output.push_str(&format!("--- killed after {SCRIPT_TIMEOUT:?} ---\n"));
-            (None, output)
-        }
-    }
-}
-
 fn run_on(datastore: &str) {
     require_python_client();
     let store = Datastore::start(datastore);
@@ -103,7 +43,8 @@ fn run_on(datastore: &str) {
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = Server::start_with(&dir.path().join("data"), free_port(), &flags);
 
-    let (code, output) = run_script(&server.kubeconfig());
+    let (code, output) =
+        python::run_script("client_e2e.py", &[server.kubeconfig().to_str().unwrap()]);
     assert!(
         code == Some(0) && output.lines().any(|l| l == "ALL CHECKS PASSED"),
         "the Python client checks failed on {datastore} (exit status {code:?}):\n{output}"

@@ -15,6 +15,7 @@ pub mod extension;
 pub mod https;
 pub mod node;
 pub mod prometheus;
+pub mod python;
 pub mod webhook;
 
 pub struct Server {
