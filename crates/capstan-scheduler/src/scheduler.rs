@@ -295,19 +295,26 @@ where
         + Sync
         + 'static,
 {
-    // What is remembered of an object to report it gone after a relist: its identity only.
-    let stub = |k: &K| {
+    // What is remembered of an object to report it gone after a relist: its identity only,
+    // not a `K` (a `Pod` is over 2 KiB even when empty, which a map of 10,000 pods paid per
+    // entry), from which `stub` makes the object reported gone.
+    let identity = |k: &K| Identity {
+        name: k.meta().name.clone(),
+        namespace: k.meta().namespace.clone(),
+        uid: k.meta().uid.clone(),
+    };
+    let stub = |id: Identity| {
         let mut stub = K::default();
         let meta = stub.meta_mut();
-        meta.name = k.meta().name.clone();
-        meta.namespace = k.meta().namespace.clone();
-        meta.uid = k.meta().uid.clone();
+        meta.name = id.name;
+        meta.namespace = id.namespace;
+        meta.uid = id.uid;
         stub
     };
     tokio::spawn(async move {
         let api: Api<K> = Api::all(client);
-        let mut known: HashMap<String, K> = HashMap::new();
-        let mut relisted: Option<HashMap<String, K>> = None;
+        let mut known: HashMap<String, Identity> = HashMap::new();
+        let mut relisted: Option<HashMap<String, Identity>> = None;
         let key = |k: &K| {
             let meta = k.meta();
             format!(
@@ -339,23 +346,23 @@ where
                 }
                 watcher::Event::InitApply(obj) => {
                     if let Some(seen) = relisted.as_mut() {
-                        seen.insert(key(&obj), stub(&obj));
+                        seen.insert(key(&obj), identity(&obj));
                     }
                     tx.send(applied(obj))
                 }
                 watcher::Event::InitDone => {
                     let seen = relisted.take().unwrap_or_default();
                     let mut result = Ok(());
-                    for (k, obj) in known.drain() {
+                    for (k, id) in known.drain() {
                         if !seen.contains_key(&k) {
-                            result = result.and(tx.send(gone(obj)));
+                            result = result.and(tx.send(gone(stub(id))));
                         }
                     }
                     known = seen;
                     result
                 }
                 watcher::Event::Apply(obj) => {
-                    known.insert(key(&obj), stub(&obj));
+                    known.insert(key(&obj), identity(&obj));
                     tx.send(applied(obj))
                 }
                 watcher::Event::Delete(obj) => {
@@ -368,6 +375,13 @@ where
             }
         }
     })
+}
+
+/// The identity of an object a scheduler watch has seen, kept to report it gone after a relist.
+struct Identity {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
 }
 
 struct Loop {
