@@ -154,8 +154,8 @@ impl Index {
 pub(crate) struct Attrs {
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
-    /// The selectable fields and their values.
-    pub fields: Vec<(String, String)>,
+    /// The selectable fields (their names are the strategy's) and their values.
+    pub fields: Vec<(&'static str, String)>,
 }
 
 impl Cached {

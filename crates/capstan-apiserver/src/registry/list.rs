@@ -182,21 +182,14 @@ impl Registry {
         }
         let attrs = cached.attrs(|object| {
             let mut fields = vec![
+                ("metadata.name", meta_str(object, "name").to_owned()),
                 (
-                    "metadata.name".to_owned(),
-                    meta_str(object, "name").to_owned(),
-                ),
-                (
-                    "metadata.namespace".to_owned(),
+                    "metadata.namespace",
                     meta_str(object, "namespace").to_owned(),
                 ),
             ];
-            fields.extend(
-                self.strategy()
-                    .selectable_fields(object)
-                    .into_iter()
-                    .map(|(name, value)| (name.to_owned(), value)),
-            );
+            fields.extend(self.strategy().selectable_fields(object));
+            fields.shrink_to_fit();
             Attrs {
                 labels: labels(object),
                 fields,
@@ -208,7 +201,7 @@ impl Registry {
             attrs
                 .fields
                 .iter()
-                .find(|(name, _)| name == field)
+                .find(|(name, _)| *name == field)
                 .map(|(_, value)| value.clone())
         })
     }
