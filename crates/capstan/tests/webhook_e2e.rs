@@ -1550,10 +1550,49 @@ fn api_services_pass_requests_to_extension_api_servers() {
             "{groups:?}"
         );
     }
+    // A user's UID goes along as X-Remote-Uid (upstream 1.33's default), which the published
+    // configuration names; the admin's certificate carries none, so none is sent for it.
+    kubectl_ok(
+        v,
+        &kc,
+        &[
+            "get",
+            "flunders",
+            "--as=jane",
+            "--as-group=system:masters",
+            "--as-uid=jane-uid-7",
+        ],
+    );
+    let uid_headers = kubectl_ok(
+        v,
+        &kc,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "extension-apiserver-authentication",
+            "-o",
+            "jsonpath={.data.requestheader-uid-headers}",
+        ],
+    );
+    assert_eq!(uid_headers.trim(), r#"["X-Remote-Uid"]"#);
     let seen = wardle.seen_under("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders");
     assert!(
         seen.iter().all(|s| s.header("authorization").is_empty()),
         "credentials passed on"
+    );
+    assert!(
+        seen.iter()
+            .any(|s| s.header("x-remote-user") == ["jane"]
+                && s.header("x-remote-uid") == ["jane-uid-7"]),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .filter(|s| s.header("x-remote-user") == ["system:admin"])
+            .all(|s| s.header("x-remote-uid").is_empty()),
+        "{seen:?}"
     );
     let versions = kubectl_ok(v, &kc, &["api-versions"]);
     assert!(

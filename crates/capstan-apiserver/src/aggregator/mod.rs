@@ -213,6 +213,7 @@ pub(crate) async fn publish_authentication(
         "requestheader-extra-headers-prefix": "[\"X-Remote-Extra-\"]",
         "requestheader-group-headers": "[\"X-Remote-Group\"]",
         "requestheader-username-headers": "[\"X-Remote-User\"]",
+        "requestheader-uid-headers": "[\"X-Remote-Uid\"]",
     });
     match config_maps.get(Some("kube-system"), name).await {
         Ok(existing) if existing["data"] == data => Ok(()),

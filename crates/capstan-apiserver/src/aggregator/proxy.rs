@@ -2,7 +2,8 @@
 //! upstream's aggregator proxy handler does: over TLS to a ready endpoint of the APIService's
 //! Service, verified as `<service>.<namespace>.svc` against its `caBundle` (or not at all with
 //! `insecureSkipTLSVerify`), presenting the front proxy's client certificate, with the user
-//! this server authenticated in the `X-Remote-User`, `X-Remote-Group` and `X-Remote-Extra-*`
+//! this server authenticated in the `X-Remote-User`, `X-Remote-Uid` (when the user has one, as
+//! upstream 1.33's default-on `RemoteRequestHeaderUID`), `X-Remote-Group` and `X-Remote-Extra-*`
 //! headers (and the client's credentials and any such headers it sent removed). The path,
 //! query, method and body go along unchanged; the answer, watches included, streams back.
 //!
@@ -55,6 +56,11 @@ fn identify(headers: &mut HeaderMap, user: Option<&User>) {
     };
     if let Ok(value) = HeaderValue::from_str(&user.name) {
         headers.insert("x-remote-user", value);
+    }
+    if !user.uid.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&user.uid)
+    {
+        headers.insert("x-remote-uid", value);
     }
     for group in &user.groups {
         if let Ok(value) = HeaderValue::from_str(group) {
