@@ -2,10 +2,10 @@
 //! kube-rs project's Kubernetes CEL library and rule engine, over the `cel` crate):
 //!
 //! - [`rule_errors`]: what a CRD's schema is refused for: a rule or `messageExpression` that
-//!   does not compile, an unknown `reason`, and a rule whose estimated cost exceeds the budget
-//!   (upstream's words; the estimate is `kube-cel`'s, which bounds lists and strings without
-//!   `maxItems`/`maxLength` as upstream does, but is not upstream's cost model number for
-//!   number);
+//!   does not compile, an unknown `reason`, and estimated costs over upstream's limits
+//!   ([`cost`]: upstream's cost model over the schema's sizes, a rule's cost multiplied by
+//!   the number of times it can run, each rule and `messageExpression` and the whole schema
+//!   limited, with upstream's messages);
 //! - [`Rules`]: one version's rules, compiled once when the CRD is declared, evaluated on each
 //!   create (transition rules, which read `oldSelf`, only on updates unless `optionalOldSelf`)
 //!   with `message`, `messageExpression`, `reason` and `fieldPath` as upstream reports them:
@@ -22,14 +22,12 @@
 //! (upstream ignores a failing rule on an unchanged field of an update).
 
 pub mod authz;
+pub mod cost;
 
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
-use kube_cel::{
-    CompiledSchema, ErrorKind, ValidationError, Validator, WarningKind, compile_schema,
-    estimate_rule_cost,
-};
+use kube_cel::{CompiledSchema, ErrorKind, ValidationError, Validator, compile_schema};
 use serde_json::Value;
 
 use crate::field::{BadValue, FieldError, Path};
@@ -152,88 +150,195 @@ pub fn map(entries: Vec<(String, CelValue)>) -> CelValue {
     )
 }
 
-/// Why the rules of `schema` (at `path` in the CRD) cannot be served.
+/// Why the rules of `schema` (at `path` in the CRD) cannot be served: rules and
+/// `messageExpression`s that do not compile, unknown reasons, and estimated costs over
+/// upstream's limits ([`cost`]): a rule's cost times the number of times it can run (the
+/// product of the `maxItems`/`maxProperties` above it, or, under a list or map without one,
+/// as many as fit in a request) over [`cost::STATIC_RULE_LIMIT`], a `messageExpression`'s
+/// over the same limit, and all of them together over [`cost::STATIC_SCHEMA_LIMIT`].
 pub fn rule_errors(schema: &JSONSchemaProps, path: &Path) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    walk(schema, path, &mut errs);
+    let mut errs = Errors::default();
+    let mut total = TotalCost::default();
+    walk(schema, path, Some(1), true, &mut total, &mut errs);
+    let mut errs = [errs.schema, errs.cel].concat();
+    if total.sum > cost::STATIC_SCHEMA_LIMIT {
+        for (at, _) in &total.most_expensive {
+            errs.push(FieldError::forbidden(
+                at,
+                "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+            ));
+        }
+        errs.push(FieldError::forbidden(
+            path,
+            &cost::exceeds_message(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                total.sum,
+                cost::STATIC_SCHEMA_LIMIT,
+            ),
+        ));
+    }
     errs
 }
 
-fn walk(schema: &JSONSchemaProps, path: &Path, errs: &mut Vec<FieldError>) {
+/// The estimated cost of all the rules of a schema, and the (at most four) rules that
+/// contribute at least 1% of the limit each, most expensive first, as upstream names them.
+#[derive(Default)]
+struct TotalCost {
+    sum: u64,
+    most_expensive: Vec<(Path, u64)>,
+}
+
+impl TotalCost {
+    fn observe(&mut self, at: &Path, cost: u64) {
+        self.sum = self.sum.saturating_add(cost);
+        if cost < cost::STATIC_SCHEMA_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((at.clone(), cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
+}
+
+/// `cost` times `cardinality`, the largest number when it overflows.
+fn times_cardinality(cost: u64, cardinality: u64) -> u64 {
+    if cost == 0 {
+        0
+    } else {
+        cost.saturating_mul(cardinality)
+    }
+}
+
+/// How many times more the children of `schema` can occur than `schema` itself: a list's
+/// `maxItems`, a map's `maxProperties`, `None` for a list or map without it.
+fn max_elements(schema: &JSONSchemaProps) -> Option<u64> {
+    match schema.type_.as_deref() {
+        Some("object") if schema.additional_properties.is_some() => {
+            schema.max_properties.map(|m| m.max(0) as u64)
+        }
+        Some("array") => schema.max_items.map(|m| m.max(0) as u64),
+        _ => Some(1),
+    }
+}
+
+/// A schema's errors as upstream lists them: those of the schema itself (here, unknown
+/// reasons) before those of compiling and costing its rules.
+#[derive(Default)]
+struct Errors {
+    schema: Vec<FieldError>,
+    cel: Vec<FieldError>,
+}
+
+fn walk(
+    schema: &JSONSchemaProps,
+    path: &Path,
+    cardinality: Option<u64>,
+    root: bool,
+    total: &mut TotalCost,
+    errs: &mut Errors,
+) {
+    let schema_errors = errs.schema.len();
+    let below = cardinality.and_then(|c| Some(times_cardinality(c, max_elements(schema)?)));
+    for (key, child) in schema.properties.iter().flatten() {
+        let at = path.child("properties").key(key);
+        walk(child, &at, below, embedded(child), total, errs);
+    }
+    if let Some(child) = items(schema) {
+        walk(
+            child,
+            &path.child("items"),
+            below,
+            embedded(child),
+            total,
+            errs,
+        );
+    }
+    if let Some(child) = additional(schema) {
+        let at = path.child("additionalProperties");
+        walk(child, &at, below, embedded(child), total, errs);
+    }
     let rules = schema
         .x_kubernetes_validations
         .as_deref()
         .unwrap_or_default();
-    if !rules.is_empty() {
-        let compiled = serde_json::to_value(schema)
-            .map(|node| compile_schema(&node))
-            .ok();
-        for (i, rule) in rules.iter().enumerate() {
-            let at = path.child("x-kubernetes-validations").index(i);
-            if let Err(e) = kube_cel::cel::Program::compile(&rule.rule) {
-                errs.push(FieldError::invalid(
-                    &at.child("rule"),
-                    rule.rule.as_str(),
-                    &format!("compilation failed: {}", one_line(&e.to_string())),
-                ));
-                continue;
-            }
-            if let Some(expression) = rule.message_expression.as_deref().filter(|m| !m.is_empty())
-                && let Err(e) = kube_cel::cel::Program::compile(expression)
-            {
-                errs.push(FieldError::invalid(
-                    &at.child("messageExpression"),
-                    expression,
-                    &format!(
-                        "messageExpression compilation failed: {}",
-                        one_line(&e.to_string())
-                    ),
-                ));
-            }
-            if let Some(reason) = rule.reason.as_deref().filter(|r| !REASONS.contains(r)) {
-                errs.push(FieldError::not_supported(
-                    &at.child("reason"),
-                    reason,
-                    REASONS,
-                ));
-            }
-            if let Some(factor) = compiled.as_ref().and_then(|c| cost_factor(&rule.rule, c)) {
-                errs.push(FieldError::forbidden(
-                    &at.child("rule"),
-                    &format!(
-                        "estimated rule cost exceeds budget by factor of {factor:.1}x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
-                    ),
-                ));
-            }
+    if rules.is_empty() {
+        return;
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        let at = path.child("x-kubernetes-validations").index(i);
+        if let Some(reason) = rule.reason.as_deref().filter(|r| !REASONS.contains(r)) {
+            errs.schema.push(FieldError::not_supported(
+                &at.child("reason"),
+                reason,
+                REASONS,
+            ));
         }
     }
-    for (key, child) in schema.properties.iter().flatten() {
-        walk(child, &path.child("properties").key(key), errs);
+    // As upstream's, rules are compiled only where the schema, here and below, is valid.
+    if errs.schema.len() > schema_errors {
+        return;
     }
-    if let Some(child) = items(schema) {
-        walk(child, &path.child("items"), errs);
-    }
-    if let Some(child) = additional(schema) {
-        walk(child, &path.child("additionalProperties"), errs);
+    let decl = cost::Decl::of(schema, root);
+    let errs = &mut errs.cel;
+    for (i, rule) in rules.iter().enumerate() {
+        let at = path.child("x-kubernetes-validations").index(i);
+        if let Err(e) = kube_cel::cel::Program::compile(&rule.rule) {
+            total.observe(&at.child("rule"), 0);
+            errs.push(FieldError::invalid(
+                &at.child("rule"),
+                rule.rule.as_str(),
+                &format!("compilation failed: {}", one_line(&e.to_string())),
+            ));
+            continue;
+        }
+        let Some(decl) = &decl else { continue };
+        let estimate = cost::estimate(&rule.rule, decl, SCOPED).unwrap_or(0);
+        let rule_cost = times_cardinality(
+            estimate,
+            cardinality.unwrap_or_else(|| decl.max_cardinality()),
+        );
+        if rule_cost > cost::STATIC_RULE_LIMIT {
+            errs.push(FieldError::forbidden(
+                &at.child("rule"),
+                &cost::exceeds_message("estimated rule cost", rule_cost, cost::STATIC_RULE_LIMIT),
+            ));
+        }
+        total.observe(&at.child("rule"), rule_cost);
+        let Some(expression) = rule.message_expression.as_deref().filter(|m| !m.is_empty()) else {
+            continue;
+        };
+        if let Err(e) = kube_cel::cel::Program::compile(expression) {
+            errs.push(FieldError::invalid(
+                &at.child("messageExpression"),
+                expression,
+                &format!(
+                    "messageExpression compilation failed: {}",
+                    one_line(&e.to_string())
+                ),
+            ));
+            continue;
+        }
+        let message_cost = cost::estimate(expression, decl, SCOPED).unwrap_or(0);
+        if message_cost > cost::STATIC_RULE_LIMIT {
+            errs.push(FieldError::forbidden(
+                &at.child("messageExpression"),
+                &cost::exceeds_message(
+                    "estimated messageExpression cost",
+                    message_cost,
+                    cost::STATIC_RULE_LIMIT,
+                ),
+            ));
+        }
+        total.observe(&at.child("messageExpression"), message_cost);
     }
 }
 
-/// How many times over the budget the estimated cost of `rule` is, when it is over.
-fn cost_factor(rule: &str, node: &CompiledSchema) -> Option<f64> {
-    estimate_rule_cost(rule, node)
-        .iter()
-        .filter(|w| w.kind == WarningKind::CostExceeded)
-        .find_map(|w| {
-            // "estimated cost <cost> exceeds K8s budget <budget>; ..."
-            let mut numbers = w
-                .message
-                .split(|c: char| !c.is_ascii_digit())
-                .filter(|s| !s.is_empty())
-                .filter_map(|s| s.parse::<f64>().ok());
-            let cost = numbers.next()?;
-            let budget = numbers.next()?;
-            Some(cost / budget)
-        })
+/// The variables of a validation rule.
+const SCOPED: &[&str] = &["self", "oldSelf"];
+
+/// Whether `schema` is an embedded resource, which rules see with its type and object meta.
+fn embedded(schema: &JSONSchemaProps) -> bool {
+    schema.x_kubernetes_embedded_resource == Some(true)
 }
 
 /// A compiler's multi-line report on one line, as upstream's field errors carry it.
@@ -436,44 +541,103 @@ mod tests {
     fn bad_rules_are_refused_where_they_are() {
         let bad = schema(json!({
             "type": "object",
-            "properties": {"spec": {
-                "type": "object",
-                "x-kubernetes-validations": [
-                    {"rule": "self.a >"},
-                    {"rule": "true", "messageExpression": "'a' +", "reason": "Because"}
-                ]
-            }}
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "x-kubernetes-validations": [
+                        {"rule": "self.a >"},
+                        {"rule": "true", "messageExpression": "'a' +"}
+                    ]
+                },
+                "status": {
+                    "type": "object",
+                    // A schema error here: as upstream's, this node's rules are not compiled.
+                    "x-kubernetes-validations": [{"rule": "self.a >", "reason": "Because"}]
+                }
+            }
         }));
         let errs = messages(&rule_errors(&bad, &Path::new("schema")));
         assert_eq!(errs.len(), 3, "{errs:?}");
-        assert!(errs[0].starts_with("schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.a >\": compilation failed: "), "{errs:?}");
-        assert!(errs[1].starts_with("schema.properties[spec].x-kubernetes-validations[1].messageExpression: Invalid value: \"'a' +\": messageExpression compilation failed: "), "{errs:?}");
         assert_eq!(
-            errs[2],
-            "schema.properties[spec].x-kubernetes-validations[1].reason: Unsupported value: \"Because\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+            errs[0],
+            "schema.properties[status].x-kubernetes-validations[0].reason: Unsupported value: \"Because\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
         );
+        assert!(errs[1].starts_with("schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.a >\": compilation failed: "), "{errs:?}");
+        assert!(errs[2].starts_with("schema.properties[spec].x-kubernetes-validations[1].messageExpression: Invalid value: \"'a' +\": messageExpression compilation failed: "), "{errs:?}");
     }
+
+    /// A CRD's schema whose `spec.items` list (of strings up to 10 characters, at most
+    /// `max_items` of them if given) compares every pair of items.
+    fn pairs(max_items: Option<u64>) -> Arc<JSONSchemaProps> {
+        let mut list = json!({
+            "type": "array",
+            "items": {"type": "string", "maxLength": 10},
+            "x-kubernetes-validations": [{"rule": "self.all(a, self.all(b, a != b))"}]
+        });
+        if let Some(max) = max_items {
+            list["maxItems"] = json!(max);
+        }
+        schema(json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {"items": list}}}
+        }))
+    }
+
+    const ADVICE: &str = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
 
     #[test]
     fn rules_over_unbounded_lists_exceed_the_budget() {
-        let costly = schema(json!({
-            "type": "object",
-            "properties": {"spec": {
-                "type": "object",
-                "properties": {"items": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "x-kubernetes-validations": [
-                        {"rule": "self.all(a, self.all(b, self.all(c, a + b + c != '')))"}
-                    ]
-                }}
-            }}
-        }));
-        let errs = messages(&rule_errors(&costly, &Path::new("schema")));
-        assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(
-            errs[0].starts_with("schema.properties[spec].properties[items].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of "),
-            "{errs:?}"
+        let path = Path::new("spec.validation.openAPIV3Schema");
+        let rule = "spec.validation.openAPIV3Schema.properties[spec].properties[items].x-kubernetes-validations[0].rule";
+        // As many items as fit in a request: the rule and the schema are both over their limits.
+        assert_eq!(
+            messages(&rule_errors(&pairs(None), &path)),
+            [
+                format!(
+                    "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x {ADVICE}"
+                ),
+                format!(
+                    "{rule}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+                ),
+                format!(
+                    "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {ADVICE}"
+                ),
+            ]
         );
+        // 2,000 items: 2,000 × (3 + 2 + 2,000 × 9) + 2 = 36,010,002, 3.6 times the limit.
+        assert_eq!(
+            messages(&rule_errors(&pairs(Some(2000)), &path)),
+            [format!(
+                "{rule}: Forbidden: estimated rule cost exceeds budget by factor of 3.6x {ADVICE}"
+            )]
+        );
+        // 100 items: 90,502.
+        assert!(rule_errors(&pairs(Some(100)), &path).is_empty());
+    }
+
+    #[test]
+    fn rules_under_unbounded_lists_cost_once_per_possible_item() {
+        let people = |max_items: Option<u64>| {
+            let mut list = json!({
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "maxLength": 20}},
+                    "x-kubernetes-validations": [{"rule": "self.name.lowerAscii() == self.name"}]
+                }
+            });
+            if let Some(max) = max_items {
+                list["maxItems"] = json!(max);
+            }
+            schema(json!({"type": "object", "properties": {"people": list}}))
+        };
+        // 20 per item, for each of the 3 MiB / 3 = 1,048,576 items a request can hold.
+        assert_eq!(
+            messages(&rule_errors(&people(None), &Path::new("schema"))),
+            [format!(
+                "schema.properties[people].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 2.1x {ADVICE}"
+            )]
+        );
+        assert!(rule_errors(&people(Some(5)), &Path::new("schema")).is_empty());
     }
 }
