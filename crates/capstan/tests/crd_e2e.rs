@@ -656,7 +656,7 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
         let err = String::from_utf8_lossy(&refused.stderr);
         assert!(
             !refused.status.success()
-                && err.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: "),
+                && err.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: "),
             "{err}"
         );
         let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], GAUGE_CRD);

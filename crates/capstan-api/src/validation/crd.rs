@@ -152,6 +152,9 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
     }
 
     let versions = path.child("versions");
+    // Upstream validates its internal form, in which one schema shared by every version is
+    // the CRD's `spec.validation`: errors in it are reported there, once.
+    let shared = shared_schema(spec);
     let mut seen = BTreeSet::new();
     let mut unique = true;
     let mut storage = 0;
@@ -178,7 +181,10 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
                 &at.child("additionalPrinterColumns").index(j),
             ));
         }
-        let schema_path = at.child("schema").child("openAPIV3Schema");
+        let schema_path = match shared {
+            Some(_) => path.child("validation").child("openAPIV3Schema"),
+            None => at.child("schema").child("openAPIV3Schema"),
+        };
         match version
             .schema
             .as_ref()
@@ -190,14 +196,18 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
                 // Rules are compiled only in a structural schema, as upstream's; so are
                 // selectable fields checked against it.
                 if structural.is_empty() {
-                    errs.extend(crate::cel::rule_errors(schema, &schema_path));
+                    if shared.is_none() || i == 0 {
+                        errs.extend(crate::cel::rule_errors(schema, &schema_path));
+                    }
                     errs.extend(validate_selectable_fields(
                         version.selectable_fields.as_deref().unwrap_or_default(),
                         schema,
                         &at.child("selectableFields"),
                     ));
                 }
-                errs.extend(structural);
+                if shared.is_none() || i == 0 {
+                    errs.extend(structural);
+                }
             }
         }
         if let Some(scale) = version.subresources.as_ref().and_then(|s| s.scale.as_ref()) {
@@ -268,6 +278,17 @@ const MAX_SELECTABLE_FIELDS: usize = 8;
 /// Upstream's checks of a version's `selectableFields`: each a simple path (dots only, no
 /// array notation) to a field of the schema, not in `metadata`, of type string, boolean or
 /// integer, none twice, at most [`MAX_SELECTABLE_FIELDS`].
+/// The schema every version has, when they all have the same one (upstream's
+/// `hasIdenticalPerVersionSchema`, which moves it to `spec.validation`).
+fn shared_schema(spec: &CustomResourceDefinitionSpec) -> Option<&JSONSchemaProps> {
+    let first = spec.versions.first()?.schema.as_ref()?;
+    spec.versions
+        .iter()
+        .all(|v| v.schema.as_ref() == Some(first))
+        .then_some(first.open_api_v3_schema.as_ref())
+        .flatten()
+}
+
 fn validate_selectable_fields(
     fields: &[SelectableField],
     schema: &JSONSchemaProps,
@@ -648,6 +669,33 @@ mod tests {
             messages(&validate_crd(&same)),
             [
                 "spec.names.listKind: Invalid value: \"Widget\": kind and listKind may not be the same or parsing become ambiguous"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_schema_every_version_shares_is_reported_as_spec_validation() {
+        let loose = json!({"openAPIV3Schema": {"type": "object", "properties": {"a": {}}}});
+        let strict = json!({"openAPIV3Schema": {"type": "object"}});
+        let version = |name: &str, storage: bool, schema: &serde_json::Value| {
+            json!({"name": name, "served": true, "storage": storage, "schema": schema})
+        };
+        let shared = crd(json!({"spec": {"versions": [
+            version("v1", true, &loose), version("v2", false, &loose),
+        ]}}));
+        assert_eq!(
+            messages(&validate_crd(&shared)),
+            [
+                "spec.validation.openAPIV3Schema.properties[a].type: Required value: must not be empty for specified object fields"
+            ]
+        );
+        let different = crd(json!({"spec": {"versions": [
+            version("v1", true, &loose), version("v2", false, &strict),
+        ]}}));
+        assert_eq!(
+            messages(&validate_crd(&different)),
+            [
+                "spec.versions[0].schema.openAPIV3Schema.properties[a].type: Required value: must not be empty for specified object fields"
             ]
         );
     }
