@@ -643,6 +643,90 @@ spec:
                 - {rule: "self == oldSelf", message: "name is immutable"}
 "#;
 
+/// A CRD whose rule compares every pair of items of a list of short strings: without
+/// `maxItems` the list can hold as many items as a request, and the rule costs far more than
+/// upstream's limit.
+const PAIRS_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: pairs.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: pairs, kind: Pair}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              items:
+                type: array
+                items: {type: string, maxLength: 10}
+                x-kubernetes-validations:
+                - rule: "self.all(a, self.all(b, a == b || a != b))"
+"#;
+
+/// CEL rules over their cost budget are refused at CRD creation with upstream's 422 and
+/// messages; the same rule with `maxItems` is accepted.
+#[test]
+fn cel_rules_over_the_cost_budget_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    let advice = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+    let rule = "spec.validation.openAPIV3Schema.properties[spec].properties[items].x-kubernetes-validations[0].rule";
+    for version in ["1.27", "1.33"] {
+        let refused = kubectl_stdin(version, &kc, &["create", "-v=6", "-f", "-"], PAIRS_CRD);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{err}");
+        assert!(err.contains("422 Unprocessable Entity"), "{err}");
+        for expected in [
+            format!(
+                "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x {advice}"
+            ),
+            format!(
+                "{rule}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+            ),
+            format!(
+                "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {advice}"
+            ),
+        ] {
+            assert!(err.contains(&expected), "{expected}\n{err}");
+        }
+        // 1,500 items: each inner step costs 15 (the loop's 2, `@result &&` 1, each comparison
+        // of strings up to 40 bytes 6), so 1,500 × (5 + 1,500 × 15) + 2 = 33,757,502, 3.4 times
+        // the limit of one rule, under that of the schema.
+        let over = PAIRS_CRD.replace(
+            "items: {type: string, maxLength: 10}",
+            "items: {type: string, maxLength: 10}\n                maxItems: 1500",
+        );
+        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &over);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            err.contains(&format!("The CustomResourceDefinition \"pairs.example.com\" is invalid: {rule}: Forbidden: estimated rule cost exceeds budget by factor of 3.4x {advice}")),
+            "{err}"
+        );
+        let bounded = PAIRS_CRD.replace(
+            "items: {type: string, maxLength: 10}",
+            "items: {type: string, maxLength: 10}\n                maxItems: 100",
+        );
+        let created = kubectl_stdin(version, &kc, &["create", "-f", "-"], &bounded);
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        kubectl_ok(version, &kc, &["delete", "crd", "pairs.example.com"]);
+    }
+}
+
 /// CEL validation rules (`x-kubernetes-validations`), refused when they do not compile, and
 /// defaults added to a schema later showing on objects stored before.
 #[test]
