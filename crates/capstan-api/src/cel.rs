@@ -18,7 +18,13 @@
 //!   `variables`). Their functions are `kube-cel`'s and upstream's authorization library
 //!   ([`authz`]: the `authorizer` variable's checks, decided by the caller).
 //!
-//! Not yet: the runtime cost limit (the per-call and per-request budgets), and ratcheting
+//! [`Expression`]s are evaluated through [`cost`]'s runtime meter: upstream's per-call limit
+//! stops an evaluation, and callers share upstream's runtime budget ([`Budget`]) across the
+//! expressions of one evaluation (a policy binding's, with one parameter object).
+//!
+//! Not yet: the runtime limits for CRD rules ([`Rules`]), which `kube-cel`'s `Validator`
+//! evaluates with its own compiled programs (an opaque `cel::Program` that cannot be built
+//! from an instrumented tree), so only their static estimate limits them; and ratcheting
 //! (upstream ignores a failing rule on an unchanged field of an update).
 
 pub mod authz;
@@ -50,12 +56,15 @@ thread_local! {
         use kube_cel::KubeCelExt as _;
         let mut context = kube_cel::cel::Context::default().with_all();
         authz::register(&mut context);
+        cost::register(&mut context);
         context
     };
 }
 
-/// A compiled CEL expression that must evaluate to a boolean.
-pub struct Expression(kube_cel::cel::Program);
+/// A compiled CEL expression, evaluated through the cost meter ([`cost::instrument`]): an
+/// evaluation spending more than upstream's per-call limit stops with upstream's error, and
+/// one within it reports what it cost, which callers charge to their budget ([`Budget`]).
+pub struct Expression(kube_cel::cel::IdedExpr);
 
 impl std::fmt::Debug for Expression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,23 +72,85 @@ impl std::fmt::Debug for Expression {
     }
 }
 
+/// What is left of upstream's runtime budget for the expressions of one object or one policy
+/// binding's evaluation ([`cost::RUNTIME_BUDGET`] to start with).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget(pub u64);
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget(cost::RUNTIME_BUDGET)
+    }
+}
+
+/// Why an evaluation gave no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The expression failed (including over its per-call cost limit): the error's text.
+    Error(String),
+    /// The budget ran out: upstream stops evaluating the remaining expressions.
+    OutOfBudget,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Error(why) => f.write_str(why),
+            Failure::OutOfBudget => f.write_str(cost::OUT_OF_BUDGET),
+        }
+    }
+}
+
 impl Expression {
     /// Compiles `expression`; the compiler's complaint, on one line, if it does not compile.
     pub fn compile(expression: &str) -> Result<Expression, String> {
         kube_cel::cel::Program::compile(expression)
-            .map(Expression)
+            .map(|program| Expression(cost::instrument(program.expression())))
             .map_err(|e| one_line(&e.to_string()))
+    }
+
+    /// Evaluates the expression with `scope`, metered; its value and cost.
+    fn run(&self, scope: &kube_cel::cel::Context<'_>) -> Result<(CelValue, u64), String> {
+        let (result, spent) = cost::metered(cost::PER_CALL_LIMIT, || {
+            kube_cel::cel::Value::resolve(&self.0, scope)
+        });
+        let Some(spent) = spent else {
+            return Err(cost::CALL_LIMIT_EXCEEDED.to_owned());
+        };
+        result.map(|v| (v, spent)).map_err(|e| e.to_string())
+    }
+
+    /// Evaluates the expression with the named values of `activation`, whatever it gives,
+    /// charging its cost to `budget`.
+    pub fn value_within(
+        &self,
+        activation: &Activation,
+        budget: &mut Budget,
+    ) -> Result<CelValue, Failure> {
+        if budget.0 == 0 {
+            return Err(Failure::OutOfBudget);
+        }
+        let (value, spent) = FUNCTIONS
+            .with(|functions| {
+                let mut scope = functions.new_inner_scope();
+                for (name, value) in &activation.0 {
+                    scope.add_variable_from_value(name.clone(), value.clone());
+                }
+                self.run(&scope)
+            })
+            .map_err(Failure::Error)?;
+        if spent > budget.0 {
+            budget.0 = 0;
+            return Err(Failure::OutOfBudget);
+        }
+        budget.0 -= spent;
+        Ok(value)
     }
 
     /// Evaluates the expression with the named values of `activation`, whatever it gives.
     pub fn value(&self, activation: &Activation) -> Result<CelValue, String> {
-        FUNCTIONS.with(|functions| {
-            let mut scope = functions.new_inner_scope();
-            for (name, value) in &activation.0 {
-                scope.add_variable_from_value(name.clone(), value.clone());
-            }
-            self.0.execute(&scope).map_err(|e| e.to_string())
-        })
+        self.value_within(activation, &mut Budget::default())
+            .map_err(|f| f.to_string())
     }
 
     /// Evaluates the expression, which must give a boolean, with the values of `activation`.
@@ -99,10 +170,9 @@ impl Expression {
                     .add_variable(*name, (*value).clone())
                     .map_err(|e| e.to_string())?;
             }
-            match self.0.execute(&scope) {
-                Ok(kube_cel::cel::Value::Bool(answer)) => Ok(answer),
-                Ok(other) => Err(format!("expression must evaluate to a bool, got {other:?}")),
-                Err(e) => Err(e.to_string()),
+            match self.run(&scope)?.0 {
+                CelValue::Bool(answer) => Ok(answer),
+                other => Err(format!("expression must evaluate to a bool, got {other:?}")),
             }
         })
     }
@@ -639,5 +709,62 @@ mod tests {
             )]
         );
         assert!(rule_errors(&people(Some(5)), &Path::new("schema")).is_empty());
+    }
+
+    #[test]
+    fn evaluations_are_metered_as_upstreams_runtime_cost() {
+        let mut activation = Activation::default();
+        activation.json("object", &json!({"spec": {"items": [1, 2, 3]}}));
+        // The list 10; three rounds of the loop condition (2) and step (3); the result 1.
+        let literal = Expression::compile("[1, 2, 3].all(x, x > 0)").unwrap();
+        let mut budget = Budget(100);
+        assert_eq!(
+            literal.value_within(&activation, &mut budget),
+            Ok(CelValue::Bool(true))
+        );
+        assert_eq!(budget, Budget(74));
+        // `object.spec.items` 3, then 3 × 5, the result 1; `&&` and `||` cost nothing of their own.
+        let selected = Expression::compile("object.spec.items.all(x, x > 0) || false").unwrap();
+        assert_eq!(
+            selected.value_within(&activation, &mut budget),
+            Ok(CelValue::Bool(true))
+        );
+        assert_eq!(budget, Budget(55));
+        // Strings cost by their length: `==` a tenth of the shorter one's, rounded up.
+        let long = "a".repeat(95);
+        activation.json("name", &json!(long));
+        let compare = Expression::compile("name == name").unwrap();
+        assert_eq!(
+            compare.value_within(&activation, &mut budget),
+            Ok(CelValue::Bool(true))
+        );
+        assert_eq!(budget, Budget(55 - 2 - 10));
+        // What the budget does not cover is not evaluated further.
+        assert_eq!(
+            literal.value_within(&activation, &mut Budget(20)),
+            Err(Failure::OutOfBudget)
+        );
+        assert_eq!(
+            Failure::OutOfBudget.to_string(),
+            "validation failed due to running out of cost budget, no further validation rules will be run"
+        );
+    }
+
+    #[test]
+    fn an_evaluation_over_the_per_call_limit_stops_with_upstreams_error() {
+        let mut activation = Activation::default();
+        activation.json("items", &json!((0..2000).collect::<Vec<_>>()));
+        // 2,000 × 2,000 comparisons: millions, over the limit of 1,000,000.
+        let pairs = Expression::compile("items.all(a, items.all(b, a == b || a != b))").unwrap();
+        assert_eq!(
+            pairs.value(&activation),
+            Err("operation cancelled: actual cost limit exceeded".to_owned())
+        );
+        // The same over 100 items costs about 60,000 and is answered.
+        activation.json("items", &json!((0..100).collect::<Vec<_>>()));
+        assert_eq!(pairs.value(&activation), Ok(CelValue::Bool(true)));
+        // Namespaced functions and member calls on variables still resolve through the meter.
+        let math = Expression::compile("math.greatest(1, 2) == 2 && items.size() == 100").unwrap();
+        assert_eq!(math.value(&activation), Ok(CelValue::Bool(true)));
     }
 }

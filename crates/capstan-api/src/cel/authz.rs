@@ -513,11 +513,21 @@ mod tests {
         );
         // Checks that depend on earlier decisions are asked in later rounds, each once.
         let (value, asked) = settle(
-            "authorizer.group('').resource('pods').check('create').allowed() && authorizer.group('').resource('pods').check('get').allowed() || authorizer.group('').resource('pods').check('create').allowed()",
+            "authorizer.group('').resource('pods').check('create').allowed() && !authorizer.group('').resource('pods').check('get').allowed()",
             allow_creates,
         );
         assert_eq!(value, Ok(Value::Bool(true)));
         assert_eq!(asked.len(), 2, "{asked:?}");
+        // A check costs 350,000, as upstream's: a third one in one evaluation is over the
+        // per-call limit.
+        let (value, _) = settle(
+            "authorizer.group('').resource('pods').check('create').allowed() && authorizer.group('').resource('pods').check('get').allowed() || authorizer.group('').resource('pods').check('create').allowed()",
+            allow_creates,
+        );
+        assert_eq!(
+            value,
+            Err("operation cancelled: actual cost limit exceeded".to_owned())
+        );
     }
 
     #[test]

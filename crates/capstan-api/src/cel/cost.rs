@@ -13,8 +13,14 @@
 //!   largest size times the cost of one step. CRD validation ([`super::rule_errors`]) refuses
 //!   rules, `messageExpression`s and whole schemas over the static limits with upstream's
 //!   messages ([`exceeds_message`]).
-//! - The runtime limits ([`PER_CALL_LIMIT`], [`RUNTIME_BUDGET`]) are upstream's constants;
-//!   see where they are enforced in the callers.
+//! - [`instrument`] and [`metered`]: the runtime meter. An expression is evaluated through a
+//!   rewritten tree whose nodes charge cel-go's runtime cost as they run (identifiers and
+//!   selections 1, list and map literals 10 and 30, a call what cel-go's tracker and the
+//!   Kubernetes library's `CallCost` charge for it, from its operands' and result's actual
+//!   sizes: the operands are evaluated first, then the call over placeholders bound to them);
+//!   past [`PER_CALL_LIMIT`] every further charge fails, which stops the evaluation with
+//!   cel-go's error ([`CALL_LIMIT_EXCEEDED`]). Callers charge each evaluation's cost to
+//!   [`RUNTIME_BUDGET`] ([`super::Budget`]), and stop with [`OUT_OF_BUDGET`] when it is spent.
 //!
 //! Without a type checker, an expression's types come from the schema (for `self`) and from
 //! the operations themselves; an operand of unknown type is costed as cel-go costs a
@@ -1085,6 +1091,329 @@ fn literal_size(e: &IdedExpr) -> Option<Size> {
         Expr::Map(map) => map.entries.len() as u64,
         _ => return None,
     }))
+}
+
+// ---------------------------------------------------------------------------------------
+// The runtime meter.
+
+/// cel-go's error when an evaluation spends more than its limit.
+pub const CALL_LIMIT_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
+/// Upstream's error when the expressions of one object or binding spend the whole budget.
+pub const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// The name of the function every metered call goes through, and of the one that charges a
+/// fixed cost for a node; neither can be written in CEL.
+pub(crate) const CALL: &str = "@cost.call";
+pub(crate) const CHARGE: &str = "@cost.charge";
+
+thread_local! {
+    /// The cost spent by the evaluation running on this thread, and its limit.
+    static METER: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
+}
+
+/// Runs `evaluate` with a meter of `limit`; what it gives, and what it cost (`None`: over
+/// the limit).
+pub(crate) fn metered<T>(limit: u64, evaluate: impl FnOnce() -> T) -> (T, Option<u64>) {
+    let outer = METER.with(|m| m.replace((0, limit)));
+    let result = evaluate();
+    let (spent, _) = METER.with(|m| m.replace(outer));
+    (result, (spent <= limit).then_some(spent))
+}
+
+/// Adds `cost` to the running evaluation; an error once it is over its limit, which stops
+/// the evaluation (every later charge fails too).
+fn charge(cost: u64) -> Result<(), kube_cel::cel::ExecutionError> {
+    METER.with(|m| {
+        let (spent, limit) = m.get();
+        let spent = spent.saturating_add(cost);
+        m.set((spent, limit));
+        if spent > limit {
+            Err(kube_cel::cel::ExecutionError::function_error(
+                CHARGE,
+                CALL_LIMIT_EXCEEDED,
+            ))
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// The tree `e` evaluates through the meter: identifiers and selections charge 1, list and
+/// map literals 10 and 30, each call what cel-go's runtime tracker charges for it (from the
+/// actual sizes of its operands and result); `&&`, `||` and `?:` charge nothing of their own,
+/// as upstream's.
+pub(crate) fn instrument(e: &IdedExpr) -> IdedExpr {
+    use kube_cel::cel::common::ast::{CallExpr, ListExpr, MapExpr, SelectExpr};
+    let wrap = |cost: u64, inner: Expr| -> IdedExpr {
+        node(Expr::Call(CallExpr {
+            func_name: CHARGE.to_owned(),
+            target: None,
+            args: vec![
+                node(Expr::Literal(LiteralValue::UInt(cost.into()))),
+                node(inner),
+            ],
+        }))
+    };
+    match &e.expr {
+        Expr::Literal(_) | Expr::Unspecified | Expr::Struct(_) => e.clone(),
+        Expr::Ident(_) => wrap(1, e.expr.clone()),
+        Expr::Select(select) => wrap(
+            1,
+            Expr::Select(SelectExpr {
+                operand: Box::new(instrument(&select.operand)),
+                field: select.field.clone(),
+                test: select.test,
+            }),
+        ),
+        Expr::List(list) => wrap(
+            10,
+            Expr::List(ListExpr::new_with_optionals(
+                list.elements.iter().map(instrument).collect(),
+                list.optional_indices.clone(),
+            )),
+        ),
+        Expr::Map(map) => wrap(
+            30,
+            Expr::Map(MapExpr {
+                entries: map
+                    .entries
+                    .iter()
+                    .map(|entry| {
+                        let mut entry = entry.clone();
+                        if let EntryExpr::MapEntry(m) = &mut entry.expr {
+                            m.key = instrument(&m.key);
+                            m.value = instrument(&m.value);
+                        }
+                        entry
+                    })
+                    .collect(),
+            }),
+        ),
+        Expr::Comprehension(c) => {
+            let mut c = (**c).clone();
+            c.iter_range = instrument(&c.iter_range);
+            c.accu_init = instrument(&c.accu_init);
+            c.loop_cond = instrument(&c.loop_cond);
+            c.loop_step = instrument(&c.loop_step);
+            c.result = instrument(&c.result);
+            node(Expr::Comprehension(Box::new(c)))
+        }
+        Expr::Call(call) => {
+            let name = call.func_name.as_str();
+            let args = || call.args.iter().map(instrument).collect::<Vec<_>>();
+            if matches!(
+                name,
+                operators::LOGICAL_AND | operators::LOGICAL_OR | operators::CONDITIONAL
+            ) {
+                return node(Expr::Call(CallExpr {
+                    func_name: call.func_name.clone(),
+                    target: None,
+                    args: args(),
+                }));
+            }
+            if name == operators::NOT_STRICTLY_FALSE {
+                // It turns its operand's error into true: its operand is not evaluated first.
+                return wrap(
+                    1,
+                    Expr::Call(CallExpr {
+                        func_name: call.func_name.clone(),
+                        target: None,
+                        args: args(),
+                    }),
+                );
+            }
+            // `@cost.call(name, member, template, target?, args...)`: the operands are
+            // evaluated (and metered) first, then the call itself over placeholders bound to
+            // them, so that its cost can be taken from their sizes. A target that is a bare
+            // identifier stays in the template: it may name a namespace (`math.ceil(x)`).
+            let placeholder = |name: String| node(Expr::Ident(name));
+            let mut operands = Vec::new();
+            let target = call.target.as_deref().map(|t| match &t.expr {
+                Expr::Ident(_) => Box::new(t.clone()),
+                _ => {
+                    operands.push(instrument(t));
+                    Box::new(placeholder("@t".to_owned()))
+                }
+            });
+            let template = CallExpr {
+                func_name: call.func_name.clone(),
+                target,
+                args: (0..call.args.len())
+                    .map(|i| placeholder(format!("@a{i}")))
+                    .collect(),
+            };
+            let mut all = vec![
+                node(Expr::Literal(LiteralValue::String(name.to_owned().into()))),
+                node(Expr::Literal(LiteralValue::Boolean(
+                    call.target.is_some().into(),
+                ))),
+                node(Expr::Call(template)),
+            ];
+            all.extend(operands);
+            all.extend(args());
+            node(Expr::Call(CallExpr {
+                func_name: CALL.to_owned(),
+                target: None,
+                args: all,
+            }))
+        }
+    }
+}
+
+fn node(expr: Expr) -> IdedExpr {
+    IdedExpr { id: 0, expr }
+}
+
+/// Registers the meter's functions.
+pub(crate) fn register(context: &mut kube_cel::cel::Context<'_>) {
+    use kube_cel::cel::{ExecutionError, FunctionContext, Value};
+    context.add_function(
+        CHARGE,
+        |ftx: &FunctionContext| -> Result<Value, ExecutionError> {
+            let cost = match &ftx.args[0].expr {
+                Expr::Literal(LiteralValue::UInt(n)) => *n.inner(),
+                _ => 1,
+            };
+            let value = Value::resolve(&ftx.args[1], ftx.ptx)?;
+            charge(cost)?;
+            Ok(value)
+        },
+    );
+    context.add_function(
+        CALL,
+        |ftx: &FunctionContext| -> Result<Value, ExecutionError> {
+            let name = match &ftx.args[0].expr {
+                Expr::Literal(LiteralValue::String(s)) => s.inner().to_owned(),
+                _ => String::new(),
+            };
+            let member =
+                matches!(&ftx.args[1].expr, Expr::Literal(LiteralValue::Boolean(b)) if *b.inner());
+            let Expr::Call(template) = &ftx.args[2].expr else {
+                return Err(ftx.error("malformed metered call"));
+            };
+            let mut scope = ftx.ptx.new_inner_scope();
+            let mut values = Vec::new();
+            let mut rest = ftx.args[3..].iter();
+            match template.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(name)) if name == "@t" => {
+                    let Some(target) = rest.next() else {
+                        return Err(ftx.error("malformed metered call"));
+                    };
+                    let value = Value::resolve(target, ftx.ptx)?;
+                    scope.add_variable_from_value("@t", value.clone());
+                    values.push(value);
+                }
+                Some(Expr::Ident(name)) => {
+                    if let Some(value) = ftx.ptx.get_variable(name) {
+                        charge(1)?;
+                        values.push(value.as_ref().try_into()?);
+                    }
+                }
+                _ => {}
+            }
+            for (i, operand) in rest.enumerate() {
+                let value = Value::resolve(operand, ftx.ptx)?;
+                scope.add_variable_from_value(format!("@a{i}"), value.clone());
+                values.push(value);
+            }
+            let result = Value::resolve(&ftx.args[2], &scope)?;
+            charge(call_cost(&name, member, &values, &result))?;
+            Ok(result)
+        },
+    );
+}
+
+/// The size of a value as cel-go's tracker measures it: characters, bytes, items, entries;
+/// 1 for anything else.
+fn actual_size(value: &kube_cel::cel::Value) -> u64 {
+    use kube_cel::cel::Value;
+    match value {
+        Value::String(s) => s.chars().count() as u64,
+        Value::Bytes(b) => b.len() as u64,
+        Value::List(l) => l.len() as u64,
+        Value::Map(m) => m.map.len() as u64,
+        _ => 1,
+    }
+}
+
+/// The cost of traversing a value (the Kubernetes library's `traversalCost`).
+fn traversal(value: &kube_cel::cel::Value) -> u64 {
+    use kube_cel::cel::Value;
+    match value {
+        Value::String(s) => (s.len() as f64 * STRING_TRAVERSAL) as u64,
+        Value::Bytes(b) => (b.len() as f64 * STRING_TRAVERSAL) as u64,
+        Value::List(l) => l.iter().map(traversal).sum(),
+        Value::Map(m) => m
+            .map
+            .iter()
+            .map(|(k, v)| traversal(&kube_cel::cel::Value::from(k.clone())) + traversal(v))
+            .sum(),
+        _ => 1,
+    }
+}
+
+/// What cel-go's runtime tracker charges for a call (with the Kubernetes library's
+/// `CallCost` first); `values` are the receiver (of a member call) then the arguments.
+fn call_cost(
+    name: &str,
+    member: bool,
+    values: &[kube_cel::cel::Value],
+    result: &kube_cel::cel::Value,
+) -> u64 {
+    use kube_cel::cel::Value;
+    let size = |i: usize| values.get(i).map_or(0, actual_size);
+    let text = |i: usize| matches!(values.get(i), Some(Value::String(_) | Value::Bytes(_)));
+    let scaled = |n: u64, factor: f64| by_factor(n, factor);
+    match name {
+        "check" => 350_000,
+        "serviceAccount" | "path" | "group" | "resource" | "subresource" | "namespace" | "name"
+        | "allowed" | "reason" | "error" | "errored" => 1,
+        "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" => {
+            values.first().map_or(0, traversal)
+        }
+        "url" | "lowerAscii" | "upperAscii" | "substring" | "trim" | "cidr" | "isIP" | "isCIDR"
+        | "quantity" | "isQuantity" => scaled(size(0), STRING_TRAVERSAL),
+        "replace" | "split" | "ip.isCanonical" => scaled(size(0), 2.0 * STRING_TRAVERSAL),
+        "join" => scaled(actual_size(result), 2.0 * STRING_TRAVERSAL),
+        "find" | "findAll" => {
+            scaled(size(0) + 1, STRING_TRAVERSAL).saturating_mul(scaled(size(1), REGEX_LENGTH))
+        }
+        "ip" if text(0) => scaled(size(0), STRING_TRAVERSAL),
+        "containsIP" | "containsCIDR" => {
+            let cidr = size(0);
+            let mut cost = scaled(cidr + cidr, STRING_TRAVERSAL);
+            if name == "containsCIDR" {
+                cost += scaled(cidr, STRING_TRAVERSAL) + 1;
+            }
+            if text(1) {
+                cost += scaled(size(1), STRING_TRAVERSAL);
+            }
+            cost
+        }
+        "format" | "startsWith" | "endsWith" | "strings.quote" if text(0) => {
+            scaled(size(0), STRING_TRAVERSAL)
+        }
+        "bytes" | "string" if text(0) => scaled(size(0), STRING_TRAVERSAL),
+        operators::IN if matches!(values.get(1), Some(Value::List(_))) => size(1),
+        operators::EQUALS | operators::NOT_EQUALS => scaled(size(0).min(size(1)), STRING_TRAVERSAL),
+        operators::LESS
+        | operators::LESS_EQUALS
+        | operators::GREATER
+        | operators::GREATER_EQUALS
+            if text(0) =>
+        {
+            scaled(size(0).min(size(1)), STRING_TRAVERSAL)
+        }
+        operators::ADD if text(0) => scaled(size(0) + size(1), STRING_TRAVERSAL),
+        "matches" if member && text(0) => {
+            scaled(size(0) + 1, STRING_TRAVERSAL).saturating_mul(scaled(size(1), REGEX_LENGTH))
+        }
+        "contains" if text(0) => {
+            scaled(size(0), STRING_TRAVERSAL).saturating_mul(scaled(size(1), STRING_TRAVERSAL))
+        }
+        _ => 1,
+    }
 }
 
 #[cfg(test)]

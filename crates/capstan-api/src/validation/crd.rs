@@ -677,9 +677,7 @@ mod tests {
     fn a_schema_every_version_shares_is_reported_as_spec_validation() {
         let loose = json!({"openAPIV3Schema": {"type": "object", "properties": {"a": {}}}});
         let strict = json!({"openAPIV3Schema": {"type": "object"}});
-        let version = |name: &str, storage: bool, schema: &serde_json::Value| {
-            json!({"name": name, "served": true, "storage": storage, "schema": schema})
-        };
+        let version = |name: &str, storage: bool, schema: &serde_json::Value| json!({"name": name, "served": true, "storage": storage, "schema": schema});
         let shared = crd(json!({"spec": {"versions": [
             version("v1", true, &loose), version("v2", false, &loose),
         ]}}));

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use capstan_api::cel::{Activation, CelValue, Expression};
+use capstan_api::cel::{Activation, Budget, CelValue, Expression, Failure};
 use capstan_api::selector::LabelSelector;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ParamRef, ValidatingAdmissionPolicy,
@@ -36,13 +36,22 @@ impl Compiled {
         }
     }
 
-    /// What the expression gives, or upstream's words for why it gives nothing.
-    fn value(&self, activation: &Activation) -> Result<CelValue, String> {
+    /// What the expression gives, its cost charged to `budget`, or upstream's words for why it
+    /// gives nothing.
+    fn value(&self, activation: &Activation, budget: &mut Budget) -> Result<CelValue, Failure> {
         match &self.program {
-            Err(why) => Err(format!("compilation error: {why}")),
-            Ok(program) => program
-                .value(activation)
-                .map_err(|why| format!("expression '{}' resulted in error: {why}", self.source)),
+            Err(why) => Err(Failure::Error(format!("compilation error: {why}"))),
+            Ok(program) => {
+                program
+                    .value_within(activation, budget)
+                    .map_err(|failure| match failure {
+                        Failure::Error(why) => Failure::Error(format!(
+                            "expression '{}' resulted in error: {why}",
+                            self.source
+                        )),
+                        Failure::OutOfBudget => Failure::OutOfBudget,
+                    })
+            }
         }
     }
 }
@@ -272,19 +281,38 @@ impl Policy {
     /// Evaluates the policy with `activation` (`object`, `oldObject`, `request`, `params`,
     /// `namespaceObject`): its match conditions (any false: nothing to say), its variables,
     /// then each validation.
+    ///
+    /// All of them share upstream's runtime cost budget: once it is spent, the evaluation
+    /// stops with upstream's error as its one decision (by the failure policy).
     pub(super) fn evaluate(&self, activation: &mut Activation) -> Vec<Decision> {
+        let mut budget = Budget::default();
+        match self.evaluate_within(activation, &mut budget) {
+            Ok(decisions) => decisions,
+            Err(OutOfBudget) => self
+                .error(Failure::OutOfBudget.to_string())
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn evaluate_within(
+        &self,
+        activation: &mut Activation,
+        budget: &mut Budget,
+    ) -> Result<Vec<Decision>, OutOfBudget> {
         let mut failed = None;
         for (name, condition) in &self.conditions {
-            match condition.value(activation) {
+            match condition.value(activation, budget) {
                 Ok(CelValue::Bool(true)) => {}
-                Ok(CelValue::Bool(false)) => return Vec::new(),
+                Ok(CelValue::Bool(false)) => return Ok(Vec::new()),
                 Ok(other) => {
                     failed.get_or_insert(format!(
                         "failed to evaluate match condition {}: expected a bool, got {other:?}",
                         capstan_api::field::go_quote(name)
                     ));
                 }
-                Err(why) => {
+                Err(Failure::OutOfBudget) => return Err(OutOfBudget),
+                Err(Failure::Error(why)) => {
                     failed.get_or_insert(format!(
                         "failed to evaluate match condition {}: {why}",
                         capstan_api::field::go_quote(name)
@@ -293,15 +321,19 @@ impl Policy {
             }
         }
         if let Some(why) = failed {
-            return self.error(why).into_iter().collect();
+            return Ok(self.error(why).into_iter().collect());
         }
         // Each variable may read those before it; one that fails to evaluate is left out,
         // and an expression reading it fails then.
         let mut variables = Vec::new();
         for (name, variable) in &self.variables {
-            if let Ok(value) = variable.value(activation) {
-                variables.push((name.clone(), value));
-                activation.set("variables", capstan_api::cel::map(variables.clone()));
+            match variable.value(activation, budget) {
+                Ok(value) => {
+                    variables.push((name.clone(), value));
+                    activation.set("variables", capstan_api::cel::map(variables.clone()));
+                }
+                Err(Failure::OutOfBudget) => return Err(OutOfBudget),
+                Err(Failure::Error(_)) => {}
             }
         }
         if self.variables.is_empty() {
@@ -309,11 +341,12 @@ impl Policy {
         }
         let mut decisions = Vec::new();
         for check in &self.checks {
-            let decision = match check.expression.value(activation) {
-                Err(why) => self.error(why),
+            let decision = match check.expression.value(activation, budget) {
+                Err(Failure::OutOfBudget) => return Err(OutOfBudget),
+                Err(Failure::Error(why)) => self.error(why),
                 Ok(CelValue::Bool(true)) => None,
                 Ok(_) => Some(Decision::Deny {
-                    message: check.message(activation),
+                    message: check.message(activation, budget)?,
                     reason: check.reason.clone().unwrap_or_else(|| "Invalid".to_owned()),
                 }),
             };
@@ -322,8 +355,9 @@ impl Policy {
         // Audit annotations have no audit log to go to yet; a failing one still refuses
         // under `Fail`, and one giving neither a string nor null is an error, as upstream's.
         for annotation in &self.annotations {
-            let decision = match annotation.value(activation) {
-                Err(why) => self.error(why),
+            let decision = match annotation.value(activation, budget) {
+                Err(Failure::OutOfBudget) => return Err(OutOfBudget),
+                Err(Failure::Error(why)) => self.error(why),
                 Ok(CelValue::String(_) | CelValue::Null) => None,
                 Ok(other) => self.error(format!(
                     "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
@@ -333,23 +367,29 @@ impl Policy {
             };
             decisions.extend(decision);
         }
-        decisions
+        Ok(decisions)
     }
 }
+
+/// The runtime cost budget ran out.
+struct OutOfBudget;
 
 impl Check {
     /// The message of a failed validation: its `messageExpression`'s (a non-blank string of
     /// one line within the limit), else its `message`, else the expression.
-    fn message(&self, activation: &Activation) -> String {
-        let evaluated = self
+    fn message(&self, activation: &Activation, budget: &mut Budget) -> Result<String, OutOfBudget> {
+        let evaluated = match self
             .message_expression
             .as_ref()
-            .and_then(|m| match m.value(activation) {
-                Ok(CelValue::String(text)) => Some(text.trim().to_owned()),
-                _ => None,
-            })
+            .map(|m| m.value(activation, budget))
+        {
+            Some(Err(Failure::OutOfBudget)) => return Err(OutOfBudget),
+            Some(Ok(CelValue::String(text))) => Some(text.trim().to_owned()),
+            _ => None,
+        };
+        let evaluated = evaluated
             .filter(|m| !m.is_empty() && m.len() <= MAX_MESSAGE_BYTES && !m.contains('\n'));
-        evaluated
+        Ok(evaluated
             .or_else(|| {
                 self.message
                     .as_deref()
@@ -357,7 +397,7 @@ impl Check {
                     .filter(|m| !m.is_empty())
                     .map(str::to_owned)
             })
-            .unwrap_or_else(|| format!("failed expression: {}", self.expression.source.trim()))
+            .unwrap_or_else(|| format!("failed expression: {}", self.expression.source.trim())))
     }
 }
 

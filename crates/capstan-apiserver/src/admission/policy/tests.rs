@@ -79,3 +79,33 @@ fn match_conditions_skip_and_failures_follow_the_failure_policy() {
             .is_empty()
     );
 }
+
+#[test]
+fn evaluations_stop_at_upstreams_cost_limits() {
+    let mut activation = Activation::default();
+    // Comparing two strings of 9,000,000 characters costs 900,000, within the per-call limit.
+    activation.json("object", &json!({"s": "a".repeat(9_000_000)}));
+    let compare = json!({"expression": "object.s == object.s"});
+    let p = policy(json!({"failurePolicy": "Fail", "validations": vec![compare; 11]}));
+    assert!(p.evaluate(&mut activation.clone()).is_empty());
+    // Twelve of them spend more than the budget of 10,000,000: one decision says so.
+    let compare = json!({"expression": "object.s == object.s"});
+    let p = policy(json!({"failurePolicy": "Fail", "validations": vec![compare; 12]}));
+    assert_eq!(
+        messages(&p.evaluate(&mut activation.clone())),
+        [
+            "error: validation failed due to running out of cost budget, no further validation rules will be run"
+        ]
+    );
+    // Concatenating them costs 1,800,000, over the per-call limit; ignored under `Ignore`.
+    let concatenate = json!([{"expression": "object.s + object.s != ''"}]);
+    let p = policy(json!({"failurePolicy": "Fail", "validations": concatenate}));
+    assert_eq!(
+        messages(&p.evaluate(&mut activation.clone())),
+        [
+            "error: expression 'object.s + object.s != ''' resulted in error: operation cancelled: actual cost limit exceeded"
+        ]
+    );
+    let p = policy(json!({"failurePolicy": "Ignore", "validations": concatenate}));
+    assert!(p.evaluate(&mut activation).is_empty());
+}
