@@ -484,6 +484,7 @@ impl Strategy for CustomStrategy {
         };
         if let Some(schema) = &self.schema {
             errs.extend(structural::validate(object, schema));
+            errs.extend(structural::list_set_and_map_errors(object, schema));
         }
         let rules = self.rule_errors(&errs, object, None);
         errs.extend(rules);
@@ -504,6 +505,11 @@ impl Strategy for CustomStrategy {
         };
         if let Some(schema) = &self.schema {
             errs.extend(structural::validate(new, schema));
+            // As upstream, a list that already broke its type's uniqueness may stay broken.
+            let broken = structural::list_set_and_map_errors(new, schema);
+            if !broken.is_empty() && structural::list_set_and_map_errors(old, schema).is_empty() {
+                errs.extend(broken);
+            }
         }
         let rules = self.rule_errors(&errs, new, Some(old));
         errs.extend(rules);

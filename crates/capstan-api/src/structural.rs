@@ -8,9 +8,14 @@
 //! `properties`/`additionalProperties`/`items`, `x-kubernetes-preserve-unknown-fields`,
 //! `x-kubernetes-embedded-resource` (its `apiVersion`, `kind` and `metadata` kept), `default`,
 //! string length and `pattern`, number bounds and `multipleOf`, item and property counts,
-//! `uniqueItems`. Not yet: `allOf`/`anyOf`/`oneOf`/`not`, `format`, list and map types, CEL
-//! rules (`x-kubernetes-validations`). [`structural_errors`] refuses the common non-structural
-//! schemas when a CRD is written.
+//! `uniqueItems`; the uniqueness of `x-kubernetes-list-type` `set` and `map` lists
+//! ([`list_set_and_map_errors`]). Not yet: `allOf`/`anyOf`/`oneOf`/`not`, `format`. CEL rules
+//! (`x-kubernetes-validations`) are [`crate::cel`]'s. [`structural_errors`] refuses the common
+//! non-structural schemas when a CRD is written.
+
+mod listtype;
+
+pub use listtype::list_set_and_map_errors;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,

@@ -850,6 +850,88 @@ spec:
               note: {type: string}
 "#;
 
+/// A CRD whose lists promise uniqueness: `tags` a set, `ports` a map keyed by port and
+/// protocol.
+const RACK_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: racks.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: racks, kind: Rack}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              tags:
+                type: array
+                x-kubernetes-list-type: set
+                items: {type: string}
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [port, protocol]
+                items:
+                  type: object
+                  required: [port]
+                  properties:
+                    port: {type: integer}
+                    protocol: {type: string, default: TCP}
+"#;
+
+#[test]
+fn list_types_keep_their_elements_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    kubectl_stdin_ok(&kc, RACK_CRD);
+    let rack = "apiVersion: example.com/v1\nkind: Rack\nmetadata: {name: r}\nspec: {tags: [a, b], ports: [{port: 80}, {port: 80, protocol: UDP}]}\n";
+    eventually("the rack kind to be served", || {
+        kubectl_stdin("1.33", &kc, &["apply", "-f", "-"], rack)
+            .status
+            .success()
+            .then_some(())
+    });
+    for version in ["1.27", "1.33"] {
+        // A repeated tag, and a port whose defaulted protocol repeats the first's keys.
+        let broken = rack
+            .replace("name: r", "name: broken")
+            .replace("[a, b]", "[a, b, a]")
+            .replace("protocol: UDP", "protocol: TCP");
+        let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], &broken);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("spec.tags[2]: Duplicate value: \"a\"")
+                && err.contains("spec.ports[1]: Duplicate value: map[string]interface {}{\"port\":80, \"protocol\":\"TCP\"}"),
+            "kubectl {version}: {err}"
+        );
+        // An update that repeats a tag is refused the same way.
+        let out = kubectl_stdin(
+            version,
+            &kc,
+            &["apply", "-f", "-"],
+            &rack.replace("[a, b]", "[b, b]"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("spec.tags[1]: Duplicate value: \"b\""),
+            "kubectl {version}: {err}"
+        );
+    }
+    kubectl_ok("1.33", &kc, &["delete", "crd", "racks.example.com"]);
+    server.stop();
+}
+
 #[test]
 fn selectable_fields_filter_custom_objects() {
     let dir = tempfile::tempdir().unwrap();
