@@ -181,6 +181,32 @@ impl Expression {
 /// A value of CEL.
 pub use kube_cel::cel::Value as CelValue;
 
+/// The words CEL reserves: a variable may not be named one, and a schema property named one is
+/// read in a rule as `__<word>__` (upstream's `cel.Escape`).
+pub const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
 /// The named values expressions are evaluated with, each converted from JSON once however many
 /// expressions read it.
 #[derive(Clone, Default)]

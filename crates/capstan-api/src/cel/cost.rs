@@ -235,30 +235,7 @@ impl Decl {
 /// A property name as CEL reads it (upstream's `cel.Escape`); `None` for a name CEL cannot
 /// spell, which rules then do not see.
 fn escape(name: &str) -> Option<String> {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    if RESERVED.contains(&name) {
+    if super::RESERVED.contains(&name) {
         return Some(format!("__{name}__"));
     }
     let mut chars = name.chars();

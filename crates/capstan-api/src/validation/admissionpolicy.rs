@@ -44,30 +44,6 @@ const NOT_FOUND_ACTIONS: &[&str] = &["Deny", "Allow"];
 /// Upstream's limits on audit annotations.
 const MAX_AUDIT_ANNOTATIONS: usize = 20;
 const MAX_VALUE_EXPRESSION_BYTES: usize = 5 * 1024;
-/// Words CEL reserves, which a variable may not be named.
-const CEL_RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
 
 /// A ValidatingAdmissionPolicy to be created.
 pub fn validate_policy(policy: &ValidatingAdmissionPolicy) -> Vec<FieldError> {
@@ -343,7 +319,7 @@ fn is_cel_identifier(name: &str) -> bool {
         .next()
         .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        && !CEL_RESERVED.contains(&name)
+        && !crate::cel::RESERVED.contains(&name)
 }
 
 fn validate_variable(variable: &Variable, path: &Path) -> Vec<FieldError> {
