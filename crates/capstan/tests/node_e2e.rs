@@ -839,19 +839,14 @@ fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let proxy_metrics = format!("127.0.0.1:{}", free_port());
-    let mut agent = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["agent", "--server", &server_url, "--token", token.trim()])
-        .arg("--data-dir")
-        .arg(&joined)
-        .args(["--node-name", "joined-node", "--cni-bridge", "capjoin0"])
-        .args(["--kubelet-port", &free_port().to_string()])
-        .args(["--lb-server-port", "0"])
-        .args(["--proxy-metrics-bind-address", &proxy_metrics])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let (mut agent, proxy_metrics) = common::node::spawn_agent(
+        &server_url,
+        token.trim(),
+        &joined,
+        "joined-node",
+        None,
+        "capjoin0",
+    );
     wait_for(
         "the joined node to register",
         Duration::from_secs(60),

@@ -678,23 +678,8 @@ fn an_agent_fails_over_to_a_live_server() {
         data_dir: agent_dir.clone(),
         bridge: BRIDGE,
     };
-    let start_agent = || {
-        Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(["agent", "--server", &url1, "--token", &token])
-            .arg("--data-dir")
-            .arg(&agent_dir)
-            .args(["--node-name", NODE, "--node-ip", node_ip])
-            .args(["--cni-bridge", BRIDGE, "--lb-server-port", "0"])
-            .args(["--kubelet-port", &free_port().to_string()])
-            .args([
-                "--proxy-metrics-bind-address",
-                &format!("127.0.0.1:{}", free_port()),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap()
-    };
+    let start_agent =
+        || common::node::spawn_agent(&url1, &token, &agent_dir, NODE, Some(node_ip), BRIDGE).0;
     let mut agent = start_agent();
     common::node::wait_ready(&kc1, NODE);
     // It learns both servers from the Endpoints, and saves them.

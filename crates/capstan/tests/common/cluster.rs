@@ -226,27 +226,14 @@ impl HaCluster {
                 data_dir: dir.clone(),
                 bridge,
             };
-            let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-                .args([
-                    "agent",
-                    "--server",
-                    &cluster.url(0),
-                    "--token",
-                    &cluster.token,
-                ])
-                .arg("--data-dir")
-                .arg(&dir)
-                .args(["--node-name", node, "--node-ip", node_ip])
-                .args(["--cni-bridge", bridge, "--lb-server-port", "0"])
-                .args(["--kubelet-port", &free_port().to_string()])
-                .args([
-                    "--proxy-metrics-bind-address",
-                    &format!("127.0.0.1:{}", free_port()),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap();
+            let (child, _) = super::node::spawn_agent(
+                &cluster.url(0),
+                &cluster.token,
+                &dir,
+                node,
+                Some(node_ip),
+                bridge,
+            );
             cluster.agent = Some(Agent {
                 child,
                 _cleanup: cleanup,

@@ -2,8 +2,41 @@
 //! sandboxes, its containerd, the tmpfs volumes it mounted, its bridge) even when a test fails.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Starts `capstan agent` joining `server` with `token`, its state in `data_dir`, as node
+/// `node` (at `node_ip` when given) on bridge `bridge`, with a free kubelet port, proxy metrics
+/// port and load balancer port; its log goes to the test's stderr. Returns it and where its
+/// service proxy serves metrics.
+pub fn spawn_agent(
+    server: &str,
+    token: &str,
+    data_dir: &Path,
+    node: &str,
+    node_ip: Option<&str>,
+    bridge: &str,
+) -> (Child, String) {
+    let proxy_metrics = format!("127.0.0.1:{}", super::free_port());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    command
+        .args(["agent", "--server", server, "--token", token])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--node-name", node, "--cni-bridge", bridge])
+        .args(["--kubelet-port", &super::free_port().to_string()])
+        .args(["--lb-server-port", "0"])
+        .args(["--proxy-metrics-bind-address", &proxy_metrics]);
+    if let Some(ip) = node_ip {
+        command.args(["--node-ip", ip]);
+    }
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    (child, proxy_metrics)
+}
 
 /// The image the node tests run: Debian's static busybox, packed by `capstan image busybox`.
 pub const IMAGE: &str = "busybox:e2e";
