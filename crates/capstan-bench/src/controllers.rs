@@ -170,13 +170,7 @@ async fn measure<F: std::future::Future<Output = Result<Duration>>>(
 
 /// Runs the benchmark and prints the report.
 pub async fn run(args: ControllersArgs) -> Result<()> {
-    let binary = match args.server {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let binary = crate::server_binary(args.server)?;
     let (nodes, count, replicas) = if args.quick {
         (20, 5, 4)
     } else {

@@ -379,22 +379,11 @@ fn cells(outcome: &Outcome, server_cpu: &str, client_cpu: &str) -> String {
     )
 }
 
-/// The `capstan` binary: `--server`, else the one beside this program.
-fn server_binary(server: Option<PathBuf>) -> Result<PathBuf> {
-    match server {
-        Some(path) => Ok(path),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench"),
-    }
-}
-
 pub async fn run(args: DnsArgs) -> Result<()> {
     if args.from_pod {
         return run_from_pod(args).await;
     }
-    let binary = server_binary(args.server)?;
+    let binary = crate::server_binary(args.server)?;
     let (services, clients, seconds, idle) = if args.quick {
         (100, 8, 2, 3)
     } else {
@@ -702,7 +691,7 @@ async fn node_rounds(
 }
 
 async fn run_from_pod(args: DnsArgs) -> Result<()> {
-    let binary = server_binary(args.server)?;
+    let binary = crate::server_binary(args.server)?;
     let (services, clients, seconds) = if args.quick {
         (100, 8, 2)
     } else {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use base64::Engine as _;
 use bytes::Bytes;
 use clap::Args;
@@ -333,13 +333,7 @@ async fn allow_all_webhook() -> Result<(u16, String)> {
 }
 
 pub async fn run(args: ExtendArgs) -> Result<()> {
-    let binary = match args.server {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let binary = crate::server_binary(args.server)?;
     let (crds, clients, seconds) = if args.quick {
         (2, 8, 2)
     } else {

@@ -91,6 +91,17 @@ mod scheduler;
 mod security;
 mod storage;
 
+/// The `capstan` binary: `--server`, else the one beside this program.
+pub(crate) fn server_binary(server: Option<PathBuf>) -> Result<PathBuf> {
+    match server {
+        Some(path) => Ok(path),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("capstan"))
+            .context("no capstan binary beside capstan-bench"),
+    }
+}
+
 /// Command-line interface.
 #[derive(Parser, Debug)]
 #[command(

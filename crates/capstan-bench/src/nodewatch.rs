@@ -344,13 +344,7 @@ async fn measure(
 
 /// Runs the benchmark and prints the report.
 pub async fn run(args: NodewatchArgs) -> Result<()> {
-    let binary = match args.server {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let binary = crate::server_binary(args.server)?;
     let (pods, nodes, creates, list_time) = if args.quick {
         (2_000, 100, 500, Duration::from_secs(2))
     } else {

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -63,13 +63,7 @@ struct NodeRun {
 }
 
 pub async fn run(args: MetricsArgs) -> Result<()> {
-    let binary = match &args.server {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let binary = crate::server_binary(args.server.clone())?;
     preflight(&NodeNet::bench().bridge)?;
     let tmp = temp_dir(&args.dir, "capstan-metrics-bench-")?;
     let date = utc_now();

@@ -1164,13 +1164,7 @@ struct Report {
 
 /// Runs the benchmark and prints the report.
 pub async fn run(args: PodsArgs) -> Result<()> {
-    let binary = match &args.server {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let binary = crate::server_binary(args.server.clone())?;
     let scenarios = if !args.scenarios.is_empty() {
         args.scenarios.clone()
     } else if args.quick {

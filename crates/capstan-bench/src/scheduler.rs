@@ -298,13 +298,7 @@ async fn run_one(
 
 /// Runs the benchmark and prints the report.
 pub async fn run(args: SchedulerArgs) -> Result<()> {
-    let server = match args.server {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let server = crate::server_binary(args.server)?;
     let (nodes, init, pods) = if args.quick {
         (vec![100], 100, 1000)
     } else {

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, bail, ensure};
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
@@ -81,13 +81,7 @@ async fn wait_until(
 
 /// Runs the benchmark and prints the report.
 pub async fn run(args: StorageArgs) -> Result<()> {
-    let binary = match args.server {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("capstan"))
-            .context("no capstan binary beside capstan-bench")?,
-    };
+    let binary = crate::server_binary(args.server)?;
     let count = if args.quick { 50 } else { args.claims };
     let dir = tempfile::Builder::new()
         .prefix("capstan-storage-bench")
