@@ -37,7 +37,7 @@ use kube_cel::{CompiledSchema, ErrorKind, ValidationError, Validator, compile_sc
 use serde_json::Value;
 
 use crate::field::{BadValue, FieldError, Path};
-use crate::structural::{additional, items};
+use crate::structural::{additional, embedded, items};
 
 /// The reasons a rule may give, as upstream lists them.
 const REASONS: &[&str] = &[
@@ -305,16 +305,10 @@ fn times_cardinality(cost: u64, cardinality: u64) -> u64 {
     }
 }
 
-/// How many times more the children of `schema` can occur than `schema` itself: a list's
-/// `maxItems`, a map's `maxProperties`, `None` for a list or map without it.
-fn max_elements(schema: &JSONSchemaProps) -> Option<u64> {
-    match schema.type_.as_deref() {
-        Some("object") if schema.additional_properties.is_some() => {
-            schema.max_properties.map(|m| m.max(0) as u64)
-        }
-        Some("array") => schema.max_items.map(|m| m.max(0) as u64),
-        _ => Some(1),
-    }
+/// How many times a child of `schema` can occur for each `schema`, from a count bound (a list's
+/// `maxItems` for its items, a map's `maxProperties` for its values); `None` without one.
+fn per_parent(bound: Option<i64>) -> Option<u64> {
+    bound.map(|m| m.max(0) as u64)
 }
 
 /// A schema's errors as upstream lists them: those of the schema itself (here, unknown
@@ -334,16 +328,21 @@ fn walk(
     errs: &mut Errors,
 ) {
     let schema_errors = errs.schema.len();
-    let below = cardinality.and_then(|c| Some(times_cardinality(c, max_elements(schema)?)));
+    // A property occurs as often as its object; list items and map values as often times the
+    // list's or map's count bound, unbounded without one.
+    let times = |bound: Option<i64>| {
+        cardinality.and_then(|c| Some(times_cardinality(c, per_parent(bound)?)))
+    };
     for (key, child) in schema.properties.iter().flatten() {
         let at = path.child("properties").key(key);
-        walk(child, &at, below, embedded(child), total, errs);
+        walk(child, &at, cardinality, embedded(child), total, errs);
     }
     if let Some(child) = items(schema) {
+        let at = path.child("items");
         walk(
             child,
-            &path.child("items"),
-            below,
+            &at,
+            times(schema.max_items),
             embedded(child),
             total,
             errs,
@@ -351,7 +350,14 @@ fn walk(
     }
     if let Some(child) = additional(schema) {
         let at = path.child("additionalProperties");
-        walk(child, &at, below, embedded(child), total, errs);
+        walk(
+            child,
+            &at,
+            times(schema.max_properties),
+            embedded(child),
+            total,
+            errs,
+        );
     }
     let rules = schema
         .x_kubernetes_validations
@@ -431,11 +437,6 @@ fn walk(
 
 /// The variables of a validation rule.
 const SCOPED: &[&str] = &["self", "oldSelf"];
-
-/// Whether `schema` is an embedded resource, which rules see with its type and object meta.
-fn embedded(schema: &JSONSchemaProps) -> bool {
-    schema.x_kubernetes_embedded_resource == Some(true)
-}
 
 /// A compiler's multi-line report on one line, as upstream's field errors carry it.
 fn one_line(text: &str) -> String {
@@ -709,6 +710,14 @@ mod tests {
         );
         // 100 items: 90,502.
         assert!(rule_errors(&pairs(Some(100)), &path).is_empty());
+        // A map's bound counts for its values only: the properties beside
+        // `additionalProperties: true` occur once per object.
+        let mut open = JSONSchemaProps::clone(&pairs(Some(100)));
+        let spec = open.properties.as_mut().unwrap().get_mut("spec").unwrap();
+        spec.additional_properties = Some(
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrBool::Bool(true),
+        );
+        assert!(rule_errors(&open, &path).is_empty());
     }
 
     #[test]

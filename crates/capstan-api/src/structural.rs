@@ -120,6 +120,12 @@ fn all_present(node: &DefaultNode, json: &[u8]) -> bool {
     })
 }
 
+/// Whether `schema` is an embedded resource (`x-kubernetes-embedded-resource`: its
+/// `apiVersion`, `kind` and `metadata` are kept, and rules see them).
+pub(crate) fn embedded(schema: &JSONSchemaProps) -> bool {
+    schema.x_kubernetes_embedded_resource == Some(true)
+}
+
 /// The schema of an array's items.
 pub(crate) fn items(schema: &JSONSchemaProps) -> Option<&JSONSchemaProps> {
     match schema.items.as_ref()? {
@@ -238,7 +244,7 @@ fn prune_at(
 ) {
     match value {
         Value::Object(map) => {
-            let resource = resource || schema.x_kubernetes_embedded_resource == Some(true);
+            let resource = resource || embedded(schema);
             let properties = schema.properties.as_ref();
             let values = additional(schema);
             let keep_all = preserves(schema)

@@ -33,7 +33,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSche
 use kube_cel::cel::IdedExpr;
 use kube_cel::cel::common::ast::{EntryExpr, Expr, LiteralValue, operators};
 
-use crate::structural::{additional, items};
+use crate::structural::{additional, embedded, items};
 
 /// The largest cost one evaluation of an expression may reach (`celconfig.PerCallLimit`).
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
@@ -126,7 +126,7 @@ impl Decl {
         match kind {
             "array" => {
                 let item = items(schema)?;
-                let elem = Decl::of(item, item.x_kubernetes_embedded_resource == Some(true))?;
+                let elem = Decl::of(item, embedded(item))?;
                 let max = match schema.max_items {
                     Some(m) => m.max(0) as u64,
                     None => (MAX_REQUEST_SIZE - 2) / (elem.min_size + 1),
@@ -141,7 +141,7 @@ impl Decl {
             }
             "object" if additional(schema).is_some() => {
                 let value = additional(schema)?;
-                let elem = Decl::of(value, value.x_kubernetes_embedded_resource == Some(true));
+                let elem = Decl::of(value, embedded(value));
                 let max = match (&elem, schema.max_properties) {
                     (None, _) => i64::MAX as u64,
                     (Some(_), Some(m)) => m.max(0) as u64,
@@ -160,10 +160,7 @@ impl Decl {
                 let mut fields = BTreeMap::new();
                 let mut min_size = 2;
                 for (name, property) in schema.properties.iter().flatten() {
-                    let Some(field) = Decl::of(
-                        property,
-                        property.x_kubernetes_embedded_resource == Some(true),
-                    ) else {
+                    let Some(field) = Decl::of(property, embedded(property)) else {
                         continue;
                     };
                     if required.contains(name) && property.default.is_none() {

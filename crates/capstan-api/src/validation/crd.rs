@@ -270,14 +270,6 @@ fn validate_spec(spec: &CustomResourceDefinitionSpec, path: &Path) -> Vec<FieldE
     errs
 }
 
-/// Upstream's checks of a `scale` subresource: the replica paths simple JSON paths under
-/// `.spec.` and `.status.`, the selector's (if any) under `.status.`.
-/// The most selectable fields a version may have.
-const MAX_SELECTABLE_FIELDS: usize = 8;
-
-/// Upstream's checks of a version's `selectableFields`: each a simple path (dots only, no
-/// array notation) to a field of the schema, not in `metadata`, of type string, boolean or
-/// integer, none twice, at most [`MAX_SELECTABLE_FIELDS`].
 /// The schema every version has, when they all have the same one (upstream's
 /// `hasIdenticalPerVersionSchema`, which moves it to `spec.validation`).
 fn shared_schema(spec: &CustomResourceDefinitionSpec) -> Option<&JSONSchemaProps> {
@@ -289,6 +281,12 @@ fn shared_schema(spec: &CustomResourceDefinitionSpec) -> Option<&JSONSchemaProps
         .flatten()
 }
 
+/// The most selectable fields a version may have.
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// Upstream's checks of a version's `selectableFields`: each a simple path (dots only, no
+/// array notation) to a field of the schema, not in `metadata`, of type string, boolean or
+/// integer, none twice, at most [`MAX_SELECTABLE_FIELDS`].
 fn validate_selectable_fields(
     fields: &[SelectableField],
     schema: &JSONSchemaProps,
@@ -387,6 +385,8 @@ fn schema_field<'a>(
     Ok((segments, current))
 }
 
+/// Upstream's checks of a `scale` subresource: the replica paths simple JSON paths under
+/// `.spec.` and `.status.`, the selector's (if any) under `.status.`.
 fn validate_scale(scale: &CustomResourceSubresourceScale, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut check = |value: Option<&str>, field: &str, prefix: &str, required: bool| {
