@@ -127,9 +127,8 @@ impl Expression {
         activation: &Activation,
         budget: &mut Budget,
     ) -> Result<CelValue, Failure> {
-        if budget.0 == 0 {
-            return Err(Failure::OutOfBudget);
-        }
+        // As upstream, only spending past the budget fails: a budget spent to exactly nothing
+        // still runs an expression that costs nothing.
         let (value, spent) = FUNCTIONS
             .with(|functions| {
                 let mut scope = functions.new_inner_scope();
@@ -779,6 +778,15 @@ mod tests {
             literal.value_within(&activation, &mut Budget(20)),
             Err(Failure::OutOfBudget)
         );
+        // A budget spent to exactly nothing still runs what costs nothing.
+        let mut spent = Budget(0);
+        assert_eq!(
+            Expression::compile("true")
+                .unwrap()
+                .value_within(&activation, &mut spent),
+            Ok(CelValue::Bool(true))
+        );
+        assert_eq!(spent, Budget(0));
         assert_eq!(
             Failure::OutOfBudget.to_string(),
             "validation failed due to running out of cost budget, no further validation rules will be run"
