@@ -384,7 +384,6 @@ fn walk(
     for (i, rule) in rules.iter().enumerate() {
         let at = path.child("x-kubernetes-validations").index(i);
         if let Err(e) = kube_cel::cel::Program::compile(&rule.rule) {
-            total.observe(&at.child("rule"), 0);
             errs.push(FieldError::invalid(
                 &at.child("rule"),
                 rule.rule.as_str(),
