@@ -504,7 +504,7 @@ impl Strategy for CustomStrategy {
             (Err(error), _) | (_, Err(error)) => vec![error],
         };
         if let Some(schema) = &self.schema {
-            errs.extend(structural::validate(new, schema));
+            errs.extend(structural::validate_update(new, Some(old), schema));
             // As upstream, a list that already broke its type's uniqueness may stay broken.
             let broken = structural::list_set_and_map_errors(new, schema);
             if !broken.is_empty() && structural::list_set_and_map_errors(old, schema).is_empty() {
