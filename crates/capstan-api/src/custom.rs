@@ -157,6 +157,7 @@ pub fn declare(crd: &CustomResourceDefinition) -> Vec<Declared> {
                     schema: schema.clone(),
                     rules: Arc::default(),
                     default_paths: Arc::default(),
+                    merge_type: Arc::default(),
                     selectable: intern_names(selectable(version)),
                     all_selectable,
                 }),
@@ -328,6 +329,7 @@ fn intern(shape: Shape) -> &'static Resource {
                 schema: None,
                 rules: Arc::default(),
                 default_paths: Arc::default(),
+                merge_type: Arc::default(),
             })
         },
         printer: Some(printer),
@@ -350,6 +352,8 @@ pub struct CustomStrategy {
     rules: Arc<OnceLock<Option<Rules>>>,
     /// Where the schema's defaults are, worked out at the first read that asks.
     default_paths: Arc<OnceLock<Option<structural::DefaultPaths>>>,
+    /// The schema's merge structure for server-side apply, worked out at the first write.
+    merge_type: Arc<OnceLock<crate::apply::schema::Type>>,
     /// This version's selectable fields (paths without the leading dot).
     selectable: &'static [&'static str],
     /// Every served version's selectable fields.
@@ -446,6 +450,15 @@ fn metadata(object: &Value) -> Result<ObjectMeta, FieldError> {
 }
 
 impl Strategy for CustomStrategy {
+    fn merge_type(&self) -> Option<crate::apply::schema::Type> {
+        let schema = self.schema.as_deref()?;
+        Some(
+            *self
+                .merge_type
+                .get_or_init(|| crate::apply::custom::for_schema(schema)),
+        )
+    }
+
     fn selectable_fields(&self, object: &Value) -> Vec<(&'static str, String)> {
         self.all_selectable
             .iter()

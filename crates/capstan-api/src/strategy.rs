@@ -166,6 +166,13 @@ pub trait Strategy: Send + Sync + 'static {
         true
     }
 
+    /// The merge structure server-side apply and field management walk for this kind when it
+    /// is not a built-in one (a custom resource's, from its schema); built-in kinds answer
+    /// `None` and are found by kind.
+    fn merge_type(&self) -> Option<crate::apply::schema::Type> {
+        None
+    }
+
     /// Whether a delete answers with the deleted object rather than a success `Status`
     /// (upstream's `ReturnDeletedObject`).
     fn returns_deleted_object(&self) -> bool {

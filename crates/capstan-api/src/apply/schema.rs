@@ -1,4 +1,5 @@
-//! The merge structure of the built-in types, as server-side apply sees it: which fields a type
+//! The merge structure of the built-in types (custom resources' are [`super::custom`]'s), as
+//! server-side apply sees it: which fields a type
 //! has, which lists merge item by item (and how items are identified), and which objects and
 //! maps are replaced whole. Field names, types and Go's pointer/`omitempty` facts come from the
 //! protobuf schema table (`protobuf/schema.rs`); the merge markers from [`super::markers`], both
@@ -77,6 +78,9 @@ impl Elem {
 pub(crate) struct StructInfo {
     pub atomic: bool,
     pub fields: HashMap<&'static str, Type>,
+    /// Defaults of fields that key a list (a custom struct's schema defaults; the built-in
+    /// ones are upstream's markers, in [`Tables`]).
+    pub defaults: HashMap<&'static str, Value>,
 }
 
 struct Tables {
@@ -101,7 +105,7 @@ fn build() -> Tables {
     for message in messages {
         let mut info = StructInfo {
             atomic: ATOMIC_STRUCTS.binary_search(&message.name).is_ok(),
-            fields: HashMap::new(),
+            ..StructInfo::default()
         };
         collect_fields(message, &lists, &atomic_maps, &mut info.fields, 0);
         structs.push(info);
@@ -182,7 +186,10 @@ fn elem_of(ty: Ty) -> Elem {
 
 /// The struct information of message `index`.
 pub(crate) fn struct_info(index: u16) -> Option<&'static StructInfo> {
-    tables().structs.get(usize::from(index))
+    tables()
+        .structs
+        .get(usize::from(index))
+        .or_else(|| super::custom::struct_info(index))
 }
 
 /// The type of field `name` of a value of type `ty`: a struct's declared field, a map's value
@@ -214,14 +221,16 @@ pub fn is_atomic_object(ty: Type) -> bool {
     }
 }
 
-/// The default of key field `name` of list items of type `elem`, if upstream declares one.
+/// The default of key field `name` of list items of type `elem`, if upstream (or a custom
+/// resource's schema) declares one.
 pub fn key_default(elem: Elem, name: &str) -> Option<&'static Value> {
     match elem {
         Elem::Struct(m) => tables()
             .defaults
             .iter()
             .find(|(i, n, _)| *i == m && *n == name)
-            .map(|(_, _, v)| v),
+            .map(|(_, _, v)| v)
+            .or_else(|| struct_info(m)?.defaults.get(name)),
         _ => None,
     }
 }

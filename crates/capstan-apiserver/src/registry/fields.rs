@@ -37,6 +37,8 @@ pub(crate) struct Endpoint<'a> {
     pub subresource: Option<&'a str>,
     /// Whether the kind has a status subresource (its main endpoint then never owns `status`).
     pub status_subresource: bool,
+    /// A custom resource's merge structure, from its schema.
+    pub custom_type: Option<schema::Type>,
 }
 
 impl Endpoint<'_> {
@@ -75,16 +77,18 @@ impl Endpoint<'_> {
         }
     }
 
-    /// The type field management walks: the built-in kind's, or for a custom resource
-    /// upstream's deduced shape (objects merged key by key, lists replaced whole, which is also
-    /// what a structural schema without list or map types gives).
+    /// The type field management walks: the built-in kind's, or a custom resource's from its
+    /// schema (`capstan_api::apply::custom`), or without one upstream's deduced shape (objects
+    /// merged key by key, lists replaced whole).
     fn ty(&self) -> Option<schema::Type> {
         let resource = self.resource;
-        schema::for_kind(&resource.api_version(), resource.kind).or_else(|| {
-            capstan_api::catalog::lookup(resource.group, resource.version, resource.plural)
-                .is_none()
-                .then_some(schema::Type::Untyped)
-        })
+        schema::for_kind(&resource.api_version(), resource.kind)
+            .or(self.custom_type)
+            .or_else(|| {
+                capstan_api::catalog::lookup(resource.group, resource.version, resource.plural)
+                    .is_none()
+                    .then_some(schema::Type::Untyped)
+            })
     }
 
     /// Records an update by `writer` that turns `old` (`None` on create) into `new`: `new`'s

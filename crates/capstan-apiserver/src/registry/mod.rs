@@ -591,6 +591,7 @@ impl Registry {
             subresource,
             status_subresource: self.strategy.status_policy()
                 == strategy::StatusPolicy::Subresource,
+            custom_type: self.strategy.merge_type(),
         }
     }
 
