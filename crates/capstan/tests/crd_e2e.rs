@@ -1018,3 +1018,187 @@ fn kubectl_stdin_ok(kc: &Path, manifest: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+const LINK_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: links.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: links, kind: Link}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              address: {type: string, format: ipv4}
+              host: {type: string, format: hostname}
+              since: {type: string, format: date-time}
+              note: {type: string, format: no-such-format}
+            oneOf:
+            - required: [address]
+            - required: [host]
+"#;
+
+#[test]
+fn formats_and_alternatives_are_validated_as_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    // A junctor's alternative that names a type is not structural.
+    let typed = LINK_CRD.replace("- required: [host]", "- {type: object, required: [host]}");
+    let out = kubectl_stdin("1.33", &kc, &["create", "-f", "-"], &typed);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("spec.validation.openAPIV3Schema.properties[spec].oneOf[1].type: Forbidden: must be empty to be structural"),
+        "{err}"
+    );
+    kubectl_stdin_ok(&kc, LINK_CRD);
+    let link = "apiVersion: example.com/v1\nkind: Link\nmetadata: {name: l}\nspec: {address: 10.0.0.1, since: \"2024-05-01T10:00:00Z\", note: anything}\n";
+    eventually("the link kind to be served", || {
+        kubectl_stdin("1.33", &kc, &["apply", "-f", "-"], link)
+            .status
+            .success()
+            .then_some(())
+    });
+    for version in ["1.27", "1.33"] {
+        let bad_formats = link
+            .replace("name: l", "name: bad")
+            .replace("10.0.0.1", "10.0.0.300")
+            .replace("2024-05-01T10:00:00Z", "yesterday");
+        let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], &bad_formats);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("spec.address: Invalid value: \"10.0.0.300\": spec.address in body must be of type ipv4: \"10.0.0.300\"")
+                && err.contains("spec.since: Invalid value: \"yesterday\": spec.since in body must be of type date-time: \"yesterday\""),
+            "kubectl {version}: {err}"
+        );
+        // Neither alternative of the oneOf, then both.
+        for (spec, found) in [
+            ("{note: x}", "Found none valid"),
+            (
+                "{address: 10.0.0.2, host: example.com}",
+                "Found 2 valid alternatives",
+            ),
+        ] {
+            let object = format!(
+                "apiVersion: example.com/v1\nkind: Link\nmetadata: {{name: odd}}\nspec: {spec}\n"
+            );
+            let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], &object);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success()
+                    && err.contains(&format!(
+                        "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). {found}"
+                    )),
+                "kubectl {version}: {err}"
+            );
+        }
+    }
+    kubectl_ok("1.33", &kc, &["delete", "crd", "links.example.com"]);
+    server.stop();
+}
+
+/// The `spec` of rack `shared`, read through `kubeconfig`.
+fn rack_spec(kubeconfig: &Path) -> serde_json::Value {
+    let out = kubectl_ok("1.33", kubeconfig, &["get", "rack", "shared", "-o", "json"]);
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["spec"].clone()
+}
+
+#[test]
+fn server_side_apply_merges_custom_lists_by_their_list_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_port());
+    let kc = server.kubeconfig();
+    kubectl_stdin_ok(&kc, RACK_CRD);
+    let rack = |ports: &str, tags: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Rack\nmetadata: {{name: shared, namespace: default}}\nspec: {{ports: {ports}, tags: {tags}}}\n"
+        )
+    };
+    let apply = |version: &str, manager: &str, body: &str| {
+        kubectl_stdin(
+            version,
+            &kc,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager",
+                manager,
+                "-f",
+                "-",
+            ],
+            body,
+        )
+    };
+    eventually("the rack kind to be served", || {
+        apply("1.33", "first", &rack("[{port: 80}]", "[a]"))
+            .status
+            .success()
+            .then_some(())
+    });
+    // A second manager's port and tag join the first's: the ports list is keyed by port and
+    // protocol, the tags list a set; neither conflicts, as they would as atomic lists.
+    let out = apply("1.27", "second", &rack("[{port: 443}]", "[b]"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        rack_spec(&kc),
+        serde_json::json!({
+            "ports": [{"port": 80, "protocol": "TCP"}, {"port": 443, "protocol": "TCP"}],
+            "tags": ["a", "b"],
+        })
+    );
+    // The first manager gives up its port: only its own item goes.
+    let out = apply(
+        "1.33",
+        "first",
+        &rack("[{port: 8080, protocol: UDP}]", "[a]"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        rack_spec(&kc),
+        serde_json::json!({
+            "ports": [{"port": 443, "protocol": "TCP"}, {"port": 8080, "protocol": "UDP"}],
+            "tags": ["a", "b"],
+        })
+    );
+    // Applying the second manager's item as it is shares it; the second then gives it up and
+    // the item stays, still the first's.
+    let both = rack(
+        "[{port: 443, protocol: TCP}, {port: 8080, protocol: UDP}]",
+        "[a]",
+    );
+    let out = apply("1.33", "first", &both);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply("1.33", "second", &rack("[]", "[b]"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rack_spec(&kc)["ports"].as_array().map(Vec::len), Some(2));
+    kubectl_ok("1.33", &kc, &["delete", "crd", "racks.example.com"]);
+    server.stop();
+}
