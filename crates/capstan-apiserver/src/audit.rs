@@ -525,6 +525,30 @@ pub(crate) struct Event<'a> {
     pub response_object: Option<&'a RawValue>,
     pub request_received_timestamp: &'a str,
     pub stage_timestamp: String,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// The annotations the layers of one audited request add to its events (the authorizer's
+/// decision, admission webhooks' and policies' audit annotations), as upstream's
+/// `audit.AddAuditAnnotation` collects them: the first value given for a key stays. The events
+/// written after the request was handled carry them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Annotations(std::sync::Arc<Mutex<std::collections::BTreeMap<String, String>>>);
+
+impl Annotations {
+    /// Adds `key` with `value`, unless the key has a value already.
+    pub(crate) fn add(&self, key: impl Into<String>, value: impl Into<String>) {
+        let mut annotations = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        annotations
+            .entry(key.into())
+            .or_insert_with(|| value.into());
+    }
+
+    /// The annotations added so far.
+    pub(crate) fn snapshot(&self) -> std::collections::BTreeMap<String, String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// The `objectRef` of a resource request.
@@ -801,6 +825,7 @@ rules:
             response_object: None,
             request_received_timestamp: "2026-12-06T17:00:00.000001Z",
             stage_timestamp: "2026-12-06T17:00:00.000002Z".to_owned(),
+            annotations: Default::default(),
         };
         assert!(auditor.write(&event).await);
         let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();

@@ -388,12 +388,28 @@ async fn authorize(
     info: &RequestInfo,
     query: &str,
     authorizer: &Authorizer,
+    annotations: Option<&crate::audit::Annotations>,
 ) -> Result<(), Response> {
     let decision = authorizer
         .authorize(user, &Attributes::of_request(info, query))
         .await;
+    // Upstream's audit annotations of the decision.
+    const DECISION: &str = "authorization.k8s.io/decision";
+    const REASON: &str = "authorization.k8s.io/reason";
     if decision.allowed {
+        if let Some(annotations) = annotations {
+            annotations.add(DECISION, "allow");
+            annotations.add(REASON, decision.reason.as_str());
+        }
         return Ok(());
+    }
+    if let Some(annotations) = annotations {
+        if decision.error.is_empty() {
+            annotations.add(DECISION, "forbid");
+            annotations.add(REASON, decision.reason.as_str());
+        } else {
+            annotations.add(REASON, "internal error");
+        }
     }
     if !decision.error.is_empty() {
         let uri = if query.is_empty() {
@@ -503,7 +519,19 @@ async fn dispatch(
         },
         _ => None,
     };
-    let mut response = match authorize(&user, info, query, &control.authorizer).await {
+    let annotations = request
+        .extensions()
+        .get::<crate::audit::Annotations>()
+        .cloned();
+    let mut response = match authorize(
+        &user,
+        info,
+        query,
+        &control.authorizer,
+        annotations.as_ref(),
+    )
+    .await
+    {
         Err(refusal) => refusal,
         Ok(()) => {
             request.extensions_mut().insert(control.authorizer.clone());
@@ -762,6 +790,7 @@ async fn audit_failed_authentication(
             response_object: None,
             request_received_timestamp: &received,
             stage_timestamp: audit::micro_time(),
+            annotations: Default::default(),
         })
         .await;
 }
@@ -855,8 +884,12 @@ async fn audited(
         response_object: None,
         request_received_timestamp: &received,
         stage_timestamp: audit::micro_time(),
+        annotations: Default::default(),
     };
     let omitted = |stage: &str| omit.iter().any(|s| s == stage);
+    // What the authorizer and admission note for the events written once it is handled.
+    let annotations = audit::Annotations::default();
+    request.extensions_mut().insert(annotations.clone());
     // Under a `blocking-strict` audit webhook, a request whose first event cannot be
     // delivered goes no further (upstream's audit filter).
     if !omitted("RequestReceived") && !auditor.write(&event("RequestReceived", None)).await {
@@ -879,6 +912,7 @@ async fn audited(
     let event = |stage: &'static str, status: Option<audit::ResponseStatus>| {
         let mut event = event(stage, status);
         event.impersonated_user = acting.as_ref().map(EventUser::of);
+        event.annotations = annotations.snapshot();
         event
     };
     let code = response.status().as_u16();

@@ -2,7 +2,8 @@
 //! real `capstan server`; stock kubectl's requests land in the log as `audit.k8s.io/v1` events
 //! at the levels and stages the policy says, creates with their objects at RequestResponse,
 //! impersonated requests naming both users, refused credentials as upstream's failed
-//! authentication event, and each answer's `Audit-Id` naming its events.
+//! authentication event, each answer's `Audit-Id` naming its events, the authorizer's decision
+//! and a ValidatingAdmissionPolicy's audit annotations in them.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -27,6 +28,28 @@ rules:
   - group: ""
     resources: ["configmaps"]
 - level: Metadata
+"#;
+
+const AUDITING_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: small-maps}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - {expression: "!has(object.data) || size(object.data) < 2", message: too many keys}
+  auditAnnotations:
+  - {key: keys, valueExpression: "has(object.data) ? string(size(object.data)) : null"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: small-maps-audit}
+spec:
+  policyName: small-maps
+  validationActions: [Audit]
 "#;
 
 fn events(log: &Path) -> Vec<Value> {
@@ -111,6 +134,58 @@ fn requests_are_audited_as_the_policy_says() {
     assert_eq!(impersonated["responseStatus"]["code"], 403);
     assert_eq!(impersonated["responseStatus"]["reason"], "Forbidden");
     assert!(impersonated.get("responseObject").is_none());
+    // The authorizer's decision is in the events, as upstream's annotations.
+    assert_eq!(
+        create["annotations"]["authorization.k8s.io/decision"], "allow",
+        "{create}"
+    );
+    assert_eq!(
+        impersonated["annotations"]["authorization.k8s.io/decision"], "forbid",
+        "{impersonated}"
+    );
+    assert!(impersonated["annotations"]["authorization.k8s.io/reason"].is_string());
+
+    // A ValidatingAdmissionPolicy bound with the Audit action lets a failing create through
+    // and notes the failure and its audit annotation in the create's events.
+    let applied = kubectl_stdin("1.33", &kc, &["apply", "-f", "-"], AUDITING_POLICY);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let mut attempt = 0;
+    let noted = eventually("a policy's audit annotations", || {
+        attempt += 1;
+        let name = format!("wide-{attempt}");
+        kubectl_ok(
+            "1.33",
+            &kc,
+            &[
+                "create",
+                "configmap",
+                &name,
+                "--from-literal=a=1",
+                "--from-literal=b=2",
+            ],
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        events(&log).into_iter().find(|e| {
+            e["objectRef"]["name"] == name.as_str()
+                && e["annotations"]["small-maps/keys"].is_string()
+        })
+    });
+    assert_eq!(noted["annotations"]["small-maps/keys"], "2");
+    let failure: Value = serde_json::from_str(
+        noted["annotations"]["validation.policy.admission.k8s.io/validation_failure"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{noted}")),
+    )
+    .unwrap();
+    assert_eq!(
+        failure,
+        serde_json::json!([{"message": "too many keys", "policy": "small-maps",
+            "binding": "small-maps-audit", "expressionIndex": 0, "validationActions": ["Audit"]}])
+    );
 
     // The Audit-Id of an answer names its events.
     let output = kubectl("1.33", &kc, &["get", "configmap", "audited", "-v=8"]);

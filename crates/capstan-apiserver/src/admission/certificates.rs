@@ -232,6 +232,7 @@ mod tests {
             user: Some(user),
             dry_run: false,
             warnings: None,
+            audit: None,
             authorizer: Some(authorizer),
         }
     }

@@ -265,6 +265,8 @@ pub(crate) struct Attributes<'a> {
     pub dry_run: bool,
     /// Where warnings for the response go (`None`: nowhere).
     pub warnings: Option<&'a Warnings>,
+    /// Where audit annotations for the request's events go (`None`: it is not audited).
+    pub audit: Option<&'a crate::audit::Annotations>,
     /// The server's authorizer, for the plugins that authorize what a write does (approving
     /// and signing certificate requests); `None` for the server's own writes.
     pub authorizer: Option<&'a Arc<crate::authz::Authorizer>>,
@@ -510,7 +512,7 @@ impl Chain {
     ///
     /// Writes of RBAC roles and bindings by a user are also checked for escalation
     /// ([`crate::authz::escalation`]) with `authorizer`; `name` is the object's name in the request's
-    /// path (empty for a create).
+    /// path (empty for a create). `audit` takes the audit annotations plugins give.
     pub(crate) fn for_request(
         self: &Arc<Self>,
         resource: &'static Resource,
@@ -518,6 +520,7 @@ impl Chain {
         user: Option<&User>,
         authorizer: Option<&Arc<crate::authz::Authorizer>>,
         name: &str,
+        audit: Option<crate::audit::Annotations>,
     ) -> Option<Arc<dyn crate::registry::Admission>> {
         let escalation = match (user, authorizer) {
             (Some(user), Some(authorizer))
@@ -537,6 +540,7 @@ impl Chain {
             escalation,
             subresource: subresource.unwrap_or_default().to_owned(),
             warnings: Warnings::default(),
+            audit,
             authorizer: authorizer.cloned(),
         }))
     }
@@ -573,6 +577,8 @@ struct RequestAdmission {
     subresource: String,
     /// The warnings the plugins gave.
     warnings: Warnings,
+    /// The request's audit annotations, when it is audited.
+    audit: Option<crate::audit::Annotations>,
     /// The server's authorizer (the certificate plugins ask it).
     authorizer: Option<Arc<crate::authz::Authorizer>>,
 }
@@ -599,6 +605,7 @@ impl RequestAdmission {
             user: self.user.as_ref(),
             dry_run,
             warnings: Some(&self.warnings),
+            audit: self.audit.as_ref(),
             authorizer: self.authorizer.as_ref(),
         }
     }
@@ -663,6 +670,7 @@ impl crate::registry::Admission for RequestAdmission {
                 user: self.user.as_ref(),
                 dry_run,
                 warnings: Some(&self.warnings),
+                audit: self.audit.as_ref(),
                 authorizer: self.authorizer.as_ref(),
             };
             self.chain.mutate(&attrs, Some(object), old).await

@@ -770,6 +770,7 @@ impl Api {
             user,
             dry_run: false,
             warnings: None,
+            audit: None,
             authorizer: None,
         };
         self.admission.admit(&attrs, Some(&options)).await
@@ -877,9 +878,19 @@ impl Api {
             .extensions()
             .get::<Arc<crate::authz::Authorizer>>()
             .cloned();
+        let audit = request
+            .extensions()
+            .get::<crate::audit::Annotations>()
+            .cloned();
         let write_admission = |subresource: Option<&str>| {
-            self.admission
-                .for_request(resource, subresource, user, authorizer.as_ref(), name)
+            self.admission.for_request(
+                resource,
+                subresource,
+                user,
+                authorizer.as_ref(),
+                name,
+                audit.clone(),
+            )
         };
         // The admission of what the registry does not admit inside its writes: deletes, and
         // bodies of subresources that are not stored.
@@ -894,6 +905,7 @@ impl Api {
             user,
             dry_run: false,
             warnings: Some(&admitted_warnings),
+            audit: audit.as_ref(),
             authorizer: authorizer.as_ref(),
         };
         if !resource.supports(verb) && subresource.is_none() {

@@ -171,6 +171,8 @@ pub(super) struct Actions {
 pub(super) struct Binding {
     pub name: String,
     pub actions: Actions,
+    /// Its `validationActions` as written, for the audit annotation of a failure.
+    pub action_names: Vec<String>,
     /// What it narrows the policy to (`None`: everything the policy matches).
     pub resources: Option<Resources>,
     pub param_ref: Option<ParamRef>,
@@ -191,6 +193,7 @@ impl Binding {
         Binding {
             name: binding.metadata.name.clone().unwrap_or_default(),
             actions,
+            action_names: spec.validation_actions.clone().unwrap_or_default(),
             resources: spec.match_resources.as_ref().map(Resources::new),
             param_ref: spec.param_ref,
         }
@@ -210,18 +213,29 @@ pub(super) struct Policy {
     conditions: Vec<(String, Compiled)>,
     variables: Vec<(String, Compiled)>,
     checks: Vec<Check>,
-    annotations: Vec<Compiled>,
+    /// The `auditAnnotations`: each key and its value's expression.
+    annotations: Vec<(String, Compiled)>,
     pub bindings: Vec<Binding>,
 }
 
-/// What one validation decided.
+/// What one validation decided (`index`: the validation's place in the policy, for the
+/// audit annotation of a failure), or an audit annotation's value.
 #[derive(Debug)]
 pub(super) enum Decision {
     /// Refused, with its message and reason (`Invalid` by default).
-    Deny { message: String, reason: String },
+    Deny {
+        message: String,
+        reason: String,
+        index: usize,
+    },
     /// An expression failed to evaluate under `failurePolicy: Fail`.
-    Error { message: String },
+    Error { message: String, index: usize },
+    /// An audit annotation's key and value (cut to upstream's 10 KiB).
+    Annotate { key: String, value: String },
 }
+
+/// The longest audit annotation value a policy gives.
+const MAX_ANNOTATION_BYTES: usize = 10 * 1024;
 
 impl Policy {
     pub(super) fn new(policy: &ValidatingAdmissionPolicy, bindings: Vec<Binding>) -> Self {
@@ -267,7 +281,7 @@ impl Policy {
                 .audit_annotations
                 .iter()
                 .flatten()
-                .map(|a| Compiled::new(&a.value_expression))
+                .map(|a| (a.key.clone(), Compiled::new(&a.value_expression)))
                 .collect(),
             bindings,
         }
@@ -275,7 +289,12 @@ impl Policy {
 
     /// An evaluation error: a refusal under `Fail`, nothing under `Ignore`.
     fn error(&self, message: String) -> Option<Decision> {
-        (!self.ignore_failures).then_some(Decision::Error { message })
+        self.error_at(0, message)
+    }
+
+    /// An evaluation error of validation `index`.
+    fn error_at(&self, index: usize, message: String) -> Option<Decision> {
+        (!self.ignore_failures).then_some(Decision::Error { message, index })
     }
 
     /// Evaluates the policy with `activation` (`object`, `oldObject`, `request`, `params`,
@@ -340,25 +359,40 @@ impl Policy {
             activation.set("variables", capstan_api::cel::map(Vec::new()));
         }
         let mut decisions = Vec::new();
-        for check in &self.checks {
+        for (index, check) in self.checks.iter().enumerate() {
             let decision = match check.expression.value(activation, budget) {
                 Err(Failure::OutOfBudget) => return Err(OutOfBudget),
-                Err(Failure::Error(why)) => self.error(why),
+                Err(Failure::Error(why)) => self.error_at(index, why),
                 Ok(CelValue::Bool(true)) => None,
                 Ok(_) => Some(Decision::Deny {
                     message: check.message(activation, budget)?,
                     reason: check.reason.clone().unwrap_or_else(|| "Invalid".to_owned()),
+                    index,
                 }),
             };
             decisions.extend(decision);
         }
-        // Audit annotations have no audit log to go to yet; a failing one still refuses
+        // Audit annotations: a string is published (null: nothing), a failing one refuses
         // under `Fail`, and one giving neither a string nor null is an error, as upstream's.
-        for annotation in &self.annotations {
+        for (key, annotation) in &self.annotations {
             let decision = match annotation.value(activation, budget) {
                 Err(Failure::OutOfBudget) => return Err(OutOfBudget),
                 Err(Failure::Error(why)) => self.error(why),
-                Ok(CelValue::String(_) | CelValue::Null) => None,
+                Ok(CelValue::String(value)) => {
+                    let mut value = value.to_string();
+                    if value.len() > MAX_ANNOTATION_BYTES {
+                        let mut end = MAX_ANNOTATION_BYTES;
+                        while !value.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        value.truncate(end);
+                    }
+                    Some(Decision::Annotate {
+                        key: key.clone(),
+                        value,
+                    })
+                }
+                Ok(CelValue::Null) => None,
                 Ok(other) => self.error(format!(
                     "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
                     annotation.source,

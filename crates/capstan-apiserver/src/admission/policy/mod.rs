@@ -18,7 +18,9 @@
 //! [`super::cel_authz`]).
 //!
 //! A failed validation is a refusal under the binding's `Deny`, a `Warning` header under
-//! `Warn`; `Audit` has no audit log to go to yet. The first refusal answers the request as
+//! `Warn`; `Audit` puts the failure in the request's audit events
+//! (`validation.policy.admission.k8s.io/validation_failure`), beside the policy's
+//! `auditAnnotations` (`<policy>/<key>`). The first refusal answers the request as
 //! upstream's does: `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<policy>'
 //! with binding '<binding>' denied request: <message>`, with the validation's reason (422
 //! `Invalid` by default) and the message as the one cause, so kubectl prints
@@ -171,6 +173,8 @@ impl Policies {
                 None => None,
             };
             let mut own_base: Option<Activation> = None;
+            // The policy's audit annotations: every distinct value of each key.
+            let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
             for binding in &policy.bindings {
                 if let Some(narrowed) = &binding.resources
                     && narrowed
@@ -219,10 +223,32 @@ impl Policies {
                     })
                     .await;
                     for decision in decisions {
-                        let (message, reason) = match decision {
-                            Decision::Deny { message, reason } => (message, reason),
-                            Decision::Error { message } => (message, "Invalid".to_owned()),
+                        let (message, reason, index) = match decision {
+                            Decision::Deny {
+                                message,
+                                reason,
+                                index,
+                            } => (message, reason, index),
+                            Decision::Error { message, index } => {
+                                (message, "Invalid".to_owned(), index)
+                            }
+                            Decision::Annotate { key, value } => {
+                                match annotations.iter_mut().find(|(k, _)| *k == key) {
+                                    Some((_, values)) if values.contains(&value) => {}
+                                    Some((_, values)) => values.push(value),
+                                    None => annotations.push((key, vec![value])),
+                                }
+                                continue;
+                            }
                         };
+                        if binding.actions.audit
+                            && let Some(audit) = attrs.audit
+                        {
+                            audit.add(
+                                "validation.policy.admission.k8s.io/validation_failure",
+                                validation_failure(policy, binding, index, &message),
+                            );
+                        }
                         if binding.actions.warn
                             && let Some(warnings) = attrs.warnings
                         {
@@ -240,6 +266,13 @@ impl Policies {
                             });
                         }
                     }
+                }
+            }
+            // Published under the policy's name; values that differ between bindings
+            // (through their parameters) are listed together, as upstream's.
+            if let Some(audit) = attrs.audit {
+                for (key, values) in annotations {
+                    audit.add(format!("{}/{key}", policy.name), values.join(", "));
                 }
             }
         }
@@ -385,6 +418,19 @@ fn namespace_object(mut namespace: Value) -> Value {
         fields.remove("kind");
     }
     namespace
+}
+
+/// The `validation.policy.admission.k8s.io/validation_failure` audit annotation of a failed
+/// validation under a binding with the `Audit` action, in upstream's JSON.
+fn validation_failure(policy: &Policy, binding: &Binding, index: usize, message: &str) -> String {
+    serde_json::json!([{
+        "message": message,
+        "policy": policy.name,
+        "binding": binding.name,
+        "expressionIndex": index,
+        "validationActions": binding.action_names,
+    }])
+    .to_string()
 }
 
 /// A refusal as upstream words and codes it (see the module's documentation).

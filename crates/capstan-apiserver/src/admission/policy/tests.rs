@@ -27,8 +27,11 @@ fn messages(decisions: &[Decision]) -> Vec<String> {
     decisions
         .iter()
         .map(|d| match d {
-            Decision::Deny { message, reason } => format!("deny {reason}: {message}"),
-            Decision::Error { message } => format!("error: {message}"),
+            Decision::Deny {
+                message, reason, ..
+            } => format!("deny {reason}: {message}"),
+            Decision::Error { message, .. } => format!("error: {message}"),
+            Decision::Annotate { key, value } => format!("annotate {key}: {value}"),
         })
         .collect()
 }
@@ -108,4 +111,37 @@ fn evaluations_stop_at_upstreams_cost_limits() {
     );
     let p = policy(json!({"failurePolicy": "Ignore", "validations": concatenate}));
     assert!(p.evaluate(&mut activation).is_empty());
+}
+
+#[test]
+fn audit_annotations_give_their_values_and_failing_validations_their_place() {
+    let p = policy(json!({
+        "failurePolicy": "Fail",
+        "validations": [
+            {"expression": "true"},
+            {"expression": "object.spec.replicas < 3", "message": "too many"},
+        ],
+        "auditAnnotations": [
+            {"key": "replicas", "valueExpression": "string(object.spec.replicas)"},
+            {"key": "none", "valueExpression": "null"},
+            {"key": "long", "valueExpression": "object.metadata.name"},
+        ],
+    }));
+    let mut long = activation(5);
+    long.json(
+        "object",
+        &json!({"metadata": {"name": "x".repeat(20000)}, "spec": {"replicas": 5}}),
+    );
+    let decisions = p.evaluate(&mut long);
+    let summary: Vec<String> = decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Deny { message, index, .. } => format!("deny {index}: {message}"),
+            Decision::Error { message, index } => format!("error {index}: {message}"),
+            Decision::Annotate { key, value } => format!("{key}={}", value.len()),
+        })
+        .collect();
+    // The second validation fails; `null` publishes nothing; values are cut at 10 KiB.
+    assert_eq!(summary, ["deny 1: too many", "replicas=1", "long=10240"]);
+    assert!(matches!(&decisions[1], Decision::Annotate { value, .. } if value == "5"));
 }

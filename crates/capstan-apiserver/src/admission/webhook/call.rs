@@ -235,6 +235,17 @@ impl Hook {
                 sink.add(warning.as_str().unwrap_or_default());
             }
         }
+        // Its audit annotations, each key prefixed with the webhook's name as upstream's.
+        if let (Some(audit), Some(annotations)) = (
+            attrs.audit,
+            answer["response"]["auditAnnotations"].as_object(),
+        ) {
+            for (key, value) in annotations {
+                if let Some(value) = value.as_str() {
+                    audit.add(format!("{}/{key}", self.name), value);
+                }
+            }
+        }
         Ok(called)
     }
 }

@@ -351,6 +351,7 @@ mod tests {
             user: None,
             dry_run: false,
             warnings: None,
+            audit: None,
             authorizer: None,
         }
     }
