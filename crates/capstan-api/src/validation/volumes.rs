@@ -1,5 +1,8 @@
 //! Volumes: a pod's volumes (unique DNS-label names, exactly one source, each source's own
-//! rules) and the sources of a PersistentVolume, as upstream validates them.
+//! rules) and the sources of a PersistentVolume, as upstream validates them. Each source type
+//! has one validator that pod volumes and PersistentVolumes both call; where upstream's rules
+//! for the two differ (the pod and PV variants of a source type, iSCSI's messages, inline versus
+//! persistent CSI, PV-only local volumes) the difference is a parameter or a separate function.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,6 +138,21 @@ fn validate_key_to_path(kp: &api::KeyToPath, path: &Path) -> Vec<FieldError> {
         &path.child("path"),
     ));
     errs.extend(mode_error(kp.mode, &path.child("mode")));
+    errs
+}
+
+/// The default mode and the items of a secret or config map volume.
+fn validate_mode_and_items(
+    default_mode: Option<i32>,
+    items: Option<&[api::KeyToPath]>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs: Vec<FieldError> = mode_error(default_mode, &path.child("defaultMode"))
+        .into_iter()
+        .collect();
+    for (i, kp) in items.unwrap_or_default().iter().enumerate() {
+        errs.extend(validate_key_to_path(kp, &path.child("items").index(i)));
+    }
     errs
 }
 
@@ -519,38 +537,98 @@ fn has_iscsi_prefix(value: &str) -> bool {
     value.starts_with("iqn") || value.starts_with("eui") || value.starts_with("naa")
 }
 
-fn validate_iscsi_common(
-    iqn: &str,
+/// Upstream's message when `<name>:<targetPortal>` of an iSCSI source with an initiator name
+/// is too long.
+const ISCSI_TOO_LONG: &str = "Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified.";
+
+/// What the iSCSI sources of pods and PersistentVolumes share (their secret references differ).
+struct IscsiFields<'a> {
+    target_portal: &'a str,
+    iqn: &'a str,
     lun: i32,
     chap: bool,
-    has_secret: bool,
-    initiator: Option<&str>,
-    prefix_detail: &str,
-    path: &Path,
-) -> Vec<FieldError> {
+    initiator: Option<&'a str>,
+    /// The secret reference's name, where one is set.
+    secret_name: Option<&'a str>,
+}
+
+impl<'a> From<&'a api::ISCSIVolumeSource> for IscsiFields<'a> {
+    fn from(s: &'a api::ISCSIVolumeSource) -> Self {
+        Self {
+            target_portal: &s.target_portal,
+            iqn: &s.iqn,
+            lun: s.lun,
+            chap: s.chap_auth_discovery.unwrap_or(false) || s.chap_auth_session.unwrap_or(false),
+            initiator: s.initiator_name.as_deref(),
+            secret_name: s.secret_ref.as_ref().map(|r| r.name.as_str()),
+        }
+    }
+}
+
+impl<'a> From<&'a api::ISCSIPersistentVolumeSource> for IscsiFields<'a> {
+    fn from(s: &'a api::ISCSIPersistentVolumeSource) -> Self {
+        Self {
+            target_portal: &s.target_portal,
+            iqn: &s.iqn,
+            lun: s.lun,
+            chap: s.chap_auth_discovery.unwrap_or(false) || s.chap_auth_session.unwrap_or(false),
+            initiator: s.initiator_name.as_deref(),
+            secret_name: s
+                .secret_ref
+                .as_ref()
+                .map(|r| r.name.as_deref().unwrap_or("")),
+        }
+    }
+}
+
+/// An iSCSI source of a pod volume (`pv_name` is `None`) or of the named PersistentVolume.
+/// Upstream words a bad name prefix differently for the two; a PersistentVolume's source also
+/// limits `<pv name>:<targetPortal>` and requires its secret's name, while a pod limits
+/// `<volume name>:<targetPortal>` outside the source (see `validate_volume_source`).
+fn validate_iscsi(s: &IscsiFields<'_>, pv_name: Option<&str>, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    if iqn.is_empty() {
+    required_if_empty(s.target_portal, &path.child("targetPortal"), &mut errs);
+    if let Some(pv_name) = pv_name
+        && s.initiator.is_some()
+        && pv_name.len() + 1 + s.target_portal.len() > 64
+    {
+        errs.push(FieldError::invalid(
+            &path.child("targetportal"),
+            s.target_portal,
+            ISCSI_TOO_LONG,
+        ));
+    }
+    let prefix_detail = if pv_name.is_some() {
+        "must be valid format"
+    } else {
+        "must be valid format starting with iqn, eui, or naa"
+    };
+    if s.iqn.is_empty() {
         errs.push(FieldError::required(&path.child("iqn"), ""));
-    } else if !has_iscsi_prefix(iqn) {
-        errs.push(FieldError::invalid(&path.child("iqn"), iqn, prefix_detail));
-    } else if !iscsi_name_valid(iqn) {
+    } else if !has_iscsi_prefix(s.iqn) {
         errs.push(FieldError::invalid(
             &path.child("iqn"),
-            iqn,
+            s.iqn,
+            prefix_detail,
+        ));
+    } else if !iscsi_name_valid(s.iqn) {
+        errs.push(FieldError::invalid(
+            &path.child("iqn"),
+            s.iqn,
             "must be valid format",
         ));
     }
-    if !(0..=255).contains(&lun) {
+    if !(0..=255).contains(&s.lun) {
         errs.push(FieldError::invalid(
             &path.child("lun"),
-            lun,
+            s.lun,
             &inclusive_range_error(0, 255),
         ));
     }
-    if chap && !has_secret {
+    if s.chap && s.secret_name.is_none() {
         errs.push(FieldError::required(&path.child("secretRef"), ""));
     }
-    if let Some(initiator) = initiator {
+    if let Some(initiator) = s.initiator {
         if !has_iscsi_prefix(initiator) {
             errs.push(FieldError::invalid(
                 &path.child("initiatorname"),
@@ -565,6 +643,12 @@ fn validate_iscsi_common(
                 "must be valid format",
             ));
         }
+    }
+    if pv_name.is_some() && s.secret_name == Some("") {
+        errs.push(FieldError::required(
+            &path.child("secretRef").child("name"),
+            "",
+        ));
     }
     errs
 }
@@ -603,11 +687,13 @@ fn validate_fc(fc: &api::FCVolumeSource, path: &Path) -> Vec<FieldError> {
     errs
 }
 
-fn validate_flex_options(
+/// A FlexVolume: a driver, and options outside the Kubernetes namespaces.
+fn validate_flex(
+    driver: &str,
     options: Option<&BTreeMap<String, String>>,
     path: &Path,
 ) -> Vec<FieldError> {
-    let mut errs = Vec::new();
+    let mut errs = required(driver, &path.child("driver"));
     for key in options.into_iter().flatten().map(|(k, _)| k) {
         let namespace = key.split_once('/').map_or(key.as_str(), |(ns, _)| ns);
         let normalized = format!(".{}", namespace.to_lowercase());
@@ -738,20 +824,171 @@ fn validate_azure_disk(a: &api::AzureDiskVolumeSource, path: &Path) -> Vec<Field
     errs
 }
 
-fn validate_storageos_names(
-    name: Option<&str>,
-    namespace: Option<&str>,
+/// A StorageOS volume; the secret a PersistentVolume references names its namespace too.
+fn validate_storageos(
+    volume_name: Option<&str>,
+    volume_namespace: Option<&str>,
+    secret_ref: Option<SecretRefNames<'_>>,
     path: &Path,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    match name.unwrap_or("") {
+    match volume_name.unwrap_or("") {
         "" => errs.push(FieldError::required(&path.child("volumeName"), "")),
         n => errs.extend(validate_dns1123_label(n, &path.child("volumeName"))),
     }
-    if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
+    if let Some(ns) = volume_namespace.filter(|ns| !ns.is_empty()) {
         errs.extend(validate_dns1123_label(ns, &path.child("volumeNamespace")));
     }
+    if let Some(r) = secret_ref {
+        r.require(&path.child("secretRef"), &mut errs);
+    }
     errs
+}
+
+/// The secret a volume source references, as its checks see it: a pod volume's names only the
+/// secret (`namespace` is `None`), a PersistentVolume's also the secret's namespace.
+#[derive(Clone, Copy, Debug)]
+struct SecretRefNames<'a> {
+    name: &'a str,
+    namespace: Option<&'a str>,
+}
+
+impl<'a> SecretRefNames<'a> {
+    /// A pod volume's reference to a secret in the pod's namespace.
+    fn local(r: &'a api::LocalObjectReference) -> Self {
+        Self {
+            name: &r.name,
+            namespace: None,
+        }
+    }
+
+    /// A PersistentVolume's reference to a secret in a namespace it names.
+    fn namespaced(name: Option<&'a str>, namespace: Option<&'a str>) -> Self {
+        Self {
+            name: name.unwrap_or(""),
+            namespace: Some(namespace.unwrap_or("")),
+        }
+    }
+
+    /// The name is required, and so is the namespace where the reference has one.
+    fn require(self, path: &Path, errs: &mut Vec<FieldError>) {
+        required_if_empty(self.name, &path.child("name"), errs);
+        if let Some(namespace) = self.namespace {
+            required_if_empty(namespace, &path.child("namespace"), errs);
+        }
+    }
+}
+
+/// A GlusterFS volume; only a PersistentVolume may name the endpoints' namespace.
+fn validate_glusterfs(
+    endpoints: &str,
+    volume_path: &str,
+    endpoints_namespace: Option<&str>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    required_if_empty(endpoints, &path.child("endpoints"), &mut errs);
+    required_if_empty(volume_path, &path.child("path"), &mut errs);
+    let ns_path = path.child("endpointsNamespace");
+    match endpoints_namespace {
+        None => {}
+        Some("") => errs.push(FieldError::invalid(
+            &ns_path,
+            "",
+            "if the endpointnamespace is set, it must be a valid namespace name",
+        )),
+        Some(ns) => {
+            for msg in NameValidator::DnsLabel.validate(ns, false) {
+                errs.push(FieldError::invalid(&ns_path, ns, &msg));
+            }
+        }
+    }
+    errs
+}
+
+/// A Ceph RBD volume.
+fn validate_rbd(monitors: &[String], image: &str, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if monitors.is_empty() {
+        errs.push(FieldError::required(&path.child("monitors"), ""));
+    }
+    required_if_empty(image, &path.child("image"), &mut errs);
+    errs
+}
+
+/// A CephFS volume (upstream reports under `cephfs`, though it forbids a second source under
+/// `cephFS`).
+fn validate_cephfs(monitors: &[String], path: &Path) -> Vec<FieldError> {
+    if monitors.is_empty() {
+        vec![FieldError::required(&path.child("monitors"), "")]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A Cinder volume; the secret a PersistentVolume references names its namespace too.
+fn validate_cinder(
+    volume_id: &str,
+    secret_ref: Option<SecretRefNames<'_>>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = required(volume_id, &path.child("volumeID"));
+    if let Some(r) = secret_ref {
+        r.require(&path.child("secretRef"), &mut errs);
+    }
+    errs
+}
+
+/// An Azure file share; a PersistentVolume may name the secret's namespace, and then not as "".
+fn validate_azure_file(
+    secret_name: &str,
+    share_name: &str,
+    secret_namespace: Option<&str>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    required_if_empty(secret_name, &path.child("secretName"), &mut errs);
+    required_if_empty(share_name, &path.child("shareName"), &mut errs);
+    if secret_namespace == Some("") {
+        errs.push(FieldError::required(&path.child("secretNamespace"), ""));
+    }
+    errs
+}
+
+/// A ScaleIO volume.
+fn validate_scale_io(
+    gateway: &str,
+    system: &str,
+    volume_name: Option<&str>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    required_if_empty(gateway, &path.child("gateway"), &mut errs);
+    required_if_empty(system, &path.child("system"), &mut errs);
+    required_if_empty(
+        volume_name.unwrap_or(""),
+        &path.child("volumeName"),
+        &mut errs,
+    );
+    errs
+}
+
+/// A vSphere virtual disk.
+fn validate_vsphere_volume(
+    s: &api::VsphereVirtualDiskVolumeSource,
+    path: &Path,
+) -> Vec<FieldError> {
+    required(&s.volume_path, &path.child("volumePath"))
+}
+
+/// A Photon persistent disk.
+fn validate_photon_disk(s: &api::PhotonPersistentDiskVolumeSource, path: &Path) -> Vec<FieldError> {
+    required(&s.pd_id, &path.child("pdID"))
+}
+
+/// A Portworx volume.
+fn validate_portworx(s: &api::PortworxVolumeSource, path: &Path) -> Vec<FieldError> {
+    required(&s.volume_id, &path.child("volumeID"))
 }
 
 /// A CSI driver name: a DNS subdomain (case-insensitively) of at most 63 characters.
@@ -782,6 +1019,75 @@ fn validate_pv_secret_reference(r: &api::SecretReference, path: &Path) -> Vec<Fi
     errs
 }
 
+/// An inline CSI volume of a pod: a driver and, if set, the name of its node-publish secret (in
+/// the pod's namespace). Unlike a PersistentVolume's it has no volume handle.
+fn validate_inline_csi(s: &api::CSIVolumeSource, path: &Path) -> Vec<FieldError> {
+    let mut errs = validate_csi_driver_name(&s.driver, &path.child("driver"));
+    if let Some(r) = &s.node_publish_secret_ref {
+        if r.name.is_empty() {
+            errs.push(FieldError::required(
+                &path.child("nodePublishSecretRef").child("name"),
+                "",
+            ));
+        } else {
+            for msg in NameValidator::DnsSubdomain.validate(&r.name, false) {
+                errs.push(FieldError::invalid(
+                    &path.child("name"),
+                    r.name.as_str(),
+                    &msg,
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// A PersistentVolume's CSI source: a driver, a volume handle, and secrets each named with
+/// their namespace.
+fn validate_csi_persistent_volume(
+    s: &api::CSIPersistentVolumeSource,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = validate_csi_driver_name(&s.driver, &path.child("driver"));
+    required_if_empty(&s.volume_handle, &path.child("volumeHandle"), &mut errs);
+    for (r, name) in [
+        (
+            &s.controller_publish_secret_ref,
+            "controllerPublishSecretRef",
+        ),
+        (&s.controller_expand_secret_ref, "controllerExpandSecretRef"),
+        (&s.node_publish_secret_ref, "nodePublishSecretRef"),
+        (&s.node_expand_secret_ref, "nodeExpandSecretRef"),
+    ] {
+        if let Some(r) = r {
+            errs.extend(validate_pv_secret_reference(r, &path.child(name)));
+        }
+    }
+    errs
+}
+
+/// A PersistentVolume's local volume (pods have none): a path without `..`, and the volume must
+/// name its node affinity; `path` is the volume source's.
+fn validate_local(
+    s: &api::LocalVolumeSource,
+    node_affinity_specified: bool,
+    path: &Path,
+) -> Vec<FieldError> {
+    let p = path.child("local").child("path");
+    let mut errs = if s.path.is_empty() {
+        vec![FieldError::required(&p, "")]
+    } else {
+        validate_path_no_backsteps(&s.path, &p)
+    };
+    if !node_affinity_specified {
+        errs.push(FieldError::required(
+            &path.child("nodeAffinity"),
+            "Local volume requires node affinity",
+        ));
+    }
+    errs
+}
+
 /// Whether the pod is being validated as a Pod (not a template), and its metadata if so.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct VolumeContext<'a> {
@@ -792,8 +1098,15 @@ pub struct VolumeContext<'a> {
 }
 
 /// Visits one volume source in upstream's order (pod volumes and PersistentVolumes alike):
-/// only the first one set is validated, each further one is forbidden.
+/// only the first one set is validated, each further one is forbidden. The check is a closure
+/// of the source, or (after `=>`) a validator of the source and its path under `$name`.
 macro_rules! one_source {
+    ($errs:ident, $count:ident, $path:expr, $field:expr, $name:literal => $check:path) => {
+        one_source!($errs, $count, $path, $field, $name, |s| $check(
+            s,
+            &$path.child($name)
+        ))
+    };
     ($errs:ident, $count:ident, $path:expr, $field:expr, $name:expr, $check:expr) => {
         if let Some(s) = &$field {
             if $count > 0 {
@@ -843,8 +1156,8 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
     let mut errs = Vec::new();
     let mut count = 0usize;
     macro_rules! source {
-        ($field:expr, $name:expr, $check:expr) => {
-            one_source!(errs, count, path, $field, $name, $check)
+        ($($args:tt)*) => {
+            one_source!(errs, count, path, $($args)*)
         };
     }
     source!(v.empty_dir, "emptyDir", |s: &api::EmptyDirVolumeSource| {
@@ -866,10 +1179,7 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
         }
         e
     });
-    source!(v.host_path, "hostPath", |s| validate_host_path(
-        s,
-        &path.child("hostPath")
-    ));
+    source!(v.host_path, "hostPath" => validate_host_path);
     source!(v.git_repo, "gitRepo", |s: &api::GitRepoVolumeSource| {
         let p = path.child("gitRepo");
         let mut e = Vec::new();
@@ -888,60 +1198,44 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
     });
     source!(v.secret, "secret", |s: &api::SecretVolumeSource| {
         let p = path.child("secret");
-        let mut e = Vec::new();
-        required_if_empty(
+        let mut e = required(
             s.secret_name.as_deref().unwrap_or(""),
             &p.child("secretName"),
-            &mut e,
         );
-        e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
-        for (i, kp) in s.items.iter().flatten().enumerate() {
-            e.extend(validate_key_to_path(kp, &p.child("items").index(i)));
-        }
+        e.extend(validate_mode_and_items(
+            s.default_mode,
+            s.items.as_deref(),
+            &p,
+        ));
         e
     });
-    source!(v.nfs, "nfs", |s| validate_nfs(s, &path.child("nfs")));
+    source!(v.nfs, "nfs" => validate_nfs);
     if let Some(iscsi) = &v.iscsi {
         if count > 0 {
             errs.push(FieldError::forbidden(&path.child("iscsi"), MORE_THAN_ONE));
         } else {
             count += 1;
-            let p = path.child("iscsi");
-            required_if_empty(&iscsi.target_portal, &p.child("targetPortal"), &mut errs);
-            errs.extend(validate_iscsi_common(
-                &iscsi.iqn,
-                iscsi.lun,
-                iscsi.chap_auth_discovery.unwrap_or(false)
-                    || iscsi.chap_auth_session.unwrap_or(false),
-                iscsi.secret_ref.is_some(),
-                iscsi.initiator_name.as_deref(),
-                "must be valid format starting with iqn, eui, or naa",
-                &p,
-            ));
+            errs.extend(validate_iscsi(&iscsi.into(), None, &path.child("iscsi")));
         }
         if iscsi.initiator_name.is_some() && v.name.len() + 1 + iscsi.target_portal.len() > 64 {
             errs.push(FieldError::invalid(
                 &path.child("name"),
                 v.name.as_str(),
-                "Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified.",
+                ISCSI_TOO_LONG,
             ));
         }
     }
     source!(
         v.glusterfs,
         "glusterfs",
-        |s: &api::GlusterfsVolumeSource| {
-            let p = path.child("glusterfs");
-            let mut e = Vec::new();
-            required_if_empty(&s.endpoints, &p.child("endpoints"), &mut e);
-            required_if_empty(&s.path, &p.child("path"), &mut e);
-            e
-        }
+        |s: &api::GlusterfsVolumeSource| validate_glusterfs(
+            &s.endpoints,
+            &s.path,
+            None,
+            &path.child("glusterfs")
+        )
     );
-    source!(v.flocker, "flocker", |s| validate_flocker(
-        s,
-        &path.child("flocker")
-    ));
+    source!(v.flocker, "flocker" => validate_flocker);
     source!(
         v.persistent_volume_claim,
         "persistentVolumeClaim",
@@ -950,43 +1244,22 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
             &path.child("persistentVolumeClaim").child("claimName")
         )
     );
-    source!(v.rbd, "rbd", |s: &api::RBDVolumeSource| {
-        let p = path.child("rbd");
-        let mut e = Vec::new();
-        if s.monitors.is_empty() {
-            e.push(FieldError::required(&p.child("monitors"), ""));
-        }
-        required_if_empty(&s.image, &p.child("image"), &mut e);
-        e
-    });
+    source!(v.rbd, "rbd", |s: &api::RBDVolumeSource| validate_rbd(
+        &s.monitors,
+        &s.image,
+        &path.child("rbd")
+    ));
     source!(v.cinder, "cinder", |s: &api::CinderVolumeSource| {
-        let p = path.child("cinder");
-        let mut e = Vec::new();
-        required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-        if let Some(r) = &s.secret_ref
-            && r.name.is_empty()
-        {
-            e.push(FieldError::required(
-                &p.child("secretRef").child("name"),
-                "",
-            ));
-        }
-        e
+        validate_cinder(
+            &s.volume_id,
+            s.secret_ref.as_ref().map(SecretRefNames::local),
+            &path.child("cinder"),
+        )
     });
     source!(v.cephfs, "cephFS", |s: &api::CephFSVolumeSource| {
-        if s.monitors.is_empty() {
-            vec![FieldError::required(
-                &path.child("cephfs").child("monitors"),
-                "",
-            )]
-        } else {
-            Vec::new()
-        }
+        validate_cephfs(&s.monitors, &path.child("cephfs"))
     });
-    source!(v.quobyte, "quobyte", |s| validate_quobyte(
-        s,
-        &path.child("quobyte")
-    ));
+    source!(v.quobyte, "quobyte" => validate_quobyte);
     // Upstream misspells this path when a second source follows downwardAPI.
     source!(
         v.downward_api,
@@ -1001,121 +1274,58 @@ fn validate_volume_source(v: &api::Volume, path: &Path, ctx: VolumeContext<'_>) 
             e
         }
     );
-    source!(v.fc, "fc", |s| validate_fc(s, &path.child("fc")));
+    source!(v.fc, "fc" => validate_fc);
     source!(v.flex_volume, "flexVolume", |s: &api::FlexVolumeSource| {
-        let p = path.child("flexVolume");
-        let mut e = Vec::new();
-        required_if_empty(&s.driver, &p.child("driver"), &mut e);
-        e.extend(validate_flex_options(s.options.as_ref(), &p));
-        e
+        validate_flex(&s.driver, s.options.as_ref(), &path.child("flexVolume"))
     });
     source!(
         v.config_map,
         "configMap",
         |s: &api::ConfigMapVolumeSource| {
             let p = path.child("configMap");
-            let mut e = Vec::new();
-            required_if_empty(&s.name, &p.child("name"), &mut e);
-            e.extend(mode_error(s.default_mode, &p.child("defaultMode")));
-            for (i, kp) in s.items.iter().flatten().enumerate() {
-                e.extend(validate_key_to_path(kp, &p.child("items").index(i)));
-            }
+            let mut e = required(&s.name, &p.child("name"));
+            e.extend(validate_mode_and_items(
+                s.default_mode,
+                s.items.as_deref(),
+                &p,
+            ));
             e
         }
     );
     source!(
         v.azure_file,
         "azureFile",
-        |s: &api::AzureFileVolumeSource| {
-            let p = path.child("azureFile");
-            let mut e = Vec::new();
-            required_if_empty(&s.secret_name, &p.child("secretName"), &mut e);
-            required_if_empty(&s.share_name, &p.child("shareName"), &mut e);
-            e
-        }
-    );
-    source!(
-        v.vsphere_volume,
-        "vsphereVolume",
-        |s: &api::VsphereVirtualDiskVolumeSource| required(
-            &s.volume_path,
-            &path.child("vsphereVolume").child("volumePath")
+        |s: &api::AzureFileVolumeSource| validate_azure_file(
+            &s.secret_name,
+            &s.share_name,
+            None,
+            &path.child("azureFile")
         )
     );
-    source!(
-        v.photon_persistent_disk,
-        "photonPersistentDisk",
-        |s: &api::PhotonPersistentDiskVolumeSource| required(
-            &s.pd_id,
-            &path.child("photonPersistentDisk").child("pdID")
-        )
-    );
-    source!(
-        v.portworx_volume,
-        "portworxVolume",
-        |s: &api::PortworxVolumeSource| required(
-            &s.volume_id,
-            &path.child("portworxVolume").child("volumeID")
-        )
-    );
-    source!(v.azure_disk, "azureDisk", |s| validate_azure_disk(
-        s,
-        &path.child("azureDisk")
-    ));
+    source!(v.vsphere_volume, "vsphereVolume" => validate_vsphere_volume);
+    source!(v.photon_persistent_disk, "photonPersistentDisk" => validate_photon_disk);
+    source!(v.portworx_volume, "portworxVolume" => validate_portworx);
+    source!(v.azure_disk, "azureDisk" => validate_azure_disk);
     source!(
         v.storageos,
         "storageos",
-        |s: &api::StorageOSVolumeSource| {
-            let p = path.child("storageos");
-            let mut e = validate_storageos_names(
-                s.volume_name.as_deref(),
-                s.volume_namespace.as_deref(),
-                &p,
-            );
-            if let Some(r) = &s.secret_ref
-                && r.name.is_empty()
-            {
-                e.push(FieldError::required(
-                    &p.child("secretRef").child("name"),
-                    "",
-                ));
-            }
-            e
-        }
+        |s: &api::StorageOSVolumeSource| validate_storageos(
+            s.volume_name.as_deref(),
+            s.volume_namespace.as_deref(),
+            s.secret_ref.as_ref().map(SecretRefNames::local),
+            &path.child("storageos")
+        )
     );
-    source!(v.projected, "projected", |s| validate_projected(
-        s,
-        &path.child("projected")
-    ));
+    source!(v.projected, "projected" => validate_projected);
     source!(v.scale_io, "scaleIO", |s: &api::ScaleIOVolumeSource| {
-        let p = path.child("scaleIO");
-        let mut e = Vec::new();
-        required_if_empty(&s.gateway, &p.child("gateway"), &mut e);
-        required_if_empty(&s.system, &p.child("system"), &mut e);
-        required_if_empty(
-            s.volume_name.as_deref().unwrap_or(""),
-            &p.child("volumeName"),
-            &mut e,
-        );
-        e
+        validate_scale_io(
+            &s.gateway,
+            &s.system,
+            s.volume_name.as_deref(),
+            &path.child("scaleIO"),
+        )
     });
-    source!(v.csi, "csi", |s: &api::CSIVolumeSource| {
-        let p = path.child("csi");
-        let mut e = validate_csi_driver_name(&s.driver, &p.child("driver"));
-        if let Some(r) = &s.node_publish_secret_ref {
-            if r.name.is_empty() {
-                e.push(FieldError::required(
-                    &p.child("nodePublishSecretRef").child("name"),
-                    "",
-                ));
-            } else {
-                for msg in NameValidator::DnsSubdomain.validate(&r.name, false) {
-                    e.push(FieldError::invalid(&p.child("name"), r.name.as_str(), &msg));
-                }
-            }
-        }
-        e
-    });
+    source!(v.csi, "csi" => validate_inline_csi);
     source!(
         v.ephemeral,
         "ephemeral",
@@ -1234,14 +1444,11 @@ pub fn validate_persistent_volume_source(
     let mut errs = Vec::new();
     let mut count = 0usize;
     macro_rules! source {
-        ($field:expr, $name:expr, $check:expr) => {
-            one_source!(errs, count, path, $field, $name, $check)
+        ($($args:tt)*) => {
+            one_source!(errs, count, path, $($args)*)
         };
     }
-    source!(spec.host_path, "hostPath", |s| validate_host_path(
-        s,
-        &path.child("hostPath")
-    ));
+    source!(spec.host_path, "hostPath" => validate_host_path);
     source!(spec.gce_persistent_disk, "gcePersistentDisk", |s| {
         validate_gce_pd(s, path)
     });
@@ -1251,245 +1458,96 @@ pub fn validate_persistent_volume_source(
     source!(
         spec.glusterfs,
         "glusterfs",
-        |s: &api::GlusterfsPersistentVolumeSource| {
-            let p = path.child("glusterfs");
-            let mut e = Vec::new();
-            required_if_empty(&s.endpoints, &p.child("endpoints"), &mut e);
-            required_if_empty(&s.path, &p.child("path"), &mut e);
-            if let Some(ns) = &s.endpoints_namespace {
-                if ns.is_empty() {
-                    e.push(FieldError::invalid(
-                        &p.child("endpointsNamespace"),
-                        ns.as_str(),
-                        "if the endpointnamespace is set, it must be a valid namespace name",
-                    ));
-                } else {
-                    for msg in NameValidator::DnsLabel.validate(ns, false) {
-                        e.push(FieldError::invalid(
-                            &p.child("endpointsNamespace"),
-                            ns.as_str(),
-                            &msg,
-                        ));
-                    }
-                }
-            }
-            e
-        }
+        |s: &api::GlusterfsPersistentVolumeSource| validate_glusterfs(
+            &s.endpoints,
+            &s.path,
+            s.endpoints_namespace.as_deref(),
+            &path.child("glusterfs")
+        )
     );
-    source!(spec.flocker, "flocker", |s| validate_flocker(
-        s,
-        &path.child("flocker")
-    ));
-    source!(spec.nfs, "nfs", |s| validate_nfs(s, &path.child("nfs")));
+    source!(spec.flocker, "flocker" => validate_flocker);
+    source!(spec.nfs, "nfs" => validate_nfs);
     source!(spec.rbd, "rbd", |s: &api::RBDPersistentVolumeSource| {
-        let p = path.child("rbd");
-        let mut e = Vec::new();
-        if s.monitors.is_empty() {
-            e.push(FieldError::required(&p.child("monitors"), ""));
-        }
-        required_if_empty(&s.image, &p.child("image"), &mut e);
-        e
+        validate_rbd(&s.monitors, &s.image, &path.child("rbd"))
     });
-    source!(spec.quobyte, "quobyte", |s| validate_quobyte(
-        s,
-        &path.child("quobyte")
-    ));
+    source!(spec.quobyte, "quobyte" => validate_quobyte);
     source!(
         spec.cephfs,
         "cephFS",
-        |s: &api::CephFSPersistentVolumeSource| {
-            if s.monitors.is_empty() {
-                vec![FieldError::required(
-                    &path.child("cephfs").child("monitors"),
-                    "",
-                )]
-            } else {
-                Vec::new()
-            }
-        }
+        |s: &api::CephFSPersistentVolumeSource| validate_cephfs(&s.monitors, &path.child("cephfs"))
     );
     source!(
         spec.iscsi,
         "iscsi",
-        |s: &api::ISCSIPersistentVolumeSource| {
-            let p = path.child("iscsi");
-            let mut e = Vec::new();
-            required_if_empty(&s.target_portal, &p.child("targetPortal"), &mut e);
-            if s.initiator_name.is_some() && pv_name.len() + 1 + s.target_portal.len() > 64 {
-                e.push(FieldError::invalid(
-                &p.child("targetportal"),
-                s.target_portal.as_str(),
-                "Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified.",
-            ));
-            }
-            e.extend(validate_iscsi_common(
-                &s.iqn,
-                s.lun,
-                s.chap_auth_discovery.unwrap_or(false) || s.chap_auth_session.unwrap_or(false),
-                s.secret_ref.is_some(),
-                s.initiator_name.as_deref(),
-                "must be valid format",
-                &p,
-            ));
-            if let Some(r) = &s.secret_ref
-                && r.name.as_deref().unwrap_or("").is_empty()
-            {
-                e.push(FieldError::required(
-                    &p.child("secretRef").child("name"),
-                    "",
-                ));
-            }
-            e
-        }
+        |s: &api::ISCSIPersistentVolumeSource| validate_iscsi(
+            &s.into(),
+            Some(pv_name),
+            &path.child("iscsi")
+        )
     );
     source!(
         spec.cinder,
         "cinder",
-        |s: &api::CinderPersistentVolumeSource| {
-            let p = path.child("cinder");
-            let mut e = Vec::new();
-            required_if_empty(&s.volume_id, &p.child("volumeID"), &mut e);
-            if let Some(r) = &s.secret_ref {
-                required_if_empty(
-                    r.name.as_deref().unwrap_or(""),
-                    &p.child("secretRef").child("name"),
-                    &mut e,
-                );
-                required_if_empty(
-                    r.namespace.as_deref().unwrap_or(""),
-                    &p.child("secretRef").child("namespace"),
-                    &mut e,
-                );
-            }
-            e
-        }
+        |s: &api::CinderPersistentVolumeSource| validate_cinder(
+            &s.volume_id,
+            s.secret_ref
+                .as_ref()
+                .map(|r| SecretRefNames::namespaced(r.name.as_deref(), r.namespace.as_deref())),
+            &path.child("cinder")
+        )
     );
-    source!(spec.fc, "fc", |s| validate_fc(s, &path.child("fc")));
+    source!(spec.fc, "fc" => validate_fc);
     if let Some(flex) = &spec.flex_volume {
         // Upstream counts flexVolume without the one-source check.
         count += 1;
-        let p = path.child("flexVolume");
-        required_if_empty(&flex.driver, &p.child("driver"), &mut errs);
-        errs.extend(validate_flex_options(flex.options.as_ref(), &p));
+        errs.extend(validate_flex(
+            &flex.driver,
+            flex.options.as_ref(),
+            &path.child("flexVolume"),
+        ));
     }
     source!(
         spec.azure_file,
         "azureFile",
-        |s: &api::AzureFilePersistentVolumeSource| {
-            let p = path.child("azureFile");
-            let mut e = Vec::new();
-            required_if_empty(&s.secret_name, &p.child("secretName"), &mut e);
-            required_if_empty(&s.share_name, &p.child("shareName"), &mut e);
-            if s.secret_namespace.as_ref().is_some_and(String::is_empty) {
-                e.push(FieldError::required(&p.child("secretNamespace"), ""));
-            }
-            e
-        }
-    );
-    source!(
-        spec.vsphere_volume,
-        "vsphereVolume",
-        |s: &api::VsphereVirtualDiskVolumeSource| required(
-            &s.volume_path,
-            &path.child("vsphereVolume").child("volumePath")
+        |s: &api::AzureFilePersistentVolumeSource| validate_azure_file(
+            &s.secret_name,
+            &s.share_name,
+            s.secret_namespace.as_deref(),
+            &path.child("azureFile")
         )
     );
-    source!(
-        spec.photon_persistent_disk,
-        "photonPersistentDisk",
-        |s: &api::PhotonPersistentDiskVolumeSource| required(
-            &s.pd_id,
-            &path.child("photonPersistentDisk").child("pdID")
-        )
-    );
-    source!(
-        spec.portworx_volume,
-        "portworxVolume",
-        |s: &api::PortworxVolumeSource| required(
-            &s.volume_id,
-            &path.child("portworxVolume").child("volumeID")
-        )
-    );
-    source!(spec.azure_disk, "azureDisk", |s| validate_azure_disk(
-        s,
-        &path.child("azureDisk")
-    ));
+    source!(spec.vsphere_volume, "vsphereVolume" => validate_vsphere_volume);
+    source!(spec.photon_persistent_disk, "photonPersistentDisk" => validate_photon_disk);
+    source!(spec.portworx_volume, "portworxVolume" => validate_portworx);
+    source!(spec.azure_disk, "azureDisk" => validate_azure_disk);
     source!(
         spec.scale_io,
         "scaleIO",
-        |s: &api::ScaleIOPersistentVolumeSource| {
-            let p = path.child("scaleIO");
-            let mut e = Vec::new();
-            required_if_empty(&s.gateway, &p.child("gateway"), &mut e);
-            required_if_empty(&s.system, &p.child("system"), &mut e);
-            required_if_empty(
-                s.volume_name.as_deref().unwrap_or(""),
-                &p.child("volumeName"),
-                &mut e,
-            );
-            e
-        }
+        |s: &api::ScaleIOPersistentVolumeSource| validate_scale_io(
+            &s.gateway,
+            &s.system,
+            s.volume_name.as_deref(),
+            &path.child("scaleIO")
+        )
     );
-    source!(spec.local, "local", |s: &api::LocalVolumeSource| {
-        let p = path.child("local");
-        let mut e = Vec::new();
-        if s.path.is_empty() {
-            e.push(FieldError::required(&p.child("path"), ""));
-        } else {
-            e.extend(validate_path_no_backsteps(&s.path, &p.child("path")));
-        }
-        if !node_affinity_specified {
-            e.push(FieldError::required(
-                &path.child("nodeAffinity"),
-                "Local volume requires node affinity",
-            ));
-        }
-        e
-    });
+    source!(spec.local, "local", |s| validate_local(
+        s,
+        node_affinity_specified,
+        path
+    ));
     source!(
         spec.storageos,
         "storageos",
-        |s: &api::StorageOSPersistentVolumeSource| {
-            let p = path.child("storageos");
-            let mut e = validate_storageos_names(
-                s.volume_name.as_deref(),
-                s.volume_namespace.as_deref(),
-                &p,
-            );
-            if let Some(r) = &s.secret_ref {
-                required_if_empty(
-                    r.name.as_deref().unwrap_or(""),
-                    &p.child("secretRef").child("name"),
-                    &mut e,
-                );
-                required_if_empty(
-                    r.namespace.as_deref().unwrap_or(""),
-                    &p.child("secretRef").child("namespace"),
-                    &mut e,
-                );
-            }
-            e
-        }
+        |s: &api::StorageOSPersistentVolumeSource| validate_storageos(
+            s.volume_name.as_deref(),
+            s.volume_namespace.as_deref(),
+            s.secret_ref
+                .as_ref()
+                .map(|r| SecretRefNames::namespaced(r.name.as_deref(), r.namespace.as_deref())),
+            &path.child("storageos")
+        )
     );
-    source!(spec.csi, "csi", |s: &api::CSIPersistentVolumeSource| {
-        let p = path.child("csi");
-        let mut e = validate_csi_driver_name(&s.driver, &p.child("driver"));
-        required_if_empty(&s.volume_handle, &p.child("volumeHandle"), &mut e);
-        for (r, name) in [
-            (
-                &s.controller_publish_secret_ref,
-                "controllerPublishSecretRef",
-            ),
-            (&s.controller_expand_secret_ref, "controllerExpandSecretRef"),
-            (&s.node_publish_secret_ref, "nodePublishSecretRef"),
-            (&s.node_expand_secret_ref, "nodeExpandSecretRef"),
-        ] {
-            if let Some(r) = r {
-                e.extend(validate_pv_secret_reference(r, &p.child(name)));
-            }
-        }
-        e
-    });
+    source!(spec.csi, "csi" => validate_csi_persistent_volume);
     if count == 0 {
         errs.push(FieldError::required(path, "must specify a volume type"));
     }
@@ -1605,6 +1663,153 @@ mod tests {
                 "spec.volumes[0].secret.items[0].key: Required value",
                 "spec.volumes[0].secret.items[0].path: Invalid value: \"/abs\": must be a relative path",
                 "spec.volumes[1].downwardAPI.fieldRef.fieldPath: Unsupported value: \"spec.nodeName\": supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\", \"metadata.namespace\", \"metadata.uid\"",
+            ],
+        );
+    }
+
+    /// The errors of a PersistentVolume spec's source, as messages.
+    fn pv_source_errors(spec: &api::PersistentVolumeSpec, node_affinity: bool) -> Vec<String> {
+        validate_persistent_volume_source(spec, "pv", node_affinity, &Path::new("spec"))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn iscsi_rules_differ_for_pods_and_persistent_volumes_as_upstream() {
+        let long_portal = "p".repeat(70);
+        check(
+            vec![api::Volume {
+                name: "i".into(),
+                iscsi: Some(api::ISCSIVolumeSource {
+                    target_portal: long_portal.clone(),
+                    iqn: "foo".into(),
+                    lun: 300,
+                    initiator_name: Some("x".into()),
+                    secret_ref: Some(api::LocalObjectReference { name: "".into() }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            &[
+                "spec.volumes[0].iscsi.iqn: Invalid value: \"foo\": must be valid format starting with iqn, eui, or naa",
+                "spec.volumes[0].iscsi.lun: Invalid value: 300: must be between 0 and 255, inclusive",
+                "spec.volumes[0].iscsi.initiatorname: Invalid value: \"x\": must be valid format starting with iqn, eui, or naa",
+                "spec.volumes[0].name: Invalid value: \"i\": Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified.",
+            ],
+        );
+        let spec = api::PersistentVolumeSpec {
+            iscsi: Some(api::ISCSIPersistentVolumeSource {
+                target_portal: long_portal.clone(),
+                iqn: "foo".into(),
+                lun: 300,
+                initiator_name: Some("x".into()),
+                chap_auth_session: Some(true),
+                secret_ref: Some(api::SecretReference::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pv_source_errors(&spec, false),
+            [
+                format!(
+                    "spec.iscsi.targetportal: Invalid value: \"{long_portal}\": Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified."
+                ),
+                "spec.iscsi.iqn: Invalid value: \"foo\": must be valid format".to_owned(),
+                "spec.iscsi.lun: Invalid value: 300: must be between 0 and 255, inclusive"
+                    .to_owned(),
+                "spec.iscsi.initiatorname: Invalid value: \"x\": must be valid format".to_owned(),
+                "spec.iscsi.secretRef.name: Required value".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn persistent_volume_sources_check_the_namespaces_pods_cannot_name() {
+        let gluster = api::PersistentVolumeSpec {
+            glusterfs: Some(api::GlusterfsPersistentVolumeSource {
+                endpoints_namespace: Some(String::new()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pv_source_errors(&gluster, false),
+            [
+                "spec.glusterfs.endpoints: Required value",
+                "spec.glusterfs.path: Required value",
+                "spec.glusterfs.endpointsNamespace: Invalid value: \"\": if the endpointnamespace is set, it must be a valid namespace name",
+            ]
+        );
+        let cinder = api::PersistentVolumeSpec {
+            cinder: Some(api::CinderPersistentVolumeSource {
+                volume_id: "v".into(),
+                secret_ref: Some(api::SecretReference::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pv_source_errors(&cinder, false),
+            [
+                "spec.cinder.secretRef.name: Required value",
+                "spec.cinder.secretRef.namespace: Required value",
+            ]
+        );
+        let azure = api::PersistentVolumeSpec {
+            azure_file: Some(api::AzureFilePersistentVolumeSource {
+                secret_name: "s".into(),
+                share_name: "f".into(),
+                secret_namespace: Some(String::new()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pv_source_errors(&azure, false),
+            ["spec.azureFile.secretNamespace: Required value"]
+        );
+        let local = api::PersistentVolumeSpec {
+            local: Some(api::LocalVolumeSource {
+                path: "/a/../b".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pv_source_errors(&local, false),
+            [
+                "spec.local.path: Invalid value: \"/a/../b\": must not contain '..'",
+                "spec.nodeAffinity: Required value: Local volume requires node affinity",
+            ]
+        );
+        assert_eq!(pv_source_errors(&local, true).len(), 1);
+        // A pod's Cinder and StorageOS secrets name no namespace.
+        check(
+            vec![
+                api::Volume {
+                    name: "c".into(),
+                    cinder: Some(api::CinderVolumeSource {
+                        volume_id: "v".into(),
+                        secret_ref: Some(api::LocalObjectReference::default()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                api::Volume {
+                    name: "s".into(),
+                    storageos: Some(api::StorageOSVolumeSource {
+                        volume_name: Some("v".into()),
+                        secret_ref: Some(api::LocalObjectReference::default()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            ],
+            &[
+                "spec.volumes[0].cinder.secretRef.name: Required value",
+                "spec.volumes[1].storageos.secretRef.name: Required value",
             ],
         );
     }
