@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Datastore, Server, free_port, kube_client, kubectl_any, kubectl_ok};
+use common::{Datastore, Server, assert_refused, free_port, kube_client, kubectl_any, kubectl_ok};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
@@ -206,13 +206,11 @@ fn services_made_at_once_across_three_servers_get_distinct_addresses_and_ports()
                 ip0,
             ],
         );
-        let stderr = String::from_utf8_lossy(&taken.stderr);
-        assert!(!taken.status.success());
-        assert!(
-            stderr.contains(&format!(
+        assert_refused(
+            &taken,
+            &[&format!(
                 "Service \"clash\" is invalid: spec.clusterIPs: Invalid value: []string{{\"{ip0}\"}}: failed to allocate IP {ip0}: provided IP is already allocated"
-            )),
-            "{stderr}"
+            )],
         );
         let outside = kubectl_any(
             version,

@@ -15,18 +15,14 @@ mod common;
 use std::path::Path;
 
 use common::{
-    Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin,
+    Datastore, Server, Sim, assert_refused, eventually, free_port, kubectl_any, kubectl_ok,
+    kubectl_stdin, kubectl_stdin_ok,
 };
 
 const KUBECTL: &str = "default";
 
 fn apply(kc: &Path, manifest: &str) {
-    let out = kubectl_stdin(KUBECTL, kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "apply failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kubectl_stdin_ok(KUBECTL, kc, &["apply", "-f", "-"], manifest);
 }
 
 fn get(kc: &Path, args: &[&str]) -> String {
@@ -808,8 +804,7 @@ fn disabled_controllers_do_not_run_and_on_etcd_the_lease_is_held() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller \"nonesuch\""));
+    assert_refused(&out, &["unknown controller \"nonesuch\""]);
 }
 
 /// The `kubernetes` Service's endpoints list every API server that runs: two servers on one

@@ -94,30 +94,24 @@ fn custom_resources_are_served_from_their_definitions() {
         let bad = CRD
             .replace("name: widgets.example.com", "name: gadgets.example.com")
             .replace("storage: false", "storage: true");
-        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &bad);
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(!refused.status.success(), "{err}");
-        assert!(
-            err.contains("metadata.name: Invalid value: \"gadgets.example.com\": must be spec.names.plural+\".\"+spec.group")
-                && err.contains("must have exactly one version marked as storage version"),
-            "{err}"
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-f", "-"], &bad),
+            &[
+                "metadata.name: Invalid value: \"gadgets.example.com\": must be spec.names.plural+\".\"+spec.group",
+                "must have exactly one version marked as storage version",
+            ],
         );
 
         // A schema that is not structural: a field without a type.
         let loose = CRD.replace("size: {type: integer, minimum: 1}", "size: {minimum: 1}");
-        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &loose);
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            err.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields"),
-            "{err}"
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-f", "-"], &loose),
+            &[
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields",
+            ],
         );
 
-        let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], CRD);
-        assert!(
-            created.status.success(),
-            "{}",
-            String::from_utf8_lossy(&created.stderr)
-        );
+        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], CRD);
         kubectl_ok(
             version,
             &kc,
@@ -182,18 +176,13 @@ fn custom_resources_are_served_from_their_definitions() {
         // The schema: defaults filled in, unknown fields pruned, bad values refused.
         let defaulted = jsonpath(version, &kc, &["widget", "first"], "{.spec.mode}");
         assert_eq!(defaulted, "fast");
-        let pruned = kubectl_stdin(
+        kubectl_stdin_ok(
             version,
             &kc,
             &["create", "--validate=false", "-f", "-"],
             &WIDGET
                 .replace("first", "second")
                 .replace("size: 3", "size: 3\n  extra: 1"),
-        );
-        assert!(
-            pruned.status.success(),
-            "{}",
-            String::from_utf8_lossy(&pruned.stderr)
         );
         let spec = jsonpath(version, &kc, &["widget", "second"], "{.spec}");
         assert_eq!(spec, r#"{"mode":"fast","size":3}"#);
@@ -205,28 +194,23 @@ fn custom_resources_are_served_from_their_definitions() {
                 .replace("first", "third")
                 .replace("size: 3", "size: 0\n  mode: medium"),
         );
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(!refused.status.success());
-        assert!(
-            err.contains("The Widget \"third\" is invalid:")
-                && err.contains("spec.mode: Unsupported value: \"medium\": supported values: \"fast\", \"slow\"")
-                && err.contains("spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"),
-            "{err}"
+        assert_refused(
+            &refused,
+            &[
+                "The Widget \"third\" is invalid:",
+                "spec.mode: Unsupported value: \"medium\": supported values: \"fast\", \"slow\"",
+                "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+            ],
         );
 
         // Server-side apply: created and then changed by one manager, fields tracked.
-        let applied = kubectl_stdin(
+        kubectl_stdin_ok(
             version,
             &kc,
             &["apply", "--server-side", "--field-manager=e2e", "-f", "-"],
             &WIDGET.replace("first", "applied"),
         );
-        assert!(
-            applied.status.success(),
-            "{}",
-            String::from_utf8_lossy(&applied.stderr)
-        );
-        let reapplied = kubectl_stdin(
+        kubectl_stdin_ok(
             version,
             &kc,
             &["apply", "--server-side", "--field-manager=e2e", "-f", "-"],
@@ -234,7 +218,6 @@ fn custom_resources_are_served_from_their_definitions() {
                 .replace("first", "applied")
                 .replace("size: 3", "size: 5"),
         );
-        assert!(reapplied.status.success());
         let managed = jsonpath(
             version,
             &kc,
@@ -272,7 +255,8 @@ fn custom_resources_are_served_from_their_definitions() {
             "{.spec.size} {.status.ready} {.metadata.generation}",
         );
         assert_eq!(after, "4  2", "the main endpoint ignores the status");
-        let patched = kubectl_any(
+        // kubectl 1.27 has `--subresource` (since 1.24).
+        kubectl_ok(
             version,
             &kc,
             &[
@@ -284,12 +268,6 @@ fn custom_resources_are_served_from_their_definitions() {
                 "-p",
                 r#"{"status":{"ready":true,"count":2,"selector":"app=w"}}"#,
             ],
-        );
-        // kubectl 1.27 has `--subresource` (since 1.24).
-        assert!(
-            patched.status.success(),
-            "{}",
-            String::from_utf8_lossy(&patched.stderr)
         );
         let ready = jsonpath(
             version,
@@ -324,12 +302,11 @@ fn custom_resources_are_served_from_their_definitions() {
         assert_eq!(scale["status"]["replicas"], 2);
         assert_eq!(scale["status"]["selector"], "app=w");
         // The object's schema still holds: size must be at least 1.
-        let refused = kubectl_any(version, &kc, &["scale", "widget", "first", "--replicas=0"]);
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            !refused.status.success()
-                && err.contains("spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"),
-            "{err}"
+        assert_refused(
+            &kubectl_any(version, &kc, &["scale", "widget", "first", "--replicas=0"]),
+            &[
+                "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+            ],
         );
 
         // Deleting the definition deletes its objects, then the API goes. While an object
@@ -467,12 +444,7 @@ fn custom_kinds_are_published_in_openapi_for_kubectl_explain() {
     let server = Server::start(dir.path(), free_port());
     let kc = server.kubeconfig();
     for version in ["1.27", "1.33"] {
-        let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], FOO_CRD);
-        assert!(
-            created.status.success(),
-            "{}",
-            String::from_utf8_lossy(&created.stderr)
-        );
+        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], FOO_CRD);
         kubectl_ok(
             version,
             &kc,
@@ -536,9 +508,7 @@ fn custom_kinds_are_published_in_openapi_for_kubectl_explain() {
                 "--api-version=publish.example.com/v1",
             ],
         );
-        assert!(
-            String::from_utf8_lossy(&missing.stderr).contains("field \"bars2\" does not exist")
-        );
+        assert_refused(&missing, &["field \"bars2\" does not exist"]);
         // The v2 document, which kubectl reads on request and older clients always.
         let v2 = kubectl_ok(
             version,
@@ -579,7 +549,7 @@ fn custom_kinds_are_published_in_openapi_for_kubectl_explain() {
             &["create", "-f", "-"],
             r#"{"apiVersion":"publish.example.com/v1","kind":"Foo","metadata":{"name":"a"},"spec":{"bars":[{"name":"x"}],"foo":1}}"#,
         );
-        assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown field \"spec.foo\""));
+        assert_refused(&unknown, &["unknown field \"spec.foo\""]);
 
         // A version no longer served leaves the documents.
         kubectl_ok(
@@ -683,23 +653,21 @@ fn cel_rules_over_the_cost_budget_are_refused() {
     let advice = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
     let rule = "spec.validation.openAPIV3Schema.properties[spec].properties[items].x-kubernetes-validations[0].rule";
     for version in ["1.27", "1.33"] {
-        let refused = kubectl_stdin(version, &kc, &["create", "-v=6", "-f", "-"], PAIRS_CRD);
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(!refused.status.success(), "{err}");
-        assert!(err.contains("422 Unprocessable Entity"), "{err}");
-        for expected in [
-            format!(
-                "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x {advice}"
-            ),
-            format!(
-                "{rule}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
-            ),
-            format!(
-                "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {advice}"
-            ),
-        ] {
-            assert!(err.contains(&expected), "{expected}\n{err}");
-        }
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-v=6", "-f", "-"], PAIRS_CRD),
+            &[
+                "422 Unprocessable Entity",
+                &format!(
+                    "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x {advice}"
+                ),
+                &format!(
+                    "{rule}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+                ),
+                &format!(
+                    "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {advice}"
+                ),
+            ],
+        );
         // 1,500 items: each inner step costs 15 (the loop's 2, `@result &&` 1, each comparison
         // of strings up to 40 bytes 6), so 1,500 × (5 + 1,500 × 15) + 2 = 33,757,502, 3.4 times
         // the limit of one rule, under that of the schema.
@@ -707,22 +675,17 @@ fn cel_rules_over_the_cost_budget_are_refused() {
             "items: {type: string, maxLength: 10}",
             "items: {type: string, maxLength: 10}\n                maxItems: 1500",
         );
-        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &over);
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            err.contains(&format!("The CustomResourceDefinition \"pairs.example.com\" is invalid: {rule}: Forbidden: estimated rule cost exceeds budget by factor of 3.4x {advice}")),
-            "{err}"
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-f", "-"], &over),
+            &[&format!(
+                "The CustomResourceDefinition \"pairs.example.com\" is invalid: {rule}: Forbidden: estimated rule cost exceeds budget by factor of 3.4x {advice}"
+            )],
         );
         let bounded = PAIRS_CRD.replace(
             "items: {type: string, maxLength: 10}",
             "items: {type: string, maxLength: 10}\n                maxItems: 100",
         );
-        let created = kubectl_stdin(version, &kc, &["create", "-f", "-"], &bounded);
-        assert!(
-            created.status.success(),
-            "{}",
-            String::from_utf8_lossy(&created.stderr)
-        );
+        kubectl_stdin_ok(version, &kc, &["create", "-f", "-"], &bounded);
         kubectl_ok(version, &kc, &["delete", "crd", "pairs.example.com"]);
     }
 }
@@ -736,19 +699,13 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
     let kc = server.kubeconfig();
     for version in ["1.27", "1.33"] {
         let broken = GAUGE_CRD.replace("self.min <= self.max", "self.min <=");
-        let refused = kubectl_stdin(version, &kc, &["create", "-f", "-"], &broken);
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            !refused.status.success()
-                && err.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: "),
-            "{err}"
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-f", "-"], &broken),
+            &[
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: ",
+            ],
         );
-        let created = kubectl_stdin(version, &kc, &["apply", "-f", "-"], GAUGE_CRD);
-        assert!(
-            created.status.success(),
-            "{}",
-            String::from_utf8_lossy(&created.stderr)
-        );
+        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], GAUGE_CRD);
         kubectl_ok(
             version,
             &kc,
@@ -772,11 +729,11 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
             &["apply", "-f", "-"],
             &gauge.replace("min: 1", "min: 9"),
         );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success()
-                && err.contains("The Gauge \"g\" is invalid: spec: Invalid value: \"object\": min must not exceed max"),
-            "{err}"
+        assert_refused(
+            &out,
+            &[
+                "The Gauge \"g\" is invalid: spec: Invalid value: \"object\": min must not exceed max",
+            ],
         );
         // A transition rule: the stored object is `oldSelf`.
         let out = kubectl_stdin(
@@ -785,23 +742,16 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
             &["apply", "-f", "-"],
             &gauge.replace("name: first", "name: second"),
         );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success()
-                && err.contains("spec.name: Invalid value: \"string\": name is immutable"),
-            "{err}"
+        assert_refused(
+            &out,
+            &["spec.name: Invalid value: \"string\": name is immutable"],
         );
         // A default added to the schema shows on the object stored before it.
         let defaulted = GAUGE_CRD.replace(
             "              min: {type: integer}",
             "              min: {type: integer}\n              unit: {type: string, default: kg}",
         );
-        let changed = kubectl_stdin(version, &kc, &["apply", "-f", "-"], &defaulted);
-        assert!(
-            changed.status.success(),
-            "{}",
-            String::from_utf8_lossy(&changed.stderr)
-        );
+        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], &defaulted);
         let unit = eventually("the stored gauge to be defaulted", || {
             let unit = jsonpath(version, &kc, &["gauge", "g"], "{.spec.unit}");
             (unit == "kg").then_some(unit)
@@ -893,7 +843,7 @@ fn list_types_keep_their_elements_unique() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_port());
     let kc = server.kubeconfig();
-    kubectl_stdin_ok(&kc, RACK_CRD);
+    apply(&kc, RACK_CRD);
     let rack = "apiVersion: example.com/v1\nkind: Rack\nmetadata: {name: r}\nspec: {tags: [a, b], ports: [{port: 80}, {port: 80, protocol: UDP}]}\n";
     eventually("the rack kind to be served", || {
         kubectl_stdin("1.33", &kc, &["apply", "-f", "-"], rack)
@@ -907,13 +857,12 @@ fn list_types_keep_their_elements_unique() {
             .replace("name: r", "name: broken")
             .replace("[a, b]", "[a, b, a]")
             .replace("protocol: UDP", "protocol: TCP");
-        let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], &broken);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success()
-                && err.contains("spec.tags[2]: Duplicate value: \"a\"")
-                && err.contains("spec.ports[1]: Duplicate value: map[string]interface {}{\"port\":80, \"protocol\":\"TCP\"}"),
-            "kubectl {version}: {err}"
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-f", "-"], &broken),
+            &[
+                "spec.tags[2]: Duplicate value: \"a\"",
+                "spec.ports[1]: Duplicate value: map[string]interface {}{\"port\":80, \"protocol\":\"TCP\"}",
+            ],
         );
         // An update that repeats a tag is refused the same way.
         let out = kubectl_stdin(
@@ -922,11 +871,7 @@ fn list_types_keep_their_elements_unique() {
             &["apply", "-f", "-"],
             &rack.replace("[a, b]", "[b, b]"),
         );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains("spec.tags[1]: Duplicate value: \"b\""),
-            "kubectl {version}: {err}"
-        );
+        assert_refused(&out, &["spec.tags[1]: Duplicate value: \"b\""]);
     }
     kubectl_ok("1.33", &kc, &["delete", "crd", "racks.example.com"]);
     server.stop();
@@ -950,13 +895,13 @@ fn selectable_fields_filter_custom_objects() {
             )
             .replace(".spec.size", ".spec"),
     );
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success()
-            && err.contains("spec.versions[0].selectableFields[1].jsonPath: Invalid value: \".spec\": must point to a field of type string, boolean or integer."),
-        "{err}"
+    assert_refused(
+        &refused,
+        &[
+            "spec.versions[0].selectableFields[1].jsonPath: Invalid value: \".spec\": must point to a field of type string, boolean or integer.",
+        ],
     );
-    kubectl_stdin_ok(&kc, GIZMO_CRD);
+    apply(&kc, GIZMO_CRD);
     eventually("the gizmo API", || {
         kubectl_any("1.33", &kc, &["get", "gizmos"])
             .status
@@ -964,14 +909,14 @@ fn selectable_fields_filter_custom_objects() {
             .then_some(())
     });
     for (name, color, size) in [("a", "red", 1), ("b", "blue", 2), ("c", "red", 3)] {
-        kubectl_stdin_ok(
+        apply(
             &kc,
             &format!(
                 "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {{name: {name}, namespace: default}}\nspec: {{color: {color}, size: {size}}}\n"
             ),
         );
     }
-    kubectl_stdin_ok(
+    apply(
         &kc,
         "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: plain, namespace: default}\nspec: {note: none}\n",
     );
@@ -1001,22 +946,14 @@ fn selectable_fields_filter_custom_objects() {
             &kc,
             &["get", "gizmos", "--field-selector", "spec.note=none"],
         );
-        let err = String::from_utf8_lossy(&unknown.stderr);
-        assert!(
-            !unknown.status.success() && err.contains("field label not supported: spec.note"),
-            "{err}"
-        );
+        assert_refused(&unknown, &["field label not supported: spec.note"]);
     }
     server.stop();
 }
 
-fn kubectl_stdin_ok(kc: &Path, manifest: &str) {
-    let out = kubectl_stdin("1.33", kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// `kubectl apply` of a manifest, which must succeed.
+fn apply(kc: &Path, manifest: &str) {
+    kubectl_stdin_ok("1.33", kc, &["apply", "-f", "-"], manifest);
 }
 
 const LINK_CRD: &str = r#"

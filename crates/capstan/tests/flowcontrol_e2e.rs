@@ -242,13 +242,11 @@ fn a_flooding_user_gets_429s_while_another_keeps_writing() {
             &kubeconfig,
             &["-n", NS, "get", "configmaps", "--as=writer"],
         );
-        assert!(!denied.status.success());
-        assert!(
-            String::from_utf8_lossy(&denied.stderr).contains(
-                "User \"writer\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"flood\""
-            ),
-            "{}",
-            String::from_utf8_lossy(&denied.stderr)
+        assert_refused(
+            &denied,
+            &[
+                "User \"writer\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"flood\"",
+            ],
         );
     }
     // A level of three seats and one short queue, and a schema sending the flooders there.

@@ -17,18 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::{Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin_ok};
 use serde_json::{Value, json};
 
 const KUBECTL: &str = "default";
 
 fn apply(kc: &Path, manifest: &str) {
-    let out = kubectl_stdin(KUBECTL, kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "apply failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kubectl_stdin_ok(KUBECTL, kc, &["apply", "-f", "-"], manifest);
 }
 
 fn get_json(kc: &Path, args: &[&str]) -> Value {

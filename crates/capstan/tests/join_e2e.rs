@@ -291,13 +291,9 @@ fn tls_13_only_refuses_tls_12() {
         .arg(dir.path().join("bad"))
         .output()
         .unwrap();
-    assert!(!output.status.success());
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains(
-            "cipher suites may not be specified when --tls-min-version is 'VersionTLS13'"
-        ),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    assert_refused(
+        &output,
+        &["cipher suites may not be specified when --tls-min-version is 'VersionTLS13'"],
     );
     server.stop();
 }

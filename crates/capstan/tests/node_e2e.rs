@@ -19,7 +19,9 @@ use std::time::Duration;
 use common::node::{
     Cleanup, IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready,
 };
-use common::{Server, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin};
+use common::{
+    Server, assert_refused, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin,
+};
 
 /// The pod network of this test's node: its own bridge and range, so it can run beside a
 /// developer's cluster on the same machine.
@@ -833,12 +835,7 @@ fn join_second_node(kc: &Path, data_dir: &Path, archive: &Path) {
         .args(["--node-name", "joined-node", "--lb-server-port", "0"])
         .output()
         .unwrap();
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("the token expects"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    assert_refused(&refused, &["the token expects"]);
     let (mut agent, proxy_metrics) = common::node::spawn_agent(
         &server_url,
         token.trim(),

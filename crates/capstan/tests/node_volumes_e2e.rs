@@ -25,7 +25,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::node::{IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready};
-use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin_ok};
 
 /// This test's node and pod network: its own bridge and range, beside the other node tests'.
 const NODE: &str = "volume-node";
@@ -33,12 +33,7 @@ const BRIDGE: &str = "capnode2";
 const CLUSTER_CIDR: &str = "10.204.0.0/16";
 
 fn apply(kc: &Path, manifest: &str) {
-    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
+    kubectl_stdin_ok("default", kc, &["apply", "-f", "-"], manifest);
 }
 
 /// Runs git in `dir`; its output.

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{Server, free_port, kubectl_any, kubectl_ok};
+use common::{Server, assert_refused, free_port, kubectl_any, kubectl_ok};
 
 /// GETs `path` as the cluster admin into `out`; the HTTP status.
 fn fetch(server: &Server, tls: &Path, path: &str, out: &Path) -> String {
@@ -129,11 +129,6 @@ fn profiles_open_in_go_tool_pprof_and_need_authorization() {
     let server = Server::start_with(data_dir, port, &["--profiling=false"]);
     let kc = server.kubeconfig();
     let off = kubectl_any("default", &kc, &["get", "--raw", "/debug/pprof/"]);
-    assert!(!off.status.success());
-    assert!(
-        String::from_utf8_lossy(&off.stderr).contains("NotFound"),
-        "{}",
-        String::from_utf8_lossy(&off.stderr)
-    );
+    assert_refused(&off, &["NotFound"]);
     server.stop();
 }

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::node::{IMAGE, NodeDir, flag_value, jsonpath, node_flags, wait_for, wait_ready};
-use common::{Server, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin};
+use common::{Server, free_port, kubectl_any, kubectl_binary, kubectl_ok, kubectl_stdin_ok};
 
 /// The pod network of this test's node.
 const BRIDGE: &str = "capprox0";
@@ -37,12 +37,7 @@ mkfifo /tmp/echo
 exec httpd -f -p 8080 -h /www"#;
 
 fn apply(kc: &Path, manifest: &str) {
-    let applied = kubectl_stdin("default", kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
+    kubectl_stdin_ok("default", kc, &["apply", "-f", "-"], manifest);
 }
 
 /// `kubectl get --raw path` with kubectl `version`.

@@ -11,7 +11,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{Server, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::{
+    Server, assert_refused, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin,
+};
 
 const KUBECTL: &str = "default";
 
@@ -41,15 +43,6 @@ fn run(kc: &Path, ns: &str, name: &str, cpu: &str) -> std::process::Output {
             &overrides,
         ],
     )
-}
-
-fn refused(output: &std::process::Output, message: &str) {
-    assert!(!output.status.success(), "expected a refusal: {message}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(message),
-        "stderr: {stderr}\nexpected: {message}"
-    );
 }
 
 fn used(kc: &Path, ns: &str) -> serde_json::Value {
@@ -135,13 +128,17 @@ fn quota(kc: &Path) {
             "{row:?} in:\n{described}"
         );
     }
-    refused(
+    assert_refused(
         &run(kc, "quota", "p3", "100m"),
-        r#"Error from server (Forbidden): pods "p3" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"#,
+        &[
+            r#"Error from server (Forbidden): pods "p3" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"#,
+        ],
     );
-    refused(
+    assert_refused(
         &run(kc, "quota", "p4", ""),
-        r#"Error from server (Forbidden): pods "p4" is forbidden: failed quota: q: must specify requests.cpu for: p4"#,
+        &[
+            r#"Error from server (Forbidden): pods "p4" is forbidden: failed quota: q: must specify requests.cpu for: p4"#,
+        ],
     );
     // A dry run is checked but not charged.
     kubectl_ok(
@@ -159,9 +156,11 @@ fn quota(kc: &Path) {
     for name in ["c1", "c2", "c3"] {
         kubectl_ok(KUBECTL, kc, &["-n", "quota", "create", "configmap", name]);
     }
-    refused(
+    assert_refused(
         &kubectl_any(KUBECTL, kc, &["-n", "quota", "create", "configmap", "c4"]),
-        r#"configmaps "c4" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=4, limited: count/configmaps=4"#,
+        &[
+            r#"configmaps "c4" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=4, limited: count/configmaps=4"#,
+        ],
     );
     // Deleting frees the quota: the controller measures it again.
     kubectl_ok(KUBECTL, kc, &["-n", "quota", "delete", "pod", "p1"]);
@@ -220,9 +219,11 @@ fn limit_range(kc: &Path) {
             r#"{"spec":{"containers":[{"name":"big","image":"busybox","resources":{"limits":{"cpu":"2"}}}]}}"#,
         ],
     );
-    refused(
+    assert_refused(
         &big,
-        r#"Error from server (Forbidden): pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2"#,
+        &[
+            r#"Error from server (Forbidden): pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2"#,
+        ],
     );
 }
 

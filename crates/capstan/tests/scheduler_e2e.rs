@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin,
+    Datastore, Server, Sim, eventually, free_port, kubectl_any, kubectl_ok, kubectl_stdin_ok,
 };
 
 const KUBECTL: &str = "default";
@@ -49,12 +49,7 @@ fn unschedulable_message(kc: &Path, ns: &str, pod: &str) -> String {
 }
 
 fn apply(kc: &Path, manifest: &str) {
-    let out = kubectl_stdin(KUBECTL, kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "apply failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kubectl_stdin_ok(KUBECTL, kc, &["apply", "-f", "-"], manifest);
 }
 
 fn pod(ns: &str, name: &str, spec: &str) -> String {

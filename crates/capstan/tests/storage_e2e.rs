@@ -29,7 +29,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::node::{IMAGE, NodeDir, jsonpath, node_flags, wait_event, wait_for, wait_ready};
-use common::{Server, free_port, kubectl_any, kubectl_ok, kubectl_stdin};
+use common::{
+    Server, assert_refused, free_port, kubectl_any, kubectl_ok, kubectl_stdin, kubectl_stdin_ok,
+};
 
 /// This test's node and pod network: its own bridge and range, beside the other node tests'.
 const NODE: &str = "storage-node";
@@ -37,19 +39,7 @@ const BRIDGE: &str = "capstor0";
 const CLUSTER_CIDR: &str = "10.206.0.0/16";
 
 fn apply(kc: &Path, manifest: &str) {
-    let created = kubectl_stdin("default", kc, &["apply", "-f", "-"], manifest);
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-}
-
-/// A refused `kubectl apply`'s error text.
-fn refused(kc: &Path, manifest: &str) -> String {
-    let out = kubectl_stdin("default", kc, &["apply", "-f", "-"], manifest);
-    assert!(!out.status.success(), "accepted: {manifest}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    kubectl_stdin_ok("default", kc, &["apply", "-f", "-"], manifest);
 }
 
 fn stateful_set(image: &str) -> String {
@@ -237,13 +227,7 @@ fn claims_are_provisioned_bound_kept_and_reclaimed() {
             r#"{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}"#,
         ],
     );
-    assert!(!shrink.status.success());
-    assert!(
-        String::from_utf8_lossy(&shrink.stderr)
-            .contains("field can not be less than status.capacity"),
-        "{}",
-        String::from_utf8_lossy(&shrink.stderr)
-    );
+    assert_refused(&shrink, &["field can not be less than status.capacity"]);
 
     // A claim in use stays until its pod is gone; then its volume and directory go too.
     let volume = jsonpath(kc, &["get", "pvc", "data-web-2"], "{.spec.volumeName}");
@@ -449,29 +433,32 @@ spec:
     });
 
     // Bad input: upstream's field errors.
-    let bad_quantity = refused(
-        kc,
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: lots}}}\n",
+    assert_refused(
+        &kubectl_stdin(
+            "default",
+            kc,
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: lots}}}\n",
+        ),
+        &["quantities must match the regular expression"],
     );
-    assert!(
-        bad_quantity.contains("quantities must match the regular expression"),
-        "{bad_quantity}"
+    assert_refused(
+        &kubectl_stdin(
+            "default",
+            kc,
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {accessModes: [ReadWriteSometimes], resources: {requests: {storage: 1Gi}}}\n",
+        ),
+        &["spec.accessModes: Unsupported value: \"ReadWriteSometimes\""],
     );
-    let bad_mode = refused(
-        kc,
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {accessModes: [ReadWriteSometimes], resources: {requests: {storage: 1Gi}}}\n",
-    );
-    assert!(
-        bad_mode.contains("spec.accessModes: Unsupported value: \"ReadWriteSometimes\""),
-        "{bad_mode}"
-    );
-    let provisioner = refused(
-        kc,
-        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local-path}\nprovisioner: example.com/other\n",
-    );
-    assert!(
-        provisioner.contains("provisioner: Forbidden: updates to provisioner are forbidden."),
-        "{provisioner}"
+    assert_refused(
+        &kubectl_stdin(
+            "default",
+            kc,
+            &["apply", "-f", "-"],
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local-path}\nprovisioner: example.com/other\n",
+        ),
+        &["provisioner: Forbidden: updates to provisioner are forbidden."],
     );
 
     // With `whenDeleted: Delete` the claims go with the StatefulSet, and their volumes and

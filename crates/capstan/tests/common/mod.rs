@@ -177,8 +177,14 @@ pub fn kubectl(version: &str, kubeconfig: &Path, args: &[&str]) -> Output {
 pub const KUBECTL_VERSIONS: [&str; 3] = ["1.27", "1.33", "default"];
 
 /// Runs kubectl `version` ("default" for the machine's `kubectl`), asserting success; stdout.
+#[track_caller]
 pub fn kubectl_ok(version: &str, kubeconfig: &Path, args: &[&str]) -> String {
-    let output = kubectl_any(version, kubeconfig, args);
+    succeeded(version, args, &kubectl_any(version, kubeconfig, args))
+}
+
+/// Asserts that kubectl `version` with `args` succeeded; its stdout.
+#[track_caller]
+fn succeeded(version: &str, args: &[&str], output: &Output) -> String {
     assert!(
         output.status.success(),
         "kubectl {version} {}: {}{}",
@@ -229,6 +235,35 @@ pub fn kubectl_stdin(version: &str, kubeconfig: &Path, args: &[&str], stdin: &st
         .write_all(stdin.as_bytes())
         .unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// Runs kubectl with `stdin` as its input, asserting success; stdout.
+#[track_caller]
+pub fn kubectl_stdin_ok(version: &str, kubeconfig: &Path, args: &[&str], stdin: &str) -> String {
+    succeeded(
+        version,
+        args,
+        &kubectl_stdin(version, kubeconfig, args, stdin),
+    )
+}
+
+/// Asserts that a command (kubectl, mostly) was refused, exiting non-zero, and that its stderr
+/// says each of `expected`; the stderr, for further checks.
+#[track_caller]
+pub fn assert_refused(output: &Output, expected: &[&str]) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "the command succeeded where it must be refused: {}{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    for message in expected {
+        assert!(
+            stderr.contains(message),
+            "the error lacks {message:?}:\n{stderr}"
+        );
+    }
+    stderr
 }
 
 /// Where a test server keeps its data.
