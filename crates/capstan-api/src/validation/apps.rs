@@ -791,30 +791,41 @@ pub fn validate_stateful_set_update(new: &StatefulSet, old: &StatefulSet) -> Vec
 /// empty maps and empty lists are all the same (as Go's zero values and nil-or-empty
 /// collections are).
 pub(crate) fn semantic_eq<T: k8s_openapi::serde::Serialize>(a: &T, b: &T) -> bool {
-    fn prune(value: serde_json::Value) -> Option<serde_json::Value> {
-        match value {
-            serde_json::Value::Null => None,
-            serde_json::Value::String(s) if s.is_empty() => None,
-            serde_json::Value::Array(items) if items.is_empty() => None,
-            serde_json::Value::Array(items) => Some(serde_json::Value::Array(
-                items
-                    .into_iter()
-                    .map(|v| prune(v).unwrap_or(serde_json::Value::Null))
-                    .collect(),
-            )),
-            serde_json::Value::Object(map) => {
-                let pruned: serde_json::Map<String, serde_json::Value> = map
-                    .into_iter()
-                    .filter_map(|(k, v)| prune(v).map(|v| (k, v)))
-                    .collect();
-                (!pruned.is_empty()).then_some(serde_json::Value::Object(pruned))
-            }
-            other => Some(other),
-        }
-    }
-    let a = serde_json::to_value(a).ok().and_then(prune);
-    let b = serde_json::to_value(b).ok().and_then(prune);
+    let a = serde_json::to_value(a)
+        .ok()
+        .and_then(|v| prune_unset(v, true));
+    let b = serde_json::to_value(b)
+        .ok()
+        .and_then(|v| prune_unset(v, true));
     a == b
+}
+
+/// A JSON value without what reads as unset: nulls, empty lists, maps left empty once pruned,
+/// and (with `empty_strings`) empty strings; `None` if nothing is left. A pruned list element
+/// stays in place as a null.
+pub(crate) fn prune_unset(
+    value: serde_json::Value,
+    empty_strings: bool,
+) -> Option<serde_json::Value> {
+    match value {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) if empty_strings && s.is_empty() => None,
+        serde_json::Value::Array(items) if items.is_empty() => None,
+        serde_json::Value::Array(items) => Some(serde_json::Value::Array(
+            items
+                .into_iter()
+                .map(|v| prune_unset(v, empty_strings).unwrap_or(serde_json::Value::Null))
+                .collect(),
+        )),
+        serde_json::Value::Object(map) => {
+            let pruned: serde_json::Map<String, serde_json::Value> = map
+                .into_iter()
+                .filter_map(|(k, v)| prune_unset(v, empty_strings).map(|v| (k, v)))
+                .collect();
+            (!pruned.is_empty()).then_some(serde_json::Value::Object(pruned))
+        }
+        other => Some(other),
+    }
 }
 
 fn validate_stateful_set_status(status: &StatefulSetStatus, path: &Path) -> Vec<FieldError> {

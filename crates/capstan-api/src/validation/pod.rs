@@ -2132,26 +2132,6 @@ fn validate_pod_annotation_changes(new: &Pod, old: &Pod, path: &Path) -> Vec<Fie
 /// JSON paths under `spec` where two specs differ, ignoring empty lists, maps and nulls (upstream
 /// compares semantically, where empty and unset collections are equal).
 fn spec_differences(old: &PodSpec, new: &PodSpec) -> Vec<String> {
-    fn prune(v: serde_json::Value) -> Option<serde_json::Value> {
-        match v {
-            serde_json::Value::Null => None,
-            serde_json::Value::Array(items) if items.is_empty() => None,
-            serde_json::Value::Array(items) => Some(serde_json::Value::Array(
-                items
-                    .into_iter()
-                    .map(|i| prune(i).unwrap_or(serde_json::Value::Null))
-                    .collect(),
-            )),
-            serde_json::Value::Object(map) => {
-                let pruned: serde_json::Map<String, serde_json::Value> = map
-                    .into_iter()
-                    .filter_map(|(k, v)| prune(v).map(|v| (k, v)))
-                    .collect();
-                (!pruned.is_empty()).then_some(serde_json::Value::Object(pruned))
-            }
-            other => Some(other),
-        }
-    }
     fn walk(
         prefix: &str,
         a: Option<&serde_json::Value>,
@@ -2176,6 +2156,7 @@ fn spec_differences(old: &PodSpec, new: &PodSpec) -> Vec<String> {
             _ => {}
         }
     }
+    let prune = |v| super::apps::prune_unset(v, false);
     let a = serde_json::to_value(old).ok().and_then(prune);
     let b = serde_json::to_value(new).ok().and_then(prune);
     let mut out = Vec::new();
