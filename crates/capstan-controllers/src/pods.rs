@@ -1,12 +1,14 @@
 //! What upstream's `controller_utils` and pod helpers decide about pods, shared by the
 //! controllers that own pods: activity, readiness and availability, controller references,
-//! pods made from a template, the order in which surplus pods are deleted, and the claim
-//! (adopt/release), slow-start and event helpers every owner of pods or revisions uses.
+//! pods made from a template, the order in which surplus pods are deleted, the owners an
+//! orphan or owned object belongs to, and the claim (adopt/release), slow-start and event
+//! helpers every owner of pods or revisions uses.
 
 use std::collections::BTreeMap;
 
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
 
 use capstan_client::events::{EventRecorder, EventType};
 use k8s_openapi::NamespaceResourceScope;
@@ -15,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -32,6 +35,42 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
 pub fn labels_of(meta: &ObjectMeta) -> &BTreeMap<String, String> {
     static NONE: BTreeMap<String, String> = BTreeMap::new();
     meta.labels.as_ref().unwrap_or(&NONE)
+}
+
+/// The owners of kind `K` an object (a pod or a revision) belongs to, as upstream's DaemonSet and
+/// StatefulSet controllers find them: the one its controller reference names, if cached with
+/// that uid; none if a controller of another kind owns it; for an orphan, those of its
+/// namespace whose `selector` matches its labels.
+pub fn owners_of<K>(
+    meta: &ObjectMeta,
+    store: &Store<K>,
+    selector: impl Fn(&K) -> Option<Selector>,
+) -> Vec<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    match controller_of(meta) {
+        Some(r)
+            if r.kind == K::kind(&())
+                && r.api_version.split_once('/').map(|(group, _)| group)
+                    == Some(&*K::group(&())) =>
+        {
+            store
+                .get(&ObjectRef::new(&r.name).within(namespace))
+                .filter(|owner| owner.meta().uid.as_deref() == Some(r.uid.as_str()))
+                .into_iter()
+                .collect()
+        }
+        Some(_) => Vec::new(),
+        None => {
+            let labels = labels_of(meta);
+            store.state_filter(|owner| {
+                owner.meta().namespace.as_deref() == Some(namespace)
+                    && selector(owner).is_some_and(|s| s.matches(labels))
+            })
+        }
+    }
 }
 
 /// `namespace/name`, upstream's cache key.

@@ -17,7 +17,7 @@ use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::core::{Selector, SelectorExt};
+use kube::core::Selector;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
@@ -152,22 +152,7 @@ fn owners_of(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     store: &Store<DaemonSet>,
 ) -> Vec<Arc<DaemonSet>> {
-    let namespace = meta.namespace.as_deref().unwrap_or_default();
-    match pods::controller_of(meta) {
-        Some(r) if r.kind == "DaemonSet" && r.api_version.starts_with("apps/") => store
-            .get(&ObjectRef::new(&r.name).within(namespace))
-            .filter(|ds| ds.metadata.uid.as_deref() == Some(r.uid.as_str()))
-            .into_iter()
-            .collect(),
-        Some(_) => Vec::new(),
-        None => {
-            let labels = pods::labels_of(meta);
-            store.state_filter(|ds| {
-                ds.metadata.namespace.as_deref() == Some(namespace)
-                    && selector(ds).is_some_and(|s| s.matches(labels))
-            })
-        }
-    }
+    pods::owners_of(meta, store, selector)
 }
 
 /// Upstream's pod handlers: creations and deletions observed for expectations, the owner (old

@@ -77,22 +77,7 @@ fn selector(set: &StatefulSet) -> Option<Selector> {
 
 /// The set controlling the object (if cached), else the sets selecting the orphan.
 fn owners_of(meta: &ObjectMeta, store: &Store<StatefulSet>) -> Vec<Arc<StatefulSet>> {
-    let namespace = meta.namespace.as_deref().unwrap_or_default();
-    match pods::controller_of(meta) {
-        Some(r) if r.kind == "StatefulSet" && r.api_version.starts_with("apps/") => store
-            .get(&ObjectRef::new(&r.name).within(namespace))
-            .filter(|s| s.metadata.uid.as_deref() == Some(r.uid.as_str()))
-            .into_iter()
-            .collect(),
-        Some(_) => Vec::new(),
-        None => {
-            let labels = pods::labels_of(meta);
-            store.state_filter(|s| {
-                s.metadata.namespace.as_deref() == Some(namespace)
-                    && selector(s).is_some_and(|sel| sel.matches(labels))
-            })
-        }
-    }
+    pods::owners_of(meta, store, selector)
 }
 
 /// Upstream's pod handlers: the owner is queued on every change that matters (and the old
