@@ -75,6 +75,22 @@ spec:
   size: 3
 "#;
 
+/// `kubectl apply` of a CRD, then waiting until the definition `name` is established.
+fn establish(version: &str, kc: &Path, crd: &str, name: &str) {
+    kubectl_stdin_ok(version, kc, &["apply", "-f", "-"], crd);
+    let target = format!("crd/{name}");
+    kubectl_ok(
+        version,
+        kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            &target,
+        ],
+    );
+}
+
 /// `kubectl get <target> -o jsonpath=<path>`.
 fn jsonpath(version: &str, kc: &Path, target: &[&str], path: &str) -> String {
     let mut args = vec!["get"];
@@ -111,17 +127,7 @@ fn custom_resources_are_served_from_their_definitions() {
             ],
         );
 
-        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], CRD);
-        kubectl_ok(
-            version,
-            &kc,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd/widgets.example.com",
-            ],
-        );
+        establish(version, &kc, CRD, "widgets.example.com");
         let status = jsonpath(
             version,
             &kc,
@@ -444,17 +450,7 @@ fn custom_kinds_are_published_in_openapi_for_kubectl_explain() {
     let server = Server::start(dir.path(), free_port());
     let kc = server.kubeconfig();
     for version in ["1.27", "1.33"] {
-        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], FOO_CRD);
-        kubectl_ok(
-            version,
-            &kc,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd/foos.publish.example.com",
-            ],
-        );
+        establish(version, &kc, FOO_CRD, "foos.publish.example.com");
         let explained = eventually("foos to be explained", || {
             let out = kubectl(
                 version,
@@ -705,17 +701,7 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
                 "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: ",
             ],
         );
-        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], GAUGE_CRD);
-        kubectl_ok(
-            version,
-            &kc,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd/gauges.example.com",
-            ],
-        );
+        establish(version, &kc, GAUGE_CRD, "gauges.example.com");
         let gauge = "apiVersion: example.com/v1\nkind: Gauge\nmetadata: {name: g}\nspec: {min: 1, max: 5, name: first}\n";
         eventually("the gauge kind to be served", || {
             kubectl_stdin(version, &kc, &["apply", "-f", "-"], gauge)
