@@ -370,24 +370,22 @@ fn validate_projected(projected: &api::ProjectedVolumeSource, path: &Path) -> Ve
     for (i, source) in projected.sources.iter().flatten().enumerate() {
         let src_path = path.child("sources").index(i);
         let mut count = 0;
-        if let Some(secret) = &source.secret {
+        // Secrets and config maps project their keys alike: a name, and items at paths.
+        let key_projections = [
+            source
+                .secret
+                .as_ref()
+                .map(|s| ("secret", s.name.as_str(), s.items.as_deref())),
+            source
+                .config_map
+                .as_ref()
+                .map(|c| ("configMap", c.name.as_str(), c.items.as_deref())),
+        ];
+        for (field, name, items) in key_projections.into_iter().flatten() {
             count += 1;
-            let p = src_path.child("secret");
-            let name = secret.name.as_str();
+            let p = src_path.child(field);
             required_if_empty(name, &p.child("name"), &mut errs);
-            for (j, kp) in secret.items.iter().flatten().enumerate() {
-                errs.extend(validate_key_to_path(kp, &p.child("items").index(j)));
-                if !kp.path.is_empty() {
-                    note_path(&kp.path, name, &mut errs);
-                }
-            }
-        }
-        if let Some(cm) = &source.config_map {
-            count += 1;
-            let p = src_path.child("configMap");
-            let name = cm.name.as_str();
-            required_if_empty(name, &p.child("name"), &mut errs);
-            for (j, kp) in cm.items.iter().flatten().enumerate() {
+            for (j, kp) in items.unwrap_or_default().iter().enumerate() {
                 errs.extend(validate_key_to_path(kp, &p.child("items").index(j)));
                 if !kp.path.is_empty() {
                     note_path(&kp.path, name, &mut errs);
@@ -1810,6 +1808,42 @@ mod tests {
             &[
                 "spec.volumes[0].cinder.secretRef.name: Required value",
                 "spec.volumes[1].storageos.secretRef.name: Required value",
+            ],
+        );
+    }
+
+    #[test]
+    fn projected_secrets_and_config_maps_share_paths_and_sources() {
+        let items = Some(vec![api::KeyToPath {
+            key: "k".into(),
+            path: "a".into(),
+            mode: None,
+        }]);
+        check(
+            vec![api::Volume {
+                name: "p".into(),
+                projected: Some(api::ProjectedVolumeSource {
+                    sources: Some(vec![api::VolumeProjection {
+                        secret: Some(api::SecretProjection {
+                            name: String::new(),
+                            items: items.clone(),
+                            ..Default::default()
+                        }),
+                        config_map: Some(api::ConfigMapProjection {
+                            name: "c".into(),
+                            items,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            &[
+                "spec.volumes[0].projected.sources[0].secret.name: Required value",
+                "spec.volumes[0].projected: Invalid value: \"c\": conflicting duplicate paths",
+                "spec.volumes[0].projected.sources[0]: Forbidden: may not specify more than 1 volume type per source",
             ],
         );
     }
