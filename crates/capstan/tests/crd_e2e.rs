@@ -978,14 +978,13 @@ fn formats_and_alternatives_are_validated_as_upstream() {
     let kc = server.kubeconfig();
     // A junctor's alternative that names a type is not structural.
     let typed = LINK_CRD.replace("- required: [host]", "- {type: object, required: [host]}");
-    let out = kubectl_stdin("1.33", &kc, &["create", "-f", "-"], &typed);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success()
-            && err.contains("spec.validation.openAPIV3Schema.properties[spec].oneOf[1].type: Forbidden: must be empty to be structural"),
-        "{err}"
+    assert_refused(
+        &kubectl_stdin("1.33", &kc, &["create", "-f", "-"], &typed),
+        &[
+            "spec.validation.openAPIV3Schema.properties[spec].oneOf[1].type: Forbidden: must be empty to be structural",
+        ],
     );
-    kubectl_stdin_ok(&kc, LINK_CRD);
+    establish("1.33", &kc, LINK_CRD, "links.example.com");
     let link = "apiVersion: example.com/v1\nkind: Link\nmetadata: {name: l}\nspec: {address: 10.0.0.1, since: \"2024-05-01T10:00:00Z\", note: anything}\n";
     eventually("the link kind to be served", || {
         kubectl_stdin("1.33", &kc, &["apply", "-f", "-"], link)
@@ -998,13 +997,12 @@ fn formats_and_alternatives_are_validated_as_upstream() {
             .replace("name: l", "name: bad")
             .replace("10.0.0.1", "10.0.0.300")
             .replace("2024-05-01T10:00:00Z", "yesterday");
-        let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], &bad_formats);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success()
-                && err.contains("spec.address: Invalid value: \"10.0.0.300\": spec.address in body must be of type ipv4: \"10.0.0.300\"")
-                && err.contains("spec.since: Invalid value: \"yesterday\": spec.since in body must be of type date-time: \"yesterday\""),
-            "kubectl {version}: {err}"
+        assert_refused(
+            &kubectl_stdin(version, &kc, &["create", "-f", "-"], &bad_formats),
+            &[
+                "spec.address: Invalid value: \"10.0.0.300\": spec.address in body must be of type ipv4: \"10.0.0.300\"",
+                "spec.since: Invalid value: \"yesterday\": spec.since in body must be of type date-time: \"yesterday\"",
+            ],
         );
         // Neither alternative of the oneOf, then both.
         for (spec, found) in [
@@ -1017,14 +1015,12 @@ fn formats_and_alternatives_are_validated_as_upstream() {
             let object = format!(
                 "apiVersion: example.com/v1\nkind: Link\nmetadata: {{name: odd}}\nspec: {spec}\n"
             );
-            let out = kubectl_stdin(version, &kc, &["create", "-f", "-"], &object);
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                !out.status.success()
-                    && err.contains(&format!(
-                        "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). {found}"
-                    )),
-                "kubectl {version}: {err}"
+            let expected = format!(
+                "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). {found}"
+            );
+            assert_refused(
+                &kubectl_stdin(version, &kc, &["create", "-f", "-"], &object),
+                &[&expected],
             );
         }
     }
@@ -1043,7 +1039,7 @@ fn server_side_apply_merges_custom_lists_by_their_list_types() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_port());
     let kc = server.kubeconfig();
-    kubectl_stdin_ok(&kc, RACK_CRD);
+    establish("1.33", &kc, RACK_CRD, "racks.example.com");
     let rack = |ports: &str, tags: &str| {
         format!(
             "apiVersion: example.com/v1\nkind: Rack\nmetadata: {{name: shared, namespace: default}}\nspec: {{ports: {ports}, tags: {tags}}}\n"
