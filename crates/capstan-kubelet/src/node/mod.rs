@@ -69,8 +69,6 @@ pub struct Machine {
     pub kernel: String,
     /// The operating system's pretty name (`/etc/os-release`).
     pub os_image: String,
-    /// The host name, lower case.
-    pub hostname: String,
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -104,7 +102,6 @@ impl Machine {
                 .ok()
                 .and_then(|text| pretty_name(&text))
                 .unwrap_or_else(|| "Linux".to_owned()),
-            hostname: hostname(),
         }
     }
 }
@@ -208,13 +205,15 @@ pub fn resources(
     (capacity, allocatable)
 }
 
-/// The Node the agent registers.
+/// The Node the agent registers. Its `kubernetes.io/hostname` label and `Hostname` address are
+/// the node's name, as k3s's agent runs the kubelet with `--hostname-override` set to it: nodes
+/// sharing a machine stay distinct topology domains.
 pub fn node(registration: &Registration, machine: &Machine, runtime: &str) -> Node {
     let mut labels: BTreeMap<String, String> = [
         ("beta.kubernetes.io/arch", arch()),
         ("beta.kubernetes.io/os", "linux"),
         ("kubernetes.io/arch", arch()),
-        ("kubernetes.io/hostname", machine.hostname.as_str()),
+        ("kubernetes.io/hostname", registration.name.as_str()),
         ("kubernetes.io/os", "linux"),
     ]
     .into_iter()
@@ -243,7 +242,7 @@ pub fn node(registration: &Registration, machine: &Machine, runtime: &str) -> No
                 },
                 NodeAddress {
                     type_: "Hostname".to_owned(),
-                    address: machine.hostname.clone(),
+                    address: registration.name.clone(),
                 },
             ]),
             daemon_endpoints: Some(NodeDaemonEndpoints {
@@ -612,7 +611,6 @@ mod tests {
             boot_id: "b".to_owned(),
             kernel: "6.1.0".to_owned(),
             os_image: "Debian GNU/Linux 12 (bookworm)".to_owned(),
-            hostname: "box".to_owned(),
         }
     }
 
@@ -662,7 +660,7 @@ mod tests {
     #[test]
     fn the_node_carries_the_well_known_labels() {
         let registration = Registration {
-            name: "box".to_owned(),
+            name: "node-a".to_owned(),
             ip: IpAddr::from([10, 0, 0, 5]),
             labels: BTreeMap::from([("zone".to_owned(), "a".to_owned())]),
             max_pods: 110,
@@ -670,13 +668,20 @@ mod tests {
         };
         let node = node(&registration, &machine(), "containerd://1.6.20");
         let labels = node.metadata.labels.unwrap_or_default();
-        assert_eq!(labels["kubernetes.io/hostname"], "box");
+        // The node's name, as k3s passes it to the kubelet as --hostname-override: nodes sharing
+        // a machine are still distinct topology domains.
+        assert_eq!(labels["kubernetes.io/hostname"], "node-a");
         assert_eq!(labels["kubernetes.io/os"], "linux");
         assert_eq!(labels["zone"], "a");
         let status = node.status.unwrap_or_default();
         let info = status.node_info.unwrap_or_default();
         assert_eq!(info.container_runtime_version, "containerd://1.6.20");
         assert_eq!(info.kubelet_version, KUBELET_VERSION);
-        assert_eq!(status.addresses.unwrap_or_default()[0].address, "10.0.0.5");
+        let addresses = status.addresses.unwrap_or_default();
+        assert_eq!(addresses[0].address, "10.0.0.5");
+        assert_eq!(
+            (addresses[1].type_.as_str(), addresses[1].address.as_str()),
+            ("Hostname", "node-a")
+        );
     }
 }
