@@ -302,7 +302,7 @@ pub async fn run(
     let observations = std::sync::atomic::AtomicU32::new(0);
     let volumes_in_use = volumes::InUse::default();
     let observed_volumes = volumes_in_use.clone();
-    let heartbeat = node::heartbeat(client.clone(), node_object, events.clone(), move || {
+    let observe = move || {
         let cri = health_cri.clone();
         let volumes_in_use = observed_volumes.list();
         let list_images = observations
@@ -329,7 +329,15 @@ pub async fn run(
                 volumes_in_use,
             }
         }
-    });
+    };
+    // Conditions are also compared with the Node as the watch shows it.
+    let heartbeat = node::heartbeat(
+        client.clone(),
+        node_object,
+        node_updates.clone(),
+        events.clone(),
+        observe,
+    );
     let known_pods = pods::KnownPods::default();
     let pod_starts = Arc::new(observed::Histogram::new(&stats::metrics::POD_START_BUCKETS));
     let api_state = Arc::new(server::State {

@@ -366,17 +366,30 @@ pub fn conditions(health: &Health, previous: &[NodeCondition], at: Time) -> Vec<
     .collect()
 }
 
-/// Whether two sets of conditions differ in anything but their heartbeat.
-fn changed(a: &[NodeCondition], b: &[NodeCondition]) -> bool {
-    let key = |c: &NodeCondition| {
-        (
-            c.type_.clone(),
-            c.status.clone(),
-            c.reason.clone(),
-            c.message.clone(),
-        )
-    };
-    a.len() != b.len() || a.iter().zip(b).any(|(x, y)| key(x) != key(y))
+/// Whether `next` says anything but its heartbeats differently from `previous` (conditions
+/// matched by type, in any order; types only `previous` has are not looked at).
+fn changed(previous: &[NodeCondition], next: &[NodeCondition]) -> bool {
+    let key = |c: &NodeCondition| (c.status.clone(), c.reason.clone(), c.message.clone());
+    next.iter().any(|c| {
+        previous
+            .iter()
+            .find(|p| p.type_ == c.type_)
+            .is_none_or(|p| key(p) != key(c))
+    })
+}
+
+/// The conditions a report builds on: those last `posted`, unless the Node as the API holds it
+/// (`stored`) says otherwise, when someone else rewrote them (the node lifecycle controller's
+/// Unknown while the kubelet could not be heard); then those, as upstream's kubelet builds on
+/// the Node it fetches, so that the report follows at once, with new transition times.
+fn baseline<'a>(
+    posted: &'a [NodeCondition],
+    stored: Option<&'a [NodeCondition]>,
+) -> &'a [NodeCondition] {
+    match stored {
+        Some(stored) if !posted.is_empty() && changed(stored, posted) => stored,
+        _ => posted,
+    }
 }
 
 /// Registers the node: creates it, or, when a node of that name exists (a restart, or a
@@ -422,9 +435,16 @@ async fn patch_status(
 
 /// Keeps the node alive: renews its Lease every 10 s, and posts its conditions and images when
 /// they change (looked at every second with `observe`) or every 5 minutes; the node's readiness
-/// changes are also written as events. Runs until dropped.
-pub async fn heartbeat<F, Fut>(client: kube::Client, node: Node, events: Events, observe: F)
-where
+/// changes are also written as events. With each renewal the conditions are also compared with
+/// the Node as `stored` (the watch of [`follow`]) last showed it: conditions rewritten by
+/// someone else are posted over at once ([`baseline`]). Runs until dropped.
+pub async fn heartbeat<F, Fut>(
+    client: kube::Client,
+    node: Node,
+    stored: watch::Receiver<Option<Arc<Node>>>,
+    events: Events,
+    observe: F,
+) where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Observation>,
 {
@@ -442,14 +462,22 @@ where
         tick.tick().await;
         let at = Time(now());
         let observation = observe().await;
-        let next = conditions(&observation.health, &posted, at);
+        let renew = last_lease.is_none_or(|at| at.elapsed() >= LEASE_RENEW);
+        let api_conditions = renew
+            .then(|| {
+                let node = stored.borrow();
+                node.as_ref()?.status.as_ref()?.conditions.clone()
+            })
+            .flatten();
+        let previous = baseline(&posted, api_conditions.as_deref());
+        let next = conditions(&observation.health, previous, at);
         let images_changed = observation
             .images
             .as_ref()
             .is_some_and(|images| posted_images.as_ref() != Some(images));
         let volumes_changed = posted_volumes.as_ref() != Some(&observation.volumes_in_use);
         if posted.is_empty()
-            || changed(&posted, &next)
+            || changed(previous, &next)
             || images_changed
             || volumes_changed
             || last_post.elapsed() >= STATUS_REPORT
@@ -462,7 +490,7 @@ where
             };
             match patch_status(&nodes, &name, status).await {
                 Ok(stored) => {
-                    let was_ready = ready_status(&posted);
+                    let was_ready = ready_status(previous);
                     let ready = ready_status(&next);
                     if ready != was_ready && (was_ready.is_some() || ready == Some(true)) {
                         let (reason, status) = match ready {
@@ -488,7 +516,7 @@ where
                 Err(e) => tracing::warn!(node = %name, error = %e, "cannot post the node's status"),
             }
         }
-        if last_lease.is_none_or(|at| at.elapsed() >= LEASE_RENEW) {
+        if renew {
             match renew_lease(&nodes, &leases, &name).await {
                 Ok(()) => last_lease = Some(tokio::time::Instant::now()),
                 Err(e) => {
@@ -655,6 +683,61 @@ mod tests {
         assert_eq!(third[3].status, "True");
         assert_eq!(third[3].last_transition_time, Some(t1));
         assert_eq!(third[0].last_transition_time, Some(t0));
+    }
+
+    #[test]
+    fn conditions_rewritten_by_the_node_controller_are_reported_over() {
+        let t0 = Time(k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap_or_default());
+        let t1 = Time(k8s_openapi::jiff::Timestamp::from_second(2_000).unwrap_or_default());
+        let t2 = Time(k8s_openapi::jiff::Timestamp::from_second(3_000).unwrap_or_default());
+        let posted = conditions(&Ok(()), &[], t0.clone());
+        // The API's copy, as the node lifecycle controller leaves it after a silence: every
+        // condition Unknown, in its own order, beside a condition the kubelet does not post.
+        let mut stored: Vec<NodeCondition> = posted
+            .iter()
+            .rev()
+            .map(|c| NodeCondition {
+                status: "Unknown".to_owned(),
+                reason: Some("NodeStatusUnknown".to_owned()),
+                message: Some("Kubelet stopped posting node status.".to_owned()),
+                last_transition_time: Some(t1.clone()),
+                ..c.clone()
+            })
+            .collect();
+        stored.push(NodeCondition {
+            type_: "NetworkUnavailable".to_owned(),
+            status: "False".to_owned(),
+            ..NodeCondition::default()
+        });
+        let previous = baseline(&posted, Some(&stored));
+        assert_eq!(previous, stored.as_slice(), "the API's copy is built on");
+        let next = conditions(&Ok(()), previous, t2.clone());
+        assert!(changed(previous, &next), "and differs: a report follows");
+        let ready = next.iter().find(|c| c.type_ == "Ready");
+        assert_eq!(ready.map(|c| c.status.as_str()), Some("True"));
+        assert_eq!(
+            ready.and_then(|c| c.last_transition_time.clone()),
+            Some(t2.clone()),
+            "Unknown to True is a transition"
+        );
+        assert_eq!(
+            ready_status(previous),
+            Some(false),
+            "a NodeReady event follows"
+        );
+
+        // The API's copy as posted, but for its heartbeats, order and the extra condition:
+        // what was posted is built on, and nothing is reported before it is due.
+        let mut same: Vec<NodeCondition> = conditions(&Ok(()), &posted, t1.clone())
+            .into_iter()
+            .rev()
+            .collect();
+        same.push(stored[stored.len() - 1].clone());
+        assert_eq!(baseline(&posted, Some(&same)), posted.as_slice());
+        assert!(!changed(&posted, &conditions(&Ok(()), &posted, t2)));
+        // Nothing posted yet, or no copy of the API's: what was posted.
+        assert!(baseline(&[], Some(&stored)).is_empty());
+        assert_eq!(baseline(&posted, None), posted.as_slice());
     }
 
     #[test]
