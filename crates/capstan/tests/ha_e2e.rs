@@ -9,6 +9,10 @@
 //! - The server leading the scheduler and controllers is killed: the others serve, the
 //!   Leases move, the node stays Ready and no pod restarts; nor in a rolling restart. A server
 //!   stopped gracefully leaves the `kubernetes` endpoints as it goes.
+//! - One of two agents is cut off from the servers by a network partition: its node goes
+//!   Unknown and is tainted unreachable, its pod is evicted once its toleration ran out and
+//!   replaced on the other node; healed, the node is Ready again and the kubelet removes the
+//!   evicted pod.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -21,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::cluster::{HaCluster, Layout};
+use common::cluster::{AgentLayout, HaCluster, Layout};
 use common::node::wait_for;
 use common::*;
 use futures::StreamExt as _;
@@ -238,8 +242,9 @@ fn three_servers_allocate_distinct_addresses_and_survive_an_etcd_member() {
     let mut cluster = HaCluster::start(&Layout {
         netns: "ha-alloc",
         servers: ["10.223.0.1", "10.223.0.2", "10.223.0.3"],
-        agent: None,
+        agents: &[],
         cluster_cidr: "10.224.0.0/16",
+        server_flags: &[],
     });
 
     let created = create_services_concurrently(&cluster);
@@ -339,8 +344,22 @@ fn micros(time: &str) -> i64 {
     stamp.as_microsecond()
 }
 
-/// The pods of the `web` Deployment: name to (UID, node, phase, restart count).
-fn web_pods(kubeconfig: &Path) -> BTreeMap<String, (String, String, String, i64)> {
+/// A pod of the `web` Deployment as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WebPod {
+    uid: String,
+    node: String,
+    phase: String,
+    /// Its containers' restarts, summed.
+    restarts: i64,
+    /// Its Ready condition is True.
+    ready: bool,
+    /// It carries a deletion timestamp.
+    deleting: bool,
+}
+
+/// The pods of the `web` Deployment, by name.
+fn web_pods(kubeconfig: &Path) -> BTreeMap<String, WebPod> {
     let output = kubectl_ok(
         "default",
         kubeconfig,
@@ -359,14 +378,21 @@ fn web_pods(kubeconfig: &Path) -> BTreeMap<String, (String, String, String, i64)
                 .flatten()
                 .map(|status| status["restartCount"].as_i64().unwrap_or_default())
                 .sum();
+            let ready = pod["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
             (
                 text(&pod["metadata"]["name"]),
-                (
-                    text(&pod["metadata"]["uid"]),
-                    text(&pod["spec"]["nodeName"]),
-                    text(&pod["status"]["phase"]),
+                WebPod {
+                    uid: text(&pod["metadata"]["uid"]),
+                    node: text(&pod["spec"]["nodeName"]),
+                    phase: text(&pod["status"]["phase"]),
                     restarts,
-                ),
+                    ready,
+                    deleting: !pod["metadata"]["deletionTimestamp"].is_null(),
+                },
             )
         })
         .collect()
@@ -401,8 +427,13 @@ fn a_killed_leader_and_a_rolling_restart_restart_no_pod() {
     let mut cluster = HaCluster::start(&Layout {
         netns: "ha-kill",
         servers: ["10.225.0.1", "10.225.0.2", "10.225.0.3"],
-        agent: Some((NODE, "10.225.0.4", "capha0")),
+        agents: &[AgentLayout {
+            node: NODE,
+            ip: "10.225.0.4",
+            bridge: "capha0",
+        }],
         cluster_cidr: "10.226.0.0/16",
+        server_flags: &[],
     });
     let (kc1, kc2, kc3) = (
         cluster.kubeconfig(0),
@@ -430,9 +461,9 @@ fn a_killed_leader_and_a_rolling_restart_restart_no_pod() {
     rolled_out(&kc1);
     let before = web_pods(&kc1);
     assert_eq!(before.len(), 1, "{before:?}");
-    let (first_pod, (first_uid, node, phase, restarts)) = before.into_iter().next().unwrap();
+    let (first_pod, first) = before.into_iter().next().unwrap();
     assert_eq!(
-        (node.as_str(), phase.as_str(), restarts),
+        (first.node.as_str(), first.phase.as_str(), first.restarts),
         (NODE, "Running", 0)
     );
 
@@ -478,14 +509,17 @@ fn a_killed_leader_and_a_rolling_restart_restart_no_pod() {
     rolled_out(&kc2);
     let scaled = web_pods(&kc3);
     assert_eq!(scaled.len(), 3, "{scaled:?}");
-    for (name, (_, node, phase, restarts)) in &scaled {
+    for (name, pod) in &scaled {
         assert_eq!(
-            (node.as_str(), phase.as_str(), *restarts),
+            (pod.node.as_str(), pod.phase.as_str(), pod.restarts),
             (NODE, "Running", 0),
             "{name}"
         );
     }
-    assert_eq!(scaled[&first_pod].0, first_uid, "the first pod is the same");
+    assert_eq!(
+        scaled[&first_pod].uid, first.uid,
+        "the first pod is the same"
+    );
     assert_eq!(common::cluster::node_ready(&kc2, NODE), "True");
 
     // A rolling restart, the killed server first: nothing restarts.
@@ -502,12 +536,12 @@ fn a_killed_leader_and_a_rolling_restart_restart_no_pod() {
     });
     let after = web_pods(&kc1);
     assert_eq!(
-        after.iter().map(|(n, p)| (n, &p.0)).collect::<Vec<_>>(),
-        scaled.iter().map(|(n, p)| (n, &p.0)).collect::<Vec<_>>(),
+        after.iter().map(|(n, p)| (n, &p.uid)).collect::<Vec<_>>(),
+        scaled.iter().map(|(n, p)| (n, &p.uid)).collect::<Vec<_>>(),
         "the same pods"
     );
-    for (name, (_, _, phase, restarts)) in &after {
-        assert_eq!((phase.as_str(), *restarts), ("Running", 0), "{name}");
+    for (name, pod) in &after {
+        assert_eq!((pod.phase.as_str(), pod.restarts), ("Running", 0), "{name}");
     }
     assert_eq!(common::cluster::node_ready(&kc3, NODE), "True");
 
@@ -529,9 +563,216 @@ fn a_killed_leader_and_a_rolling_restart_restart_no_pod() {
         "the endpoints once the third server stopped"
     );
 
-    cluster.stop_agent(0);
+    cluster.stop_agents(0);
     cluster.stop_server(0);
     cluster.stop_server(1);
+}
+
+/// Node `node`'s taints as (key, effect), read through `kubeconfig`.
+fn taints(kubeconfig: &Path, node: &str) -> Vec<(String, String)> {
+    let output = kubectl_ok("default", kubeconfig, &["get", "node", node, "-o", "json"]);
+    let node: Value = serde_json::from_str(&output).unwrap();
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|taint| (text(&taint["key"]), text(&taint["effect"])))
+        .collect()
+}
+
+/// The `web` Deployment's available replicas, read through `kubeconfig`.
+fn available_replicas(kubeconfig: &Path) -> i64 {
+    common::node::jsonpath(
+        kubeconfig,
+        &["get", "deployment", "web"],
+        "{.status.availableReplicas}",
+    )
+    .parse()
+    .unwrap_or_default()
+}
+
+/// Two pods spread one per node (a spread constraint that leaves out nodes with taints the
+/// pods do not tolerate, so a replacement may go where its peer runs), tolerating the
+/// `unreachable` and `not-ready` taints for 5 s only (rather than the 300 s admission gives),
+/// ready once busybox's httpd answers the kubelet's TCP probe through the pod network.
+const PARTITION_DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      topologySpreadConstraints:
+      - maxSkew: 1
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: DoNotSchedule
+        nodeTaintsPolicy: Honor
+        labelSelector: {matchLabels: {app: web}}
+      tolerations:
+      - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
+      - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
+      containers:
+      - name: main
+        image: IMAGE
+        command: [httpd, -f, -p, "8080"]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+"#;
+
+/// Two agents, each in a network namespace of its own, run a Deployment of two pods, one per
+/// node, which tolerate the `unreachable` and `not-ready` taints for 5 s. The first agent's
+/// link to the servers is cut: its node goes Ready=Unknown and is tainted
+/// `unreachable:NoExecute` once the grace period (10 s here) has passed, its pod is marked for
+/// deletion once its toleration ran out (and stays, Terminating, while its kubelet cannot act
+/// on it), a replacement runs on the other node, and the Deployment has its two replicas
+/// available again, the pod already there untouched. The link restored, the node is Ready
+/// again and untainted, and its kubelet stops the evicted pod and removes it.
+#[test]
+fn a_partitioned_node_has_its_pods_evicted_and_replaced_elsewhere() {
+    const CUT: &str = "part-a";
+    const KEPT: &str = "part-b";
+    const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+    const NOT_READY: &str = "node.kubernetes.io/not-ready";
+    // Generous: every step waits on periodic work (heartbeats, the node monitor, retries of
+    // connections the partition left hanging).
+    const PATIENCE: Duration = Duration::from_secs(180);
+    let mut cluster = HaCluster::start(&Layout {
+        netns: "ha-part",
+        servers: ["10.227.0.1", "10.227.0.2", "10.227.0.3"],
+        agents: &[
+            AgentLayout {
+                node: CUT,
+                ip: "10.227.0.4",
+                bridge: "capha1",
+            },
+            AgentLayout {
+                node: KEPT,
+                ip: "10.227.0.5",
+                bridge: "capha2",
+            },
+        ],
+        cluster_cidr: "10.228.0.0/16",
+        server_flags: &["--node-monitor-grace-period", "10s"],
+    });
+    assert_eq!((cluster.node(0), cluster.node(1)), (CUT, KEPT));
+    let kc = cluster.kubeconfig(0);
+
+    let deployment = PARTITION_DEPLOYMENT.replace("IMAGE", common::node::IMAGE);
+    let created = kubectl_stdin("default", &kc, &["apply", "-f", "-"], &deployment);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    rolled_out(&kc);
+    let before = web_pods(&kc);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let on = |node: &str| {
+        before
+            .iter()
+            .find(|(_, pod)| pod.node == node)
+            .map(|(name, pod)| (name.clone(), pod.clone()))
+            .unwrap_or_else(|| panic!("a web pod on {node}: {before:?}"))
+    };
+    let (evicted, evicted_pod) = on(CUT);
+    let (kept, kept_pod) = on(KEPT);
+    for pod in [&evicted_pod, &kept_pod] {
+        assert_eq!(
+            (pod.phase.as_str(), pod.ready),
+            ("Running", true),
+            "{pod:?}"
+        );
+    }
+
+    cluster.partition(0);
+    wait_for("the cut-off node to go Unknown", PATIENCE, || {
+        (common::cluster::node_ready(&kc, CUT) == "Unknown").then_some(())
+    });
+    wait_for(
+        "the cut-off node to be tainted unreachable",
+        PATIENCE,
+        || {
+            let taints = taints(&kc, CUT);
+            let has = |effect: &str| taints.iter().any(|t| t.0 == UNREACHABLE && t.1 == effect);
+            (has("NoExecute") && has("NoSchedule")).then_some(())
+        },
+    );
+    assert_eq!(common::cluster::node_ready(&kc, KEPT), "True");
+    wait_for("the cut-off node's pod to be evicted", PATIENCE, || {
+        web_pods(&kc)
+            .get(&evicted)
+            .filter(|pod| pod.deleting)
+            .map(drop)
+    });
+    let (replacement, replacement_pod) = wait_for(
+        "a replacement pod ready on the other node",
+        PATIENCE,
+        || {
+            web_pods(&kc).into_iter().find(|(name, pod)| {
+                *name != evicted && *name != kept && pod.phase == "Running" && pod.ready
+            })
+        },
+    );
+    assert_eq!(
+        replacement_pod.node, KEPT,
+        "{replacement}: {replacement_pod:?}"
+    );
+    wait_for("two available replicas again", PATIENCE, || {
+        (available_replicas(&kc) == 2).then_some(())
+    });
+    let during = web_pods(&kc);
+    assert_eq!(
+        during[&kept], kept_pod,
+        "the pod on the other node is untouched"
+    );
+    assert!(
+        during[&evicted].deleting,
+        "the evicted pod stays while its node is cut off: {during:?}"
+    );
+
+    cluster.heal(0);
+    wait_for("the node to be Ready again", PATIENCE, || {
+        (common::cluster::node_ready(&kc, CUT) == "True").then_some(())
+    });
+    wait_for(
+        "the node's unreachable and not-ready taints to go",
+        PATIENCE,
+        || {
+            taints(&kc, CUT)
+                .iter()
+                .all(|(key, _)| key != UNREACHABLE && key != NOT_READY)
+                .then_some(())
+        },
+    );
+    wait_for("the evicted pod to be removed", PATIENCE, || {
+        (!web_pods(&kc).contains_key(&evicted)).then_some(())
+    });
+    let after = web_pods(&kc);
+    assert_eq!(
+        after.keys().collect::<BTreeSet<_>>(),
+        BTreeSet::from([&kept, &replacement]),
+        "{after:?}"
+    );
+    for pod in after.values() {
+        assert_eq!(
+            (
+                pod.node.as_str(),
+                pod.phase.as_str(),
+                pod.ready,
+                pod.restarts
+            ),
+            (KEPT, "Running", true, 0),
+            "{pod:?}"
+        );
+    }
+
+    cluster.stop_agents(0);
+    for i in 0..3 {
+        cluster.stop_server(i);
+    }
 }
 
 /// The value of `key` in the cluster's etcd (empty when there is none), read through its

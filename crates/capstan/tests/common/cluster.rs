@@ -1,8 +1,9 @@
 //! A highly available cluster on one machine (issue 27): a 3-member etcd, 3 `capstan server`s
 //! (the second and third joining the first with its server token), each on its own address in
-//! a network namespace the test creates, and optionally one agent, on its own bridge, pod
-//! range and kubelet port. Servers can be killed, stopped and started again; etcd members
-//! killed.
+//! a network namespace the test creates, and agents, each in a network namespace of its own
+//! joined to the servers' by a veth pair (its own address, bridge, pod range and kubelet port).
+//! Servers can be killed, stopped and started again; etcd members killed; an agent cut off
+//! from the servers (its link dropping every packet) and joined again.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,16 +22,21 @@ use super::{Server, free_port, kubectl_any, kubectl_ok};
 pub struct Netns(String);
 
 impl Netns {
-    /// Creates `capstan-<prefix>-<pid>` and moves the calling thread into it.
-    pub fn enter(prefix: &str, addresses: &[&str]) -> Netns {
-        let name = format!("capstan-{prefix}-{}", std::process::id());
-        // One left by an earlier run of this process id.
+    /// Creates the namespace `name` (replacing one an earlier run of this process id left),
+    /// its loopback up.
+    fn add(name: String) -> Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &name])
             .stderr(Stdio::null())
             .status();
         ip(&["netns", "add", &name]);
-        let netns = Netns(name);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        Netns(name)
+    }
+
+    /// Creates `capstan-<prefix>-<pid>` and moves the calling thread into it.
+    pub fn enter(prefix: &str, addresses: &[&str]) -> Netns {
+        let netns = Netns::add(format!("capstan-{prefix}-{}", std::process::id()));
         let file = std::fs::File::open(format!("/run/netns/{}", netns.0)).unwrap();
         use std::os::fd::AsFd as _;
         rustix::thread::move_into_link_name_space(
@@ -38,7 +44,6 @@ impl Netns {
             Some(rustix::thread::LinkNameSpaceType::Network),
         )
         .unwrap();
-        ip(&["link", "set", "lo", "up"]);
         for address in addresses {
             ip(&["addr", "add", &format!("{address}/32"), "dev", "lo"]);
         }
@@ -55,6 +60,21 @@ impl Drop for Netns {
 fn ip(args: &[&str]) {
     let status = Command::new("ip").args(args).status().unwrap();
     assert!(status.success(), "ip {args:?}");
+}
+
+/// Runs `commands` as one nftables transaction (`nft -f -`): all of them apply, or none.
+fn nft(commands: &[String]) {
+    use std::io::Write as _;
+    let script = commands.join("\n");
+    let mut nft = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = nft.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    assert!(nft.wait().unwrap().success(), "nft -f -:\n{script}");
 }
 
 /// `kubeconfig` with its server replaced by `url`, written to `to`.
@@ -104,24 +124,86 @@ pub fn node_ready(kubeconfig: &Path, node: &str) -> String {
     )
 }
 
-/// What a cluster is built from: its addresses, pod range and node.
+/// An agent's own network namespace, joined to the servers' by a veth pair: `link` on the
+/// servers' side (a route to the agent's address through it), `eth0` on the agent's (the
+/// agent's address on it, the default route through it). Its pod bridge, pods and service
+/// rules live there, as on a machine of its own. Dropping it removes the pair and the
+/// namespace (which lives on until its last process ends).
+struct AgentNet {
+    link: String,
+    netns: Netns,
+}
+
+impl AgentNet {
+    fn create(netns: String, link: String, address: &str) -> AgentNet {
+        let netns = Netns::add(netns);
+        let name = netns.0.as_str();
+        ip(&[
+            "link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", name,
+        ]);
+        ip(&["link", "set", &link, "up"]);
+        ip(&["route", "add", &format!("{address}/32"), "dev", &link]);
+        ip(&[
+            "-n",
+            name,
+            "addr",
+            "add",
+            &format!("{address}/32"),
+            "dev",
+            "eth0",
+        ]);
+        ip(&["-n", name, "link", "set", "eth0", "up"]);
+        ip(&["-n", name, "route", "add", "default", "dev", "eth0"]);
+        AgentNet { link, netns }
+    }
+
+    /// The nftables table that cuts this agent off while it exists.
+    fn partition_table(&self) -> String {
+        format!("capstan_partition_{}", self.link)
+    }
+}
+
+impl Drop for AgentNet {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.link])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// One agent of a [`Layout`].
+#[derive(Debug, Clone, Copy)]
+pub struct AgentLayout {
+    /// Its node's name.
+    pub node: &'static str,
+    /// Its address (on its own link, not the servers' loopback).
+    pub ip: &'static str,
+    /// Its pod bridge; also names its link in the servers' namespace (`v<bridge>`).
+    pub bridge: &'static str,
+}
+
+/// What a cluster is built from: its addresses, pod range and nodes.
 pub struct Layout {
     /// The network namespace's name prefix.
     pub netns: &'static str,
     /// The servers' addresses, the first the one the others join.
     pub servers: [&'static str; 3],
-    /// The agent's node name, address and bridge; `None` for a cluster without a node.
-    pub agent: Option<(&'static str, &'static str, &'static str)>,
+    /// The agents, none for a cluster without nodes.
+    pub agents: &'static [AgentLayout],
     /// The cluster's pod range.
     pub cluster_cidr: &'static str,
+    /// Flags every server gets besides the harness's own.
+    pub server_flags: &'static [&'static str],
 }
 
 /// A running agent: its process and its data directory, cleaned (pod sandboxes, containerd,
-/// mounts, bridge) when dropped.
+/// mounts, bridge) when dropped, then its network namespace removed.
 struct Agent {
     child: Child,
-    // Runs after the process is killed.
+    // Run after the process is killed, in this order.
     _cleanup: Cleanup,
+    net: AgentNet,
 }
 
 impl Drop for Agent {
@@ -131,9 +213,9 @@ impl Drop for Agent {
     }
 }
 
-/// The cluster. Dropping it kills the agent (and cleans its node), the servers, then etcd.
+/// The cluster. Dropping it kills the agents (and cleans their nodes), the servers, then etcd.
 pub struct HaCluster {
-    agent: Option<Agent>,
+    agents: Vec<Agent>,
     servers: Vec<Option<Server>>,
     /// The etcd members.
     pub etcd: EtcdCluster,
@@ -145,31 +227,29 @@ pub struct HaCluster {
     pub token: String,
     /// The servers' addresses.
     pub ips: [&'static str; 3],
-    node: Option<(&'static str, &'static str, &'static str)>,
+    nodes: &'static [AgentLayout],
     work: tempfile::TempDir,
     // Last: the namespace goes once everything in it has stopped.
-    _netns: Netns,
+    netns: Netns,
 }
 
 /// The kube-system Leases the elected components hold.
 pub const LEADER_LEASES: [&str; 2] = ["kube-scheduler", "kube-controller-manager"];
 
 impl HaCluster {
-    /// Enters a new network namespace holding `layout`'s addresses, starts the etcd cluster,
-    /// the first server (waiting until it holds the scheduler's and controller manager's
-    /// Leases, so that the first server is the leader), the two others joining it with its
-    /// server token, and the agent joining through the first server (waiting until its node is
-    /// Ready).
+    /// Enters a new network namespace holding the servers' addresses, starts the etcd
+    /// cluster, the first server (waiting until it holds the scheduler's and controller
+    /// manager's Leases, so that the first server is the leader), the two others joining it
+    /// with its server token, and each agent in its own namespace joining through the first
+    /// server (waiting until every node is Ready).
     pub fn start(layout: &Layout) -> HaCluster {
-        let mut addresses = layout.servers.to_vec();
-        addresses.extend(layout.agent.map(|(_, ip, _)| ip));
-        let netns = Netns::enter(layout.netns, &addresses);
+        let netns = Netns::enter(layout.netns, &layout.servers);
         let etcd = EtcdCluster::start(3).expect("start a 3-member etcd cluster");
         let work = tempfile::tempdir().unwrap();
         let port = free_port();
         let endpoints = etcd.endpoints().join(",");
         let base = |ip: &str| -> Vec<String> {
-            [
+            let mut flags: Vec<String> = [
                 "--datastore-endpoint",
                 &endpoints,
                 "--bind-address",
@@ -182,19 +262,21 @@ impl HaCluster {
                 "--disable-dns",
             ]
             .map(str::to_owned)
-            .to_vec()
+            .to_vec();
+            flags.extend(layout.server_flags.iter().map(|flag| (*flag).to_owned()));
+            flags
         };
         let mut cluster = HaCluster {
-            agent: None,
+            agents: Vec::new(),
             servers: vec![None, None, None],
             etcd,
             flags: vec![base(layout.servers[0])],
             port,
             token: String::new(),
             ips: layout.servers,
-            node: layout.agent,
+            nodes: layout.agents,
             work,
-            _netns: netns,
+            netns,
         };
         cluster.start_server(0);
         let token = std::fs::read_to_string(cluster.data_dir(0).join("token")).unwrap();
@@ -218,27 +300,36 @@ impl HaCluster {
             cluster.flags.push(flags);
             cluster.start_server(i);
         }
-        if let Some((node, node_ip, bridge)) = layout.agent {
-            let dir = cluster.work.path().join("agent");
+        for agent in layout.agents {
+            let net = AgentNet::create(
+                format!("{}-{}", cluster.netns.0, agent.node),
+                format!("v{}", agent.bridge),
+                agent.ip,
+            );
+            let dir = cluster.work.path().join(agent.node);
             std::fs::create_dir_all(dir.join("agent/images")).unwrap();
             super::node::pack_busybox(&dir);
             let cleanup = Cleanup {
                 data_dir: dir.clone(),
-                bridge,
+                bridge: agent.bridge,
             };
-            let (child, _) = super::node::spawn_agent(
+            let (child, _) = super::node::spawn_agent_in(
+                &net.netns.0,
                 &cluster.url(0),
                 &cluster.token,
                 &dir,
-                node,
-                Some(node_ip),
-                bridge,
+                agent.node,
+                agent.ip,
+                agent.bridge,
             );
-            cluster.agent = Some(Agent {
+            cluster.agents.push(Agent {
                 child,
                 _cleanup: cleanup,
+                net,
             });
-            super::node::wait_ready(&first, node);
+        }
+        for agent in layout.agents {
+            super::node::wait_ready(&first, agent.node);
         }
         cluster
     }
@@ -262,9 +353,30 @@ impl HaCluster {
         to
     }
 
-    /// The node's name (the cluster must have an agent).
-    pub fn node(&self) -> &'static str {
-        self.node.expect("a cluster with an agent").0
+    /// Agent `i`'s node name.
+    pub fn node(&self, i: usize) -> &'static str {
+        self.nodes[i].node
+    }
+
+    /// Cuts agent `i` off from the servers: the servers' namespace drops every packet coming in
+    /// or going out through the agent's link (an nftables table of its own), so neither side
+    /// hears from the other and connections between them hang, as across a network partition.
+    pub fn partition(&self, i: usize) {
+        let net = &self.agents[i].net;
+        let (table, link) = (net.partition_table(), &net.link);
+        nft(&[
+            format!("add table inet {table}"),
+            format!("add chain inet {table} input {{ type filter hook input priority -400; }}"),
+            format!("add chain inet {table} output {{ type filter hook output priority -400; }}"),
+            format!("add rule inet {table} input iifname {link} drop"),
+            format!("add rule inet {table} output oifname {link} drop"),
+        ]);
+    }
+
+    /// Ends agent `i`'s partition: its link carries packets again.
+    pub fn heal(&self, i: usize) {
+        let table = self.agents[i].net.partition_table();
+        nft(&[format!("delete table inet {table}")]);
     }
 
     /// Starts server `i` (again) with its flags and waits until it is ready.
@@ -286,8 +398,8 @@ impl HaCluster {
     }
 
     /// Deletes every pod of the default namespace (and what owns them) through server `i`,
-    /// waits until they are gone, then stops the agent with SIGTERM.
-    pub fn stop_agent(&mut self, i: usize) {
+    /// waits until they are gone, then stops the agents with SIGTERM.
+    pub fn stop_agents(&mut self, i: usize) {
         let kubeconfig = self.kubeconfig(i);
         kubectl_ok(
             "default",
@@ -303,7 +415,7 @@ impl HaCluster {
             let output = kubectl_any("default", &kubeconfig, &["get", "pods", "-o", "name"]);
             (output.status.success() && output.stdout.is_empty()).then_some(())
         });
-        if let Some(mut agent) = self.agent.take() {
+        for mut agent in self.agents.drain(..) {
             let _ = Command::new("kill")
                 .args(["-TERM", &agent.child.id().to_string()])
                 .status();

@@ -17,8 +17,49 @@ pub fn spawn_agent(
     node_ip: Option<&str>,
     bridge: &str,
 ) -> (Child, String) {
+    let command = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    start_agent(command, server, token, data_dir, node, node_ip, bridge)
+}
+
+/// [`spawn_agent`] in the network namespace `netns` (a name `ip netns` lists; entered with
+/// `nsenter`, which runs the agent itself, so the child is the agent): the agent, its
+/// containerd, pod bridge and service rules live there, as on a machine of its own.
+pub fn spawn_agent_in(
+    netns: &str,
+    server: &str,
+    token: &str,
+    data_dir: &Path,
+    node: &str,
+    node_ip: &str,
+    bridge: &str,
+) -> (Child, String) {
+    let mut command = Command::new("nsenter");
+    command
+        .arg(format!("--net=/run/netns/{netns}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_capstan"));
+    start_agent(
+        command,
+        server,
+        token,
+        data_dir,
+        node,
+        Some(node_ip),
+        bridge,
+    )
+}
+
+/// Runs `command` (the capstan binary, or what runs it) with `agent` and its flags.
+fn start_agent(
+    mut command: Command,
+    server: &str,
+    token: &str,
+    data_dir: &Path,
+    node: &str,
+    node_ip: Option<&str>,
+    bridge: &str,
+) -> (Child, String) {
     let proxy_metrics = format!("127.0.0.1:{}", super::free_port());
-    let mut command = Command::new(env!("CARGO_BIN_EXE_capstan"));
     command
         .args(["agent", "--server", server, "--token", token])
         .arg("--data-dir")
@@ -310,8 +351,11 @@ impl Drop for Cleanup {
                 let _ = Command::new("umount").args(["-l", target]).status();
             }
         }
+        // Absent when the node never got a pod range, or lived in a network namespace of its
+        // own (which takes its bridge with it).
         let _ = Command::new("ip")
             .args(["link", "del", self.bridge])
+            .stderr(Stdio::null())
             .status();
     }
 }
