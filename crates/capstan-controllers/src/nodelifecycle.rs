@@ -6,14 +6,17 @@
 //! healthy zone, one per 100 s in a large partially disrupted one, none in a small partially
 //! disrupted one, and when every zone looks down all of them are lifted (the control plane's
 //! network is the likelier culprit then). The taint eviction controller
-//! ([`crate::tainteviction`]) acts on the `NoExecute` taints.
+//! ([`crate::tainteviction`]) acts on the `NoExecute` taints. A Ready node this controller
+//! finds silent gets a `NodeNotReady` event and its pods' Ready condition set False (upstream's
+//! `MarkPodsNotReady`: their kubelet cannot), retried until done or the node is Ready again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use capstan_client::events::{EventRecorder, EventType};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -74,7 +77,11 @@ pub struct Context {
     client: Client,
     leases: Store<Lease>,
     nodes: Store<Node>,
+    pods: Store<Pod>,
+    recorder: EventRecorder,
     grace: Duration,
+    /// Nodes found silent whose pods are still to be marked not ready.
+    unmarked: Mutex<HashSet<String>>,
     probes: Mutex<HashMap<String, Probe>>,
     /// Zone states, computed at most once a second (each takes a pass over all nodes).
     zones: Mutex<Option<(Instant, Arc<Zones>)>>,
@@ -149,13 +156,17 @@ impl std::fmt::Debug for Context {
 pub fn start(mut setup: Setup<'_>) -> Task {
     let nodes = setup.watch::<Node>();
     let leases = setup.watch::<Lease>();
+    let pods = setup.watch::<Pod>();
     let (queue, rx) = Queue::<Node>::new();
     queue.follow_applied(&nodes);
     let ctx = Arc::new(Context {
         client: setup.client(),
         leases: leases.store(),
         nodes: nodes.store(),
+        pods: pods.store(),
+        recorder: setup.recorder("node-controller"),
         grace: setup.config().node_monitor_grace_period,
+        unmarked: Mutex::new(HashSet::new()),
         probes: Mutex::new(HashMap::new()),
         zones: Mutex::new(None),
         limiters: Mutex::new(HashMap::new()),
@@ -306,7 +317,52 @@ fn silenced_conditions(node: &Node, now: Timestamp) -> Option<Vec<NodeCondition>
     changed.then_some(conditions)
 }
 
+/// The status patch that sets `pod`'s Ready condition False at `now` (upstream's
+/// `MarkPodsNotReady` for one pod); `None` when it has no Ready condition or it is False
+/// already. The condition keeps its reason and message.
+fn not_ready_patch(pod: &Pod, now: Timestamp) -> Option<serde_json::Value> {
+    let ready = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_deref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    (ready.status != "False").then(|| {
+        json!({"status": {"conditions": [{
+            "type": "Ready", "status": "False", "lastTransitionTime": Time(now),
+        }]}})
+    })
+}
+
 impl Context {
+    /// Sets the Ready condition of every pod on node `name` False.
+    async fn mark_pods_not_ready(&self, name: &str) -> Result<(), Error> {
+        let now = crate::pods::now();
+        let on_node = self
+            .pods
+            .state_filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name));
+        for pod in on_node {
+            let Some(patch) = not_ready_patch(&pod, now) else {
+                continue;
+            };
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            tracing::info!(pod = %format!("{namespace}/{pod_name}"), node = %name,
+                "updating the ready status of a pod on a silent node to false");
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            match api
+                .patch_status(&pod_name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if runtime::is_not_found(&error) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the kubelet was heard from within the grace period: a new heartbeat or Lease
     /// renewal since the last look counts from the moment this controller saw it.
     fn heard_from(&self, node: &Node) -> bool {
@@ -398,6 +454,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     let api: Api<Node> = Api::all(ctx.client.clone());
     let now = crate::pods::now();
     let mut node = (*node).clone();
+    let was_ready = ready(&node) == "True";
     if !ctx.heard_from(&node)
         && let Some(conditions) = silenced_conditions(&node, now)
     {
@@ -413,6 +470,38 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
             Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
             Err(error) => return Err(error.into()),
         };
+        if was_ready {
+            ctx.recorder.record(
+                ObjectReference {
+                    kind: Some("Node".into()),
+                    name: Some(name.clone()),
+                    uid: node.metadata.uid.clone(),
+                    ..ObjectReference::default()
+                },
+                EventType::Normal,
+                "NodeNotReady",
+                format!("Node {name} status is now: NodeNotReady"),
+            );
+            ctx.unmarked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone());
+        }
+    }
+    // The pods of a node found silent are marked not ready, until done or it is Ready again.
+    let unmarked = {
+        let mut unmarked = ctx.unmarked.lock().unwrap_or_else(|e| e.into_inner());
+        if ready(&node) == "True" {
+            unmarked.remove(&name);
+        }
+        unmarked.contains(&name)
+    };
+    if unmarked {
+        ctx.mark_pods_not_ready(&name).await?;
+        ctx.unmarked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&name);
     }
     let (state, size, all_down) = ctx.zone_of(&node);
     let current = node
@@ -585,6 +674,31 @@ mod tests {
             s.conditions = Some(conditions);
         }
         assert_eq!(silenced_conditions(&again, now), None);
+    }
+
+    #[test]
+    fn pods_of_a_silent_node_are_marked_not_ready() {
+        let pod = |conditions: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "status": {"conditions": conditions}}))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let now = Timestamp::UNIX_EPOCH;
+        let ready = pod(json!([{"type": "Ready", "status": "True", "reason": "R"},
+                               {"type": "ContainersReady", "status": "True"}]));
+        assert_eq!(
+            not_ready_patch(&ready, now),
+            Some(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+                "lastTransitionTime": "1970-01-01T00:00:00Z"}]}})
+            )
+        );
+        let not_ready = pod(json!([{"type": "Ready", "status": "False"}]));
+        assert_eq!(not_ready_patch(&not_ready, now), None, "already False");
+        let unknown = pod(json!([{"type": "Ready", "status": "Unknown"}]));
+        assert!(not_ready_patch(&unknown, now).is_some());
+        let pending = pod(json!([{"type": "PodScheduled", "status": "True"}]));
+        assert_eq!(not_ready_patch(&pending, now), None, "no Ready condition");
     }
 
     #[test]
