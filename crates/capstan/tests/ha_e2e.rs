@@ -625,8 +625,8 @@ spec:
 /// Two agents, each in a network namespace of its own, run a Deployment of two pods, one per
 /// node, which tolerate the `unreachable` and `not-ready` taints for 5 s. The first agent's
 /// link to the servers is cut: its node goes Ready=Unknown and is tainted
-/// `unreachable:NoExecute` once the grace period (10 s here) has passed, its pod is marked for
-/// deletion once its toleration ran out (and stays, Terminating, while its kubelet cannot act
+/// `unreachable:NoExecute` once the grace period (30 s here) has passed, its pod is marked not
+/// ready, and for deletion once its toleration ran out (and stays, Terminating, while its kubelet cannot act
 /// on it), a replacement runs on the other node, and the Deployment has its two replicas
 /// available again, the pod already there untouched. The link restored, the node is Ready
 /// again and untainted, and its kubelet stops the evicted pod and removes it.
@@ -655,7 +655,8 @@ fn a_partitioned_node_has_its_pods_evicted_and_replaced_elsewhere() {
             },
         ],
         cluster_cidr: "10.228.0.0/16",
-        server_flags: &["--node-monitor-grace-period", "10s"],
+        // Short, but thrice the kubelet's 10 s Lease renewal: a healthy node never misses it.
+        server_flags: &["--node-monitor-grace-period", "30s"],
     });
     assert_eq!((cluster.node(0), cluster.node(1)), (CUT, KEPT));
     let kc = cluster.kubeconfig(0);
@@ -701,10 +702,11 @@ fn a_partitioned_node_has_its_pods_evicted_and_replaced_elsewhere() {
         },
     );
     assert_eq!(common::cluster::node_ready(&kc, KEPT), "True");
+    // Marked not ready as its node went silent, then deleted once its toleration ran out.
     wait_for("the cut-off node's pod to be evicted", PATIENCE, || {
         web_pods(&kc)
             .get(&evicted)
-            .filter(|pod| pod.deleting)
+            .filter(|pod| pod.deleting && !pod.ready)
             .map(drop)
     });
     let (replacement, replacement_pod) = wait_for(
