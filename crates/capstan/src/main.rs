@@ -1408,14 +1408,13 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
         let mut config = args.agent.config(data_dir.join("agent"))?;
         config.profiling = args.profiling;
         // The kubelet API serves with a certificate from the cluster CA, for the node's
-        // address and names.
+        // address and name (its Node's `Hostname` address).
         let ip = *config
             .node_ip
             .get_or_insert_with(capstan_kubelet::node::default_ip);
         let mut names = vec![
             ip.to_string(),
             config.node_name.clone(),
-            capstan_kubelet::node::hostname(),
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
         ];
@@ -1567,14 +1566,11 @@ async fn joined_client(
     client_from(Some(&kubeconfig), user_agent).await
 }
 
-/// The names a node's renewed serving certificates are asked for: its name, host name and
-/// address (what its Node reports, which the CSR approver checks them against).
+/// The names a node's renewed serving certificates are asked for: its name (also its Node's
+/// `Hostname` address) and address, what its Node reports and the CSR approver checks them
+/// against.
 fn node_names(node: &str, ip: IpAddr) -> Vec<String> {
-    let mut names = vec![
-        node.to_owned(),
-        capstan_kubelet::node::hostname(),
-        ip.to_string(),
-    ];
+    let mut names = vec![node.to_owned(), ip.to_string()];
     names.sort();
     names.dedup();
     names
@@ -1606,11 +1602,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     let ip = *config
         .node_ip
         .get_or_insert_with(capstan_kubelet::node::default_ip);
-    let mut names = vec![
-        ip.to_string(),
-        config.node_name.clone(),
-        capstan_kubelet::node::hostname(),
-    ];
+    let mut names = vec![ip.to_string(), config.node_name.clone()];
     names.sort();
     names.dedup();
     let password_file = args.data_dir.join("node-password");
