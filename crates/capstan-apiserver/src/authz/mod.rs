@@ -191,10 +191,70 @@ impl Default for Modes {
 /// A binding: who, and to which role.
 #[derive(Debug)]
 struct Binding {
+    /// Its name.
+    name: String,
     subjects: Vec<Subject>,
     role_ref: RoleRef,
     /// The namespace of a RoleBinding (service account subjects default to it).
     namespace: Option<String>,
+}
+
+impl Binding {
+    fn cluster(binding: ClusterRoleBinding) -> Binding {
+        Binding {
+            name: binding.metadata.name.unwrap_or_default(),
+            subjects: binding.subjects.unwrap_or_default(),
+            role_ref: binding.role_ref,
+            namespace: None,
+        }
+    }
+
+    fn namespaced(binding: k8s_openapi::api::rbac::v1::RoleBinding, namespace: String) -> Binding {
+        Binding {
+            name: binding.metadata.name.unwrap_or_default(),
+            subjects: binding.subjects.unwrap_or_default(),
+            role_ref: binding.role_ref,
+            namespace: Some(namespace),
+        }
+    }
+
+    /// The first of its subjects that is `user`.
+    fn subject_for(&self, user: &User) -> Option<&Subject> {
+        self.subjects
+            .iter()
+            .find(|s| subject_applies(s, user, self.namespace.as_deref()))
+    }
+
+    /// How upstream's RBAC names the grant of this binding to `subject` in its reasons
+    /// (`ClusterRoleBinding "admins" of ClusterRole "admin" to User "alice"`).
+    fn describe(&self, subject: &Subject) -> String {
+        use capstan_api::field::go_quote;
+        let to = match subject.kind.as_str() {
+            "ServiceAccount" => {
+                let namespace = subject
+                    .namespace
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .or(self.namespace.as_deref())
+                    .unwrap_or_default();
+                format!(
+                    "ServiceAccount {}",
+                    go_quote(&format!("{}/{namespace}", subject.name))
+                )
+            }
+            kind => format!("{kind} {}", go_quote(&subject.name)),
+        };
+        let (kind, name) = match &self.namespace {
+            Some(namespace) => ("RoleBinding", format!("{}/{namespace}", self.name)),
+            None => ("ClusterRoleBinding", self.name.clone()),
+        };
+        format!(
+            "{kind} {} of {} {} to {to}",
+            go_quote(&name),
+            self.role_ref.kind,
+            go_quote(&self.role_ref.name)
+        )
+    }
 }
 
 /// The RBAC objects, ready to evaluate.
@@ -358,25 +418,23 @@ impl Policy {
         rules.map_or(&[], Vec::as_slice)
     }
 
-    fn allows(&self, user: &User, attrs: &Attributes) -> bool {
-        let covered = |binding: &Binding| {
-            binding
-                .subjects
+    /// Whether a binding grants `user` what `attrs` describe: upstream's reason naming the
+    /// first that does (`RBAC: allowed by ClusterRoleBinding ...`).
+    fn allowed_by(&self, user: &User, attrs: &Attributes) -> Option<String> {
+        let grant = |binding: &Binding| {
+            let subject = binding.subject_for(user)?;
+            self.rules_of(&binding.role_ref, binding.namespace.as_deref())
                 .iter()
-                .any(|s| subject_applies(s, user, binding.namespace.as_deref()))
-                && self
-                    .rules_of(&binding.role_ref, binding.namespace.as_deref())
-                    .iter()
-                    .any(|rule| rule_allows(rule, attrs))
+                .any(|rule| rule_allows(rule, attrs))
+                .then(|| format!("RBAC: allowed by {}", binding.describe(subject)))
         };
-        if self.cluster_bindings.iter().any(covered) {
-            return true;
-        }
-        !attrs.namespace.is_empty()
-            && self
-                .bindings
-                .get(&attrs.namespace)
-                .is_some_and(|b| b.iter().any(covered))
+        let namespaced = (!attrs.namespace.is_empty())
+            .then(|| self.bindings.get(&attrs.namespace))
+            .flatten();
+        self.cluster_bindings
+            .iter()
+            .chain(namespaced.into_iter().flatten())
+            .find_map(grant)
     }
 }
 
@@ -521,11 +579,7 @@ impl Authorizer {
         };
         for object in &lists[1] {
             if let Ok(binding) = serde_json::from_value::<ClusterRoleBinding>(object.clone()) {
-                policy.cluster_bindings.push(Binding {
-                    subjects: binding.subjects.unwrap_or_default(),
-                    role_ref: binding.role_ref,
-                    namespace: None,
-                });
+                policy.cluster_bindings.push(Binding::cluster(binding));
             }
         }
         for object in &lists[2] {
@@ -541,16 +595,12 @@ impl Authorizer {
         }
         for object in &lists[3] {
             if let Ok(binding) = serde_json::from_value::<RoleBinding>(object.clone()) {
-                let namespace = binding.metadata.namespace.unwrap_or_default();
+                let namespace = binding.metadata.namespace.clone().unwrap_or_default();
                 policy
                     .bindings
                     .entry(namespace.clone())
                     .or_default()
-                    .push(Binding {
-                        subjects: binding.subjects.unwrap_or_default(),
-                        role_ref: binding.role_ref,
-                        namespace: Some(namespace),
-                    });
+                    .push(Binding::namespaced(binding, namespace));
             }
         }
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
@@ -619,7 +669,7 @@ impl Authorizer {
     }
 
     /// Whether `user` may do what `attrs` describe, and why not: the privileged group, then
-    /// the modes in order (RBAC gives no reasons).
+    /// the modes in order (RBAC names the binding that allows, as upstream's).
     pub(crate) async fn authorize(&self, user: &User, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == "system:masters") {
             return Decision::allow();
@@ -641,8 +691,12 @@ impl Authorizer {
                         .read()
                         .unwrap_or_else(|e| e.into_inner())
                         .clone();
-                    if policy.allows(user, attrs) {
-                        return Decision::allow();
+                    if let Some(reason) = policy.allowed_by(user, attrs) {
+                        return Decision {
+                            allowed: true,
+                            reason,
+                            ..Decision::default()
+                        };
                     }
                 }
                 Mode::Webhook => {
@@ -1194,18 +1248,10 @@ pub(crate) mod tests_support {
                     .bindings
                     .entry(namespace.clone())
                     .or_default()
-                    .push(Binding {
-                        subjects: binding.subjects.unwrap_or_default(),
-                        role_ref: binding.role_ref,
-                        namespace: Some(namespace),
-                    });
+                    .push(Binding::namespaced(binding, namespace));
             } else {
                 let binding: ClusterRoleBinding = serde_json::from_value(object).unwrap();
-                policy.cluster_bindings.push(Binding {
-                    subjects: binding.subjects.unwrap_or_default(),
-                    role_ref: binding.role_ref,
-                    namespace: None,
-                });
+                policy.cluster_bindings.push(Binding::cluster(binding));
             }
         }
         policy.cluster_roles = aggregate(&roles);
@@ -1436,6 +1482,7 @@ mod tests {
             )],
         );
         policy.cluster_bindings.push(Binding {
+            name: "readers".into(),
             subjects: vec![
                 serde_json::from_value(json!({"kind": "Group", "name": "readers"})).unwrap(),
             ],
@@ -1448,6 +1495,7 @@ mod tests {
         policy.bindings.insert(
             "team".into(),
             vec![Binding {
+                name: "ci-writes".into(),
                 subjects: vec![
                     serde_json::from_value(json!({"kind": "ServiceAccount", "name": "ci"}))
                         .unwrap(),
@@ -1470,11 +1518,31 @@ mod tests {
             ..User::default()
         };
         let mut create = resource("create", "", "configmaps", "", "");
-        assert!(policy.allows(&reader, &resource("list", "apps", "deployments", "", "")));
-        assert!(!policy.allows(&reader, &create));
-        assert!(!policy.allows(&ci, &create), "bound in team, not default");
+        // Each grant names its binding as upstream's reasons do.
+        assert_eq!(
+            policy
+                .allowed_by(&reader, &resource("list", "apps", "deployments", "", ""))
+                .as_deref(),
+            Some(
+                r#"RBAC: allowed by ClusterRoleBinding "readers" of ClusterRole "reader" to Group "readers""#
+            )
+        );
+        assert!(policy.allowed_by(&reader, &create).is_none());
+        assert!(
+            policy.allowed_by(&ci, &create).is_none(),
+            "bound in team, not default"
+        );
         create.namespace = "team".into();
-        assert!(policy.allows(&ci, &create));
-        assert!(!policy.allows(&ci, &resource("list", "", "pods", "", "")));
+        assert_eq!(
+            policy.allowed_by(&ci, &create).as_deref(),
+            Some(
+                r#"RBAC: allowed by RoleBinding "ci-writes/team" of Role "writer" to ServiceAccount "ci/team""#
+            )
+        );
+        assert!(
+            policy
+                .allowed_by(&ci, &resource("list", "", "pods", "", ""))
+                .is_none()
+        );
     }
 }
