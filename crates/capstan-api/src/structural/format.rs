@@ -8,7 +8,7 @@
 //! `time.Parse`, govalidator's patterns and checksums, strfmt's scala-style durations), written
 //! over the same grammar; `email` and `uri` take the common forms of those grammars.
 
-use std::net::Ipv6Addr;
+use std::net::IpAddr;
 use std::sync::LazyLock;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
@@ -73,8 +73,8 @@ pub(crate) fn valid(format: &str, value: &str) -> bool {
         "uri" => request_uri(value),
         "email" => email(value),
         "hostname" => hostname(value),
-        "ipv4" => ip(value) && value.contains('.'),
-        "ipv6" => ip(value) && value.contains(':'),
+        "ipv4" => ip(value).is_some() && value.contains('.'),
+        "ipv6" => ip(value).is_some() && value.contains(':'),
         "cidr" => cidr(value),
         "mac" => mac(value),
         "uuid" => matches(&UUID, value),
@@ -151,21 +151,10 @@ fn hostname(value: &str) -> bool {
     matches(&HOSTNAME, value) && value.len() <= 255 && value.split('.').all(|l| l.len() <= 63)
 }
 
-/// `net.ParseIP`: dotted IPv4 without leading zeros, or IPv6 (with an IPv4 tail or not).
-fn ip(value: &str) -> bool {
-    ipv4(value) || value.contains(':') && value.parse::<Ipv6Addr>().is_ok()
-}
-
-fn ipv4(value: &str) -> bool {
-    let parts: Vec<&str> = value.split('.').collect();
-    parts.len() == 4
-        && parts.iter().all(|p| {
-            !p.is_empty()
-                && p.len() <= 3
-                && p.bytes().all(|b| b.is_ascii_digit())
-                && (p.len() == 1 || !p.starts_with('0'))
-                && p.parse::<u16>().is_ok_and(|n| n <= 255)
-        })
+/// `net.ParseIP`: dotted IPv4 without leading zeros, or IPv6 (with an IPv4 tail or not). The
+/// standard parser reads both as Go's does (see `names::is_valid_ip`).
+fn ip(value: &str) -> Option<IpAddr> {
+    value.parse().ok()
 }
 
 /// `net.ParseCIDR`: an address, `/`, and a prefix length within the address's bits.
@@ -173,12 +162,10 @@ fn cidr(value: &str) -> bool {
     let Some((address, bits)) = value.split_once('/') else {
         return false;
     };
-    let width = if ipv4(address) {
-        32
-    } else if ip(address) {
-        128
-    } else {
-        return false;
+    let width = match ip(address) {
+        Some(IpAddr::V4(_)) => 32,
+        Some(IpAddr::V6(_)) => 128,
+        None => return false,
     };
     !bits.is_empty()
         && bits.len() <= 3
