@@ -581,7 +581,8 @@ impl ServerProcess {
         let mut last_error = None;
         // A port handed out by `free_port` may be taken by someone else meanwhile: retry.
         for _ in 0..3 {
-            match Self::try_start(server, data_dir, datastore, extra, env, log).await {
+            let port = capstan_testkit::free_port();
+            match Self::try_start(server, data_dir, datastore, extra, env, log, port, None).await {
                 Ok(started) => return Ok(started),
                 Err(error) => last_error = Some(error),
             }
@@ -589,15 +590,20 @@ impl ServerProcess {
         Err(last_error.unwrap_or_else(|| anyhow!("the server did not start")))
     }
 
-    async fn try_start(
+    /// Spawns `server` on `port` and waits until `/readyz` answers `ok` to a client with
+    /// `tls` (default: the admin certificate the server writes to its data dir; a server that
+    /// joined another has none of its own).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn try_start(
         server: &Path,
         data_dir: &Path,
         datastore: Option<&str>,
         extra: &[&str],
         env: &[(&str, &str)],
         log: &Path,
+        port: u16,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<(ServerProcess, Duration)> {
-        let port = capstan_testkit::free_port();
         let log_file = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -632,7 +638,7 @@ impl ServerProcess {
             .ok_or_else(|| anyhow!("the server exited at once"))?
             .to_string();
         let tls_dir = data_dir.join("tls");
-        let mut tls = None;
+        let mut tls = tls;
         loop {
             if let Some(status) = child.try_wait()? {
                 bail!(
@@ -695,6 +701,21 @@ impl ServerProcess {
 
     pub(crate) async fn connect(&self) -> Result<Conn> {
         Conn::open(&self.tls, self.port).await
+    }
+
+    /// Kills the server with SIGKILL (a crash, no shutdown) and waits until it is gone.
+    pub(crate) async fn kill(mut self) -> Result<()> {
+        self.child.kill().await.context("killing the server")
+    }
+
+    /// The port the server listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The TLS settings its clients use (admin client certificate).
+    pub(crate) fn tls(&self) -> Arc<rustls::ClientConfig> {
+        self.tls.clone()
     }
 
     pub(crate) async fn connect_many(&self, count: usize) -> Result<Vec<Conn>> {

@@ -46,10 +46,10 @@ pub struct ControllersArgs {
 const NAMESPACE: &str = "ctl-bench";
 
 /// A child process killed when dropped.
-struct Child(tokio::process::Child);
+pub(crate) struct Child(tokio::process::Child);
 
 impl Child {
-    fn spawn(binary: &Path, args: &[&str], log: &Path) -> Result<Child> {
+    pub(crate) fn spawn(binary: &Path, args: &[&str], log: &Path) -> Result<Child> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -66,7 +66,7 @@ impl Child {
         Ok(Child(child))
     }
 
-    fn pid(&self) -> Result<String> {
+    pub(crate) fn pid(&self) -> Result<String> {
         self.0
             .id()
             .map(|p| p.to_string())

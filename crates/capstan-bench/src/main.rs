@@ -87,6 +87,7 @@ mod nodewatch;
 mod observe;
 mod pods;
 mod proxy;
+mod scale;
 mod scheduler;
 mod security;
 mod storage;
@@ -157,6 +158,11 @@ enum Command {
     /// Benchmark one server's kubelet traffic at scale: pod lists by node and pod creates
     /// under one watch per node, with the watch cache's node index and without.
     Nodewatch(nodewatch::NodewatchArgs),
+    /// Benchmark a cluster at scale (issue 27): thousands of simulated nodes and 100,000s of
+    /// pods on one server (SQLite) and on several servers (etcd): API latency against
+    /// upstream's SLOs, memory per 10,000 pods, scheduling with the pods running, recovery
+    /// after a server is killed.
+    Scale(scale::ScaleArgs),
 }
 
 #[derive(Args, Debug)]
@@ -395,6 +401,7 @@ async fn main() -> ExitCode {
         Command::Storage(args) => storage::run(args).await,
         Command::Security(args) => security::run(*args).await,
         Command::Nodewatch(args) => nodewatch::run(args).await,
+        Command::Scale(args) => scale::run(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

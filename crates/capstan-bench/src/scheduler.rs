@@ -120,11 +120,11 @@ struct PodSpecFields {
 }
 
 /// When each pod was seen bound, by name.
-type Bindings = Arc<Mutex<HashMap<String, Instant>>>;
+pub(crate) type Bindings = Arc<Mutex<HashMap<String, Instant>>>;
 
-/// Watches the namespace's pods and records when each one is first seen with a node.
-async fn watch_bindings(conn: Conn, bindings: Bindings) -> Result<()> {
-    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods?watch=1&allowWatchBookmarks=false");
+/// Watches `namespace`'s pods and records when each one is first seen with a node.
+pub(crate) async fn watch_bindings(conn: Conn, namespace: &str, bindings: Bindings) -> Result<()> {
+    let path = format!("/api/v1/namespaces/{namespace}/pods?watch=1&allowWatchBookmarks=false");
     let response = conn.send(Method::GET, &path, None).await?;
     if response.status() != StatusCode::OK {
         bail!("watch: {}", response.status());
@@ -152,7 +152,9 @@ async fn watch_bindings(conn: Conn, bindings: Bindings) -> Result<()> {
     Ok(())
 }
 
-async fn create_all(
+/// Creates every `(name, body)` at `path` with `clients` requests in flight over `conns`;
+/// returns when each create was sent, by name.
+pub(crate) async fn create_all(
     conns: &[Conn],
     path: &str,
     bodies: Vec<(String, Bytes)>,
@@ -183,7 +185,12 @@ async fn create_all(
     Ok(started)
 }
 
-async fn wait_bound(bindings: &Bindings, names: &[String], timeout: Duration) -> Result<()> {
+/// Waits until every pod of `names` is in `bindings`.
+pub(crate) async fn wait_bound(
+    bindings: &Bindings,
+    names: &[String],
+    timeout: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let bound = {
@@ -246,7 +253,11 @@ async fn run_one(
     // Let the scheduler's node watch catch up before pods arrive.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let bindings: Bindings = Arc::default();
-    let watch = tokio::spawn(watch_bindings(server.connect().await?, bindings.clone()));
+    let watch = tokio::spawn(watch_bindings(
+        server.connect().await?,
+        NAMESPACE,
+        bindings.clone(),
+    ));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pods_path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
     eprintln!("scheduler bench: {init} initial pods");
