@@ -70,8 +70,7 @@ pub struct ScaleArgs {
     /// Pods created in the scheduling measurement.
     #[arg(long, default_value_t = 5_000)]
     sched_pods: usize,
-    /// A small run (100 nodes, 3,000 pods, 10 s steady state, 500 scheduled) to check the
-    /// driver.
+    /// A small run (30 nodes, 600 pods, 3 s steady state, 100 scheduled) to check the driver.
     #[arg(long)]
     quick: bool,
 }
@@ -935,12 +934,12 @@ pub async fn run(args: ScaleArgs) -> Result<()> {
     let settings = if args.quick {
         Settings {
             servers: args.servers,
-            nodes: 100,
-            pods: 3_000,
-            namespaces: 10,
+            nodes: 30,
+            pods: 600,
+            namespaces: 4,
             clients: 16,
-            measure: Duration::from_secs(10),
-            sched_pods: 500,
+            measure: Duration::from_secs(3),
+            sched_pods: 100,
         }
     } else {
         Settings {
