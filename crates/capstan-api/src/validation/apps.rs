@@ -1157,12 +1157,8 @@ mod tests {
     use crate::defaults::apps::{
         default_daemon_set, default_deployment, default_replica_set, default_stateful_set,
     };
+    use crate::validation::test_support::check;
     use serde_json::{Value, json};
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn decode<T: serde::de::DeserializeOwned>(value: Value, default: fn(&mut T)) -> T {
         let mut object: T = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));

@@ -1529,12 +1529,8 @@ pub fn validate_cron_job_status_update(_new: &CronJob, _old: &CronJob) -> Vec<Fi
 mod tests {
     use super::*;
     use crate::defaults::batch::{default_cron_job, default_job, prepare_job_for_create};
+    use crate::validation::test_support::check;
     use serde_json::{Value, json};
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn template() -> Value {
         json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "perl"}]}})

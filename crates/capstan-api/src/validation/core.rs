@@ -951,14 +951,10 @@ pub fn validate_event_update(new: &Event, _old: &Event) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validation::test_support::check;
     use k8s_openapi::ByteString;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
         ObjectMeta {

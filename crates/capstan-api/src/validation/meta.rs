@@ -665,12 +665,8 @@ pub fn validate_label_selector(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validation::test_support::check;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
         ObjectMeta {

@@ -805,13 +805,9 @@ pub fn validate_events_v1_event_update(new: &EventV1, old: &EventV1) -> Vec<Fiel
 mod tests {
     use super::*;
     use crate::defaults::misc::{default_endpoint_slice, default_priority_class};
+    use crate::validation::test_support::check;
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn decode<T: DeserializeOwned>(value: Value) -> T {
         serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))

@@ -43,6 +43,11 @@ pub(crate) mod test_support {
         errs.iter().map(ToString::to_string).collect()
     }
 
+    /// Asserts that `errs` are the `expected` messages, in order.
+    pub(crate) fn check(errs: Vec<FieldError>, expected: &[&str]) {
+        assert_eq!(messages(&errs), expected);
+    }
+
     /// `value` decoded as a `T` (a test's fixture, so a failure panics).
     pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
         serde_json::from_value(value).unwrap()

@@ -351,13 +351,9 @@ pub fn validate_node_update(new: &Node, old: &Node) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validation::test_support::check;
     use k8s_openapi::api::core::v1::NodeSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn node(taints: Vec<Taint>, cidrs: Vec<&str>) -> Node {
         Node {

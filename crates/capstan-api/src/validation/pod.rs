@@ -2762,17 +2762,13 @@ pub fn validate_pod_template_update(new: &PodTemplate, old: &PodTemplate) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validation::test_support::check;
     use serde_json::json;
 
     fn pod(value: serde_json::Value) -> Pod {
         let mut pod: Pod = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
         crate::defaults::default_pod(&mut pod);
         pod
-    }
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
     }
 
     fn base(containers: serde_json::Value) -> serde_json::Value {

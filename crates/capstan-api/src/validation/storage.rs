@@ -586,15 +586,11 @@ pub fn validate_persistent_volume_claim_status_update(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validation::test_support::check;
     use k8s_openapi::api::core::v1::{PersistentVolumeSpec, VolumeResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use std::collections::BTreeMap;
-
-    fn check(errs: Vec<FieldError>, expected: &[&str]) {
-        let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        assert_eq!(got, expected);
-    }
 
     fn claim(size: &str) -> PersistentVolumeClaim {
         PersistentVolumeClaim {
