@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::field::{BadValue, FieldError, Path};
@@ -262,6 +262,40 @@ fn immutable_selector(new: Option<&LabelSelector>, old: Option<&LabelSelector>) 
     }
 }
 
+/// A new namespaced workload: its metadata (named by `name`) and its spec, absent read as empty.
+fn validate_new_workload<S: Clone + Default>(
+    meta: &ObjectMeta,
+    name: NameValidator,
+    spec: &Option<S>,
+    validate_spec: fn(&S, &Path) -> Vec<FieldError>,
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(meta, true, name, &meta_path());
+    errs.extend(validate_spec(
+        &spec.clone().unwrap_or_default(),
+        &spec_path(),
+    ));
+    errs
+}
+
+/// The update rules Deployments, ReplicaSets and DaemonSets share: the metadata update, the new
+/// spec, and an unchanged `spec.selector` (each side given as its metadata and spec).
+fn validate_update_keeping_selector<S: Clone + Default>(
+    (new_meta, new_spec): (&ObjectMeta, &Option<S>),
+    (old_meta, old_spec): (&ObjectMeta, &Option<S>),
+    validate_spec: fn(&S, &Path) -> Vec<FieldError>,
+    selector: fn(&S) -> &LabelSelector,
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta_update(new_meta, old_meta, &meta_path());
+    let spec = new_spec.clone().unwrap_or_default();
+    let old_spec = old_spec.clone().unwrap_or_default();
+    errs.extend(validate_spec(&spec, &spec_path()));
+    errs.extend(immutable_selector(
+        present(selector(&spec)),
+        present(selector(&old_spec)),
+    ));
+    errs
+}
+
 fn nonnegative_opt(value: Option<i32>, path: &Path) -> Vec<FieldError> {
     value.map_or_else(Vec::new, |v| validate_nonnegative(i64::from(v), path))
 }
@@ -404,26 +438,22 @@ pub fn validate_deployment_spec(spec: &DeploymentSpec, path: &Path) -> Vec<Field
 
 /// A new Deployment (namespaced, DNS-subdomain name).
 pub fn validate_deployment(d: &Deployment) -> Vec<FieldError> {
-    let mut errs =
-        validate_object_meta(&d.metadata, true, NameValidator::DnsSubdomain, &meta_path());
-    errs.extend(validate_deployment_spec(
-        &d.spec.clone().unwrap_or_default(),
-        &spec_path(),
-    ));
-    errs
+    validate_new_workload(
+        &d.metadata,
+        NameValidator::DnsSubdomain,
+        &d.spec,
+        validate_deployment_spec,
+    )
 }
 
 /// An update of a Deployment: metadata rules, the new spec, and an unchanged selector.
 pub fn validate_deployment_update(new: &Deployment, old: &Deployment) -> Vec<FieldError> {
-    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path());
-    let spec = new.spec.clone().unwrap_or_default();
-    let old_spec = old.spec.clone().unwrap_or_default();
-    errs.extend(validate_deployment_spec(&spec, &spec_path()));
-    errs.extend(immutable_selector(
-        present(&spec.selector),
-        present(&old_spec.selector),
-    ));
-    errs
+    validate_update_keeping_selector(
+        (&new.metadata, &new.spec),
+        (&old.metadata, &old.spec),
+        validate_deployment_spec,
+        |spec| &spec.selector,
+    )
 }
 
 fn validate_deployment_status(status: &DeploymentStatus, path: &Path) -> Vec<FieldError> {
@@ -518,17 +548,12 @@ pub fn validate_replica_set_spec(spec: &ReplicaSetSpec, path: &Path) -> Vec<Fiel
 
 /// A new ReplicaSet (namespaced, DNS-subdomain name).
 pub fn validate_replica_set(rs: &ReplicaSet) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(
+    validate_new_workload(
         &rs.metadata,
-        true,
         NameValidator::DnsSubdomain,
-        &meta_path(),
-    );
-    errs.extend(validate_replica_set_spec(
-        &rs.spec.clone().unwrap_or_default(),
-        &spec_path(),
-    ));
-    errs
+        &rs.spec,
+        validate_replica_set_spec,
+    )
 }
 
 /// An update of a ReplicaSet. Upstream's strategy validates the new object as if created, then
@@ -536,17 +561,11 @@ pub fn validate_replica_set(rs: &ReplicaSet) -> Vec<FieldError> {
 /// message drops the repeats).
 pub fn validate_replica_set_update(new: &ReplicaSet, old: &ReplicaSet) -> Vec<FieldError> {
     let mut errs = validate_replica_set(new);
-    errs.extend(validate_object_meta_update(
-        &new.metadata,
-        &old.metadata,
-        &meta_path(),
-    ));
-    let spec = new.spec.clone().unwrap_or_default();
-    let old_spec = old.spec.clone().unwrap_or_default();
-    errs.extend(validate_replica_set_spec(&spec, &spec_path()));
-    errs.extend(immutable_selector(
-        present(&spec.selector),
-        present(&old_spec.selector),
+    errs.extend(validate_update_keeping_selector(
+        (&new.metadata, &new.spec),
+        (&old.metadata, &old.spec),
+        validate_replica_set_spec,
+        |spec| &spec.selector,
     ));
     errs
 }
@@ -754,12 +773,12 @@ pub fn validate_stateful_set_spec(spec: &StatefulSetSpec, path: &Path) -> Vec<Fi
 
 /// A new StatefulSet (namespaced, DNS-label name: pods are named after it).
 pub fn validate_stateful_set(ss: &StatefulSet) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(&ss.metadata, true, NameValidator::DnsLabel, &meta_path());
-    errs.extend(validate_stateful_set_spec(
-        &ss.spec.clone().unwrap_or_default(),
-        &spec_path(),
-    ));
-    errs
+    validate_new_workload(
+        &ss.metadata,
+        NameValidator::DnsLabel,
+        &ss.spec,
+        validate_stateful_set_spec,
+    )
 }
 
 /// An update of a StatefulSet: metadata rules (the name is not re-checked), the new spec, and
@@ -1031,17 +1050,12 @@ pub fn validate_daemon_set_spec(spec: &DaemonSetSpec, path: &Path) -> Vec<FieldE
 
 /// A new DaemonSet (namespaced, DNS-subdomain name).
 pub fn validate_daemon_set(ds: &DaemonSet) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(
+    validate_new_workload(
         &ds.metadata,
-        true,
         NameValidator::DnsSubdomain,
-        &meta_path(),
-    );
-    errs.extend(validate_daemon_set_spec(
-        &ds.spec.clone().unwrap_or_default(),
-        &spec_path(),
-    ));
-    errs
+        &ds.spec,
+        validate_daemon_set_spec,
+    )
 }
 
 /// An update of a DaemonSet. As upstream's strategy: the new object as if created, the update
@@ -1049,17 +1063,11 @@ pub fn validate_daemon_set(ds: &DaemonSet) -> Vec<FieldError> {
 /// `templateGeneration` bookkeeping (kept in an annotation in apps/v1) is left to the registry.
 pub fn validate_daemon_set_update(new: &DaemonSet, old: &DaemonSet) -> Vec<FieldError> {
     let mut errs = validate_daemon_set(new);
-    errs.extend(validate_object_meta_update(
-        &new.metadata,
-        &old.metadata,
-        &meta_path(),
-    ));
-    let spec = new.spec.clone().unwrap_or_default();
-    let old_spec = old.spec.clone().unwrap_or_default();
-    errs.extend(validate_daemon_set_spec(&spec, &spec_path()));
-    errs.extend(immutable_selector(
-        present(&spec.selector),
-        present(&old_spec.selector),
+    errs.extend(validate_update_keeping_selector(
+        (&new.metadata, &new.spec),
+        (&old.metadata, &old.spec),
+        validate_daemon_set_spec,
+        |spec| &spec.selector,
     ));
     errs
 }
