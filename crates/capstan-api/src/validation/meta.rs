@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, ManagedFieldsEntry, ObjectMeta, OwnerReference,
+    LabelSelector, ManagedFieldsEntry, ObjectMeta, OwnerReference,
 };
 
 use crate::field::{BadValue, FieldError, Path};
@@ -600,13 +600,20 @@ pub fn validate_template_object_meta(meta: &ObjectMeta, path: &Path) -> Vec<Fiel
     errs
 }
 
-fn validate_label_selector_requirement(
-    req: &LabelSelectorRequirement,
+/// One selector requirement, as upstream checks label selector requirements and node selector
+/// requirements alike: `In`/`NotIn` need values, `Exists`/`DoesNotExist` take none, and with
+/// `gt_lt` (node selectors) `Gt`/`Lt` take exactly one; then the key, a label name; then, with
+/// `allow_invalid_label_value` false, each value as a label value.
+pub(crate) fn validate_selector_requirement(
+    key: &str,
+    operator: &str,
+    values: &[String],
+    gt_lt: bool,
+    allow_invalid_label_value: bool,
     path: &Path,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let values = req.values.as_deref().unwrap_or(&[]);
-    match req.operator.as_str() {
+    match operator {
         "In" | "NotIn" => {
             if values.is_empty() {
                 errs.push(FieldError::required(
@@ -623,13 +630,32 @@ fn validate_label_selector_requirement(
                 ));
             }
         }
+        "Gt" | "Lt" if gt_lt => {
+            if values.len() != 1 {
+                errs.push(FieldError::required(
+                    &path.child("values"),
+                    "must be specified single value when `operator` is 'Lt' or 'Gt'",
+                ));
+            }
+        }
         other => errs.push(FieldError::invalid(
             &path.child("operator"),
             other,
             "not a valid selector operator",
         )),
     }
-    errs.extend(validate_label_name(&req.key, &path.child("key")));
+    errs.extend(validate_label_name(key, &path.child("key")));
+    if !allow_invalid_label_value {
+        for (i, value) in values.iter().enumerate() {
+            for msg in is_valid_label_value(value) {
+                errs.push(FieldError::invalid(
+                    &path.child("values").index(i),
+                    value.as_str(),
+                    &msg,
+                ));
+            }
+        }
+    }
     errs
 }
 
@@ -645,19 +671,14 @@ pub fn validate_label_selector(
     };
     let mut errs = validate_labels(selector.match_labels.as_ref(), &path.child("matchLabels"));
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
-        let req_path = path.child("matchExpressions").index(i);
-        errs.extend(validate_label_selector_requirement(req, &req_path));
-        if !allow_invalid_label_value {
-            for (j, value) in req.values.iter().flatten().enumerate() {
-                for msg in is_valid_label_value(value) {
-                    errs.push(FieldError::invalid(
-                        &req_path.child("values").index(j),
-                        value.as_str(),
-                        &msg,
-                    ));
-                }
-            }
-        }
+        errs.extend(validate_selector_requirement(
+            &req.key,
+            &req.operator,
+            req.values.as_deref().unwrap_or(&[]),
+            false,
+            allow_invalid_label_value,
+            &path.child("matchExpressions").index(i),
+        ));
     }
     errs
 }
@@ -666,7 +687,7 @@ pub fn validate_label_selector(
 mod tests {
     use super::*;
     use crate::validation::test_support::check;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
 
     fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
         ObjectMeta {

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{
 use crate::field::{BadValue, FieldError, Path};
 use crate::validation::meta::{
     go_string_slice, validate_label_name, validate_object_meta, validate_object_meta_update,
+    validate_selector_requirement,
 };
 use crate::validation::names::{NameValidator, is_valid_label_value, validate_cidr_legacy};
 use crate::validation::resources::{parse_quantity, validate_resource_quantity_value};
@@ -23,52 +24,14 @@ pub fn validate_node_selector_requirement(
     allow_invalid_label_value: bool,
     path: &Path,
 ) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let values = req.values.as_deref().unwrap_or(&[]);
-    match req.operator.as_str() {
-        "In" | "NotIn" => {
-            if values.is_empty() {
-                errs.push(FieldError::required(
-                    &path.child("values"),
-                    "must be specified when `operator` is 'In' or 'NotIn'",
-                ));
-            }
-        }
-        "Exists" | "DoesNotExist" => {
-            if !values.is_empty() {
-                errs.push(FieldError::forbidden(
-                    &path.child("values"),
-                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-                ));
-            }
-        }
-        "Gt" | "Lt" => {
-            if values.len() != 1 {
-                errs.push(FieldError::required(
-                    &path.child("values"),
-                    "must be specified single value when `operator` is 'Lt' or 'Gt'",
-                ));
-            }
-        }
-        other => errs.push(FieldError::invalid(
-            &path.child("operator"),
-            other,
-            "not a valid selector operator",
-        )),
-    }
-    errs.extend(validate_label_name(&req.key, &path.child("key")));
-    if !allow_invalid_label_value {
-        for (i, value) in values.iter().enumerate() {
-            for msg in is_valid_label_value(value) {
-                errs.push(FieldError::invalid(
-                    &path.child("values").index(i),
-                    value.as_str(),
-                    &msg,
-                ));
-            }
-        }
-    }
-    errs
+    validate_selector_requirement(
+        &req.key,
+        &req.operator,
+        req.values.as_deref().unwrap_or(&[]),
+        true,
+        allow_invalid_label_value,
+        path,
+    )
 }
 
 fn validate_node_field_selector_requirement(
