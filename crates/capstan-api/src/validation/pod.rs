@@ -89,6 +89,11 @@ fn opt_str(s: &Option<String>) -> &str {
     s.as_deref().unwrap_or("")
 }
 
+/// Upstream's NotSupported error at `path` when `value` is none of `supported`.
+fn unsupported(value: &str, supported: &[&str], path: &Path) -> Option<FieldError> {
+    (!supported.contains(&value)).then(|| FieldError::not_supported(path, value, supported))
+}
+
 /// An image pull policy: one of Always, IfNotPresent, Never.
 pub fn validate_pull_policy(policy: &str, path: &Path) -> Vec<FieldError> {
     match policy {
@@ -532,13 +537,11 @@ fn validate_security_context(
         }
     }
     if let Some(proc_mount) = &sc.proc_mount {
-        if proc_mount != "Default" && proc_mount != "Unmasked" {
-            errs.push(FieldError::not_supported(
-                &path.child("procMount"),
-                proc_mount.as_str(),
-                &["Default", "Unmasked"],
-            ));
-        }
+        errs.extend(unsupported(
+            proc_mount,
+            &["Default", "Unmasked"],
+            &path.child("procMount"),
+        ));
         if host_users && proc_mount == "Unmasked" {
             errs.push(FieldError::invalid(
                 &path.child("procMount"),
@@ -805,13 +808,7 @@ fn validate_handler(
         }
         errs.extend(validate_port_num_or_name(&http.port, &p.child("port")));
         let scheme = opt_str(&http.scheme);
-        if scheme != "HTTP" && scheme != "HTTPS" {
-            errs.push(FieldError::not_supported(
-                &p.child("scheme"),
-                scheme,
-                &["HTTP", "HTTPS"],
-            ));
-        }
+        errs.extend(unsupported(scheme, &["HTTP", "HTTPS"], &p.child("scheme")));
         for header in http.http_headers.iter().flatten() {
             for msg in is_http_header_name(&header.name) {
                 errs.push(FieldError::invalid(
@@ -1230,13 +1227,11 @@ fn validate_topology_spread(
                 "can not be empty",
             ));
         }
-        if c.when_unsatisfiable != "DoNotSchedule" && c.when_unsatisfiable != "ScheduleAnyway" {
-            errs.push(FieldError::not_supported(
-                &p.child("whenUnsatisfiable"),
-                c.when_unsatisfiable.as_str(),
-                &["DoNotSchedule", "ScheduleAnyway"],
-            ));
-        }
+        errs.extend(unsupported(
+            &c.when_unsatisfiable,
+            &["DoNotSchedule", "ScheduleAnyway"],
+            &p.child("whenUnsatisfiable"),
+        ));
         if constraints[i + 1..].iter().any(|o| {
             o.topology_key == c.topology_key && o.when_unsatisfiable == c.when_unsatisfiable
         }) {
@@ -1268,16 +1263,11 @@ fn validate_topology_spread(
             (&c.node_affinity_policy, "nodeAffinityPolicy"),
             (&c.node_taints_policy, "nodeTaintsPolicy"),
         ] {
-            if let Some(policy) = policy
-                && policy != "Honor"
-                && policy != "Ignore"
-            {
-                errs.push(FieldError::not_supported(
-                    &p.child(field),
-                    policy.as_str(),
-                    &["Honor", "Ignore"],
-                ));
-            }
+            errs.extend(
+                policy
+                    .as_deref()
+                    .and_then(|policy| unsupported(policy, &["Honor", "Ignore"], &p.child(field))),
+            );
         }
         let keys = c.match_label_keys.as_deref().unwrap_or(&[]);
         if !keys.is_empty() {
@@ -1422,35 +1412,28 @@ fn validate_pod_security_context(spec: &PodSpec, path: &Path) -> Vec<FieldError>
                 ));
             }
         }
-        if let Some(policy) = &sc.fs_group_change_policy
-            && policy != "Always"
-            && policy != "OnRootMismatch"
-        {
-            errs.push(FieldError::not_supported(
-                &sc_path.child("fsGroupChangePolicy"),
-                policy.as_str(),
+        for (policy, field, supported) in [
+            (
+                &sc.fs_group_change_policy,
+                "fsGroupChangePolicy",
                 &["Always", "OnRootMismatch"],
-            ));
-        }
-        if let Some(policy) = &sc.supplemental_groups_policy
-            && policy != "Merge"
-            && policy != "Strict"
-        {
-            errs.push(FieldError::not_supported(
-                &sc_path.child("supplementalGroupsPolicy"),
-                policy.as_str(),
+            ),
+            (
+                &sc.supplemental_groups_policy,
+                "supplementalGroupsPolicy",
                 &["Merge", "Strict"],
-            ));
-        }
-        if let Some(policy) = &sc.se_linux_change_policy
-            && policy != "MountOption"
-            && policy != "Recursive"
-        {
-            errs.push(FieldError::not_supported(
-                &sc_path.child("seLinuxChangePolicy"),
-                policy.as_str(),
+            ),
+            (
+                &sc.se_linux_change_policy,
+                "seLinuxChangePolicy",
                 &["MountOption", "Recursive"],
-            ));
+            ),
+        ] {
+            errs.extend(
+                policy
+                    .as_deref()
+                    .and_then(|policy| unsupported(policy, supported, &sc_path.child(field))),
+            );
         }
         errs.extend(validate_seccomp_profile(
             sc.seccomp_profile.as_ref(),
