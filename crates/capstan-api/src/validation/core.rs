@@ -560,55 +560,46 @@ pub fn validate_limit_range(lr: &LimitRange) -> Vec<FieldError> {
                 get("defaultRequest", k),
                 get("maxLimitRequestRatio", k),
             );
-            if let (Some(min), Some(max)) = (&min, &max)
-                && min > max
-            {
-                errs.push(FieldError::invalid(
-                    &p.child("min").key(k),
-                    q(min),
-                    &format!("min value {min} is greater than max value {max}"),
-                ));
-            }
-            if let (Some(request), Some(min)) = (&request, &min)
-                && min > request
-            {
-                errs.push(FieldError::invalid(
-                    &p.child("defaultRequest").key(k),
-                    q(request),
-                    &format!("min value {min} is greater than default request value {request}"),
-                ));
-            }
-            if let (Some(request), Some(max)) = (&request, &max)
-                && request > max
-            {
-                errs.push(FieldError::invalid(
-                    &p.child("defaultRequest").key(k),
-                    q(request),
-                    &format!("default request value {request} is greater than max value {max}"),
-                ));
-            }
-            if let (Some(request), Some(default)) = (&request, &default)
-                && request > default
-            {
-                errs.push(FieldError::invalid(&p.child("defaultRequest").key(k), q(request), &format!("default request value {request} is greater than default limit value {default}")));
-            }
-            if let (Some(default), Some(min)) = (&default, &min)
-                && min > default
-            {
-                errs.push(FieldError::invalid(
-                    &p.child("default").key(k),
-                    q(min),
-                    &format!("min value {min} is greater than default value {default}"),
-                ));
-            }
-            if let (Some(default), Some(max)) = (&default, &max)
-                && default > max
-            {
-                errs.push(FieldError::invalid(
-                    &p.child("default").key(k),
-                    q(max),
-                    &format!("default value {default} is greater than max value {max}"),
-                ));
+            // Each pair in upstream's order: the larger side, the smaller side, the field
+            // named and the value shown.
+            for (high, high_name, low, low_name, field, shown) in [
+                (&min, "min", &max, "max", "min", &min),
+                (
+                    &min,
+                    "min",
+                    &request,
+                    "default request",
+                    "defaultRequest",
+                    &request,
+                ),
+                (
+                    &request,
+                    "default request",
+                    &max,
+                    "max",
+                    "defaultRequest",
+                    &request,
+                ),
+                (
+                    &request,
+                    "default request",
+                    &default,
+                    "default limit",
+                    "defaultRequest",
+                    &request,
+                ),
+                (&min, "min", &default, "default", "default", &min),
+                (&default, "default", &max, "max", "default", &max),
+            ] {
+                if let (Some(high), Some(low), Some(shown)) = (high, low, shown)
+                    && high > low
+                {
+                    errs.push(FieldError::invalid(
+                        &p.child(field).key(k),
+                        q(shown),
+                        &format!("{high_name} value {high} is greater than {low_name} value {low}"),
+                    ));
+                }
             }
             if let Some(ratio) = &ratio {
                 if *ratio < Quantity::from_i64(1) {
