@@ -6,6 +6,7 @@
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::defaults::misc::RBAC_GROUP;
 use crate::field::{BadValue, FieldError, Path};
@@ -78,50 +79,45 @@ fn validate_policy_rule(rule: &PolicyRule, namespaced: bool, path: &Path) -> Vec
     errs
 }
 
+/// A new Role (`namespaced`) or ClusterRole: its metadata and its rules.
+fn validate_role_like(
+    meta: &ObjectMeta,
+    rules: Option<&Vec<PolicyRule>>,
+    namespaced: bool,
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(meta, namespaced, NameValidator::PathSegment, &meta_path());
+    errs.extend(validate_rules(rules, namespaced));
+    errs
+}
+
+/// An update of any RBAC object: the new object's errors, then the metadata update rules.
+fn with_meta_update(
+    mut errs: Vec<FieldError>,
+    new: &ObjectMeta,
+    old: &ObjectMeta,
+) -> Vec<FieldError> {
+    errs.extend(validate_object_meta_update(new, old, &meta_path()));
+    errs
+}
+
 /// A new Role.
 pub fn validate_role(role: &Role) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(
-        &role.metadata,
-        true,
-        NameValidator::PathSegment,
-        &meta_path(),
-    );
-    errs.extend(validate_rules(role.rules.as_ref(), true));
-    errs
+    validate_role_like(&role.metadata, role.rules.as_ref(), true)
 }
 
 /// An update of a Role.
 pub fn validate_role_update(new: &Role, old: &Role) -> Vec<FieldError> {
-    let mut errs = validate_role(new);
-    errs.extend(validate_object_meta_update(
-        &new.metadata,
-        &old.metadata,
-        &meta_path(),
-    ));
-    errs
+    with_meta_update(validate_role(new), &new.metadata, &old.metadata)
 }
 
 /// A new ClusterRole.
 pub fn validate_cluster_role(role: &ClusterRole) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(
-        &role.metadata,
-        false,
-        NameValidator::PathSegment,
-        &meta_path(),
-    );
-    errs.extend(validate_rules(role.rules.as_ref(), false));
-    errs
+    validate_role_like(&role.metadata, role.rules.as_ref(), false)
 }
 
 /// An update of a ClusterRole.
 pub fn validate_cluster_role_update(new: &ClusterRole, old: &ClusterRole) -> Vec<FieldError> {
-    let mut errs = validate_cluster_role(new);
-    errs.extend(validate_object_meta_update(
-        &new.metadata,
-        &old.metadata,
-        &meta_path(),
-    ));
-    errs
+    with_meta_update(validate_cluster_role(new), &new.metadata, &old.metadata)
 }
 
 fn validate_role_ref(role_ref: &RoleRef, kinds: &[&str]) -> Vec<FieldError> {
@@ -239,45 +235,62 @@ fn role_ref_unchanged(new: &RoleRef, old: &RoleRef) -> Option<FieldError> {
     })
 }
 
+/// A new RoleBinding (`namespaced`) or ClusterRoleBinding: its metadata, its `roleRef` (one of
+/// `kinds`) and its subjects.
+fn validate_binding(
+    meta: &ObjectMeta,
+    role_ref: &RoleRef,
+    subjects: Option<&Vec<Subject>>,
+    namespaced: bool,
+    kinds: &[&str],
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(meta, namespaced, NameValidator::PathSegment, &meta_path());
+    errs.extend(validate_role_ref(role_ref, kinds));
+    errs.extend(validate_subjects(subjects, namespaced));
+    errs
+}
+
+/// An update of a binding: the new binding's errors, the metadata update rules, and a fixed
+/// `roleRef`.
+fn validate_binding_update(
+    new_errs: Vec<FieldError>,
+    (new_meta, new_ref): (&ObjectMeta, &RoleRef),
+    (old_meta, old_ref): (&ObjectMeta, &RoleRef),
+) -> Vec<FieldError> {
+    let mut errs = with_meta_update(new_errs, new_meta, old_meta);
+    errs.extend(role_ref_unchanged(new_ref, old_ref));
+    errs
+}
+
 /// A new RoleBinding.
 pub fn validate_role_binding(binding: &RoleBinding) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(
+    validate_binding(
         &binding.metadata,
-        true,
-        NameValidator::PathSegment,
-        &meta_path(),
-    );
-    errs.extend(validate_role_ref(
         &binding.role_ref,
+        binding.subjects.as_ref(),
+        true,
         &["Role", "ClusterRole"],
-    ));
-    errs.extend(validate_subjects(binding.subjects.as_ref(), true));
-    errs
+    )
 }
 
 /// An update of a RoleBinding: its `roleRef` is fixed.
 pub fn validate_role_binding_update(new: &RoleBinding, old: &RoleBinding) -> Vec<FieldError> {
-    let mut errs = validate_role_binding(new);
-    errs.extend(validate_object_meta_update(
-        &new.metadata,
-        &old.metadata,
-        &meta_path(),
-    ));
-    errs.extend(role_ref_unchanged(&new.role_ref, &old.role_ref));
-    errs
+    validate_binding_update(
+        validate_role_binding(new),
+        (&new.metadata, &new.role_ref),
+        (&old.metadata, &old.role_ref),
+    )
 }
 
 /// A new ClusterRoleBinding: service account subjects need a namespace.
 pub fn validate_cluster_role_binding(binding: &ClusterRoleBinding) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(
+    validate_binding(
         &binding.metadata,
+        &binding.role_ref,
+        binding.subjects.as_ref(),
         false,
-        NameValidator::PathSegment,
-        &meta_path(),
-    );
-    errs.extend(validate_role_ref(&binding.role_ref, &["ClusterRole"]));
-    errs.extend(validate_subjects(binding.subjects.as_ref(), false));
-    errs
+        &["ClusterRole"],
+    )
 }
 
 /// An update of a ClusterRoleBinding: its `roleRef` is fixed.
@@ -285,14 +298,11 @@ pub fn validate_cluster_role_binding_update(
     new: &ClusterRoleBinding,
     old: &ClusterRoleBinding,
 ) -> Vec<FieldError> {
-    let mut errs = validate_cluster_role_binding(new);
-    errs.extend(validate_object_meta_update(
-        &new.metadata,
-        &old.metadata,
-        &meta_path(),
-    ));
-    errs.extend(role_ref_unchanged(&new.role_ref, &old.role_ref));
-    errs
+    validate_binding_update(
+        validate_cluster_role_binding(new),
+        (&new.metadata, &new.role_ref),
+        (&old.metadata, &old.role_ref),
+    )
 }
 
 #[cfg(test)]
