@@ -66,6 +66,29 @@ fn validate_class_name(name: &str, path: &Path) -> Vec<FieldError> {
         .collect()
 }
 
+/// The `storageClassName` (when not empty) and `volumeMode` of a volume's or a claim's spec at
+/// `path`.
+fn validate_class_and_volume_mode(
+    class: Option<&str>,
+    mode: Option<&str>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(class) = class.filter(|c| !c.is_empty()) {
+        errs.extend(validate_class_name(class, &path.child("storageClassName")));
+    }
+    if let Some(mode) = mode
+        && !VOLUME_MODES.contains(&mode)
+    {
+        errs.push(FieldError::not_supported(
+            &path.child("volumeMode"),
+            mode,
+            VOLUME_MODES,
+        ));
+    }
+    errs
+}
+
 fn validate_volume_node_affinity(
     affinity: &VolumeNodeAffinity,
     path: &Path,
@@ -172,18 +195,11 @@ pub fn validate_persistent_volume(pv: &PersistentVolume) -> Vec<FieldError> {
             ));
         }
     }
-    if let Some(class) = spec.storage_class_name.as_deref().filter(|c| !c.is_empty()) {
-        errs.extend(validate_class_name(class, &path.child("storageClassName")));
-    }
-    if let Some(mode) = &spec.volume_mode
-        && !VOLUME_MODES.contains(&mode.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("volumeMode"),
-            mode.as_str(),
-            VOLUME_MODES,
-        ));
-    }
+    errs.extend(validate_class_and_volume_mode(
+        spec.storage_class_name.as_deref(),
+        spec.volume_mode.as_deref(),
+        &path,
+    ));
     errs
 }
 
@@ -288,18 +304,11 @@ pub fn validate_persistent_volume_claim_spec(
             Err(e) => errs.push(e),
         },
     }
-    if let Some(class) = spec.storage_class_name.as_deref().filter(|c| !c.is_empty()) {
-        errs.extend(validate_class_name(class, &path.child("storageClassName")));
-    }
-    if let Some(mode) = &spec.volume_mode
-        && !VOLUME_MODES.contains(&mode.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("volumeMode"),
-            mode.as_str(),
-            VOLUME_MODES,
-        ));
-    }
+    errs.extend(validate_class_and_volume_mode(
+        spec.storage_class_name.as_deref(),
+        spec.volume_mode.as_deref(),
+        path,
+    ));
     let check_source =
         |name: &str, kind: &str, group: Option<&String>, p: &Path, errs: &mut Vec<FieldError>| {
             if name.is_empty() {
