@@ -64,14 +64,7 @@ pub fn default_service(svc: &mut Service) {
         }
     }
     let service_type = spec.type_.clone().unwrap_or_default();
-    let externally_accessible = service_type == "LoadBalancer"
-        || service_type == "NodePort"
-        || (service_type == "ClusterIP"
-            && spec
-                .external_ips
-                .as_ref()
-                .is_some_and(|ips| !ips.is_empty()));
-    if externally_accessible {
+    if crate::validation::service::externally_accessible(spec) {
         set_if_empty(&mut spec.external_traffic_policy, "Cluster");
     }
     if spec.internal_traffic_policy.is_none()
