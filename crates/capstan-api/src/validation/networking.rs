@@ -1090,49 +1090,38 @@ mod tests {
         };
         assert!(validate_service_cidr(&cidr(json!(["10.44.0.0/16"]))).is_empty());
         assert!(validate_service_cidr(&cidr(json!(["10.44.0.0/16", "2001:db8::/112"]))).is_empty());
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!([])))),
-            ["spec.cidrs: Required value: at least one CIDR required"]
-        );
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!([
-                "10.44.0.0/16",
-                "10.45.0.0/16"
-            ])))),
-            [
-                "spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"10.44.0.0/16\", \"10.45.0.0/16\"}}: may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"
-            ]
-        );
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!(["a", "b", "c"])))),
-            [
-                "spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"a\", \"b\", \"c\"}}: may only hold up to 2 values"
-            ]
-        );
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!(["10.44.0.1/16"])))),
-            [
-                "spec.cidrs[0]: Invalid value: \"10.44.0.1/16\": must not have bits set beyond the prefix length"
-            ]
-        );
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!(["10.44.0.0/016"])))),
-            [
-                "spec.cidrs[0]: Invalid value: \"10.44.0.0/016\": must not have leading 0s in IP or prefix length"
-            ]
-        );
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!(["2001:db8:0::/64"])))),
-            [
-                "spec.cidrs[0]: Invalid value: \"2001:db8:0::/64\": must be in canonical form (\"2001:db8::/64\")"
-            ]
-        );
-        assert_eq!(
-            messages(&validate_service_cidr(&cidr(json!(["10.44.0.0"])))),
-            [
-                "spec.cidrs[0]: Invalid value: \"10.44.0.0\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
-            ]
-        );
+        for (cidrs, expected) in [
+            (
+                json!([]),
+                "spec.cidrs: Required value: at least one CIDR required",
+            ),
+            (
+                json!(["10.44.0.0/16", "10.45.0.0/16"]),
+                "spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"10.44.0.0/16\", \"10.45.0.0/16\"}}: may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64",
+            ),
+            (
+                json!(["a", "b", "c"]),
+                "spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"a\", \"b\", \"c\"}}: may only hold up to 2 values",
+            ),
+            (
+                json!(["10.44.0.1/16"]),
+                "spec.cidrs[0]: Invalid value: \"10.44.0.1/16\": must not have bits set beyond the prefix length",
+            ),
+            (
+                json!(["10.44.0.0/016"]),
+                "spec.cidrs[0]: Invalid value: \"10.44.0.0/016\": must not have leading 0s in IP or prefix length",
+            ),
+            (
+                json!(["2001:db8:0::/64"]),
+                "spec.cidrs[0]: Invalid value: \"2001:db8:0::/64\": must be in canonical form (\"2001:db8::/64\")",
+            ),
+            (
+                json!(["10.44.0.0"]),
+                "spec.cidrs[0]: Invalid value: \"10.44.0.0\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            ),
+        ] {
+            assert_eq!(messages(&validate_service_cidr(&cidr(cidrs))), [expected]);
+        }
         let mut old = cidr(json!(["10.44.0.0/16"]));
         old.metadata.resource_version = Some("5".into());
         let mut new = cidr(json!(["10.45.0.0/16"]));
