@@ -837,69 +837,55 @@ fn nodes() {
     };
     let ready = json!([{"type": "MemoryPressure", "status": "False"},
                        {"type": "Ready", "status": "True"}]);
-    check(
-        "",
-        "nodes",
-        "ready control plane",
-        node(
-            json!({"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "master",
-                   "node-role.kubernetes.io/": "", "kubernetes.io/hostname": "node-1"}),
-            false,
-            ready.clone(),
-        ),
-        json!([
-            "node-1",
+    let cases = [
+        (
+            "ready control plane",
+            node(
+                json!({"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "master",
+                       "node-role.kubernetes.io/": "", "kubernetes.io/hostname": "node-1"}),
+                false,
+                ready.clone(),
+            ),
             "Ready",
             "control-plane,master",
-            "40d",
-            "v1.33.1",
-            "172.18.0.2",
-            "<none>",
-            "Debian GNU/Linux 12",
-            "6.8.0",
-            "containerd://2.0.5"
-        ]),
-    );
-    check(
-        "",
-        "nodes",
-        "cordoned",
-        node(json!({}), true, ready),
-        json!([
-            "node-1",
+        ),
+        (
+            "cordoned",
+            node(json!({}), true, ready),
             "Ready,SchedulingDisabled",
             "<none>",
-            "40d",
-            "v1.33.1",
-            "172.18.0.2",
-            "<none>",
-            "Debian GNU/Linux 12",
-            "6.8.0",
-            "containerd://2.0.5"
-        ]),
-    );
-    check(
-        "",
-        "nodes",
-        "not ready",
-        node(
-            json!({}),
-            false,
-            json!([{"type": "Ready", "status": "Unknown"}]),
         ),
-        json!([
-            "node-1",
+        (
+            "not ready",
+            node(
+                json!({}),
+                false,
+                json!([{"type": "Ready", "status": "Unknown"}]),
+            ),
             "NotReady",
             "<none>",
-            "40d",
-            "v1.33.1",
-            "172.18.0.2",
-            "<none>",
-            "Debian GNU/Linux 12",
-            "6.8.0",
-            "containerd://2.0.5"
-        ]),
-    );
+        ),
+    ];
+    for (case, object, status, roles) in cases {
+        check(
+            "",
+            "nodes",
+            case,
+            object,
+            json!([
+                "node-1",
+                status,
+                roles,
+                "40d",
+                "v1.33.1",
+                "172.18.0.2",
+                "<none>",
+                "Debian GNU/Linux 12",
+                "6.8.0",
+                "containerd://2.0.5"
+            ]),
+        );
+    }
     check(
         "",
         "nodes",
