@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -329,13 +329,11 @@ pub(crate) async fn reconcile(
         let mut object = (*budget).clone();
         object.status = Some(new);
         let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
-        match api
-            .replace_status(&name, &PostParams::default(), &object)
-            .await
+        if runtime::replace_status_unless_gone(&api, &name, &object)
+            .await?
+            .is_none()
         {
-            Ok(_) => {}
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
+            return Ok(Action::await_change());
         }
     }
     // Records of disrupted pods expire; look again then.

@@ -283,13 +283,9 @@ pub(crate) async fn reconcile(cached: Arc<Namespace>, ctx: Arc<Context>) -> Resu
         .status
         .get_or_insert_with(NamespaceStatus::default);
     if update_conditions(status, &wanted, crate::pods::now()) {
-        match api
-            .replace_status(&name, &PostParams::default(), &namespace)
-            .await
-        {
-            Ok(updated) => namespace = updated,
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
+        match runtime::replace_status_unless_gone(&api, &name, &namespace).await? {
+            Some(updated) => namespace = updated,
+            None => return Ok(Action::await_change()),
         }
     }
     if remaining.discovery.is_some() || !remaining.failures.is_empty() {

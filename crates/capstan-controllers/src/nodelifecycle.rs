@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod, Tain
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
@@ -462,13 +462,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         if let Some(status) = node.status.as_mut() {
             status.conditions = Some(conditions);
         }
-        node = match api
-            .replace_status(&name, &PostParams::default(), &node)
-            .await
-        {
-            Ok(updated) => updated,
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
+        node = match runtime::replace_status_unless_gone(&api, &name, &node).await? {
+            Some(updated) => updated,
+            None => return Ok(Action::await_change()),
         };
         if was_ready {
             ctx.recorder.record(

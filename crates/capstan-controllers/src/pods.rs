@@ -115,6 +115,16 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
     }
 }
 
+/// Zero status counts made absent, as the API omits them (so that a computed status compares
+/// equal to the stored one).
+pub fn zero_counts_absent<const N: usize>(counts: [&mut Option<i32>; N]) {
+    for count in counts {
+        if *count == Some(0) {
+            *count = None;
+        }
+    }
+}
+
 /// The current time.
 pub fn now() -> Timestamp {
     Timestamp::now()

@@ -18,7 +18,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStat
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -298,15 +298,11 @@ fn calculate_status(
     }
     status.conditions = (!conditions.is_empty()).then_some(conditions);
     // The API omits zero counts; compare like with like.
-    for count in [
+    pods::zero_counts_absent([
         &mut status.fully_labeled_replicas,
         &mut status.ready_replicas,
         &mut status.available_replicas,
-    ] {
-        if *count == Some(0) {
-            *count = None;
-        }
-    }
+    ]);
     status
 }
 
@@ -400,13 +396,11 @@ pub async fn reconcile<K: Replicated>(
         let object: K =
             serde_json::from_value(object).map_err(|e| Error::Invalid(e.to_string()))?;
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
-        match api
-            .replace_status(&name, &PostParams::default(), &object)
-            .await
+        if runtime::replace_status_unless_gone(&api, &name, &object)
+            .await?
+            .is_none()
         {
-            Ok(_) => {}
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
+            return Ok(Action::await_change());
         }
     }
     if let Some((_, message)) = failure {

@@ -25,7 +25,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Action;
@@ -302,13 +302,11 @@ pub(crate) async fn reconcile(
         let mut object = (*quota).clone();
         object.status = Some(status);
         let api: Api<ResourceQuota> = Api::namespaced(ctx.client.clone(), &namespace);
-        match api
-            .replace_status(&name, &PostParams::default(), &object)
-            .await
+        if runtime::replace_status_unless_gone(&api, &name, &object)
+            .await?
+            .is_none()
         {
-            Ok(_) => {}
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
+            return Ok(Action::await_change());
         }
     }
     Ok(Action::requeue(wake.map_or(RESYNC, |w| w.min(RESYNC))))

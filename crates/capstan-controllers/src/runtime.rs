@@ -534,6 +534,26 @@ pub fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == 404)
 }
 
+/// Replaces an object's status through `api`: the stored object, or `None` when the object is
+/// gone (its reconcile then just waits for the next change).
+pub async fn replace_status_unless_gone<K>(
+    api: &Api<K>,
+    name: &str,
+    object: &K,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + serde::Serialize + Debug,
+{
+    match api
+        .replace_status(name, &kube::api::PostParams::default(), object)
+        .await
+    {
+        Ok(updated) => Ok(Some(updated)),
+        Err(error) if is_not_found(&error) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// A reconcile's outcome, with a panic turned into [`Error::Panicked`] with its text.
 fn panic_as_error(outcome: std::thread::Result<Result<Action, Error>>) -> Result<Action, Error> {
     outcome.unwrap_or_else(|panic| {

@@ -607,19 +607,16 @@ async fn reconcile(cached: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
             }
         }
     }
-    if changed {
-        match cj_api
-            .replace_status(
-                cj.metadata.name.as_deref().unwrap_or_default(),
-                &PostParams::default(),
-                &cj,
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
-        }
+    if changed
+        && runtime::replace_status_unless_gone(
+            &cj_api,
+            cj.metadata.name.as_deref().unwrap_or_default(),
+            &cj,
+        )
+        .await?
+        .is_none()
+    {
+        return Ok(Action::await_change());
     }
     if let Some(delay) = requeue {
         return Ok(Action::requeue(delay));

@@ -681,15 +681,11 @@ async fn sync_nodes(
 
 /// Zero counts read as absent, as the API omits them.
 fn normalized(mut status: DaemonSetStatus) -> DaemonSetStatus {
-    for count in [
+    pods::zero_counts_absent([
         &mut status.number_available,
         &mut status.number_unavailable,
         &mut status.updated_number_scheduled,
-    ] {
-        if *count == Some(0) {
-            *count = None;
-        }
-    }
+    ]);
     status
 }
 
@@ -706,18 +702,13 @@ async fn update_status(
     let mut object = ds.clone();
     object.status = Some(status);
     let set_api: Api<DaemonSet> = api(ctx, ds.metadata.namespace.as_deref().unwrap_or_default());
-    match set_api
-        .replace_status(
-            ds.metadata.name.as_deref().unwrap_or_default(),
-            &PostParams::default(),
-            &object,
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(error) if runtime::is_not_found(&error) => Ok(()),
-        Err(error) => Err(error.into()),
-    }
+    runtime::replace_status_unless_gone(
+        &set_api,
+        ds.metadata.name.as_deref().unwrap_or_default(),
+        &object,
+    )
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -154,17 +154,15 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
         let mut object = (*set).clone();
         object.status = Some(planned.status.clone());
         let set_api: Api<StatefulSet> = api(&ctx, &namespace);
-        match set_api
-            .replace_status(
-                set.metadata.name.as_deref().unwrap_or_default(),
-                &PostParams::default(),
-                &object,
-            )
-            .await
+        if runtime::replace_status_unless_gone(
+            &set_api,
+            set.metadata.name.as_deref().unwrap_or_default(),
+            &object,
+        )
+        .await?
+        .is_none()
         {
-            Ok(_) => {}
-            Err(error) if runtime::is_not_found(&error) => return Ok(Action::await_change()),
-            Err(error) => return Err(error.into()),
+            return Ok(Action::await_change());
         }
     }
     truncate_history(&ctx, &set, &owned, &revisions, &current, &update).await?;
