@@ -203,35 +203,25 @@ fn deleted_and_failed_pods_are_ignored() {
 
 #[test]
 fn samples_taken_while_a_pod_initializes_are_not_trusted() {
-    // Started a minute ago, ready for 20 s: its sample (10 s old, over 30 s) predates a full
-    // window of readiness.
-    let mut a = running("a");
-    a.started = 60;
-    a.transition = 20;
-    let pods = [a, running("b"), running("c")];
-    assert_eq!(
-        cpu(3, 50, &pods, &[("a", 1000), ("b", 1000), ("c", 1000)]),
-        Ok((4, 100, 1000))
-    );
-    // Ready for 50 s: the sample covers readiness only, and counts.
-    let mut a = running("a");
-    a.started = 60;
-    a.transition = 50;
-    let pods = [a, running("b"), running("c")];
-    assert_eq!(
-        cpu(3, 50, &pods, &[("a", 1000), ("b", 1000), ("c", 1000)]),
-        Ok((6, 100, 1000))
-    );
-    // Not ready while initializing: not trusted.
-    let mut a = running("a");
-    a.started = 60;
-    a.transition = 50;
-    a.ready = Some(false);
-    let pods = [a, running("b"), running("c")];
-    assert_eq!(
-        cpu(3, 50, &pods, &[("a", 1000), ("b", 1000), ("c", 1000)]),
-        Ok((4, 100, 1000))
-    );
+    // `a` started a minute ago.
+    for (transition, ready, replicas) in [
+        // Ready for 20 s: its sample (10 s old, over 30 s) predates a full window of readiness.
+        (20, true, 4),
+        // Ready for 50 s: the sample covers readiness only, and counts.
+        (50, true, 6),
+        // Not ready while initializing: not trusted.
+        (50, false, 4),
+    ] {
+        let mut a = running("a");
+        a.started = 60;
+        a.transition = transition;
+        a.ready = Some(ready);
+        let pods = [a, running("b"), running("c")];
+        assert_eq!(
+            cpu(3, 50, &pods, &[("a", 1000), ("b", 1000), ("c", 1000)]),
+            Ok((replicas, 100, 1000))
+        );
+    }
 }
 
 #[test]
