@@ -58,6 +58,13 @@ pub(crate) struct Context {
     client: Client,
 }
 
+/// Whether a namespace is active: neither being deleted nor `Terminating` (what the
+/// controllers that fill a namespace with its defaults wait for).
+pub fn is_active(namespace: &Namespace) -> bool {
+    namespace.metadata.deletion_timestamp.is_none()
+        && namespace.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+}
+
 /// Registers the informer handlers and returns the controller's run future.
 pub fn start(mut setup: Setup<'_>) -> Task {
     let namespaces = setup.watch::<Namespace>();

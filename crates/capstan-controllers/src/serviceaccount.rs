@@ -48,9 +48,7 @@ pub(crate) async fn reconcile(
     namespace: Arc<Namespace>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    let active = namespace.metadata.deletion_timestamp.is_none()
-        && namespace.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
-    if !active {
+    if !crate::namespace::is_active(&namespace) {
         return Ok(Action::await_change());
     }
     let name = namespace.metadata.name.clone().unwrap_or_default();
