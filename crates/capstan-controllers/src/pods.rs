@@ -350,7 +350,8 @@ pub fn release_patch(owner_uid: Option<&str>, uid: Option<&str>) -> serde_json::
     serde_json::json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid}})
 }
 
-/// Applies an ownership patch; `false` when the object is gone or was replaced.
+/// Applies a strategic merge patch (an ownership patch, a finalizer's removal); `false` when
+/// the object is gone or was replaced.
 pub async fn patch_ownership<K>(
     api: &Api<K>,
     name: &str,
@@ -368,6 +369,41 @@ where
         Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => Ok(false),
         Err(error) => Err(error.into()),
     }
+}
+
+/// Carries out `claims` for `owner` through `api`, as upstream's `ClaimObject` does: the orphans
+/// are adopted (with `reference` as their controller) if the owner, read afresh, still may
+/// adopt, and the strays are released. Returns the owned objects, then the adopted ones.
+pub async fn settle_claims<'a, O, K>(
+    client: &Client,
+    owner: &O,
+    reference: &OwnerReference,
+    claims: Claims<'a, K>,
+    api: &Api<K>,
+) -> Result<Vec<&'a K>, Error>
+where
+    O: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut owned = claims.owned;
+    if !claims.adopt.is_empty() && can_adopt(client, owner).await? {
+        for object in claims.adopt {
+            let meta = object.meta();
+            let patch = adopt_patch(reference, meta.uid.as_deref());
+            if patch_ownership(api, meta.name.as_deref().unwrap_or_default(), patch).await? {
+                owned.push(object);
+            }
+        }
+    }
+    for object in claims.release {
+        let meta = object.meta();
+        let patch = release_patch(owner.meta().uid.as_deref(), meta.uid.as_deref());
+        patch_ownership(api, meta.name.as_deref().unwrap_or_default(), patch).await?;
+    }
+    Ok(owned)
 }
 
 /// Upstream's `RecheckDeletionTimestamp`: before adopting, the owner read afresh must still be

@@ -350,28 +350,8 @@ pub async fn reconcile<K: Replicated>(
         },
     };
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut owned = claims.owned.clone();
-    if !claims.adopt.is_empty() && pods::can_adopt(&ctx.client, &*owner).await? {
-        let reference = pods::controller_ref(K::API_VERSION, &K::kind(&()), meta);
-        for pod in claims.adopt {
-            let patch = pods::adopt_patch(&reference, pod.metadata.uid.as_deref());
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            match pods::patch_ownership(&pod_api, name, patch).await {
-                Ok(true) => owned.push(pod),
-                Ok(false) => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-    for pod in claims.release {
-        let patch = pods::release_patch(meta.uid.as_deref(), pod.metadata.uid.as_deref());
-        pods::patch_ownership(
-            &pod_api,
-            pod.metadata.name.as_deref().unwrap_or_default(),
-            patch,
-        )
-        .await?;
-    }
+    let reference = pods::controller_ref(K::API_VERSION, &K::kind(&()), meta);
+    let owned = pods::settle_claims(&ctx.client, &*owner, &reference, claims, &pod_api).await?;
 
     let mut failure = None;
     if needs_sync && meta.deletion_timestamp.is_none() {

@@ -344,33 +344,10 @@ async fn claim_pods(ctx: &Context, ds: &DaemonSet, selector: &Selector) -> Resul
         .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&Pod> = candidates.iter().map(|p| &**p).collect();
     let claims = pods::claim(&ds.metadata, selector, &candidates);
-    let mut owned: Vec<Pod> = claims.owned.iter().map(|p| (*p).clone()).collect();
     let pod_api: Api<Pod> = api(ctx, &namespace);
     let reference = pods::controller_ref("apps/v1", "DaemonSet", &ds.metadata);
-    if !claims.adopt.is_empty() && pods::can_adopt(&ctx.client, ds).await? {
-        for pod in claims.adopt {
-            let patch = pods::adopt_patch(&reference, pod.metadata.uid.as_deref());
-            if pods::patch_ownership(
-                &pod_api,
-                pod.metadata.name.as_deref().unwrap_or_default(),
-                patch,
-            )
-            .await?
-            {
-                owned.push(pod.clone());
-            }
-        }
-    }
-    for pod in claims.release {
-        let patch = pods::release_patch(ds.metadata.uid.as_deref(), pod.metadata.uid.as_deref());
-        pods::patch_ownership(
-            &pod_api,
-            pod.metadata.name.as_deref().unwrap_or_default(),
-            patch,
-        )
-        .await?;
-    }
-    Ok(owned)
+    let owned = pods::settle_claims(&ctx.client, ds, &reference, claims, &pod_api).await?;
+    Ok(owned.into_iter().cloned().collect())
 }
 
 /// The revision matching the current template (created, deduplicated or renumbered as
@@ -387,32 +364,13 @@ async fn construct_history(
         .state_filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()));
     let candidates: Vec<&ControllerRevision> = candidates.iter().map(|r| &**r).collect();
     let claims = pods::claim(&ds.metadata, selector, &candidates);
-    let mut owned: Vec<ControllerRevision> = claims.owned.iter().map(|r| (*r).clone()).collect();
     let reference = pods::controller_ref("apps/v1", "DaemonSet", &ds.metadata);
-    if !claims.adopt.is_empty() && pods::can_adopt(&ctx.client, ds).await? {
-        for revision in claims.adopt {
-            let patch = pods::adopt_patch(&reference, revision.metadata.uid.as_deref());
-            if pods::patch_ownership(
-                &revision_api,
-                revision.metadata.name.as_deref().unwrap_or_default(),
-                patch,
-            )
+    let owned: Vec<ControllerRevision> =
+        pods::settle_claims(&ctx.client, ds, &reference, claims, &revision_api)
             .await?
-            {
-                owned.push(revision.clone());
-            }
-        }
-    }
-    for revision in claims.release {
-        let patch =
-            pods::release_patch(ds.metadata.uid.as_deref(), revision.metadata.uid.as_deref());
-        pods::patch_ownership(
-            &revision_api,
-            revision.metadata.name.as_deref().unwrap_or_default(),
-            patch,
-        )
-        .await?;
-    }
+            .into_iter()
+            .cloned()
+            .collect();
     let template = ds
         .spec
         .as_ref()

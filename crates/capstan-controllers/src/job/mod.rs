@@ -1195,16 +1195,7 @@ async fn still_there(ctx: &Context, job: &Job) -> Result<bool, Error> {
 }
 
 async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> Result<bool, Error> {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(error) if runtime::is_not_found(&error) => Ok(false),
-        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => Ok(false),
-        Err(error) => Err(error.into()),
-    }
+    pods::patch_ownership(api, pod.metadata.name.as_deref().unwrap_or_default(), patch).await
 }
 
 /// Deletes pods; returns how many of the deleted were ready, how many were deleted, and the
