@@ -154,14 +154,8 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
         let mut object = (*set).clone();
         object.status = Some(planned.status.clone());
         let set_api: Api<StatefulSet> = api(&ctx, &namespace);
-        if runtime::replace_status_unless_gone(
-            &set_api,
-            set.metadata.name.as_deref().unwrap_or_default(),
-            &object,
-        )
-        .await?
-        .is_none()
-        {
+        let written = runtime::replace_status_unless_gone(&set_api, set_name(&set), &object);
+        if written.await?.is_none() {
             return Ok(Action::await_change());
         }
     }
