@@ -205,6 +205,19 @@ pub(crate) struct Operation {
     pub responses: Responses,
 }
 
+impl Operation {
+    /// Adds the operation's `x-kubernetes-action` and `x-kubernetes-group-version-kind`, where
+    /// it has them, to its OpenAPI (v2 or v3) object `out`.
+    pub(crate) fn insert_extensions(&self, out: &mut serde_json::Map<String, serde_json::Value>) {
+        if let Some(action) = self.action {
+            out.insert("x-kubernetes-action".into(), action.into());
+        }
+        if let Some(gvk) = &self.gvk {
+            out.insert(super::definitions::GVK_EXTENSION.into(), gvk.to_value());
+        }
+    }
+}
+
 /// The operations at one URL template.
 #[derive(Clone, Debug)]
 pub(crate) struct PathItem {

@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::{Map, Value, json};
 
-use super::definitions::{Definitions, GVK_EXTENSION, name_of, reference, v2_refs};
+use super::definitions::{Definitions, name_of, reference, v2_refs};
 use super::operations::{self, Body, In, Operation, Param, PathItem};
 
 /// The Swagger 2.0 document of every path.
@@ -116,11 +116,6 @@ fn operation_value(op: &Operation) -> Value {
         out.insert("parameters".into(), params.into());
     }
     out.insert("responses".into(), responses.into());
-    if let Some(action) = op.action {
-        out.insert("x-kubernetes-action".into(), action.into());
-    }
-    if let Some(gvk) = &op.gvk {
-        out.insert(GVK_EXTENSION.into(), gvk.to_value());
-    }
+    op.insert_extensions(&mut out);
     Value::Object(out)
 }

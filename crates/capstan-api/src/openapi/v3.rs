@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
-use super::definitions::{Definitions, GVK_EXTENSION, name_of, reference};
+use super::definitions::{Definitions, name_of, reference};
 use super::operations::{Body, In, Operation, Param, PathItem};
 
 /// The OpenAPI 3.0 document of `items`.
@@ -121,12 +121,7 @@ fn operation_value(op: &Operation) -> Value {
     }
     responses.insert("401".into(), json!({"description": "Unauthorized"}));
     out.insert("responses".into(), responses.into());
-    if let Some(action) = op.action {
-        out.insert("x-kubernetes-action".into(), action.into());
-    }
-    if let Some(gvk) = &op.gvk {
-        out.insert(GVK_EXTENSION.into(), gvk.to_value());
-    }
+    op.insert_extensions(&mut out);
     Value::Object(out)
 }
 
