@@ -791,14 +791,7 @@ fn claim_storage(claim: &PersistentVolumeClaim) -> Option<Quantity> {
         rounded.round_up(0);
         rounded
     };
-    let requested = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .and_then(|q| Quantity::parse(&q.0).ok())
-        .map(|q| whole_bytes(&q))?;
+    let requested = crate::fit::volume::storage_request(claim).map(|q| whole_bytes(&q))?;
     let allocated = claim
         .status
         .as_ref()

@@ -184,6 +184,11 @@ pub fn is_delayed_binding(class: Option<&StorageClass>) -> bool {
 /// The storage the claim asks for (`spec.resources.requests.storage`), zero when unset or
 /// unreadable (validation refuses both).
 pub fn requested_storage(claim: &PersistentVolumeClaim) -> Quantity {
+    storage_request(claim).unwrap_or_else(|| Quantity::from_i64(0))
+}
+
+/// The claim's `spec.resources.requests.storage`, when set and readable.
+pub fn storage_request(claim: &PersistentVolumeClaim) -> Option<Quantity> {
     claim
         .spec
         .as_ref()
@@ -191,7 +196,6 @@ pub fn requested_storage(claim: &PersistentVolumeClaim) -> Quantity {
         .and_then(|r| r.requests.as_ref())
         .and_then(|r| r.get("storage"))
         .and_then(|q| Quantity::parse(&q.0).ok())
-        .unwrap_or_else(|| Quantity::from_i64(0))
 }
 
 /// The storage a volume holds (`spec.capacity.storage`), zero when unset.
