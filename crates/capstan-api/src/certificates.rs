@@ -309,6 +309,18 @@ pub fn signer_resource_names(signer: &str) -> Vec<String> {
     names
 }
 
+/// A fresh self-signed certificate for the name `x`, in PEM (a test's fixture).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn self_signed_pem() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    rcgen::CertificateParams::new(vec!["x".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap()
+        .pem()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,12 +383,7 @@ mod tests {
             check_certificates(pem.as_bytes()).unwrap_err(),
             "only CERTIFICATE PEM blocks are allowed, found \"CERTIFICATE REQUEST\""
         );
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["x".to_owned()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap()
-            .pem();
+        let cert = self_signed_pem();
         assert_eq!(check_certificates(cert.as_bytes()), Ok(()));
         let with_header = cert.replacen(
             "-----BEGIN CERTIFICATE-----\n",

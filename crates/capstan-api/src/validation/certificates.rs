@@ -549,12 +549,7 @@ mod tests {
     #[test]
     fn the_certificate_is_set_once_through_status_only() {
         let old = with_conditions(csr(), &[APPROVED]);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["x".to_owned()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap()
-            .pem();
+        let cert = crate::certificates::self_signed_pem();
         let mut issued = old.clone();
         issued.status.as_mut().unwrap().certificate = Some(ByteString(cert.into_bytes()));
         assert!(validate_certificate_signing_request_status_update(&issued, &old).is_empty());
