@@ -300,6 +300,14 @@ fn no_merge_key(item: &Value, merge_key: &str) -> StrategicPatchError {
     }
 }
 
+/// The value of `merge_key` in a list item, which must be a map that holds it.
+fn merge_key_value<'a>(item: &'a Value, merge_key: &str) -> Result<&'a Value, StrategicPatchError> {
+    item.as_object()
+        .ok_or_else(|| wrong_type(GO_MAP, item))?
+        .get(merge_key)
+        .ok_or_else(|| no_merge_key(item, merge_key))
+}
+
 fn wrong_type(expected: &'static str, found: &Value) -> StrategicPatchError {
     StrategicPatchError::WrongType {
         expected,
@@ -414,11 +422,7 @@ fn merge_list(
     let mut named = Vec::new();
     let mut server_only = Vec::new();
     for value in merged {
-        let key = value
-            .as_object()
-            .ok_or_else(|| wrong_type(GO_MAP, &value))?
-            .get(merge_key)
-            .ok_or_else(|| no_merge_key(&value, merge_key))?;
+        let key = merge_key_value(&value, merge_key)?;
         if patch_order
             .iter()
             .any(|candidate| candidate.as_ref() == Some(key))
@@ -626,11 +630,7 @@ fn merge_ordered_lists(
             }
         } else {
             for value in merged {
-                let key = value
-                    .as_object()
-                    .ok_or_else(|| wrong_type(GO_MAP, &value))?
-                    .get(merge_key)
-                    .ok_or_else(|| no_merge_key(&value, merge_key))?;
+                let key = merge_key_value(&value, merge_key)?;
                 let mut found = false;
                 for (index, candidate) in order.iter().enumerate() {
                     let Some(candidate) = candidate.as_object() else {
