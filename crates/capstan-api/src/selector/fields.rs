@@ -320,21 +320,11 @@ impl FromStr for FieldSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::test_support::{check_parsed, string_map};
 
     /// Parses `input`; `Ok` is the canonical form, `Err` the message the API server sends.
     fn check(input: &str, expected: Result<&str, &str>) {
-        let got = FieldSelector::parse(input)
-            .map(|s| s.to_string())
-            .map_err(|e| e.status_message());
-        let expected = expected.map(str::to_owned).map_err(str::to_owned);
-        assert_eq!(got, expected, "parsing {input:?}");
-    }
-
-    fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
+        check_parsed(FieldSelector::parse(input), input, expected);
     }
 
     #[test]
@@ -472,7 +462,7 @@ mod tests {
     fn matches_as_upstream() {
         let check = |selector: &str, pairs: &[(&str, &str)], expected: bool| {
             let parsed = FieldSelector::parse(selector);
-            let got = parsed.map(|s| s.matches(&fields(pairs)));
+            let got = parsed.map(|s| s.matches(&string_map(pairs)));
             assert_eq!(got, Ok(expected), "{selector:?} on {pairs:?}");
         };
         check("", &[("x", "y")], true);
@@ -504,11 +494,11 @@ mod tests {
 
         let one = FieldSelector::one_term_equal("metadata.name", "a=b");
         assert_eq!(one.to_string(), "metadata.name=a\\=b");
-        assert!(one.matches(&fields(&[("metadata.name", "a=b")])));
-        assert!(!one.matches(&fields(&[("metadata.name", "a")])));
+        assert!(one.matches(&string_map(&[("metadata.name", "a=b")])));
+        assert!(!one.matches(&string_map(&[("metadata.name", "a")])));
         assert!(!one.is_empty());
         assert!(FieldSelector::everything().is_empty());
-        assert!(FieldSelector::everything().matches(&fields(&[("a", "b")])));
+        assert!(FieldSelector::everything().matches(&string_map(&[("a", "b")])));
     }
 
     #[test]

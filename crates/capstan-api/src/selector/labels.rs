@@ -805,6 +805,7 @@ impl Parser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::test_support::{check_parsed, string_map};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     const NAME_PATTERN: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
@@ -812,18 +813,7 @@ mod tests {
 
     /// Parses `input`; `Ok` is the canonical form, `Err` the message the API server sends.
     fn check(input: &str, expected: Result<&str, &str>) {
-        let got = LabelSelector::parse(input)
-            .map(|s| s.to_string())
-            .map_err(|e| e.status_message());
-        let expected = expected.map(str::to_owned).map_err(str::to_owned);
-        assert_eq!(got, expected, "parsing {input:?}");
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
+        check_parsed(LabelSelector::parse(input), input, expected);
     }
 
     #[test]
@@ -1159,7 +1149,7 @@ mod tests {
     fn matches_as_upstream() {
         let check = |selector: &str, pairs: &[(&str, &str)], expected: bool| {
             let parsed = LabelSelector::parse(selector);
-            let got = parsed.map(|s| s.matches(&labels(pairs)));
+            let got = parsed.map(|s| s.matches(&string_map(pairs)));
             assert_eq!(got, Ok(expected), "{selector:?} on {pairs:?}");
         };
         check("", &[("x", "y")], true);
@@ -1211,7 +1201,7 @@ mod tests {
 
     #[test]
     fn everything_and_nothing() {
-        let any = labels(&[("a", "b")]);
+        let any = string_map(&[("a", "b")]);
         let everything = LabelSelector::everything();
         assert!(everything.is_empty() && !everything.matches_nothing());
         assert!(everything.matches(&any) && everything.matches(&BTreeMap::new()));
@@ -1240,7 +1230,7 @@ mod tests {
             .with_requirement(a.clone());
         assert_eq!(selector.to_string(), "a,b=1");
         assert_eq!(selector.requirements(), &[a.clone(), b.clone()]);
-        assert!(selector.matches(&labels(&[("a", ""), ("b", "1")])));
+        assert!(selector.matches(&string_map(&[("a", ""), ("b", "1")])));
         assert!(
             LabelSelector::nothing()
                 .with_requirement(a)
@@ -1266,7 +1256,7 @@ mod tests {
         expressions: &[(&str, &str, Option<&[&str]>)],
     ) -> metav1::LabelSelector {
         metav1::LabelSelector {
-            match_labels: Some(labels(match_labels)),
+            match_labels: Some(string_map(match_labels)),
             match_expressions: Some(
                 expressions
                     .iter()
@@ -1366,7 +1356,7 @@ mod tests {
 
         let selector = api_selector(&[("app", "web")], &[("tier", "In", Some(&["a", "b"]))]);
         let converted = LabelSelector::from_api(Some(&selector));
-        let on = |pairs: &[(&str, &str)]| converted.as_ref().map(|s| s.matches(&labels(pairs)));
+        let on = |pairs: &[(&str, &str)]| converted.as_ref().map(|s| s.matches(&string_map(pairs)));
         assert_eq!(on(&[("app", "web"), ("tier", "b")]), Ok(true));
         assert_eq!(on(&[("app", "web"), ("tier", "c")]), Ok(false));
         assert_eq!(on(&[("app", "web")]), Ok(false));

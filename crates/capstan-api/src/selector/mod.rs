@@ -90,3 +90,34 @@ impl From<SelectorError> for StatusError {
         error.to_status()
     }
 }
+
+/// What the field and label selector tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::collections::BTreeMap;
+    use std::fmt::Display;
+
+    use super::SelectorError;
+
+    /// Asserts that `parsed`, the parse of `input`, is `expected`: `Ok` the canonical form,
+    /// `Err` the message the API server sends.
+    pub(crate) fn check_parsed<S: Display>(
+        parsed: Result<S, SelectorError>,
+        input: &str,
+        expected: Result<&str, &str>,
+    ) {
+        let got = parsed
+            .map(|s| s.to_string())
+            .map_err(|e| e.status_message());
+        let expected = expected.map(str::to_owned).map_err(str::to_owned);
+        assert_eq!(got, expected, "parsing {input:?}");
+    }
+
+    /// A map of the `(key, value)` pairs.
+    pub(crate) fn string_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+}
