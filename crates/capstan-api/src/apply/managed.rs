@@ -591,6 +591,18 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
     }
 
+    /// Applies a ConfigMap with `data` as the applier `name`.
+    fn apply_data(
+        ctx: &Context<'_>,
+        live: &Value,
+        data: Value,
+        managed: &mut Managed,
+        name: &str,
+        force: bool,
+    ) -> Result<Option<Value>, Conflicts> {
+        apply(ctx, live, &cm(data), managed, &applier(name), force)
+    }
+
     fn owned(managed: &Managed, name: &str) -> Value {
         managed
             .get(&applier(name))
@@ -610,64 +622,36 @@ mod tests {
         };
         let mut managed = Managed::new();
         let live = cm(json!({}));
-        let live = apply(
+        let live = apply_data(
             &ctx,
             &live,
-            &cm(json!({"a": "1", "b": "1"})),
+            json!({"a": "1", "b": "1"}),
             &mut managed,
-            &applier("one"),
+            "one",
             false,
         )
         .unwrap()
         .unwrap();
         // The same value for "a" from another manager: shared, no conflict.
-        let live = apply(
-            &ctx,
-            &live,
-            &cm(json!({"a": "1"})),
-            &mut managed,
-            &applier("two"),
-            false,
-        )
-        .unwrap()
-        .unwrap_or(live);
+        let live = apply_data(&ctx, &live, json!({"a": "1"}), &mut managed, "two", false)
+            .unwrap()
+            .unwrap_or(live);
         assert_eq!(owned(&managed, "two"), json!({"f:data": {"f:a": {}}}));
         // "one" stops applying "a" and "b": "b" goes, "a" stays (owned by "two").
-        let live = apply(
-            &ctx,
-            &live,
-            &cm(json!({})),
-            &mut managed,
-            &applier("one"),
-            false,
-        )
-        .unwrap()
-        .unwrap();
+        let live = apply_data(&ctx, &live, json!({}), &mut managed, "one", false)
+            .unwrap()
+            .unwrap();
         assert_eq!(live["data"], json!({"a": "1"}));
         // A different value conflicts, names the owner, and force takes the field.
-        let conflict = apply(
-            &ctx,
-            &live,
-            &cm(json!({"a": "2"})),
-            &mut managed,
-            &applier("one"),
-            false,
-        )
-        .unwrap_err();
+        let conflict =
+            apply_data(&ctx, &live, json!({"a": "2"}), &mut managed, "one", false).unwrap_err();
         assert_eq!(
             conflict.message(),
             "Apply failed with 1 conflict: conflict with \"two\": .data.a"
         );
-        let live = apply(
-            &ctx,
-            &live,
-            &cm(json!({"a": "2"})),
-            &mut managed,
-            &applier("one"),
-            true,
-        )
-        .unwrap()
-        .unwrap();
+        let live = apply_data(&ctx, &live, json!({"a": "2"}), &mut managed, "one", true)
+            .unwrap()
+            .unwrap();
         assert_eq!(live["data"]["a"], "2");
         assert!(!managed.contains_key(&applier("two")));
         assert_eq!(owned(&managed, "one"), json!({"f:data": {"f:a": {}}}));
@@ -684,12 +668,12 @@ mod tests {
             other_versions: None,
         };
         let mut managed = Managed::new();
-        let live = apply(
+        let live = apply_data(
             &ctx,
             &cm(json!({})),
-            &cm(json!({"a": "1", "b": "1"})),
+            json!({"a": "1", "b": "1"}),
             &mut managed,
-            &applier("one"),
+            "one",
             false,
         )
         .unwrap()
@@ -703,12 +687,12 @@ mod tests {
             json!({"f:data": {"f:a": {}}})
         );
         // Applying the old value again now conflicts with the editor.
-        let err = apply(
+        let err = apply_data(
             &ctx,
             &new,
-            &cm(json!({"a": "1", "b": "1"})),
+            json!({"a": "1", "b": "1"}),
             &mut managed,
-            &applier("one"),
+            "one",
             false,
         )
         .unwrap_err();
