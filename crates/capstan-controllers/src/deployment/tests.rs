@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -638,22 +638,7 @@ fn a_finished_rollout_reports_complete_and_cleans_up() {
         ready_replicas: Some(2),
         available_replicas: Some(2),
         observed_generation: Some(1),
-        conditions: Some(vec![
-            new_condition(
-                AVAILABLE,
-                "True",
-                MINIMUM_REPLICAS_AVAILABLE,
-                "Deployment has minimum availability.".into(),
-                at(10),
-            ),
-            new_condition(
-                PROGRESSING,
-                "True",
-                REPLICA_SET_UPDATED_REASON,
-                "x".into(),
-                at(10),
-            ),
-        ]),
+        conditions: Some(available_and_progressing(REPLICA_SET_UPDATED_REASON, 10)),
         ..Default::default()
     });
     let fake = Fake::default();
@@ -685,6 +670,20 @@ fn a_finished_rollout_reports_complete_and_cleans_up() {
     assert!(fake.calls().is_empty(), "{:?}", fake.calls());
 }
 
+/// An available Deployment's conditions, progressing for `reason` since `progressed`.
+fn available_and_progressing(reason: &str, progressed: i64) -> Vec<DeploymentCondition> {
+    vec![
+        new_condition(
+            AVAILABLE,
+            "True",
+            MINIMUM_REPLICAS_AVAILABLE,
+            "Deployment has minimum availability.".into(),
+            at(10),
+        ),
+        new_condition(PROGRESSING, "True", reason, "x".into(), at(progressed)),
+    ]
+}
+
 #[test]
 fn a_stuck_rollout_requeues_then_times_out() {
     let d0 = deployment(1, "v2");
@@ -699,22 +698,7 @@ fn a_stuck_rollout_requeues_then_times_out() {
         ready_replicas: Some(1),
         observed_generation: Some(1),
         unavailable_replicas: Some(1),
-        conditions: Some(vec![
-            new_condition(
-                AVAILABLE,
-                "True",
-                MINIMUM_REPLICAS_AVAILABLE,
-                "Deployment has minimum availability.".into(),
-                at(10),
-            ),
-            new_condition(
-                PROGRESSING,
-                "True",
-                NEW_REPLICA_SET_REASON,
-                "x".into(),
-                at(1000),
-            ),
-        ]),
+        conditions: Some(available_and_progressing(NEW_REPLICA_SET_REASON, 1000)),
         ..Default::default()
     });
     // The new pod was created (progress at 1100), then nothing happens.
