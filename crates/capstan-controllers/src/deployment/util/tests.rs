@@ -136,46 +136,27 @@ fn new_replica_set_sizes() {
             expected.map_err(str::to_owned)
         );
     }
-    // Surge 1: 3 + 1 allowed.
-    check(with_fenceposts(deployment(3, "a"), "1", "0"), &[], 0, Ok(3));
-    check(
-        with_fenceposts(deployment(3, "a"), "1", "0"),
-        &[3],
-        0,
-        Ok(1),
-    );
-    check(
-        with_fenceposts(deployment(3, "a"), "1", "0"),
-        &[3],
-        1,
-        Ok(1),
-    );
-    check(
-        with_fenceposts(deployment(3, "a"), "1", "0"),
-        &[2],
-        1,
-        Ok(2),
-    );
-    // Cannot scale up beyond the surge: stays.
-    check(
-        with_fenceposts(deployment(1, "a"), "1", "0"),
-        &[5],
-        5,
-        Ok(5),
-    );
-    // Never beyond the deployment's size.
-    check(
-        with_fenceposts(deployment(6, "a"), "10", "0"),
-        &[],
-        2,
-        Ok(6),
-    );
-    check(
-        with_fenceposts(deployment(10, "a"), "25%", "25%"),
-        &[8],
-        2,
-        Ok(5),
-    );
+    // Rolling updates: (replicas, maxSurge, maxUnavailable), old sizes, new size, expected.
+    let rolling = [
+        // Surge 1: 3 + 1 allowed.
+        (3, "1", "0", vec![], 0, 3),
+        (3, "1", "0", vec![3], 0, 1),
+        (3, "1", "0", vec![3], 1, 1),
+        (3, "1", "0", vec![2], 1, 2),
+        // Cannot scale up beyond the surge: stays.
+        (1, "1", "0", vec![5], 5, 5),
+        // Never beyond the deployment's size.
+        (6, "10", "0", vec![], 2, 6),
+        (10, "25%", "25%", vec![8], 2, 5),
+    ];
+    for (replicas, surge, unavailable, old, new, expected) in rolling {
+        check(
+            with_fenceposts(deployment(replicas, "a"), surge, unavailable),
+            &old,
+            new,
+            Ok(expected),
+        );
+    }
     check(recreate(deployment(3, "a")), &[1], 1, Ok(3));
     let mut odd = deployment(3, "a");
     if let Some(s) = odd.spec.as_mut().and_then(|s| s.strategy.as_mut()) {
