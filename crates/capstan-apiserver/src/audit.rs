@@ -532,22 +532,46 @@ pub(crate) struct Event<'a> {
 /// The annotations the layers of one audited request add to its events (the authorizer's
 /// decision, admission webhooks' and policies' audit annotations), as upstream's
 /// `audit.AddAuditAnnotation` collects them: the first value given for a key stays. The events
-/// written after the request was handled carry them.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Annotations(std::sync::Arc<Mutex<std::collections::BTreeMap<String, String>>>);
+/// written after the request was handled carry them. They know the request's audit level, so
+/// that an annotation meant for higher levels only (a mutating webhook's patch, upstream's
+/// `AddAnnotationWithLevel`) is left out of the events of a request audited below it.
+#[derive(Clone, Debug)]
+pub(crate) struct Annotations {
+    values: std::sync::Arc<Mutex<std::collections::BTreeMap<String, String>>>,
+    level: Level,
+}
 
 impl Annotations {
+    /// The annotations of a request audited at `level`.
+    pub(crate) fn new(level: Level) -> Self {
+        Annotations {
+            values: Default::default(),
+            level,
+        }
+    }
+
     /// Adds `key` with `value`, unless the key has a value already.
     pub(crate) fn add(&self, key: impl Into<String>, value: impl Into<String>) {
-        let mut annotations = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut annotations = self.values.lock().unwrap_or_else(|e| e.into_inner());
         annotations
             .entry(key.into())
             .or_insert_with(|| value.into());
     }
 
+    /// Adds `key` with `value` as [`Annotations::add`] does when the request is audited at
+    /// `level` or above (upstream keeps such an annotation only for events of that level).
+    pub(crate) fn add_at(&self, level: Level, key: impl Into<String>, value: impl Into<String>) {
+        if self.level >= level {
+            self.add(key, value);
+        }
+    }
+
     /// The annotations added so far.
     pub(crate) fn snapshot(&self) -> std::collections::BTreeMap<String, String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.values
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -848,5 +872,23 @@ rules:
                 .len()
                 <= 1024 * 1024
         );
+    }
+
+    #[test]
+    fn annotations_keep_the_first_value_and_heed_their_level() {
+        let metadata = Annotations::new(Level::Metadata);
+        metadata.add("a", "1");
+        metadata.add("a", "2");
+        metadata.add_at(Level::Metadata, "b", "1");
+        metadata.add_at(Level::Request, "patch", "[]");
+        let snapshot = metadata.snapshot();
+        assert_eq!(snapshot.get("a").map(String::as_str), Some("1"));
+        assert_eq!(snapshot.get("b").map(String::as_str), Some("1"));
+        assert!(!snapshot.contains_key("patch"));
+        for level in [Level::Request, Level::RequestResponse] {
+            let annotations = Annotations::new(level);
+            annotations.add_at(Level::Request, "patch", "[]");
+            assert_eq!(annotations.snapshot().len(), 1);
+        }
     }
 }

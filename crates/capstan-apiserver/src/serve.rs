@@ -888,7 +888,7 @@ async fn audited(
     };
     let omitted = |stage: &str| omit.iter().any(|s| s == stage);
     // What the authorizer and admission note for the events written once it is handled.
-    let annotations = audit::Annotations::default();
+    let annotations = audit::Annotations::new(level);
     request.extensions_mut().insert(annotations.clone());
     // Under a `blocking-strict` audit webhook, a request whose first event cannot be
     // delivered goes no further (upstream's audit filter).

@@ -41,12 +41,17 @@
 //! `request` and `authorizer` (upstream's authorization library, decided by the server's
 //! authorizer for the request's user: [`super::cel_authz`]).
 //!
-//! Not yet: audit annotations.
+//! A webhook's `auditAnnotations` go to the request's audit events as `<webhook>/<key>`;
+//! each mutating webhook called adds upstream's `mutation.webhook.admission.k8s.io/…`
+//! annotation and, when it patched the object, `patch.webhook.admission.k8s.io/…` (only at
+//! audit level `Request` and above), or `failed-open.mutation.webhook.admission.k8s.io/…`
+//! when calling it failed under `Ignore` ([`annotations`]).
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
 //! version of the set (their stored bytes, compared without decoding), so a request with no
 //! webhook configured costs two cache reads.
 
+pub(crate) mod annotations;
 pub(crate) mod call;
 pub(crate) mod client;
 pub(crate) mod matching;
@@ -62,7 +67,8 @@ use serde_json::Value;
 use super::{Attributes, Mutation, Operation, Plugin, Review, Validation, Verdict};
 use crate::registry::{ListOptions, Registries, Registry};
 use crate::status::ApiError;
-use call::{Called, Hook};
+use annotations::Invocation;
+use call::{Called, Failure, Hook};
 
 /// A `Scale` as a mutating webhook's patch left it, decoded as upstream decodes it into the
 /// versioned type: fields a `Scale` does not have are dropped, a field of the wrong type is
@@ -226,6 +232,7 @@ impl Webhooks {
         &self,
         context: &matching::Context<'_>,
         hook: &Hook,
+        at: Invocation,
         attrs: &Attributes<'_>,
         object: Option<&mut Value>,
         old: Option<&Value>,
@@ -237,12 +244,16 @@ impl Webhooks {
             return Ok(None);
         };
         let Some(mut equivalent) = through else {
-            return self.call_mutating(hook, attrs, object, old).await.map(Some);
+            return self
+                .call_mutating(hook, at, attrs, object, old)
+                .await
+                .map(Some);
         };
         let seen = attrs.through(equivalent.registry.resource);
         let changed = self
             .call_mutating(
                 hook,
+                at,
                 &seen,
                 equivalent.object.as_mut(),
                 equivalent.old.as_ref(),
@@ -268,35 +279,56 @@ impl Webhooks {
         }
         let context = matching::Context::new(&self.table);
         // The webhooks called that asked to be called again if a later one changes the
-        // object, and whether one did since each was called.
-        let mut reinvocable: Vec<(Arc<Hook>, bool)> = Vec::new();
-        for hook in hooks.iter() {
+        // object, their index, and whether one did since each was called.
+        let mut reinvocable: Vec<(Arc<Hook>, usize, bool)> = Vec::new();
+        for (index, hook) in hooks.iter().enumerate() {
+            let at = Invocation { round: 0, index };
             let Some(changed) = self
-                .invoke_mutating(&context, hook, attrs, object.as_deref_mut(), old)
+                .invoke_mutating(&context, hook, at, attrs, object.as_deref_mut(), old)
                 .await?
             else {
                 continue;
             };
             if changed {
-                for (_, since) in &mut reinvocable {
+                for (_, _, since) in &mut reinvocable {
                     *since = true;
                 }
             }
             if hook.reinvoke {
-                reinvocable.push((hook.clone(), false));
+                reinvocable.push((hook.clone(), index, false));
             }
         }
-        for (hook, _) in reinvocable.iter().filter(|(_, since)| *since) {
-            self.invoke_mutating(&context, hook, attrs, object.as_deref_mut(), old)
+        for (hook, index, _) in reinvocable.iter().filter(|(_, _, since)| *since) {
+            let at = Invocation {
+                round: 1,
+                index: *index,
+            };
+            self.invoke_mutating(&context, hook, at, attrs, object.as_deref_mut(), old)
                 .await?;
         }
         Ok(())
     }
 
-    /// Calls one mutating webhook; whether its patch changed the object.
+    /// Calls one mutating webhook; whether its patch changed the object. The call is noted in
+    /// the request's audit annotations, however it ended, as upstream's (`annotations`).
     async fn call_mutating(
         &self,
         hook: &Hook,
+        at: Invocation,
+        attrs: &Attributes<'_>,
+        object: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<bool, ApiError> {
+        let changed = self.patch_with(hook, at, attrs, object, old).await;
+        at.mutated(attrs.audit, hook, matches!(changed, Ok(true)));
+        changed
+    }
+
+    /// [`Webhooks::call_mutating`]'s call, and the patch applied.
+    async fn patch_with(
+        &self,
+        hook: &Hook,
+        at: Invocation,
         attrs: &Attributes<'_>,
         object: Option<&mut Value>,
         old: Option<&Value>,
@@ -306,7 +338,14 @@ impl Webhooks {
             .await
         {
             Ok(answer) => answer,
-            Err(failure) => return hook.failed(failure).map(|()| false),
+            Err(failure) => {
+                let calling = matches!(failure, Failure::Calling(_));
+                hook.failed(failure)?;
+                if calling {
+                    at.failed_open(attrs.audit, hook);
+                }
+                return Ok(false);
+            }
         };
         let Called::Allowed { patch } = answer else {
             return Err(answer.refusal(&hook.name));
@@ -322,6 +361,7 @@ impl Webhooks {
             Some(registry) => registry.decode_patched(&mut patched)?.0,
             None => patched,
         };
+        at.patched(attrs.audit, hook, &patch);
         let changed = decoded != *object;
         *object = decoded;
         Ok(changed)
