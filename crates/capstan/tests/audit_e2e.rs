@@ -3,7 +3,8 @@
 //! at the levels and stages the policy says, creates with their objects at RequestResponse,
 //! impersonated requests naming both users, refused credentials as upstream's failed
 //! authentication event, each answer's `Audit-Id` naming its events, the authorizer's decision
-//! and a ValidatingAdmissionPolicy's audit annotations in them.
+//! and a ValidatingAdmissionPolicy's audit annotations in them, and mutating webhooks' calls
+//! and patches as upstream's annotations (the patch at Request level and above only).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -11,6 +12,7 @@ mod common;
 
 use std::path::Path;
 
+use common::webhook::WebhookServer;
 use common::*;
 use serde_json::Value;
 
@@ -256,5 +258,111 @@ fn requests_are_audited_as_the_policy_says() {
             .any(|e| e["verb"] == "watch" && e["stage"] == "ResponseComplete");
         (started && completed).then_some(())
     });
+
+    // Mutating webhooks (a test server over TLS) are noted as upstream notes them: each call,
+    // by round and index, with whether it changed the object, and the patch of the one that
+    // did, but only in events at Request level and above (configmaps are audited at
+    // RequestResponse, secrets at Metadata).
+    let hooks = WebhookServer::start(&[]);
+    let bundle = hooks.ca_bundle();
+    for (name, path) in [
+        ("a.mutate.capstan.test", "/mutate"),
+        ("b.allow.capstan.test", "/allow"),
+    ] {
+        let configuration = format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: {name}}}
+webhooks:
+- name: {name}
+  clientConfig: {{url: "{url}", caBundle: {bundle}}}
+  rules: [{{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps, secrets]}}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"#,
+            url = hooks.url(path)
+        );
+        kubectl_stdin_ok("1.33", &kc, &["apply", "-f", "-"], &configuration);
+    }
+    let mut attempt = 0;
+    let mutated = eventually("mutating webhooks' audit annotations", || {
+        attempt += 1;
+        let name = format!("mutated-{attempt}");
+        kubectl_ok("1.33", &kc, &["create", "configmap", &name]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        events(&log).into_iter().find(|e| {
+            e["objectRef"]["name"] == name.as_str()
+                && e["annotations"]["mutation.webhook.admission.k8s.io/round_0_index_1"].is_string()
+        })
+    });
+    let annotations = &mutated["annotations"];
+    assert_eq!(
+        annotations["mutation.webhook.admission.k8s.io/round_0_index_0"],
+        r#"{"configuration":"a.mutate.capstan.test","webhook":"a.mutate.capstan.test","mutated":true}"#,
+        "{mutated}"
+    );
+    assert_eq!(
+        annotations["patch.webhook.admission.k8s.io/round_0_index_0"],
+        r#"{"configuration":"a.mutate.capstan.test","webhook":"a.mutate.capstan.test","patch":[{"op":"add","path":"/metadata/labels","value":{"mutated":"yes"}}],"patchType":"JSONPatch"}"#,
+        "{mutated}"
+    );
+    assert_eq!(
+        annotations["mutation.webhook.admission.k8s.io/round_0_index_1"],
+        r#"{"configuration":"b.allow.capstan.test","webhook":"b.allow.capstan.test","mutated":false}"#,
+        "{mutated}"
+    );
+    assert!(
+        annotations
+            .get("patch.webhook.admission.k8s.io/round_0_index_1")
+            .is_none(),
+        "{mutated}"
+    );
+    assert_eq!(
+        mutated["responseObject"]["metadata"]["labels"]["mutated"],
+        "yes"
+    );
+    // At Metadata level the calls are noted, the patch is not.
+    kubectl_ok(
+        "1.33",
+        &kc,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "mutated",
+            "--from-literal=k=v",
+        ],
+    );
+    // (A create's event names no object below Request level here: the name is read from the
+    // body, which is not read then.)
+    let secret = eventually("the secret's event", || {
+        events(&log).into_iter().find(|e| {
+            e["objectRef"]["resource"] == "secrets"
+                && e["verb"] == "create"
+                && e["user"]["username"] == "system:admin"
+        })
+    });
+    assert_eq!(secret["responseStatus"]["code"], 201, "{secret}");
+    assert_eq!(secret["level"], "Metadata", "{secret}");
+    let annotations = &secret["annotations"];
+    assert!(
+        annotations["mutation.webhook.admission.k8s.io/round_0_index_0"]
+            .as_str()
+            .is_some_and(|v| v.ends_with(r#""mutated":true}"#)),
+        "{secret}"
+    );
+    assert!(
+        annotations["mutation.webhook.admission.k8s.io/round_0_index_1"].is_string(),
+        "{secret}"
+    );
+    assert!(
+        annotations
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("patch.webhook.admission.k8s.io/")),
+        "{secret}"
+    );
     server.stop();
 }
