@@ -4,7 +4,8 @@
 //! impersonated requests naming both users, refused credentials as upstream's failed
 //! authentication event, each answer's `Audit-Id` naming its events, the authorizer's decision
 //! and a ValidatingAdmissionPolicy's audit annotations in them, and mutating webhooks' calls
-//! and patches as upstream's annotations (the patch at Request level and above only).
+//! and patches as upstream's annotations (the patch at Request level and above only), and a
+//! validating webhook failing open.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -265,20 +266,23 @@ fn requests_are_audited_as_the_policy_says() {
     // RequestResponse, secrets at Metadata).
     let hooks = WebhookServer::start(&[]);
     let bundle = hooks.ca_bundle();
-    for (name, path) in [
-        ("a.mutate.capstan.test", "/mutate"),
-        ("b.allow.capstan.test", "/allow"),
+    // A validating webhook that answers garbage fails open under Ignore, and says so.
+    for (kind, name, path) in [
+        ("Mutating", "a.mutate.capstan.test", "/mutate"),
+        ("Mutating", "b.allow.capstan.test", "/allow"),
+        ("Validating", "c.garbage.capstan.test", "/garbage"),
     ] {
         let configuration = format!(
             r#"
 apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
+kind: {kind}WebhookConfiguration
 metadata: {{name: {name}}}
 webhooks:
 - name: {name}
   clientConfig: {{url: "{url}", caBundle: {bundle}}}
   rules: [{{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps, secrets]}}]
   sideEffects: None
+  failurePolicy: Ignore
   admissionReviewVersions: [v1]
 "#,
             url = hooks.url(path)
@@ -294,6 +298,8 @@ webhooks:
         events(&log).into_iter().find(|e| {
             e["objectRef"]["name"] == name.as_str()
                 && e["annotations"]["mutation.webhook.admission.k8s.io/round_0_index_1"].is_string()
+                && e["annotations"]["failed-open.validating.webhook.admission.k8s.io/round_0_index_0"]
+                    .is_string()
         })
     });
     let annotations = &mutated["annotations"];
@@ -316,6 +322,11 @@ webhooks:
         annotations
             .get("patch.webhook.admission.k8s.io/round_0_index_1")
             .is_none(),
+        "{mutated}"
+    );
+    assert_eq!(
+        annotations["failed-open.validating.webhook.admission.k8s.io/round_0_index_0"],
+        "c.garbage.capstan.test",
         "{mutated}"
     );
     assert_eq!(

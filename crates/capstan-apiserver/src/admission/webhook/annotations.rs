@@ -10,6 +10,10 @@
 //! - `failed-open.mutation.webhook.admission.k8s.io/round_R_index_I`: the webhook's name, when
 //!   calling it failed and `failurePolicy: Ignore` let the request go on.
 //!
+//! A validating webhook that fails open adds
+//! `failed-open.validating.webhook.admission.k8s.io/round_0_index_I`, its name, where the index
+//! counts only the validating webhooks that matched the request.
+//!
 //! The values are written as Go's `encoding/json` writes upstream's structs: members in their
 //! order, strings HTML-safe, and the patch as the `map[string]*json.RawMessage` operations
 //! it was decoded into (members in byte order, each value's own text compacted).
@@ -24,6 +28,7 @@ use crate::audit::{Annotations, Level};
 const MUTATION: &str = "mutation.webhook.admission.k8s.io/";
 const PATCH: &str = "patch.webhook.admission.k8s.io/";
 const FAILED_OPEN: &str = "failed-open.mutation.webhook.admission.k8s.io/";
+const VALIDATING_FAILED_OPEN: &str = "failed-open.validating.webhook.admission.k8s.io/";
 
 /// Which call of a mutating webhook this is: upstream's round and index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +69,15 @@ impl Invocation {
         if let Some(audit) = audit {
             audit.add(self.key(FAILED_OPEN), hook.name.clone());
         }
+    }
+}
+
+/// Notes that calling the validating webhook `hook`, the `index`th of those that matched the
+/// request, failed and the request went on.
+pub(crate) fn validating_failed_open(audit: Option<&Annotations>, hook: &Hook, index: usize) {
+    if let Some(audit) = audit {
+        let at = Invocation { round: 0, index };
+        audit.add(at.key(VALIDATING_FAILED_OPEN), hook.name.clone());
     }
 }
 
@@ -226,5 +240,10 @@ mod tests {
         );
         // A request that is not audited notes nothing.
         at.mutated(None, &hook, true);
+        validating_failed_open(Some(&request), &hook, 3);
+        assert_eq!(
+            request.snapshot()["failed-open.validating.webhook.admission.k8s.io/round_0_index_3"],
+            "m.example.com"
+        );
     }
 }

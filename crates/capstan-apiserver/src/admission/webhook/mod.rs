@@ -45,7 +45,8 @@
 //! each mutating webhook called adds upstream's `mutation.webhook.admission.k8s.io/…`
 //! annotation and, when it patched the object, `patch.webhook.admission.k8s.io/…` (only at
 //! audit level `Request` and above), or `failed-open.mutation.webhook.admission.k8s.io/…`
-//! when calling it failed under `Ignore` ([`annotations`]).
+//! when calling it failed under `Ignore`, as a validating webhook does
+//! `failed-open.validating.webhook.admission.k8s.io/…` ([`annotations`]).
 //!
 //! The configurations are read from the watch cache at every request and compiled once per
 //! version of the set (their stored bytes, compared without decoding), so a request with no
@@ -401,14 +402,27 @@ impl Webhooks {
             |((hook, _), (attrs, object, old))| hook.call(&self.table, attrs, *object, *old, false),
         ))
         .await;
-        for ((hook, _), answer) in matched.iter().zip(answers) {
-            match answer {
-                Ok(Called::Allowed { .. }) => {}
-                Ok(refused) => return Err(refused.refusal(&hook.name)),
-                Err(failure) => hook.failed(failure)?,
+        // Every answer is looked at (upstream's calls each note their failing open), then
+        // the first refusal in order answers.
+        let mut refusal = None;
+        for (index, ((hook, _), answer)) in matched.iter().zip(answers).enumerate() {
+            let outcome = match answer {
+                Ok(Called::Allowed { .. }) => Ok(()),
+                Ok(refused) => Err(refused.refusal(&hook.name)),
+                Err(failure) => {
+                    let calling = matches!(failure, Failure::Calling(_));
+                    let outcome = hook.failed(failure);
+                    if outcome.is_ok() && calling {
+                        annotations::validating_failed_open(attrs.audit, hook, index);
+                    }
+                    outcome
+                }
+            };
+            if let Err(error) = outcome {
+                refusal.get_or_insert(error);
             }
         }
-        Ok(())
+        refusal.map_or(Ok(()), Err)
     }
 
     /// The registry of the resource written, for decoding a patched object.
