@@ -165,9 +165,7 @@ impl Expression {
         FUNCTIONS.with(|functions| {
             let mut scope = functions.new_inner_scope();
             for (name, value) in variables {
-                scope
-                    .add_variable(*name, (*value).clone())
-                    .map_err(|e| e.to_string())?;
+                scope.add_variable_from_value(*name, from_json(value));
             }
             match self.run(&scope)?.0 {
                 CelValue::Bool(answer) => Ok(answer),
@@ -220,11 +218,9 @@ impl std::fmt::Debug for Activation {
 }
 
 impl Activation {
-    /// Names `value` (JSON; `null` for an absent object) `name`.
+    /// Names `value` (JSON; `null` for an absent object) `name`, as [`from_json`] reads it.
     pub fn json(&mut self, name: &str, value: &Value) {
-        use kube_cel::cel::objects::TryIntoValue as _;
-        let value = value.try_into_value().unwrap_or(CelValue::Null);
-        self.set(name, value);
+        self.set(name, from_json(value));
     }
 
     /// Names `value` `name`, in place of what had that name.
@@ -233,6 +229,27 @@ impl Activation {
             Some((_, slot)) => *slot = value,
             None => self.0.push((name.to_owned(), value)),
         }
+    }
+}
+
+/// JSON as Kubernetes' CEL sees it: a number written without a fraction or exponent that fits
+/// 64 bits is an `int` (apimachinery's JSON decoding makes it an int64), any other a `double`.
+/// (Through serde, a non-negative whole number would be a `uint`, which neither equals an
+/// `int` nor adds to one in the `cel` crate: `object.spec.replicas == 3` was false.)
+pub fn from_json(value: &Value) -> CelValue {
+    match value {
+        Value::Null => CelValue::Null,
+        Value::Bool(b) => CelValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => CelValue::Int(i),
+            None => CelValue::Float(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => CelValue::String(Arc::new(s.clone())),
+        Value::Array(items) => CelValue::List(Arc::new(items.iter().map(from_json).collect())),
+        Value::Object(members) => map(members
+            .iter()
+            .map(|(k, v)| (k.clone(), from_json(v)))
+            .collect()),
     }
 }
 
@@ -625,6 +642,29 @@ mod tests {
                 .evaluate(&vars)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn json_numbers_are_ints_or_doubles() {
+        let object = json!({"spec": {"replicas": 3, "negative": -2, "ratio": 1.5, "whole": 2.0,
+            "huge": 18446744073709551615u64, "list": [1], "map": {"k": 1}}});
+        let vars = [("object", &object)];
+        for expression in [
+            "object.spec.replicas == 3",
+            "object.spec.replicas + 1 == 4",
+            "object.spec.negative == -2",
+            "object.spec.ratio == 1.5",
+            "object.spec.whole == 2.0",
+            "object.spec.huge > 1.0e19",
+            "object.spec.list[0] == 1",
+            "object.spec.map.k == 1",
+        ] {
+            let compiled = Expression::compile(expression).unwrap();
+            assert_eq!(compiled.evaluate(&vars), Ok(true), "{expression}");
+            let mut activation = Activation::default();
+            activation.json("object", &object);
+            assert_eq!(compiled.check(&activation), Ok(true), "{expression}");
+        }
     }
 
     #[test]
