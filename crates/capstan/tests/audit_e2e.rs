@@ -375,5 +375,67 @@ webhooks:
             .all(|k| !k.starts_with("patch.webhook.admission.k8s.io/")),
         "{secret}"
     );
+
+    // PodSecurity notes the enforced policy of every pod it judges, and the violations of a
+    // namespace's audit level, which lets the pod in.
+    kubectl_ok("1.33", &kc, &["create", "namespace", "audited-pods"]);
+    kubectl_ok(
+        "1.33",
+        &kc,
+        &[
+            "label",
+            "namespace",
+            "audited-pods",
+            "pod-security.kubernetes.io/audit=restricted",
+        ],
+    );
+    for namespace in ["default", "audited-pods"] {
+        kubectl_ok(
+            "1.33",
+            &kc,
+            &[
+                "run",
+                "psa",
+                "-n",
+                namespace,
+                "--image=busybox",
+                "--restart=Never",
+            ],
+        );
+    }
+    let pod_event = |namespace: &'static str| {
+        eventually("a pod create's event", || {
+            events(&log).into_iter().find(|e| {
+                e["verb"] == "create"
+                    && e["objectRef"]["resource"] == "pods"
+                    && e["objectRef"]["namespace"] == namespace
+                    && e["objectRef"]["subresource"].is_null()
+            })
+        })
+    };
+    let privileged = pod_event("default");
+    assert_eq!(
+        privileged["annotations"]["pod-security.kubernetes.io/enforce-policy"], "privileged:latest",
+        "{privileged}"
+    );
+    assert!(
+        privileged["annotations"]["pod-security.kubernetes.io/audit-violations"].is_null(),
+        "{privileged}"
+    );
+    let audited = pod_event("audited-pods");
+    assert_eq!(audited["responseStatus"]["code"], 201, "{audited}");
+    assert_eq!(
+        audited["annotations"]["pod-security.kubernetes.io/enforce-policy"], "privileged:latest",
+        "{audited}"
+    );
+    let violations = audited["annotations"]["pod-security.kubernetes.io/audit-violations"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        violations.starts_with(
+            "would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"
+        ),
+        "{audited}"
+    );
     server.stop();
 }

@@ -20,9 +20,10 @@
 //!   the same reasons counted together), at most 3000 pods and one second;
 //! - exempt users, runtime classes and namespaces are never judged.
 //!
-//! Audit annotations (`pod-security.kubernetes.io/audit-violations`, `enforce-policy`,
-//! `exempt`) are not recorded: the server has no audit log yet, so the `audit` mode is parsed
-//! and validated but has nowhere to report to.
+//! Each judged request's audit event gets upstream's annotations: `pod-security.kubernetes.io/
+//! exempt` (`namespace`, `user` or `runtimeClass`) when an exemption let it through,
+//! `enforce-policy` (the enforced `level:version`) for a pod, and `audit-violations` (`would
+//! violate PodSecurity "baseline:latest": …`) when it violates the namespace's audit level.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,6 +84,19 @@ enum Target {
     Template(&'static str),
     /// A namespace.
     Namespace,
+}
+
+/// Upstream's audit annotation keys (each under `pod-security.kubernetes.io/`).
+const EXEMPT: &str = "exempt";
+const ENFORCE_POLICY: &str = "enforce-policy";
+const AUDIT_VIOLATIONS: &str = "audit-violations";
+
+/// Adds the audit annotation `pod-security.kubernetes.io/<key>` to the request's event (at
+/// every audit level, as upstream's).
+fn annotate(attrs: &Attributes<'_>, key: &str, value: &str) {
+    if let Some(audit) = attrs.audit {
+        audit.add(format!("pod-security.kubernetes.io/{key}"), value);
+    }
 }
 
 /// The kind of `attrs`' resource, if this plugin judges it.
@@ -163,15 +177,25 @@ impl PodSecurity {
         Ok((policy, errors.is_empty()))
     }
 
-    /// Judges a pod, or a workload's template (`enforce` false: warnings only).
+    /// Judges a pod, or a workload's template (`enforce` false: warnings only), in upstream's
+    /// order, recording upstream's audit annotations on the way: `exempt` (`namespace`, `user`,
+    /// `runtimeClass`), `enforce-policy` (pods only) and `audit-violations`. `unchanged` is a
+    /// pod update that changes nothing the rules read, which is let through once the namespace
+    /// is known not to be fully privileged.
     async fn judge(
         &self,
         attrs: &Attributes<'_>,
         metadata: &Value,
         spec: &Value,
         enforce: bool,
+        unchanged: bool,
     ) -> Result<(), ApiError> {
-        if self.exempt_namespace(attrs.namespace) || self.exempt_user(attrs) {
+        if self.exempt_namespace(attrs.namespace) {
+            annotate(attrs, EXEMPT, "namespace");
+            return Ok(());
+        }
+        if self.exempt_user(attrs) {
+            annotate(attrs, EXEMPT, "user");
             return Ok(());
         }
         let (policy, valid) = match self.namespace_policy(attrs.namespace).await {
@@ -180,23 +204,33 @@ impl PodSecurity {
             // A workload in a namespace that cannot be read is let through, as upstream's.
             Err(_) => return Ok(()),
         };
-        let nothing_to_do = if enforce {
-            policy.fully_privileged()
-        } else {
-            policy.warn.level == Level::Privileged && policy.audit.level == Level::Privileged
-        };
-        if valid && nothing_to_do {
+        if enforce {
+            if valid && policy.fully_privileged() {
+                annotate(attrs, ENFORCE_POLICY, &policy.enforce.to_string());
+                return Ok(());
+            }
+        } else if valid
+            && policy.warn.level == Level::Privileged
+            && policy.audit.level == Level::Privileged
+        {
+            return Ok(());
+        }
+        if unchanged {
             return Ok(());
         }
         if self.exempt_runtime_class(spec) {
+            annotate(attrs, EXEMPT, "runtimeClass");
             return Ok(());
         }
-        let mut enforced = None;
+        let mut refusal = None;
+        let mut judged: Vec<(LevelVersion, bool)> = Vec::new();
         if enforce {
+            annotate(attrs, ENFORCE_POLICY, &policy.enforce.to_string());
             let violations = podsecurity::evaluate(metadata, spec, policy.enforce);
+            judged.push((policy.enforce, violations.is_empty()));
             if !violations.is_empty() {
                 let resource = attrs.resource;
-                return Err(StatusError::forbidden(
+                refusal = Some(StatusError::forbidden(
                     GroupResource::new(resource.group, resource.plural),
                     attrs.name,
                     &format!(
@@ -204,13 +238,32 @@ impl PodSecurity {
                         capstan_api::field::go_quote(&policy.enforce.to_string()),
                         podsecurity::forbidden_detail(&violations)
                     ),
-                )
-                .into());
+                ));
             }
-            enforced = Some(policy.enforce);
+        }
+        // The audit level is judged even for a pod refused above, as upstream's.
+        let audit = policy.audit;
+        if audit.level != Level::Privileged {
+            let violations = podsecurity::evaluate(metadata, spec, audit);
+            judged.push((audit, violations.is_empty()));
+            if !violations.is_empty() {
+                annotate(
+                    attrs,
+                    AUDIT_VIOLATIONS,
+                    &format!(
+                        "would violate PodSecurity {}: {}",
+                        capstan_api::field::go_quote(&audit.to_string()),
+                        podsecurity::forbidden_detail(&violations)
+                    ),
+                );
+            }
+        }
+        if let Some(refusal) = refusal {
+            return Err(refusal.into());
         }
         let warn = policy.warn;
-        if warn.level != Level::Privileged && enforced != Some(warn) {
+        // A level already judged allowed needs no second look.
+        if warn.level != Level::Privileged && !judged.contains(&(warn, true)) {
             let violations = podsecurity::evaluate(metadata, spec, warn);
             if !violations.is_empty()
                 && let Some(warnings) = attrs.warnings
@@ -471,15 +524,11 @@ impl Plugin for PodSecurity {
                 None => Ok(()),
                 Some(Target::Namespace) => self.validate_namespace(attrs, object, old).await,
                 Some(Target::Pod) => {
-                    if attrs.operation == Operation::Update
-                        && let Some(old) = old
-                        && !significant_pod_update(object, old)
-                    {
-                        return Ok(());
-                    }
+                    let unchanged = attrs.operation == Operation::Update
+                        && old.is_some_and(|old| !significant_pod_update(object, old));
                     let metadata = object.get("metadata").unwrap_or(&null);
                     let spec = object.get("spec").unwrap_or(&null);
-                    self.judge(attrs, metadata, spec, true).await
+                    self.judge(attrs, metadata, spec, true, unchanged).await
                 }
                 Some(Target::Template(pointer)) => {
                     let Some(template) = object.pointer(pointer).filter(|t| !t.is_null()) else {
@@ -487,7 +536,7 @@ impl Plugin for PodSecurity {
                     };
                     let metadata = template.get("metadata").unwrap_or(&null);
                     let spec = template.get("spec").unwrap_or(&null);
-                    self.judge(attrs, metadata, spec, false).await
+                    self.judge(attrs, metadata, spec, false, false).await
                 }
             }
         })
