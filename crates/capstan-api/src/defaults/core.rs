@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     ClientIPConfig, Endpoints, LimitRange, Namespace, Node, PersistentVolume,
     PersistentVolumeClaim, PersistentVolumeStatus, PodTemplate, ReplicationController,
-    ResourceQuota, Secret, Service, SessionAffinityConfig,
+    ResourceQuota, Secret, Service, ServiceSpec, SessionAffinityConfig,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -22,6 +22,20 @@ fn set_if_empty(slot: &mut Option<String>, value: &str) {
     if slot.as_deref().unwrap_or("").is_empty() {
         *slot = Some(value.to_owned());
     }
+}
+
+/// Whether a Service is reachable from outside the cluster, as upstream's
+/// `ExternallyAccessible` (its defaulting and its validation both ask): a LoadBalancer, a
+/// NodePort, or a ClusterIP with external IPs.
+pub(crate) fn externally_accessible(spec: &ServiceSpec) -> bool {
+    let service_type = spec.type_.as_deref().unwrap_or("");
+    service_type == "LoadBalancer"
+        || service_type == "NodePort"
+        || (service_type == "ClusterIP"
+            && spec
+                .external_ips
+                .as_ref()
+                .is_some_and(|ips| !ips.is_empty()))
 }
 
 /// Service defaults: session affinity None (ClientIP gets a timeout), type ClusterIP, port
@@ -64,7 +78,7 @@ pub fn default_service(svc: &mut Service) {
         }
     }
     let service_type = spec.type_.clone().unwrap_or_default();
-    if crate::validation::service::externally_accessible(spec) {
+    if externally_accessible(spec) {
         set_if_empty(&mut spec.external_traffic_policy, "Cluster");
     }
     if spec.internal_traffic_policy.is_none()

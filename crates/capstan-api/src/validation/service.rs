@@ -25,19 +25,6 @@ fn opt_str(s: &Option<String>) -> &str {
     s.as_deref().unwrap_or("")
 }
 
-/// Whether a Service is reachable from outside the cluster, as upstream's
-/// `ExternallyAccessible`: a LoadBalancer, a NodePort, or a ClusterIP with external IPs.
-pub(crate) fn externally_accessible(spec: &ServiceSpec) -> bool {
-    let service_type = opt_str(&spec.type_);
-    service_type == "LoadBalancer"
-        || service_type == "NodePort"
-        || (service_type == "ClusterIP"
-            && spec
-                .external_ips
-                .as_ref()
-                .is_some_and(|ips| !ips.is_empty()))
-}
-
 fn is_headless(spec: &ServiceSpec) -> bool {
     spec.cluster_ips
         .as_deref()
@@ -477,7 +464,7 @@ pub fn validate_service(svc: &Service) -> Vec<FieldError> {
             ));
         }
     }
-    let externally_accessible = externally_accessible(&spec);
+    let externally_accessible = crate::defaults::core::externally_accessible(&spec);
     let etp = opt_str(&spec.external_traffic_policy);
     if !externally_accessible {
         if !etp.is_empty() {
