@@ -66,6 +66,19 @@ impl Child {
         Ok(Child(child))
     }
 
+    /// `capstan sim` with `nodes` nodes of 32 CPUs and 110 pods, through `kubeconfig`.
+    pub(crate) fn spawn_sim(
+        binary: &Path,
+        kubeconfig: &Path,
+        nodes: usize,
+        log: &Path,
+    ) -> Result<Child> {
+        let (kubeconfig, nodes) = (kubeconfig.to_string_lossy(), nodes.to_string());
+        let args = ["sim", "--kubeconfig", &kubeconfig, "--nodes", &nodes];
+        let sizes = ["--cpu", "32", "--pods", "110"];
+        Child::spawn(binary, &[&args[..], &sizes[..]].concat(), log)
+    }
+
     pub(crate) fn pid(&self) -> Result<String> {
         self.0
             .id()
@@ -205,22 +218,7 @@ pub async fn run(args: ControllersArgs) -> Result<()> {
         ],
         &dir.path().join("controllers.log"),
     )?;
-    let nodes_arg = nodes.to_string();
-    let _sim = Child::spawn(
-        &binary,
-        &[
-            "sim",
-            "--kubeconfig",
-            &kc,
-            "--nodes",
-            &nodes_arg,
-            "--cpu",
-            "32",
-            "--pods",
-            "110",
-        ],
-        &dir.path().join("sim.log"),
-    )?;
+    let _sim = Child::spawn_sim(&binary, &kubeconfig, nodes, &dir.path().join("sim.log"))?;
     let conn = server.connect().await?;
     let began = Instant::now();
     loop {

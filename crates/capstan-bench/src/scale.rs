@@ -228,22 +228,7 @@ impl Cluster {
             &sim_config,
             kubeconfig.replace(&first_url, &format!("https://127.0.0.1:{main_port}")),
         )?;
-        let nodes_arg = nodes.to_string();
-        let sim = Child::spawn(
-            binary,
-            &[
-                "sim",
-                "--kubeconfig",
-                &sim_config.to_string_lossy(),
-                "--nodes",
-                &nodes_arg,
-                "--cpu",
-                "32",
-                "--pods",
-                "110",
-            ],
-            &dir.path().join("sim.log"),
-        )?;
+        let sim = Child::spawn_sim(binary, &sim_config, nodes, &dir.path().join("sim.log"))?;
         Ok(Cluster {
             binary: binary.to_owned(),
             dir,
