@@ -27,3 +27,14 @@ pub mod loadbalancer;
 pub mod metrics;
 pub mod prometheus;
 pub mod tls;
+
+/// How Capstan's components list and then watch a resource: the objects that exist arrive as
+/// the first events of the watch (`sendInitialEvents=true`, upstream's streaming list), then a
+/// bookmark marks the end of them, with bookmarks on. The API server serves them from its watch
+/// cache one object at a time, so a component that starts against 150,000 pods neither waits for
+/// hundreds of pages read back from storage at one revision (kube's default, a consistent list
+/// in pages of 500) nor holds the whole list as one body while it decodes it (a list at
+/// `resourceVersion=0`, client-go's reflector).
+pub fn watcher_config() -> kube::runtime::watcher::Config {
+    kube::runtime::watcher::Config::default().streaming_lists()
+}

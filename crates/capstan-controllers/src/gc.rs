@@ -664,7 +664,7 @@ async fn discover(client: &Client) -> Result<Vec<Kind>, kube::Error> {
 async fn watch_kind(collector: Collector, kind: Arc<Kind>, synced: mpsc::UnboundedSender<()>) {
     let api: Api<PartialObjectMeta<DynamicObject>> =
         Api::all_with(collector.client.clone(), &kind.resource);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher::watcher(api, capstan_client::watcher_config()).default_backoff();
     futures::pin_mut!(stream);
     let mut listed: Vec<ObjectMeta> = Vec::new();
     while let Some(event) = stream.next().await {

@@ -476,7 +476,7 @@ impl Counts {
     ) {
         let api: Api<PartialObjectMeta<DynamicObject>> =
             Api::all_with(self.client.clone(), &resource);
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        let stream = watcher::watcher(api, capstan_client::watcher_config()).default_backoff();
         futures::pin_mut!(stream);
         let mut listed: HashMap<String, HashSet<String>> = HashMap::new();
         while let Some(event) = stream.next().await {

@@ -143,7 +143,7 @@ where
         let fields = self.fields;
         Box::pin(async move {
             let api: Api<K> = Api::all(client);
-            let mut config = watcher::Config::default();
+            let mut config = capstan_client::watcher_config();
             if let Some(fields) = fields {
                 config = config.fields(fields);
             }

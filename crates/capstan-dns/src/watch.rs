@@ -143,7 +143,7 @@ where
     V: Send + 'static,
 {
     tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, watcher::Config::default().any_semantic())
+        let mut stream = watcher::watcher(api, capstan_client::watcher_config())
             .default_backoff()
             .boxed();
         let mut relisted: Option<HashMap<(String, String), V>> = None;

@@ -245,7 +245,7 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let mut config = watcher::Config::default();
+    let mut config = capstan_client::watcher_config();
     if let Some(fields) = fields {
         config = config.fields(&fields);
     }

@@ -323,7 +323,7 @@ where
                 meta.name.as_deref().unwrap_or_default()
             )
         };
-        let mut config = watcher::Config::default().any_semantic();
+        let mut config = capstan_client::watcher_config();
         if let Some(fields) = fields {
             config = config.fields(fields);
         }

@@ -327,7 +327,7 @@ impl Sim {
     /// Watches the pods bound to any node and acts on those of simulated nodes.
     async fn run_pods(self: Arc<Self>) -> Result<(), SimError> {
         let pods: Api<Pod> = Api::all(self.client.clone());
-        let config = watcher::Config::default().fields("spec.nodeName!=");
+        let config = capstan_client::watcher_config().fields("spec.nodeName!=");
         let events = watcher(pods, config).default_backoff();
         tokio::pin!(events);
         let mut tracker = PodTracker::new(&self.config);

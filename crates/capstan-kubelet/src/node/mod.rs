@@ -583,7 +583,7 @@ async fn renew_lease(
 /// pod network its `podCIDR`. Runs until dropped.
 pub async fn follow(client: kube::Client, name: String, sender: watch::Sender<Option<Arc<Node>>>) {
     let api: Api<Node> = Api::all(client);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let config = capstan_client::watcher_config().fields(&format!("metadata.name={name}"));
     let mut events = watcher(api, config)
         .default_backoff()
         .applied_objects()

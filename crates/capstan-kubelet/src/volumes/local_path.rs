@@ -299,7 +299,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let api: Api<K> = Api::all(client);
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+    let stream = reflector::reflector(writer, watcher(api, capstan_client::watcher_config()))
         .default_backoff()
         .touched_objects();
     let task = async move {
