@@ -478,7 +478,7 @@ impl<'a> EventUser<'a> {
     }
 }
 
-/// `objectRef` of an event.
+/// `objectRef` of an event, in Go's field order.
 #[derive(Serialize)]
 pub(crate) struct ObjectRef<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -486,13 +486,81 @@ pub(crate) struct ObjectRef<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     namespace: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
-    pub name: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    uid: &'a str,
     #[serde(rename = "apiGroup", skip_serializing_if = "str::is_empty")]
     api_group: &'a str,
     #[serde(rename = "apiVersion", skip_serializing_if = "str::is_empty")]
     api_version: &'a str,
+    #[serde(rename = "resourceVersion", skip_serializing_if = "str::is_empty")]
+    resource_version: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     subresource: &'a str,
+}
+
+impl<'a> ObjectRef<'a> {
+    /// Fills what the request's path left empty from what the handler saw of the request's
+    /// object (upstream's `LogRequestObject`).
+    pub(crate) fn completed(mut self, seen: &'a ObjectSeen) -> Self {
+        for (field, value) in [
+            (&mut self.namespace, &seen.namespace),
+            (&mut self.name, &seen.name),
+            (&mut self.uid, &seen.uid),
+            (&mut self.resource_version, &seen.resource_version),
+        ] {
+            if field.is_empty() {
+                *field = value;
+            }
+        }
+        self
+    }
+}
+
+/// The metadata of a create's or an update's object, as the handler decoded it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ObjectSeen {
+    namespace: String,
+    name: String,
+    uid: String,
+    resource_version: String,
+}
+
+/// Where a create or update handler notes the object it decoded, so that the audit events
+/// written once the request is handled name it in `objectRef` at every level (upstream's
+/// handlers call `LogRequestObject`, which completes the reference from the object's metadata
+/// before it looks at the level). The `RequestReceived` event comes before: it names only what
+/// the path does, as upstream's.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RequestObject(std::sync::Arc<Mutex<Option<ObjectSeen>>>);
+
+impl RequestObject {
+    /// Notes `object`'s namespace, name, uid and resourceVersion (the first object noted stays).
+    pub(crate) fn note(&self, object: &serde_json::Value) {
+        let meta = |field: &str| {
+            object
+                .pointer(&format!("/metadata/{field}"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get_or_insert_with(|| ObjectSeen {
+            namespace: meta("namespace"),
+            name: meta("name"),
+            uid: meta("uid"),
+            resource_version: meta("resourceVersion"),
+        });
+    }
+
+    /// What was noted (nothing: all empty).
+    pub(crate) fn seen(&self) -> ObjectSeen {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
 }
 
 /// An `audit.k8s.io/v1` `Event`, in Go's field order.
@@ -581,8 +649,10 @@ pub(crate) fn object_ref(info: &RequestInfo) -> Option<ObjectRef<'_>> {
         resource: &info.resource,
         namespace: &info.namespace,
         name: &info.name,
+        uid: "",
         api_group: &info.api_group,
         api_version: &info.api_version,
+        resource_version: "",
         subresource: &info.subresource,
     })
 }
@@ -666,24 +736,6 @@ pub(crate) fn object_of(body: &[u8]) -> Option<Box<RawValue>> {
     }
     let text = std::str::from_utf8(body).ok()?;
     RawValue::from_string(text.trim().to_owned()).ok()
-}
-
-/// The `metadata.name` of an object.
-pub(crate) fn name_of(object: &RawValue) -> String {
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        #[serde(default)]
-        name: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Named {
-        metadata: Option<Meta>,
-    }
-    serde_json::from_str::<Named>(object.get())
-        .ok()
-        .and_then(|n| n.metadata)
-        .map(|m| m.name)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -853,19 +853,8 @@ async fn audited(
         request = Request::from_parts(parts, Body::from(bytes));
     }
     let original = user.clone();
-    // A create names its object in the body, as upstream's objectRef then shows.
-    let created = request_object
-        .as_deref()
-        .map(audit::name_of)
-        .unwrap_or_default();
-    let object_ref = || {
-        audit::object_ref(info).map(|mut r| {
-            if r.name.is_empty() {
-                r.name = &created;
-            }
-            r
-        })
-    };
+    // The first event comes before the handler: the path's reference only, and no object (as
+    // upstream's, whose handler logs the request's object).
     let event = |stage: &'static str, status: Option<audit::ResponseStatus>| Event {
         kind: "Event",
         api_version: "audit.k8s.io/v1",
@@ -878,9 +867,9 @@ async fn audited(
         impersonated_user: None,
         source_ips: &source_ips,
         user_agent: &user_agent,
-        object_ref: object_ref(),
+        object_ref: audit::object_ref(info),
         response_status: status,
-        request_object: request_object.as_deref(),
+        request_object: None,
         response_object: None,
         request_received_timestamp: &received,
         stage_timestamp: audit::micro_time(),
@@ -890,6 +879,8 @@ async fn audited(
     // What the authorizer and admission note for the events written once it is handled.
     let annotations = audit::Annotations::new(level);
     request.extensions_mut().insert(annotations.clone());
+    let noted = audit::RequestObject::default();
+    request.extensions_mut().insert(noted.clone());
     // Under a `blocking-strict` audit webhook, a request whose first event cannot be
     // delivered goes no further (upstream's audit filter).
     if !omitted("RequestReceived") && !auditor.write(&event("RequestReceived", None)).await {
@@ -908,10 +899,13 @@ async fn audited(
             }
             Err(error) => (error.into_response(), None),
         };
-    // Later stages name the user the request was made as.
+    // Later stages name the user the request was made as, and the object the handler saw.
+    let seen = noted.seen();
     let event = |stage: &'static str, status: Option<audit::ResponseStatus>| {
         let mut event = event(stage, status);
         event.impersonated_user = acting.as_ref().map(EventUser::of);
+        event.object_ref = event.object_ref.map(|r| r.completed(&seen));
+        event.request_object = request_object.as_deref();
         event.annotations = annotations.snapshot();
         event
     };

@@ -148,6 +148,59 @@ fn requests_are_audited_as_the_policy_says() {
     );
     assert!(impersonated["annotations"]["authorization.k8s.io/reason"].is_string());
 
+    // At Metadata level too, a create's event names the object its body carries, and an
+    // update's the uid and resourceVersion it was sent with (upstream's LogRequestObject).
+    kubectl_ok(
+        "1.33",
+        &kc,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "audited-secret",
+            "--from-literal=a=b",
+        ],
+    );
+    let secret_create = eventually("the secret create's event", || {
+        events(&log).into_iter().find(|e| {
+            e["verb"] == "create"
+                && e["objectRef"]["resource"] == "secrets"
+                && e["objectRef"]["name"] == "audited-secret"
+        })
+    });
+    assert_eq!(secret_create["level"], "Metadata", "{secret_create}");
+    assert!(
+        secret_create.get("requestObject").is_none(),
+        "{secret_create}"
+    );
+    let secret = kubectl_ok(
+        "1.33",
+        &kc,
+        &["get", "secret", "audited-secret", "-o", "json"],
+    );
+    let secret: Value = serde_json::from_str(&secret).unwrap();
+    let replaced = kubectl_stdin("1.33", &kc, &["replace", "-f", "-"], &secret.to_string());
+    assert!(
+        replaced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
+    let secret_update = eventually("the secret update's event", || {
+        events(&log).into_iter().find(|e| {
+            e["verb"] == "update"
+                && e["objectRef"]["resource"] == "secrets"
+                && e["objectRef"]["name"] == "audited-secret"
+        })
+    });
+    assert_eq!(
+        secret_update["objectRef"]["uid"], secret["metadata"]["uid"],
+        "{secret_update}"
+    );
+    assert_eq!(
+        secret_update["objectRef"]["resourceVersion"], secret["metadata"]["resourceVersion"],
+        "{secret_update}"
+    );
+
     // A ValidatingAdmissionPolicy bound with the Audit action lets a failing create through
     // and notes the failure and its audit annotation in the create's events.
     let applied = kubectl_stdin("1.33", &kc, &["apply", "-f", "-"], AUDITING_POLICY);
@@ -345,11 +398,10 @@ webhooks:
             "--from-literal=k=v",
         ],
     );
-    // (A create's event names no object below Request level here: the name is read from the
-    // body, which is not read then.)
     let secret = eventually("the secret's event", || {
         events(&log).into_iter().find(|e| {
             e["objectRef"]["resource"] == "secrets"
+                && e["objectRef"]["name"] == "mutated"
                 && e["verb"] == "create"
                 && e["user"]["username"] == "system:admin"
         })

@@ -882,6 +882,16 @@ impl Api {
             .extensions()
             .get::<crate::audit::Annotations>()
             .cloned();
+        // The object a create or update carries names it in the audit events.
+        let audit_object = request
+            .extensions()
+            .get::<crate::audit::RequestObject>()
+            .cloned();
+        let note_for_audit = |object: &Value| {
+            if let Some(noted) = &audit_object {
+                noted.note(object);
+            }
+        };
         let write_admission = |subresource: Option<&str>| {
             self.admission.for_request(
                 resource,
@@ -967,6 +977,7 @@ impl Api {
                 let output = output.untabled()?;
                 let options = query.write_options()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                note_for_audit(&body);
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
@@ -982,6 +993,7 @@ impl Api {
                 // `serviceaccounts/token`: a TokenRequest answers with a token; nothing is stored.
                 let output = output.untabled()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                note_for_audit(&body);
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
@@ -994,6 +1006,7 @@ impl Api {
             ("create", Some(Serves::Eviction)) => {
                 let output = output.untabled()?;
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                note_for_audit(&body);
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
@@ -1048,6 +1061,7 @@ impl Api {
                     .cloned()
                     .unwrap_or_default();
                 let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
+                note_for_audit(&body);
                 let answer = crate::authz::reviews::answer(
                     resource.kind,
                     &body,
@@ -1066,6 +1080,7 @@ impl Api {
                     query.recorded_write_options(request.headers(), "CreateOptions", None)?;
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
+                note_for_audit(&body);
                 options.source = source;
                 options.admission = write_admission(None);
                 let mut written = registry.create(namespace, body, &options).await?;
@@ -1084,6 +1099,7 @@ impl Api {
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?;
                 let (body, source) =
                     read_body(request.into_body(), content_type.as_deref()).await?;
+                note_for_audit(&body);
                 options.source = source;
                 options.admission = write_admission(subresource);
                 let mut written = registry

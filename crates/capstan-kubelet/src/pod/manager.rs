@@ -283,7 +283,8 @@ pub async fn run(
         }
     }
     let api: Api<Pod> = Api::all(shared.client.clone());
-    let config = capstan_client::watcher_config().fields(&format!("spec.nodeName={}", shared.node_name));
+    let config =
+        capstan_client::watcher_config().fields(&format!("spec.nodeName={}", shared.node_name));
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut workers = Workers::default();
     // New pods of the first list wait for its end, to be admitted oldest first.
