@@ -63,6 +63,22 @@ fn events(log: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Creates the Secret `name` (one key) with kubectl; its create's audit event.
+fn create_secret(kc: &Path, log: &Path, name: &str) -> Value {
+    kubectl_ok(
+        "1.33",
+        kc,
+        &["create", "secret", "generic", name, "--from-literal=k=v"],
+    );
+    eventually("the secret create's event", || {
+        events(log).into_iter().find(|e| {
+            e["verb"] == "create"
+                && e["objectRef"]["resource"] == "secrets"
+                && e["objectRef"]["name"] == name
+        })
+    })
+}
+
 #[test]
 fn requests_are_audited_as_the_policy_says() {
     let dir = tempfile::tempdir().unwrap();
@@ -150,24 +166,7 @@ fn requests_are_audited_as_the_policy_says() {
 
     // At Metadata level too, a create's event names the object its body carries, and an
     // update's the uid and resourceVersion it was sent with (upstream's LogRequestObject).
-    kubectl_ok(
-        "1.33",
-        &kc,
-        &[
-            "create",
-            "secret",
-            "generic",
-            "audited-secret",
-            "--from-literal=a=b",
-        ],
-    );
-    let secret_create = eventually("the secret create's event", || {
-        events(&log).into_iter().find(|e| {
-            e["verb"] == "create"
-                && e["objectRef"]["resource"] == "secrets"
-                && e["objectRef"]["name"] == "audited-secret"
-        })
-    });
+    let secret_create = create_secret(&kc, &log, "audited-secret");
     assert_eq!(secret_create["level"], "Metadata", "{secret_create}");
     assert!(
         secret_create.get("requestObject").is_none(),
@@ -387,25 +386,8 @@ webhooks:
         "yes"
     );
     // At Metadata level the calls are noted, the patch is not.
-    kubectl_ok(
-        "1.33",
-        &kc,
-        &[
-            "create",
-            "secret",
-            "generic",
-            "mutated",
-            "--from-literal=k=v",
-        ],
-    );
-    let secret = eventually("the secret's event", || {
-        events(&log).into_iter().find(|e| {
-            e["objectRef"]["resource"] == "secrets"
-                && e["objectRef"]["name"] == "mutated"
-                && e["verb"] == "create"
-                && e["user"]["username"] == "system:admin"
-        })
-    });
+    let secret = create_secret(&kc, &log, "mutated");
+    assert_eq!(secret["user"]["username"], "system:admin", "{secret}");
     assert_eq!(secret["responseStatus"]["code"], 201, "{secret}");
     assert_eq!(secret["level"], "Metadata", "{secret}");
     let annotations = &secret["annotations"];
