@@ -537,9 +537,10 @@ pub(crate) struct RequestObject(std::sync::Arc<Mutex<Option<ObjectSeen>>>);
 impl RequestObject {
     /// Notes `object`'s namespace, name, uid and resourceVersion (the first object noted stays).
     pub(crate) fn note(&self, object: &serde_json::Value) {
+        let metadata = object.get("metadata");
         let meta = |field: &str| {
-            object
-                .pointer(&format!("/metadata/{field}"))
+            metadata
+                .and_then(|m| m.get(field))
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or_default()
                 .to_owned()
@@ -629,9 +630,15 @@ impl Annotations {
     /// Adds `key` with `value` as [`Annotations::add`] does when the request is audited at
     /// `level` or above (upstream keeps such an annotation only for events of that level).
     pub(crate) fn add_at(&self, level: Level, key: impl Into<String>, value: impl Into<String>) {
-        if self.level >= level {
+        if self.kept_at(level) {
             self.add(key, value);
         }
+    }
+
+    /// Whether annotations meant for `level` and above are kept (the request is audited at
+    /// `level` or above): a caller checks before working out a costly value.
+    pub(crate) fn kept_at(&self, level: Level) -> bool {
+        self.level >= level
     }
 
     /// The annotations added so far.

@@ -58,6 +58,7 @@ impl Invocation {
     /// `Request` or above.
     pub(crate) fn patched(self, audit: Option<&Annotations>, hook: &Hook, patch: &[u8]) {
         if let Some(audit) = audit
+            && audit.kept_at(Level::Request)
             && let Some(value) = patch_value(&hook.configuration, &hook.name, patch)
         {
             audit.add_at(Level::Request, self.key(PATCH), value);
