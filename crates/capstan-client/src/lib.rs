@@ -17,11 +17,15 @@
 //! picks one from a request's `Accept` header, for the API server's and the kubelet's
 //! `/metrics` endpoints alike.
 //!
+//! [`informer`] holds the shared informers (one watch and cache per resource type) that the
+//! controller manager and the scheduler of one process both read.
+//!
 //! [`loadbalancer`] is a joined node agent's way to the API servers: a local TCP proxy that
 //! follows the live servers (the `default/kubernetes` Endpoints) and fails over among them.
 
 pub mod credentials;
 pub mod events;
+pub mod informer;
 pub mod leader;
 pub mod loadbalancer;
 pub mod metrics;

@@ -42,6 +42,8 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::ReplicationController;
 use kube::Client;
 
+pub use capstan_client::informer::SharedInformers;
+
 use crate::runtime::{AbortOnDrop, Informers, Setup, Task};
 
 /// One controller of the manager.
@@ -370,19 +372,27 @@ impl Config {
     }
 }
 
-/// The running controllers; dropping it stops them and their informers.
+/// The running controllers; dropping it stops them and leaves their informers (stopping
+/// those no other component of the process uses).
 #[derive(Debug)]
 pub struct ControllerManager {
     _tasks: Vec<AbortOnDrop>,
+    _informers: Informers,
 }
 
-/// Starts the enabled controllers as `identity` (the events' reporting instance). `client` is
-/// the controller manager's own: the shared informers list and watch with it, and with
-/// per-controller credentials ([`Config::credentials`]) it makes the controllers' service
-/// accounts and their tokens; each controller then starts once its first token is held. Must
-/// be called within a Tokio runtime.
-pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManager {
-    let mut informers = Informers::default();
+/// Starts the enabled controllers as `identity` (the events' reporting instance), reading the
+/// process's shared informers (`informers`, which the scheduler of the same process reads too).
+/// `client` is the controller manager's own: the informers it starts list and watch with it,
+/// and with per-controller credentials ([`Config::credentials`]) it makes the controllers'
+/// service accounts and their tokens; each controller then starts once its first token is
+/// held. Must be called within a Tokio runtime.
+pub fn start(
+    client: Client,
+    config: &Config,
+    identity: &str,
+    informers: &SharedInformers,
+) -> ControllerManager {
+    let mut informers = informers.view();
     let mut clients = clientbuilder::Clients::new(&client, &config.credentials);
     let controllers: Vec<Task> = TABLE
         .iter()
@@ -399,12 +409,15 @@ pub fn start(client: Client, config: &Config, identity: &str) -> ControllerManag
             clientbuilder::after_token((c.start)(setup), source)
         })
         .collect();
-    let mut tasks = informers.start(&client);
-    tasks.extend(clients.start());
+    informers.start(&client);
+    let mut tasks = clients.start();
     tasks.extend(
         controllers
             .into_iter()
             .map(|c| AbortOnDrop(tokio::spawn(c))),
     );
-    ControllerManager { _tasks: tasks }
+    ControllerManager {
+        _tasks: tasks,
+        _informers: informers,
+    }
 }

@@ -1,285 +1,33 @@
-//! The controller runtime: shared informers and work queues on top of kube-runtime.
+//! The controller runtime: work queues on top of kube-runtime, fed by the process's shared
+//! informers.
 //!
 //! Upstream's controllers share one informer per resource type and get add, update and
 //! delete notifications, which they turn into keys on their own work queue. kube-runtime's
 //! `Controller` owns its watches and cannot hand deletions of shared objects to several
-//! controllers, so the pieces are put together here: one [`watcher`] and reflector [`Store`] per
-//! type ([`Informer`]), change handlers that map an event to keys ([`Change`]), and per
-//! controller a [`Queue`] driven by kube-runtime's [`applier`] (deduplicated keys, one
-//! reconcile per key at a time, delayed requeue), with client-go's per-key exponential
-//! backoff on errors.
+//! controllers, so the pieces are put together here: the shared informers of
+//! [`capstan_client::informer`] (one watch and cache per type, [`Informer`], with change
+//! handlers that map an event to keys, [`Change`]), and per controller a [`Queue`] driven by
+//! kube-runtime's [`applier`] (deduplicated keys, one reconcile per key at a time, delayed
+//! requeue), with client-go's per-key exponential backoff on errors.
 
-use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capstan_client::events::EventRecorder;
+pub use capstan_client::informer::{AbortOnDrop, Change, Informer, Informers, Task, all_synced};
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt, TryFutureExt};
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config as ApplierConfig, applier};
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-
-/// A notification from an informer.
-#[derive(Debug)]
-pub enum Change<'a, K> {
-    /// An object was added (`old` is `None`) or updated, or seen again by a relist.
-    Applied {
-        /// The cached object before this event.
-        old: Option<Arc<K>>,
-        /// The object now.
-        new: &'a K,
-    },
-    /// An object was deleted (or found gone by a relist): its last known state.
-    Deleted(&'a K),
-}
-
-impl<K> Change<'_, K> {
-    /// The object as it is now (or was last, for a deletion).
-    pub fn object(&self) -> &K {
-        match self {
-            Change::Applied { new, .. } => new,
-            Change::Deleted(object) => object,
-        }
-    }
-}
-
-type Handler<K> = Box<dyn Fn(&Change<'_, K>) + Send + Sync>;
-
-/// A boxed future that runs until dropped or done.
-pub type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// An informer's cache writer and handlers until it starts.
-type Unstarted<K> = Option<(Writer<K>, Vec<Handler<K>>)>;
-
-/// One watch of a resource type shared by every controller: a cache ([`Store`]) and the change
-/// handlers the controllers registered before the informer started.
-pub struct Informer<K: Resource<DynamicType = ()> + Clone + 'static> {
-    store: Store<K>,
-    /// A field selector narrowing the watch (`None`: every object of the type).
-    fields: Option<&'static str>,
-    state: Arc<Mutex<Unstarted<K>>>,
-    // kube-runtime's `Store::wait_until_ready` wakes only one of several waiters.
-    synced: tokio::sync::watch::Sender<bool>,
-}
-
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Informer<K> {
-    fn clone(&self) -> Self {
-        Informer {
-            store: self.store.clone(),
-            fields: self.fields,
-            state: self.state.clone(),
-            synced: self.synced.clone(),
-        }
-    }
-}
-
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Debug for Informer<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Informer")
-            .field("kind", &K::kind(&()))
-            .field("objects", &self.store.len())
-            .finish()
-    }
-}
-
-impl<K> Informer<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    fn new(fields: Option<&'static str>) -> Self {
-        let writer = Writer::<K>::default();
-        Informer {
-            store: writer.as_reader(),
-            fields,
-            state: Arc::new(Mutex::new(Some((writer, Vec::new())))),
-            synced: tokio::sync::watch::Sender::new(false),
-        }
-    }
-
-    /// The cache (complete once [`Informer::synced`] is done).
-    pub fn store(&self) -> Store<K> {
-        self.store.clone()
-    }
-
-    /// Done once the cache holds a complete list (upstream's `HasSynced`).
-    pub fn synced(&self) -> Task {
-        let mut rx = self.synced.subscribe();
-        Box::pin(async move {
-            let _ = rx.wait_for(|synced| *synced).await;
-        })
-    }
-
-    /// Calls `handler` for every change from now on; only before the informer starts.
-    pub fn on_change(&self, handler: impl Fn(&Change<'_, K>) + Send + Sync + 'static) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        match state.as_mut() {
-            Some((_, handlers)) => handlers.push(Box::new(handler)),
-            None => {
-                tracing::error!(kind = %K::kind(&()), "handler added after the informer started")
-            }
-        }
-    }
-
-    /// Watches all objects of the type until the returned future is dropped.
-    fn run(&self, client: Client) -> Task {
-        let taken = self.state.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some((mut writer, handlers)) = taken else {
-            return Box::pin(async {});
-        };
-        let store = self.store.clone();
-        let synced = self.synced.clone();
-        let fields = self.fields;
-        Box::pin(async move {
-            let api: Api<K> = Api::all(client);
-            let mut config = capstan_client::watcher_config();
-            if let Some(fields) = fields {
-                config = config.fields(fields);
-            }
-            let stream = watcher::watcher(api, config).default_backoff();
-            futures::pin_mut!(stream);
-            // The objects seen by the relist in progress, announced from the cache once it holds
-            // them all. References, not copies: a copy of every object doubled the cache while
-            // relisting, and the vector's buffer stayed (34 MiB after a start with 10,000 pods).
-            let mut relisted: Vec<ObjectRef<K>> = Vec::new();
-            while let Some(event) = stream.next().await {
-                let event = match event {
-                    Ok(event) => event,
-                    Err(error) => {
-                        tracing::warn!(kind = %K::kind(&()), %error, "watch failed; retrying");
-                        continue;
-                    }
-                };
-                // No controller reads managedFields, and an update that leaves them out keeps
-                // the stored ones, so the cache drops them as kube-controller-manager's
-                // informers do: they were two fifths of every cached pod.
-                let event = event.modify(|object| object.meta_mut().managed_fields = None);
-                match &event {
-                    Event::Apply(object) => {
-                        let old = store.get(&ObjectRef::from_obj(object));
-                        writer.apply_watcher_event(&event);
-                        let change = Change::Applied { old, new: object };
-                        handlers.iter().for_each(|h| h(&change));
-                    }
-                    Event::Delete(object) => {
-                        writer.apply_watcher_event(&event);
-                        handlers.iter().for_each(|h| h(&Change::Deleted(object)));
-                    }
-                    Event::Init => {
-                        relisted.clear();
-                        writer.apply_watcher_event(&event);
-                    }
-                    Event::InitApply(object) => {
-                        relisted.push(ObjectRef::from_obj(object));
-                        writer.apply_watcher_event(&event);
-                    }
-                    Event::InitDone => {
-                        tracing::debug!(kind = %K::kind(&()), objects = relisted.len(), "listed");
-                        let before: HashMap<ObjectRef<K>, Arc<K>> = store
-                            .state()
-                            .into_iter()
-                            .map(|o| (ObjectRef::from_obj(&*o), o))
-                            .collect();
-                        writer.apply_watcher_event(&event);
-                        let mut gone = before;
-                        for reference in std::mem::take(&mut relisted) {
-                            // The cache holds every listed object now: this task alone writes it.
-                            let Some(object) = store.get(&reference) else {
-                                continue;
-                            };
-                            let old = gone.remove(&reference);
-                            let change = Change::Applied { old, new: &*object };
-                            handlers.iter().for_each(|h| h(&change));
-                        }
-                        // Deleted while the watch was down: upstream's DeletedFinalStateUnknown.
-                        for object in gone.into_values() {
-                            handlers.iter().for_each(|h| h(&Change::Deleted(&object)));
-                        }
-                        synced.send_replace(true);
-                    }
-                }
-            }
-        })
-    }
-}
-
-/// Done once every one of `informers` is synced.
-pub async fn all_synced(informers: Vec<Task>) {
-    futures::future::join_all(informers).await;
-}
-
-/// The informers of one controller manager, one per resource type, created on first use.
-#[derive(Default)]
-pub struct Informers {
-    by_type: HashMap<(TypeId, Option<&'static str>), Box<dyn Any + Send + Sync>>,
-    starters: Vec<Box<dyn Fn(Client) -> Task + Send + Sync>>,
-}
-
-impl Debug for Informers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Informers")
-            .field("types", &self.by_type.len())
-            .finish()
-    }
-}
-
-impl Informers {
-    /// The shared informer for every object of type `K`.
-    pub fn get<K>(&mut self) -> Informer<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
-        self.get_selected(None)
-    }
-
-    /// The shared informer for the objects of type `K` that a field selector picks (as
-    /// upstream's filtered informers, e.g. one ConfigMap name in every namespace).
-    pub fn get_by_fields<K>(&mut self, fields: &'static str) -> Informer<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
-        self.get_selected(Some(fields))
-    }
-
-    fn get_selected<K>(&mut self, fields: Option<&'static str>) -> Informer<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
-        let key = (TypeId::of::<K>(), fields);
-        if let Some(existing) = self
-            .by_type
-            .get(&key)
-            .and_then(|any| (**any).downcast_ref::<Informer<K>>())
-        {
-            return existing.clone();
-        }
-        let informer = Informer::<K>::new(fields);
-        self.by_type.insert(key, Box::new(informer.clone()));
-        let starter = informer.clone();
-        self.starters
-            .push(Box::new(move |client| starter.run(client)));
-        informer
-    }
-
-    /// Starts every informer; they run until the returned handles are dropped.
-    pub fn start(&self, client: &Client) -> Vec<AbortOnDrop> {
-        self.starters
-            .iter()
-            .map(|start| AbortOnDrop(tokio::spawn(start(client.clone()))))
-            .collect()
-    }
-}
 
 /// What a controller's `start` is handed: the manager's shared informers, API client and
 /// configuration, and how many keys it reconciles at once. It notes each informer the controller
@@ -343,7 +91,7 @@ impl<'a> Setup<'a> {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let informer = self.informers.get::<K>();
-        self.synced.push(informer.synced.subscribe());
+        self.synced.push(informer.synced_receiver());
         informer
     }
 
@@ -353,7 +101,7 @@ impl<'a> Setup<'a> {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let informer = self.informers.get_by_fields::<K>(fields);
-        self.synced.push(informer.synced.subscribe());
+        self.synced.push(informer.synced_receiver());
         informer
     }
 
@@ -397,16 +145,6 @@ impl<'a> Setup<'a> {
             ctx,
             reconcile,
         ))
-    }
-}
-
-/// A spawned task that stops when this handle is dropped.
-#[derive(Debug)]
-pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -681,6 +419,8 @@ pub fn error_message(error: &kube::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
 
     #[tokio::test]
     async fn a_panicking_reconcile_is_retried_and_the_controller_goes_on() {

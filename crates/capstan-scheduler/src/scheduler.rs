@@ -21,6 +21,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use rand::Rng;
@@ -34,6 +35,7 @@ use crate::prebind::{self, PreBindError};
 use crate::queue::{QueuedPod, SchedulingQueue};
 use crate::snapshot::{Labels, PodInfo, Snapshot, WorkloadKind, WorkloadSelector};
 use capstan_client::events::{EventRecorder, EventType};
+use capstan_client::informer::{Change, Informer, Informers, SharedInformers};
 
 /// How many bindings may be in flight at once.
 const BIND_CONCURRENCY: usize = 64;
@@ -85,31 +87,30 @@ pub struct Scheduler {
     tx: mpsc::Sender<Input>,
     thread: Option<std::thread::JoinHandle<()>>,
     watchers: Vec<tokio::task::JoinHandle<()>>,
+    /// The pod and node informers it reads, shared with the process's controllers.
+    _informers: Informers,
 }
 
 impl Scheduler {
     /// Starts watching and scheduling with `client`; must be called within a Tokio runtime.
-    pub fn start(client: Client, config: Config, instance: String) -> Scheduler {
+    /// Pods and nodes come from the process's shared informers (`informers`): the controller
+    /// manager of the same process reads the same watches and caches, so each pod is decoded
+    /// and kept once, and the scheduler's snapshot holds the cache's objects.
+    pub fn start(
+        client: Client,
+        config: Config,
+        instance: String,
+        informers: &SharedInformers,
+    ) -> Scheduler {
         let (tx, rx) = mpsc::channel();
+        let mut informers = informers.view();
+        follow_pods(informers.get::<Pod>(), tx.clone());
+        follow_nodes(informers.get::<Node>(), tx.clone());
+        informers.start(&client);
         let mut watchers = Vec::new();
-        watchers.push(spawn_watch::<Pod>(
-            client.clone(),
-            tx.clone(),
-            Some(NON_TERMINAL_PODS),
-            |pod| Input::Pod(Arc::new(pod)),
-            |pod| Input::PodGone(Arc::new(pod)),
-        ));
-        watchers.push(spawn_watch::<Node>(
-            client.clone(),
-            tx.clone(),
-            None,
-            |n| Input::Node(Arc::new(n)),
-            |n| Input::NodeGone(n.metadata.name.unwrap_or_default()),
-        ));
         watchers.push(spawn_watch::<Namespace>(
             client.clone(),
             tx.clone(),
-            None,
             |ns| {
                 Input::Namespace(
                     ns.metadata.name.unwrap_or_default(),
@@ -121,7 +122,6 @@ impl Scheduler {
         watchers.push(spawn_watch::<PodDisruptionBudget>(
             client.clone(),
             tx.clone(),
-            None,
             |p| Input::Pdb(Arc::new(p)),
             |p| {
                 Input::PdbGone(
@@ -133,7 +133,6 @@ impl Scheduler {
         watchers.push(spawn_watch::<PersistentVolumeClaim>(
             client.clone(),
             tx.clone(),
-            None,
             |p| Input::Pvc(Arc::new(p)),
             |p| {
                 Input::PvcGone(
@@ -145,21 +144,18 @@ impl Scheduler {
         watchers.push(spawn_watch::<PersistentVolume>(
             client.clone(),
             tx.clone(),
-            None,
             |p| Input::Pv(Arc::new(p)),
             |p| Input::PvGone(p.metadata.name.unwrap_or_default()),
         ));
         watchers.push(spawn_watch::<StorageClass>(
             client.clone(),
             tx.clone(),
-            None,
             |c| Input::StorageClass(Arc::new(c)),
             |c| Input::StorageClassGone(c.metadata.name.unwrap_or_default()),
         ));
         watchers.push(spawn_watch::<Service>(
             client.clone(),
             tx.clone(),
-            None,
             |s| {
                 let selector = s.spec.and_then(|spec| spec.selector).unwrap_or_default();
                 workload(
@@ -173,7 +169,6 @@ impl Scheduler {
         watchers.push(spawn_watch::<ReplicationController>(
             client.clone(),
             tx.clone(),
-            None,
             |rc| {
                 let selector = rc.spec.and_then(|spec| spec.selector).unwrap_or_default();
                 let selector = Some(WorkloadSelector::Labels(selector));
@@ -184,7 +179,6 @@ impl Scheduler {
         watchers.push(spawn_watch::<ReplicaSet>(
             client.clone(),
             tx.clone(),
-            None,
             |rs| {
                 let selector = rs.spec.map(|spec| parsed(spec.selector));
                 workload(WorkloadKind::ReplicaSet, rs.metadata, selector)
@@ -194,7 +188,6 @@ impl Scheduler {
         watchers.push(spawn_watch::<StatefulSet>(
             client.clone(),
             tx.clone(),
-            None,
             |ss| {
                 let selector = ss.spec.map(|spec| parsed(spec.selector));
                 workload(WorkloadKind::StatefulSet, ss.metadata, selector)
@@ -229,6 +222,7 @@ impl Scheduler {
             tx,
             thread,
             watchers,
+            _informers: informers,
         }
     }
 
@@ -270,18 +264,61 @@ fn parsed(
     WorkloadSelector::Selector(capstan_api::selector::LabelSelector::from_api(Some(&selector)).ok())
 }
 
-/// The scheduler's pod watch leaves out pods that have finished (upstream's scheduler informs
-/// itself through the same field selector): a pod that succeeds or fails leaves the selection,
-/// which the watch reports as its deletion, so its resources are freed on its node and it is
-/// never held or listed again.
-const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+/// Feeds the loop the pods the shared informer sees, as the cache holds them (one object for
+/// the cache and the snapshot). Pods that have finished are left out, as upstream's scheduler
+/// leaves them out of its pod informer with a field selector: a pod that succeeds or fails is
+/// reported once (so its resources are freed on its node), then never held or listed again.
+fn follow_pods(informer: Informer<Pod>, tx: mpsc::Sender<Input>) {
+    let store = informer.store();
+    informer.on_change(move |change| {
+        let input = match change {
+            Change::Applied { old, new } => {
+                let was_terminal = old.as_deref().is_none_or(is_terminal);
+                if is_terminal(new) && was_terminal {
+                    return;
+                }
+                match store.get(&ObjectRef::from_obj(*new)) {
+                    Some(cached) => Input::Pod(cached),
+                    None => Input::Pod(Arc::new((*new).clone())),
+                }
+            }
+            Change::Deleted(pod) => Input::PodGone(Arc::new(identity_of(pod))),
+        };
+        let _ = tx.send(input);
+    });
+}
 
-/// Watches every object of kind `K` (those `fields` selects, if given) and turns what it sees
+/// Feeds the loop the nodes the shared informer sees, as the cache holds them.
+fn follow_nodes(informer: Informer<Node>, tx: mpsc::Sender<Input>) {
+    let store = informer.store();
+    informer.on_change(move |change| {
+        let input = match change {
+            Change::Applied { new, .. } => match store.get(&ObjectRef::from_obj(*new)) {
+                Some(cached) => Input::Node(cached),
+                None => Input::Node(Arc::new((*new).clone())),
+            },
+            Change::Deleted(node) => {
+                Input::NodeGone(node.metadata.name.clone().unwrap_or_default())
+            }
+        };
+        let _ = tx.send(input);
+    });
+}
+
+/// A pod reduced to its namespace, name and uid: what the loop reads of a pod that is gone.
+fn identity_of(pod: &Pod) -> Pod {
+    let mut gone = Pod::default();
+    gone.metadata.name = pod.metadata.name.clone();
+    gone.metadata.namespace = pod.metadata.namespace.clone();
+    gone.metadata.uid = pod.metadata.uid.clone();
+    gone
+}
+
+/// Watches every object of kind `K` and turns what it sees
 /// into inputs. After a relist, objects that disappeared meanwhile are reported gone.
 fn spawn_watch<K>(
     client: Client,
     tx: mpsc::Sender<Input>,
-    fields: Option<&'static str>,
     applied: fn(K) -> Input,
     gone: fn(K) -> Input,
 ) -> tokio::task::JoinHandle<()>
@@ -323,11 +360,7 @@ where
                 meta.name.as_deref().unwrap_or_default()
             )
         };
-        let mut config = capstan_client::watcher_config();
-        if let Some(fields) = fields {
-            config = config.fields(fields);
-        }
-        let mut stream = watcher(api, config).boxed();
+        let mut stream = watcher(api, capstan_client::watcher_config()).boxed();
         while let Some(event) = stream.next().await {
             let event = match event {
                 Ok(event) => event,

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use capstan_client::informer::SharedInformers;
 use capstan_store::Endpoint;
 use clap::{Args, Parser, Subcommand};
 
@@ -1126,27 +1127,33 @@ where
     }
 }
 
-/// Runs the scheduler (as kube-scheduler, under its Lease when electing).
+/// Runs the scheduler (as kube-scheduler, under its Lease when electing), reading the
+/// process's shared `informers`.
 async fn run_scheduler(
     client: kube::Client,
     config: capstan_scheduler::Config,
     leader_elect: bool,
+    informers: SharedInformers,
 ) {
     run_elected(client.clone(), "kube-scheduler", leader_elect, |identity| {
         let (client, config) = (client.clone(), config.clone());
+        let informers = informers.clone();
         async move {
-            let _scheduler = capstan_scheduler::Scheduler::start(client, config, identity);
+            let _scheduler =
+                capstan_scheduler::Scheduler::start(client, config, identity, &informers);
             std::future::pending::<()>().await;
         }
     })
     .await
 }
 
-/// Runs the controllers (as kube-controller-manager, under its Lease when electing).
+/// Runs the controllers (as kube-controller-manager, under its Lease when electing), reading
+/// the process's shared `informers`.
 async fn run_controllers(
     client: kube::Client,
     config: capstan_controllers::Config,
     leader_elect: bool,
+    informers: SharedInformers,
 ) {
     run_elected(
         client.clone(),
@@ -1154,8 +1161,9 @@ async fn run_controllers(
         leader_elect,
         |identity| {
             let (client, config) = (client.clone(), config.clone());
+            let informers = informers.clone();
             async move {
-                let _manager = capstan_controllers::start(client, &config, &identity);
+                let _manager = capstan_controllers::start(client, &config, &identity, &informers);
                 std::future::pending::<()>().await;
             }
         },
@@ -1169,7 +1177,7 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
     endpoints::serve_secure(&args.serving, 10259, client.clone(), "kube-scheduler").await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
-        _ = run_scheduler(client, config, args.leader_elect) => {}
+        _ = run_scheduler(client, config, args.leader_elect, SharedInformers::default()) => {}
         result = shutdown => result?,
     }
     Ok(())
@@ -1190,7 +1198,7 @@ async fn controller_manager(args: ControllerManagerArgs) -> anyhow::Result<()> {
     .await?;
     let shutdown = shutdown_signal()?;
     tokio::select! {
-        _ = run_controllers(client, config, args.leader_elect) => {}
+        _ = run_controllers(client, config, args.leader_elect, SharedInformers::default()) => {}
         result = shutdown => result?,
     }
     Ok(())
@@ -1343,6 +1351,9 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
     let mut apiserver = capstan_apiserver::start(config, store)
         .await
         .context("cannot start the API server")?;
+    // The scheduler and the controllers read one set of informers: pods and nodes are watched,
+    // decoded and cached once for both.
+    let informers = SharedInformers::default();
     // The scheduler reaches the API server like any client: over HTTPS, as its own user.
     let _scheduler = match scheduler_settings {
         Some(settings) => {
@@ -1351,7 +1362,12 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
                 .write_component_kubeconfig("scheduler", "system:kube-scheduler", &kubeconfig)
                 .context("cannot write the scheduler's kubeconfig")?;
             let client = client_from(Some(&kubeconfig), "kube-scheduler").await?;
-            Some(tokio::spawn(run_scheduler(client, settings, leader_elect)))
+            Some(tokio::spawn(run_scheduler(
+                client,
+                settings,
+                leader_elect,
+                informers.clone(),
+            )))
         }
         None => None,
     };
@@ -1377,6 +1393,7 @@ async fn server(args: ServerArgs) -> anyhow::Result<()> {
             client,
             controllers,
             leader_elect,
+            informers,
         )))
     };
     // The cluster DNS server, as user system:kube-dns, answering on the advertise address.
