@@ -6,7 +6,9 @@
 //! `inuse_*` values) from what was ever allocated (`alloc_*`).
 //!
 //! Cost: on every allocation a thread-local countdown; on every free, while any sample is
-//! live, one hashed load from a fixed table of the sampled addresses ([`FILTER`]); a stack
+//! live, one bit read from a 4 KiB bitmap of the sampled addresses' hashes ([`MARKED`]), and
+//! only where that bit is set (a few per cent of frees) a hashed load from the table of the
+//! sampled addresses ([`FILTER`], 128 KiB); a stack
 //! walk per sample (about 2,000 a second for a process allocating 1 GiB/s at the default
 //! rate). Before [`start`], one relaxed atomic load per call.
 //!
@@ -44,6 +46,13 @@ static SEEDS: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
 /// The addresses of the live samples, open addressing with linear probing; 0 is empty.
 static FILTER: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+
+/// Bits of the first check every free makes: bit [`mark`]`(addr)` is set while some live
+/// sample's address has that mark. At 4 KiB it stays in the first-level cache, where a probe of
+/// [`FILTER`] at a hashed slot of its 128 KiB missed it on almost every free (4.7 % of a busy
+/// server's CPU samples); with 2,000 samples live about one free in sixteen gets past it.
+const MARKS: usize = 1 << 15;
+static MARKED: [AtomicU64; MARKS / 64] = [const { AtomicU64::new(0) }; MARKS / 64];
 
 struct ThreadState {
     /// Bytes left before the next sample.
@@ -158,7 +167,7 @@ fn observe_alloc(addr: usize, size: usize) {
 
 #[inline]
 fn observe_free(addr: usize) {
-    if LIVE.load(Relaxed) == 0 || addr == 0 {
+    if LIVE.load(Relaxed) == 0 || addr == 0 || !is_marked(addr) {
         return;
     }
     let mut slot = hash(addr);
@@ -181,6 +190,18 @@ fn observe_free(addr: usize) {
 fn hash(addr: usize) -> usize {
     ((addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros()))
         as usize
+}
+
+/// The bit of [`MARKED`] an address sets while sampled: a hash independent of [`hash`]'s.
+fn mark(addr: usize) -> usize {
+    ((addr as u64 >> 4).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - MARKS.trailing_zeros()))
+        as usize
+}
+
+#[inline]
+fn is_marked(addr: usize) -> bool {
+    let mark = mark(addr);
+    MARKED[mark / 64].load(Relaxed) & (1 << (mark % 64)) != 0
 }
 
 /// The bytes to the next sample: exponential with mean [`rate`].
@@ -240,6 +261,8 @@ struct Table {
     buckets: Vec<(Box<[usize]>, Bucket)>,
     /// Live samples: address → (bucket, size).
     live: HashMap<usize, (usize, usize)>,
+    /// Live samples per [`mark`], to clear a bit of [`MARKED`] when its last one is freed.
+    marks: HashMap<usize, u32>,
 }
 
 impl Table {
@@ -288,6 +311,9 @@ impl Table {
         self.live.insert(addr, (bucket, size));
         LIVE.fetch_add(1, Relaxed);
         FILTER[slot].store(addr, Relaxed);
+        let mark = mark(addr);
+        *self.marks.entry(mark).or_default() += 1;
+        MARKED[mark / 64].fetch_or(1 << (mark % 64), Relaxed);
     }
 
     fn free(&mut self, addr: usize) {
@@ -298,6 +324,14 @@ impl Table {
         counts.frees += 1;
         counts.free_bytes += size as u64;
         LIVE.fetch_sub(1, Relaxed);
+        let mark = mark(addr);
+        if let Some(live) = self.marks.get_mut(&mark) {
+            *live -= 1;
+            if *live == 0 {
+                self.marks.remove(&mark);
+                MARKED[mark / 64].fetch_and(!(1 << (mark % 64)), Relaxed);
+            }
+        }
         let mut slot = hash(addr);
         for _ in 0..MAX_PROBE {
             if FILTER[slot].load(Relaxed) == addr {
@@ -397,5 +431,30 @@ mod tests {
             .collect();
         assert!(slots.len() > 900, "{} distinct slots", slots.len());
         assert!(slots.iter().all(|&s| s < SLOTS));
+        let marks: std::collections::HashSet<usize> = (0..1000usize)
+            .map(|i| mark(0x7f00_0000_0000 + i * 48))
+            .collect();
+        assert!(marks.len() > 900, "{} distinct marks", marks.len());
+    }
+
+    #[test]
+    fn a_mark_stays_while_any_sample_with_it_lives() {
+        // Two addresses with one mark (found by search), in a table of their own; the
+        // statics they touch are the process's, so the addresses are ones nothing allocates.
+        let first = 0x5a5a_0000_0000usize;
+        let second = (1..)
+            .map(|i| first + i * 16)
+            .find(|&a| mark(a) == mark(first))
+            .expect("another address with the same mark");
+        let mut table = Table::default();
+        assert!(!is_marked(first));
+        table.alloc(first, 64, &[1]);
+        table.alloc(second, 64, &[1]);
+        assert!(is_marked(first) && is_marked(second));
+        table.free(first);
+        assert!(is_marked(second), "the second sample still has the mark");
+        table.free(second);
+        assert!(!is_marked(first), "no live sample has the mark any more");
+        assert!(table.marks.is_empty());
     }
 }
