@@ -887,10 +887,13 @@ impl Api {
             .extensions()
             .get::<crate::audit::RequestObject>()
             .cloned();
-        let note_for_audit = |object: &Value| {
+        // Reads a create's or update's body, noting the object for the audit events.
+        let read_noted = async |body: Body| {
+            let (object, source) = read_body(body, content_type.as_deref()).await?;
             if let Some(noted) = &audit_object {
-                noted.note(object);
+                noted.note(&object);
             }
+            Ok::<_, ApiError>((object, source))
         };
         let write_admission = |subresource: Option<&str>| {
             self.admission.for_request(
@@ -976,8 +979,7 @@ impl Api {
             ("create", Some(Serves::Binding)) => {
                 let output = output.untabled()?;
                 let options = query.write_options()?;
-                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                note_for_audit(&body);
+                let (body, _) = read_noted(request.into_body()).await?;
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
@@ -992,8 +994,7 @@ impl Api {
             ("create", Some(Serves::TokenRequest)) => {
                 // `serviceaccounts/token`: a TokenRequest answers with a token; nothing is stored.
                 let output = output.untabled()?;
-                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                note_for_audit(&body);
+                let (body, _) = read_noted(request.into_body()).await?;
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
@@ -1005,8 +1006,7 @@ impl Api {
             }
             ("create", Some(Serves::Eviction)) => {
                 let output = output.untabled()?;
-                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                note_for_audit(&body);
+                let (body, _) = read_noted(request.into_body()).await?;
                 self.admission
                     .admit(&attributes(Operation::Create), Some(&body))
                     .await?;
@@ -1060,8 +1060,7 @@ impl Api {
                     .get::<Arc<crate::authn::Authenticator>>()
                     .cloned()
                     .unwrap_or_default();
-                let (body, _) = read_body(request.into_body(), content_type.as_deref()).await?;
-                note_for_audit(&body);
+                let (body, _) = read_noted(request.into_body()).await?;
                 let answer = crate::authz::reviews::answer(
                     resource.kind,
                     &body,
@@ -1078,9 +1077,7 @@ impl Api {
                 }
                 let mut options =
                     query.recorded_write_options(request.headers(), "CreateOptions", None)?;
-                let (body, source) =
-                    read_body(request.into_body(), content_type.as_deref()).await?;
-                note_for_audit(&body);
+                let (body, source) = read_noted(request.into_body()).await?;
                 options.source = source;
                 options.admission = write_admission(None);
                 let mut written = registry.create(namespace, body, &options).await?;
@@ -1097,9 +1094,7 @@ impl Api {
             ("update", None) | ("update", Some(Serves::Object)) if subresource_allows("update") => {
                 let mut options =
                     query.recorded_write_options(request.headers(), "UpdateOptions", None)?;
-                let (body, source) =
-                    read_body(request.into_body(), content_type.as_deref()).await?;
-                note_for_audit(&body);
+                let (body, source) = read_noted(request.into_body()).await?;
                 options.source = source;
                 options.admission = write_admission(subresource);
                 let mut written = registry
