@@ -103,9 +103,13 @@ impl std::fmt::Display for Failure {
 
 impl Expression {
     /// Compiles `expression`; the compiler's complaint, on one line, if it does not compile.
+    /// Upstream's environment has CEL's optional types (`object.?spec.?replicas`,
+    /// `optional.of(x)`, `.orValue(d)`, `[?a]`, `{?k: v}`), so these parse with them.
     pub fn compile(expression: &str) -> Result<Expression, String> {
-        kube_cel::cel::Program::compile(expression)
-            .map(|program| Expression(cost::instrument(program.expression())))
+        kube_cel::cel::parser::Parser::new()
+            .enable_optional_syntax(true)
+            .parse(expression)
+            .map(|expression| Expression(cost::instrument(&expression)))
             .map_err(|e| one_line(&e.to_string()))
     }
 
@@ -641,6 +645,40 @@ mod tests {
                 .unwrap()
                 .evaluate(&vars)
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn expressions_have_optional_types() {
+        let object = json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"replicas": 3, "ports": [{"port": 80}]}});
+        let vars = [("object", &object)];
+        for expression in [
+            "object.?metadata.?labels.?app.orValue('none') == 'web'",
+            "object.?metadata.?labels.?tier.orValue('none') == 'none'",
+            "!object.?spec.?paused.hasValue()",
+            "object.?spec.?replicas.hasValue() && object.?spec.?replicas.value() == 3",
+            "object.metadata.?annotations.orValue({}).size() == 0",
+            "object.?status.?ready.orValue(false) == false",
+            "object.metadata.labels[?'app'].value() == 'web'",
+            "!object.metadata.labels[?'tier'].hasValue()",
+            "object.?metadata.?labels.?tier.?name.orValue('') == ''",
+            "object.spec.ports[?5].orValue({'port': 0}).port == 0",
+            "optional.none().or(optional.of(1)).value() == 1",
+            "optional.ofNonZeroValue('').hasValue() == false",
+            "[?optional.none(), ?optional.of(2)] == [2]",
+            "{?'a': optional.none(), 'b': 1} == {'b': 1}",
+        ] {
+            let compiled = Expression::compile(expression)
+                .unwrap_or_else(|e| panic!("{expression} does not compile: {e}"));
+            assert_eq!(compiled.evaluate(&vars), Ok(true), "{expression}");
+        }
+        assert!(
+            Expression::compile("optional.none().value() == 1")
+                .unwrap()
+                .evaluate(&vars)
+                .is_err(),
+            "the value of no value is an error"
         );
     }
 

@@ -1080,6 +1080,10 @@ pub const OUT_OF_BUDGET: &str =
 /// fixed cost for a node; neither can be written in CEL.
 pub(crate) const CALL: &str = "@cost.call";
 pub(crate) const CHARGE: &str = "@cost.charge";
+/// What `a.?f` (`_?._`) is evaluated with: the `cel` crate's own gives an error for a map
+/// without the key (where CEL gives `optional.none()`) and wraps a missing key of an optional
+/// operand in a second optional, so `.orValue(d)` and `.hasValue()` after it were wrong.
+const OPTIONAL_SELECT: &str = "@optional.select";
 
 thread_local! {
     /// The cost spent by the evaluation running on this thread, and its limit.
@@ -1211,7 +1215,11 @@ pub(crate) fn instrument(e: &IdedExpr) -> IdedExpr {
                 }
             });
             let template = CallExpr {
-                func_name: call.func_name.clone(),
+                func_name: if name == operators::OPT_SELECT {
+                    OPTIONAL_SELECT.to_owned()
+                } else {
+                    call.func_name.clone()
+                },
                 target,
                 args: (0..call.args.len())
                     .map(|i| placeholder(format!("@a{i}")))
@@ -1239,9 +1247,10 @@ fn node(expr: Expr) -> IdedExpr {
     IdedExpr { id: 0, expr }
 }
 
-/// Registers the meter's functions.
+/// Registers the meter's functions, and [`OPTIONAL_SELECT`].
 pub(crate) fn register(context: &mut kube_cel::cel::Context<'_>) {
     use kube_cel::cel::{ExecutionError, FunctionContext, Value};
+    context.add_function(OPTIONAL_SELECT, optional_select);
     context.add_function(
         CHARGE,
         |ftx: &FunctionContext| -> Result<Value, ExecutionError> {
@@ -1296,6 +1305,36 @@ pub(crate) fn register(context: &mut kube_cel::cel::Context<'_>) {
             Ok(result)
         },
     );
+}
+
+/// `operand.?field` as CEL defines it: `optional.of` the map's value under `field`, or
+/// `optional.none()` without one; an optional operand is looked into, and stays none if none.
+fn optional_select(
+    ftx: &kube_cel::cel::FunctionContext,
+) -> Result<kube_cel::cel::Value, kube_cel::cel::ExecutionError> {
+    use kube_cel::cel::Value;
+    use kube_cel::cel::objects::{Key, OptionalValue};
+    let optional = |value: Option<&Value>| {
+        Value::Opaque(std::sync::Arc::new(match value {
+            Some(value) => OptionalValue::of(value.clone()),
+            None => OptionalValue::none(),
+        }))
+    };
+    let operand = Value::resolve(&ftx.args[0], ftx.ptx)?;
+    let Value::String(field) = Value::resolve(&ftx.args[1], ftx.ptx)? else {
+        return Err(ftx.error("field must be string"));
+    };
+    let operand = match &operand {
+        Value::Opaque(_) => match <&OptionalValue>::try_from(&operand)?.value() {
+            Some(inner) => inner.clone(),
+            None => return Ok(optional(None)),
+        },
+        _ => operand,
+    };
+    match operand {
+        Value::Map(map) => Ok(optional(map.map.get(&Key::from(field)))),
+        other => Err(ftx.error(format!("no such key: {field} on {}", other.type_of()))),
+    }
 }
 
 /// The size of a value as cel-go's tracker measures it: characters, bytes, items, entries;
