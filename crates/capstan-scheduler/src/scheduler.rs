@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     Binding, Namespace, Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -21,8 +20,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use rand::Rng;
 use serde_json::json;
@@ -86,8 +84,7 @@ enum BindFailure {
 pub struct Scheduler {
     tx: mpsc::Sender<Input>,
     thread: Option<std::thread::JoinHandle<()>>,
-    watchers: Vec<tokio::task::JoinHandle<()>>,
-    /// The pod and node informers it reads, shared with the process's controllers.
+    /// The informers it reads, shared with the process's controllers.
     _informers: Informers,
 }
 
@@ -105,95 +102,86 @@ impl Scheduler {
         let (tx, rx) = mpsc::channel();
         let mut informers = informers.view();
         follow_pods(informers.get::<Pod>(), tx.clone());
-        follow_nodes(informers.get::<Node>(), tx.clone());
-        informers.start(&client);
-        let mut watchers = Vec::new();
-        watchers.push(spawn_watch::<Namespace>(
-            client.clone(),
-            tx.clone(),
-            |ns| {
-                Input::Namespace(
-                    ns.metadata.name.unwrap_or_default(),
-                    ns.metadata.labels.unwrap_or_default(),
-                )
+        follow(&mut informers, &tx, Input::Node, |n: &Node| {
+            Input::NodeGone(name_of(&n.metadata))
+        });
+        follow(
+            &mut informers,
+            &tx,
+            |ns: Arc<Namespace>| {
+                let labels = ns.metadata.labels.clone().unwrap_or_default();
+                Input::Namespace(name_of(&ns.metadata), labels)
             },
-            |ns| Input::NamespaceGone(ns.metadata.name.unwrap_or_default()),
-        ));
-        watchers.push(spawn_watch::<PodDisruptionBudget>(
-            client.clone(),
-            tx.clone(),
-            |p| Input::Pdb(Arc::new(p)),
-            |p| {
-                Input::PdbGone(
-                    p.metadata.namespace.unwrap_or_default(),
-                    p.metadata.name.unwrap_or_default(),
-                )
+            |ns| Input::NamespaceGone(name_of(&ns.metadata)),
+        );
+        follow(
+            &mut informers,
+            &tx,
+            Input::Pdb,
+            |p: &PodDisruptionBudget| {
+                Input::PdbGone(namespace_of(&p.metadata), name_of(&p.metadata))
             },
-        ));
-        watchers.push(spawn_watch::<PersistentVolumeClaim>(
-            client.clone(),
-            tx.clone(),
-            |p| Input::Pvc(Arc::new(p)),
-            |p| {
-                Input::PvcGone(
-                    p.metadata.namespace.unwrap_or_default(),
-                    p.metadata.name.unwrap_or_default(),
-                )
+        );
+        follow(
+            &mut informers,
+            &tx,
+            Input::Pvc,
+            |p: &PersistentVolumeClaim| {
+                Input::PvcGone(namespace_of(&p.metadata), name_of(&p.metadata))
             },
-        ));
-        watchers.push(spawn_watch::<PersistentVolume>(
-            client.clone(),
-            tx.clone(),
-            |p| Input::Pv(Arc::new(p)),
-            |p| Input::PvGone(p.metadata.name.unwrap_or_default()),
-        ));
-        watchers.push(spawn_watch::<StorageClass>(
-            client.clone(),
-            tx.clone(),
-            |c| Input::StorageClass(Arc::new(c)),
-            |c| Input::StorageClassGone(c.metadata.name.unwrap_or_default()),
-        ));
-        watchers.push(spawn_watch::<Service>(
-            client.clone(),
-            tx.clone(),
-            |s| {
-                let selector = s.spec.and_then(|spec| spec.selector).unwrap_or_default();
+        );
+        follow(&mut informers, &tx, Input::Pv, |p: &PersistentVolume| {
+            Input::PvGone(name_of(&p.metadata))
+        });
+        follow(
+            &mut informers,
+            &tx,
+            Input::StorageClass,
+            |c: &StorageClass| Input::StorageClassGone(name_of(&c.metadata)),
+        );
+        follow(
+            &mut informers,
+            &tx,
+            |s: Arc<Service>| {
+                let selector = s.spec.as_ref().and_then(|spec| spec.selector.clone());
+                let selector = WorkloadSelector::Labels(selector.unwrap_or_default());
+                workload(WorkloadKind::Service, &s.metadata, Some(selector))
+            },
+            |s| workload(WorkloadKind::Service, &s.metadata, None),
+        );
+        follow(
+            &mut informers,
+            &tx,
+            |rc: Arc<ReplicationController>| {
+                let selector = rc.spec.as_ref().and_then(|spec| spec.selector.clone());
+                let selector = WorkloadSelector::Labels(selector.unwrap_or_default());
                 workload(
-                    WorkloadKind::Service,
-                    s.metadata,
-                    Some(WorkloadSelector::Labels(selector)),
+                    WorkloadKind::ReplicationController,
+                    &rc.metadata,
+                    Some(selector),
                 )
             },
-            |s| workload(WorkloadKind::Service, s.metadata, None),
-        ));
-        watchers.push(spawn_watch::<ReplicationController>(
-            client.clone(),
-            tx.clone(),
-            |rc| {
-                let selector = rc.spec.and_then(|spec| spec.selector).unwrap_or_default();
-                let selector = Some(WorkloadSelector::Labels(selector));
-                workload(WorkloadKind::ReplicationController, rc.metadata, selector)
+            |rc| workload(WorkloadKind::ReplicationController, &rc.metadata, None),
+        );
+        follow(
+            &mut informers,
+            &tx,
+            |rs: Arc<ReplicaSet>| {
+                let selector = rs.spec.as_ref().map(|spec| parsed(&spec.selector));
+                workload(WorkloadKind::ReplicaSet, &rs.metadata, selector)
             },
-            |rc| workload(WorkloadKind::ReplicationController, rc.metadata, None),
-        ));
-        watchers.push(spawn_watch::<ReplicaSet>(
-            client.clone(),
-            tx.clone(),
-            |rs| {
-                let selector = rs.spec.map(|spec| parsed(spec.selector));
-                workload(WorkloadKind::ReplicaSet, rs.metadata, selector)
+            |rs| workload(WorkloadKind::ReplicaSet, &rs.metadata, None),
+        );
+        follow(
+            &mut informers,
+            &tx,
+            |ss: Arc<StatefulSet>| {
+                let selector = ss.spec.as_ref().map(|spec| parsed(&spec.selector));
+                workload(WorkloadKind::StatefulSet, &ss.metadata, selector)
             },
-            |rs| workload(WorkloadKind::ReplicaSet, rs.metadata, None),
-        ));
-        watchers.push(spawn_watch::<StatefulSet>(
-            client.clone(),
-            tx.clone(),
-            |ss| {
-                let selector = ss.spec.map(|spec| parsed(spec.selector));
-                workload(WorkloadKind::StatefulSet, ss.metadata, selector)
-            },
-            |ss| workload(WorkloadKind::StatefulSet, ss.metadata, None),
-        ));
+            |ss| workload(WorkloadKind::StatefulSet, &ss.metadata, None),
+        );
+        informers.start(&client);
         let runtime = tokio::runtime::Handle::current();
         let recorder = EventRecorder::start(client.clone(), "default-scheduler", &instance);
         let loop_tx = tx.clone();
@@ -221,7 +209,6 @@ impl Scheduler {
         Scheduler {
             tx,
             thread,
-            watchers,
             _informers: informers,
         }
     }
@@ -235,9 +222,6 @@ impl Scheduler {
     }
 
     fn halt(&mut self) {
-        for w in &self.watchers {
-            w.abort();
-        }
         let _ = self.tx.send(Input::Stop);
     }
 }
@@ -249,19 +233,61 @@ impl Drop for Scheduler {
     }
 }
 
-fn workload(kind: WorkloadKind, meta: ObjectMeta, selector: Option<WorkloadSelector>) -> Input {
-    Input::Workload(
-        kind,
-        meta.namespace.unwrap_or_default(),
-        meta.name.unwrap_or_default(),
-        selector,
-    )
+fn workload(kind: WorkloadKind, meta: &ObjectMeta, selector: Option<WorkloadSelector>) -> Input {
+    Input::Workload(kind, namespace_of(meta), name_of(meta), selector)
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+fn namespace_of(meta: &ObjectMeta) -> String {
+    meta.namespace.clone().unwrap_or_default()
 }
 
 fn parsed(
-    selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
 ) -> WorkloadSelector {
-    WorkloadSelector::Selector(capstan_api::selector::LabelSelector::from_api(Some(&selector)).ok())
+    WorkloadSelector::Selector(capstan_api::selector::LabelSelector::from_api(Some(selector)).ok())
+}
+
+/// The object as the informer's cache holds it (shared with the cache, and with the controller
+/// manager's reads of it), or a copy if it is no longer there.
+fn cached<K>(store: &Store<K>, object: &K) -> Arc<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    store
+        .get(&ObjectRef::from_obj(object))
+        .unwrap_or_else(|| Arc::new(object.clone()))
+}
+
+/// Feeds the loop what the shared informer of `K` sees: `applied` is given the cached object,
+/// `gone` the last state of a deleted one (after a relist, also of one deleted meanwhile).
+fn follow<K>(
+    informers: &mut Informers,
+    tx: &mpsc::Sender<Input>,
+    applied: fn(Arc<K>) -> Input,
+    gone: fn(&K) -> Input,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let informer = informers.get::<K>();
+    let store = informer.store();
+    let tx = tx.clone();
+    informer.on_change(move |change| {
+        let input = match change {
+            Change::Applied { new, .. } => applied(cached(&store, new)),
+            Change::Deleted(object) => gone(object),
+        };
+        let _ = tx.send(input);
+    });
 }
 
 /// Feeds the loop the pods the shared informer sees, as the cache holds them (one object for
@@ -277,29 +303,9 @@ fn follow_pods(informer: Informer<Pod>, tx: mpsc::Sender<Input>) {
                 if is_terminal(new) && was_terminal {
                     return;
                 }
-                match store.get(&ObjectRef::from_obj(*new)) {
-                    Some(cached) => Input::Pod(cached),
-                    None => Input::Pod(Arc::new((*new).clone())),
-                }
+                Input::Pod(cached(&store, new))
             }
             Change::Deleted(pod) => Input::PodGone(Arc::new(identity_of(pod))),
-        };
-        let _ = tx.send(input);
-    });
-}
-
-/// Feeds the loop the nodes the shared informer sees, as the cache holds them.
-fn follow_nodes(informer: Informer<Node>, tx: mpsc::Sender<Input>) {
-    let store = informer.store();
-    informer.on_change(move |change| {
-        let input = match change {
-            Change::Applied { new, .. } => match store.get(&ObjectRef::from_obj(*new)) {
-                Some(cached) => Input::Node(cached),
-                None => Input::Node(Arc::new((*new).clone())),
-            },
-            Change::Deleted(node) => {
-                Input::NodeGone(node.metadata.name.clone().unwrap_or_default())
-            }
         };
         let _ = tx.send(input);
     });
@@ -312,115 +318,6 @@ fn identity_of(pod: &Pod) -> Pod {
     gone.metadata.namespace = pod.metadata.namespace.clone();
     gone.metadata.uid = pod.metadata.uid.clone();
     gone
-}
-
-/// Watches every object of kind `K` and turns what it sees
-/// into inputs. After a relist, objects that disappeared meanwhile are reported gone.
-fn spawn_watch<K>(
-    client: Client,
-    tx: mpsc::Sender<Input>,
-    applied: fn(K) -> Input,
-    gone: fn(K) -> Input,
-) -> tokio::task::JoinHandle<()>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + Default
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    // What is remembered of an object to report it gone after a relist: its identity only,
-    // not a `K` (a `Pod` is over 2 KiB even when empty, which a map of 10,000 pods paid per
-    // entry), from which `stub` makes the object reported gone.
-    let identity = |k: &K| Identity {
-        name: k.meta().name.clone(),
-        namespace: k.meta().namespace.clone(),
-        uid: k.meta().uid.clone(),
-    };
-    let stub = |id: Identity| {
-        let mut stub = K::default();
-        let meta = stub.meta_mut();
-        meta.name = id.name;
-        meta.namespace = id.namespace;
-        meta.uid = id.uid;
-        stub
-    };
-    tokio::spawn(async move {
-        let api: Api<K> = Api::all(client);
-        let mut known: HashMap<String, Identity> = HashMap::new();
-        let mut relisted: Option<HashMap<String, Identity>> = None;
-        let key = |k: &K| {
-            let meta = k.meta();
-            format!(
-                "{}/{}",
-                meta.namespace.as_deref().unwrap_or_default(),
-                meta.name.as_deref().unwrap_or_default()
-            )
-        };
-        let mut stream = watcher(api, capstan_client::watcher_config()).boxed();
-        while let Some(event) = stream.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(e) => {
-                    tracing::warn!(kind = %K::kind(&()), error = %e, "scheduler watch failed; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            // The scheduler never reads managedFields (upstream's informers drop them too). The
-            // object it keeps is a copy of the decoded one: decoding grows every list by
-            // doubling (a pod's three projected sources take four slots, one port four), and a
-            // copy holds only what is there, about 2 KiB less per pod kept.
-            let event = event.modify(|k| {
-                k.meta_mut().managed_fields = None;
-                *k = k.clone();
-            });
-            let sent = match event {
-                watcher::Event::Init => {
-                    relisted = Some(HashMap::new());
-                    Ok(())
-                }
-                watcher::Event::InitApply(obj) => {
-                    if let Some(seen) = relisted.as_mut() {
-                        seen.insert(key(&obj), identity(&obj));
-                    }
-                    tx.send(applied(obj))
-                }
-                watcher::Event::InitDone => {
-                    let seen = relisted.take().unwrap_or_default();
-                    let mut result = Ok(());
-                    for (k, id) in known.drain() {
-                        if !seen.contains_key(&k) {
-                            result = result.and(tx.send(gone(stub(id))));
-                        }
-                    }
-                    known = seen;
-                    result
-                }
-                watcher::Event::Apply(obj) => {
-                    known.insert(key(&obj), identity(&obj));
-                    tx.send(applied(obj))
-                }
-                watcher::Event::Delete(obj) => {
-                    known.remove(&key(&obj));
-                    tx.send(gone(obj))
-                }
-            };
-            if sent.is_err() {
-                return;
-            }
-        }
-    })
-}
-
-/// The identity of an object a scheduler watch has seen, kept to report it gone after a relist.
-struct Identity {
-    name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
 }
 
 struct Loop {
