@@ -25,8 +25,9 @@ use crate::validation::gofmt::{
     go_int_or_string, go_opt_string_map, go_pointer, int_or_string_value, selector_value,
 };
 use crate::validation::meta::{
-    FIELD_IMMUTABLE, validate_annotations, validate_label_selector, validate_labels,
-    validate_nonnegative, validate_object_meta, validate_object_meta_update,
+    ABOVE_READY, FIELD_IMMUTABLE, ReplicaCounts, validate_annotations, validate_label_selector,
+    validate_labels, validate_nonnegative, validate_object_meta, validate_object_meta_update,
+    validate_replica_counts, within_replicas,
 };
 use crate::validation::names::{NameValidator, regex_error};
 use crate::validation::pod::{PodValidationOptions, validate_pod_template_spec};
@@ -35,8 +36,6 @@ const SELECTOR_MISMATCH: &str = "`selector` does not match template `labels`";
 const PERCENT_FMT: &str = "[0-9]+%";
 const PERCENT_ERR_MSG: &str =
     "a valid percent string must be a numeric string followed by an ending '%'";
-/// Upstream's message for a status count above `status.replicas`.
-const ABOVE_REPLICAS: &str = "cannot be greater than status.replicas";
 
 fn meta_path() -> Path {
     Path::new("metadata")
@@ -321,14 +320,6 @@ fn collision_decremented(new: Option<i32>, old: Option<i32>) -> Vec<FieldError> 
     }
 }
 
-fn not_above(value: i32, limit: i32, msg: &str, path: &Path) -> Vec<FieldError> {
-    if value > limit {
-        vec![FieldError::invalid(path, value, msg)]
-    } else {
-        Vec::new()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Deployments
 
@@ -486,29 +477,15 @@ fn validate_deployment_status(status: &DeploymentStatus, path: &Path) -> Vec<Fie
         status.collision_count,
         &path.child("collisionCount"),
     ));
-    errs.extend(not_above(
-        updated,
+    errs.extend(within_replicas(
         replicas,
-        ABOVE_REPLICAS,
-        &path.child("updatedReplicas"),
-    ));
-    errs.extend(not_above(
-        ready,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("readyReplicas"),
-    ));
-    errs.extend(not_above(
-        available,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("availableReplicas"),
-    ));
-    errs.extend(not_above(
-        available,
-        ready,
-        "cannot be greater than readyReplicas",
-        &path.child("availableReplicas"),
+        &[
+            (updated, "updatedReplicas"),
+            (ready, "readyReplicas"),
+            (available, "availableReplicas"),
+        ],
+        (ready, available, ABOVE_READY),
+        path,
     ));
     errs
 }
@@ -571,52 +548,16 @@ pub fn validate_replica_set_update(new: &ReplicaSet, old: &ReplicaSet) -> Vec<Fi
 }
 
 fn validate_replica_set_status(status: &ReplicaSetStatus, path: &Path) -> Vec<FieldError> {
-    let replicas = status.replicas;
-    let labeled = status.fully_labeled_replicas.unwrap_or(0);
-    let ready = status.ready_replicas.unwrap_or(0);
-    let available = status.available_replicas.unwrap_or(0);
-    let mut errs = validate_nonnegative(i64::from(replicas), &path.child("replicas"));
-    errs.extend(validate_nonnegative(
-        i64::from(labeled),
-        &path.child("fullyLabeledReplicas"),
-    ));
-    errs.extend(validate_nonnegative(
-        i64::from(ready),
-        &path.child("readyReplicas"),
-    ));
-    errs.extend(validate_nonnegative(
-        i64::from(available),
-        &path.child("availableReplicas"),
-    ));
-    errs.extend(validate_nonnegative(
-        status.observed_generation.unwrap_or(0),
-        &path.child("observedGeneration"),
-    ));
-    errs.extend(not_above(
-        labeled,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("fullyLabeledReplicas"),
-    ));
-    errs.extend(not_above(
-        ready,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("readyReplicas"),
-    ));
-    errs.extend(not_above(
-        available,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("availableReplicas"),
-    ));
-    errs.extend(not_above(
-        available,
-        ready,
-        "cannot be greater than readyReplicas",
-        &path.child("availableReplicas"),
-    ));
-    errs
+    validate_replica_counts(
+        ReplicaCounts {
+            replicas: status.replicas,
+            labeled: status.fully_labeled_replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            available: status.available_replicas.unwrap_or(0),
+            observed_generation: status.observed_generation.unwrap_or(0),
+        },
+        path,
+    )
 }
 
 /// An update of a ReplicaSet's status subresource.
@@ -880,35 +821,20 @@ fn validate_stateful_set_status(status: &StatefulSetStatus, path: &Path) -> Vec<
         status.collision_count,
         &path.child("collisionCount"),
     ));
-    errs.extend(not_above(
-        ready,
+    errs.extend(within_replicas(
         replicas,
-        ABOVE_REPLICAS,
-        &path.child("readyReplicas"),
-    ));
-    errs.extend(not_above(
-        current,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("currentReplicas"),
-    ));
-    errs.extend(not_above(
-        updated,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("updatedReplicas"),
-    ));
-    errs.extend(not_above(
-        available,
-        replicas,
-        ABOVE_REPLICAS,
-        &path.child("availableReplicas"),
-    ));
-    errs.extend(not_above(
-        available,
-        ready,
-        "cannot be greater than status.readyReplicas",
-        &path.child("availableReplicas"),
+        &[
+            (ready, "readyReplicas"),
+            (current, "currentReplicas"),
+            (updated, "updatedReplicas"),
+            (available, "availableReplicas"),
+        ],
+        (
+            ready,
+            available,
+            "cannot be greater than status.readyReplicas",
+        ),
+        path,
     ));
     errs
 }

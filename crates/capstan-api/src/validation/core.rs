@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{
 use crate::field::{BadValue, FieldError, Path};
 use crate::quantity::Quantity;
 use crate::validation::meta::{
-    FIELD_IMMUTABLE, go_string_map, go_string_slice, require_resource_version,
+    FIELD_IMMUTABLE, ReplicaCounts, go_string_map, go_string_slice, require_resource_version,
     validate_finalizer_name, validate_kube_finalizer_name, validate_nonnegative,
-    validate_object_meta, validate_object_meta_update,
+    validate_object_meta, validate_object_meta_update, validate_replica_counts,
 };
 use crate::validation::names::{
     NameValidator, is_config_map_key, is_dns1123_subdomain, validate_dns1123_label,
@@ -432,40 +432,16 @@ pub fn validate_replication_controller_status_update(
 ) -> Vec<FieldError> {
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta());
     let status = new.status.clone().unwrap_or_default();
-    let path = Path::new("status");
-    let replicas = status.replicas;
-    let labeled = status.fully_labeled_replicas.unwrap_or(0);
-    let ready = status.ready_replicas.unwrap_or(0);
-    let available = status.available_replicas.unwrap_or(0);
-    for (value, field) in [
-        (i64::from(replicas), "replicas"),
-        (i64::from(labeled), "fullyLabeledReplicas"),
-        (i64::from(ready), "readyReplicas"),
-        (i64::from(available), "availableReplicas"),
-        (
-            status.observed_generation.unwrap_or(0),
-            "observedGeneration",
-        ),
-    ] {
-        errs.extend(validate_nonnegative(value, &path.child(field)));
-    }
-    let above = "cannot be greater than status.replicas";
-    for (value, field) in [
-        (labeled, "fullyLabeledReplicas"),
-        (ready, "readyReplicas"),
-        (available, "availableReplicas"),
-    ] {
-        if value > replicas {
-            errs.push(FieldError::invalid(&path.child(field), value, above));
-        }
-    }
-    if available > ready {
-        errs.push(FieldError::invalid(
-            &path.child("availableReplicas"),
-            available,
-            "cannot be greater than readyReplicas",
-        ));
-    }
+    errs.extend(validate_replica_counts(
+        ReplicaCounts {
+            replicas: status.replicas,
+            labeled: status.fully_labeled_replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            available: status.available_replicas.unwrap_or(0),
+            observed_generation: status.observed_generation.unwrap_or(0),
+        },
+        &Path::new("status"),
+    ));
     errs
 }
 

@@ -56,6 +56,78 @@ pub fn validate_nonnegative(value: i64, path: &Path) -> Vec<FieldError> {
     }
 }
 
+/// What a count above a workload status's `replicas` is told.
+const ABOVE_REPLICAS: &str = "cannot be greater than status.replicas";
+/// What `availableReplicas` above `readyReplicas` is told (StatefulSets say
+/// `status.readyReplicas`).
+pub const ABOVE_READY: &str = "cannot be greater than readyReplicas";
+
+/// A workload status's counts under `path`: each of `counts` not above `replicas`, in the order
+/// given (upstream's per kind), then `available` not above `ready`, told `above_ready`.
+pub fn within_replicas(
+    replicas: i32,
+    counts: &[(i32, &str)],
+    (ready, available, above_ready): (i32, i32, &str),
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs: Vec<FieldError> = counts
+        .iter()
+        .filter(|(value, _)| *value > replicas)
+        .map(|&(value, field)| FieldError::invalid(&path.child(field), value, ABOVE_REPLICAS))
+        .collect();
+    if available > ready {
+        errs.push(FieldError::invalid(
+            &path.child("availableReplicas"),
+            available,
+            above_ready,
+        ));
+    }
+    errs
+}
+
+/// The counts of a ReplicaSet's or a ReplicationController's status (the same fields).
+#[derive(Clone, Copy, Debug)]
+pub struct ReplicaCounts {
+    pub replicas: i32,
+    pub labeled: i32,
+    pub ready: i32,
+    pub available: i32,
+    pub observed_generation: i64,
+}
+
+/// A ReplicaSet's or ReplicationController's status counts: none negative, none above
+/// `replicas`, and no more available than ready.
+pub fn validate_replica_counts(counts: ReplicaCounts, path: &Path) -> Vec<FieldError> {
+    let ReplicaCounts {
+        replicas,
+        labeled,
+        ready,
+        available,
+        observed_generation,
+    } = counts;
+    let mut errs = Vec::new();
+    for (value, field) in [
+        (i64::from(replicas), "replicas"),
+        (i64::from(labeled), "fullyLabeledReplicas"),
+        (i64::from(ready), "readyReplicas"),
+        (i64::from(available), "availableReplicas"),
+        (observed_generation, "observedGeneration"),
+    ] {
+        errs.extend(validate_nonnegative(value, &path.child(field)));
+    }
+    errs.extend(within_replicas(
+        replicas,
+        &[
+            (labeled, "fullyLabeledReplicas"),
+            (ready, "readyReplicas"),
+            (available, "availableReplicas"),
+        ],
+        (ready, available, ABOVE_READY),
+        path,
+    ));
+    errs
+}
+
 /// A label key.
 pub fn validate_label_name(name: &str, path: &Path) -> Vec<FieldError> {
     is_qualified_name(name)
@@ -688,6 +760,38 @@ mod tests {
     use super::*;
     use crate::validation::test_support::check;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
+
+    #[test]
+    fn replica_counts_are_not_negative_nor_above_replicas_nor_available_above_ready() {
+        let counts = ReplicaCounts {
+            replicas: 3,
+            labeled: 2,
+            ready: 4,
+            available: 5,
+            observed_generation: -1,
+        };
+        let errs: Vec<String> = validate_replica_counts(counts, &Path::new("status"))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "status.observedGeneration: Invalid value: -1: must be greater than or equal to 0",
+                "status.readyReplicas: Invalid value: 4: cannot be greater than status.replicas",
+                "status.availableReplicas: Invalid value: 5: cannot be greater than status.replicas",
+                "status.availableReplicas: Invalid value: 5: cannot be greater than readyReplicas",
+            ]
+        );
+        let fine = ReplicaCounts {
+            replicas: 3,
+            labeled: 3,
+            ready: 2,
+            available: 2,
+            observed_generation: 1,
+        };
+        assert!(validate_replica_counts(fine, &Path::new("status")).is_empty());
+    }
 
     fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
         ObjectMeta {
