@@ -410,8 +410,14 @@ async fn indexed_watches_see_what_the_walk_sees() {
 async fn narrowed_feeds_carry_one_node_and_bookmarks_keep_up() {
     let twins = twins().await;
     let cache = twins.indexed.cache.clone().unwrap();
+    // The cache has applied a revision once `wait_for` says so (a list is no such sync point:
+    // one the cache cannot answer in time is read from the store).
+    let applied = |revision| {
+        let cache = cache.clone();
+        async move { assert!(cache.wait_for(revision, Duration::from_secs(30)).await) }
+    };
     let start = put(&twins.store, &pod("a", "x", "n1", "Running", "web")).await;
-    let _ = pages(&twins.indexed, None, "spec.nodeName=n1", None, None, None).await;
+    applied(start).await;
     let super::cache::Subscription::Events { backlog, mut feed } =
         cache.subscribe(start, Some("n1"))
     else {
@@ -419,10 +425,10 @@ async fn narrowed_feeds_carry_one_node_and_bookmarks_keep_up() {
     };
     assert!(backlog.is_empty());
     let other = put(&twins.store, &pod("a", "y", "n2", "Running", "web")).await;
-    let _ = pages(&twins.indexed, None, "spec.nodeName=n1", None, None, None).await;
+    applied(other).await;
     assert_eq!(cache.bookmark_revision(&feed, start), other);
     let mine = put(&twins.store, &pod("a", "x", "n1", "Failed", "web")).await;
-    let _ = pages(&twins.indexed, None, "spec.nodeName=n1", None, None, None).await;
+    applied(mine).await;
     // Its own event not yet taken: the bookmark stays where the watcher is.
     assert_eq!(cache.bookmark_revision(&feed, other), other);
     let event = feed.recv().await.unwrap();
