@@ -1,42 +1,40 @@
-//! CEL validation rules of custom resources (`x-kubernetes-validations`), on `kube-cel` (the
-//! kube-rs project's Kubernetes CEL library and rule engine, over the `cel` crate):
+//! CEL as Kubernetes uses it, on the `cel` crate with `kube-cel`'s Kubernetes function
+//! libraries (the kube-rs project's):
 //!
-//! - [`rule_errors`]: what a CRD's schema is refused for: a rule or `messageExpression` that
-//!   does not compile, an unknown `reason`, and estimated costs over upstream's limits
-//!   ([`cost`]: upstream's cost model over the schema's sizes, a rule's cost multiplied by
-//!   the number of times it can run, each rule and `messageExpression` and the whole schema
-//!   limited, with upstream's messages);
-//! - [`Rules`]: one version's rules, compiled once when the CRD is declared, evaluated on each
-//!   create (transition rules, which read `oldSelf`, only on updates unless `optionalOldSelf`)
-//!   with `message`, `messageExpression`, `reason` and `fieldPath` as upstream reports them:
-//!   `<path>: Invalid value: "<type>": <message>` (`Forbidden`, `Required value`, `Duplicate
-//!   value` for the other reasons), the root's path printed `<nil>` as upstream's.
-//!
-//! - [`Expression`]: a CEL expression over named values (an [`Activation`]): the admission
-//!   webhooks' `matchConditions` (`object`, `oldObject`, `request`, `authorizer`), and the
-//!   expressions of ValidatingAdmissionPolicies (which add `params`, `namespaceObject` and
-//!   `variables`). Their functions are `kube-cel`'s and upstream's authorization library
-//!   ([`authz`]: the `authorizer` variable's checks, decided by the caller).
-//!
-//! [`Expression`]s are evaluated through [`cost`]'s runtime meter: upstream's per-call limit
-//! stops an evaluation, and callers share upstream's runtime budget ([`Budget`]) across the
-//! expressions of one evaluation (a policy binding's, with one parameter object).
-//!
-//! Not yet: the runtime limits for CRD rules ([`Rules`]), which `kube-cel`'s `Validator`
-//! evaluates with its own compiled programs (an opaque `cel::Program` that cannot be built
-//! from an instrumented tree), so only their static estimate limits them; and ratcheting
-//! (upstream ignores a failing rule on an unchanged field of an update).
+//! - [`Expression`]: a CEL expression (parsed with optional types, as upstream's environment
+//!   has them) over named values (an [`Activation`]): the admission webhooks'
+//!   `matchConditions` (`object`, `oldObject`, `request`, `authorizer`), the expressions of
+//!   ValidatingAdmissionPolicies (which add `params`, `namespaceObject` and `variables`), and
+//!   CRD rules. Their functions are `kube-cel`'s and upstream's authorization library
+//!   ([`authz`]: the `authorizer` variable's checks, decided by the caller). Every evaluation
+//!   goes through [`cost`]'s runtime meter: upstream's per-call limit stops it, and callers
+//!   share upstream's runtime budget ([`Budget`]) across the expressions of one evaluation (a
+//!   policy binding's, or one custom object's rules).
+//! - [`rule_errors`]: what a CRD's schema is refused for: a rule's fields as upstream checks
+//!   them (empty, multi-line or over-long messages, unknown `reason`, a `fieldPath` that leads
+//!   nowhere), a rule or `messageExpression` that does not compile, and estimated costs over
+//!   upstream's limits ([`cost`]: upstream's cost model over the schema's sizes, a rule's cost
+//!   multiplied by the number of times it can run, each rule and `messageExpression` and the
+//!   whole schema limited, with upstream's messages).
+//! - [`Rules`] (`rules.rs`): one version's rules, compiled once, evaluated on each write of a
+//!   custom object as upstream's validator does: `self` and `oldSelf` per schema node,
+//!   transition rules, `message`/`messageExpression`/`reason`/`fieldPath`, runtime cost
+//!   limits, and ratcheting of unchanged values on updates.
 
 pub mod authz;
 pub mod cost;
+mod rules;
+
+pub use rules::{Rules, field_path};
 
 use std::sync::Arc;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
-use kube_cel::{CompiledSchema, ErrorKind, ValidationError, Validator, compile_schema};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, ValidationRule,
+};
 use serde_json::Value;
 
-use crate::field::{BadValue, FieldError, Path};
+use crate::field::{FieldError, Path};
 use crate::structural::{additional, embedded, items};
 
 /// The reasons a rule may give, as upstream lists them.
@@ -48,8 +46,6 @@ const REASONS: &[&str] = &[
 ];
 
 thread_local! {
-    /// The rule engine with every Kubernetes CEL function registered, built once per thread.
-    static VALIDATOR: Validator = Validator::new();
     /// A context with every Kubernetes CEL function registered, built once per thread; each
     /// evaluation of an [`Expression`] adds its variables in a scope of its own.
     static FUNCTIONS: kube_cel::cel::Context<'static> = {
@@ -106,11 +102,46 @@ impl Expression {
     /// Upstream's environment has CEL's optional types (`object.?spec.?replicas`,
     /// `optional.of(x)`, `.orValue(d)`, `[?a]`, `{?k: v}`), so these parse with them.
     pub fn compile(expression: &str) -> Result<Expression, String> {
-        kube_cel::cel::parser::Parser::new()
-            .enable_optional_syntax(true)
-            .parse(expression)
-            .map(|expression| Expression(cost::instrument(&expression)))
-            .map_err(|e| one_line(&e.to_string()))
+        parse(expression).map(|expression| Expression(cost::instrument(&expression)))
+    }
+
+    /// Whether the expression reads the variable `name`.
+    pub fn reads(&self, name: &str) -> bool {
+        use kube_cel::cel::common::ast::{EntryExpr, Expr};
+        fn walk(e: &kube_cel::cel::IdedExpr, name: &str) -> bool {
+            match &e.expr {
+                Expr::Ident(ident) => ident == name,
+                Expr::Call(call) => {
+                    call.target.as_deref().is_some_and(|t| walk(t, name))
+                        || call.args.iter().any(|a| walk(a, name))
+                }
+                Expr::Comprehension(c) => [
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ]
+                .into_iter()
+                .any(|e| walk(e, name)),
+                Expr::List(list) => list.elements.iter().any(|e| walk(e, name)),
+                Expr::Map(m) => m.entries.iter().any(|entry| match &entry.expr {
+                    EntryExpr::MapEntry(entry) => {
+                        walk(&entry.key, name) || walk(&entry.value, name)
+                    }
+                    EntryExpr::StructField(field) => walk(&field.value, name),
+                }),
+                Expr::Struct(s) => s.entries.iter().any(|entry| match &entry.expr {
+                    EntryExpr::MapEntry(entry) => {
+                        walk(&entry.key, name) || walk(&entry.value, name)
+                    }
+                    EntryExpr::StructField(field) => walk(&field.value, name),
+                }),
+                Expr::Select(select) => walk(&select.operand, name),
+                Expr::Literal(_) | Expr::Unspecified => false,
+            }
+        }
+        walk(&self.0, name)
     }
 
     /// Evaluates the expression with `scope`, metered; its value and cost.
@@ -177,6 +208,15 @@ impl Expression {
             }
         })
     }
+}
+
+/// `expression` parsed as upstream's environment parses it, with CEL's optional types; the
+/// parser's complaint, on one line, if it does not parse.
+fn parse(expression: &str) -> Result<kube_cel::cel::IdedExpr, String> {
+    kube_cel::cel::parser::Parser::new()
+        .enable_optional_syntax(true)
+        .parse(expression)
+        .map_err(|e| one_line(&e.to_string()))
 }
 
 /// A value of CEL.
@@ -388,13 +428,7 @@ fn walk(
     }
     for (i, rule) in rules.iter().enumerate() {
         let at = path.child("x-kubernetes-validations").index(i);
-        if let Some(reason) = rule.reason.as_deref().filter(|r| !REASONS.contains(r)) {
-            errs.schema.push(FieldError::not_supported(
-                &at.child("reason"),
-                reason,
-                REASONS,
-            ));
-        }
+        rule_field_errors(rule, schema, &at, &mut errs.schema);
     }
     // As upstream's, rules are compiled only where the schema, here and below, is valid.
     if errs.schema.len() > schema_errors {
@@ -404,11 +438,11 @@ fn walk(
     let errs = &mut errs.cel;
     for (i, rule) in rules.iter().enumerate() {
         let at = path.child("x-kubernetes-validations").index(i);
-        if let Err(e) = kube_cel::cel::Program::compile(&rule.rule) {
+        if let Err(e) = Expression::compile(&rule.rule) {
             errs.push(FieldError::invalid(
                 &at.child("rule"),
                 rule.rule.as_str(),
-                &format!("compilation failed: {}", one_line(&e.to_string())),
+                &format!("compilation failed: {e}"),
             ));
             continue;
         }
@@ -428,14 +462,11 @@ fn walk(
         let Some(expression) = rule.message_expression.as_deref().filter(|m| !m.is_empty()) else {
             continue;
         };
-        if let Err(e) = kube_cel::cel::Program::compile(expression) {
+        if let Err(e) = Expression::compile(expression) {
             errs.push(FieldError::invalid(
                 &at.child("messageExpression"),
                 expression,
-                &format!(
-                    "messageExpression compilation failed: {}",
-                    one_line(&e.to_string())
-                ),
+                &format!("messageExpression compilation failed: {e}"),
             ));
             continue;
         }
@@ -454,111 +485,86 @@ fn walk(
     }
 }
 
+/// What upstream refuses in one rule's fields before compiling it (`at`: the rule's path):
+/// an empty rule, an empty, over-long or multi-line message, a rule on several lines without
+/// a message, an empty `messageExpression`, an unknown reason, and a `fieldPath` that is
+/// empty, on several lines or leads nowhere in `schema`.
+fn rule_field_errors(
+    rule: &ValidationRule,
+    schema: &JSONSchemaProps,
+    at: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    let lines = |text: &str| text.contains(['\n', '\r']);
+    let trimmed = rule.rule.trim();
+    let message = rule.message.as_deref().unwrap_or_default();
+    if trimmed.is_empty() {
+        errs.push(FieldError::required(
+            &at.child("rule"),
+            "rule is not specified",
+        ));
+    } else if !message.is_empty() && message.trim().is_empty() {
+        errs.push(FieldError::invalid(
+            &at.child("message"),
+            message,
+            "message must be non-empty if specified",
+        ));
+    } else if message.len() > 2048 {
+        let start: String = message.chars().take(10).collect();
+        errs.push(FieldError::invalid(
+            &at.child("message"),
+            format!("{start}...").as_str(),
+            "message must have a maximum length of 2048 characters",
+        ));
+    } else if lines(message.trim()) {
+        errs.push(FieldError::invalid(
+            &at.child("message"),
+            message,
+            "message must not contain line breaks",
+        ));
+    } else if lines(trimmed) && message.trim().is_empty() {
+        errs.push(FieldError::required(
+            &at.child("message"),
+            "message must be specified if rule contains line breaks",
+        ));
+    }
+    if let Some(expression) = rule.message_expression.as_deref()
+        && !expression.is_empty()
+        && expression.trim().is_empty()
+    {
+        errs.push(FieldError::required(
+            &at.child("messageExpression"),
+            "messageExpression must be non-empty if specified",
+        ));
+    }
+    if let Some(reason) = rule.reason.as_deref().filter(|r| !REASONS.contains(r)) {
+        errs.push(FieldError::not_supported(
+            &at.child("reason"),
+            reason,
+            REASONS,
+        ));
+    }
+    let field_path = rule.field_path.as_deref().unwrap_or_default();
+    let invalid = |detail: &str| FieldError::invalid(&at.child("fieldPath"), field_path, detail);
+    if !field_path.is_empty() && field_path.trim().is_empty() {
+        errs.push(invalid("fieldPath must be non-empty if specified"));
+    }
+    if lines(field_path) {
+        errs.push(invalid("fieldPath must not contain line breaks"));
+    }
+    if !field_path.is_empty()
+        && let Err(e) = rules::field_path(field_path, schema)
+    {
+        errs.push(invalid(&format!("fieldPath must be a valid path: {e}")));
+    }
+}
+
 /// The variables of a validation rule.
 const SCOPED: &[&str] = &["self", "oldSelf"];
 
 /// A compiler's multi-line report on one line, as upstream's field errors carry it.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The compiled rules of one version's schema.
-pub struct Rules {
-    compiled: CompiledSchema,
-    schema: Arc<JSONSchemaProps>,
-}
-
-impl std::fmt::Debug for Rules {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rules").finish_non_exhaustive()
-    }
-}
-
-/// Whether any node of `schema` has rules.
-fn has_rules(schema: &JSONSchemaProps) -> bool {
-    schema
-        .x_kubernetes_validations
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-        || schema
-            .properties
-            .iter()
-            .flatten()
-            .any(|(_, c)| has_rules(c))
-        || items(schema).is_some_and(has_rules)
-        || additional(schema).is_some_and(has_rules)
-}
-
-impl Rules {
-    /// The rules of `schema`, compiled; `None` when it has none.
-    pub fn compile(schema: &Arc<JSONSchemaProps>) -> Option<Rules> {
-        if !has_rules(schema) {
-            return None;
-        }
-        let node = serde_json::to_value(schema.as_ref()).ok()?;
-        Some(Rules {
-            compiled: compile_schema(&node),
-            schema: schema.clone(),
-        })
-    }
-
-    /// The rules `object` breaks (`old`: the stored object of an update, for transition rules).
-    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
-        let outcome = VALIDATOR.with(|v| v.validate_compiled(&self.compiled, object, old));
-        match outcome {
-            Ok(()) => Vec::new(),
-            Err(errors) => errors.iter().map(|e| self.field_error(e)).collect(),
-        }
-    }
-
-    /// A broken rule as upstream reports it.
-    fn field_error(&self, error: &ValidationError) -> FieldError {
-        let path = if error.field_path.is_empty() {
-            Path::new("<nil>")
-        } else {
-            Path::new(&error.field_path)
-        };
-        let type_ = type_at(&self.schema, &error.field_path);
-        if error.kind != ErrorKind::ValidationFailure {
-            return FieldError::invalid(&path, BadValue::Str(type_), &error.message);
-        }
-        match error.reason.as_deref() {
-            Some("FieldValueForbidden") => FieldError::forbidden(&path, &error.message),
-            Some("FieldValueRequired") => FieldError::required(&path, &error.message),
-            Some("FieldValueDuplicate") => FieldError::duplicate(&path, error.message.as_str()),
-            _ => FieldError::invalid(&path, BadValue::Str(type_), &error.message),
-        }
-    }
-}
-
-/// The schema type at a field path (`spec.items[1].name`): what upstream shows as the invalid
-/// value of a broken rule.
-fn type_at(schema: &JSONSchemaProps, path: &str) -> String {
-    let mut node = schema;
-    for segment in path.split('.').filter(|s| !s.is_empty()) {
-        let (field, indices) = match segment.find('[') {
-            Some(i) => (&segment[..i], segment[i..].matches('[').count()),
-            None => (segment, 0),
-        };
-        if !field.is_empty() {
-            let next = node
-                .properties
-                .as_ref()
-                .and_then(|p| p.get(field))
-                .or_else(|| additional(node));
-            match next {
-                Some(next) => node = next,
-                None => break,
-            }
-        }
-        for _ in 0..indices {
-            match items(node).or_else(|| additional(node)) {
-                Some(next) => node = next,
-                None => break,
-            }
-        }
-    }
-    node.type_.clone().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -737,6 +743,49 @@ mod tests {
         );
         assert!(errs[1].starts_with("schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.a >\": compilation failed: "), "{errs:?}");
         assert!(errs[2].starts_with("schema.properties[spec].x-kubernetes-validations[1].messageExpression: Invalid value: \"'a' +\": messageExpression compilation failed: "), "{errs:?}");
+    }
+
+    #[test]
+    fn rule_fields_are_checked_as_upstreams() {
+        let rules = schema(json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}},
+                "x-kubernetes-validations": [
+                    {"rule": " "},
+                    {"rule": "true", "message": "  "},
+                    {"rule": "true", "message": "two\nlines"},
+                    {"rule": "true &&\ntrue"},
+                    {"rule": "true", "messageExpression": " "},
+                    {"rule": "true", "fieldPath": ".b"},
+                    {"rule": "true", "fieldPath": ".a"},
+                    {"rule": "self.?a.orValue(1) > 0", "messageExpression": "'a is ' + string(self.?a.orValue(0))"}
+                ]
+            }}
+        }));
+        let at = "schema.properties[spec].x-kubernetes-validations";
+        assert_eq!(
+            messages(&rule_errors(&rules, &Path::new("schema"))),
+            [
+                format!("{at}[0].rule: Required value: rule is not specified"),
+                format!(
+                    "{at}[1].message: Invalid value: \"  \": message must be non-empty if specified"
+                ),
+                format!(
+                    "{at}[2].message: Invalid value: \"two\\nlines\": message must not contain line breaks"
+                ),
+                format!(
+                    "{at}[3].message: Required value: message must be specified if rule contains line breaks"
+                ),
+                format!(
+                    "{at}[4].messageExpression: Required value: messageExpression must be non-empty if specified"
+                ),
+                format!(
+                    "{at}[5].fieldPath: Invalid value: \".b\": fieldPath must be a valid path: does not refer to a valid field"
+                ),
+            ]
+        );
     }
 
     /// A CRD's schema whose `spec.items` list (of strings up to 10 characters, at most

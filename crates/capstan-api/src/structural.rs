@@ -561,7 +561,7 @@ pub fn validate_update(
 }
 
 /// The element of `old` (a list) that the element `index` of `new` is the same entry as.
-fn counterpart<'a>(
+pub(crate) fn counterpart<'a>(
     old: Option<&'a Value>,
     new: &[Value],
     index: usize,

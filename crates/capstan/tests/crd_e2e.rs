@@ -743,6 +743,50 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
             (unit == "kg").then_some(unit)
         });
         assert_eq!(unit, "kg");
+        // Stricter rules: one reading an optional field, and one the stored gauge's name
+        // breaks. An update that leaves the name as stored is not held back by it (upstream's
+        // ratcheting); a new gauge with that name is.
+        let stricter = defaulted
+            .replace(
+                "                - {rule: \"self == oldSelf\", message: \"name is immutable\"}",
+                "                - {rule: \"self == oldSelf\", message: \"name is immutable\"}\n                - {rule: \"self != 'first'\", message: \"first is reserved\"}",
+            )
+            .replace(
+                "            - {rule: \"self.min <= self.max\", message: \"min must not exceed max\"}",
+                "            - {rule: \"self.min <= self.max\", message: \"min must not exceed max\"}\n            - {rule: \"self.?unit.orValue('') != 'lb'\", message: \"pounds are not allowed\"}",
+            );
+        assert_ne!(stricter, defaulted);
+        kubectl_stdin_ok(version, &kc, &["apply", "-f", "-"], &stricter);
+        let second = gauge.replace("name: g}", "name: h}");
+        let refused = eventually("the stricter rules to be served", || {
+            let out = kubectl_stdin(
+                version,
+                &kc,
+                &["create", "--dry-run=server", "-f", "-"],
+                &second,
+            );
+            (!out.status.success()).then_some(out)
+        });
+        assert_refused(
+            &refused,
+            &["spec.name: Invalid value: \"string\": first is reserved"],
+        );
+        kubectl_stdin_ok(
+            version,
+            &kc,
+            &["apply", "-f", "-"],
+            &gauge.replace("max: 5", "max: 6"),
+        );
+        assert_eq!(jsonpath(version, &kc, &["gauge", "g"], "{.spec.max}"), "6");
+        assert_refused(
+            &kubectl_stdin(
+                version,
+                &kc,
+                &["apply", "-f", "-"],
+                &gauge.replace("max: 5", "max: 6, unit: lb"),
+            ),
+            &["spec: Invalid value: \"object\": pounds are not allowed"],
+        );
         kubectl_ok(
             version,
             &kc,

@@ -231,7 +231,7 @@ impl Decl {
 
 /// A property name as CEL reads it (upstream's `cel.Escape`); `None` for a name CEL cannot
 /// spell, which rules then do not see.
-fn escape(name: &str) -> Option<String> {
+pub(crate) fn escape(name: &str) -> Option<String> {
     if super::RESERVED.contains(&name) {
         return Some(format!("__{name}__"));
     }
@@ -408,7 +408,7 @@ struct Coster<'a> {
 /// The estimated worst-case cost of `expression` when `variables` (`self`, `oldSelf`) are
 /// values of `decl`; `None` when it does not parse.
 pub fn estimate(expression: &str, decl: &Decl, variables: &[&str]) -> Option<u64> {
-    let program = kube_cel::cel::Program::compile(expression).ok()?;
+    let parsed = super::parse(expression).ok()?;
     let mut coster = Coster {
         root: decl,
         variables,
@@ -418,7 +418,7 @@ pub fn estimate(expression: &str, decl: &Decl, variables: &[&str]) -> Option<u64
         paths: HashMap::new(),
         types: HashMap::new(),
     };
-    Some(coster.cost(program.expression()))
+    Some(coster.cost(&parsed))
 }
 
 impl<'a> Coster<'a> {
