@@ -411,12 +411,12 @@ impl CustomStrategy {
         errs: &[FieldError],
         object: &Value,
         old: Option<&Value>,
-    ) -> Vec<FieldError> {
+    ) -> (Vec<FieldError>, Vec<String>) {
         let Some(schema) = &self.schema else {
-            return Vec::new();
+            return Default::default();
         };
         let Some(rules) = self.rules.get_or_init(|| Rules::compile(schema)) else {
-            return Vec::new();
+            return Default::default();
         };
         let blocked = errs.iter().any(|e| {
             matches!(
@@ -429,13 +429,14 @@ impl CustomStrategy {
             )
         });
         if blocked {
-            return vec![FieldError::invalid(
+            let error = FieldError::invalid(
                 &Path::new("<nil>"),
                 "null",
                 "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-            )];
+            );
+            return (vec![error], Vec::new());
         }
-        rules.validate(object, old)
+        rules.check(object, old)
     }
 }
 
@@ -499,7 +500,7 @@ impl Strategy for CustomStrategy {
             errs.extend(structural::validate(object, schema));
             errs.extend(structural::list_set_and_map_errors(object, schema));
         }
-        let rules = self.rule_errors(&errs, object, None);
+        let (rules, _) = self.rule_errors(&errs, object, None);
         errs.extend(rules);
         errs
     }
@@ -508,8 +509,17 @@ impl Strategy for CustomStrategy {
         &self,
         new: &Value,
         old: &Value,
-        _subresource: Option<&str>,
+        subresource: Option<&str>,
     ) -> Vec<FieldError> {
+        self.validate_update_warned(new, old, subresource).0
+    }
+
+    fn validate_update_warned(
+        &self,
+        new: &Value,
+        old: &Value,
+        _subresource: Option<&str>,
+    ) -> (Vec<FieldError>, Vec<String>) {
         let mut errs = match (metadata(new), metadata(old)) {
             (Ok(new), Ok(old)) => {
                 validate_object_meta_update_generic(&new, &old, &Path::new("metadata"))
@@ -524,9 +534,9 @@ impl Strategy for CustomStrategy {
                 errs.extend(broken);
             }
         }
-        let rules = self.rule_errors(&errs, new, Some(old));
+        let (rules, warnings) = self.rule_errors(&errs, new, Some(old));
         errs.extend(rules);
-        errs
+        (errs, warnings)
     }
 
     fn status_policy(&self) -> StatusPolicy {

@@ -97,6 +97,17 @@ pub trait Strategy: Send + Sync + 'static {
         subresource: Option<&str>,
     ) -> Vec<FieldError>;
 
+    /// [`Strategy::validate_update`], and the warnings for a valid update (a custom
+    /// resource's CEL rules that ratcheting let pass, which upstream reports as warnings).
+    fn validate_update_warned(
+        &self,
+        new: &Value,
+        old: &Value,
+        subresource: Option<&str>,
+    ) -> (Vec<FieldError>, Vec<String>) {
+        (self.validate_update(new, old, subresource), Vec::new())
+    }
+
     /// Whether the kind has a separately written status.
     fn status_policy(&self) -> StatusPolicy;
 

@@ -771,11 +771,17 @@ fn cel_rules_validate_custom_objects_and_stored_objects_get_new_defaults() {
             &refused,
             &["spec.name: Invalid value: \"string\": first is reserved"],
         );
-        kubectl_stdin_ok(
+        let out = kubectl_stdin(
             version,
             &kc,
             &["apply", "-f", "-"],
             &gauge.replace("max: 5", "max: 6"),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("Warning: spec.name: Invalid value: \"string\": first is reserved"),
+            "the ratcheted rule is a warning: {stderr}"
         );
         assert_eq!(jsonpath(version, &kc, &["gauge", "g"], "{.spec.max}"), "6");
         assert_refused(

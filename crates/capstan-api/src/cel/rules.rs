@@ -141,9 +141,11 @@ struct Correlated<'a> {
     schema: &'a JSONSchemaProps,
 }
 
-/// One validation's running state: the errors so far and the budget left.
+/// One validation's running state: the errors so far, the ratcheted ones (warnings), and the
+/// budget left.
 struct Walk {
     errs: Vec<FieldError>,
+    warnings: Vec<String>,
     budget: Budget,
     /// Set when the budget or a per-call limit ran out: nothing more is evaluated.
     stopped: bool,
@@ -160,8 +162,16 @@ impl Rules {
 
     /// The rules `object` breaks (`old`: the stored object of an update).
     pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.check(object, old).0
+    }
+
+    /// The rules `object` breaks (`old`: the stored object of an update), and the warnings
+    /// for those an update breaks where it left the value as stored (upstream's ratcheting
+    /// lets them pass and warns with the error's text).
+    pub fn check(&self, object: &Value, old: Option<&Value>) -> (Vec<FieldError>, Vec<String>) {
         let mut walk = Walk {
             errs: Vec::new(),
+            warnings: Vec::new(),
             budget: Budget::default(),
             stopped: false,
         };
@@ -179,7 +189,7 @@ impl Rules {
             correlated,
             &Path::default(),
         );
-        walk.errs
+        (walk.errs, walk.warnings)
     }
 }
 
@@ -359,28 +369,30 @@ impl Walk {
                     .map(|m| m.trim().to_owned())
                     .unwrap_or_else(|| format!("failed rule: {}", rule.named())),
                 Err(detail) => {
-                    if !ratcheted {
-                        self.errs.push(FieldError::invalid(
-                            &at,
-                            BadValue::Str(type_.clone()),
-                            &detail,
-                        ));
-                    }
+                    let error = FieldError::invalid(&at, BadValue::Str(type_.clone()), &detail);
+                    self.report(error, ratcheted);
                     self.stopped = true;
                     return;
                 }
             };
-            if ratcheted {
-                continue;
-            }
-            self.errs.push(match rule.reason.as_deref() {
+            let error = match rule.reason.as_deref() {
                 Some("FieldValueForbidden") => FieldError::forbidden(&at, &detail),
                 Some("FieldValueRequired") => FieldError::required(&at, &detail),
                 Some("FieldValueDuplicate") => {
                     FieldError::duplicate(&at, BadValue::Str(type_.clone()))
                 }
                 _ => FieldError::invalid(&at, BadValue::Str(type_.clone()), &detail),
-            });
+            };
+            self.report(error, ratcheted);
+        }
+    }
+
+    /// A broken rule's error, or its warning when ratcheting lets it pass.
+    fn report(&mut self, error: FieldError, ratcheted: bool) {
+        if ratcheted {
+            self.warnings.push(error.to_string());
+        } else {
+            self.errs.push(error);
         }
     }
 

@@ -320,6 +320,7 @@ pub(crate) async fn patch(
             Ok(decoded)
         })
         .await?;
+    warnings.append(&mut written.warnings);
     written.warnings = warnings;
     Ok(written)
 }
@@ -380,6 +381,7 @@ async fn apply_configuration(
             },
         )
         .await?;
+    warnings.append(&mut written.warnings);
     written.warnings = warnings;
     Ok(written)
 }

@@ -208,6 +208,12 @@ pub(crate) struct Written {
 
 impl Written {
     /// An object written at `revision`, which becomes its `resourceVersion`.
+    /// The write, with `warnings` for the response.
+    fn warned(mut self, warnings: Vec<String>) -> Written {
+        self.warnings = warnings;
+        self
+    }
+
     fn at(mut object: Value, revision: Revision, created: bool) -> Written {
         set_meta(
             &mut object,
@@ -1133,6 +1139,7 @@ impl Registry {
                 Ok(body.clone())
             })
             .await?;
+        warnings.append(&mut written.warnings);
         written.warnings = warnings;
         Ok(written)
     }
@@ -1176,6 +1183,8 @@ impl Registry {
         }
         // What the write hook holds for the attempt in progress.
         let mut held: Option<HeldWrite> = None;
+        // The warnings of the attempt's validation (ratcheted CEL rules of a custom resource).
+        let mut warnings = Vec::new();
         for _ in 0..MAX_RETRIES {
             if let Some(held) = held.take() {
                 held.finish(false).await;
@@ -1248,7 +1257,10 @@ impl Registry {
                 let old_managed = object::take_managed(&mut old);
                 let new_managed = object::take_managed(&mut new);
                 self.prepare_update(&mut new, &old, subresource);
-                let errors = self.strategy.validate_update(&new, &old, subresource);
+                let errors;
+                (errors, warnings) = self
+                    .strategy
+                    .validate_update_warned(&new, &old, subresource);
                 if !errors.is_empty() {
                     recheck_or!(Err(self.invalid(name, &errors)));
                 }
@@ -1298,7 +1310,7 @@ impl Registry {
                             held.finish(true).await;
                         }
                         self.deleted(&new).await;
-                        return Ok(Written::at(new, deleted.revision, false));
+                        return Ok(Written::at(new, deleted.revision, false).warned(warnings));
                     }
                     Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
                         current = Some(self.decoded(&now).await?);
@@ -1313,7 +1325,7 @@ impl Registry {
                 }
             }
             if options.dry_run {
-                recheck_or!(Ok(Written::at(new, revision, false)));
+                recheck_or!(Ok(Written::at(new, revision, false).warned(warnings)));
             }
             match self
                 .store
@@ -1324,7 +1336,7 @@ impl Registry {
                     if let Some(held) = held.take() {
                         held.finish(true).await;
                     }
-                    return Ok(Written::at(new, stored.mod_revision, false));
+                    return Ok(Written::at(new, stored.mod_revision, false).warned(warnings));
                 }
                 Err(StoreError::Conflict { current: now, .. }) if expected.is_none() => {
                     current = Some(self.decoded(&now).await?);
