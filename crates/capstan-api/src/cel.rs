@@ -315,7 +315,7 @@ pub fn map(entries: Vec<(String, CelValue)>) -> CelValue {
 pub fn rule_errors(schema: &JSONSchemaProps, path: &Path) -> Vec<FieldError> {
     let mut errs = Errors::default();
     let mut total = TotalCost::default();
-    walk(schema, path, Some(1), true, &mut total, &mut errs);
+    walk(schema, path, Some(1), true, None, &mut total, &mut errs);
     let mut errs = [errs.schema, errs.cel].concat();
     if total.sum > cost::STATIC_SCHEMA_LIMIT {
         for (at, _) in &total.most_expensive {
@@ -379,11 +379,15 @@ struct Errors {
     cel: Vec<FieldError>,
 }
 
+/// Checks the rules of `schema` and below (at `path` in the CRD). `uncorrelatable`: the list
+/// above whose items have no counterpart in an update's old object (any list but a `map`
+/// list), where a rule may not read `oldSelf`.
 fn walk(
     schema: &JSONSchemaProps,
     path: &Path,
     cardinality: Option<u64>,
     root: bool,
+    uncorrelatable: Option<&Path>,
     total: &mut TotalCost,
     errs: &mut Errors,
 ) {
@@ -395,15 +399,25 @@ fn walk(
     };
     for (key, child) in schema.properties.iter().flatten() {
         let at = path.child("properties").key(key);
-        walk(child, &at, cardinality, embedded(child), total, errs);
+        walk(
+            child,
+            &at,
+            cardinality,
+            embedded(child),
+            uncorrelatable,
+            total,
+            errs,
+        );
     }
     if let Some(child) = items(schema) {
         let at = path.child("items");
+        let keyed = schema.x_kubernetes_list_type.as_deref() == Some("map");
         walk(
             child,
             &at,
             times(schema.max_items),
             embedded(child),
+            uncorrelatable.or((!keyed).then_some(path)),
             total,
             errs,
         );
@@ -415,6 +429,7 @@ fn walk(
             &at,
             times(schema.max_properties),
             embedded(child),
+            uncorrelatable,
             total,
             errs,
         );
@@ -438,13 +453,33 @@ fn walk(
     let errs = &mut errs.cel;
     for (i, rule) in rules.iter().enumerate() {
         let at = path.child("x-kubernetes-validations").index(i);
-        if let Err(e) = Expression::compile(&rule.rule) {
+        let compiled = match Expression::compile(&rule.rule) {
+            Ok(compiled) => compiled,
+            Err(e) => {
+                errs.push(FieldError::invalid(
+                    &at.child("rule"),
+                    rule.rule.as_str(),
+                    &format!("compilation failed: {e}"),
+                ));
+                continue;
+            }
+        };
+        if compiled.reads("oldSelf") {
+            if let Some(list) = uncorrelatable {
+                errs.push(FieldError::invalid(
+                    &at.child("rule"),
+                    rule.rule.as_str(),
+                    &format!(
+                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"
+                    ),
+                ));
+            }
+        } else if let Some(optional) = rule.optional_old_self {
             errs.push(FieldError::invalid(
-                &at.child("rule"),
-                rule.rule.as_str(),
-                &format!("compilation failed: {e}"),
+                &at.child("optionalOldSelf"),
+                optional,
+                "may not be set if oldSelf is not used in rule",
             ));
-            continue;
         }
         let Some(decl) = &decl else { continue };
         let estimate = cost::estimate(&rule.rule, decl, SCOPED).unwrap_or(0);
@@ -784,6 +819,27 @@ mod tests {
                 format!(
                     "{at}[5].fieldPath: Invalid value: \".b\": fieldPath must be a valid path: does not refer to a valid field"
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn old_self_needs_a_counterpart_and_optional_old_self_needs_old_self() {
+        let item = json!({"type": "object", "properties": {"k": {"type": "string", "maxLength": 10}},
+            "x-kubernetes-validations": [{"rule": "self.k == oldSelf.k"}]});
+        let schema = schema(json!({"type": "object", "properties": {
+            "keyed": {"type": "array", "x-kubernetes-list-type": "map", "maxItems": 10,
+                      "x-kubernetes-list-map-keys": ["k"], "items": item},
+            "plain": {"type": "array", "maxItems": 10, "items": item},
+            "flag": {"type": "string", "x-kubernetes-validations": [
+                {"rule": "self != 'x'", "optionalOldSelf": false}
+            ]}
+        }}));
+        assert_eq!(
+            messages(&rule_errors(&schema, &Path::new("s"))),
+            [
+                "s.properties[flag].x-kubernetes-validations[0].optionalOldSelf: Invalid value: false: may not be set if oldSelf is not used in rule",
+                "s.properties[plain].items.x-kubernetes-validations[0].rule: Invalid value: \"self.k == oldSelf.k\": oldSelf cannot be used on the uncorrelatable portion of the schema within s.properties[plain]",
             ]
         );
     }
