@@ -141,6 +141,47 @@ struct Correlated<'a> {
     schema: &'a JSONSchemaProps,
 }
 
+/// A node of the object under validation: its value and schema, whether it is a resource's
+/// root, its counterpart in the stored object, the nearest node at or above it that has one,
+/// and its path.
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    schema: &'a JSONSchemaProps,
+    root: bool,
+    value: &'a Value,
+    old: Option<&'a Value>,
+    correlated: Option<Correlated<'a>>,
+    path: &'a Path,
+}
+
+impl<'a> Site<'a> {
+    /// The site of a child of this one: `value` (with its counterpart `old`) under `schema`.
+    fn child(
+        self,
+        schema: &'a JSONSchemaProps,
+        value: &'a Value,
+        old: Option<&'a Value>,
+        path: &'a Path,
+    ) -> Site<'a> {
+        let correlated = match old {
+            Some(old) => Some(Correlated {
+                new: value,
+                old,
+                schema,
+            }),
+            None => self.correlated,
+        };
+        Site {
+            schema,
+            root: embedded(schema),
+            value,
+            old,
+            correlated,
+            path,
+        }
+    }
+}
+
 /// One validation's running state: the errors so far, the ratcheted ones (warnings), and the
 /// budget left.
 struct Walk {
@@ -180,38 +221,30 @@ impl Rules {
             old,
             schema: &self.schema,
         });
-        walk.node(
-            &self.root,
-            &self.schema,
-            true,
-            object,
+        let path = Path::default();
+        let root = Site {
+            schema: &self.schema,
+            root: true,
+            value: object,
             old,
             correlated,
-            &Path::default(),
-        );
+            path: &path,
+        };
+        walk.node(&self.root, root);
         (walk.errs, walk.warnings)
     }
 }
 
 impl Walk {
-    #[allow(clippy::too_many_arguments)]
-    fn node(
-        &mut self,
-        node: &Node,
-        schema: &JSONSchemaProps,
-        root: bool,
-        value: &Value,
-        old: Option<&Value>,
-        correlated: Option<Correlated<'_>>,
-        path: &Path,
-    ) {
-        if value.is_null() || self.stopped {
+    fn node(&mut self, node: &Node, at: Site<'_>) {
+        if at.value.is_null() || self.stopped {
             return;
         }
         if !node.rules.is_empty() {
-            self.rules(node, schema, root, value, old, correlated, path);
+            self.rules(node, at);
         }
-        match value {
+        let (schema, old) = (at.schema, at.old);
+        match at.value {
             Value::Object(members) => {
                 for (name, child) in &node.properties {
                     let Some(property) = schema.properties.as_ref().and_then(|p| p.get(name))
@@ -219,9 +252,9 @@ impl Walk {
                         continue;
                     };
                     if let Some(field) = members.get(name) {
+                        let path = at.path.child(name);
                         let old = old.and_then(|o| o.get(name));
-                        let at = path.child(name);
-                        self.child(child, property, field, old, correlated, &at);
+                        self.node(child, at.child(property, field, old, &path));
                     }
                 }
                 if let (Some(child), Some(values)) = (&node.additional, additional(schema)) {
@@ -230,8 +263,9 @@ impl Walk {
                         if declared.is_some_and(|d| d.contains_key(key)) {
                             continue;
                         }
+                        let path = at.path.key(key);
                         let old = old.and_then(|o| o.get(key));
-                        self.child(child, values, field, old, correlated, &path.key(key));
+                        self.node(child, at.child(values, field, old, &path));
                     }
                 }
             }
@@ -239,10 +273,11 @@ impl Walk {
                 if let (Some(child), Some(item)) = (&node.items, items(schema)) {
                     let map_list = schema.x_kubernetes_list_type.as_deref() == Some("map");
                     for (i, element) in list.iter().enumerate() {
+                        let path = at.path.index(i);
                         let old = map_list
                             .then(|| counterpart(old, list, i, schema))
                             .flatten();
-                        self.child(child, item, element, old, correlated, &path.index(i));
+                        self.node(child, at.child(item, element, old, &path));
                     }
                 }
             }
@@ -250,38 +285,16 @@ impl Walk {
         }
     }
 
-    fn child(
-        &mut self,
-        node: &Node,
-        schema: &JSONSchemaProps,
-        value: &Value,
-        old: Option<&Value>,
-        parent: Option<Correlated<'_>>,
-        path: &Path,
-    ) {
-        let correlated = match old {
-            Some(old) => Some(Correlated {
-                new: value,
-                old,
-                schema,
-            }),
-            None => parent,
-        };
-        self.node(node, schema, embedded(schema), value, old, correlated, path);
-    }
-
     /// Evaluates the rules of one node.
-    #[allow(clippy::too_many_arguments)]
-    fn rules(
-        &mut self,
-        node: &Node,
-        schema: &JSONSchemaProps,
-        root: bool,
-        value: &Value,
-        old: Option<&Value>,
-        correlated: Option<Correlated<'_>>,
-        path: &Path,
-    ) {
+    fn rules(&mut self, node: &Node, site: Site<'_>) {
+        let Site {
+            schema,
+            root,
+            value,
+            old,
+            correlated,
+            path,
+        } = site;
         let type_ = schema.type_.clone().unwrap_or_default();
         let at = if path.to_string().is_empty() {
             Path::new("<nil>")
